@@ -1,0 +1,38 @@
+# Two commands on a fresh machine with Python 3.11 and make:
+#   make demo   set up .venv and run the main job (two training ranks, one profiled window)
+#   make test   set up .venv with the test tools and frameworks, then lint and run every test
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Runtime install: only the package and its light dependencies (no framework).
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# Test install: test tools plus the real frameworks the tests profile.
+$(VENV)/.test: pyproject.toml $(VENV)/.base
+	$(BIN)/python -m pip install -q -e '.[test]' torch==2.13.0
+	touch $@
+
+demo: $(VENV)/.base
+	$(BIN)/dynprof demo
+
+lint: $(VENV)/.test
+	$(BIN)/ruff check dynprof_nb tests benchmarks
+
+test: $(VENV)/.test lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: $(VENV)/.test
+	$(BIN)/python benchmarks/idle_step.py
+	$(BIN)/python benchmarks/propagation.py
+	$(BIN)/python benchmarks/load_trace.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
