@@ -1,0 +1,257 @@
+"""The built-in profiler: no dependency beyond the standard library.
+
+What it records while a window is active:
+
+* each step as a ``ProfilerStep#N`` span (N = the global step), like Kineto;
+* user ranges (``dynprof_nb.range``) as ``user_annotation`` spans;
+* with ``with_stack``: every Python and C function call on the training thread
+  (``sys.setprofile``), as ``python_function`` spans named ``file.py(line): name``;
+* with ``profile_memory``: traced Python memory (``tracemalloc``) at every step and range end.
+
+What it writes: ``trace.json`` (Chrome trace, opens in Perfetto; ``ts`` relative to
+``baseTimeNanoseconds`` so nanoseconds survive the float), and under ``ASCEND_PROFILER_OUTPUT/``
+``op_statistic.csv``, ``step_trace_time.csv`` and (with memory) ``memory_record.csv`` in the
+Ascend column conventions.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import threading
+import time
+import tracemalloc
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .. import ranges
+from ..config import ProfilerConfig
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson is a dependency, but stay dependency-free
+    orjson = None
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+STEP_CATEGORY = "user_annotation"
+COMM_CATEGORY = "communication"
+
+
+class BuiltinBackend:
+    """Records one window in memory and writes it on ``save()``."""
+
+    name = "builtin"
+
+    def __init__(self) -> None:
+        self.directory: Path | None = None
+        self.context: dict[str, Any] = {}
+        self.events: list[tuple[str, str, int, int, int]] = []  # name, cat, tid, t0, dur
+        self.memory: list[tuple[int, int, int]] = []  # t, current, peak (bytes)
+        self.steps: list[tuple[int, int, int]] = []  # step, t0, t1
+        self._stacks: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        self._memory = False
+        self._own_tracemalloc = False
+        self._with_stack = False
+
+    # -- protocol -----------------------------------------------------------------------
+
+    def start(self, directory: Path, config: ProfilerConfig, first_step: int,
+              context: dict[str, Any] | None = None) -> None:
+        self.directory = directory
+        self.context = dict(context or {})
+        self.config = config
+        self.base_ns = time.time_ns()
+        self.base_perf = time.perf_counter_ns()
+        self.main_tid = threading.get_native_id()
+        self.next_step = first_step
+        self.step_t0 = self.base_perf
+        self._memory = config.profile_memory
+        if self._memory and not tracemalloc.is_tracing():
+            tracemalloc.start()
+            self._own_tracemalloc = True
+        if config.with_stack:
+            self._with_stack = True
+            threading.setprofile(self._profile)
+            sys.setprofile(self._profile)
+        ranges.set_sink(self)
+
+    def step(self, step: int) -> None:
+        now = time.perf_counter_ns()
+        self.steps.append((step, self.step_t0, now))
+        if self._memory:
+            self._sample_memory(now)
+        self.step_t0 = now
+        self.next_step = step + 1
+
+    def stop(self) -> None:
+        ranges.set_sink(None)
+        if self._with_stack:
+            sys.setprofile(None)
+            threading.setprofile(None)
+        if self._own_tracemalloc:
+            tracemalloc.stop()
+        self.end_perf = time.perf_counter_ns()
+
+    def save(self) -> list[str]:
+        assert self.directory is not None, "save() before start()"
+        out = self.directory / OUTPUT_DIR
+        out.mkdir(exist_ok=True)
+        files = [self._write_trace(self.directory / "trace.json")]
+        files.append(self._write_op_statistic(out / "op_statistic.csv"))
+        files.append(self._write_step_trace(out / "step_trace_time.csv"))
+        if self.memory:
+            files.append(self._write_memory(out / "memory_record.csv"))
+        return [str(Path(f).relative_to(self.directory)) for f in files]
+
+    # -- recording (hot while a window is active) -----------------------------------------
+
+    def open_range(self, name: str, category: str) -> tuple[str, str, int, int]:
+        return (name, category, threading.get_native_id(), time.perf_counter_ns())
+
+    def close_range(self, token: tuple[str, str, int, int]) -> None:
+        now = time.perf_counter_ns()
+        name, category, tid, t0 = token
+        self.events.append((name, category, tid, t0, now - t0))
+        if self._memory:
+            self._sample_memory(now)
+
+    def _sample_memory(self, now: int) -> None:
+        current, peak = tracemalloc.get_traced_memory()
+        self.memory.append((now, current, peak))
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        now = time.perf_counter_ns()
+        stack = self._stacks[threading.get_native_id()]
+        if event == "call":
+            code = frame.f_code
+            stack.append((f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): "
+                          f"{getattr(code, 'co_qualname', code.co_name)}", now))
+        elif event == "c_call":
+            module = getattr(arg, "__module__", None) or "builtins"
+            stack.append((f"<built-in> {module}.{getattr(arg, '__qualname__', repr(arg))}", now))
+        elif stack:  # return, c_return, c_exception; calls begun before the window are skipped
+            name, t0 = stack.pop()
+            self.events.append((name, "python_function", threading.get_native_id(), t0,
+                                now - t0))
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _us(self, perf_ns: int) -> float:
+        """Microseconds since the window's base time; small, so a float keeps the nanoseconds."""
+        return (perf_ns - self.base_perf) / 1000.0
+
+    def _write_trace(self, path: Path) -> Path:
+        pid = os.getpid()
+        rank = self.context.get("rank", 0)
+        events: list[dict[str, Any]] = [
+            {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+             "args": {"name": f"rank {rank} (pid {pid})"}},
+            {"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
+             "args": {"labels": "CPU"}},
+        ]
+        tids = {self.main_tid} | {e[2] for e in self.events}
+        for tid in sorted(tids):
+            label = "training thread" if tid == self.main_tid else f"thread {tid}"
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                           "args": {"name": label}})
+        for step, t0, t1 in self.steps:
+            events.append({"ph": "X", "cat": STEP_CATEGORY, "name": f"ProfilerStep#{step}",
+                           "pid": pid, "tid": self.main_tid, "ts": self._us(t0),
+                           "dur": (t1 - t0) / 1000.0})
+        for name, cat, tid, t0, dur in self.events:
+            events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+                           "ts": self._us(t0), "dur": dur / 1000.0})
+        for t, current, peak in self.memory:
+            events.append({"ph": "C", "name": "Memory", "pid": pid, "tid": self.main_tid,
+                           "ts": self._us(t), "args": {"Allocated (MB)": current / 2**20,
+                                                        "Peak (MB)": peak / 2**20}})
+            events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
+                           "pid": pid, "tid": self.main_tid, "ts": self._us(t),
+                           "args": {"Total Allocated": current, "Total Reserved": peak,
+                                    "Device Type": 0, "Device Id": -1}})
+        trace = {
+            "schemaVersion": 1,
+            "displayTimeUnit": "ns",
+            "baseTimeNanoseconds": self.base_ns,
+            "distributedInfo": {"rank": rank, "world_size": self.context.get("world_size")},
+            "otherData": {"dynprof_nb": {**self.context, "backend": self.name,
+                                         "config": self.config.to_dict()}},
+            "traceEvents": events,
+        }
+        if orjson is not None:
+            path.write_bytes(orjson.dumps(trace))
+        else:  # pragma: no cover
+            import json
+            path.write_text(json.dumps(trace), encoding="utf-8")
+        return path
+
+    def _write_op_statistic(self, path: Path) -> Path:
+        stats: dict[tuple[str, str], list[int]] = {}
+        for name, cat, _tid, _t0, dur in self.events:
+            if cat == "python_function":
+                continue
+            s = stats.setdefault((name, cat), [0, 0, sys.maxsize, 0])
+            s[0] += 1
+            s[1] += dur
+            s[2] = min(s[2], dur)
+            s[3] = max(s[3], dur)
+        total = sum(s[1] for s in stats.values()) or 1
+        rows = sorted(stats.items(), key=lambda kv: -kv[1][1])
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
+                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"])
+            for (name, cat), (count, tot, lo, hi) in rows:
+                core = "COMMUNICATION" if cat == COMM_CATEGORY else "CPU"
+                w.writerow([name, core, count, f"{tot / 1000:.3f}", f"{lo / 1000:.3f}",
+                            f"{tot / count / 1000:.3f}", f"{hi / 1000:.3f}",
+                            f"{100 * tot / total:.2f}"])
+        return path
+
+    def _write_step_trace(self, path: Path) -> Path:
+        """Per step: time covered by compute ranges, by communication ranges, their overlap."""
+        top = [(t0, t0 + dur, cat == COMM_CATEGORY) for _n, cat, tid, t0, dur in self.events
+               if tid == self.main_tid and cat != "python_function"]
+        rank = self.context.get("rank", 0)
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["Device_id", "Step", "Computing", "Communication(Not Overlapped)",
+                        "Overlapped", "Communication", "Free", "Stage", "Bubble",
+                        "Communication(Not Overlapped and Exclude Receive)", "Preparing"])
+            for step, s0, s1 in self.steps:
+                comp = _union([(max(a, s0), min(b, s1)) for a, b, c in top if not c])
+                comm = _union([(max(a, s0), min(b, s1)) for a, b, c in top if c])
+                both = _union([(max(a, s0), min(b, s1)) for a, b, _ in top])
+                overlapped = comp + comm - both
+                free = (s1 - s0) - both
+                us = [v / 1000 for v in (comp, comm - overlapped, overlapped, comm, free,
+                                         s1 - s0, 0, comm - overlapped, 0)]
+                w.writerow([rank, step, *(f"{v:.3f}" for v in us)])
+        return path
+
+    def _write_memory(self, path: Path) -> Path:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
+                        "Total Active(MB)", "Stream Ptr", "Device Type"])
+            for t, current, peak in self.memory:
+                ts_ns = self.base_ns + (t - self.base_perf)
+                w.writerow(["PYTHON", f"{ts_ns // 1000}.{ts_ns % 1000:03d}",
+                            f"{current / 2**20:.6f}", f"{peak / 2**20:.6f}",
+                            f"{current / 2**20:.6f}", "", "CPU"])
+        return path
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    """Total length covered by a set of intervals (empty ones ignored)."""
+    total, end = 0, None
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total

@@ -1,0 +1,426 @@
+"""The training side: ``Monitor.step()`` once per iteration, the window state machine.
+
+Step N is the N-th training iteration, counted from 1. ``step()`` is called at the *end* of an
+iteration, so a window ``start 20 30`` starts the profiler when step 19 ends and stops it when
+step 30 ends: it records exactly iterations 20..30, inclusive, in ``step()`` mode and in
+MindSpore's callback mode alike.
+
+The training loop comes first. An idle ``step()`` bumps a counter and compares one word of
+shared memory with the generation it last applied; everything else (parsing a new config,
+starting and stopping a backend, writing files) happens only on the steps where something
+changed, and nothing ever raises into the caller: problems go to this rank's status slot and to
+the log, once. A small daemon thread copies the step counter and a heartbeat into the slot every
+50 ms, so the controller sees progress without the hot path paying for a clock read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import windows
+from .backends import make_backend, resolve_backend
+from .config import ConfigError, ProfilerConfig
+from .protocol import Command, decode
+from .segment import (
+    H_GEN,
+    S_APPLIED,
+    S_BEAT_NS,
+    S_ERR_GEN,
+    S_START,
+    S_STATE,
+    S_STEP,
+    S_STOP,
+    STATE,
+    Segment,
+)
+
+log = logging.getLogger("dynprof_nb")
+
+HEARTBEAT_S = 0.05
+assert H_GEN == 4, "step() reads the generation at the literal index 4"
+
+
+def rank_from_env() -> int:
+    """The rank as launchers set it (torchrun RANK, MindSpore RANK_ID, Open MPI), else 0."""
+    for var in ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        value = os.environ.get(var, "")
+        if value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+def world_size_from_env() -> int | None:
+    for var in ("WORLD_SIZE", "RANK_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+        value = os.environ.get(var, "")
+        if value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def _cur_step(run_context: Any) -> int | None:
+    """``cur_step_num`` from a MindSpore RunContext, if that is what we were given."""
+    try:
+        return int(run_context.original_args().cur_step_num)
+    except Exception:
+        return None
+
+
+class Monitor:
+    """Profile windows of this training process when a notebook (or the CLI) asks for them.
+
+    >>> monitor = dynprof_nb.Monitor(job="llama")
+    >>> for batch in data:
+    ...     train_step(batch)
+    ...     monitor.step()
+
+    ``job`` names the shared segment the controller attaches to; ``rank`` defaults from the
+    ``RANK`` / ``RANK_ID`` environment; windows go under ``output_path`` unless the config's
+    ``prof_path`` says otherwise; ``backend`` is ``"auto"``, ``"builtin"``, ``"torch"`` or
+    ``"mindspore"``.
+    """
+
+    def __init__(self, job: str = "default", rank: int | None = None,
+                 output_path: str | os.PathLike[str] = "./dyn_profile_data",
+                 backend: str = "auto") -> None:
+        self.job = job
+        self.rank = rank_from_env() if rank is None else int(rank)
+        self.world_size = world_size_from_env()
+        self.output_path = Path(output_path)
+        self.backend = backend
+        self.config = ProfilerConfig()
+        self.state = "idle"
+        self.window: tuple[int, int] | None = None
+        self.last_window: Path | None = None
+        self.last_error = ""
+        self._step = 0
+        self._applied = 0
+        self._next = -1
+        self._words: Any = [0] * 16  # stands in for the segment when there is none
+        self._base = 0
+        self._seg: Segment | None = None
+        self._slot = -1
+        self._pending: tuple[int, Command] | None = None
+        self._recording: dict[str, Any] | None = None
+        self._savers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        try:
+            resolve_backend(backend)
+            self._seg = Segment.open(job)
+            self._slot = self._seg.claim_slot(self.rank)
+            self._base = self._seg.slot_base(self._slot)
+            self._words = self._seg.words
+        except Exception as exc:
+            self._seg = None
+            self._report(f"dynprof_nb is off for this process: {exc}")
+            return
+        self._advance(0)  # apply a config written before the job started (a window at step 1)
+        self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
+                                      daemon=True)
+        self._beat.start()
+
+    # -- the hot path ---------------------------------------------------------------------
+
+    def step(self) -> None:
+        """Call once at the end of every training iteration."""
+        self._step = n = self._step + 1
+        if self._words[4] != self._applied or n == self._next:
+            self._advance(n)
+
+    # -- MindSpore's callback protocol --------------------------------------------------------
+
+    def step_begin(self, run_context: Any = None) -> None:
+        n = _cur_step(run_context)
+        if n is None:
+            return
+        self._step = n - 1
+        if self.state == "armed" and self.window and self.window[0] == n:
+            self._advance(n - 1)
+
+    def step_end(self, run_context: Any = None) -> None:
+        n = _cur_step(run_context)
+        if n is not None:
+            self._step = n - 1
+        self.step()
+
+    def on_train_end(self, run_context: Any = None) -> None:
+        self.close()
+
+    # keep MindSpore's other hooks harmless when we are used as a plain callback object
+    def begin(self, run_context: Any = None) -> None: ...
+    def epoch_begin(self, run_context: Any = None) -> None: ...
+    def epoch_end(self, run_context: Any = None) -> None: ...
+    def end(self, run_context: Any = None) -> None: ...
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def step_count(self) -> int:
+        return self._step
+
+    def close(self) -> None:
+        """End an active window (saving what was recorded), wait for saves, leave the slot."""
+        if self._closed.is_set():
+            return
+        try:
+            if self.state == "recording":
+                self._finish(self._step, stopped=True)
+            for saver in list(self._savers):
+                saver.join()
+        except Exception as exc:
+            self._report(f"closing: {exc!r}")
+        self._closed.set()
+        if self._seg is not None:
+            self._beat.join()
+            self.state = "closed"
+            self._words[self._base + S_STEP] = self._step
+            self._publish_state()
+            seg, self._seg = self._seg, None
+            self._words = [0] * 16
+            seg.close()
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        window = f" window={self.window[0]}-{self.window[1]}" if self.window else ""
+        return (f"<Monitor job={self.job!r} rank={self.rank} step={self._step} "
+                f"state={self.state}{window}>")
+
+    # -- the slow path: only on steps where something changed --------------------------------
+
+    def _advance(self, n: int) -> None:
+        try:
+            with self._lock:
+                self._words[self._base + S_STEP] = n
+                if self.state == "recording":
+                    self._recording["backend"].step(n)
+                    if n >= self.window[1]:
+                        self._finish(n)
+                if self._words[4] != self._applied:
+                    self._read_config(n)
+                if self._pending is not None and self.state != "recording":
+                    gen, cmd = self._pending
+                    self._pending = None
+                    self._apply(cmd, gen, n)
+                if self.state == "armed" and n == self.window[0] - 1:
+                    self._start(n)
+                self._schedule(n)
+        except Exception as exc:  # never into the training loop
+            self._report(f"internal error at step {n}: {exc!r}; the window was abandoned.")
+            self._abandon()
+
+    def _schedule(self, n: int) -> None:
+        if self.state == "recording":
+            self._next = n + 1
+        elif self.state == "armed":
+            self._next = self.window[0] - 1
+        else:
+            self._next = -1
+
+    def _read_config(self, n: int) -> None:
+        gen = self._words[4]
+        self._applied = gen  # read each generation once, even if it turns out to be bad
+        got = self._seg.read_config(attempts=100)
+        if got is None:
+            self._report("could not read a consistent config (did a writer die mid-write?); "
+                         "keeping the last good config. Write it again.", gen)
+            return
+        gen, data = got
+        self._applied = gen
+        try:
+            cmd = decode(data)
+        except ConfigError as exc:
+            self._report(f"config generation {gen} rejected: {exc} Keeping the last good "
+                         "config.", gen)
+            self._words[self._base + S_APPLIED] = gen
+            return
+        if self.state == "recording" and cmd.action != "stop":
+            self._pending = (gen, cmd)  # edits made during a window wait until it ends
+            return
+        self._apply(cmd, gen, n)
+
+    def _apply(self, cmd: Command, gen: int, n: int) -> None:
+        old, cfg = self.config, cmd.config
+        self.config = cfg
+        if cmd.action == "stop":
+            if self.state == "recording":
+                self._finish(n, stopped=True)
+            elif self.state in ("armed", "excluded"):
+                self._set_state("idle")
+        elif cmd.action == "start" or (
+            cfg.has_window and (cfg.start_step, cfg.stop_step) != (old.start_step, old.stop_step)
+        ):
+            self._clear_error()
+            if cfg.has_window:
+                self._arm(n)
+            else:
+                self._set_state("idle")
+        elif not cfg.has_window and self.state in ("armed", "excluded"):
+            self._set_state("idle")
+        self._words[self._base + S_APPLIED] = gen
+
+    def _arm(self, n: int) -> None:
+        cfg = self.config
+        start, stop = cfg.start_step, cfg.stop_step
+        self.window = (start, stop)
+        self._words[self._base + S_START] = start
+        self._words[self._base + S_STOP] = stop
+        if cfg.ranks and self.rank not in cfg.ranks:
+            self._set_state("excluded")
+            log.info("dynprof_nb rank %d: not in ranks %s; window %d-%d is not profiled here",
+                     self.rank, cfg.ranks, start, stop)
+            return
+        if start <= n:
+            length = stop - start
+            self._set_state("idle")
+            self._report(f"window {start}-{stop} skipped: step {start} had already begun "
+                         f"(this rank was at step {n}). Ask for a later window, e.g. "
+                         f"start +2 +{length + 2}.")
+            return
+        self._set_state("armed")
+        if n == start - 1:
+            self._start(n)
+
+    def _start(self, n: int) -> None:
+        cfg = self.config
+        start, stop = self.window
+        root = windows.output_root(cfg.prof_path, self.output_path)
+        tmp = None
+        try:
+            tmp = windows.create_window_dir(root, self.rank, start, stop)
+            backend_name = resolve_backend(self.backend)
+            manifest = windows.new_manifest(job=self.job, rank=self.rank, start=start,
+                                            stop=stop, backend=backend_name,
+                                            config=cfg.to_dict())
+            windows.write_manifest(tmp, manifest)
+            backend = make_backend(backend_name)
+            backend.start(tmp, cfg, start, {"job": self.job, "rank": self.rank,
+                                            "world_size": self.world_size})
+        except Exception as exc:
+            self._set_state("idle")
+            self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
+                         "fix the cause and ask again.")
+            if tmp is not None:
+                _mark_failed(tmp, str(exc))
+            return
+        self._recording = {"backend": backend, "dir": tmp, "manifest": manifest,
+                           "first": n + 1}
+        self._seg.write_text(self._slot, "root", str(root))
+        self._set_state("recording")
+
+    def _finish(self, n: int, stopped: bool = False) -> None:
+        """Stop the backend on this thread (quick); write the window on a saver thread."""
+        rec, self._recording = self._recording, None
+        self._set_state("idle")
+        if rec is None:
+            return
+        try:
+            rec["backend"].stop()
+        except Exception as exc:  # keep what was recorded: save() may still write it
+            self._report(f"stopping the profiler: {exc!r}")
+        if n < rec["first"]:  # stopped before its first step ended: nothing to keep
+            _mark_failed(rec["dir"], "stopped before any step was recorded")
+            return
+        manifest = dict(rec["manifest"], stop_step=n, stopped_early=stopped,
+                        ended_at=time.time())
+        saver = threading.Thread(target=self._save, args=(rec["backend"], rec["dir"], manifest),
+                                 name="dynprof_nb-save", daemon=False)
+        self._savers.append(saver)
+        self._publish_state()
+        saver.start()
+
+    def _save(self, backend: Any, directory: Path, manifest: dict[str, Any]) -> None:
+        """Write and publish one window; failures mark it incomplete and are reported."""
+        try:
+            backend.save()
+            final = windows.publish(directory, dict(manifest, status="complete"))
+            self.last_window = final
+            if self._seg is not None:
+                self._seg.write_text(self._slot, "window", str(final))
+            log.info("dynprof_nb rank %d: window %d-%d written to %s", self.rank,
+                     manifest["start_step"], manifest["stop_step"], final)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            self._report(f"window {manifest['start_step']}-{manifest['stop_step']} could not "
+                         f"be written ({reason}); it is kept as incomplete in {directory}.")
+            _mark_failed(directory, reason, manifest)
+        finally:
+            with self._lock:
+                self._savers.remove(threading.current_thread())
+                self._publish_state()
+
+    def _abandon(self) -> None:
+        rec, self._recording = self._recording, None
+        if rec is not None:
+            try:
+                rec["backend"].stop()
+            except Exception:
+                pass
+            _mark_failed(rec["dir"], self.last_error)
+        self.state = "idle"
+        self._next = -1
+        try:
+            self._publish_state()
+        except Exception:
+            pass
+
+    # -- status -------------------------------------------------------------------------
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self._publish_state()
+
+    def _publish_state(self) -> None:
+        state = self.state
+        if state == "idle" and self._savers:
+            state = "saving"
+        if self._seg is not None:
+            self._words[self._base + S_STATE] = STATE[state]
+
+    def _report(self, message: str, generation: int | None = None) -> None:
+        """Say it once: to the log and to this rank's slot, where the notebook shows it."""
+        if message == self.last_error:
+            return
+        self.last_error = message
+        log.warning("dynprof_nb job %r rank %d: %s", self.job, self.rank, message)
+        if self._seg is not None:
+            try:
+                self._seg.write_text(self._slot, "error", message)
+                self._words[self._base + S_ERR_GEN] = (
+                    self._applied if generation is None else generation)
+            except Exception:
+                pass
+
+    def _clear_error(self) -> None:
+        if self.last_error and self._seg is not None:
+            self.last_error = ""
+            self._seg.write_text(self._slot, "error", "")
+
+    def _heartbeat(self) -> None:
+        words, base, last = self._words, self._base, -1
+        while not self._closed.wait(HEARTBEAT_S):
+            n = self._step
+            if n != last:
+                words[base + S_STEP] = n
+                words[base + S_BEAT_NS] = time.time_ns()
+                last = n
+
+
+def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> None:
+    """Leave an ``incomplete`` manifest in a window that failed, if the disk lets us."""
+    try:
+        data = windows.read_manifest(directory) or {}
+        data.update(manifest or {})
+        data.update(status="incomplete", error=reason, ended_at=time.time())
+        windows.write_manifest(directory, data)
+    except Exception:
+        pass

@@ -1,0 +1,490 @@
+"""The job segment: one POSIX shared-memory block per job, shared by controllers and ranks.
+
+Layout (all integers little-endian int64 unless noted, so a slot field is one aligned word)::
+
+    header   0..127      magic, layout version, slot count, config seqlock, generation, ...
+    config   128..       config bytes (JSON, opaque here) under a seqlock, with a CRC32
+    slots    ...         SLOT_COUNT fixed rank slots: numbers, error text, output root, window
+
+Why this shape (the original's flaws, REFERENCE §1):
+
+* one segment per *job name* and user (``dynprof_nb.<uid>.<job>``), never per hour;
+* the config is guarded by a seqlock plus a CRC, so a reader never sees a torn config, and
+  writers take an ``flock`` on the segment so two writers cannot interleave. The kernel drops
+  that lock when a writer dies, and a sequence number left odd by a dead writer is repaired by
+  the next writer, so nothing is ever stuck;
+* ``generation`` changes on every config write; an idle rank compares one word per step;
+* each rank owns a slot it alone writes, so status flows back without any lock.
+
+This module knows bytes, not config keys: it never parses the JSON it carries.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import mmap
+import os
+import re
+import stat
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+try:  # CPython's own shm_open; used directly so no resource tracker ever unlinks our segment
+    import _posixshmem
+except ImportError:  # pragma: no cover - non-POSIX
+    _posixshmem = None
+
+log = logging.getLogger("dynprof_nb")
+
+MAGIC = int.from_bytes(b"DYNPROF\x01", "little")
+LAYOUT_VERSION = 1
+PREFIX = "dynprof_nb"
+HEADER_BYTES = 128
+CONFIG_CAPACITY = 64 * 1024
+SLOT_COUNT = 256
+SLOT_BYTES = 1024
+SLOT_WORDS = 16  # numeric words at the start of each slot
+ERROR_BYTES = 128
+ROOT_BYTES = 384
+WINDOW_BYTES = 384
+CONFIG_OFFSET = HEADER_BYTES
+SLOTS_OFFSET = CONFIG_OFFSET + CONFIG_CAPACITY
+SEGMENT_BYTES = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
+
+# header words (index into the int64 view)
+(H_MAGIC, H_LAYOUT, H_SLOTS, H_SEQ, H_GEN, H_LEN, H_CRC, H_CREATED, H_CREATOR, H_WRITER,
+ H_CREATOR_START, H_WRITER_START) = range(12)
+
+# slot words (index relative to the slot's first word)
+S_PID, S_RANK, S_STEP, S_STATE, S_START, S_STOP, S_APPLIED, S_BEAT_NS, S_PID_START, S_SEQ = range(10)
+S_ERR_GEN = 10  # generation the error text belongs to
+TEXT_OFFSET = SLOT_WORDS * 8
+ERROR_OFFSET = TEXT_OFFSET
+ROOT_OFFSET = ERROR_OFFSET + ERROR_BYTES
+WINDOW_OFFSET = ROOT_OFFSET + ROOT_BYTES
+assert WINDOW_OFFSET + WINDOW_BYTES <= SLOT_BYTES
+
+STATES = ("free", "idle", "armed", "recording", "saving", "excluded", "closed")
+STATE = {name: i for i, name in enumerate(STATES)}
+
+_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class SegmentError(RuntimeError):
+    """The segment cannot be used: wrong owner, incompatible layout, bad name."""
+
+
+def check_job_name(job: str) -> str:
+    if not isinstance(job, str) or not _JOB_NAME.match(job):
+        raise SegmentError(
+            f"job name {job!r} is not usable: use 1-64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit (e.g. 'llama-7b')."
+        )
+    return job
+
+
+def segment_name(job: str) -> str:
+    return f"/{PREFIX}.{os.getuid()}.{check_job_name(job)}"
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def pid_start_time(pid: int) -> int:
+    """The process's start time in clock ticks, to tell a live pid from a reused one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def process_alive(pid: int, start_time: int) -> bool:
+    if not pid_alive(pid):
+        return False
+    return start_time == 0 or pid_start_time(pid) in (0, start_time)
+
+
+@dataclass
+class SlotView:
+    """A snapshot of one rank slot, as the controller sees it."""
+
+    index: int
+    pid: int
+    rank: int
+    step: int
+    state: str
+    start: int
+    stop: int
+    applied: int
+    heartbeat_ns: int
+    pid_start: int
+    error: str
+    error_generation: int
+    root: str
+    window: str
+
+    @property
+    def alive(self) -> bool:
+        return process_alive(self.pid, self.pid_start)
+
+
+def _shm_open(name: str, create: bool) -> int:
+    flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+    if _posixshmem is not None:
+        return _posixshmem.shm_open(name, flags, mode=0o600)
+    return os.open("/dev/shm" + name, flags | os.O_NOFOLLOW, 0o600)  # pragma: no cover
+
+
+def _shm_unlink(name: str) -> None:
+    try:
+        if _posixshmem is not None:
+            _posixshmem.shm_unlink(name)
+        else:  # pragma: no cover
+            os.unlink("/dev/shm" + name)
+    except FileNotFoundError:
+        pass
+
+
+class Segment:
+    """An open job segment. ``Segment.open(job)`` creates it or attaches to the live one."""
+
+    def __init__(self, job: str, fd: int, created: bool) -> None:
+        self.job = job
+        self.name = segment_name(job)
+        self.created = created
+        self._fd = fd
+        self._map = mmap.mmap(fd, SEGMENT_BYTES)
+        self._bytes = memoryview(self._map)
+        self.words = self._bytes.cast("q")
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, job: str, *, create: bool = True) -> Segment:
+        """Attach to the job's segment, creating it when missing (and ``create``).
+
+        A segment whose processes are all dead is reclaimed (one log line); one with a live
+        process is never replaced. A segment owned by another user is refused.
+        """
+        name = segment_name(job)
+        for _ in range(5):
+            try:
+                fd = _shm_open(name, create=False)
+            except FileNotFoundError:
+                if not create:
+                    raise SegmentError(
+                        f"no job named {job!r} on this machine: start the training side "
+                        "(Monitor) first, or check the name with dynprof_nb.jobs()."
+                    ) from None
+                try:
+                    fd = _shm_open(name, create=True)
+                except FileExistsError:
+                    continue  # somebody created it between our two calls: attach to theirs
+                os.fchmod(fd, 0o600)
+                os.ftruncate(fd, SEGMENT_BYTES)
+                seg = cls(job, fd, created=True)
+                seg._initialise()
+                return seg
+            seg = cls._attach_fd(job, name, fd)
+            if seg is not None:
+                return seg
+            if not create:
+                raise SegmentError(f"job {job!r} had a stale segment and was reclaimed.")
+        raise SegmentError(f"could not create or attach the segment for job {job!r}; retry.")
+
+    @classmethod
+    def _attach_fd(cls, job: str, name: str, fd: int) -> Segment | None:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            os.close(fd)
+            raise SegmentError(
+                f"segment {name} belongs to uid {st.st_uid}, not you (uid {os.getuid()}); "
+                "refusing to attach. Use another job name."
+            )
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.close(fd)
+            raise SegmentError(
+                f"segment {name} has mode {oct(stat.S_IMODE(st.st_mode))}, readable by others; "
+                "refusing to attach. Remove it (dynprof_nb.segment.unlink) and restart."
+            )
+        if st.st_size < SEGMENT_BYTES:
+            # A creator that died between create and truncate, or a foreign file.
+            if st.st_size == 0 and time.time() - st.st_mtime < 2.0:
+                os.close(fd)
+                time.sleep(0.01)  # its creator is still initialising it
+                return None
+            os.close(fd)
+            log.warning("dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size)
+            _shm_unlink(name)
+            return None
+        seg = cls(job, fd, created=False)
+        w = seg.words
+        for _ in range(200):  # the creator writes MAGIC last; wait briefly for it
+            if w[H_MAGIC] == MAGIC:
+                break
+            time.sleep(0.005)
+        if w[H_MAGIC] != MAGIC or w[H_LAYOUT] != LAYOUT_VERSION:
+            live = seg.live_pids()
+            seg.close()
+            if live:
+                raise SegmentError(
+                    f"segment {name} has another layout (version {w[H_LAYOUT]}) and is in use "
+                    f"by pids {live}; use another job name or stop those processes."
+                )
+            log.warning("dynprof_nb: reclaiming segment %s with an old layout", name)
+            _shm_unlink(name)
+            return None
+        if seg.is_stale():
+            log.warning(
+                "dynprof_nb: reclaiming stale segment for job %r (every process that used it "
+                "is gone); starting from the default config.", job)
+            seg.close()
+            _shm_unlink(name)
+            return None
+        return seg
+
+    def _initialise(self) -> None:
+        w = self.words
+        w[H_LAYOUT] = LAYOUT_VERSION
+        w[H_SLOTS] = SLOT_COUNT
+        w[H_CREATED] = time.time_ns()
+        w[H_CREATOR] = os.getpid()
+        w[H_CREATOR_START] = pid_start_time(os.getpid())
+        w[H_MAGIC] = MAGIC
+
+    def is_stale(self) -> bool:
+        """True when neither the creator, the last writer nor any rank is alive."""
+        return not self.live_pids()
+
+    def live_pids(self) -> list[int]:
+        w = self.words
+        pids = []
+        creator = w[H_CREATOR]
+        if creator and process_alive(creator, w[H_CREATOR_START]):
+            pids.append(creator)
+        writer = w[H_WRITER]
+        if writer and writer != creator and process_alive(writer, w[H_WRITER_START]):
+            pids.append(writer)
+        for slot in self.slots():
+            if slot.alive and slot.pid not in pids:
+                pids.append(slot.pid)
+        return pids
+
+    def close(self) -> None:
+        """Detach. The segment stays for the other processes of the job."""
+        if self._fd < 0:
+            return
+        self.words.release()
+        self._bytes.release()
+        try:
+            self._map.close()
+        except BufferError:  # a caller still holds a view; the map goes with the process
+            pass
+        os.close(self._fd)
+        self._fd = -1
+
+    def unlink(self) -> None:
+        """Remove the segment name; processes still attached keep their mapping."""
+        _shm_unlink(self.name)
+
+    def __enter__(self) -> Segment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- config (seqlock) -------------------------------------------------------------------
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Exclusive writer lock; the kernel releases it if the holder dies."""
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    @property
+    def generation(self) -> int:
+        return self.words[H_GEN]
+
+    def write_config(self, data: bytes) -> int:
+        """Publish new config bytes; returns the new generation."""
+        if len(data) > CONFIG_CAPACITY:
+            raise SegmentError(f"config is {len(data)} bytes; the segment holds at most "
+                               f"{CONFIG_CAPACITY}.")
+        w = self.words
+        with self.write_lock():
+            seq = w[H_SEQ]
+            if seq & 1:  # the previous writer died mid-write: its bytes are garbage anyway
+                seq += 1
+            w[H_SEQ] = seq + 1
+            self._bytes[CONFIG_OFFSET:CONFIG_OFFSET + len(data)] = data
+            w[H_LEN] = len(data)
+            w[H_CRC] = zlib.crc32(data)
+            w[H_WRITER] = os.getpid()
+            w[H_WRITER_START] = pid_start_time(os.getpid())
+            w[H_GEN] = gen = w[H_GEN] + 1
+            w[H_SEQ] = seq + 2
+        return gen
+
+    def read_config(self, attempts: int = 1000) -> tuple[int, bytes] | None:
+        """(generation, bytes) from a consistent snapshot, or None if no snapshot was had.
+
+        None means a writer is mid-write (or died there); the caller keeps its last good config
+        and tries again later. Never blocks.
+        """
+        w = self.words
+        for attempt in range(attempts):
+            seq1 = w[H_SEQ]
+            if not seq1 & 1:
+                gen = w[H_GEN]
+                length = w[H_LEN]
+                crc = w[H_CRC]
+                if 0 <= length <= CONFIG_CAPACITY:
+                    data = bytes(self._bytes[CONFIG_OFFSET:CONFIG_OFFSET + length])
+                    if w[H_SEQ] == seq1 and zlib.crc32(data) == crc:
+                        return gen, data
+            if attempt > 10:
+                time.sleep(0)
+        return None
+
+    # -- slots ------------------------------------------------------------------------------
+
+    def slot_base(self, index: int) -> int:
+        """Index of the slot's first word in ``words``."""
+        return (SLOTS_OFFSET + index * SLOT_BYTES) // 8
+
+    def claim_slot(self, rank: int) -> int:
+        """Take a slot for this process: its rank's dead slot, else a free one, else any dead one."""
+        me, my_start = os.getpid(), pid_start_time(os.getpid())
+        w = self.words
+        with self.write_lock():
+            free = reuse = dead = None
+            for i in range(SLOT_COUNT):
+                b = self.slot_base(i)
+                pid = w[b + S_PID]
+                if pid == 0:
+                    free = i if free is None else free
+                    continue
+                if process_alive(pid, w[b + S_PID_START]):
+                    continue
+                if w[b + S_RANK] == rank and reuse is None:
+                    reuse = i
+                elif dead is None:
+                    dead = i
+            index = next((i for i in (reuse, free, dead) if i is not None), None)
+            if index is None:
+                raise SegmentError(f"all {SLOT_COUNT} rank slots of job {self.job!r} are in use "
+                                   "by live processes.")
+            b = self.slot_base(index)
+            self._bytes[b * 8:(b * 8) + SLOT_BYTES] = bytes(SLOT_BYTES)
+            w[b + S_RANK] = rank
+            w[b + S_STATE] = STATE["idle"]
+            w[b + S_START] = w[b + S_STOP] = -1
+            w[b + S_BEAT_NS] = time.time_ns()
+            w[b + S_PID_START] = my_start
+            w[b + S_PID] = me
+        return index
+
+    def release_slot(self, index: int) -> None:
+        b = self.slot_base(index)
+        self.words[b + S_STATE] = STATE["closed"]
+
+    def write_text(self, index: int, field: str, text: str) -> None:
+        """Write a slot's text field (error, root, window) under the slot's own seqlock."""
+        offset, size = _TEXT_FIELDS[field]
+        raw = text.encode("utf-8", "replace")[: size - 1]
+        b = self.slot_base(index)
+        start = b * 8 + offset
+        w = self.words
+        w[b + S_SEQ] += 1
+        self._bytes[start:start + size] = raw + bytes(size - len(raw))
+        w[b + S_SEQ] += 1
+
+    def read_slot(self, index: int) -> SlotView:
+        b = self.slot_base(index)
+        w = self.words
+        for _ in range(100):
+            seq = w[b + S_SEQ]
+            nums = [w[b + k] for k in range(SLOT_WORDS)]
+            texts = {
+                f: bytes(self._bytes[b * 8 + off:b * 8 + off + size]).split(b"\0", 1)[0]
+                for f, (off, size) in _TEXT_FIELDS.items()
+            }
+            if not seq & 1 and w[b + S_SEQ] == seq:
+                break
+            time.sleep(0)
+        state = nums[S_STATE]
+        return SlotView(
+            index=index, pid=nums[S_PID], rank=nums[S_RANK], step=nums[S_STEP],
+            state=STATES[state] if 0 <= state < len(STATES) else f"unknown({state})",
+            start=nums[S_START], stop=nums[S_STOP], applied=nums[S_APPLIED],
+            heartbeat_ns=nums[S_BEAT_NS], pid_start=nums[S_PID_START],
+            error=texts["error"].decode("utf-8", "replace"), error_generation=nums[S_ERR_GEN],
+            root=texts["root"].decode("utf-8", "replace"),
+            window=texts["window"].decode("utf-8", "replace"),
+        )
+
+    def slots(self) -> list[SlotView]:
+        """Every claimed slot (live or dead), in slot order."""
+        w = self.words
+        return [self.read_slot(i) for i in range(SLOT_COUNT)
+                if w[self.slot_base(i) + S_PID] != 0]
+
+    def forget_dead_slots(self) -> int:
+        """Free the slots of processes that are gone; returns how many."""
+        n = 0
+        with self.write_lock():
+            for slot in self.slots():
+                if not slot.alive:
+                    self.words[self.slot_base(slot.index) + S_PID] = 0
+                    n += 1
+        return n
+
+
+_TEXT_FIELDS = {
+    "error": (ERROR_OFFSET, ERROR_BYTES),
+    "root": (ROOT_OFFSET, ROOT_BYTES),
+    "window": (WINDOW_OFFSET, WINDOW_BYTES),
+}
+
+
+def list_jobs() -> list[str]:
+    """Names of this user's job segments on this machine."""
+    prefix = f"{PREFIX}.{os.getuid()}."
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.EACCES):
+            return []
+        raise
+    return sorted(n[len(prefix):] for n in names if n.startswith(prefix))
+
+
+def unlink(job: str) -> None:
+    """Remove a job's segment by name (for a segment refused as unusable)."""
+    _shm_unlink(segment_name(job))

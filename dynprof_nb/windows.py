@@ -1,0 +1,151 @@
+"""Window directories on disk: naming, the ``window.json`` manifest, publishing, discovery.
+
+A window is recorded into a hidden temporary directory and renamed to MindSpore's
+``rank{r}_start{s}_stop{e}`` only once its files and a ``complete`` manifest are written, so a
+half-written window is never listed as complete. A window whose writer died stays under its
+temporary name (or with an ``incomplete`` manifest) and is listed as ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "window.json"
+WINDOW_RE = re.compile(r"^rank(?P<rank>\d+)_start(?P<start>\d+)_stop(?P<stop>\d+)(?:_(?P<n>\d+))?$")
+TMP_RE = re.compile(r"^\.(?P<name>rank\d+_start\d+_stop\d+)\.tmp-(?P<pid>\d+)(?:-\d+)?$")
+
+
+def window_name(rank: int, start: int, stop: int) -> str:
+    """MindSpore's directory name for a window (all parts are integers: no path tricks)."""
+    return f"rank{int(rank)}_start{int(start)}_stop{int(stop)}"
+
+
+def output_root(prof_path: str, output_path: str | os.PathLike[str]) -> Path:
+    """Where windows go: ``prof_path`` from the config wins unless it is the default ``./``."""
+    chosen = output_path if prof_path in ("", "./", ".") else prof_path
+    return Path(os.path.abspath(os.path.expanduser(os.fspath(chosen))))
+
+
+def create_window_dir(root: Path, rank: int, start: int, stop: int) -> Path:
+    """Make the hidden temporary directory a window records into."""
+    root.mkdir(parents=True, exist_ok=True)
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise PermissionError(f"output directory {root} is not writable by this process")
+    base = f".{window_name(rank, start, stop)}.tmp-{os.getpid()}"
+    for n in range(1000):
+        path = root / (base if n == 0 else f"{base}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"too many temporary windows named {base} in {root}")
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """Write ``window.json`` atomically (temp file + rename)."""
+    fd, tmp = tempfile.mkstemp(prefix=".window.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=2, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / MANIFEST)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def new_manifest(*, job: str, rank: int, start: int, stop: int, backend: str,
+                 config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "job": job, "rank": rank, "pid": os.getpid(), "host": socket.gethostname(),
+        "start_step": start, "stop_step": stop, "requested_stop_step": stop,
+        "started_at": time.time(), "ended_at": None, "backend": backend, "config": config,
+        "status": "recording", "files": [], "error": None,
+    }
+
+
+def list_files(directory: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(directory)) for p in directory.rglob("*")
+        if p.is_file() and p.name != MANIFEST and not p.name.startswith(".window.")
+    )
+
+
+def publish(tmp: Path, manifest: dict[str, Any]) -> Path:
+    """Finish a window: manifest last, then rename to its public name. Returns the final path."""
+    manifest = dict(manifest, ended_at=manifest.get("ended_at") or time.time(),
+                    files=list_files(tmp))
+    write_manifest(tmp, manifest)
+    name = window_name(manifest["rank"], manifest["start_step"], manifest["stop_step"])
+    for n in range(1, 1000):
+        final = tmp.parent / (name if n == 1 else f"{name}_{n}")
+        if final.exists():
+            continue  # the same window asked for again: keep the old one too
+        try:
+            os.rename(tmp, final)
+            return final
+        except OSError:
+            if final.exists():
+                continue
+            raise
+    raise FileExistsError(f"too many windows named {name} in {tmp.parent}")
+
+
+def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    try:
+        with open(Path(directory) / MANIFEST, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, Any]]:
+    """Every window under ``roots`` (of ``job`` when given), complete or not, oldest first."""
+    from .segment import pid_alive
+
+    rows: list[dict[str, Any]] = []
+    seen: set[Path] = set()
+    for root in roots:
+        try:
+            entries = list(Path(root).iterdir())
+        except OSError:
+            continue
+        for path in entries:
+            if path in seen or not path.is_dir():
+                continue
+            seen.add(path)
+            public = WINDOW_RE.match(path.name)
+            tmp = TMP_RE.match(path.name)
+            if not public and not tmp:
+                continue
+            manifest = read_manifest(path) or {}
+            if job is not None and manifest.get("job", job) != job:
+                continue
+            if public:
+                status = manifest.get("status") or "incomplete"
+                if status != "complete":
+                    status = "incomplete"
+                rank, start, stop = (int(public[k]) for k in ("rank", "start", "stop"))
+            else:
+                writer = int(tmp["pid"])
+                status = "recording" if pid_alive(writer) else "incomplete"
+                m = WINDOW_RE.match(tmp["name"])
+                rank, start, stop = (int(m[k]) for k in ("rank", "start", "stop"))
+            rows.append({
+                "rank": manifest.get("rank", rank), "start": manifest.get("start_step", start),
+                "stop": manifest.get("stop_step", stop), "status": status, "path": str(path),
+                "backend": manifest.get("backend"), "started_at": manifest.get("started_at"),
+                "ended_at": manifest.get("ended_at"), "error": manifest.get("error"),
+            })
+    rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
+    return rows
