@@ -1,0 +1,163 @@
+"""``dynprof``: the command line over ``Job``.
+
+    dynprof jobs
+    dynprof status JOB
+    dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ...
+    dynprof stop JOB
+    dynprof set JOB key=value ...
+    dynprof windows JOB
+    dynprof wait JOB [--timeout S]
+    dynprof demo
+
+The config flags of ``start`` are generated from ``ProfilerConfig``'s traits, so they cannot
+drift from the schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .config import (
+    Choice,
+    ChoiceList,
+    ConfigError,
+    ProfilerConfig,
+    RankList,
+    StrictBool,
+    StrictInt,
+    StrList,
+    coerce_cli_value,
+)
+
+WINDOW_KEYS = ("start_step", "stop_step")
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One option per config key (except the window), typed and documented from the trait."""
+    group = parser.add_argument_group("profiler config (see ProfilerConfig)")
+    for key, trait in ProfilerConfig.class_traits().items():
+        if key in WINDOW_KEYS:
+            continue
+        flag = "--" + (trait.metadata.get("flag") or key.replace("_", "-"))
+        help_text = trait.metadata.get("help", "")
+        if isinstance(trait, StrictBool):
+            group.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
+                               default=None, help=help_text)
+        elif isinstance(trait, Choice):
+            group.add_argument(flag, dest=key, choices=trait.choices, default=None,
+                               help=help_text)
+        elif isinstance(trait, (ChoiceList, StrList, RankList)):
+            choices = getattr(trait, "choices", None)
+            hint = f" (comma-separated{': ' + ','.join(choices) if choices else ''})"
+            group.add_argument(flag, dest=key, default=None, metavar="LIST",
+                               type=_list_parser(key), help=help_text + hint)
+        elif isinstance(trait, StrictInt):
+            group.add_argument(flag, dest=key, type=int, default=None, help=help_text)
+        else:
+            group.add_argument(flag, dest=key, default=None, help=help_text)
+
+
+def _list_parser(key: str) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return coerce_cli_value(key, text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def config_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The config keys given on the command line (flags left out are not changes)."""
+    return {k: v for k in ProfilerConfig.keys() if (v := getattr(args, k, None)) is not None}
+
+
+def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` words into config changes, each value typed by its key."""
+    changes = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"{item!r} is not key=value; e.g. profile_memory=true.")
+        changes[key.strip()] = coerce_cli_value(key.strip(), value.strip())
+    return changes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dynprof", description="Profile windows of a running training job.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("jobs", help="list this user's jobs on this machine")
+    for name, text in (("status", "show every rank's step, state and errors"),
+                       ("stop", "end the active window now (what was recorded is saved)"),
+                       ("windows", "list the job's windows on disk")):
+        sub.add_parser(name, help=text).add_argument("job")
+    start = sub.add_parser("start", help="record steps START..STOP (inclusive; '+N' = relative)")
+    start.add_argument("job")
+    start.add_argument("start", help="first step (1-based), or +N steps from now")
+    start.add_argument("stop", help="last step, inclusive, or +N steps from now")
+    start.add_argument("--wait", action="store_true", help="wait until the window is written")
+    add_config_flags(start)
+    setp = sub.add_parser("set", help="change config keys: key=value ...")
+    setp.add_argument("job")
+    setp.add_argument("assignments", nargs="+", metavar="key=value")
+    wait = sub.add_parser("wait", help="wait until every live rank has finished the window")
+    wait.add_argument("job")
+    wait.add_argument("--timeout", type=float, default=None)
+    demo = sub.add_parser("demo", help="run the two-rank demo job and profile ten steps")
+    demo.add_argument("--output", default="./dyn_profile_data/demo")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ConfigError, ValueError, RuntimeError, TimeoutError) as exc:
+        print(f"dynprof: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .job import attach, jobs
+
+    pd.set_option("display.width", 160)
+    pd.set_option("display.max_columns", 20)
+    if args.command == "jobs":
+        frame = jobs()
+        print(frame.to_string(index=False) if len(frame) else "no jobs on this machine")
+        return 0
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(args.output)
+    job = attach(args.job, create=args.command in ("start", "set"))
+    if args.command == "status":
+        print(job)
+        print(job.status().to_string(index=False))
+    elif args.command == "start":
+        gen = job.start(args.start, args.stop, **config_changes(args))
+        cfg = job.config
+        print(f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {gen})")
+        if args.wait:
+            print(job.wait().to_string(index=False))
+    elif args.command == "stop":
+        print(f"stop sent (generation {job.stop()})")
+    elif args.command == "set":
+        print(f"config updated (generation {job.set(**parse_assignments(args.assignments))})")
+    elif args.command == "windows":
+        frame = job.windows()
+        print(frame.to_string(index=False) if len(frame) else "no windows yet")
+    elif args.command == "wait":
+        print(job.wait(timeout=args.timeout).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
