@@ -38,7 +38,9 @@ WINDOW_KEYS = ("start_step", "stop_step")
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One option per config key (except the window), typed and documented from the trait."""
     group = parser.add_argument_group("profiler config (see ProfilerConfig)")
-    for key, trait in ProfilerConfig.class_traits().items():
+    traits = ProfilerConfig.class_traits()
+    for key in ProfilerConfig.keys():
+        trait = traits[key]
         if key in WINDOW_KEYS:
             continue
         flag = "--" + (trait.metadata.get("flag") or key.replace("_", "-"))
