@@ -6,7 +6,8 @@ step 30 ends: it records exactly iterations 20..30, inclusive, in ``step()`` mod
 MindSpore's callback mode alike.
 
 The training loop comes first. An idle ``step()`` bumps a counter and compares one word of
-shared memory with the generation it last applied; everything else (parsing a new config,
+shared memory with the generation it last applied (while a window is armed or recording,
+``step`` is swapped for a variant that also watches the window's boundaries); everything else (parsing a new config,
 starting and stopping a backend, writing files) happens only on the steps where something
 changed, and nothing ever raises into the caller: problems go to this rank's status slot and to
 the log, once. A small daemon thread copies the step counter and a heartbeat into the slot every
@@ -100,6 +101,7 @@ class Monitor:
         self._step = 0
         self._applied = 0
         self._next = -1
+        self._busy = False
         self._words: Any = [0] * 16  # stands in for the segment when there is none
         self._base = 0
         self._seg: Segment | None = None
@@ -128,6 +130,12 @@ class Monitor:
 
     def step(self) -> None:
         """Call once at the end of every training iteration."""
+        self._step += 1
+        if self._words[4] != self._applied:
+            self._advance(self._step)
+
+    def _busy_step(self) -> None:
+        """``step`` while a window is armed or recording: also watch for its next boundary."""
         self._step = n = self._step + 1
         if self._words[4] != self._applied or n == self._next:
             self._advance(n)
@@ -219,12 +227,20 @@ class Monitor:
             self._abandon()
 
     def _schedule(self, n: int) -> None:
+        """Point ``step`` at the variant the state needs: idle steps skip the boundary check."""
         if self.state == "recording":
             self._next = n + 1
         elif self.state == "armed":
             self._next = self.window[0] - 1
         else:
             self._next = -1
+        busy = self._next >= 0
+        if busy != self._busy:  # (never touch __dict__: that would slow every attribute read)
+            self._busy = busy
+            if busy:
+                self.step = self._busy_step  # type: ignore[method-assign]
+            else:
+                del self.step
 
     def _read_config(self, n: int) -> None:
         gen = self._words[4]
@@ -282,9 +298,9 @@ class Monitor:
         if start <= n:
             length = stop - start
             self._set_state("idle")
-            self._report(f"window {start}-{stop} skipped: step {start} had already begun "
-                         f"(this rank was at step {n}). Ask for a later window, e.g. "
-                         f"start +2 +{length + 2}.")
+            self._report(f"window {start}-{stop} skipped: the request reached this rank at "
+                         f"the end of step {n}, after step {start} had begun. Ask for a later "
+                         f"window, e.g. start +2 +{length + 2}.")
             return
         self._set_state("armed")
         if n == start - 1:
@@ -367,7 +383,7 @@ class Monitor:
                 pass
             _mark_failed(rec["dir"], self.last_error)
         self.state = "idle"
-        self._next = -1
+        self._schedule(0)
         try:
             self._publish_state()
         except Exception:
