@@ -53,6 +53,12 @@ class _Checked(TraitType):
 
     accepted = "a valid value"
 
+    def __init__(self, default_value: Any = None, flag: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(default_value, **kwargs)
+        if flag:
+            self.tag(flag=flag)  # the option name the CLI, magic and panel use
+
     def error(self, obj: Any, value: Any, error: Any = None, info: Any = None) -> None:
         raise ConfigError(f"{self.name}: got {_describe(value)}; expected {self.accepted}.")
 
@@ -231,8 +237,8 @@ class ProfilerConfig(HasTraits):
     sys_io = StrictBool(False, help="collect NIC/RoCE data (Ascend)", flag="sys-io")
     sys_interconnection = StrictBool(False, help="collect HCCS/PCIe data (Ascend)",
                                      flag="sys-interconnection")
-    prof_path = Unicode("./", help="output root; wins over the monitor's output_path",
-                        flag="prof-path")
+    prof_path = Unicode("./", help="output root; wins over the monitor's output_path").tag(
+        flag="prof-path")
     mstx_domain_include = StrList(help="only these mstx domains", flag="mstx-include")
     mstx_domain_exclude = StrList(help="all mstx domains but these", flag="mstx-exclude")
     host_sys = ChoiceList(HOST_SYS, [], help="host system data to collect", flag="host-sys")

@@ -1,0 +1,80 @@
+"""Shared helpers for tests that run real training processes against a real segment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dynprof_nb
+from dynprof_nb import segment
+
+TRAIN_LOOP = Path(__file__).with_name("train_loop.py")
+
+
+def unique_job(prefix: str = "t") -> str:
+    return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def spawn_rank(job: str, rank: int, out: Path, *, step_ms: float = 2.0, steps: int | None = None,
+               style: str = "step", backend: str = "builtin") -> subprocess.Popen:
+    cmd = [sys.executable, str(TRAIN_LOOP), "--job", job, "--rank", str(rank), "--out",
+           str(out), "--step-ms", str(step_ms), "--style", style, "--backend", backend]
+    if steps is not None:
+        cmd += ["--steps", str(steps)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+
+
+def finish(proc: subprocess.Popen, timeout: float = 30.0) -> tuple[str, str]:
+    """Stop a training process cleanly and return its output."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
+
+
+@contextmanager
+def running_ranks(job: str, out: Path, ranks: int = 1, **kwargs: Any
+                  ) -> Iterator[tuple[dynprof_nb.Job, list[subprocess.Popen]]]:
+    """Start ``ranks`` training processes, attach, and clean everything up afterwards."""
+    control = dynprof_nb.attach(job)
+    procs = [spawn_rank(job, r, out, **kwargs) for r in range(ranks)]
+    try:
+        wait_until(lambda: len(control.live_slots()) == ranks
+                   and all(s.step > 0 for s in control.live_slots()),
+                   what=f"{ranks} rank(s) of {job} to start stepping")
+        yield control, procs
+    finally:
+        for p in procs:
+            finish(p)
+        control.close()
+        segment.unlink(job)
+
+
+def trace_steps(window_dir: str | Path) -> list[int]:
+    """The ProfilerStep#N numbers in a built-in window's trace.json."""
+    import json
+
+    data = json.loads((Path(window_dir) / "trace.json").read_text())
+    return sorted(int(e["name"].split("#")[1]) for e in data["traceEvents"]
+                  if e.get("name", "").startswith("ProfilerStep#"))

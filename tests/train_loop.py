@@ -1,0 +1,67 @@
+"""A controllable training loop for tests: real process, real Monitor, real segment.
+
+    python tests/train_loop.py --job J --rank R --out DIR [--step-ms 2] [--steps N]
+                               [--style step|callback] [--backend builtin]
+
+Each iteration sleeps ``--step-ms`` inside a ``dynprof_nb.range("work")`` and then reports the
+step the way the chosen style does. On exit it prints ``steps=<n>`` so a test can tell the loop
+kept running whatever happened to the profiler. SIGTERM ends the loop cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import time
+
+import dynprof_nb
+
+
+class RunContext:
+    """What MindSpore's Model.train hands a callback: ``original_args().cur_step_num``."""
+
+    def __init__(self) -> None:
+        self.cur_step_num = 0
+
+    def original_args(self) -> RunContext:
+        return self
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--job", required=True)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.add_argument("--step-ms", type=float, default=2.0)
+    p.add_argument("--steps", type=int, default=10**9)
+    p.add_argument("--style", choices=("step", "callback"), default="step")
+    p.add_argument("--backend", default="builtin")
+    args = p.parse_args()
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    monitor = dynprof_nb.Monitor(job=args.job, rank=args.rank, output_path=args.out,
+                                 backend=args.backend)
+    ctx = RunContext()
+    done = 0
+    for n in range(1, args.steps + 1):
+        if stop["now"]:
+            break
+        if args.style == "callback":
+            ctx.cur_step_num = n
+            monitor.step_begin(ctx)
+        with dynprof_nb.range("work"):
+            time.sleep(args.step_ms / 1000)
+        if args.style == "callback":
+            monitor.step_end(ctx)
+        else:
+            monitor.step()
+        done = n
+    if args.style == "callback":
+        monitor.on_train_end(ctx)
+    else:
+        monitor.close()
+    print(f"steps={done}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
