@@ -73,7 +73,11 @@ def op_table(events: pd.DataFrame) -> pd.DataFrame:
     if ev.empty:
         return schema.empty("ops")
     selfs = self_times(ev)
-    g = pd.DataFrame({"name": ev["name"].astype(object).to_numpy(),
+    names = ev["name"].astype(object)
+    # Like torch's key_averages(): all ProfilerStep#N fold into one "ProfilerStep*" row
+    # (the per-step view is the steps frame).
+    names = names.where(~names.str.startswith("ProfilerStep#", na=False), "ProfilerStep*")
+    g = pd.DataFrame({"name": names.to_numpy(),
                       "dur": ev["dur_ns"].to_numpy("int64") / 1000.0, "self": selfs / 1000.0})
     t = g.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"),
                                           self_us=("self", "sum"), min_us=("dur", "min"),

@@ -77,8 +77,8 @@ def find_window_files(root: Path) -> WindowFiles:
                 setattr(wf, attr, wf.manifest[k])
         if wf.manifest.get("status") not in (None, "complete"):
             wf.incomplete = f"its window.json says status={wf.manifest.get('status')!r}"
-    elif root.name.endswith(PARTIAL_SUFFIXES):
-        wf.incomplete = "it is a temporary directory without a manifest"
+    if root.name.endswith(PARTIAL_SUFFIXES):
+        wf.incomplete = "it is still under a temporary name (being written, or its writer died)"
     if wf.rank is None:
         for p in [*root.glob("*_ascend_*/profiler_info_*.json"), *wf.traces]:
             m2 = re.search(r"profiler_info_(\d+)", p.name) or RANK_IN_NAME.search(p.name)
