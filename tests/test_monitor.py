@@ -1,0 +1,214 @@
+"""Monitor: exact windows in both call styles, queued edits, stop, repeats, reports, no raising."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from jobutil import trace_steps, unique_job, wait_until
+from train_loop import RunContext
+
+import dynprof_nb
+from dynprof_nb import segment
+
+
+@pytest.fixture
+def job(tmp_path):
+    name = unique_job("mon")
+    control = dynprof_nb.attach(name)
+    yield name, control, tmp_path
+    control.close()
+    segment.unlink(name)
+
+
+def run_steps(monitor: dynprof_nb.Monitor, n: int, style: str = "step") -> None:
+    ctx = RunContext()
+    for _ in range(n):
+        if style == "callback":
+            ctx.cur_step_num = monitor.step_count + 1
+            monitor.step_begin(ctx)
+            with dynprof_nb.range("work"):
+                pass
+            monitor.step_end(ctx)
+        else:
+            with dynprof_nb.range("work"):
+                pass
+            monitor.step()
+
+
+def finished_windows(monitor: dynprof_nb.Monitor) -> None:
+    for saver in list(monitor._savers):
+        saver.join()
+
+
+@pytest.mark.parametrize("style", ["step", "callback"])
+def test_window_records_exactly_the_asked_steps(job, style):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    run_steps(monitor, 5, style)
+    control.start(20, 30)
+    run_steps(monitor, 40, style)
+    finished_windows(monitor)
+    window = out / "rank0_start20_stop30"
+    assert trace_steps(window) == list(range(20, 31))
+    manifest = json.loads((window / "window.json").read_text())
+    assert manifest["status"] == "complete" and manifest["start_step"] == 20
+    assert manifest["stop_step"] == 30 and manifest["job"] == name and manifest["rank"] == 0
+    assert manifest["config"]["start_step"] == 20 and "trace.json" in manifest["files"]
+    monitor.close()
+
+
+def test_window_at_step_one_set_before_training_starts(job):
+    name, control, out = job
+    control.start(1, 3)
+    with dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin") as monitor:
+        run_steps(monitor, 5)
+    assert trace_steps(out / "rank0_start1_stop3") == [1, 2, 3]
+
+
+def test_passed_start_is_reported_in_the_slot_not_ignored(job):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    run_steps(monitor, 10)
+    # another rank is behind, so the controller accepts the window; this one has passed it
+    control._write("start", control.config.update(start_step=5, stop_step=8))
+    run_steps(monitor, 1)
+    status = control.status()
+    assert "window 5-8 skipped" in status.error[0] and "step 11" in status.error[0]
+    run_steps(monitor, 10)
+    assert not list(out.glob("rank0_*"))
+    monitor.close()
+
+
+def test_excluded_rank_reports_excluded_and_records_nothing(job):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=3, output_path=out, backend="builtin")
+    control.start(3, 4, ranks=[0, 1])
+    run_steps(monitor, 2)
+    assert control.status().state[0] == "excluded"
+    run_steps(monitor, 5)
+    assert not list(out.glob("rank3_*"))
+    monitor.close()
+
+
+def test_edits_during_a_window_wait_until_it_ends(job):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    control.start(3, 8)
+    run_steps(monitor, 4)
+    assert monitor.state == "recording"
+    gen = control.set(profile_memory=True)
+    run_steps(monitor, 2)
+    assert monitor.state == "recording" and not monitor.config.profile_memory
+    assert control.status().generation[0] < gen
+    run_steps(monitor, 4)
+    assert monitor.config.profile_memory and control.status().generation[0] == gen
+    finished_windows(monitor)
+    manifest = json.loads((out / "rank0_start3_stop8" / "window.json").read_text())
+    assert manifest["config"]["profile_memory"] is False  # the window kept its own config
+    monitor.close()
+
+
+def test_stop_ends_the_window_at_once_and_keeps_what_was_recorded(job):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    control.start(3, 100)
+    run_steps(monitor, 6)
+    control.stop()
+    run_steps(monitor, 1)
+    assert monitor.state in ("idle",)
+    finished_windows(monitor)
+    window = out / "rank0_start3_stop7"
+    assert trace_steps(window) == [3, 4, 5, 6, 7]
+    manifest = json.loads((window / "window.json").read_text())
+    assert manifest["stopped_early"] is True and manifest["requested_stop_step"] == 100
+    monitor.close()
+
+
+def test_the_same_window_can_be_asked_for_again(job):
+    name, control, out = job
+    first = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    control.start(3, 4)
+    run_steps(first, 5)
+    first.close()
+    # the job restarts (same name, same rank, steps from 1): the same window records again
+    second = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    control.start(3, 4)
+    run_steps(second, 5)
+    second.close()
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["rank0_start3_stop4", "rank0_start3_stop4_2"]
+    assert list(control.windows().status) == ["complete", "complete"]
+
+
+def test_unwritable_output_is_reported_and_training_goes_on(job):
+    name, control, out = job
+    locked = out / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=locked / "sub",
+                                 backend="builtin")
+    control.start(3, 4)
+    if os.getuid() == 0:  # root may write anywhere: point the window at a file instead
+        (out / "afile").write_text("x")
+        control.start(3, 4, prof_path=str(out / "afile" / "below"))
+    run_steps(monitor, 10)  # never raises
+    assert monitor.step_count == 10
+    error = control.status().error[0]
+    assert "could not start" in error
+    assert not list(out.rglob("rank0_start3_stop4"))
+    monitor.close()
+
+
+def test_no_segment_means_no_profiling_but_no_crash(tmp_path):
+    monitor = dynprof_nb.Monitor(job="bad/name", output_path=tmp_path)
+    for _ in range(10):
+        monitor.step()
+    assert monitor.step_count == 10 and "job name" in monitor.last_error
+    monitor.close()
+
+
+def test_memory_and_stack_are_recorded_when_asked(job):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    control.start(2, 4, profile_memory=True, with_stack=True)
+
+    def helper_function():
+        return sum(range(100))
+
+    for _ in range(6):
+        with dynprof_nb.range("work"):
+            helper_function()
+        monitor.step()
+    finished_windows(monitor)
+    window = out / "rank0_start2_stop4"
+    events = json.loads((window / "trace.json").read_text())["traceEvents"]
+    names = {e["name"] for e in events}
+    assert any("helper_function" in n for n in names)
+    assert any(e["ph"] == "C" and e["name"] == "Memory" for e in events)
+    assert (window / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv").exists()
+    monitor.close()
+
+
+def test_ranges_cost_nothing_and_record_nothing_outside_a_window(job):
+    name, control, out = job
+    with dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin") as monitor:
+        run_steps(monitor, 3)
+        from dynprof_nb import ranges
+
+        assert ranges._sink is None
+
+
+def test_heartbeat_and_step_reach_the_slot(job):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=7, output_path=out, backend="builtin")
+    run_steps(monitor, 42)
+    wait_until(lambda: control.status().step[0] == 42, timeout=5)
+    row = control.status()
+    assert row["rank"][0] == 7 and row.pid[0] == os.getpid() and bool(row.alive[0])
+    assert row.heartbeat_age_s[0] < 5
+    monitor.close()
+    assert control.status().state[0] == "closed"
+    assert Path(out).exists()
