@@ -63,10 +63,13 @@ class Job:
     def set(self, **changes: Any) -> int:
         """Change config keys (not the window) for every rank; returns the new generation.
 
-        Setting ``start_step``/``stop_step`` here is the same as ``start()``.
+        Setting ``start_step``/``stop_step`` here is the same as ``start()``; setting both to
+        -1 is ``stop()`` with the other changes, still in one write.
         """
         if {"start_step", "stop_step"} & set(changes):
             cfg = self.config.update(**changes)
+            if not cfg.has_window:
+                return self._write("stop", cfg)
             return self.start(cfg.start_step, cfg.stop_step,
                               **{k: v for k, v in changes.items()
                                  if k not in ("start_step", "stop_step")})
@@ -79,7 +82,8 @@ class Job:
         steps in the message, when every live rank has already begun step ``start``.
         """
         slots = self.live_slots()
-        current = max((s.step for s in slots), default=0)
+        now = time.time_ns()
+        current = max((s.estimated_step(now) for s in slots), default=0)
         first = _resolve_step("start", start, current)
         last = _resolve_step("stop", stop, current)
         cfg = self.config.update(start_step=first, stop_step=last, **changes)
@@ -125,6 +129,18 @@ class Job:
                 "alive": alive, "error": s.error,
             })
         return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+
+    def progress(self) -> tuple[int, int]:
+        """Steps of the current window done so far, summed over live ranks, and the total.
+
+        ``(0, 0)`` without a window. The same count ``wait()``'s bar shows, for the panel.
+        """
+        cfg, target = self.config, self.generation
+        if not cfg.has_window:
+            return 0, 0
+        live = self.live_slots()
+        length = cfg.stop_step - cfg.start_step + 1
+        return sum(_window_progress(s, cfg, target) for s in live), length * len(live)
 
     def wait(self, timeout: float | None = None, progress: bool = True,
              poll: float = 0.05) -> pd.DataFrame:

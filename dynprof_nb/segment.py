@@ -63,6 +63,7 @@ SEGMENT_BYTES = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
 # slot words (index relative to the slot's first word)
 S_PID, S_RANK, S_STEP, S_STATE, S_START, S_STOP, S_APPLIED, S_BEAT_NS, S_PID_START, S_SEQ = range(10)
 S_ERR_GEN = 10  # generation the error text belongs to
+S_RATE = 11  # steps per second x 1000, as the rank's heartbeat thread last measured it
 TEXT_OFFSET = SLOT_WORDS * 8
 ERROR_OFFSET = TEXT_OFFSET
 ROOT_OFFSET = ERROR_OFFSET + ERROR_BYTES
@@ -145,10 +146,17 @@ class SlotView:
     error_generation: int
     root: str
     window: str
+    rate_milli: int = 0
 
     @property
     def alive(self) -> bool:
         return process_alive(self.pid, self.pid_start)
+
+    def estimated_step(self, now_ns: int, horizon_s: float = 5.0) -> int:
+        """The step the rank is probably at now: the published step is up to one heartbeat
+        old, so extrapolate with the measured step rate (at most ``horizon_s`` ahead)."""
+        age = min(max(0, now_ns - self.heartbeat_ns) / 1e9, horizon_s)
+        return self.step + int(self.rate_milli / 1000 * age)
 
 
 def _shm_open(name: str, create: bool) -> int:
@@ -446,7 +454,7 @@ class Segment:
             heartbeat_ns=nums[S_BEAT_NS], pid_start=nums[S_PID_START],
             error=texts["error"].decode("utf-8", "replace"), error_generation=nums[S_ERR_GEN],
             root=texts["root"].decode("utf-8", "replace"),
-            window=texts["window"].decode("utf-8", "replace"),
+            window=texts["window"].decode("utf-8", "replace"), rate_milli=nums[S_RATE],
         )
 
     def slots(self) -> list[SlotView]:
