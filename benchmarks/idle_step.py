@@ -40,7 +40,8 @@ def main() -> None:
         step = min(measure("monitor.step()", env, args.calls, 1) for _ in range(args.repeat))
         # idle again after a real window has been recorded and saved
         control = dynprof_nb.attach(job)
-        control.start("+2", "+4")
+        now = monitor.step_count
+        control.start(now + 2, now + 4)
         for _ in range(5):
             monitor.step()
         control.wait(timeout=60, progress=False)

@@ -9,7 +9,6 @@ import sys
 import pytest
 from jobutil import finish, running_ranks, trace_steps, unique_job, wait_until
 
-import dynprof_nb
 from dynprof_nb.config import ConfigError
 from dynprof_nb.job import WindowRefused
 
