@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import fixtures_dir, write_builtin_window
 
 import dynprof_nb
 from dynprof_nb.traces.errors import IncompleteWindowWarning
-
-from conftest import fixtures_dir, write_builtin_window
 
 CHROME_FILES = sorted(
     [p for p in (fixtures_dir() / "kineto").glob("*.json.gz")]

@@ -23,7 +23,7 @@ from ._time import NA_NS, str_us_to_ns, us_values_to_ns
 from .errors import TraceFormatError
 from .repair import check_text_like, first_byte, repair_json
 
-CHUNK = 20_000
+CHUNK = 10_000
 KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
 
 
@@ -51,6 +51,9 @@ class _Event(msgspec.Struct, gc=False):
     ts: Any = MISSING_US
     dur: Any = 0
     args: _Args | None = None
+
+
+_NO_ARGS = _Args()
 
 
 class _LooseEvent(msgspec.Struct, gc=False):
@@ -212,7 +215,7 @@ def _build(path: Path, top: _Top, raws_box: list, notes: list[str]) -> ChromeTra
     name_c, cat_c, ph_c, pids, tids, ts_l, dur_l = [], [], [], [], [], [], []
     lossy = False
     meta_rows: list[tuple] = []
-    mem_rows: list[tuple] = []
+    mem_parts: list[tuple] = []
     counter_rows: list[tuple] = []
     gc_was = gc.isenabled()
     gc.disable()  # millions of short-lived objects; the collector only slows the build down
@@ -237,11 +240,14 @@ def _build(path: Path, top: _Top, raws_box: list, notes: list[str]) -> ChromeTra
                                      msgspec.json.decode(raws[start + int(i)])))
             mcode = name_t.get("[memory]")
             if mcode is not None:
-                for i in np.flatnonzero(name_c[-1] == mcode):
-                    a = evs[i].args
-                    if a is not None:
-                        mem_rows.append((start + int(i), a.Bytes, a.total_allocated,
-                                         a.total_reserved, a.device_type, a.device_id))
+                sel = np.flatnonzero(name_c[-1] == mcode)
+                if len(sel):
+                    args = [evs[i].args or _NO_ARGS for i in sel]
+                    mem_parts.append((sel + start, _floats([a.Bytes for a in args]),
+                                      _floats([a.total_allocated for a in args]),
+                                      _floats([a.total_reserved for a in args]),
+                                      _floats([a.device_type for a in args]),
+                                      _floats([a.device_id for a in args])))
             del evs
         if lossy:
             # Decimal µs beyond float64's ns resolution: re-read ts/dur as raw text, exactly.
@@ -267,7 +273,7 @@ def _build(path: Path, top: _Top, raws_box: list, notes: list[str]) -> ChromeTra
     mask = np.isin(phc, keep_codes)
     idx = np.flatnonzero(mask)
     ev = _events_frame(idx, names, name_t, cats, cat_t, phc, ph_t, pid, tid, ts, dur, meta_rows)
-    memory = _memory_frame(mem_rows, ts)
+    memory = _memory_frame(mem_parts, ts)
     if not counters.empty:
         counters["ts_ns"] = ts[counters.pop("index").to_numpy()]
     meta = {"distributedInfo": top.distributedInfo, "baseTimeNanoseconds": base,
@@ -381,29 +387,32 @@ def _num(v: Any) -> float:
         return float("nan")
 
 
-def _floats(values: tuple) -> np.ndarray:
+def _floats(values: list | tuple) -> np.ndarray:
     try:
         return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         return np.fromiter((_num(v) for v in values), np.float64, len(values))
 
 
-def _memory_frame(rows: list[tuple], ts: np.ndarray) -> pd.DataFrame:
-    if not rows:
+def _memory_frame(parts: list[tuple], ts: np.ndarray) -> pd.DataFrame:
+    if not parts:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _MEM_DTYPES.items()})
-    idx, delta, alloc, reserved, dtype_, dev_id = zip(*rows, strict=True)
-    dev_codes, dev_uniq = pd.factorize(pd.MultiIndex.from_arrays(
-        [np.asarray(dtype_, dtype=object), np.asarray(dev_id, dtype=object)]))
-    dev_names = [f"{_dev_type(t)}:{-1 if d is None else d}" for t, d in dev_uniq]
+    idx, delta, alloc, reserved, dtype_, dev_id = (np.concatenate(c) for c in zip(*parts, strict=True))
+    key = np.nan_to_num(dtype_, nan=-1).astype(np.int64) * 1_000_000 + np.nan_to_num(dev_id, nan=-1).astype(np.int64)
+    codes, uniq = pd.factorize(key)
+    names = [f"{_dev_type(int(k // 1_000_000) if k >= 0 else None)}:{int(k % 1_000_000) if k % 1_000_000 < 999_999 else -1}"
+             for k in uniq]
+    n = len(idx)
     return pd.DataFrame({
-        "ts_ns": ts[np.asarray(idx, dtype=np.int64)],
-        "device": pd.Categorical([dev_names[c] for c in dev_codes]),
-        "allocated_bytes": _floats(alloc),
-        "reserved_bytes": _floats(reserved),
-        "active_bytes": np.nan,
-        "delta_bytes": _floats(delta),
-        "name": pd.Categorical(["[memory]"] * len(rows)),
-        "source": pd.Categorical(["[memory] events"] * len(rows)),
+        "ts_ns": ts[idx],
+        "device": pd.Categorical.from_codes(codes, categories=pd.Index(names).unique()) if len(set(names)) == len(names)
+        else pd.Categorical([names[c] for c in codes]),
+        "allocated_bytes": alloc,
+        "reserved_bytes": reserved,
+        "active_bytes": np.full(n, np.nan),
+        "delta_bytes": delta,
+        "name": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory]"]),
+        "source": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory] events"]),
     })
 
 

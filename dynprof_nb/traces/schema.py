@@ -35,6 +35,11 @@ def empty(kind: str) -> pd.DataFrame:
 def conform(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Add missing columns (as NA), order the documented ones first, cast where it is safe."""
     schema = SCHEMAS[kind]
+    cols = list(frame.columns)
+    if cols[:len(schema)] == list(schema) and all(str(frame[c].dtype) == t or
+                                                  (c in ("pid", "tid") and t == "int64")
+                                                  for c, t in schema.items()):
+        return frame  # already conforming: no copy (the events frame can be large)
     out = frame.copy() if not frame.empty else frame
     for col, dtype in schema.items():
         if col not in out.columns:

@@ -145,7 +145,6 @@ class TraceWindow:
         else:
             self._note("events", missing="no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)")
             return schema.empty("events")
-        ev = ev.copy() if ev is not None else ev
         ev["step"] = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0),
                                          derive.step_intervals(ev))
         return ev

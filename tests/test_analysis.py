@@ -1,0 +1,75 @@
+"""Summaries, ranks view, compare and plots on real and built-in windows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import write_builtin_window
+from matplotlib.figure import Figure
+
+import dynprof_nb
+from dynprof_nb.analysis import op_table, ranks_view
+
+
+def test_summary_notes_slow_step_and_slow_rank(tmp_path: Path):
+    for r in range(3):
+        write_builtin_window(tmp_path, rank=r, start=1, stop=6, step_us=1000 * (1 + 0.25 * (r == 2)),
+                             slow_step=4, slow_factor=2.3)
+    w = dynprof_nb.load_window(tmp_path)
+    s = w.summary()
+    text = str(s)
+    assert "step 4 took 2.3x the median" in text
+    assert "rank 2 is the slowest by 25%" in text
+    html = s._repr_html_()
+    assert "<table" in html and "rank 2 is the slowest" in html
+    rv = ranks_view(w)
+    assert rv["rank"].iloc[0] == 2 and rv["vs_fastest"].iloc[0] == pytest.approx(0.25, rel=1e-3)
+    assert s.header["ranks"] == [0, 1, 2] and s.header["steps"] == "1..6"
+
+
+def test_summary_on_real_ascend_trace(fixtures: Path):
+    w = dynprof_nb.load_trace(fixtures / "ascend" / "torch_npu_trace_view.json")
+    s = w.summary()
+    assert "device idle (free)" in str(s)
+    assert s.top_ops["name"].iloc[0] == w.ops["name"].iloc[0]
+    assert w.ops["share"].sum() == pytest.approx(1.0)
+
+
+def test_communication_note(fixtures: Path):
+    w = dynprof_nb.load_trace(fixtures / "kineto" / "hta__nccl_parser_config__nccl_data.json.gz")
+    assert "communication not overlapped" in str(w.summary())
+
+
+def test_compare_finds_the_op_that_changed(tmp_path: Path):
+    a = dynprof_nb.load_window(write_builtin_window(tmp_path / "a", step_us=1000))
+    b = dynprof_nb.load_window(write_builtin_window(tmp_path / "b", step_us=2000))
+    diff = dynprof_nb.compare(a, b)
+    assert diff["name"].iloc[0] == "ProfilerStep*" or diff["name"].iloc[0] == "backward"
+    row = diff.set_index("name").loc["backward"]
+    assert row["ratio"] == pytest.approx(2.0, rel=1e-3)
+
+
+def test_self_time_nesting():
+    import pandas as pd
+
+    ev = pd.DataFrame({"name": ["outer", "a", "b", "inner", "other_thread"],
+                       "cat": "cpu_op", "ph": "X", "pid": 1, "tid": [1, 1, 1, 1, 2],
+                       "process": "p", "thread": "t",
+                       "ts_ns": [0, 10, 50, 55, 0], "dur_ns": [100, 30, 40, 10, 1000]})
+    ops = op_table(ev).set_index("name")
+    assert ops.loc["outer", "self_us"] == pytest.approx(0.030)  # 100 - 30 - 40
+    assert ops.loc["b", "self_us"] == pytest.approx(0.030)  # 40 - 10
+    assert ops.loc["other_thread", "self_us"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("plot", ["plot_timeline", "plot_ops", "plot_steps", "plot_memory"])
+def test_plots_return_figures(tmp_path: Path, fixtures: Path, plot: str):
+    for w in (dynprof_nb.load_trace(next((fixtures / "torch_cpu").glob("*.json"))),
+              dynprof_nb.load_trace(fixtures / "ascend" / "torch_npu_trace_view.json"),
+              dynprof_nb.load_window(write_builtin_window(tmp_path, rank=1))):
+        fig = getattr(w, plot)()
+        assert isinstance(fig, Figure)
+        assert fig.axes
+        fig.savefig(tmp_path / f"{plot}.png")
+        assert (tmp_path / f"{plot}.png").stat().st_size > 1000
