@@ -3,6 +3,7 @@
 Training side: ``Monitor`` (call ``monitor.step()`` each iteration) and ``range``.
 Control side: ``attach``, ``jobs``, ``Job``, ``ProfilerConfig``.
 Analysis: ``load_window``, ``load_trace``, ``TraceWindow``, ``compare``.
+Notebook: ``%load_ext dynprof_nb`` (the ``%dynprof`` magics), ``panel``, ``profile_block``.
 
 Names are imported on first use so ``import dynprof_nb`` in a training script stays cheap.
 """
@@ -28,6 +29,8 @@ _EXPORTS = {
     "TraceWindow": "traces",
     "TraceFormatError": "traces",
     "compare": "analysis",
+    "panel": "panel",
+    "profile_block": "local",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -44,3 +47,10 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(list(globals()) + __all__)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext dynprof_nb``: register the ``%dynprof`` / ``%%dynprof`` magics."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)

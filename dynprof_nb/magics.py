@@ -1,0 +1,313 @@
+"""``%dynprof`` and ``%%dynprof``: IPython magics over ``Job``, ``TraceWindow`` and ``profile_block``.
+
+Load with ``%load_ext dynprof_nb``. Every subcommand is one call into the core; bad input is an
+``IPython.core.error.UsageError`` (one line, no traceback) saying what to do. The options of
+``start`` and ``%%dynprof`` are generated from ``ProfilerConfig`` (via the CLI's
+``add_config_flags``), so they cannot drift from the schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import MagicArgumentParser
+
+from .cli import add_config_flags, config_changes, parse_assignments
+from .config import ConfigError, ProfilerConfig
+
+__all__ = ["DynprofMagics", "load_ipython_extension"]
+
+SUBCOMMANDS = {
+    "jobs": "list this user's jobs on this machine",
+    "attach": "attach to a job by name (JOB), or to a file-mode job (--cfg-path DIR)",
+    "start": "record steps START..STOP (inclusive; '+N' = N steps from now)",
+    "stop": "end the active window now (what was recorded is saved)",
+    "set": "change config keys for every rank: key=value ...",
+    "config": "show the job's current config",
+    "status": "every rank's step, state, heartbeat and error (a DataFrame)",
+    "wait": "wait until every live rank has finished the window",
+    "windows": "the job's windows on disk (a DataFrame)",
+    "load": "load a window into a TraceWindow (latest by default)",
+    "summary": "the summary of a window (latest by default)",
+    "panel": "the interactive panel: config form, live ranks, windows",
+}
+BACKENDS = ("builtin", "torch", "mindspore", "auto")
+
+
+class _Exit(Exception):
+    """argparse wanted to exit (after printing ``-h`` help): end the magic quietly."""
+
+
+class _Parser(MagicArgumentParser):
+    """A magic parser whose errors are one-line UsageErrors and whose ``-h`` does not exit."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("add_help", True)
+        kwargs.setdefault("formatter_class", argparse.HelpFormatter)
+        super().__init__(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}. See {self.prog.split()[0]}? for help.")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            print(message)
+        raise _Exit()
+
+
+def build_parser(prog: str = "%dynprof") -> _Parser:
+    """The line magic's parser: one subparser per entry of ``SUBCOMMANDS``."""
+    parser = _Parser(prog=prog, description="Profile windows of a running training job.")
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=_Parser)
+    p = {name: sub.add_parser(name, help=text, description=text)
+         for name, text in SUBCOMMANDS.items()}
+    p["attach"].add_argument("job", nargs="?", help="job name; omitted = the only live job")
+    p["attach"].add_argument("--cfg-path", default=None, metavar="DIR",
+                             help="a file-mode job's directory (profiler_config.json)")
+    p["start"].add_argument("start", help="first step (1-based), or +N steps from now")
+    p["start"].add_argument("stop", help="last step, inclusive, or +N steps from now")
+    p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
+    add_config_flags(p["start"])
+    p["set"].add_argument("assignments", nargs="+", metavar="key=value")
+    p["wait"].add_argument("--timeout", type=float, default=None, metavar="S")
+    p["wait"].add_argument("--no-progress", action="store_true", help="no progress bar")
+    for name in ("load", "summary"):
+        p[name].add_argument("window", nargs="?", default=None,
+                             help="a row number of 'windows' or a path; omitted = latest")
+    p["load"].add_argument("-o", dest="name", default=None, metavar="NAME",
+                           help="also store the TraceWindow in variable NAME")
+    return parser
+
+
+def build_cell_parser(prog: str = "%%dynprof") -> _Parser:
+    """``%%dynprof [options]``: profile the cell in this kernel."""
+    parser = _Parser(prog=prog, description="Profile this cell in this kernel and show the "
+                     "summary of what it did.")
+    parser.add_argument("--backend", choices=BACKENDS, default="builtin",
+                        help="profiler to record with (default: builtin)")
+    parser.add_argument("--dir", default="./dyn_profile_data/local", metavar="DIR",
+                        help="where the window is written")
+    parser.add_argument("-o", dest="name", default=None, metavar="NAME",
+                        help="also store the TraceWindow in variable NAME")
+    parser.add_argument("-q", "--quiet", action="store_true", help="do not show the summary")
+    add_config_flags(parser)
+    return parser
+
+
+def _help_text() -> str:
+    """The text ``%dynprof?`` shows: every subcommand, its usage, and the config options."""
+    parts = [__doc__.split("\n\n")[0], "", "Examples:",
+             "  %dynprof attach demo          %dynprof start +10 +19 --memory --stack",
+             "  %dynprof wait --timeout 120   %dynprof load -o trace",
+             "  %dynprof set profile_memory=true activities=CPU",
+             "", "Subcommands (%dynprof SUBCOMMAND -h for one):", ""]
+    parts += [f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()]
+    subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    parts += [""] + [subs[name].format_usage().strip() for name in SUBCOMMANDS if name != "start"]
+    parts += ["", subs["start"].format_help()]
+    cell = build_cell_parser()
+    parts += ["%%dynprof [--backend B] [--dir DIR] [-o NAME] [-q] [config options as for start]",
+              "  " + (cell.description or ""),
+              "  --backend {builtin,torch,mindspore,auto}  profiler to record with (builtin)",
+              "  -o NAME  store the TraceWindow in NAME;  -q  do not show the summary"]
+    return "\n".join(parts)
+
+
+@magics_class
+class DynprofMagics(Magics):
+    """The state of the magics in one kernel: the attached job."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.job: Any = None
+        self._parser = build_parser()
+        self._cell_parser = build_cell_parser()
+
+    @line_cell_magic
+    def dynprof(self, line: str, cell: str | None = None) -> Any:
+        try:
+            if cell is not None:
+                return self._cell(line, cell)
+            args = self._parser.parse_argstring(line)
+            if args.command is None:
+                print(_help_text())
+                return None
+            return getattr(self, "_do_" + args.command)(args)
+        except _Exit:
+            return None
+        except (ConfigError, TimeoutError) as exc:
+            raise UsageError(str(exc)) from None
+        except UsageError:
+            raise
+        except Exception as exc:
+            if _is_user_error(exc):
+                raise UsageError(str(exc)) from None
+            raise
+
+    # -- subcommands --------------------------------------------------------------------------
+
+    def _need_job(self) -> Any:
+        if self.job is None:
+            raise UsageError("no job attached: run %dynprof attach JOB first "
+                             "(%dynprof jobs lists them).")
+        return self.job
+
+    def _do_jobs(self, args: argparse.Namespace) -> Any:
+        from .job import jobs
+
+        return jobs()
+
+    def _do_attach(self, args: argparse.Namespace) -> Any:
+        from . import job as jobmod
+
+        if args.cfg_path is not None:
+            if args.job:
+                raise UsageError("give a job name or --cfg-path DIR, not both.")
+            if "cfg_path" not in jobmod.attach.__code__.co_varnames:
+                raise UsageError("file mode (--cfg-path) is not available in this version; "
+                                 "attach by job name.")
+            self.job = jobmod.attach(cfg_path=args.cfg_path)
+            return self.job
+        name = args.job or _only_live_job()
+        self.job = jobmod.attach(name)
+        return self.job
+
+    def _do_start(self, args: argparse.Namespace) -> None:
+        job = self._need_job()
+        gen = job.start(args.start, args.stop, **config_changes(args))
+        cfg = job.config
+        print(f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {gen})")
+        if args.wait:
+            return job.wait()
+        return None
+
+    def _do_stop(self, args: argparse.Namespace) -> None:
+        print(f"stop sent (generation {self._need_job().stop()})")
+
+    def _do_set(self, args: argparse.Namespace) -> None:
+        gen = self._need_job().set(**parse_assignments(args.assignments))
+        print(f"config updated (generation {gen})")
+
+    def _do_config(self, args: argparse.Namespace) -> ProfilerConfig:
+        return self._need_job().config
+
+    def _do_status(self, args: argparse.Namespace) -> Any:
+        return self._need_job().status()
+
+    def _do_wait(self, args: argparse.Namespace) -> Any:
+        return self._need_job().wait(timeout=args.timeout, progress=not args.no_progress)
+
+    def _do_windows(self, args: argparse.Namespace) -> Any:
+        return self._need_job().windows()
+
+    def _do_load(self, args: argparse.Namespace) -> Any:
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"-o {args.name!r}: not a Python variable name.")
+        window = self._need_job().load(_window_arg(args.window))
+        if args.name:
+            self.shell.user_ns[args.name] = window
+        return window
+
+    def _do_summary(self, args: argparse.Namespace) -> Any:
+        return self._need_job().load(_window_arg(args.window)).summary()
+
+    def _do_panel(self, args: argparse.Namespace) -> Any:
+        from .panel import panel
+
+        return panel(self._need_job())
+
+    # -- %%dynprof ----------------------------------------------------------------------------
+
+    def _cell(self, line: str, cell: str) -> None:
+        from IPython.display import display
+
+        from .local import profile_block
+
+        args = self._cell_parser.parse_argstring(line)
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"-o {args.name!r}: not a Python variable name.")
+        with profile_block(backend=args.backend, output=args.dir,
+                           **config_changes(args)) as prof:
+            result = self.shell.run_cell(cell, store_history=False)
+        window = prof.window
+        if args.name:
+            self.shell.user_ns[args.name] = window
+        if not result.success:
+            print(f"dynprof: the cell raised; the window in {prof.path} holds what ran.")
+        if not args.quiet:
+            display(window.summary())
+
+
+def _window_arg(text: str | None) -> int | str | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _only_live_job() -> str:
+    from .job import jobs
+
+    frame = jobs()
+    live = list(frame[frame.live > 0].job) if len(frame) else []
+    if len(live) == 1:
+        return live[0]
+    names = ", ".join(frame.job) if len(frame) else "none"
+    raise UsageError(f"which job? {len(live)} have live ranks (jobs: {names}); "
+                     "run %dynprof attach JOB.")
+
+
+def _is_user_error(exc: Exception) -> bool:
+    """Errors whose message already tells the user what to do (no traceback needed)."""
+    from .job import JobError
+
+    names = {c.__name__ for c in type(exc).__mro__}
+    return isinstance(exc, (JobError, FileNotFoundError)) or "TraceFormatError" in names
+
+
+# -- tab completion ---------------------------------------------------------------------------
+
+def complete(_shell: Any, event: Any) -> list[str]:
+    """Subcommands, job names after ``attach``, options, and config keys after ``set``."""
+    text = event.text_until_cursor
+    words = shlex.split(text, posix=False) if text.strip() else []
+    if text.endswith((" ", "\t")):
+        words.append("")
+    if not words or words[0].lstrip("%") != "dynprof":
+        return []
+    if text.lstrip().startswith("%%"):
+        return _flags(build_cell_parser())
+    words = words[1:]
+    if len(words) <= 1:
+        return list(SUBCOMMANDS)
+    command, current = words[0], words[-1]
+    if command == "attach" and len(words) == 2 and not current.startswith("-"):
+        from .segment import list_jobs
+
+        return list_jobs()
+    if command == "set":
+        return [f"{k}=" for k in ProfilerConfig.keys()]
+    subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    if command in subs and current.startswith("-"):
+        return _flags(subs[command])
+    return []
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    return sorted(o for a in parser._actions for o in a.option_strings)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%dynprof`` / ``%%dynprof`` and their tab completion."""
+    ipython.register_magics(DynprofMagics)
+    for key in ("%dynprof", "%%dynprof"):
+        ipython.set_hook("complete_command", complete, str_key=key)
+
+
+DynprofMagics.dynprof.__doc__ = _help_text()

@@ -1,0 +1,215 @@
+"""``%dynprof`` / ``%%dynprof`` in a real IPython shell against the real two-rank demo job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from demojob import demo_job
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.job import STATUS_COLUMNS
+from dynprof_nb.magics import SUBCOMMANDS, DynprofMagics
+
+
+@pytest.fixture(scope="module")
+def ip() -> InteractiveShell:
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "dynprof_nb")
+    return shell
+
+
+@pytest.fixture
+def magics(ip: InteractiveShell) -> DynprofMagics:
+    instance = ip.magics_manager.registry["DynprofMagics"]
+    instance.job = None
+    return instance
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory):
+    with demo_job(tmp_path_factory.mktemp("magics"), prefix="magic") as j:
+        yield j
+
+
+def line(ip: InteractiveShell, text: str):
+    return ip.run_line_magic("dynprof", text)
+
+
+def usage_error(ip: InteractiveShell, text: str) -> str:
+    with pytest.raises(UsageError) as info:
+        line(ip, text)
+    assert type(info.value) is UsageError  # the class itself: IPython prints one line
+    message = str(info.value)
+    assert "\n" not in message and message
+    return message
+
+
+def test_extension_registers_line_and_cell_magic(ip: InteractiveShell) -> None:
+    magics = ip.magics_manager.lsmagic()
+    assert "dynprof" in magics["line"] and "dynprof" in magics["cell"]
+
+
+def test_help_names_every_subcommand_and_config_flag(ip: InteractiveShell) -> None:
+    doc = ip.object_inspect("%dynprof", detail_level=0)["docstring"]
+    for name in SUBCOMMANDS:
+        assert f"%dynprof {name}" in doc
+    traits = ProfilerConfig.class_traits()
+    for key in ProfilerConfig.keys():
+        if key not in ("start_step", "stop_step"):
+            assert "--" + traits[key].metadata["flag"] in doc
+    assert "%%dynprof" in doc
+
+
+def test_subcommand_help_prints_and_does_not_raise(ip: InteractiveShell, magics) -> None:
+    with capture_output() as out:
+        assert line(ip, "start -h") is None
+    assert "--memory" in out.stdout and "START" not in out.stderr
+
+
+def test_needs_a_job_first(ip: InteractiveShell, magics) -> None:
+    assert "attach" in usage_error(ip, "status")
+
+
+@pytest.mark.parametrize("text, says", [
+    ("bogus", "invalid choice"),
+    ("attach a b", "unrecognized"),
+])
+def test_bad_input_without_a_job(ip: InteractiveShell, magics, text: str, says: str) -> None:
+    assert says in usage_error(ip, text)
+
+
+def test_jobs_lists_the_running_job(ip: InteractiveShell, magics, job) -> None:
+    frame = line(ip, "jobs")
+    assert isinstance(frame, pd.DataFrame)
+    row = frame[frame.job == job.name]
+    assert len(row) == 1 and int(row.live.iloc[0]) == 2
+
+
+def test_attach_and_status(ip: InteractiveShell, magics, job) -> None:
+    attached = line(ip, f"attach {job.name}")
+    assert attached.name == job.name and magics.job is attached
+    status = line(ip, "status")
+    assert list(status.columns) == STATUS_COLUMNS
+    assert sorted(status["rank"]) == [0, 1] and status.alive.all()
+    assert "<table" in attached._repr_html_()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("start 50 40", "stop_step"),
+    ("start 0 5", "1"),
+    ("start 5", "required"),
+    ("start x 5", "'+10'"),
+    ("start +5 +10 --level Level9", "invalid choice"),
+    ("start +5 +10 --activities TPU", "TPU"),
+    ("start 1 2", "already begun"),
+    ("set foo=1", "unknown config key"),
+    ("set profile_memry=true", "did you mean 'profile_memory'"),
+    ("set profile_memory=maybe", "true or false"),
+    ("set profile_memory", "key=value"),
+    ("load -o 1x", "variable name"),
+    ("load 999", "no window 999"),
+    ("wait --timeout soon", "invalid float"),
+])
+def test_bad_input_is_one_line_usage_error_and_writes_nothing(
+        ip: InteractiveShell, magics, job, text: str, says: str) -> None:
+    line(ip, f"attach {job.name}")
+    before = job.generation
+    assert says in usage_error(ip, text)
+    assert job.generation == before
+
+
+def test_window_start_wait_load_summary(ip: InteractiveShell, magics, job) -> None:
+    line(ip, f"attach {job.name}")
+    with capture_output() as out:
+        line(ip, "start +5 +14 --memory --level Level1")
+    assert "asked for" in out.stdout
+    cfg = line(ip, "config")
+    assert isinstance(cfg, ProfilerConfig)
+    assert cfg.profile_memory and cfg.profiler_level == "Level1"
+    assert cfg.stop_step - cfg.start_step == 9
+    status = line(ip, "wait --timeout 120 --no-progress")
+    assert (status.generation == job.generation).all()
+    windows = line(ip, "windows")
+    mine = windows[(windows.start == cfg.start_step) & (windows.status == "complete")]
+    assert sorted(mine["rank"]) == [0, 1]
+    trace = line(ip, "load -o tw")
+    assert ip.user_ns["tw"] is trace
+    assert sorted(trace.ranks) == [0, 1]
+    assert {"matmul", "forward", "allreduce"} <= set(trace.ops["name"])
+    assert sorted(trace.steps["step"].unique()) == list(range(cfg.start_step, cfg.stop_step + 1))
+    summary = line(ip, "summary")
+    assert "matmul" in str(summary) and "<table" in summary._repr_html_()
+    one = line(ip, f"load {len(windows) - 1}")
+    assert one.ranks == [int(windows.iloc[-1]["rank"])]
+
+
+def test_set_and_stop_write_the_segment(ip: InteractiveShell, magics, job) -> None:
+    line(ip, f"attach {job.name}")
+    gen = job.generation
+    with capture_output():
+        line(ip, "set profile_memory=false activities=CPU ranks=0,1 mstx_domain_include=a,b")
+    cfg = job.config
+    assert job.generation == gen + 1
+    assert (cfg.profile_memory, cfg.activities, cfg.ranks, cfg.mstx_domain_include) == (
+        False, ["CPU"], [0, 1], ["a", "b"])
+    with capture_output():
+        line(ip, "stop")
+    assert job.generation == gen + 2 and not job.config.has_window
+
+
+def test_tab_completion(ip: InteractiveShell, magics, job) -> None:
+    def complete(text: str) -> list[str]:
+        return ip.Completer.complete(line_buffer=text, cursor_pos=len(text))[1]
+
+    assert {"start", "status", "stop"} <= set(complete("%dynprof st"))
+    assert set(complete("%dynprof ")) >= set(SUBCOMMANDS)
+    assert job.name in complete(f"%dynprof attach {job.name[:4]}")
+    assert "--memory" in complete("%dynprof start +1 +2 --mem")
+    assert "profile_memory=" in complete("%dynprof set profile_m")
+    assert "--stack" in complete("%%dynprof --st")
+
+
+def test_panel_subcommand_returns_the_panel(ip: InteractiveShell, magics, job) -> None:
+    from dynprof_nb.panel import Panel
+
+    line(ip, f"attach {job.name}")
+    panel = line(ip, "panel")
+    try:
+        assert isinstance(panel, Panel) and panel.job is magics.job
+    finally:
+        panel.close()
+
+
+def test_cell_magic_profiles_the_cell_and_shows_its_summary(
+        ip: InteractiveShell, magics, tmp_path: Path) -> None:
+    cell = ("import dynprof_nb, numpy as np\n"
+            "with dynprof_nb.range('cell_matmul'):\n"
+            "    product = np.ones((200, 200)) @ np.ones((200, 200))\n")
+    with capture_output() as out:
+        ip.run_cell_magic("dynprof", f"--dir {tmp_path} -o cellwin --memory", cell)
+    assert ip.user_ns["product"].shape == (200, 200)  # the cell ran in the user namespace
+    window = ip.user_ns["cellwin"]
+    assert "cell_matmul" in set(window.ops["name"])
+    assert list(window.steps["step"]) == [1]
+    assert not window.memory.empty
+    assert any("cell_matmul" in str(o.data) for o in out.outputs)  # the summary was shown
+    assert len(list(tmp_path.glob("rank0_start1_stop1*"))) == 1
+
+
+def test_cell_magic_keeps_the_window_when_the_cell_raises(
+        ip: InteractiveShell, magics, tmp_path: Path) -> None:
+    with capture_output() as out:
+        ip.run_cell_magic("dynprof", f"--dir {tmp_path} -q", "x = 1\nraise KeyError('boom')")
+    assert "the cell raised" in out.stdout
+    assert len(list(tmp_path.glob("rank0_start1_stop1*/trace.json"))) == 1
+
+
+def test_cell_magic_bad_option_is_usage_error(ip: InteractiveShell, magics) -> None:
+    with pytest.raises(UsageError) as info:
+        ip.run_cell_magic("dynprof", "--backend nope", "x = 1")
+    assert type(info.value) is UsageError and "invalid choice" in str(info.value)
