@@ -202,8 +202,9 @@ def summarize(window: Any, top: int = 10) -> Summary:
     ranks = rank_table(steps) if "rank" in steps else None
     header = {"framework": window.framework, "ranks": window.ranks,
               "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-", "span_ms": span}
-    return Summary(header, ops.head(top)[["name", "count", "total_us", "self_us", "share"]],
-                   steps, ranks, notes_for(steps, ops, ranks))
+    top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
+    top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
+    return Summary(header, top_ops, steps, ranks, notes_for(steps, ops, ranks))
 
 
 def ranks_view(window: Any) -> pd.DataFrame:

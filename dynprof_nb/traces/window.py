@@ -452,6 +452,9 @@ def _rank_from_trace(w: TraceWindow) -> None:
             w.rank = info["rank"]
         if isinstance(t.meta.get("otherData"), dict) and w.framework == "chrome":
             w.framework = "builtin"
+        procs = set(t.events["process"].cat.categories) if len(t.events) else set()
+        if w.framework == "chrome" and procs & {"Ascend Hardware", "CANN", "CPU OP"}:
+            w.framework = "ascend"
 
 
 def _load_one_window(root: Path, explicit: bool) -> TraceWindow:
