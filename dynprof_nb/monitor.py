@@ -109,6 +109,7 @@ class Monitor:
         self._seg: Segment | None = None
         self._slot = -1
         self._pending: tuple[int, Command] | None = None
+        self._read_failures = 0
         self._recording: dict[str, Any] | None = None
         self._savers: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -245,13 +246,17 @@ class Monitor:
                 del self.step
 
     def _read_config(self, n: int) -> None:
-        gen = self._words[4]
-        self._applied = gen  # read each generation once, even if it turns out to be bad
-        got = self._seg.read_config(attempts=100)
+        failures = self._read_failures
+        if failures and n % (1 << min(failures, 10)):
+            return  # a writer is slow or died mid-write: retry with backoff, not every step
+        got = self._seg.read_config(attempts=50)
         if got is None:
-            self._report("could not read a consistent config (did a writer die mid-write?); "
-                         "keeping the last good config. Write it again.", gen)
+            self._read_failures += 1
+            if self._read_failures == 8:
+                self._report("could not read a consistent config for a while (did a writer "
+                             "die mid-write?); keeping the last good config. Write it again.")
             return
+        self._read_failures = 0
         gen, data = got
         self._applied = gen
         try:
