@@ -89,6 +89,37 @@ def op_table(events: pd.DataFrame) -> pd.DataFrame:
     return schema.conform(t, "ops")
 
 
+BREAKDOWN_COLUMNS = ["step", "duration_us", "computing_us", "communication_us", "overlapped_us",
+                     "free_us"]
+
+
+def step_breakdown(steps: pd.DataFrame) -> pd.DataFrame:
+    """The step table a person reads: one rank's time split per step, or with several ranks
+    the step time of each rank side by side (one column per rank)."""
+    if steps.empty:
+        return steps
+    if "rank" in steps and steps["rank"].nunique() > 1:
+        table = steps.pivot_table(index="step", columns="rank", values="duration_us")
+        table.columns = [f"rank {r} (us)" for r in table.columns]
+        return table.reset_index()
+    cols = [c for c in BREAKDOWN_COLUMNS if c in steps and steps[c].notna().any()]
+    return steps[cols].reset_index(drop=True)
+
+
+def ops_across_ranks(ops: pd.DataFrame) -> pd.DataFrame:
+    """Fold a multi-rank ``ops`` frame (one row per rank and name) into one row per name."""
+    if ops.empty or "rank" not in ops:
+        return ops
+    t = ops.groupby(ops["name"].astype(object), sort=False).agg(
+        count=("count", "sum"), total_us=("total_us", "sum"), self_us=("self_us", "sum"),
+        min_us=("min_us", "min"), max_us=("max_us", "max")).reset_index()
+    t["avg_us"] = t["total_us"] / t["count"]
+    total_self = t["self_us"].sum()
+    t["share"] = t["self_us"] / total_self if total_self > 0 else 0.0
+    t = t.sort_values(["self_us", "total_us"], ascending=False, ignore_index=True)
+    return schema.conform(t, "ops")
+
+
 # ---- summaries -----------------------------------------------------------------------------
 
 def step_stats(steps: pd.DataFrame) -> dict[str, Any]:
@@ -191,7 +222,7 @@ class Summary:
 def summarize(window: Any, top: int = 10) -> Summary:
     ev = window.events
     steps = window.steps
-    ops = window.ops
+    ops = ops_across_ranks(window.ops)
     span = 0.0
     if not ev.empty and ev["ts_ns"].notna().any():
         end = (ev["ts_ns"] + ev["dur_ns"]).max()
@@ -204,7 +235,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
               "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-", "span_ms": span}
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
-    return Summary(header, top_ops, steps, ranks, notes_for(steps, ops, ranks))
+    return Summary(header, top_ops, step_breakdown(steps), ranks, notes_for(steps, ops, ranks))
 
 
 def ranks_view(window: Any) -> pd.DataFrame:

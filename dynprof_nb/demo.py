@@ -103,10 +103,6 @@ def run_demo(output: str = "./dyn_profile_data/demo") -> int:
         print(job.windows()[["rank", "start", "stop", "status", "path"]].to_string(index=False))
         window = job.load()
         pd.set_option("display.width", 160)
-        print("\nSteps (µs):")
-        print(window.steps.to_string(index=False))
-        print("\nTop operations:")
-        print(window.ops.head(10).to_string(index=False))
         print()
         print(window.summary())
         return 0

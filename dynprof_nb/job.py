@@ -218,7 +218,7 @@ class Job:
             latest = complete.iloc[-1]
             group = complete[(complete.start == latest.start) & (complete.stop == latest.stop)
                              & (complete.started_at >= latest.started_at - SAME_WINDOW_SLACK)]
-            group = group.drop_duplicates("rank", keep="last")
+            group = group.drop_duplicates("rank", keep="last").sort_values("rank")
             paths = list(group.path)
             return load_window(paths[0] if len(paths) == 1 else paths)
         if isinstance(window, int) and not isinstance(window, bool):

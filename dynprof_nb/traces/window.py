@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -473,9 +473,20 @@ def _load_one_window(root: Path, explicit: bool) -> TraceWindow:
     return w
 
 
-def load_window(path: str | Path) -> TraceWindow:
+def load_window(path: str | Path | Sequence[str | Path]) -> TraceWindow:
     """A window directory ``rank{r}_start{s}_stop{e}/`` (built-in, MindSpore, torch_npu, PyTorch),
-    or a folder of several ranks' windows (frames get a ``rank`` column)."""
+    a folder of several ranks' windows, or a list of window directories (one per rank); with
+    several ranks the frames get a ``rank`` column."""
+    if isinstance(path, (list, tuple)):
+        subs = [Path(p) for p in path]
+        if not subs:
+            raise ValueError("load_window() got an empty list of windows")
+        if len(subs) == 1:
+            return load_window(subs[0])
+        missing = [str(p) for p in subs if not p.exists()]
+        if missing:
+            raise FileNotFoundError(f"no such window: {', '.join(missing)}")
+        return _combine_windows(Path(os.path.commonpath(subs)), subs)
     root = Path(path)
     if root.is_file():
         return load_trace(root)
@@ -484,6 +495,11 @@ def load_window(path: str | Path) -> TraceWindow:
     subs = rank_windows(root)
     if not subs:
         return _load_one_window(root, explicit=True)
+    return _combine_windows(root, subs)
+
+
+def _combine_windows(root: Path, subs: list[Path]) -> TraceWindow:
+    """Several ranks' windows (directories or single trace files) as one MultiRankWindow."""
     children, skipped = [], []
     for s in subs:
         if s.is_file():
