@@ -20,14 +20,20 @@ $(VENV)/.test: pyproject.toml $(VENV)/.base
 	$(BIN)/python -m pip install -q -e '.[test]' torch==2.13.0
 	touch $@
 
+# The real-browser test drives Debian's chromium; Playwright never downloads a browser.
+/usr/bin/chromium:
+	apt-get update && apt-get install -y chromium
+
 demo: $(VENV)/.base
 	$(BIN)/dynprof demo
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check dynprof_nb tests benchmarks
 
-test: $(VENV)/.test lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+# tests/ plus the notebooks, executed by nbval in this venv's Python
+test: $(VENV)/.test /usr/bin/chromium lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
+		--nbval-sanitize-with notebooks/sanitize.cfg tests notebooks
 
 bench: $(VENV)/.test
 	$(BIN)/python benchmarks/idle_step.py
