@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ class Job:
     def __init__(self, name: str, segment: Segment) -> None:
         self.name = name
         self._seg = segment
+        self._last_good: ProfilerConfig | None = None
 
     # -- config ---------------------------------------------------------------------------
 
@@ -54,11 +56,27 @@ class Job:
 
     @property
     def config(self) -> ProfilerConfig:
-        """The config currently in the segment (a copy: change it through set/start)."""
+        """The config currently in the segment (a copy: change it through set/start).
+
+        If the segment holds no consistent config (a controller died in the middle of writing
+        it), this is the last good config this Job read or wrote, with a warning: the ranks
+        keep their last good config too, and ``set()`` on top of it must not silently reset
+        every other key to its default.
+        """
         got = self._seg.read_config()
-        if got is None or got[0] == 0:
+        if got is None:
+            known = self._last_good is not None
+            warnings.warn(
+                f"job {self.name!r}: the config in the segment was left half-written (a "
+                "controller probably died mid-write); the ranks keep their last good config. "
+                f"Showing {'the last config this notebook saw' if known else 'the defaults'}; "
+                "the next set() or start() writes a whole config again.", stacklevel=2)
+            return self._last_good.copy() if known else ProfilerConfig()
+        if got[0] == 0:
             return ProfilerConfig()
-        return decode(got[1]).config
+        cfg = decode(got[1]).config
+        self._last_good = cfg.copy()
+        return cfg
 
     def set(self, **changes: Any) -> int:
         """Change config keys (not the window) for every rank; returns the new generation.
@@ -101,7 +119,9 @@ class Job:
 
     def _write(self, action: str, cfg: ProfilerConfig) -> int:
         cfg.validate()
-        return self._seg.write_config(command(action, cfg).encode())
+        gen = self._seg.write_config(command(action, cfg).encode())
+        self._last_good = cfg.copy()
+        return gen
 
     # -- ranks ----------------------------------------------------------------------------
 
