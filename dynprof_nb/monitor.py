@@ -373,9 +373,9 @@ class Monitor:
                      manifest["start_step"], manifest["stop_step"], final)
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
+            kept = _mark_failed(directory, reason, manifest)
             self._report(f"window {manifest['start_step']}-{manifest['stop_step']} could not "
-                         f"be written ({reason}); it is kept as incomplete in {directory}.")
-            _mark_failed(directory, reason, manifest)
+                         f"be written ({reason}); it is kept as incomplete in {kept}.")
         finally:
             with self._lock:
                 self._savers.remove(threading.current_thread())
@@ -443,12 +443,9 @@ class Monitor:
                 last, last_ns = n, now
 
 
-def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> None:
-    """Leave an ``incomplete`` manifest in a window that failed, if the disk lets us."""
+def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:
+    """Leave a failed window listed as ``incomplete`` (see ``windows.mark_failed``)."""
     try:
-        data = windows.read_manifest(directory) or {}
-        data.update(manifest or {})
-        data.update(status="incomplete", error=reason, ended_at=time.time())
-        windows.write_manifest(directory, data)
+        return windows.mark_failed(directory, reason, manifest)
     except Exception:
-        pass
+        return directory

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 MANIFEST = "window.json"
 WINDOW_RE = re.compile(r"^rank(?P<rank>\d+)_start(?P<start>\d+)_stop(?P<stop>\d+)(?:_(?P<n>\d+))?$")
 TMP_RE = re.compile(r"^\.(?P<name>rank\d+_start\d+_stop\d+)\.tmp-(?P<pid>\d+)(?:-\d+)?$")
+# a window that failed: renamed so it reads as failed even when the disk was too full to say so
+FAILED_RE = re.compile(r"^\.(?P<name>rank\d+_start\d+_stop\d+)\.failed-(?P<pid>\d+)(?:-\d+)?$")
 
 
 def window_name(rank: int, start: int, stop: int) -> str:
@@ -33,8 +36,47 @@ def output_root(prof_path: str, output_path: str | os.PathLike[str]) -> Path:
     return Path(os.path.abspath(os.path.expanduser(os.fspath(chosen))))
 
 
+def check_output_root(root: Path) -> None:
+    """Refuse an output root reached through a symlink into another user's directory.
+
+    Training jobs often run as root; a symlink at or above ``prof_path`` (planted, or just
+    pointing the wrong way) would make one create windows in somebody else's directory. A link
+    is followed only when the link and the directory it leads to belong to this process's user
+    or to root (so ``/tmp -> /private/tmp`` style system links still work).
+    """
+    real = Path(os.path.realpath(root))
+    if real == root:
+        return
+    me = os.geteuid()
+    path = Path(root.anchor)
+    for part in root.parts[1:]:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except OSError:
+            break
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (me, 0):
+            raise PermissionError(
+                f"prof_path goes through a symlink of uid {st.st_uid} (this process is uid "
+                f"{me}); refusing to follow another user's symlink {path}")
+    target = real  # the nearest directory of the link's target that can be looked at
+    while True:
+        try:
+            owner = os.stat(target).st_uid
+            break
+        except OSError:
+            if target == target.parent:
+                return
+            target = target.parent
+    if owner not in (me, 0):
+        raise PermissionError(
+            f"prof_path is a symlink into uid {owner}'s directory (this process is uid {me}); "
+            f"refusing to write there. Use a directory you own, not {root} -> {target}")
+
+
 def create_window_dir(root: Path, rank: int, start: int, stop: int) -> Path:
     """Make the hidden temporary directory a window records into."""
+    check_output_root(root)
     root.mkdir(parents=True, exist_ok=True)
     if not os.access(root, os.W_OK | os.X_OK):
         raise PermissionError(f"output directory {root} is not writable by this process")
@@ -100,6 +142,37 @@ def publish(tmp: Path, manifest: dict[str, Any]) -> Path:
     raise FileExistsError(f"too many windows named {name} in {tmp.parent}")
 
 
+def mark_failed(directory: Path, reason: str,
+                manifest: dict[str, Any] | None = None) -> Path:
+    """Leave a failed window listed as ``incomplete``; returns where it now is.
+
+    The manifest says so if the disk lets us write it; the directory is also renamed from
+    ``.tmp-<pid>`` to ``.failed-<pid>``, which needs no free space, so that a window whose disk
+    filled up is not listed as ``recording`` for as long as its (live) writer runs.
+    """
+    try:
+        data = read_manifest(directory) or {}
+        data.update(manifest or {})
+        data.update(status="incomplete", error=reason, ended_at=time.time())
+        write_manifest(directory, data)
+    except Exception:
+        pass
+    m = TMP_RE.match(directory.name)
+    if m is None:
+        return directory
+    base = f".{m['name']}.failed-{m['pid']}"
+    for n in range(1000):
+        target = directory.with_name(base if n == 0 else f"{base}-{n}")
+        if target.exists():
+            continue
+        try:
+            os.rename(directory, target)
+        except OSError:
+            return directory
+        return target
+    return directory
+
+
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     try:
         with open(Path(directory) / MANIFEST, encoding="utf-8") as fh:
@@ -125,7 +198,7 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                 continue
             seen.add(path)
             public = WINDOW_RE.match(path.name)
-            tmp = TMP_RE.match(path.name)
+            tmp = TMP_RE.match(path.name) or FAILED_RE.match(path.name)
             if not public and not tmp:
                 continue
             manifest = read_manifest(path) or {}
@@ -138,7 +211,9 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                 rank, start, stop = (int(public[k]) for k in ("rank", "start", "stop"))
             else:
                 writer = int(tmp["pid"])
-                status = "recording" if pid_alive(writer) else "incomplete"
+                recording = (tmp.re is TMP_RE and pid_alive(writer)
+                             and manifest.get("status", "recording") == "recording")
+                status = "recording" if recording else "incomplete"
                 m = WINDOW_RE.match(tmp["name"])
                 rank, start, stop = (int(m[k]) for k in ("rank", "start", "stop"))
             rows.append({
