@@ -45,6 +45,9 @@ from .segment import (
 log = logging.getLogger("dynprof_nb")
 
 HEARTBEAT_S = 0.02
+UNREADABLE_S = 2.0  # a config unreadable this long means a writer died mid-write
+UNREADABLE = ("could not read a consistent config for a while (did a writer die mid-write?); "
+              "keeping the last good config. Write it again.")
 assert H_GEN == 4, "step() reads the generation at the literal index 4"
 
 
@@ -110,6 +113,7 @@ class Monitor:
         self._slot = -1
         self._pending: tuple[int, Command] | None = None
         self._read_failures = 0
+        self._read_failing_since = 0.0
         self._recording: dict[str, Any] | None = None
         self._savers: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -251,12 +255,18 @@ class Monitor:
             return  # a writer is slow or died mid-write: retry with backoff, not every step
         got = self._seg.read_config(attempts=50)
         if got is None:
+            # On a loaded machine a live writer can be preempted mid-write for a few ms, so
+            # only a failure that lasts (seconds, over several retries) is worth reporting.
+            now = time.monotonic()
+            if not self._read_failures:
+                self._read_failing_since = now
             self._read_failures += 1
-            if self._read_failures == 8:
-                self._report("could not read a consistent config for a while (did a writer "
-                             "die mid-write?); keeping the last good config. Write it again.")
+            if self._read_failures >= 8 and now - self._read_failing_since > UNREADABLE_S:
+                self._report(UNREADABLE)
             return
         self._read_failures = 0
+        if self.last_error == UNREADABLE:
+            self._clear_error()  # it reads again: the report no longer holds
         gen, data = got
         self._applied = gen
         try:
