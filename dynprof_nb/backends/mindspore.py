@@ -1,0 +1,194 @@
+"""The MindSpore backend: ``mindspore.profiler.Profiler`` around exactly the window's steps.
+
+The profiler is built with ``start_profile=False`` and no schedule, started at the boundary
+before the window's first step and stopped right after its last (in callback mode the Monitor
+starts it in ``step_begin`` of the first step), so MindSpore's ``*_ascend_ms/`` directory lands
+in the window directory and holds those steps only.
+
+Config mapping (every key of ``profiler_config.json``; the manifest keeps the whole config):
+
+=========================================  ============================================
+``profiler_level``                         ``ProfilerLevel[name]``
+``activities``                             ``[ProfilerActivity[name], ...]``
+``aic_metrics``                            ``AicoreMetrics[name]``
+``export_type``                            ``[ExportType("text" / "db"), ...]``
+``host_sys``                               ``[HostSystem("cpu" ...), ...]``
+``profile_memory``, ``mstx``,              passed as they are
+``parallel_strategy``, ``with_stack``,
+``data_simplification``, ``l2_cache``,
+``record_shapes``, ``sys_io``,
+``sys_interconnection``,
+``mstx_domain_include/exclude``
+``analyse``, ``analyse_mode``              analysis after the window, in ``save()`` on the
+                                           saver thread, never on a training step:
+                                           ``analyse_mode`` 1 runs MindSpore's own async
+                                           analysis (a subprocess) and waits for it there,
+                                           so a published window is complete.
+``prof_path``, ``ranks``, steps            the Monitor's (where, who, when)
+=========================================  ============================================
+
+MindSpore on CPU writes no step markers, so ``save()`` also writes ``dynprof_steps.csv``
+(``name, cat, start_ns, end_ns, tid``): one ``ProfilerStep#N`` row per step (N = global step,
+wall-clock ns like MindSpore's own timestamps) and one row per ``dynprof_nb.range``. With
+``mstx`` on, ranges also go to ``mindspore.profiler.mstx`` (recorded by MindSpore on Ascend).
+
+MindSpore's profiler is a process-wide singleton: a window cannot start while the previous
+one is still being analysed; that start is refused with a message (training goes on).
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import mindspore.profiler as msprof
+from mindspore.profiler import (
+    AicoreMetrics,
+    ExportType,
+    Profiler,
+    ProfilerActivity,
+    ProfilerLevel,
+)
+from mindspore.profiler.common.constant import HostSystem
+from mindspore.profiler.profiler_interface import ProfilerInterface
+
+from .. import ranges
+from ..config import ProfilerConfig
+from .base import BackendError
+
+STEPS_FILE = "dynprof_steps.csv"
+PASSED_AS_IS = ("profile_memory", "mstx", "parallel_strategy", "with_stack",
+                "data_simplification", "l2_cache", "record_shapes", "sys_io",
+                "sys_interconnection", "mstx_domain_include", "mstx_domain_exclude")
+
+# One MindSpore profiler per process: held from start() until the window's analysis is done.
+_in_use = threading.Lock()
+
+
+def profiler_kwargs(config: ProfilerConfig, output_path: str | Path) -> dict[str, Any]:
+    """``Profiler(...)`` arguments for a config, each key converted to MindSpore's type."""
+    kwargs: dict[str, Any] = {
+        "output_path": str(output_path),
+        "profiler_level": ProfilerLevel[config.profiler_level],
+        "activities": [ProfilerActivity[a] for a in config.activities],
+        "aic_metrics": AicoreMetrics[config.aic_metrics],
+        "export_type": [ExportType(e) for e in config.export_type],
+        "host_sys": [HostSystem(h) for h in config.host_sys],
+    }
+    kwargs.update({key: getattr(config, key) for key in PASSED_AS_IS})
+    return kwargs
+
+
+def analysis_mode(config: ProfilerConfig) -> str | None:
+    """None (no analysis), "sync" or "async", as the original reads analyse/analyse_mode."""
+    if not config.analyse:
+        return None
+    return "async" if config.analyse_mode == 1 else "sync"
+
+
+class MindSporeBackend:
+    """One window of MindSpore's profiler, started, stepped and stopped by the Monitor."""
+
+    name = "mindspore"
+
+    def __init__(self) -> None:
+        self.directory: Path | None = None
+        self.context: dict[str, Any] = {}
+        self.marks: list[tuple[str, str, int, int, int]] = []  # name, cat, t0, t1, tid
+        self._prof: Any = None
+        self._holding = False
+        self._recorded = 0
+        self._step_t0 = 0
+
+    # -- protocol -----------------------------------------------------------------------
+
+    def start(self, directory: Path, config: ProfilerConfig, first_step: int,
+              context: dict[str, Any] | None = None) -> None:
+        if not _in_use.acquire(blocking=False):
+            raise BackendError("MindSpore's profiler is still busy with the previous window "
+                               "(its analysis has not finished); ask for a later window.")
+        self._holding = True
+        try:
+            self.directory = directory
+            self.context = dict(context or {})
+            self.config = config
+            self._prof = Profiler(start_profile=False, **profiler_kwargs(config, directory))
+            self._prof.start()
+        except Exception:
+            self._release()
+            raise
+        self._mstx = config.mstx
+        self._step_t0 = time.time_ns()
+        ranges.set_sink(self)
+
+    def step(self, step: int) -> None:
+        now = time.time_ns()
+        self.marks.append((f"ProfilerStep#{step}", "user_annotation", self._step_t0, now,
+                           threading.get_native_id()))
+        self._step_t0 = now
+        self._recorded += 1
+
+    def stop(self) -> None:
+        ranges.set_sink(None)
+        try:
+            self._prof.stop()
+        finally:
+            if not self._recorded:  # the Monitor will not save an empty window
+                self._finish_mindspore(None)
+
+    def save(self) -> list[str]:
+        if self.directory is None or self._prof is None:
+            raise BackendError("save() before start(): nothing was recorded.")
+        self._finish_mindspore(analysis_mode(self.config))
+        self._write_marks(self.directory / STEPS_FILE)
+        return sorted(str(p.relative_to(self.directory)) for p in self.directory.rglob("*")
+                      if p.is_file() and p.name != "window.json")
+
+    # -- user ranges ----------------------------------------------------------------------
+
+    def open_range(self, name: str, category: str) -> tuple[str, str, int, int]:
+        mstx_id = msprof.mstx.range_start(name) if self._mstx else 0
+        return (name, category, time.time_ns(), mstx_id)
+
+    def close_range(self, token: tuple[str, str, int, int]) -> None:
+        name, category, t0, mstx_id = token
+        if mstx_id:
+            msprof.mstx.range_end(mstx_id)
+        self.marks.append((name, category, t0, time.time_ns(), threading.get_native_id()))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _finish_mindspore(self, mode: str | None) -> None:
+        """Flush MindSpore's data, analyse it if asked (waiting for async analysis), then
+        free the process-wide profiler for the next window."""
+        try:
+            ProfilerInterface.finalize()
+            if mode is not None:
+                ProfilerInterface.analyse(async_mode=mode == "async")
+                if mode == "async":
+                    _wait_async_analysis()
+            ProfilerInterface.clear()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._holding:
+            self._holding = False
+            _in_use.release()
+
+    def _write_marks(self, path: Path) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["name", "cat", "start_ns", "end_ns", "tid"])
+            for name, cat, t0, t1, tid in sorted(self.marks, key=lambda m: m[2]):
+                writer.writerow([name, cat, t0, t1, tid])
+
+
+def _wait_async_analysis() -> None:
+    """MindSpore's async analysis runs in processes kept by its MultiProcessPool; join them."""
+    from mindspore.profiler.common.process_pool import MultiProcessPool
+
+    MultiProcessPool().wait_all_job_finished()
