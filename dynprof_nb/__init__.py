@@ -17,12 +17,15 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Monitor": "monitor",
+    "DynamicProfilerMonitor": "compat",
     "range": "ranges",
     "ProfilerConfig": "config",
     "ConfigError": "config",
     "Job": "job",
     "JobError": "job",
     "attach": "job",
+    "FileJob": "filemode",
+    "Relay": "relay",
     "jobs": "job",
     "load_trace": "traces",
     "load_window": "traces",

@@ -7,6 +7,7 @@
     dynprof set JOB key=value ...
     dynprof windows JOB
     dynprof wait JOB [--timeout S]
+    dynprof relay --cfg-path DIR --job JOB [--poll-interval S]
     dynprof demo
 
 The config flags of ``start`` are generated from ``ProfilerConfig``'s traits, so they cannot
@@ -108,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     wait = sub.add_parser("wait", help="wait until every live rank has finished the window")
     wait.add_argument("job")
     wait.add_argument("--timeout", type=float, default=None)
+    relay = sub.add_parser("relay", help="mirror a profiler_config.json into a job (one per "
+                           "node), as MindSpore's monitor process does")
+    relay.add_argument("--cfg-path", required=True,
+                       help="directory of profiler_config.json (or the file)")
+    relay.add_argument("--job", required=True, help="job to drive")
+    relay.add_argument("--poll-interval", type=float, default=None,
+                       help="seconds between looks at the file (default 0.5)")
     demo = sub.add_parser("demo", help="run the two-rank demo job and profile ten steps")
     demo.add_argument("--output", default="./dyn_profile_data/demo")
     return parser
@@ -139,6 +147,8 @@ def _run(args: argparse.Namespace) -> int:
         from .demo import run_demo
 
         return run_demo(args.output)
+    if args.command == "relay":
+        return _relay(args.cfg_path, args.job, args.poll_interval)
     job = attach(args.job, create=args.command in ("start", "set"))
     if args.command == "status":
         print(job)
@@ -158,6 +168,18 @@ def _run(args: argparse.Namespace) -> int:
         print(frame.to_string(index=False) if len(frame) else "no windows yet")
     elif args.command == "wait":
         print(job.wait(timeout=args.timeout).to_string(index=False))
+    return 0
+
+
+def _relay(cfg_path: str, job: str, poll_interval: float | None) -> int:
+    """Foreground relay until Ctrl-C; waits its turn if another relay has this job here."""
+    from .relay import POLL_INTERVAL_S, Relay, relay_lock
+
+    relay = Relay(cfg_path, job, poll_interval or POLL_INTERVAL_S)
+    with relay_lock(job) as _:
+        print(f"relaying {relay.path} into job {job!r} every {relay.poll_interval} s "
+              "(Ctrl-C to stop)", flush=True)
+        relay.run()
     return 0
 
 

@@ -148,6 +148,9 @@ class Job:
                 "heartbeat_age_s": round(max(0, now - s.heartbeat_ns) / 1e9, 3),
                 "alive": alive, "error": s.error,
             })
+        from .relay import relay_rows
+
+        rows += relay_rows(self._seg, now)  # a relay's row: rank -1, state "relay"
         return pd.DataFrame(rows, columns=STATUS_COLUMNS)
 
     def progress(self) -> tuple[int, int]:
@@ -295,9 +298,20 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> Any:
     return tqdm(total=max(1, total), desc=desc, unit="step", leave=True)
 
 
-def attach(job: str = "default", *, create: bool = True) -> Job:
+def attach(job: str = "default", *, create: bool = True,
+           cfg_path: str | os.PathLike[str] | None = None,
+           prof_path: str | os.PathLike[str] | None = None) -> Job:
     """Attach to a job by name. With ``create`` (the default) a job that has not started yet
-    is created, so a window can be asked for before the training side runs."""
+    is created, so a window can be asked for before the training side runs.
+
+    ``cfg_path`` instead: file mode, a ``FileJob`` over that directory's
+    ``profiler_config.json`` for an unmodified MindSpore job (no live status; see
+    :mod:`dynprof_nb.filemode`), with windows under ``prof_path``.
+    """
+    if cfg_path is not None:
+        from .filemode import FileJob
+
+        return FileJob(cfg_path, prof_path=prof_path)
     try:
         return Job(job, Segment.open(job, create=create))
     except SegmentError as exc:

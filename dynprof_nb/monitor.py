@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -87,12 +88,26 @@ class Monitor:
     ``job`` names the shared segment the controller attaches to; ``rank`` defaults from the
     ``RANK`` / ``RANK_ID`` environment; windows go under ``output_path`` unless the config's
     ``prof_path`` says otherwise; ``backend`` is ``"auto"``, ``"builtin"``, ``"torch"`` or
-    ``"mindspore"``.
+    ``"mindspore"``. With ``cfg_path`` (a directory holding MindSpore's
+    ``profiler_config.json``) one process per node also relays that file into the job, every
+    ``poll_interval`` seconds (see :mod:`dynprof_nb.relay`).
+
+    In a process that has imported MindSpore a Monitor is also a ``mindspore.train.Callback``,
+    so ``Model.train(..., callbacks=[monitor])`` accepts it.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
+        if "mindspore" in sys.modules:
+            from .compat import with_callback
+
+            cls = with_callback(cls)
+        return object.__new__(cls)
 
     def __init__(self, job: str = "default", rank: int | None = None,
                  output_path: str | os.PathLike[str] = "./dyn_profile_data",
-                 backend: str = "auto") -> None:
+                 backend: str = "auto", cfg_path: str | os.PathLike[str] | None = None,
+                 poll_interval: float | None = None) -> None:
+        self._relay: Any = None
         self.job = job
         self.rank = rank_from_env() if rank is None else int(rank)
         self.world_size = world_size_from_env()
@@ -132,6 +147,19 @@ class Monitor:
         self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
                                       daemon=True)
         self._beat.start()
+        if cfg_path is not None:
+            self._start_relay(cfg_path, poll_interval)
+
+    def _start_relay(self, cfg_path: str | os.PathLike[str], poll_interval: float | None) -> None:
+        """Relay ``cfg_path``'s file into this job from one process per node (an election)."""
+        from .relay import POLL_INTERVAL_S, Relay
+
+        try:
+            self._relay = Relay(cfg_path, self.job, poll_interval or POLL_INTERVAL_S)
+            self._relay.start(elect=True)
+        except Exception as exc:
+            self._relay = None
+            self._report(f"cannot relay {cfg_path}: {exc}")
 
     # -- the hot path ---------------------------------------------------------------------
 
@@ -182,6 +210,8 @@ class Monitor:
         """End an active window (saving what was recorded), wait for saves, leave the slot."""
         if self._closed.is_set():
             return
+        if self._relay is not None:
+            self._relay.stop()
         try:
             if self.state == "recording":
                 self._finish(self._step, stopped=True)

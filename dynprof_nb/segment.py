@@ -46,6 +46,11 @@ LAYOUT_VERSION = 1
 PREFIX = "dynprof_nb"
 HEADER_BYTES = 128
 CONFIG_CAPACITY = 64 * 1024
+# The last NOTE_BYTES of the config area hold a helper process's status text (the relay's, see
+# relay.py) under its own seqlock, so a controller can show that helper's errors. Configs are
+# limited to CONFIG_LIMIT bytes; the layout's size and offsets are unchanged.
+NOTE_BYTES = 1024
+CONFIG_LIMIT = CONFIG_CAPACITY - NOTE_BYTES
 SLOT_COUNT = 256
 SLOT_BYTES = 1024
 SLOT_WORDS = 16  # numeric words at the start of each slot
@@ -59,6 +64,8 @@ SEGMENT_BYTES = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
 # header words (index into the int64 view)
 (H_MAGIC, H_LAYOUT, H_SLOTS, H_SEQ, H_GEN, H_LEN, H_CRC, H_CREATED, H_CREATOR, H_WRITER,
  H_CREATOR_START, H_WRITER_START) = range(12)
+H_NOTE_SEQ, H_NOTE_BEAT_NS = 12, 13  # the helper note's seqlock and its last heartbeat
+NOTE_OFFSET = CONFIG_OFFSET + CONFIG_LIMIT
 
 # slot words (index relative to the slot's first word)
 S_PID, S_RANK, S_STEP, S_STATE, S_START, S_STOP, S_APPLIED, S_BEAT_NS, S_PID_START, S_SEQ = range(10)
@@ -341,9 +348,9 @@ class Segment:
 
     def write_config(self, data: bytes) -> int:
         """Publish new config bytes; returns the new generation."""
-        if len(data) > CONFIG_CAPACITY:
+        if len(data) > CONFIG_LIMIT:
             raise SegmentError(f"config is {len(data)} bytes; the segment holds at most "
-                               f"{CONFIG_CAPACITY}.")
+                               f"{CONFIG_LIMIT}.")
         w = self.words
         with self.write_lock():
             seq = w[H_SEQ]
@@ -379,6 +386,31 @@ class Segment:
             if attempt > 10:
                 time.sleep(0)
         return None
+
+    # -- helper note (the relay's status text) ----------------------------------------------
+
+    def write_note(self, text: str) -> None:
+        """Publish a helper's status text (one writer: the job's relay) and beat its heart."""
+        raw = text.encode("utf-8", "replace")[:NOTE_BYTES - 1]
+        w = self.words
+        w[H_NOTE_SEQ] += 1
+        self._bytes[NOTE_OFFSET:NOTE_OFFSET + NOTE_BYTES] = raw + bytes(NOTE_BYTES - len(raw))
+        w[H_NOTE_SEQ] += 1
+        w[H_NOTE_BEAT_NS] = time.time_ns()
+
+    def beat_note(self) -> None:
+        self.words[H_NOTE_BEAT_NS] = time.time_ns()
+
+    def read_note(self) -> tuple[str, int]:
+        """(text, heartbeat ns) of the helper note; ``("", 0)`` when no helper wrote one."""
+        w = self.words
+        for _ in range(100):
+            seq = w[H_NOTE_SEQ]
+            raw = bytes(self._bytes[NOTE_OFFSET:NOTE_OFFSET + NOTE_BYTES]).split(b"\0", 1)[0]
+            if not seq & 1 and w[H_NOTE_SEQ] == seq:
+                return raw.decode("utf-8", "replace"), w[H_NOTE_BEAT_NS]
+            time.sleep(0)
+        return "", w[H_NOTE_BEAT_NS]
 
     # -- slots ------------------------------------------------------------------------------
 

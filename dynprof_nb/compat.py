@@ -1,0 +1,104 @@
+"""Drop-in for MindSpore's ``DynamicProfilerMonitor``: switch a script with one import line.
+
+    -from mindspore.profiler import DynamicProfilerMonitor
+    +from dynprof_nb import DynamicProfilerMonitor
+
+    dp = DynamicProfilerMonitor(cfg_path="./cfg", output_path="./prof", poll_interval=2)
+    model.train(10, data, callbacks=[dp])      # or dp.step() once per iteration
+
+The constructor is MindSpore's. The file at ``cfg_path`` keeps working (a relay thread on one
+process per node mirrors it into the job segment), and the job is also a live dynprof_nb job:
+``dynprof_nb.attach(job_name_for(cfg_path))`` gives status and windows, as does
+``dynprof_nb.attach(cfg_path=...)`` for the file. Step numbering is exact in both call styles
+(the original records 21..31 for 20..30 in ``step()`` mode).
+
+When MindSpore is installed the class is a ``mindspore.train.Callback`` (``Model.train``
+accepts only those), and so is a plain ``Monitor`` created in a process that has imported
+MindSpore.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from functools import cache
+from typing import Any
+
+from .monitor import Monitor
+
+__all__ = ["DynamicProfilerMonitor", "job_name_for", "with_callback"]
+
+
+def job_name_for(cfg_path: str | os.PathLike[str]) -> str:
+    """The job name a drop-in monitor uses for ``cfg_path``: readable and unique per directory
+    (``DYNPROF_JOB`` in the environment wins)."""
+    if os.environ.get("DYNPROF_JOB"):
+        return os.environ["DYNPROF_JOB"]
+    real = os.path.realpath(os.fspath(cfg_path))
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "-", os.path.basename(real.rstrip("/")) or "cfg")[:40]
+    digest = hashlib.sha1(real.encode()).hexdigest()[:8]
+    return f"ms-{stem.strip('-.') or 'cfg'}-{digest}"
+
+
+def _mindspore_callback() -> type | None:
+    """``mindspore.train.Callback`` if MindSpore can be imported here, else None."""
+    try:
+        from mindspore.train import Callback
+    except Exception:
+        return None
+    return Callback
+
+
+@cache
+def with_callback(cls: type) -> type:
+    """``cls`` made a MindSpore ``Callback`` too (``cls`` itself when MindSpore is absent)."""
+    base = _mindspore_callback()
+    if base is None or issubclass(cls, base):
+        return cls
+    return type(cls.__name__, (cls, base), {"__module__": cls.__module__,
+                                            "__doc__": cls.__doc__})
+
+
+class DynamicProfilerMonitor(Monitor):
+    """MindSpore's ``DynamicProfilerMonitor(cfg_path, output_path, poll_interval)`` on
+    dynprof_nb: exact windows, validated config, live status, analysis off the training step.
+
+    ``cfg_path`` is the directory of ``profiler_config.json`` (a default file is written on
+    rank 0 when there is none, as MindSpore does); ``output_path`` is where windows go unless
+    the file's ``prof_path`` says otherwise; ``poll_interval`` (seconds) is how often the
+    relay reads the file (default 0.5 s, see :mod:`dynprof_nb.relay`; MindSpore's is 2 s).
+    ``job`` defaults to :func:`job_name_for` ``(cfg_path)``.
+    """
+
+    def __init__(self, cfg_path: str | os.PathLike[str] | None = None,
+                 output_path: str | os.PathLike[str] | None = None,
+                 poll_interval: float | None = None, *, job: str | None = None,
+                 rank: int | None = None, backend: str | None = None,
+                 **kwargs: Any) -> None:
+        if cfg_path is None:
+            raise ValueError("DynamicProfilerMonitor needs cfg_path, the directory of "
+                             "profiler_config.json (as MindSpore's does).")
+        if backend is None:
+            backend = "mindspore" if _mindspore_callback() is not None else "auto"
+        _write_default_file(cfg_path, rank)
+        super().__init__(job=job or job_name_for(cfg_path), rank=rank,
+                         output_path=output_path or "./dyn_profile_data", backend=backend,
+                         cfg_path=cfg_path, poll_interval=poll_interval)
+        self.cfg_path = cfg_path
+        self.kwargs = kwargs  # MindSpore passes extra keywords through; keep them visible
+
+
+def _write_default_file(cfg_path: str | os.PathLike[str], rank: int | None) -> None:
+    """Rank 0 writes a default ``profiler_config.json`` when there is none, as MindSpore does,
+    so the user has a file to edit."""
+    from .config import ProfilerConfig
+    from .monitor import rank_from_env
+    from .relay import config_file
+
+    path = config_file(cfg_path)
+    if (rank_from_env() if rank is None else rank) == 0 and not path.exists():
+        try:
+            ProfilerConfig().save(path)
+        except OSError:
+            pass  # the relay reports the missing file

@@ -1,0 +1,206 @@
+"""File mode: drive an unmodified MindSpore job through its own ``profiler_config.json``.
+
+``dynprof_nb.attach(cfg_path=DIR)`` returns a :class:`FileJob`: the ``Job`` API over the file
+that MindSpore's ``DynamicProfilerMonitor`` polls (or that a ``dynprof relay`` mirrors into a
+job segment). Writes are atomic (temp file + rename), so the polling process never reads half
+a file, and every write is validated first.
+
+What file mode cannot do, because the original has no back-channel:
+
+* **no live status.** Nothing in the file says which ranks run, at which step, or whether a
+  window started. ``status()`` has the usual columns but only what the disk shows: one row per
+  rank that has written the current window (``state`` ``written`` or ``writing``), with
+  ``pid``, ``step``, ``heartbeat_age_s`` and ``alive`` unknown (``<NA>``);
+* **no relative windows** (``"+10"``): there is no current step to add to; give step numbers;
+* **no early stop** of a running window with MindSpore's own monitor: ``stop()`` writes
+  ``start_step = stop_step = -1``, which cancels a window that has not begun; one that is
+  recording runs to its ``stop_step``;
+* **the same window twice**: MindSpore never triggers the same (start, stop) pair again, so
+  ``start()`` refuses it with a message instead of waiting forever;
+* ``wait()`` can only watch the disk: it returns when a rank's window directory exists and has
+  stopped changing (``settle_s``), and it cannot know how many ranks to expect unless told.
+
+Windows are looked for under the config's ``prof_path``. MindSpore resolves a relative
+``prof_path`` in the training process's working directory, which this process cannot see, so
+``attach(cfg_path=..., prof_path=...)`` writes an absolute one into the file and looks there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import windows
+from .config import ConfigError, ProfilerConfig
+from .job import STATUS_COLUMNS, WINDOW_COLUMNS, Job, JobError
+from .relay import config_file
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SETTLE_S = 2.0
+MINDSPORE_DEFAULT_OUTPUT = "dyn_profile_data"  # DynamicProfilerMonitor's output_path default
+
+
+class FileJob(Job):
+    """A job seen only through its ``profiler_config.json``. See the module doc for limits."""
+
+    def __init__(self, cfg_path: str | os.PathLike[str],
+                 prof_path: str | os.PathLike[str] | None = None,
+                 settle_s: float = SETTLE_S) -> None:
+        self.path = config_file(cfg_path).resolve()
+        self.name = f"file:{self.path.parent}"
+        self.settle_s = settle_s
+        self.prof_path = Path(prof_path).expanduser().resolve() if prof_path else None
+        self._written = 0
+
+    # -- config ---------------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Writes made through this object (the file has no generation of its own)."""
+        return self._written
+
+    @property
+    def config(self) -> ProfilerConfig:
+        """The file's config, or the defaults when there is no file yet."""
+        if not self.path.exists():
+            return ProfilerConfig()
+        return ProfilerConfig.load(self.path)
+
+    def start(self, start: int | str, stop: int | str, **changes: Any) -> int:
+        """Write a window of absolute steps (inclusive, 1-based) into the file."""
+        first, last = (_absolute(k, v) for k, v in (("start", start), ("stop", stop)))
+        old = self.config
+        if (old.start_step, old.stop_step) == (first, last):
+            raise JobError(f"window {first}-{last} is already in {self.path}; MindSpore's "
+                           "monitor never runs the same start/stop pair twice. Ask for "
+                           "another window (e.g. one step later).")
+        return self._write("start", old.update(start_step=first, stop_step=last, **changes))
+
+    def set(self, **changes: Any) -> int:
+        """Change keys in the file (``start_step``/``stop_step`` too: MindSpore reads them)."""
+        return self._write("set", self.config.update(**changes))
+
+    def stop(self) -> int:
+        """Cancel a window that has not begun (see the module doc: no early stop here)."""
+        return self._write("stop", self.config.update(start_step=-1, stop_step=-1))
+
+    def _write(self, action: str, cfg: ProfilerConfig) -> int:
+        if self.prof_path is not None:
+            cfg = cfg.update(prof_path=str(self.prof_path))
+        cfg.validate()
+        cfg.save(self.path)  # temp file + rename: the poller never reads half a file
+        self._written += 1
+        return self._written
+
+    # -- what can be known ------------------------------------------------------------------
+
+    def slots(self) -> list[Any]:
+        return []
+
+    def live_slots(self) -> list[Any]:
+        return []
+
+    def status(self) -> pd.DataFrame:
+        """One row per rank that wrote the current window; the columns of ``Job.status()``,
+        with what file mode cannot know left ``<NA>`` (no live status: see the module doc)."""
+        import pandas as pd
+
+        cfg = self.config
+        frame = self.windows()
+        if cfg.has_window:
+            frame = frame[(frame.start == cfg.start_step) & (frame.stop == cfg.stop_step)]
+        else:
+            frame = frame.iloc[0:0]
+        rows = [{"rank": r.rank, "pid": pd.NA, "step": pd.NA,
+                 "state": "written" if r.status == "complete" else "writing",
+                 "window": f"{r.start}-{r.stop}", "generation": self._written,
+                 "heartbeat_age_s": pd.NA, "alive": pd.NA, "error": r.error or ""}
+                for r in frame.itertuples()]
+        return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+
+    def wait(self, timeout: float | None = None, progress: bool = False, poll: float = 0.25,
+             ranks: int = 1) -> pd.DataFrame:
+        """Block until ``ranks`` ranks have written the current window completely (their
+        directory exists and has not changed for ``settle_s``). Returns ``status()``."""
+        cfg = self.config
+        if not cfg.has_window:
+            raise JobError(f"{self.path} asks for no window; start() one first.")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if (status.state == "written").sum() >= ranks:
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.name}: window {cfg.start_step}-{cfg.stop_step} not written by "
+                    f"{ranks} rank(s) after {timeout} s (found: {len(status)}). File mode "
+                    "cannot see the ranks: check the training job is running and polling "
+                    f"{self.path}, and that it has not passed step {cfg.start_step}.")
+            time.sleep(poll)
+
+    def roots(self) -> list[Path]:
+        """Where windows are looked for: the config's ``prof_path`` (see the module doc)."""
+        prof = self.config.prof_path
+        if self.prof_path is not None:
+            return [self.prof_path]
+        if prof in ("", ".", "./"):
+            return [Path(MINDSPORE_DEFAULT_OUTPUT).resolve()]
+        return [Path(prof).expanduser().resolve()]
+
+    def windows(self) -> pd.DataFrame:
+        """Windows on disk, ours (with a manifest) and MindSpore's own (without one: complete
+        once the directory has settled and holds MindSpore's output)."""
+        import pandas as pd
+
+        rows = windows.find_windows(self.roots(), job=None)
+        now, analysed = time.time(), self.config.analyse
+        for row in rows:
+            if row["backend"] is None:  # written by MindSpore's own monitor
+                row.update(_mindspore_window_state(Path(row["path"]), now, self.settle_s,
+                                                   analysed))
+        rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
+        extra = ["backend", "started_at", "ended_at", "error"]
+        frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS + extra)
+        for col in ("started_at", "ended_at"):
+            frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
+        return frame
+
+    def __repr__(self) -> str:
+        cfg = self.config
+        window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
+        return (f"<FileJob {self.path}: window {window}; file mode, no live status (the "
+                "original has no back-channel)>")
+
+    def _repr_html_(self) -> str:
+        return f"<p><b>{repr(self)[1:-1]}</b></p>" + self.status().to_html(index=False)
+
+    def close(self) -> None:
+        pass
+
+
+def _absolute(key: str, value: int | str) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}: got {value!r}; file mode needs a step number >= 1 (there "
+                          "is no live step to count '+N' from).")
+    return value
+
+
+def _mindspore_window_state(path: Path, now: float, settle_s: float,
+                            analysed: bool) -> dict[str, Any]:
+    """Status and times of a window MindSpore wrote itself (no manifest): complete when its
+    data is there (the analysis output too, when ``analyse`` is on) and nothing changed for
+    ``settle_s`` seconds."""
+    files = [p for p in path.rglob("*") if p.is_file()]
+    latest = max((p.stat().st_mtime for p in files), default=path.stat().st_mtime)
+    wanted = ("ASCEND_PROFILER_OUTPUT",) if analysed else ("FRAMEWORK", "ASCEND_PROFILER_OUTPUT")
+    has_data = any(p.parent.name in wanted for p in files)
+    settled = now - latest >= settle_s
+    return {"status": "complete" if has_data and settled else "recording",
+            "backend": "mindspore (own monitor)", "started_at": path.stat().st_ctime,
+            "ended_at": latest if settled else None}

@@ -1,0 +1,243 @@
+"""The relay: mirror a MindSpore ``profiler_config.json`` into a job segment.
+
+This is the original's monitor-process role (REFERENCE §1): a hand-edited file, or one on a
+shared filesystem read by one relay per node, drives the job. Unlike the original it writes
+through :class:`~dynprof_nb.job.Job`, so the file is validated once, here, and an invalid file
+never replaces the last good config: the relay keeps it and publishes the error in the job
+segment's helper note, which ``job.status()`` shows as a row with ``rank`` -1 and ``state``
+``relay``.
+
+What a change of the file means:
+
+* a new ``(start_step, stop_step)`` pair: ``job.start`` (or ``job.stop`` when it is -1, -1),
+  with the other keys in the same write;
+* the same pair with other keys changed: ``job.set`` (the window is *not* armed again, as in
+  MindSpore, where the same pair never triggers twice);
+* the relay's first look at a file without a window: ``job.set`` of its keys (a window asked
+  for from a notebook keeps running).
+
+Poll interval: :data:`POLL_INTERVAL_S` = 0.5 s. A poll is one ``stat()`` of one file (a few
+microseconds on a local disk, one attribute lookup on NFS, which caches attributes for about
+3 s anyway), so polling four times as often as the original's 2 s costs nothing measurable,
+and an edit reaches the ranks within 0.5 s plus one step instead of 2 s plus one step. Faster
+polling would buy little: the person editing the file is slower than that, and windows are
+asked for a few steps ahead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import CONFIG_FILE, ConfigError, ProfilerConfig
+from .segment import Segment, pid_start_time, process_alive
+
+if TYPE_CHECKING:
+    from .job import Job
+
+log = logging.getLogger("dynprof_nb")
+
+POLL_INTERVAL_S = 0.5
+WINDOW_KEYS = ("start_step", "stop_step")
+
+
+def config_file(cfg_path: str | os.PathLike[str]) -> Path:
+    """``DIR/profiler_config.json`` for a directory (as MindSpore's ``cfg_path``), else the path."""
+    path = Path(cfg_path).expanduser()
+    return path if path.suffix == ".json" else path / CONFIG_FILE
+
+
+class Relay:
+    """Mirror one ``profiler_config.json`` into one job; :meth:`poll` checks the file once.
+
+    >>> Relay("./cfg", "llama").run()          # foreground, as ``dynprof relay`` does
+    >>> relay = Relay("./cfg", "llama").start()  # a daemon thread; relay.stop() ends it
+    """
+
+    def __init__(self, cfg_path: str | os.PathLike[str], job: str | Job,
+                 poll_interval: float = POLL_INTERVAL_S) -> None:
+        from .job import attach
+
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval: got {poll_interval}; expected seconds > 0.")
+        self.path = config_file(cfg_path).resolve()
+        self.job = attach(job) if isinstance(job, str) else job
+        self.poll_interval = float(poll_interval)
+        self.last: ProfilerConfig | None = None  # the last config relayed from the file
+        self.error = ""
+        self.generation = 0
+        self._stamp: tuple[int, int, int] | None = None
+        self._note = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- one poll -------------------------------------------------------------------------
+
+    def poll(self) -> bool:
+        """Relay the file if it changed since the last look; True when the job was written."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._publish(f"waiting for {self.path} (no such file yet)")
+            return False
+        except OSError as exc:
+            self._publish(f"cannot read {self.path}: {exc.strerror}; keeping the last good "
+                          "config.")
+            return False
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._stamp:
+            self._publish(self.error)
+            return False
+        self._stamp = stamp
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                cfg = ProfilerConfig.load(self.path)
+            wrote = self._apply(cfg)
+        except (ConfigError, ValueError, RuntimeError) as exc:
+            self._stamp = None  # read it again next poll: a writer may still be mid-write
+            self._publish(f"{self.path}: {exc} Keeping the last good config.")
+            return False
+        notes = "; ".join(str(w.message) for w in caught)
+        self._publish(f"warning: {notes}" if notes else "")
+        return wrote
+
+    def _apply(self, cfg: ProfilerConfig) -> bool:
+        data = cfg.to_dict()
+        rest = {k: v for k, v in data.items() if k not in WINDOW_KEYS}
+        last = self.last
+        window = (cfg.start_step, cfg.stop_step)
+        if last is not None and window == (last.start_step, last.stop_step):
+            changed = {k: v for k, v in rest.items() if last.to_dict()[k] != v}
+            gen = self.job.set(**changed) if changed else 0
+        elif last is None and not cfg.has_window:
+            gen = self.job.set(**rest)
+        else:
+            gen = self.job.set(**data)  # start (or stop for -1, -1) with the other keys
+        self.last = cfg
+        if gen:
+            self.generation = gen
+            log.info("dynprof_nb relay: %s -> job %r generation %d", self.path, self.job.name,
+                     gen)
+        return bool(gen)
+
+    def _publish(self, error: str) -> None:
+        """Put this relay's state in the segment's helper note (only when it changed)."""
+        self.error = error
+        note = json.dumps({"role": "relay", "pid": os.getpid(),
+                           "pid_start": pid_start_time(os.getpid()), "path": str(self.path),
+                           "poll_s": self.poll_interval, "generation": self.generation,
+                           "window": _window_text(self.last), "error": error})
+        seg: Segment = self.job._seg
+        if note != self._note:
+            if error and error != _error_of(self._note):
+                log.warning("dynprof_nb relay for job %r: %s", self.job.name, error)
+            seg.write_note(note)
+            self._note = note
+        else:
+            seg.beat_note()
+
+    # -- loops ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Poll until :meth:`stop` (or Ctrl-C). Never raises out of a poll."""
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception as exc:  # a relay must outlive any one bad poll
+                self._publish(f"relay error: {exc!r}")
+            self._stop.wait(self.poll_interval)
+
+    def start(self, elect: bool = False) -> Relay:
+        """Run in a daemon thread. With ``elect``, only one process per node and job relays:
+        the thread first waits for a node-local lock, so another process takes over when
+        the relaying one exits."""
+        target = self._run_elected if elect else self.run
+        self._thread = threading.Thread(target=target, name="dynprof_nb-relay", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5 * self.poll_interval + 1)
+
+    def _run_elected(self) -> None:
+        try:
+            with relay_lock(self.job.name, self._stop) as acquired:
+                if acquired:
+                    self.run()
+        except Exception as exc:
+            log.warning("dynprof_nb relay for job %r stopped: %r", self.job.name, exc)
+
+    def __repr__(self) -> str:
+        return (f"<Relay {self.path} -> job {self.job.name!r} every {self.poll_interval} s"
+                f"{', error: ' + self.error if self.error else ''}>")
+
+
+@contextlib.contextmanager
+def relay_lock(job: str, stop: threading.Event | None = None,
+               check: float = 0.25) -> Iterator[bool]:
+    """Hold the node-local relay lock of ``job``: waits until it is free (yields True) or
+    ``stop`` is set (yields False).
+
+    The kernel drops an ``flock`` when its process dies, so a crashed relay never blocks the
+    next one.
+    """
+    path = Path(tempfile.gettempdir()) / f"dynprof_nb.{os.getuid()}.{job}.relay.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        acquired = False
+        while not acquired:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                acquired = True
+            except BlockingIOError:
+                if stop is not None and stop.wait(check):
+                    break
+                if stop is None:
+                    time.sleep(check)
+        yield acquired
+    finally:
+        os.close(fd)
+
+
+def relay_rows(seg: Segment, now_ns: int | None = None) -> list[dict[str, Any]]:
+    """The relay's row for ``Job.status()`` (``rank`` -1, ``state`` relay), if one ever ran."""
+    text, beat = seg.read_note()
+    try:
+        note = json.loads(text) if text else None
+    except ValueError:
+        note = None
+    if not isinstance(note, dict) or note.get("role") != "relay":
+        return []
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    alive = process_alive(int(note.get("pid", 0)), int(note.get("pid_start", 0)))
+    return [{
+        "rank": -1, "pid": note.get("pid", 0), "step": 0,
+        "state": "relay" if alive else "dead",
+        "window": note.get("window", ""), "generation": note.get("generation", 0),
+        "heartbeat_age_s": round(max(0, now_ns - beat) / 1e9, 3), "alive": alive,
+        "error": note.get("error", ""),
+    }]
+
+
+def _window_text(cfg: ProfilerConfig | None) -> str:
+    return f"{cfg.start_step}-{cfg.stop_step}" if cfg is not None and cfg.has_window else ""
+
+
+def _error_of(note: str) -> str:
+    try:
+        return json.loads(note).get("error", "") if note else ""
+    except ValueError:
+        return ""
