@@ -39,6 +39,9 @@ __all__ = ["Panel", "panel"]
 STATUS_SHOWN = ["rank", "pid", "step", "state", "window", "generation", "heartbeat_age_s",
                 "error"]
 LATEST = "latest"
+TABLE_STYLE = ("<style>table.dynprof-status td, table.dynprof-status th {padding: 2px 10px;"
+               " text-align: right} table.dynprof-status td:last-child {text-align: left;"
+               " color: #c62828}</style>")
 
 
 # -- the form, generated from the schema ------------------------------------------------------
@@ -241,8 +244,8 @@ class Panel(widgets.VBox):
         """Re-read the ranks (and, with ``windows``, the window list); sets traits only."""
         with self._lock:
             status = self.job.status()
-            table = status[STATUS_SHOWN].to_html(index=False, border=0, na_rep="",
-                                                 classes="dynprof-status")
+            table = TABLE_STYLE + status[STATUS_SHOWN].to_html(
+                index=False, border=0, na_rep="", classes="dynprof-status")
             if self.ranks.value != table:
                 self.ranks.value = table
             done, total = self.job.progress()

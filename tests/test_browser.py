@@ -1,0 +1,194 @@
+"""A real browser: JupyterLab on 127.0.0.1 and Debian's chromium (driven by Playwright's Python
+package; no browser download) open the quickstart, run it, render the panel, change the window,
+click Apply, and the test reads the new config from the job segment. A screenshot of the panel
+is saved under ``tests/artifacts/``."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from jobutil import wait_until
+
+import dynprof_nb
+from dynprof_nb import segment
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-dev-shm-usage"]
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    job: str
+    root: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api(lab: Lab, path: str, method: str = "GET", body: dict | None = None) -> object:
+    request = urllib.request.Request(
+        f"{lab.url}{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    """JupyterLab started by the test: 127.0.0.1, a free port, a token, a temp root holding a
+    copy of the quickstart; everything it started is stopped at the end."""
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root)
+    port, token = _free_port(), secrets.token_hex(16)
+    job = f"browser-{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, DYNPROF_JOB=job, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    log = (tmp_path / "lab.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}",
+         "--ServerApp.port_retries=0", "--ServerApp.allow_root=True",
+         "--LabApp.expose_app_in_browser=True",
+         "--LabApp.news_url=None",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    handle = Lab(f"http://127.0.0.1:{port}", token, job, root)
+    try:
+        def up() -> bool:
+            assert server.poll() is None, (tmp_path / "lab.log").read_text()[-3000:]
+            try:
+                return bool(_api(handle, "/api/status"))
+            except (urllib.error.URLError, ConnectionError, OSError):
+                return False
+
+        wait_until(up, timeout=90, what="the JupyterLab server to answer")
+        # the notebook's kernel, started up front so the page does not ask which kernel to use
+        _api(handle, "/api/sessions", method="POST",
+             body={"path": "quickstart.ipynb", "name": "quickstart.ipynb", "type": "notebook",
+                   "kernel": {"name": "python3"}})
+        yield handle
+    finally:
+        _stop_lab(handle, server)
+        log.close()
+
+
+def _stop_lab(lab: Lab, server: subprocess.Popen) -> None:
+    try:  # kernels first: ipykernel stops the training ranks it started
+        for kernel in _api(lab, "/api/kernels") or []:
+            _api(lab, f"/api/kernels/{kernel['id']}", method="DELETE")
+    except Exception:
+        pass
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    try:  # anything of this job still alive was started by this test
+        job = dynprof_nb.attach(lab.job, create=False)
+        for slot in job.live_slots():
+            os.kill(slot.pid, signal.SIGTERM)
+        job.close()
+    except Exception:
+        pass
+    segment.unlink(lab.job)
+
+
+def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    assert Path(CHROMIUM).exists(), "make test installs chromium with apt"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.set_default_timeout(60_000)
+            page.goto(f"{lab.url}/lab/tree/quickstart.ipynb?token={lab.token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            expect(page.get_by_text("Python 3 (ipykernel) | Idle")).to_be_visible(
+                timeout=120_000)
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands"
+                                   ".hasCommand('notebook:run-all-cells')", timeout=120_000)
+            # not awaited: the command's promise settles only when every cell has run
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+            panel = page.locator(".dynprof-panel")
+            try:
+                expect(panel).to_be_visible(timeout=180_000)
+            except AssertionError:
+                page.screenshot(path=str(ARTIFACTS / "no_panel.png"))
+                raise
+            rows = panel.locator(".dynprof-ranks table tbody tr")
+            expect(rows).to_have_count(2, timeout=60_000)
+
+            news = page.get_by_role("button", name="No", exact=True)
+            if news.count():  # JupyterLab's "notified about news?" toast, out of the picture
+                news.first.click()
+            job = dynprof_nb.attach(lab.job, create=False)
+            try:
+                step = max(s.step for s in job.live_slots())
+                start, stop = step + 100_000, step + 100_009
+                field = panel.locator(".dynprof-field-start_step input")
+                field.fill(str(start))
+                field.press("Enter")
+                field = panel.locator(".dynprof-field-stop_step input")
+                field.fill(str(stop))
+                field.press("Enter")
+                panel.locator(".dynprof-field-with_stack input[type=checkbox]").check()
+                panel.locator(".dynprof-apply").click()
+                expect(panel.locator(".dynprof-message")).to_contain_text("applied",
+                                                                          timeout=30_000)
+
+                def written() -> bool:
+                    cfg = job.config
+                    return (cfg.start_step, cfg.stop_step, cfg.with_stack) == (start, stop, True)
+
+                wait_until(written, timeout=30, what="the new window in the job segment")
+                target = job.generation
+                wait_until(lambda: all(s.applied == target for s in job.live_slots()),
+                           timeout=30, what="both ranks to apply the new config")
+                assert {s.state for s in job.live_slots()} == {"armed"}
+                expect(panel.locator(".dynprof-ranks")).to_contain_text("armed", timeout=30_000)
+            finally:
+                job.close()
+            panel.scroll_into_view_if_needed()
+            panel.screenshot(path=str(ARTIFACTS / "panel.png"))
+            panel.get_by_role("button", name="Summary").click()  # the Output area, plots
+            image = panel.locator(".jp-OutputArea-output img").first
+            expect(image).to_be_visible(timeout=60_000)
+            expect(panel.locator(".jp-OutputArea-output").first).to_contain_text("matmul")
+            image.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "panel_summary.png"))
+        finally:
+            browser.close()
+    assert (ARTIFACTS / "panel.png").stat().st_size > 10_000
