@@ -67,7 +67,10 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
          for name, text in SUBCOMMANDS.items()}
     p["attach"].add_argument("job", nargs="?", help="job name; omitted = the only live job")
     p["attach"].add_argument("--cfg-path", default=None, metavar="DIR",
-                             help="a file-mode job's directory (profiler_config.json)")
+                             help="file mode: the directory of an unmodified MindSpore "
+                             "job's profiler_config.json")
+    p["attach"].add_argument("--prof-path", default=None, metavar="DIR",
+                             help="file mode: where that job writes its windows")
     p["start"].add_argument("start", help="first step (1-based), or +N steps from now")
     p["start"].add_argument("stop", help="last step, inclusive, or +N steps from now")
     p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
@@ -167,11 +170,10 @@ class DynprofMagics(Magics):
         if args.cfg_path is not None:
             if args.job:
                 raise UsageError("give a job name or --cfg-path DIR, not both.")
-            if "cfg_path" not in jobmod.attach.__code__.co_varnames:
-                raise UsageError("file mode (--cfg-path) is not available in this version; "
-                                 "attach by job name.")
-            self.job = jobmod.attach(cfg_path=args.cfg_path)
+            self.job = jobmod.attach(cfg_path=args.cfg_path, prof_path=args.prof_path)
             return self.job
+        if args.prof_path is not None:
+            raise UsageError("--prof-path goes with --cfg-path (file mode).")
         name = args.job or _only_live_job()
         self.job = jobmod.attach(name)
         return self.job

@@ -213,3 +213,14 @@ def test_cell_magic_bad_option_is_usage_error(ip: InteractiveShell, magics) -> N
     with pytest.raises(UsageError) as info:
         ip.run_cell_magic("dynprof", "--backend nope", "x = 1")
     assert type(info.value) is UsageError and "invalid choice" in str(info.value)
+
+
+def test_attach_file_mode_writes_profiler_config_json(ip: InteractiveShell, magics,
+                                                      tmp_path: Path) -> None:
+    job = line(ip, f"attach --cfg-path {tmp_path} --prof-path {tmp_path / 'out'}")
+    assert magics.job is job
+    with capture_output():
+        line(ip, "start 20 29 --memory")
+    saved = ProfilerConfig.load(tmp_path)
+    assert (saved.start_step, saved.stop_step, saved.profile_memory) == (20, 29, True)
+    assert "--prof-path goes with --cfg-path" in usage_error(ip, "attach x --prof-path y")
