@@ -1,8 +1,9 @@
 """Profile a block of code in *this* process: what ``%%dynprof`` runs around a cell.
 
 The same backends and the same on-disk window as a training rank's (``rank0_start1_stopN`` with
-its ``window.json``), so a cell's window loads, lists and compares like any other. One block is
-one step unless the code calls ``prof.step()`` itself.
+its ``window.json``), so a cell's window loads, lists and compares like any other. A block is
+one step; a loop inside it can mark its own with ``prof.step()`` (say how many with ``steps``, so
+every backend labels them ``ProfilerStep#1..N``).
 
 >>> with dynprof_nb.profile_block(with_stack=True) as prof:
 ...     train_one_batch()
@@ -60,20 +61,23 @@ class LocalProfile:
 
 
 @contextmanager
-def profile_block(config: ProfilerConfig | None = None, *, backend: str = "builtin",
-                  output: str | Path = DEFAULT_OUTPUT, job: str = "local",
-                  **changes: Any) -> Iterator[LocalProfile]:
+def profile_block(config: ProfilerConfig | None = None, *, steps: int = 1,
+                  backend: str = "builtin", output: str | Path = DEFAULT_OUTPUT,
+                  job: str = "local", **changes: Any) -> Iterator[LocalProfile]:
     """Record the code in the ``with`` block with a backend and write it as a window.
 
     ``changes`` are config keys (``with_stack=True``, ``profile_memory=True`` ...) applied to
-    ``config``. The window is written even when the block raises (the exception goes on),
-    so a failing cell can still be looked at.
+    ``config``; the window is steps ``1..steps``. The end of the block ends the last step unless
+    the code already ended ``steps`` of them. The window is written even when the block raises
+    (the exception goes on), so a failing cell can still be looked at.
     """
-    cfg = (config or ProfilerConfig()).update(**changes)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps: got {steps!r}; expected a number of steps >= 1.")
+    cfg = (config or ProfilerConfig()).update(**changes, start_step=1, stop_step=steps)
     name = resolve_backend(backend)
     root = windows.output_root(cfg.prof_path, output)
-    tmp = windows.create_window_dir(root, 0, 1, 1)
-    manifest = windows.new_manifest(job=job, rank=0, start=1, stop=1, backend=name,
+    tmp = windows.create_window_dir(root, 0, 1, steps)
+    manifest = windows.new_manifest(job=job, rank=0, start=1, stop=steps, backend=name,
                                     config=cfg.to_dict())
     windows.write_manifest(tmp, manifest)
     recorder = make_backend(name)
@@ -85,10 +89,11 @@ def profile_block(config: ProfilerConfig | None = None, *, backend: str = "built
         handle.error = exc
         raise
     finally:
-        handle.step()
+        if handle.steps < steps:
+            handle.step()
         recorder.stop()
         recorder.save()
-        last = max(1, handle.steps)
+        last = handle.steps
         handle.path = windows.publish(tmp, dict(manifest, stop_step=last,
-                                                requested_stop_step=last,
+                                                requested_stop_step=steps,
                                                 status="complete", ended_at=time.time()))
