@@ -20,6 +20,13 @@ $(VENV)/.test: pyproject.toml $(VENV)/.base
 	$(BIN)/python -m pip install -q -e '.[test]' torch==2.13.0
 	touch $@
 
+# MindSpore 2.7.0 pins numpy<2 and this venv's pandas 3.1 needs numpy>=2, so MindSpore gets
+# its own venv: the tests run MindSpore training processes with it (about 1 min, 2.8 GB).
+$(VENV)/ms/.stamp: pyproject.toml | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/ms
+	$(VENV)/ms/bin/python -m pip install -q -e . mindspore==2.7.0
+	touch $@
+
 # The real-browser test drives Debian's chromium; Playwright never downloads a browser.
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
@@ -31,7 +38,7 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check dynprof_nb tests benchmarks
 
 # tests/ plus the notebooks, executed by nbval in this venv's Python
-test: $(VENV)/.test /usr/bin/chromium lint
+test: $(VENV)/.test $(VENV)/ms/.stamp /usr/bin/chromium lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg tests notebooks
 

@@ -66,3 +66,43 @@ def chrome_step_numbers(trace: Path) -> list[int]:
     events = data["traceEvents"] if isinstance(data, dict) else data
     return sorted(int(e["name"].split("#", 1)[1]) for e in events
                   if str(e.get("name", "")).startswith("ProfilerStep#"))
+
+
+# MindSpore 2.7.0 needs numpy<2 while this venv's pandas needs numpy>=2, so MindSpore lives
+# in its own venv (made by `make test`); its training processes run there, the controller here.
+MINDSPORE_PYTHON = Path(os.environ.get("DYNPROF_MINDSPORE_PYTHON",
+                                       REPO / ".venv" / "ms" / "bin" / "python"))
+
+
+def mindspore_python() -> str:
+    """The interpreter with MindSpore installed; a clear failure (not a skip) without it."""
+    assert MINDSPORE_PYTHON.exists(), (
+        f"no MindSpore interpreter at {MINDSPORE_PYTHON}: run `make test` (it installs "
+        "mindspore==2.7.0 into .venv/ms) or set DYNPROF_MINDSPORE_PYTHON.")
+    return str(MINDSPORE_PYTHON)
+
+
+def spawn_mindspore(*args: object, cwd: Path | None = None) -> subprocess.Popen:
+    """examples/train_mindspore.py in the MindSpore venv (graph mode unless told otherwise)."""
+    return spawn([EXAMPLES / "train_mindspore.py", *map(str, args)], python=mindspore_python(),
+                 cwd=cwd, env={"GLOG_v": "3"})
+
+
+def mindspore_op_times(window_dir: str | Path) -> dict[str, list[int]]:
+    """Start times (ns) of each op in a MindSpore CPU window's cpu_op_execute_timestamp file."""
+    files = list(Path(window_dir).glob("*_ascend_ms/FRAMEWORK/cpu_op_execute_timestamp_*.txt"))
+    assert len(files) == 1, f"expected one cpu_op_execute_timestamp file, got {files}"
+    ops: dict[str, list[int]] = {}
+    for line in files[0].read_text().splitlines():
+        name, _type, rest = line.split(";", 2)
+        ops.setdefault(name, []).extend(int(item.split(",")[0]) for item in rest.split())
+    return ops
+
+
+def marked_steps(window_dir: str | Path) -> dict[int, tuple[int, int]]:
+    """step -> (start_ns, end_ns) from a dynprof MindSpore window's dynprof_steps.csv."""
+    import csv
+
+    with open(Path(window_dir) / "dynprof_steps.csv", newline="") as fh:
+        return {int(r["name"].split("#")[1]): (int(r["start_ns"]), int(r["end_ns"]))
+                for r in csv.DictReader(fh) if r["name"].startswith("ProfilerStep#")}

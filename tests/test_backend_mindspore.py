@@ -1,0 +1,112 @@
+"""The MindSpore backend against real MindSpore 2.7 on CPU: a real training process (in the
+MindSpore venv) driven from this process, in step() and Model.train callback styles."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from framework_jobs import (
+    EXAMPLES,
+    finish,
+    marked_steps,
+    mindspore_op_times,
+    mindspore_python,
+    spawn_mindspore,
+    unique_job,
+    wait_until,
+)
+
+import dynprof_nb
+from dynprof_nb import segment, windows
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=["step", "callback"])
+def ms_job(request, tmp_path: Path):
+    """examples/train_mindspore.py with our Monitor, in one call style, and a Job on it."""
+    name = unique_job(f"ms-{request.param}")
+    job = dynprof_nb.attach(name)
+    proc = spawn_mindspore("--job", name, "--output", tmp_path / "out", "--style",
+                           request.param, "--mode", "graph", "--step-sleep", "0.01")
+    try:
+        wait_until(lambda: any(s.step > 0 for s in job.live_slots()), 180,
+                   "the MindSpore job to start stepping", proc)
+        yield job, proc
+    finally:
+        output = finish(proc)
+        job.close()
+        segment.unlink(name)
+        assert proc.returncode == 0, f"training process failed:\n{output}"
+
+
+@pytest.mark.parametrize("analyse_mode", [0, 1])
+def test_window_records_exactly_its_steps(ms_job, analyse_mode: int) -> None:
+    job, proc = ms_job
+    job.start("+20", "+23", activities=["CPU"], analyse=True, analyse_mode=analyse_mode,
+              profile_memory=True, record_shapes=True)
+    first, last = job.config.start_step, job.config.stop_step
+    job.wait(timeout=180, progress=False)
+
+    found = job.windows()
+    assert list(found.status) == ["complete"], found.to_string()
+    assert (found.start.iloc[0], found.stop.iloc[0]) == (first, last)
+    path = Path(found.path.iloc[0])
+    manifest = windows.read_manifest(path)
+    assert manifest["backend"] == "mindspore" and manifest["status"] == "complete"
+    # MindSpore's own output is inside the window, analysed before it was published
+    (ms_dir,) = path.glob("*_ascend_ms")
+    assert (ms_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").is_file()
+    assert set(manifest["files"]) >= {"dynprof_steps.csv",
+                                      str((ms_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+                                          .relative_to(path))}
+
+    steps = marked_steps(path)
+    assert sorted(steps) == list(range(first, last + 1))
+    begin, end = steps[first][0], steps[last][1]
+    ops = mindspore_op_times(path)
+    n = last - first + 1
+    assert ops and all(len(times) == n for times in ops.values()), \
+        {k: len(v) for k, v in ops.items()}  # each op of the graph ran once per step
+    assert all(begin <= t <= end for times in ops.values() for t in times)
+
+    loaded = job.load()
+    assert loaded.framework == "mindspore"
+    assert (loaded.start_step, loaded.stop_step) == (first, last)
+    assert len(loaded.ops) and set(loaded.ops.name) >= set(ops)
+    assert proc.poll() is None  # training went on
+
+
+def test_config_maps_onto_profiler_arguments() -> None:
+    """Every key reaches its real MindSpore type (checked in the MindSpore venv)."""
+    script = """
+import json
+from dynprof_nb.backends.mindspore import profiler_kwargs, analysis_mode
+from dynprof_nb.config import ProfilerConfig
+cfg = ProfilerConfig(profiler_level="Level2", activities=["CPU", "NPU"], aic_metrics="L2Cache",
+                     export_type=["text", "db"], host_sys=["cpu", "mem"], mstx=True,
+                     mstx_domain_include=["d"], with_stack=True, data_simplification=False,
+                     analyse=True, analyse_mode=1)
+kw = profiler_kwargs(cfg, "/tmp/x")
+out = {k: (repr(v) if not isinstance(v, (bool, str, list)) else
+           [repr(i) for i in v] if isinstance(v, list) else v) for k, v in kw.items()}
+out["mode"] = analysis_mode(cfg)
+out["no_analysis"] = analysis_mode(cfg.update(analyse=False))
+print(json.dumps(out))
+"""
+    got = json.loads(subprocess.run([mindspore_python(), "-c", script], check=True,
+                                    capture_output=True, text=True,
+                                    cwd=EXAMPLES.parent).stdout.strip().splitlines()[-1])
+    assert got["profiler_level"] == "<ProfilerLevel.Level2: 'Level2'>"
+    assert got["activities"] == ["<ProfilerActivity.CPU: 'CPU'>",
+                                 "<ProfilerActivity.NPU: 'NPU'>"]
+    assert got["aic_metrics"].startswith("<AicoreMetrics.L2Cache")
+    assert got["export_type"] == ["<ExportType.Text: 'text'>", "<ExportType.Db: 'db'>"]
+    assert got["host_sys"] == ["<HostSystem.CPU: 'cpu'>", "<HostSystem.MEM: 'mem'>"]
+    assert got["mstx"] is True and got["mstx_domain_include"] == ["'d'"]
+    assert got["with_stack"] is True and got["data_simplification"] is False
+    assert got["output_path"] == "/tmp/x"
+    assert (got["mode"], got["no_analysis"]) == ("async", None)

@@ -1,0 +1,144 @@
+"""The relay: a profiler_config.json mirrored into a job segment (the original's monitor
+process), by the Relay class, by ``dynprof relay`` and by ``Monitor(cfg_path=...)``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from jobutil import running_ranks, trace_steps, unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.relay import POLL_INTERVAL_S, Relay
+
+
+def write_file(cfg_dir: Path, **keys: object) -> None:
+    """What a person (or a script) does: write the whole file, MindSpore's format."""
+    (cfg_dir / "profiler_config.json").write_text(json.dumps(ProfilerConfig(**keys).to_dict()))
+
+
+def relay_row(job: dynprof_nb.Job) -> dict:
+    rows = job.status()
+    rows = rows[rows["rank"] == -1]
+    assert len(rows) == 1, job.status().to_string()
+    return rows.iloc[0].to_dict()
+
+
+def test_a_file_edit_drives_a_running_job(tmp_path: Path) -> None:
+    name = unique_job("relay")
+    with running_ranks(name, tmp_path / "out", step_ms=5) as (job, _procs):
+        relay = Relay(tmp_path, name, poll_interval=0.1).start()
+        try:
+            first = job.live_slots()[0].step + 60
+            write_file(tmp_path, start_step=first, stop_step=first + 4, profile_memory=True)
+            wait_until(lambda: job.config.start_step == first, what="the file to be relayed")
+            job.wait(timeout=60, progress=False)
+            assert (job.config.start_step, job.config.profile_memory) == (first, True)
+            (window,) = job.windows().path
+            assert trace_steps(window) == list(range(first, first + 5))
+
+            # the same window with another key changed is a set: no second window
+            gen = job.generation
+            write_file(tmp_path, start_step=first, stop_step=first + 4, profile_memory=False)
+            wait_until(lambda: job.generation > gen, what="the edit to be relayed")
+            assert job.config.profile_memory is False
+            time.sleep(0.3)
+            assert len(job.windows()) == 1
+            row = relay_row(job)
+            assert (row["state"], row["error"], row["window"]) == ("relay", "", f"{first}-"
+                                                                   f"{first + 4}")
+        finally:
+            relay.stop()
+
+
+def test_an_invalid_file_keeps_the_last_good_config_and_says_why(tmp_path: Path) -> None:
+    name = unique_job("relay-bad")
+    job = dynprof_nb.attach(name)
+    relay = Relay(tmp_path, job, poll_interval=0.05)
+    try:
+        write_file(tmp_path, profile_memory=True, activities=["CPU"])
+        assert relay.poll() is True
+        good = job.config.to_dict()
+        gen = job.generation
+
+        cfg = tmp_path / "profiler_config.json"
+        data = json.loads(cfg.read_text())
+        cfg.write_text(json.dumps(dict(data, start_step="20")))  # MindSpore: silently no window
+        assert relay.poll() is False
+        assert job.generation == gen and job.config.to_dict() == good
+        assert "start_step" in relay_row(job)["error"] and "'20'" in relay_row(job)["error"]
+
+        cfg.write_text('{"start_step": 5, ')  # half a file
+        relay.poll()
+        assert "not valid JSON" in relay_row(job)["error"]
+        assert job.config.to_dict() == good
+
+        write_file(tmp_path, profile_memory=True, activities=["CPU"], with_stack=True)
+        assert relay.poll() is True
+        assert relay_row(job)["error"] == "" and job.config.with_stack is True
+    finally:
+        job.close()
+        segment.unlink(name)
+
+
+def test_unknown_keys_are_relayed_with_a_warning(tmp_path: Path) -> None:
+    name = unique_job("relay-unknown")
+    job = dynprof_nb.attach(name)
+    try:
+        (tmp_path / "profiler_config.json").write_text(
+            json.dumps({"record_shape": True, "profile_memory": True}))
+        assert Relay(tmp_path, job).poll() is True
+        assert job.config.profile_memory is True
+        assert "did you mean 'record_shapes'" in relay_row(job)["error"]
+    finally:
+        job.close()
+        segment.unlink(name)
+
+
+def test_dynprof_relay_command(tmp_path: Path) -> None:
+    name = unique_job("relay-cli")
+    job = dynprof_nb.attach(name)
+    proc = subprocess.Popen([sys.executable, "-m", "dynprof_nb.cli", "relay", "--cfg-path",
+                             str(tmp_path), "--job", name, "--poll-interval", "0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        write_file(tmp_path, start_step=100, stop_step=110, record_shapes=True)
+        wait_until(lambda: job.config.start_step == 100, timeout=30, what="the CLI relay")
+        assert job.config.record_shapes is True
+        assert relay_row(job)["pid"] == proc.pid
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+        job.close()
+        segment.unlink(name)
+    assert "relaying" in out
+
+
+def test_monitor_with_cfg_path_relays_on_one_process(tmp_path: Path) -> None:
+    name = unique_job("relay-monitor")
+    write_file(tmp_path, start_step=5, stop_step=7, activities=["CPU"])
+    with dynprof_nb.Monitor(job=name, output_path=tmp_path / "out", backend="builtin",
+                            cfg_path=tmp_path, poll_interval=0.05) as first, \
+            dynprof_nb.Monitor(job=name, rank=1, output_path=tmp_path / "out",
+                               backend="builtin", cfg_path=tmp_path, poll_interval=0.05) as second:
+        job = dynprof_nb.attach(name)
+        wait_until(lambda: job.config.start_step == 5, what="the monitor's relay")
+        for _ in range(10):
+            first.step()
+            second.step()
+        wait_until(lambda: len(job.windows()) == 2 and set(job.windows().status) == {"complete"},
+                   what="both ranks' windows")
+        assert sorted(trace_steps(p) for p in job.windows().path) == [[5, 6, 7]] * 2
+        relays = job.status()
+        assert (relays["rank"] == -1).sum() == 1  # one relay per node, not one per rank
+    job.close()
+    segment.unlink(name)
+
+
+def test_poll_interval_is_the_documented_one() -> None:
+    assert POLL_INTERVAL_S == 0.5
