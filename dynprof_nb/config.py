@@ -38,6 +38,7 @@ AIC_METRICS = (
 )
 EXPORT_TYPES = ("text", "db")
 HOST_SYS = ("cpu", "mem", "disk", "network", "osrt")
+INT64_MAX = 2**63 - 1
 
 
 class ConfigError(TraitError, ValueError):
@@ -79,6 +80,8 @@ class StrictInt(_Checked):
             self.error(obj, value)
         if self.minimum is not None and value < self.minimum:
             self.error(obj, value)
+        if value > INT64_MAX:  # steps travel in the segment's int64 words
+            raise ConfigError(f"{self.name}: got {value}; expected an integer <= {INT64_MAX}.")
         return int(value)
 
 

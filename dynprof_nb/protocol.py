@@ -12,6 +12,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from traitlets import TraitError
+
 from .config import ConfigError, ProfilerConfig
 
 ACTIONS = ("start", "stop", "set")
@@ -37,13 +39,28 @@ def command(action: str, config: ProfilerConfig) -> Command:
 
 
 def decode(data: bytes) -> Command:
-    """Parse and fully validate segment bytes; raises ConfigError saying what was wrong."""
+    """Parse and fully validate segment bytes; raises ConfigError saying what was wrong.
+
+    Nothing else may escape: these bytes come from shared memory, and the Monitor decodes them
+    inside the training loop (deep nesting is a RecursionError, a bad ``by`` a TypeError).
+    """
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"the job's config is not valid JSON ({exc}); write it again.") from exc
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ConfigError(f"the job's config is not valid JSON ({str(exc)[:120]}); write it "
+                          "again.") from None
     if not isinstance(raw, dict) or raw.get("action") not in ACTIONS:
         raise ConfigError("the job's config has no valid action; write it again with "
                           "job.set() or job.start().")
-    cfg = ProfilerConfig.from_dict(raw.get("config") or {}, strict=True)
-    return Command(raw["action"], cfg, int(raw.get("by") or 0), float(raw.get("at") or 0.0))
+    by, at = raw.get("by") or 0, raw.get("at") or 0.0
+    if (isinstance(by, bool) or not isinstance(by, int)
+            or isinstance(at, bool) or not isinstance(at, (int, float))):
+        raise ConfigError(f"the job's config has a bad writer stamp (by={str(by)[:40]!r}, "
+                          f"at={str(at)[:40]!r}); write it again with job.set() or job.start().")
+    try:
+        cfg = ProfilerConfig.from_dict(raw.get("config") or {}, strict=True)
+    except TraitError as exc:  # a plain traitlets error (e.g. prof_path not a string)
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"the job's config: {exc}") from None
+    return Command(raw["action"], cfg, by, float(at))
