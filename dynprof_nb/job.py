@@ -59,24 +59,30 @@ class Job:
         """The config currently in the segment (a copy: change it through set/start).
 
         If the segment holds no consistent config (a controller died in the middle of writing
-        it), this is the last good config this Job read or wrote, with a warning: the ranks
-        keep their last good config too, and ``set()`` on top of it must not silently reset
-        every other key to its default.
+        it) or bytes that are not a valid command, this is the last good config this Job read
+        or wrote, with a warning: the ranks keep their last good config too, and ``set()`` on
+        top of it must not silently reset every other key to its default.
         """
         got = self._seg.read_config()
+        problem = None
         if got is None:
-            known = self._last_good is not None
-            warnings.warn(
-                f"job {self.name!r}: the config in the segment was left half-written (a "
-                "controller probably died mid-write); the ranks keep their last good config. "
-                f"Showing {'the last config this notebook saw' if known else 'the defaults'}; "
-                "the next set() or start() writes a whole config again.", stacklevel=2)
-            return self._last_good.copy() if known else ProfilerConfig()
-        if got[0] == 0:
+            problem = "was left half-written (a controller probably died mid-write)"
+        elif got[0] == 0:
             return ProfilerConfig()
-        cfg = decode(got[1]).config
-        self._last_good = cfg.copy()
-        return cfg
+        else:
+            try:
+                cfg = decode(got[1]).config
+            except ConfigError as exc:  # bytes no Job wrote: set()/stop() must still work
+                problem = f"cannot be used ({exc})"
+            else:
+                self._last_good = cfg.copy()
+                return cfg
+        known = self._last_good is not None
+        warnings.warn(
+            f"job {self.name!r}: the config in the segment {problem}; the ranks keep their "
+            f"last good config. Showing {'the last config this notebook saw' if known else 'the defaults'}; "
+            "the next set() or start() writes a whole config again.", stacklevel=2)
+        return self._last_good.copy() if known else ProfilerConfig()
 
     def set(self, **changes: Any) -> int:
         """Change config keys (not the window) for every rank; returns the new generation.
