@@ -25,6 +25,12 @@ FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 MEMORY_CSVS = ("memory_record", "operator_memory", "npu_module_mem")
 
 
+# what a reader raises on a file whose content is not what it expects (missing columns, empty
+# arrays, wrong types): turned into a TraceFormatError naming the file, never a bare traceback
+_CONTENT_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError,
+                   ZeroDivisionError, EOFError, RecursionError)
+
+
 class TraceWindow:
     """DataFrames of one window: ``events``, ``ops``, ``steps``, ``kernels``, ``memory``,
     ``communication``; each is loaded on first access and cached.
@@ -94,8 +100,16 @@ class TraceWindow:
 
     def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:
-            frame = getattr(self, f"_load_{kind}")()
-            self._cache[kind] = schema.conform(frame, kind)
+            try:
+                frame = getattr(self, f"_load_{kind}")()
+                self._cache[kind] = schema.conform(frame, kind)
+            except (TraceFormatError, FileNotFoundError, MemoryError):
+                raise
+            except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
+                raise TraceFormatError(
+                    self._single or self.path, f"cannot read its {kind}: "
+                    f"{type(exc).__name__}: {str(exc)[:200]}", hint="the file is damaged or not "
+                    "in the layout this reader knows") from exc
         return self._cache[kind]
 
     def _note(self, kind: str, files: list | None = None, missing: str | None = None,
@@ -396,6 +410,18 @@ def load_trace(path: str | Path) -> TraceWindow:
     w = TraceWindow(p, WindowFiles(root=p.parent), single_file=p)
     name = p.name
     w.framework = "pytorch" if ".pt.trace.json" in name else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
+    try:
+        _read_single(w, p, name)
+    except (TraceFormatError, FileNotFoundError, MemoryError):
+        raise
+    except _CONTENT_ERRORS as exc:
+        raise TraceFormatError(p, f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
+                               hint="the file is damaged or not in the layout this reader "
+                                    "knows") from exc
+    return w
+
+
+def _read_single(w: TraceWindow, p: Path, name: str) -> None:
     if name.endswith(".csv") or name.endswith(".txt"):
         _load_table_file(w, p)
     elif p.suffix == ".db":
@@ -410,7 +436,6 @@ def load_trace(path: str | Path) -> TraceWindow:
         w._single = None
         w.events  # noqa: B018  (parse now so a bad file raises here, not on first access)
         _rank_from_trace(w)
-    return w
 
 
 def _load_table_file(w: TraceWindow, p: Path) -> None:
