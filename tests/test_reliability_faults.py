@@ -135,7 +135,7 @@ AFTER_GENERATION = """
 """
 
 
-@pytest.mark.filterwarnings("ignore:job .* half-written:UserWarning")
+@pytest.mark.filterwarnings("ignore:job .* the config in the segment")
 @pytest.mark.parametrize("where", ["inside_write_config", "after_generation_bump"])
 def test_controller_killed_mid_write_leaves_ranks_on_the_last_good_config(tmp_path, where):
     job = unique_job("ctlkill")
