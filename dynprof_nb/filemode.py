@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import windows
 from .config import ConfigError, ProfilerConfig
-from .job import STATUS_COLUMNS, WINDOW_COLUMNS, Job, JobError
+from .job import STATUS_COLUMNS, Job, JobError
 from .relay import config_file
 
 if TYPE_CHECKING:
@@ -151,11 +151,9 @@ class FileJob(Job):
             return [Path(MINDSPORE_DEFAULT_OUTPUT).resolve()]
         return [Path(prof).expanduser().resolve()]
 
-    def windows(self) -> pd.DataFrame:
+    def _window_rows(self) -> list[dict[str, Any]]:
         """Windows on disk, ours (with a manifest) and MindSpore's own (without one: complete
         once the directory has settled and holds MindSpore's output)."""
-        import pandas as pd
-
         rows = windows.find_windows(self.roots(), job=None)
         now, analysed = time.time(), self.config.analyse
         for row in rows:
@@ -163,11 +161,7 @@ class FileJob(Job):
                 row.update(_mindspore_window_state(Path(row["path"]), now, self.settle_s,
                                                    analysed))
         rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
-        extra = ["backend", "started_at", "ended_at", "error"]
-        frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS + extra)
-        for col in ("started_at", "ended_at"):
-            frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
-        return frame
+        return rows
 
     def __repr__(self) -> str:
         cfg = self.config

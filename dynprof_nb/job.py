@@ -226,12 +226,15 @@ class Job:
         """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times)."""
         import pandas as pd
 
-        rows = windows.find_windows(self.roots(), job=self.name)
+        rows = self._window_rows()
         extra = ["backend", "started_at", "ended_at", "error"]
         frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS + extra)
         for col in ("started_at", "ended_at"):
             frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
         return frame
+
+    def _window_rows(self) -> list[dict[str, Any]]:
+        return windows.find_windows(self.roots(), job=self.name)
 
     def load(self, window: int | str | os.PathLike[str] | None = None) -> Any:
         """Load a window into a ``TraceWindow``: the latest complete one by default, every rank
