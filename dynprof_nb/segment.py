@@ -183,6 +183,29 @@ def _shm_unlink(name: str) -> None:
         pass
 
 
+def _reclaim(name: str, fd: int) -> bool:
+    """Unlink ``name`` if it still names the file open as ``fd``; True if we did.
+
+    Done under that file's writer lock, so that of two processes reclaiming the same stale
+    segment at once, the second cannot unlink the fresh segment the first has just created
+    under the same name (which would leave the first, and every rank attached to it, on an
+    orphaned segment that no controller can reach).
+    """
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        try:
+            current = os.stat("/dev/shm" + name)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        if (current.st_dev, current.st_ino) != (mine.st_dev, mine.st_ino):
+            return False
+        _shm_unlink(name)
+        return True
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 class Segment:
     """An open job segment. ``Segment.open(job)`` creates it or attaches to the live one."""
 
@@ -251,9 +274,10 @@ class Segment:
                 os.close(fd)
                 time.sleep(0.01)  # its creator is still initialising it
                 return None
+            if _reclaim(name, fd):
+                log.warning("dynprof_nb: reclaiming unusable segment %s (size %d)", name,
+                            st.st_size)
             os.close(fd)
-            log.warning("dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size)
-            _shm_unlink(name)
             return None
         seg = cls(job, fd, created=False)
         w = seg.words
@@ -263,21 +287,22 @@ class Segment:
             time.sleep(0.005)
         if w[H_MAGIC] != MAGIC or w[H_LAYOUT] != LAYOUT_VERSION:
             live = seg.live_pids()
-            seg.close()
             if live:
+                seg.close()
                 raise SegmentError(
                     f"segment {name} has another layout (version {w[H_LAYOUT]}) and is in use "
                     f"by pids {live}; use another job name or stop those processes."
                 )
-            log.warning("dynprof_nb: reclaiming segment %s with an old layout", name)
-            _shm_unlink(name)
+            if _reclaim(name, seg._fd):
+                log.warning("dynprof_nb: reclaiming segment %s with an old layout", name)
+            seg.close()
             return None
         if seg.is_stale():
-            log.warning(
-                "dynprof_nb: reclaiming stale segment for job %r (every process that used it "
-                "is gone); starting from the default config.", job)
+            if _reclaim(name, seg._fd):
+                log.warning(
+                    "dynprof_nb: reclaiming stale segment for job %r (every process that used "
+                    "it is gone); starting from the default config.", job)
             seg.close()
-            _shm_unlink(name)
             return None
         return seg
 
