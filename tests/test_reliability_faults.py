@@ -52,7 +52,7 @@ def test_rank_killed_mid_window_is_dead_within_3s_and_its_window_never_complete(
     try:
         wait_until(lambda: len(control.live_slots()) == 3
                    and all(s.step > 0 for s in control.live_slots()), what="3 ranks stepping")
-        control.start("+10", "+260")  # about a second of recording per rank
+        control.start("+100", "+350")  # about a second of recording per rank
         wait_until(lambda: (control.status().state == "recording").all(), timeout=30,
                    what="every rank recording")
         victim = procs[1]
@@ -242,7 +242,7 @@ def test_kernel_restart_then_attach_shows_the_live_state_and_changes_nothing(tmp
         control = dynprof_nb.attach(job)
         wait_until(lambda: len(control.live_slots()) == 2, what="ranks up")
         before = run(snapshot + """
-job.start("+400", "+405", profile_memory=True)
+job.start("+5000", "+5005", profile_memory=True)  # far ahead: still armed after the restart
 print(json.dumps({"pid": __import__("os").getpid(), "gen": job.generation,
                   "config": job.config.to_dict()}))
 """)
@@ -319,8 +319,60 @@ def test_job_restarted_after_a_crash_reclaims_the_stale_segment(tmp_path):
         segment.unlink(job)
 
 
+RECLAIMER = """
+    import os, sys, time
+    from dynprof_nb.segment import Segment
+    job, at = sys.argv[1], float(sys.argv[2])
+    real = Segment.is_stale
+
+    def slow_is_stale(self):  # a reclaimer preempted between its check and its unlink
+        stale = real(self)
+        time.sleep(0.3)
+        return stale
+
+    Segment.is_stale = slow_is_stale
+    time.sleep(max(0.0, at - time.time()))  # every reclaimer starts at the same moment
+    seg = Segment.open(job)
+    seg.claim_slot(int(sys.argv[3]))
+    st = os.fstat(seg._fd)
+    print(st.st_dev, st.st_ino, flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_stale_segment_reclaimed_by_many_at_once_leaves_them_all_on_one(tmp_path):
+    """Eight ranks of a restarted job find the crashed job's segment at the same moment (each
+    slowed down between deciding it is stale and reclaiming it, as on a loaded machine): they
+    must all end up on the one segment the name now points to, not on orphans."""
+    for attempt in range(3):
+        job = unique_job("race")
+        dead = _python(f"""
+            import os, signal
+            from dynprof_nb.segment import Segment
+            Segment.open({job!r}).claim_slot(0)
+            os.kill(os.getpid(), signal.SIGKILL)
+        """)
+        dead.wait()
+        at = time.time() + 1.0
+        procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(RECLAIMER), job,
+                                   str(at), str(r)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r in range(8)]
+        try:
+            seen = {tuple(map(int, p.stdout.readline().split())) for p in procs}
+            st = os.stat(f"/dev/shm{segment.segment_name(job)}")
+            assert seen == {(st.st_dev, st.st_ino)}, f"attempt {attempt}: orphaned segments"
+        finally:
+            errs = [p.communicate("bye\n", timeout=30)[1] for p in procs]
+            segment.unlink(job)
+        assert sum(e.count("reclaiming stale segment") for e in errs) == 1  # said once
+
+
 def _attach_if_alive(job: str, pid: int) -> dynprof_nb.Job | None:
-    control = dynprof_nb.attach(job, create=False) if job in segment.list_jobs() else None
+    try:
+        control = dynprof_nb.attach(job, create=False) if job in segment.list_jobs() else None
+    except dynprof_nb.JobError:  # we found it stale first (and reclaimed it): not up yet
+        return None
     if control is not None and any(s.pid == pid and s.step > 0 for s in control.slots()):
         return control
     if control is not None:

@@ -231,7 +231,7 @@ def test_a_live_rank_reports_a_prof_path_it_cannot_use_and_trains_on(tmp_path):
     rank = spawn_rank(job, 0, tmp_path, step_ms=2)
     try:
         wait_until(lambda: control.live_slots() and control.live_slots()[0].step > 0)
-        control.start("+5", "+6", prof_path=str(tmp_path / "x\0y"))
+        control.start("+100", "+101", prof_path=str(tmp_path / "x\0y"))
         wait_until(lambda: control.status().error[0], timeout=30, what="the report")
         assert "could not start" in control.status().error[0]
         assert rank.poll() is None
