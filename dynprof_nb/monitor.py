@@ -383,8 +383,11 @@ class Monitor:
     def _finish(self, n: int, stopped: bool = False) -> None:
         """Stop the backend on this thread (quick); write the window on a saver thread."""
         rec, self._recording = self._recording, None
-        self._set_state("idle")
+        # "idle" is published only once the saver is registered (then it reads "saving"):
+        # a controller's wait() must not see an idle rank between the stop and the save.
+        self.state = "idle"
         if rec is None:
+            self._publish_state()
             return
         try:
             rec["backend"].stop()
@@ -392,6 +395,7 @@ class Monitor:
             self._report(f"stopping the profiler: {exc!r}")
         if n < rec["first"]:  # stopped before its first step ended: nothing to keep
             _mark_failed(rec["dir"], "stopped before any step was recorded")
+            self._publish_state()
             return
         manifest = dict(rec["manifest"], stop_step=n, stopped_early=stopped,
                         ended_at=time.time())

@@ -46,13 +46,13 @@ def ms_job(request, tmp_path: Path):
 @pytest.mark.parametrize("analyse_mode", [0, 1])
 def test_window_records_exactly_its_steps(ms_job, analyse_mode: int) -> None:
     job, proc = ms_job
-    job.start("+20", "+23", activities=["CPU"], analyse=True, analyse_mode=analyse_mode,
+    job.start("+50", "+53", activities=["CPU"], analyse=True, analyse_mode=analyse_mode,
               profile_memory=True, record_shapes=True)
     first, last = job.config.start_step, job.config.stop_step
     job.wait(timeout=180, progress=False)
 
     found = job.windows()
-    assert list(found.status) == ["complete"], found.to_string()
+    assert list(found.status) == ["complete"], job.status().to_string()
     assert (found.start.iloc[0], found.stop.iloc[0]) == (first, last)
     path = Path(found.path.iloc[0])
     manifest = windows.read_manifest(path)
