@@ -24,10 +24,20 @@ NON_OP_PROCESSES = {"Ascend Hardware", "Overlap Analysis", "HCCL", "Scope Layer"
 
 
 def host_ops(events: pd.DataFrame) -> pd.DataFrame:
-    """The complete events that count as host operations."""
+    """The complete events that count as host operations.
+
+    Python frames are left out (torch's key_averages has no such rows), except when they are
+    all a trace has besides its steps: a built-in ``with_stack`` window of plain Python code,
+    whose functions are then its operations.
+    """
     ev = events[events["ph"] == "X"]
-    ev = ev[~ev["cat"].astype(object).isin(NON_OP_CATS)]
-    return ev[~ev["process"].astype(object).isin(NON_OP_PROCESSES)]
+    ev = ev[~ev["process"].astype(object).isin(NON_OP_PROCESSES)]
+    cats = ev["cat"].astype(object)
+    ops = ev[~cats.isin(NON_OP_CATS)]
+    frames = ev[cats == "python_function"]
+    if len(frames) and ops["name"].astype(str).str.startswith("ProfilerStep#").all():
+        return ev[~cats.isin(NON_OP_CATS - {"python_function"})]
+    return ops
 
 
 def self_times(ev: pd.DataFrame) -> np.ndarray:

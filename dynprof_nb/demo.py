@@ -29,7 +29,8 @@ def train(job: str, rank: int, steps: int, output: str, batch: int = 256) -> Non
     x_all = rng.standard_normal((batch * 16, 784)).astype(np.float32)
     y_all = rng.integers(0, 10, batch * 16)
     stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a kernel shutting down sends SIGINT
+        signal.signal(sig, lambda *_: stop.update(now=True))
     with dynprof_nb.Monitor(job=job, rank=rank, output_path=output, backend="builtin") as monitor:
         for step in range(1, steps + 1):
             if stop["now"]:

@@ -115,7 +115,8 @@ def _help_text() -> str:
     cell = build_cell_parser()
     parts += ["%%dynprof [--backend B] [--dir DIR] [-o NAME] [-q] [config options as for start]",
               "  " + (cell.description or ""),
-              "  --backend {builtin,torch,mindspore,auto}  profiler to record with (builtin)",
+              "  --backend {builtin,torch,mindspore,auto}  profiler to record with (builtin;"
+              " it records Python calls unless --no-stack)",
               "  -o NAME  store the TraceWindow in NAME;  -q  do not show the summary"]
     return "\n".join(parts)
 
@@ -227,13 +228,17 @@ class DynprofMagics(Magics):
     def _cell(self, line: str, cell: str) -> None:
         from IPython.display import display
 
+        from .backends import resolve_backend
         from .local import profile_block
 
         args = self._cell_parser.parse_argstring(line)
         if args.name and not args.name.isidentifier():
             raise UsageError(f"-o {args.name!r}: not a Python variable name.")
-        with profile_block(backend=args.backend, output=args.dir,
-                           **config_changes(args)) as prof:
+        changes = config_changes(args)
+        if resolve_backend(args.backend) == "builtin":
+            # without Python frames the built-in backend sees only the cell as one step
+            changes.setdefault("with_stack", True)
+        with profile_block(backend=args.backend, output=args.dir, **changes) as prof:
             result = self.shell.run_cell(cell, store_history=False)
         window = prof.window
         if args.name:

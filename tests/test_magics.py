@@ -201,6 +201,22 @@ def test_cell_magic_profiles_the_cell_and_shows_its_summary(
     assert len(list(tmp_path.glob("rank0_start1_stop1*"))) == 1
 
 
+def test_cell_magic_shows_the_python_functions_of_a_plain_cell(
+        ip: InteractiveShell, magics, tmp_path: Path) -> None:
+    cell = ("import json\n"
+            "def encode_rows():\n"
+            "    return [json.dumps({'row': i}) for i in range(300)]\n"
+            "for _ in range(3):\n"
+            "    encode_rows()\n")
+    ip.run_cell_magic("dynprof", f"--dir {tmp_path} -o plain -q", cell)
+    ops = ip.user_ns["plain"].ops.set_index("name")
+    mine = [n for n in ops.index if n.endswith("encode_rows")]
+    assert len(mine) == 1 and ops.loc[mine[0], "count"] == 3
+    assert ops.filter(like="dumps", axis=0)["count"].sum() == 900
+    ip.run_cell_magic("dynprof", f"--dir {tmp_path} -o nostack -q --no-stack", cell)
+    assert not any("encode_rows" in n for n in ip.user_ns["nostack"].ops["name"])
+
+
 def test_cell_magic_keeps_the_window_when_the_cell_raises(
         ip: InteractiveShell, magics, tmp_path: Path) -> None:
     with capture_output() as out:
