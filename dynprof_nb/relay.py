@@ -71,6 +71,7 @@ class Relay:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval: got {poll_interval}; expected seconds > 0.")
         self.path = config_file(cfg_path).resolve()
+        self._own_job = isinstance(job, str)  # attached here: closed by stop()
         self.job = attach(job) if isinstance(job, str) else job
         self.poll_interval = float(poll_interval)
         self.last: ProfilerConfig | None = None  # the last config relayed from the file
@@ -168,9 +169,12 @@ class Relay:
         return self
 
     def stop(self) -> None:
+        """End the loop (and detach from the job if this relay attached it)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5 * self.poll_interval + 1)
+            if self._own_job and not self._thread.is_alive():
+                self.job.close()
 
     def _run_elected(self) -> None:
         try:
