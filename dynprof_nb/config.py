@@ -249,7 +249,7 @@ class ProfilerConfig(HasTraits):
 
     # -- construction -------------------------------------------------------------------
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, /, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(self.keys()))
         if unknown:
             raise ConfigError(unknown_keys_message(unknown))
@@ -286,7 +286,7 @@ class ProfilerConfig(HasTraits):
     def copy(self) -> ProfilerConfig:
         return type(self)(**self.to_dict())
 
-    def update(self, **changes: Any) -> ProfilerConfig:
+    def update(self, /, **changes: Any) -> ProfilerConfig:
         """A new config with ``changes`` applied and checked; ``self`` is not modified."""
         data = self.to_dict()
         unknown = sorted(set(changes) - set(data))
