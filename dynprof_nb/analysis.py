@@ -19,7 +19,7 @@ from .traces.derive import DEVICE_CATS
 # Not host operations: Python stack frames (they would swallow their ops' time as children and
 # torch's key_averages has no such rows), the profiler's own span, device-side tasks, Ascend's
 # synthetic overlap lanes and MindSpore's scope lane (which spans everything).
-NON_OP_CATS = {"python_function", "Trace", "gpu_user_annotation", *DEVICE_CATS}
+NON_OP_CATS = {"python_function", "Trace", "gpu_user_annotation", "step_marker", *DEVICE_CATS}
 NON_OP_PROCESSES = {"Ascend Hardware", "Overlap Analysis", "HCCL", "Scope Layer"}
 
 

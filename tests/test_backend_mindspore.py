@@ -77,6 +77,11 @@ def test_window_records_exactly_its_steps(ms_job, analyse_mode: int) -> None:
     assert loaded.framework == "mindspore"
     assert (loaded.start_step, loaded.stop_step) == (first, last)
     assert len(loaded.ops) and set(loaded.ops.name) >= set(ops)
+    # the steps frame comes from the backend's step markers; every op lands in its step
+    assert list(loaded.steps.step) == list(range(first, last + 1))
+    op_steps = loaded.events[loaded.events.name.isin(list(ops))].groupby("step").size()
+    assert list(op_steps.index) == list(range(first, last + 1))
+    assert "ProfilerStep*" not in set(loaded.ops.name)
     assert proc.poll() is None  # training went on
 
 

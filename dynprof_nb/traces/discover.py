@@ -29,6 +29,7 @@ class WindowFiles:
     start_step: int | None = None
     stop_step: int | None = None
     incomplete: str | None = None  # why the window looks unfinished, or None
+    step_markers: Path | None = None  # dynprof_steps.csv from the MindSpore backend
 
 
 def _ascend_roots(root: Path) -> list[Path]:
@@ -68,6 +69,8 @@ def find_window_files(root: Path) -> WindowFiles:
             for p in sorted(fw.iterdir()):
                 key = re.sub(r"_\d+$", "", p.stem)
                 wf.framework.setdefault(key, p)
+    if (root / "dynprof_steps.csv").is_file():
+        wf.step_markers = root / "dynprof_steps.csv"
     m = WINDOW_RE.match(root.name)
     if m:
         wf.rank, wf.start_step, wf.stop_step = (int(g) for g in m.groups())

@@ -73,3 +73,32 @@ def cpu_memory_record(path: str | Path) -> pd.DataFrame:
     out = out[out["ts_ns"].notna()]
     out["ts_ns"] = out["ts_ns"].astype("int64")
     return schema.conform(out.reset_index(drop=True), "memory")
+
+
+STEP_MARKER = "step_marker"
+
+
+def step_markers(path: str | Path) -> pd.DataFrame:
+    """``dynprof_steps.csv`` (name, cat, start_ns, end_ns, tid) as events.
+
+    dynprof_nb's MindSpore backend writes it because MindSpore on CPU records no step markers:
+    one ``ProfilerStep#N`` row per recorded step and one row per user range, in wall-clock ns.
+    """
+    raw = read_csv(path)
+    missing = {"name", "cat", "start_ns", "end_ns"} - set(raw.columns)
+    if missing:
+        raise TraceFormatError(path, f"not a dynprof_steps.csv: no column {sorted(missing)}", line=1)
+    start = pd.to_numeric(raw["start_ns"], errors="coerce")
+    end = pd.to_numeric(raw["end_ns"], errors="coerce")
+    keep = start.notna() & end.notna() & (end >= start)
+    raw, start, end = raw[keep], start[keep].astype("int64"), end[keep].astype("int64")
+    tid = pd.to_numeric(raw.get("tid", 0), errors="coerce").fillna(0).astype("int64")
+    n = len(raw)
+    names = raw["name"].astype(str)
+    # the steps bound the window's steps; they are not operations of MindSpore's own threads
+    cats = raw["cat"].astype(str).where(~names.str.startswith("ProfilerStep#"), STEP_MARKER)
+    return pd.DataFrame({"name": pd.Categorical(names), "cat": pd.Categorical(cats),
+                         "ph": pd.Categorical(["X"] * n), "pid": np.zeros(n, np.int64),
+                         "tid": tid.to_numpy(), "process": pd.Categorical(["dynprof_nb"] * n),
+                         "thread": pd.Categorical([f"Thread {t}" for t in tid]),
+                         "ts_ns": start.to_numpy(), "dur_ns": (end - start).to_numpy()})

@@ -159,6 +159,12 @@ class TraceWindow:
         else:
             self._note("events", missing="no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)")
             return schema.empty("events")
+        markers = self._files.step_markers if self._files else None
+        if markers is not None:
+            ev = concat_frames([schema.conform(ev, "events").drop(columns="step"),
+                                mindspore.step_markers(markers)])
+            self.sources["events"]["files"].append(str(markers))
+            self.sources["events"]["notes"].append("ProfilerStep#N from dynprof_steps.csv")
         ev["step"] = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0),
                                          derive.step_intervals(ev))
         return ev
