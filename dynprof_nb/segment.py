@@ -42,21 +42,21 @@ except ImportError:  # pragma: no cover - non-POSIX
 log = logging.getLogger("dynprof_nb")
 
 MAGIC = int.from_bytes(b"DYNPROF\x01", "little")
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: slots grew to 2 KiB so a full error message fits
 PREFIX = "dynprof_nb"
 HEADER_BYTES = 128
 CONFIG_CAPACITY = 64 * 1024
 # The last NOTE_BYTES of the config area hold a helper process's status text (the relay's, see
 # relay.py) under its own seqlock, so a controller can show that helper's errors. Configs are
-# limited to CONFIG_LIMIT bytes; the layout's size and offsets are unchanged.
+# limited to CONFIG_LIMIT bytes.
 NOTE_BYTES = 1024
 CONFIG_LIMIT = CONFIG_CAPACITY - NOTE_BYTES
 SLOT_COUNT = 256
-SLOT_BYTES = 1024
+SLOT_BYTES = 2048
 SLOT_WORDS = 16  # numeric words at the start of each slot
-ERROR_BYTES = 128
-ROOT_BYTES = 384
-WINDOW_BYTES = 384
+ERROR_BYTES = 512  # room for a whole message: what went wrong and what to do
+ROOT_BYTES = 640
+WINDOW_BYTES = 768
 CONFIG_OFFSET = HEADER_BYTES
 SLOTS_OFFSET = CONFIG_OFFSET + CONFIG_CAPACITY
 SEGMENT_BYTES = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
@@ -75,7 +75,7 @@ TEXT_OFFSET = SLOT_WORDS * 8
 ERROR_OFFSET = TEXT_OFFSET
 ROOT_OFFSET = ERROR_OFFSET + ERROR_BYTES
 WINDOW_OFFSET = ROOT_OFFSET + ROOT_BYTES
-assert WINDOW_OFFSET + WINDOW_BYTES <= SLOT_BYTES
+assert WINDOW_OFFSET + WINDOW_BYTES == SLOT_BYTES
 
 STATES = ("free", "idle", "armed", "recording", "saving", "excluded", "closed")
 STATE = {name: i for i, name in enumerate(STATES)}

@@ -166,3 +166,15 @@ def test_config_checksum_survives_many_generations(job):
             got_gen, data = seg.read_config()
             assert got_gen == gen and zlib.crc32(data) == zlib.crc32(payload)
         assert seg.words[H_GEN] == 200
+
+
+def test_a_whole_error_message_fits_in_the_slot(job):
+    message = ("window 120-130 could not be written (OSError: [Errno 28] No space left on "
+               "device: '/data/prof/.rank3_start120_stop130.tmp-4242/trace.json'); it is kept as "
+               "incomplete in /data/prof/.rank3_start120_stop130.failed-4242. Free some space "
+               "or point prof_path elsewhere, then ask for the window again.")
+    assert 256 < len(message) < segment.ERROR_BYTES
+    with Segment.open(job) as seg:
+        slot = seg.claim_slot(3)
+        seg.write_text(slot, "error", message)
+        assert seg.read_slot(slot).error == message
