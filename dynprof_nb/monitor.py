@@ -6,13 +6,14 @@ step 30 ends: it records exactly iterations 20..30, inclusive, in ``step()`` mod
 MindSpore's callback mode alike.
 
 The training loop comes first. An idle ``step()`` bumps a counter and compares one word of
-shared memory with the generation it last applied (while a window is armed or recording,
-``step`` is swapped for a variant that also watches the window's boundaries); everything else (parsing a new config,
-starting and stopping a backend, writing files) happens only on the steps where something
-changed, and nothing ever raises into the caller: problems go to this rank's status slot and to
-the log, once. A small daemon thread copies the step counter and a heartbeat into the slot every
-20 ms, so the controller sees progress without the hot path paying for a clock read; it also publishes
-the step rate so the controller can tell where a fast loop is *now*.
+shared memory with the generation it last applied (while a window is armed or recording, the
+comparison is made to fail so each step also checks the window's boundaries). Everything else
+(parsing a new config, starting and stopping a backend, writing files) happens only on the
+steps where something changed, and nothing ever raises into the caller: problems go to this
+rank's status slot and to the log, once. A small daemon thread copies the step counter and a
+heartbeat into the slot every 20 ms, so the controller sees progress without the hot path
+paying for a clock read; it also publishes the step rate so the controller can tell where a
+fast loop is *now*.
 """
 
 from __future__ import annotations
@@ -119,9 +120,9 @@ class Monitor:
         self.last_window: Path | None = None
         self.last_error = ""
         self._step = 0
-        self._applied = 0
+        self._applied = 0  # the generation this rank has read
+        self._watch = 0  # what step() compares the segment's generation with (see _schedule)
         self._next = -1
-        self._busy = False
         self._words: Any = [0] * 16  # stands in for the segment when there is none
         self._base = 0
         self._seg: Segment | None = None
@@ -166,14 +167,8 @@ class Monitor:
     def step(self) -> None:
         """Call once at the end of every training iteration."""
         self._step += 1
-        if self._words[4] != self._applied:
+        if self._words[4] != self._watch:
             self._advance(self._step)
-
-    def _busy_step(self) -> None:
-        """``step`` while a window is armed or recording: also watch for its next boundary."""
-        self._step = n = self._step + 1
-        if self._words[4] != self._applied or n == self._next:
-            self._advance(n)
 
     # -- MindSpore's callback protocol --------------------------------------------------------
 
@@ -243,6 +238,8 @@ class Monitor:
     # -- the slow path: only on steps where something changed --------------------------------
 
     def _advance(self, n: int) -> None:
+        if n != self._next and self._words[4] == self._applied:
+            return  # armed, and neither the window's boundary nor a new config: nothing to do
         try:
             with self._lock:
                 self._words[self._base + S_STEP] = n
@@ -264,20 +261,20 @@ class Monitor:
             self._abandon()
 
     def _schedule(self, n: int) -> None:
-        """Point ``step`` at the variant the state needs: idle steps skip the boundary check."""
+        """Set the step the slow path must see next, and what ``step()`` compares against.
+
+        Idle, ``step()`` compares the segment's generation with the one applied. With a window
+        armed or recording it compares against -1 (no generation is -1), so every step enters
+        ``_advance``, which returns at once unless the step is a boundary or a config arrived.
+        One hot path, nothing swapped on the instance (that would slow every attribute read).
+        """
         if self.state == "recording":
             self._next = n + 1
         elif self.state == "armed":
             self._next = self.window[0] - 1
         else:
             self._next = -1
-        busy = self._next >= 0
-        if busy != self._busy:  # (never touch __dict__: that would slow every attribute read)
-            self._busy = busy
-            if busy:
-                self.step = self._busy_step  # type: ignore[method-assign]
-            else:
-                del self.step
+        self._watch = -1 if self._next >= 0 else self._applied
 
     def _read_config(self, n: int) -> None:
         failures = self._read_failures
