@@ -108,13 +108,19 @@ def run_demo(output: str = "./dyn_profile_data/demo") -> int:
         print(window.summary())
         return 0
     finally:
-        for p in procs:
+        stop_ranks(procs)
+
+
+def stop_ranks(procs: list[subprocess.Popen], timeout: float = 30.0) -> None:
+    """End the background ranks cleanly (SIGTERM lets each close its Monitor), else kill."""
+    for p in procs:
+        if p.poll() is None:
             p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def main() -> None:

@@ -3,8 +3,6 @@ numpy MLP (``dynprof_nb.demo.start_ranks``), on a real job segment."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +10,7 @@ from pathlib import Path
 
 import dynprof_nb
 from dynprof_nb import segment
-from dynprof_nb.demo import start_ranks, wait_for_ranks
+from dynprof_nb.demo import start_ranks, stop_ranks, wait_for_ranks
 
 
 @contextmanager
@@ -25,13 +23,6 @@ def demo_job(out: Path, ranks: int = 2, prefix: str = "nb") -> Iterator[dynprof_
         wait_for_ranks(job, ranks, timeout=60)
         yield job
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_ranks(procs)
         job.close()
         segment.unlink(name)
