@@ -11,18 +11,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+
+from jobutil import unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment
+
+__all__ = ["unique_job", "wait_until", "spawn", "finish", "attached_job"]
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
-
-
-def unique_job(prefix: str) -> str:
-    return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def spawn(args: Sequence[str], python: str | None = None, cwd: Path | None = None,
@@ -31,21 +32,6 @@ def spawn(args: Sequence[str], python: str | None = None, cwd: Path | None = Non
     full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.Popen([python or sys.executable, *map(str, args)], cwd=cwd, env=full_env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str,
-               proc: subprocess.Popen | None = None) -> Any:
-    """Poll ``predicate``; fail with the process's output if it died or time ran out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"training process exited ({proc.returncode}) while waiting "
-                                 f"for {what}:\n{proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def finish(proc: subprocess.Popen, timeout: float = 60.0) -> str:
@@ -58,6 +44,27 @@ def finish(proc: subprocess.Popen, timeout: float = 60.0) -> str:
         proc.kill()
         out, _ = proc.communicate()
     return out or ""
+
+
+@contextmanager
+def attached_job(prefix: str, start: Callable[[str], subprocess.Popen], timeout: float,
+                 what: str) -> Iterator[tuple[dynprof_nb.Job, subprocess.Popen]]:
+    """A Job on a fresh job name, the training process ``start(name)`` launches for it, stepping.
+
+    Afterwards the process is ended cleanly and must have exited 0 (its output is the message).
+    """
+    name = unique_job(prefix)
+    job = dynprof_nb.attach(name)
+    proc = start(name)
+    try:
+        wait_until(lambda: any(s.step > 0 for s in job.live_slots()), timeout,
+                   f"{what} to start stepping", proc)
+        yield job, proc
+    finally:
+        output = finish(proc)
+        job.close()
+        segment.unlink(name)
+        assert proc.returncode == 0, f"training process failed:\n{output}"
 
 
 def chrome_step_numbers(trace: Path) -> list[int]:

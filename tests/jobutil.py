@@ -32,12 +32,17 @@ def spawn_rank(job: str, rank: int, out: Path, *, step_ms: float = 2.0, steps: i
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "",
+               proc: subprocess.Popen | None = None) -> Any:
+    """Poll ``predicate``; fail with the process's output if ``proc`` died or time ran out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"training process exited ({proc.returncode}) while waiting "
+                                 f"for {what}:\n{proc.stdout.read() if proc.stdout else ''}")
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
 

@@ -10,17 +10,14 @@ from pathlib import Path
 import pytest
 from framework_jobs import (
     EXAMPLES,
-    finish,
+    attached_job,
     marked_steps,
     mindspore_op_times,
     mindspore_python,
     spawn_mindspore,
-    unique_job,
-    wait_until,
 )
 
-import dynprof_nb
-from dynprof_nb import segment, windows
+from dynprof_nb import windows
 
 pytestmark = pytest.mark.slow
 
@@ -28,19 +25,10 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(params=["step", "callback"])
 def ms_job(request, tmp_path: Path):
     """examples/train_mindspore.py with our Monitor, in one call style, and a Job on it."""
-    name = unique_job(f"ms-{request.param}")
-    job = dynprof_nb.attach(name)
-    proc = spawn_mindspore("--job", name, "--output", tmp_path / "out", "--style",
-                           request.param, "--mode", "graph", "--step-sleep", "0.01")
-    try:
-        wait_until(lambda: any(s.step > 0 for s in job.live_slots()), 180,
-                   "the MindSpore job to start stepping", proc)
-        yield job, proc
-    finally:
-        output = finish(proc)
-        job.close()
-        segment.unlink(name)
-        assert proc.returncode == 0, f"training process failed:\n{output}"
+    with attached_job(f"ms-{request.param}", lambda name: spawn_mindspore(
+            "--job", name, "--output", tmp_path / "out", "--style", request.param, "--mode",
+            "graph", "--step-sleep", "0.01"), 180, "the MindSpore job") as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("analyse_mode", [0, 1])

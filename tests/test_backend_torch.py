@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from framework_jobs import EXAMPLES, chrome_step_numbers, finish, spawn, unique_job, wait_until
+from framework_jobs import (
+    EXAMPLES,
+    attached_job,
+    chrome_step_numbers,
+    spawn,
+    unique_job,
+    wait_until,
+)
 
 import dynprof_nb
 from dynprof_nb import segment, windows
@@ -28,18 +35,10 @@ def _trace(window_dir: str | Path) -> Path:
 @pytest.fixture
 def torch_job(tmp_path: Path):
     """examples/train_torch.py running in the background, with a Job attached to it."""
-    name = unique_job("torch")
-    job = dynprof_nb.attach(name)
-    proc = spawn([EXAMPLES / "train_torch.py", "--job", name, "--output", tmp_path / "out"])
-    try:
-        wait_until(lambda: any(s.step > 0 for s in job.live_slots()), 120,
-                   "the torch job to start stepping", proc)
-        yield job, proc
-    finally:
-        output = finish(proc)
-        job.close()
-        segment.unlink(name)
-        assert proc.returncode == 0, f"training process failed:\n{output}"
+    with attached_job("torch", lambda name: spawn([EXAMPLES / "train_torch.py", "--job", name,
+                                                   "--output", tmp_path / "out"]),
+                      120, "the torch job") as pair:
+        yield pair
 
 
 def test_window_from_another_process_records_exactly_its_steps(torch_job) -> None:
