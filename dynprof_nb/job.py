@@ -135,7 +135,7 @@ class Job:
         return sorted(self._seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
 
     def live_slots(self) -> list[SlotView]:
-        return [s for s in self.slots() if s.alive and s.state != "closed"]
+        return [s for s in self.slots() if s.live]
 
     def status(self) -> pd.DataFrame:
         """One row per rank: ``rank, pid, step, state, window, generation, heartbeat_age_s,
@@ -145,10 +145,11 @@ class Job:
         now = time.time_ns()
         rows = []
         for s in self.slots():
-            alive = s.alive and s.state != "closed"
+            closed = s.state == "closed"
+            alive = not closed and s.alive  # one liveness check per rank
             rows.append({
                 "rank": s.rank, "pid": s.pid, "step": s.step,
-                "state": s.state if s.alive or s.state == "closed" else "dead",
+                "state": s.state if alive or closed else "dead",
                 "window": f"{s.start}-{s.stop}" if s.start >= 1 else "",
                 "generation": s.applied,
                 "heartbeat_age_s": round(max(0, now - s.heartbeat_ns) / 1e9, 3),
@@ -337,7 +338,7 @@ def jobs() -> pd.DataFrame:
             with Segment.open(name, create=False) as seg:
                 slots = seg.slots()
                 rows.append({"job": name, "ranks": len(slots),
-                             "live": sum(s.alive and s.state != "closed" for s in slots),
+                             "live": sum(s.live for s in slots),
                              "generation": seg.generation})
         except (SegmentError, OSError, ValueError):
             continue

@@ -157,7 +157,13 @@ class SlotView:
 
     @property
     def alive(self) -> bool:
+        """The slot's process still runs (pid and start time match)."""
         return process_alive(self.pid, self.pid_start)
+
+    @property
+    def live(self) -> bool:
+        """A rank that counts: its process runs and it has not closed its Monitor."""
+        return self.state != "closed" and self.alive
 
     def estimated_step(self, now_ns: int, horizon_s: float = 5.0) -> int:
         """The step the rank is probably at now: the published step is up to one heartbeat
