@@ -1,9 +1,15 @@
 """dynprof_nb: profile a running training job from a notebook.
 
-Training side: ``Monitor`` (call ``monitor.step()`` each iteration) and ``range``.
-Control side: ``attach``, ``jobs``, ``Job``, ``ProfilerConfig``.
-Analysis: ``load_window``, ``load_trace``, ``TraceWindow``, ``compare``.
-Notebook: ``%load_ext dynprof_nb`` (the ``%dynprof`` magics), ``panel``, ``profile_block``.
+The package is laid out by the process each part runs in:
+
+* ``training/``: inside a training rank (``Monitor``, ``range``, the backends, the MindSpore
+  drop-in, ``profile_block``); imports no pandas, numpy or IPython;
+* ``control/``: a notebook, the CLI or a relay (``attach``, ``jobs``, ``Job``, ``FileJob``);
+* ``traces/`` and ``analysis/``: an analysis session (``load_window``, ``TraceWindow``,
+  ``compare``), pandas and matplotlib;
+* ``ui/``: the ``%dynprof`` magics, the panel, the ``dynprof`` CLI and the demo;
+* at the top, the contract every process shares: ``config``, ``protocol``, ``segment``,
+  ``windows``.
 
 Names are imported on first use so ``import dynprof_nb`` in a training script stays cheap.
 """
@@ -11,32 +17,68 @@ Names are imported on first use so ``import dynprof_nb`` in a training script st
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Monitor": "monitor",
-    "DynamicProfilerMonitor": "compat",
-    "range": "ranges",
+    "Monitor": "training.monitor",
+    "DynamicProfilerMonitor": "training.dropin",
+    "range": "training.ranges",
+    "profile_block": "training.block",
     "ProfilerConfig": "config",
     "ConfigError": "config",
-    "Job": "job",
-    "JobError": "job",
-    "attach": "job",
-    "FileJob": "filemode",
-    "Relay": "relay",
-    "jobs": "job",
+    "Controller": "control.base",
+    "Job": "control.job",
+    "JobError": "control.base",
+    "FileJob": "control.filemode",
+    "Relay": "control.relay",
+    "attach": "control.registry",
+    "jobs": "control.registry",
     "load_trace": "traces",
     "load_window": "traces",
     "TraceWindow": "traces",
     "TraceFormatError": "traces",
     "compare": "analysis",
-    "panel": "panel",
-    "profile_block": "local",
+    "panel": "ui.panel",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ConfigError",
+    "Controller",
+    "DynamicProfilerMonitor",
+    "FileJob",
+    "Job",
+    "JobError",
+    "Monitor",
+    "ProfilerConfig",
+    "Relay",
+    "TraceFormatError",
+    "TraceWindow",
+    "attach",
+    "compare",
+    "jobs",
+    "load_trace",
+    "load_window",
+    "panel",
+    "profile_block",
+    "range",
+]
+
+if TYPE_CHECKING:  # what editors and type checkers see behind the lazy names
+    from dynprof_nb.analysis import compare
+    from dynprof_nb.config import ConfigError, ProfilerConfig
+    from dynprof_nb.control.base import Controller, JobError
+    from dynprof_nb.control.filemode import FileJob
+    from dynprof_nb.control.job import Job
+    from dynprof_nb.control.registry import attach, jobs
+    from dynprof_nb.control.relay import Relay
+    from dynprof_nb.traces import TraceFormatError, TraceWindow, load_trace, load_window
+    from dynprof_nb.training.block import profile_block
+    from dynprof_nb.training.dropin import DynamicProfilerMonitor
+    from dynprof_nb.training.monitor import Monitor
+    from dynprof_nb.training.ranges import range
+    from dynprof_nb.ui.panel import panel
 
 
 def __getattr__(name: str) -> Any:
@@ -54,6 +96,6 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext dynprof_nb``: register the ``%dynprof`` / ``%%dynprof`` magics."""
-    from .magics import load_ipython_extension as load
+    from dynprof_nb.ui.magics import load_ipython_extension as load
 
     load(ipython)

@@ -19,9 +19,15 @@ from typing import Any
 
 from traitlets import HasTraits, TraitError, TraitType, Unicode
 
-__all__ = ["ConfigError", "ProfilerConfig", "CONFIG_FILE"]
+__all__ = ["ConfigError", "ProfilerConfig", "CONFIG_FILE", "config_file"]
 
 CONFIG_FILE = "profiler_config.json"
+
+
+def config_file(cfg_path: str | os.PathLike[str]) -> Path:
+    """``DIR/profiler_config.json`` for a directory (as MindSpore's ``cfg_path``), else the path."""
+    path = Path(cfg_path).expanduser()
+    return path if path.suffix == ".json" else path / CONFIG_FILE
 
 LEVELS = ("LevelNone", "Level0", "Level1", "Level2")
 ACTIVITIES = ("CPU", "NPU", "GPU")

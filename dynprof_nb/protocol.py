@@ -1,4 +1,5 @@
-"""What a controller writes into the segment: a config plus what to do with it.
+"""What crosses processes besides the segment layout: the command a controller writes (a
+config plus what to do with it) and the step marker every backend writes into a trace.
 
 ``start`` arms the config's window (even the same window again), ``stop`` ends the active
 window at once, ``set`` changes keys without arming a window again. The segment carries these
@@ -9,14 +10,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 
 from traitlets import TraitError
 
-from .config import ConfigError, ProfilerConfig
+from dynprof_nb.config import ConfigError, ProfilerConfig
 
 ACTIONS = ("start", "stop", "set")
+
+# Every backend names step N's span ``STEP_PREFIX + str(N)`` (N = the global, 1-based step), as
+# Kineto does; the readers find steps by it and torch's key_averages() folds them into
+# ``STEP_FOLDED``. This is the one place the marker is spelled.
+STEP_PREFIX = "ProfilerStep#"
+STEP_FOLDED = "ProfilerStep*"
+STEP_RE = re.compile(rf"^{re.escape(STEP_PREFIX)}(\d+)$")
+
+
+def step_marker(step: int) -> str:
+    """The name of step ``step``'s span in a trace."""
+    return f"{STEP_PREFIX}{step}"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dynprof_nb.segment import pid_alive
+
 MANIFEST = "window.json"
 WINDOW_RE = re.compile(r"^rank(?P<rank>\d+)_start(?P<start>\d+)_stop(?P<stop>\d+)(?:_(?P<n>\d+))?$")
 TMP_RE = re.compile(r"^\.(?P<name>rank\d+_start\d+_stop\d+)\.tmp-(?P<pid>\d+)(?:-\d+)?$")
@@ -184,7 +186,6 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, Any]]:
     """Every window under ``roots`` (of ``job`` when given), complete or not, oldest first."""
-    from .segment import pid_alive
 
     rows: list[dict[str, Any]] = []
     seen: set[Path] = set()

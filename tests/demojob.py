@@ -1,5 +1,5 @@
 """The real background training job the notebook front-end tests drive: the demo's two-rank
-numpy MLP (``dynprof_nb.demo.start_ranks``), on a real job segment."""
+numpy MLP (``dynprof_nb.ui.demo.start_ranks``), on a real job segment."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dynprof_nb
 from dynprof_nb import segment
-from dynprof_nb.demo import start_ranks, stop_ranks, wait_for_ranks
+from dynprof_nb.ui.demo import start_ranks, stop_ranks, wait_for_ranks
 
 
 @contextmanager

@@ -77,7 +77,7 @@ def test_config_maps_onto_profiler_arguments() -> None:
     """Every key reaches its real MindSpore type (checked in the MindSpore venv)."""
     script = """
 import json
-from dynprof_nb.backends.mindspore import profiler_kwargs, analysis_mode
+from dynprof_nb.training.backends.mindspore import profiler_kwargs, analysis_mode
 from dynprof_nb.config import ProfilerConfig
 cfg = ProfilerConfig(profiler_level="Level2", activities=["CPU", "NPU"], aic_metrics="L2Cache",
                      export_type=["text", "db"], host_sys=["cpu", "mem"], mstx=True,

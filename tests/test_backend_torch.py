@@ -19,9 +19,9 @@ from framework_jobs import (
 
 import dynprof_nb
 from dynprof_nb import segment, windows
-from dynprof_nb.backends import BackendError, resolve_backend
-from dynprof_nb.backends.torch import TorchBackend, profiler_kwargs
 from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.training.backends import BackendError, resolve_backend
+from dynprof_nb.training.backends.torch import TorchBackend, profiler_kwargs
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import sys
 
 
 def test_demo_profiles_ten_steps_of_two_ranks(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "dynprof_nb.cli", "demo", "--output",
+    result = subprocess.run([sys.executable, "-m", "dynprof_nb.ui.cli", "demo", "--output",
                              str(tmp_path / "out")], capture_output=True, text=True,
                             timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

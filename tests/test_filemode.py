@@ -17,10 +17,11 @@ from framework_jobs import (
 
 import dynprof_nb
 from dynprof_nb import segment
-from dynprof_nb.compat import job_name_for
 from dynprof_nb.config import ConfigError
-from dynprof_nb.filemode import FileJob
-from dynprof_nb.job import STATUS_COLUMNS, JobError
+from dynprof_nb.control.base import JobError
+from dynprof_nb.control.filemode import FileJob
+from dynprof_nb.control.status import STATUS_COLUMNS
+from dynprof_nb.training.dropin import job_name_for
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 from jobutil import finish, running_ranks, trace_steps, unique_job, wait_until
 
 from dynprof_nb.config import ConfigError
-from dynprof_nb.job import WindowRefused
+from dynprof_nb.control.base import WindowRefused
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_cli_drives_a_background_job(tmp_path):
     job = unique_job("cli")
     with running_ranks(job, tmp_path, ranks=1, step_ms=3) as (control, procs):
         def cli(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, "-m", "dynprof_nb.cli", *args],
+            return subprocess.run([sys.executable, "-m", "dynprof_nb.ui.cli", *args],
                                   capture_output=True, text=True, timeout=60)
 
         assert job in cli("jobs").stdout

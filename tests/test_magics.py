@@ -12,8 +12,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.job import STATUS_COLUMNS
-from dynprof_nb.magics import SUBCOMMANDS, DynprofMagics
+from dynprof_nb.control.status import STATUS_COLUMNS
+from dynprof_nb.ui.magics import SUBCOMMANDS, DynprofMagics
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def test_tab_completion(ip: InteractiveShell, magics, job) -> None:
 
 
 def test_panel_subcommand_returns_the_panel(ip: InteractiveShell, magics, job) -> None:
-    from dynprof_nb.panel import Panel
+    from dynprof_nb.ui.panel import Panel
 
     line(ip, f"attach {job.name}")
     panel = line(ip, "panel")

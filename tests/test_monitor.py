@@ -196,7 +196,7 @@ def test_ranges_cost_nothing_and_record_nothing_outside_a_window(job):
     name, control, out = job
     with dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin") as monitor:
         run_steps(monitor, 3)
-        from dynprof_nb import ranges
+        from dynprof_nb.training import ranges
 
         assert ranges._sink is None
 

@@ -14,7 +14,7 @@ from jobutil import wait_until
 
 import dynprof_nb
 from dynprof_nb.config import Choice, ChoiceList, ProfilerConfig, StrictBool, StrictInt
-from dynprof_nb.panel import Panel, panel
+from dynprof_nb.ui.panel import Panel, panel
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from jobutil import running_ranks, trace_steps, unique_job, wait_until
 import dynprof_nb
 from dynprof_nb import segment
 from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.relay import POLL_INTERVAL_S, Relay
+from dynprof_nb.control.relay import POLL_INTERVAL_S, Relay
 
 
 def write_file(cfg_dir: Path, **keys: object) -> None:
@@ -103,7 +103,7 @@ def test_unknown_keys_are_relayed_with_a_warning(tmp_path: Path) -> None:
 def test_dynprof_relay_command(tmp_path: Path) -> None:
     name = unique_job("relay-cli")
     job = dynprof_nb.attach(name)
-    proc = subprocess.Popen([sys.executable, "-m", "dynprof_nb.cli", "relay", "--cfg-path",
+    proc = subprocess.Popen([sys.executable, "-m", "dynprof_nb.ui.cli", "relay", "--cfg-path",
                              str(tmp_path), "--job", name, "--poll-interval", "0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

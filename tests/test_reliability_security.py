@@ -24,7 +24,7 @@ from jobutil import finish, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
 from dynprof_nb import segment, windows
-from dynprof_nb.job import JobError
+from dynprof_nb.control.base import JobError
 from dynprof_nb.segment import Segment
 from dynprof_nb.traces import TraceFormatError
 

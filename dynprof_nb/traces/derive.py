@@ -8,9 +8,10 @@ import re
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.protocol import STEP_RE
+
 from . import schema
 
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 DEVICE_PROCESSES = {"Ascend Hardware", "HCCL"}
 COMM_RE = re.compile(r"nccl|hcom|hccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|"
@@ -20,7 +21,7 @@ OVERLAP_THREADS = {"Computing": "computing_us", "Communication": "communication_
 
 
 def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
-    """(step, start_ns, end_ns) from host-side ``ProfilerStep#N`` events."""
+    """(step, start_ns, end_ns) from the host-side step marker spans."""
     if events.empty:
         return pd.DataFrame({"step": pd.Series(dtype="int64"), "start_ns": pd.Series(dtype="int64"),
                              "end_ns": pd.Series(dtype="int64")})
@@ -97,16 +98,16 @@ def device_mask(events: pd.DataFrame) -> pd.Series:
 
 
 def steps_from_events(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Step table from ProfilerStep events, with the breakdown from the Overlap Analysis
+    """Step table from the step marker spans, with the breakdown from the Overlap Analysis
     process (Ascend) or from device compute/communication intervals (GPU/NPU)."""
     iv = step_intervals(events)
     if iv.empty:
-        return schema.empty("steps"), "no ProfilerStep#N events"
+        return schema.empty("steps"), "no step marker events"
     out = pd.DataFrame({"step": iv["step"], "start_ns": iv["start_ns"].astype("Int64"),
                         "duration_us": (iv["end_ns"] - iv["start_ns"]) / 1000.0})
     proc = events["process"].astype(object)
     overlap = events[(proc == "Overlap Analysis") & (events["ph"] == "X")]
-    how = "ProfilerStep#N events"
+    how = "step marker events"
     if not overlap.empty:
         how += " + Overlap Analysis process"
         thread = overlap["thread"].astype(object)

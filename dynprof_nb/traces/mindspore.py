@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.protocol import STEP_PREFIX
+
 from . import schema
 from ._time import parse_scaled
 from .ascend import read_csv
@@ -82,7 +84,7 @@ def step_markers(path: str | Path) -> pd.DataFrame:
     """``dynprof_steps.csv`` (name, cat, start_ns, end_ns, tid) as events.
 
     dynprof_nb's MindSpore backend writes it because MindSpore on CPU records no step markers:
-    one ``ProfilerStep#N`` row per recorded step and one row per user range, in wall-clock ns.
+    one step marker row per recorded step and one row per user range, in wall-clock ns.
     """
     raw = read_csv(path)
     missing = {"name", "cat", "start_ns", "end_ns"} - set(raw.columns)
@@ -96,7 +98,7 @@ def step_markers(path: str | Path) -> pd.DataFrame:
     n = len(raw)
     names = raw["name"].astype(str)
     # the steps bound the window's steps; they are not operations of MindSpore's own threads
-    cats = raw["cat"].astype(str).where(~names.str.startswith("ProfilerStep#"), STEP_MARKER)
+    cats = raw["cat"].astype(str).where(~names.str.startswith(STEP_PREFIX), STEP_MARKER)
     return pd.DataFrame({"name": pd.Categorical(names), "cat": pd.Categorical(cats),
                          "ph": pd.Categorical(["X"] * n), "pid": np.zeros(n, np.int64),
                          "tid": tid.to_numpy(), "process": pd.Categorical(["dynprof_nb"] * n),

@@ -164,13 +164,13 @@ class TraceWindow:
             ev = concat_frames([schema.conform(ev, "events").drop(columns="step"),
                                 mindspore.step_markers(markers)])
             self.sources["events"]["files"].append(str(markers))
-            self.sources["events"]["notes"].append("ProfilerStep#N from dynprof_steps.csv")
+            self.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
         ev["step"] = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0),
                                          derive.step_intervals(ev))
         return ev
 
     def _load_ops(self) -> pd.DataFrame:
-        from ..analysis import op_table
+        from dynprof_nb.analysis.summary import op_table
 
         ev = self.events
         if not ev.empty:
@@ -208,7 +208,7 @@ class TraceWindow:
             if not derived.empty and "start_ns" in derived:
                 starts = derived.set_index("step")["start_ns"]
                 st["start_ns"] = st["step"].map(starts).astype("Int64")
-            self._note("steps", [p], notes=["start_ns from ProfilerStep events" if not derived.empty else
+            self._note("steps", [p], notes=["start_ns from step marker events" if not derived.empty else
                                             "step_trace_time.csv has no start times"])
             return st
         if "steps" in self._dbframes():
@@ -286,27 +286,27 @@ class TraceWindow:
     # ---- views ------------------------------------------------------------------------------
     def summary(self) -> Any:
         """Header, top operations, step breakdown and plain-language notes (HTML and text)."""
-        from ..analysis import summarize
+        from dynprof_nb.analysis.summary import summarize
 
         return summarize(self)
 
     def plot_timeline(self, **kw: Any) -> Any:
-        from ..plots import timeline
+        from dynprof_nb.analysis.plots import timeline
 
         return timeline(self, **kw)
 
     def plot_ops(self, **kw: Any) -> Any:
-        from ..plots import top_ops
+        from dynprof_nb.analysis.plots import top_ops
 
         return top_ops(self, **kw)
 
     def plot_steps(self, **kw: Any) -> Any:
-        from ..plots import step_breakdown
+        from dynprof_nb.analysis.plots import step_breakdown
 
         return step_breakdown(self, **kw)
 
     def plot_memory(self, **kw: Any) -> Any:
-        from ..plots import memory_over_time
+        from dynprof_nb.analysis.plots import memory_over_time
 
         return memory_over_time(self, **kw)
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .config import (
+from dynprof_nb.config import (
     Choice,
     ChoiceList,
     ConfigError,
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .job import attach, jobs
+    from dynprof_nb.control.registry import attach, jobs
 
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace) -> int:
         print(frame.to_string(index=False) if len(frame) else "no jobs on this machine")
         return 0
     if args.command == "demo":
-        from .demo import run_demo
+        from dynprof_nb.ui.demo import run_demo
 
         return run_demo(args.output)
     if args.command == "relay":
@@ -173,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _relay(cfg_path: str, job: str, poll_interval: float | None) -> int:
     """Foreground relay until Ctrl-C; waits its turn if another relay has this job here."""
-    from .relay import POLL_INTERVAL_S, Relay, relay_lock
+    from dynprof_nb.control.relay import POLL_INTERVAL_S, Relay, relay_lock
 
     relay = Relay(cfg_path, job, poll_interval or POLL_INTERVAL_S)
     with relay_lock(job) as _:

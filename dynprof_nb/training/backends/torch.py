@@ -2,7 +2,7 @@
 
 The profiler is started at the boundary before the window's first step and stopped right after
 its last, with no schedule, so nothing outside the window is recorded. Steps are marked by this
-backend with ``record_function("ProfilerStep#N")`` where N is the *global* step, the same
+backend with ``record_function(step_marker(N))`` where N is the *global* step, the same
 annotation torch's own ``profile.step()`` writes (but torch counts from 0 per profiler).
 
 Config mapping (keys without a PyTorch meaning, such as ``aic_metrics`` or ``l2_cache``, are
@@ -39,11 +39,11 @@ from typing import Any
 import torch
 import torch.profiler
 
-from .. import ranges
-from ..config import LEVELS, ProfilerConfig
-from .base import BackendError
+from dynprof_nb.config import LEVELS, ProfilerConfig
+from dynprof_nb.protocol import STEP_PREFIX, step_marker
+from dynprof_nb.training import ranges
 
-STEP_PREFIX = "ProfilerStep#"
+from .base import BackendError
 
 
 def _profiler_module() -> Any:
@@ -112,7 +112,7 @@ class TorchBackend:
         self.context: dict[str, Any] = {}
         self.notes: list[str] = []
         self._prof: Any = None
-        self._step_fn: Any = None  # the open ProfilerStep#N record_function
+        self._step_fn: Any = None  # the open step-marker record_function
         self._open_step = 0
         self._last_step = 0  # last step that ended inside the window
         self._stop_step = 0
@@ -170,7 +170,7 @@ class TorchBackend:
     # -- helpers --------------------------------------------------------------------------
 
     def _open(self, step: int) -> None:
-        self._step_fn = torch.profiler.record_function(f"{STEP_PREFIX}{step}")
+        self._step_fn = torch.profiler.record_function(step_marker(step))
         self._step_fn.__enter__()
         self._open_step = step
 
@@ -195,7 +195,7 @@ class TorchBackend:
 
 
 def _drop_steps_after(path: Path, last: int) -> None:
-    """Remove the ``ProfilerStep#N`` (N > last) opened before an early stop: that step never
+    """Remove the step marker (N > last) opened before an early stop: that step never
     ended, so the window must not claim it. Its operations stay, outside any step."""
     import orjson
 

@@ -1,4 +1,4 @@
-"""The control side: ``Job``, the one API the magics, the panel and the CLI are built on.
+"""``Job``: a training job on this machine, driven through its shared-memory segment.
 
 A Job validates before it writes (a bad value never reaches the segment, so the config in the
 segment is always the last good one), writes a command into the job segment, and reads the
@@ -13,39 +13,33 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from . import windows
-from .config import ConfigError, ProfilerConfig
-from .protocol import command, decode
-from .segment import Segment, SegmentError, SlotView, list_jobs
+from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.control.base import Controller, JobError, WindowRefused, resolve_step
+from dynprof_nb.control.status import relay_rows, slot_row, status_frame
+from dynprof_nb.protocol import command, decode
+from dynprof_nb.segment import Segment, SegmentError, SlotView
 
 if TYPE_CHECKING:
     import pandas as pd
 
-STATUS_COLUMNS = ["rank", "pid", "step", "state", "window", "generation", "heartbeat_age_s",
-                  "alive", "error"]
-WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
 BUSY_STATES = ("armed", "recording", "saving")
-# ranks' windows with the same steps started this close together are one window
-SAME_WINDOW_SLACK = np.timedelta64(10, "m")
 
 
-class JobError(RuntimeError):
-    """A request that cannot be carried out as asked (the message says what to do)."""
-
-
-class WindowRefused(JobError, ValueError):
-    """``start`` asked for a window that every live rank has already passed."""
-
-
-class Job:
-    """A training job seen from the notebook: its config, its ranks, its windows."""
+class Job(Controller):
+    """A training job on this machine: its config, its ranks (live), its windows."""
 
     def __init__(self, name: str, segment: Segment) -> None:
         self.name = name
         self._seg = segment
         self._last_good: ProfilerConfig | None = None
+
+    @classmethod
+    def open(cls, name: str, create: bool = True) -> Job:
+        """The job ``name``'s segment (created when ``create`` and it does not exist yet)."""
+        try:
+            return cls(name, Segment.open(name, create=create))
+        except SegmentError as exc:
+            raise JobError(str(exc)) from None
 
     # -- config ---------------------------------------------------------------------------
 
@@ -108,8 +102,8 @@ class Job:
         slots = self.live_slots()
         now = time.time_ns()
         current = max((s.estimated_step(now) for s in slots), default=0)
-        first = _resolve_step("start", start, current)
-        last = _resolve_step("stop", stop, current)
+        first = resolve_step("start", start, current)
+        last = resolve_step("stop", stop, current)
         cfg = self.config.update(start_step=first, stop_step=last, **changes)
         if slots and all(s.step >= first for s in slots):
             where = ", ".join(f"rank {s.rank} at step {s.step}" for s in slots)
@@ -123,8 +117,7 @@ class Job:
         cfg = self.config.update(start_step=-1, stop_step=-1)
         return self._write("stop", cfg)
 
-    def _write(self, action: str, cfg: ProfilerConfig) -> int:
-        cfg.validate()
+    def _publish(self, action: str, cfg: ProfilerConfig) -> int:
         gen = self._seg.write_config(command(action, cfg).encode())
         self._last_good = cfg.copy()
         return gen
@@ -137,28 +130,16 @@ class Job:
     def live_slots(self) -> list[SlotView]:
         return [s for s in self.slots() if s.live]
 
+    def live_ranks(self) -> list[int]:
+        return sorted({s.rank for s in self.live_slots()})
+
     def status(self) -> pd.DataFrame:
         """One row per rank: ``rank, pid, step, state, window, generation, heartbeat_age_s,
         alive, error``. Dead ranks stay listed (``alive`` False) until they are replaced."""
-        import pandas as pd
-
         now = time.time_ns()
-        rows = []
-        for s in self.slots():
-            closed = s.state == "closed"
-            alive = not closed and s.alive  # one liveness check per rank
-            rows.append({
-                "rank": s.rank, "pid": s.pid, "step": s.step,
-                "state": s.state if alive or closed else "dead",
-                "window": f"{s.start}-{s.stop}" if s.start >= 1 else "",
-                "generation": s.applied,
-                "heartbeat_age_s": round(max(0, now - s.heartbeat_ns) / 1e9, 3),
-                "alive": alive, "error": s.error,
-            })
-        from .relay import relay_rows
-
+        rows = [slot_row(s, now) for s in self.slots()]
         rows += relay_rows(self._seg, now)  # a relay's row: rank -1, state "relay"
-        return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+        return status_frame(rows)
 
     def progress(self) -> tuple[int, int]:
         """Steps of the current window done so far, summed over live ranks, and the total.
@@ -223,74 +204,24 @@ class Job:
             roots.add(Path(prof))
         return sorted(roots)
 
-    def windows(self) -> pd.DataFrame:
-        """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times)."""
-        import pandas as pd
-
-        rows = self._window_rows()
-        extra = ["backend", "started_at", "ended_at", "error"]
-        frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS + extra)
-        for col in ("started_at", "ended_at"):
-            frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
-        return frame
-
-    def _window_rows(self) -> list[dict[str, Any]]:
-        return windows.find_windows(self.roots(), job=self.name)
-
-    def load(self, window: int | str | os.PathLike[str] | None = None) -> Any:
-        """Load a window into a ``TraceWindow``: the latest complete one by default, every rank
-        of it together; an int picks a row of ``windows()``; a path loads that directory."""
-        from .traces import load_window
-
-        frame = self.windows()
-        complete = frame[frame.status == "complete"]
-        if window is None:
-            if complete.empty:
-                raise JobError(f"job {self.name!r} has no complete window yet; start one and "
-                               "wait() for it.")
-            latest = complete.iloc[-1]
-            group = complete[(complete.start == latest.start) & (complete.stop == latest.stop)
-                             & (complete.started_at >= latest.started_at - SAME_WINDOW_SLACK)]
-            group = group.drop_duplicates("rank", keep="last").sort_values("rank")
-            paths = list(group.path)
-            return load_window(paths[0] if len(paths) == 1 else paths)
-        if isinstance(window, int) and not isinstance(window, bool):
-            if not 0 <= window < len(frame) and not -len(frame) <= window < 0:
-                raise JobError(f"no window {window}: windows() lists {len(frame)}.")
-            return load_window(frame.iloc[window].path)
-        return load_window(window)
-
     # -- display --------------------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        live = self.live_slots()
+    def _describe(self) -> str:
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
-        return (f"<Job {self.name!r}: {len(live)} live rank(s), window {window}, "
-                f"generation {self.generation}>")
+        return (f"Job {self.name!r}: {len(self.live_slots())} live rank(s), window {window}, "
+                f"generation {self.generation}")
 
-    def _repr_html_(self) -> str:
-        return f"<p><b>{repr(self)[1:-1]}</b></p>" + self.status().to_html(index=False)
+    def write_note(self, text: str) -> None:
+        """Publish a helper's note (the relay's state) in the segment."""
+        self._seg.write_note(text)
+
+    def beat_note(self) -> None:
+        """Refresh the helper note's heartbeat without rewriting it."""
+        self._seg.beat_note()
 
     def close(self) -> None:
         self._seg.close()
-
-
-def _resolve_step(key: str, value: int | str, current: int) -> int:
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("+") and text[1:].isdigit():
-            return current + int(text[1:])
-        if text.isdigit():
-            return int(text)
-        raise ConfigError(f"{key}: got {value!r}; expected a step number like 20 or a relative "
-                          "step like '+10' (ten steps after the most advanced rank).")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key}: got {value!r} ({type(value).__name__}); expected a step "
-                          "number like 20 or '+10'.")
-    if value < 1:
-        raise ConfigError(f"{key}: got {value}; steps are counted from 1.")
-    return value
 
 
 def _window_progress(slot: SlotView, cfg: ProfilerConfig, target: int) -> int:
@@ -306,40 +237,3 @@ def _progress_bar(enabled: bool, total: int, desc: str) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=max(1, total), desc=desc, unit="step", leave=True)
-
-
-def attach(job: str = "default", *, create: bool = True,
-           cfg_path: str | os.PathLike[str] | None = None,
-           prof_path: str | os.PathLike[str] | None = None) -> Job:
-    """Attach to a job by name. With ``create`` (the default) a job that has not started yet
-    is created, so a window can be asked for before the training side runs.
-
-    ``cfg_path`` instead: file mode, a ``FileJob`` over that directory's
-    ``profiler_config.json`` for an unmodified MindSpore job (no live status; see
-    :mod:`dynprof_nb.filemode`), with windows under ``prof_path``.
-    """
-    if cfg_path is not None:
-        from .filemode import FileJob
-
-        return FileJob(cfg_path, prof_path=prof_path)
-    try:
-        return Job(job, Segment.open(job, create=create))
-    except SegmentError as exc:
-        raise JobError(str(exc)) from None
-
-
-def jobs() -> pd.DataFrame:
-    """This user's jobs on this machine: ``job, ranks, live, generation``."""
-    import pandas as pd
-
-    rows = []
-    for name in list_jobs():
-        try:
-            with Segment.open(name, create=False) as seg:
-                slots = seg.slots()
-                rows.append({"job": name, "ranks": len(slots),
-                             "live": sum(s.live for s in slots),
-                             "generation": seg.generation})
-        except (SegmentError, OSError, ValueError):
-            continue
-    return pd.DataFrame(rows, columns=["job", "ranks", "live", "generation"])

@@ -16,9 +16,9 @@ from .base import Backend, BackendError
 __all__ = ["Backend", "BackendError", "make_backend", "resolve_backend", "BACKENDS"]
 
 BACKENDS = {
-    "builtin": "dynprof_nb.backends.builtin:BuiltinBackend",
-    "torch": "dynprof_nb.backends.torch:TorchBackend",
-    "mindspore": "dynprof_nb.backends.mindspore:MindSporeBackend",
+    "builtin": "dynprof_nb.training.backends.builtin:BuiltinBackend",
+    "torch": "dynprof_nb.training.backends.torch:TorchBackend",
+    "mindspore": "dynprof_nb.training.backends.mindspore:MindSporeBackend",
 }
 
 

@@ -1,6 +1,6 @@
 """File mode: drive an unmodified MindSpore job through its own ``profiler_config.json``.
 
-``dynprof_nb.attach(cfg_path=DIR)`` returns a :class:`FileJob`: the ``Job`` API over the file
+``dynprof_nb.attach(cfg_path=DIR)`` returns a :class:`FileJob`: the controller interface over the file
 that MindSpore's ``DynamicProfilerMonitor`` polls (or that a ``dynprof relay`` mirrors into a
 job segment). Writes are atomic (temp file + rename), so the polling process never reads half
 a file, and every write is validated first.
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import windows
-from .config import ConfigError, ProfilerConfig
-from .job import STATUS_COLUMNS, Job, JobError
-from .relay import config_file
+from dynprof_nb import windows
+from dynprof_nb.config import ConfigError, ProfilerConfig, config_file
+from dynprof_nb.control.base import Controller, JobError, absolute_step
+from dynprof_nb.control.status import status_frame, status_row
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +44,7 @@ SETTLE_S = 2.0
 MINDSPORE_DEFAULT_OUTPUT = "dyn_profile_data"  # DynamicProfilerMonitor's output_path default
 
 
-class FileJob(Job):
+class FileJob(Controller):
     """A job seen only through its ``profiler_config.json``. See the module doc for limits."""
 
     def __init__(self, cfg_path: str | os.PathLike[str],
@@ -72,7 +72,7 @@ class FileJob(Job):
 
     def start(self, start: int | str, stop: int | str, **changes: Any) -> int:
         """Write a window of absolute steps (inclusive, 1-based) into the file."""
-        first, last = (_absolute(k, v) for k, v in (("start", start), ("stop", stop)))
+        first, last = (_file_step(k, v) for k, v in (("start", start), ("stop", stop)))
         old = self.config
         if (old.start_step, old.stop_step) == (first, last):
             raise JobError(f"window {first}-{last} is already in {self.path}; MindSpore's "
@@ -91,36 +91,30 @@ class FileJob(Job):
     def _write(self, action: str, cfg: ProfilerConfig) -> int:
         if self.prof_path is not None:
             cfg = cfg.update(prof_path=str(self.prof_path))
-        cfg.validate()
+        return super()._write(action, cfg)
+
+    def _publish(self, action: str, cfg: ProfilerConfig) -> int:
         cfg.save(self.path)  # temp file + rename: the poller never reads half a file
         self._written += 1
         return self._written
 
     # -- what can be known ------------------------------------------------------------------
 
-    def slots(self) -> list[Any]:
-        return []
-
-    def live_slots(self) -> list[Any]:
-        return []
-
     def status(self) -> pd.DataFrame:
         """One row per rank that wrote the current window; the columns of ``Job.status()``,
         with what file mode cannot know left ``<NA>`` (no live status: see the module doc)."""
-        import pandas as pd
-
         cfg = self.config
         frame = self.windows()
         if cfg.has_window:
             frame = frame[(frame.start == cfg.start_step) & (frame.stop == cfg.stop_step)]
         else:
             frame = frame.iloc[0:0]
-        rows = [{"rank": r.rank, "pid": pd.NA, "step": pd.NA,
-                 "state": "written" if r.status == "complete" else "writing",
-                 "window": f"{r.start}-{r.stop}", "generation": self._written,
-                 "heartbeat_age_s": pd.NA, "alive": pd.NA, "error": r.error or ""}
+        rows = [status_row(rank=r.rank, pid=None, step=None,
+                           state="written" if r.status == "complete" else "writing",
+                           window=f"{r.start}-{r.stop}", generation=self._written,
+                           error=r.error or "")
                 for r in frame.itertuples()]
-        return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+        return status_frame(rows)
 
     def wait(self, timeout: float | None = None, progress: bool = False, poll: float = 0.25,
              ranks: int = 1) -> pd.DataFrame:
@@ -163,26 +157,18 @@ class FileJob(Job):
         rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
         return rows
 
-    def __repr__(self) -> str:
+    def _describe(self) -> str:
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
-        return (f"<FileJob {self.path}: window {window}; file mode, no live status (the "
-                "original has no back-channel)>")
-
-    def _repr_html_(self) -> str:
-        return f"<p><b>{repr(self)[1:-1]}</b></p>" + self.status().to_html(index=False)
-
-    def close(self) -> None:
-        pass
+        return (f"FileJob {self.path}: window {window}; file mode, no live status (the "
+                "original has no back-channel)")
 
 
-def _absolute(key: str, value: int | str) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _file_step(key: str, value: int | str) -> int:
+    if isinstance(value, str) and value.strip().startswith("+"):
         raise ConfigError(f"{key}: got {value!r}; file mode needs a step number >= 1 (there "
                           "is no live step to count '+N' from).")
-    return value
+    return absolute_step(key, value)
 
 
 def _mindspore_window_state(path: Path, now: float, settle_s: float,

@@ -1,6 +1,6 @@
 """The main job: a small numpy MLP trained by two ranks, profiled from outside.
 
-``python -m dynprof_nb.demo train --job J --rank R`` is one training rank (what a user's script
+``python -m dynprof_nb.ui.demo train --job J --rank R`` is one training rank (what a user's script
 looks like with dynprof_nb in it); ``dynprof demo`` starts two of them in the background,
 asks for a ten-step window through the Job API, waits with a progress bar and shows what the
 window holds. Nothing beyond numpy is needed.
@@ -69,7 +69,7 @@ def start_ranks(job: str, output: str, ranks: int = 2, steps: int = 100_000) -> 
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "dynprof_nb.demo", "train", "--job", job, "--rank", str(r),
+            [sys.executable, "-m", "dynprof_nb.ui.demo", "train", "--job", job, "--rank", str(r),
              "--steps", str(steps), "--output", output],
             env={**env, "RANK": str(r), "WORLD_SIZE": str(ranks)},
         )
@@ -124,7 +124,7 @@ def stop_ranks(procs: list[subprocess.Popen], timeout: float = 30.0) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m dynprof_nb.demo")
+    parser = argparse.ArgumentParser(prog="python -m dynprof_nb.ui.demo")
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="one training rank")
     t.add_argument("--job", required=True)

@@ -3,7 +3,7 @@
 The same backends and the same on-disk window as a training rank's (``rank0_start1_stopN`` with
 its ``window.json``), so a cell's window loads, lists and compares like any other. A block is
 one step; a loop inside it can mark its own with ``prof.step()`` (say how many with ``steps``, so
-every backend labels them ``ProfilerStep#1..N``).
+every backend labels them steps 1..N).
 
 >>> with dynprof_nb.profile_block(with_stack=True) as prof:
 ...     train_one_batch()
@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import windows
-from .backends import make_backend, resolve_backend
-from .config import ProfilerConfig
+from dynprof_nb import windows
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.training.backends import make_backend, resolve_backend
 
 __all__ = ["LocalProfile", "profile_block"]
 
@@ -50,7 +50,7 @@ class LocalProfile:
         if self.path is None:
             raise RuntimeError("the block has not finished yet; use the window after it.")
         if self._window is None:
-            from .traces import load_window
+            from dynprof_nb.traces import load_window
 
             self._window = load_window(self.path)
         return self._window

@@ -26,11 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import windows
-from .backends import make_backend, resolve_backend
-from .config import ConfigError, ProfilerConfig
-from .protocol import Command, decode
-from .segment import (
+from dynprof_nb import windows
+from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.protocol import Command, decode
+from dynprof_nb.segment import (
     H_GEN,
     S_APPLIED,
     S_BEAT_NS,
@@ -43,6 +42,7 @@ from .segment import (
     STATE,
     Segment,
 )
+from dynprof_nb.training.backends import make_backend, resolve_backend
 
 log = logging.getLogger("dynprof_nb")
 
@@ -91,7 +91,7 @@ class Monitor:
     ``prof_path`` says otherwise; ``backend`` is ``"auto"``, ``"builtin"``, ``"torch"`` or
     ``"mindspore"``. With ``cfg_path`` (a directory holding MindSpore's
     ``profiler_config.json``) one process per node also relays that file into the job, every
-    ``poll_interval`` seconds (see :mod:`dynprof_nb.relay`).
+    ``poll_interval`` seconds (see :mod:`dynprof_nb.control.relay`).
 
     In a process that has imported MindSpore a Monitor is also a ``mindspore.train.Callback``,
     so ``Model.train(..., callbacks=[monitor])`` accepts it.
@@ -99,7 +99,7 @@ class Monitor:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
         if "mindspore" in sys.modules:
-            from .compat import with_callback
+            from dynprof_nb.training.callback import with_callback
 
             cls = with_callback(cls)
         return object.__new__(cls)
@@ -153,7 +153,7 @@ class Monitor:
 
     def _start_relay(self, cfg_path: str | os.PathLike[str], poll_interval: float | None) -> None:
         """Relay ``cfg_path``'s file into this job from one process per node (an election)."""
-        from .relay import POLL_INTERVAL_S, Relay
+        from dynprof_nb.control.relay import POLL_INTERVAL_S, Relay
 
         try:
             self._relay = Relay(cfg_path, self.job, poll_interval or POLL_INTERVAL_S)

@@ -37,24 +37,15 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from .config import CONFIG_FILE, ConfigError, ProfilerConfig
-from .segment import Segment, pid_start_time, process_alive
-
-if TYPE_CHECKING:
-    from .job import Job
+from dynprof_nb.config import ConfigError, ProfilerConfig, config_file
+from dynprof_nb.control.job import Job
+from dynprof_nb.segment import pid_start_time
 
 log = logging.getLogger("dynprof_nb")
 
 POLL_INTERVAL_S = 0.5
 WINDOW_KEYS = ("start_step", "stop_step")
-
-
-def config_file(cfg_path: str | os.PathLike[str]) -> Path:
-    """``DIR/profiler_config.json`` for a directory (as MindSpore's ``cfg_path``), else the path."""
-    path = Path(cfg_path).expanduser()
-    return path if path.suffix == ".json" else path / CONFIG_FILE
 
 
 class Relay:
@@ -66,13 +57,11 @@ class Relay:
 
     def __init__(self, cfg_path: str | os.PathLike[str], job: str | Job,
                  poll_interval: float = POLL_INTERVAL_S) -> None:
-        from .job import attach
-
         if poll_interval <= 0:
             raise ValueError(f"poll_interval: got {poll_interval}; expected seconds > 0.")
         self.path = config_file(cfg_path).resolve()
         self._own_job = isinstance(job, str)  # attached here: closed by stop()
-        self.job = attach(job) if isinstance(job, str) else job
+        self.job = Job.open(job) if isinstance(job, str) else job
         self.poll_interval = float(poll_interval)
         self.last: ProfilerConfig | None = None  # the last config relayed from the file
         self.error = ""
@@ -139,14 +128,13 @@ class Relay:
                            "pid_start": pid_start_time(os.getpid()), "path": str(self.path),
                            "poll_s": self.poll_interval, "generation": self.generation,
                            "window": _window_text(self.last), "error": error})
-        seg: Segment = self.job._seg
         if note != self._note:
             if error and error != _error_of(self._note):
                 log.warning("dynprof_nb relay for job %r: %s", self.job.name, error)
-            seg.write_note(note)
+            self.job.write_note(note)
             self._note = note
         else:
-            seg.beat_note()
+            self.job.beat_note()
 
     # -- loops ----------------------------------------------------------------------------
 
@@ -214,26 +202,6 @@ def relay_lock(job: str, stop: threading.Event | None = None,
         yield acquired
     finally:
         os.close(fd)
-
-
-def relay_rows(seg: Segment, now_ns: int | None = None) -> list[dict[str, Any]]:
-    """The relay's row for ``Job.status()`` (``rank`` -1, ``state`` relay), if one ever ran."""
-    text, beat = seg.read_note()
-    try:
-        note = json.loads(text) if text else None
-    except ValueError:
-        note = None
-    if not isinstance(note, dict) or note.get("role") != "relay":
-        return []
-    now_ns = time.time_ns() if now_ns is None else now_ns
-    alive = process_alive(int(note.get("pid", 0)), int(note.get("pid_start", 0)))
-    return [{
-        "rank": -1, "pid": note.get("pid", 0), "step": 0,
-        "state": "relay" if alive else "dead",
-        "window": note.get("window", ""), "generation": note.get("generation", 0),
-        "heartbeat_age_s": round(max(0, now_ns - beat) / 1e9, 3), "alive": alive,
-        "error": note.get("error", ""),
-    }]
 
 
 def _window_text(cfg: ProfilerConfig | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..config import ProfilerConfig
+from dynprof_nb.config import ProfilerConfig
 
 
 class BackendError(RuntimeError):

@@ -22,12 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from functools import cache
 from typing import Any
 
-from .monitor import Monitor
+from dynprof_nb.config import ProfilerConfig, config_file
+from dynprof_nb.training.callback import mindspore_callback
+from dynprof_nb.training.monitor import Monitor, rank_from_env
 
-__all__ = ["DynamicProfilerMonitor", "job_name_for", "with_callback"]
+__all__ = ["DynamicProfilerMonitor", "job_name_for"]
 
 
 def job_name_for(cfg_path: str | os.PathLike[str]) -> str:
@@ -41,25 +42,6 @@ def job_name_for(cfg_path: str | os.PathLike[str]) -> str:
     return f"ms-{stem.strip('-.') or 'cfg'}-{digest}"
 
 
-def _mindspore_callback() -> type | None:
-    """``mindspore.train.Callback`` if MindSpore can be imported here, else None."""
-    try:
-        from mindspore.train import Callback
-    except Exception:
-        return None
-    return Callback
-
-
-@cache
-def with_callback(cls: type) -> type:
-    """``cls`` made a MindSpore ``Callback`` too (``cls`` itself when MindSpore is absent)."""
-    base = _mindspore_callback()
-    if base is None or issubclass(cls, base):
-        return cls
-    return type(cls.__name__, (cls, base), {"__module__": cls.__module__,
-                                            "__doc__": cls.__doc__})
-
-
 class DynamicProfilerMonitor(Monitor):
     """MindSpore's ``DynamicProfilerMonitor(cfg_path, output_path, poll_interval)`` on
     dynprof_nb: exact windows, validated config, live status, analysis off the training step.
@@ -67,7 +49,7 @@ class DynamicProfilerMonitor(Monitor):
     ``cfg_path`` is the directory of ``profiler_config.json`` (a default file is written on
     rank 0 when there is none, as MindSpore does); ``output_path`` is where windows go unless
     the file's ``prof_path`` says otherwise; ``poll_interval`` (seconds) is how often the
-    relay reads the file (default 0.5 s, see :mod:`dynprof_nb.relay`; MindSpore's is 2 s).
+    relay reads the file (default 0.5 s, see :mod:`dynprof_nb.control.relay`; MindSpore's is 2 s).
     ``job`` defaults to :func:`job_name_for` ``(cfg_path)``.
     """
 
@@ -80,7 +62,7 @@ class DynamicProfilerMonitor(Monitor):
             raise ValueError("DynamicProfilerMonitor needs cfg_path, the directory of "
                              "profiler_config.json (as MindSpore's does).")
         if backend is None:
-            backend = "mindspore" if _mindspore_callback() is not None else "auto"
+            backend = "mindspore" if mindspore_callback() is not None else "auto"
         _write_default_file(cfg_path, rank)
         super().__init__(job=job or job_name_for(cfg_path), rank=rank,
                          output_path=output_path or "./dyn_profile_data", backend=backend,
@@ -92,10 +74,6 @@ class DynamicProfilerMonitor(Monitor):
 def _write_default_file(cfg_path: str | os.PathLike[str], rank: int | None) -> None:
     """Rank 0 writes a default ``profiler_config.json`` when there is none, as MindSpore does,
     so the user has a file to edit."""
-    from .config import ProfilerConfig
-    from .monitor import rank_from_env
-    from .relay import config_file
-
     path = config_file(cfg_path)
     if (rank_from_env() if rank is None else rank) == 0 and not path.exists():
         try:

@@ -28,7 +28,7 @@ Config mapping (every key of ``profiler_config.json``; the manifest keeps the wh
 =========================================  ============================================
 
 MindSpore on CPU writes no step markers, so ``save()`` also writes ``dynprof_steps.csv``
-(``name, cat, start_ns, end_ns, tid``): one ``ProfilerStep#N`` row per step (N = global step,
+(``name, cat, start_ns, end_ns, tid``): one step-marker row per step (N = global step,
 wall-clock ns like MindSpore's own timestamps) and one row per ``dynprof_nb.range``. With
 ``mstx`` on, ranges also go to ``mindspore.profiler.mstx`` (recorded by MindSpore on Ascend).
 
@@ -55,8 +55,10 @@ from mindspore.profiler import (
 from mindspore.profiler.common.constant import HostSystem
 from mindspore.profiler.profiler_interface import ProfilerInterface
 
-from .. import ranges
-from ..config import ProfilerConfig
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.protocol import step_marker
+from dynprof_nb.training import ranges
+
 from .base import BackendError
 
 STEPS_FILE = "dynprof_steps.csv"
@@ -126,7 +128,7 @@ class MindSporeBackend:
 
     def step(self, step: int) -> None:
         now = time.time_ns()
-        self.marks.append((f"ProfilerStep#{step}", "user_annotation", self._step_t0, now,
+        self.marks.append((step_marker(step), "user_annotation", self._step_t0, now,
                            threading.get_native_id()))
         self._step_t0 = now
         self._recorded += 1

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .traces import schema
-from .traces.derive import DEVICE_CATS
+from dynprof_nb.protocol import STEP_FOLDED, STEP_PREFIX
+from dynprof_nb.traces import schema
+from dynprof_nb.traces.derive import DEVICE_CATS
 
 # Not host operations: Python stack frames (they would swallow their ops' time as children and
 # torch's key_averages has no such rows), the profiler's own span, device-side tasks, Ascend's
@@ -35,7 +36,7 @@ def host_ops(events: pd.DataFrame) -> pd.DataFrame:
     cats = ev["cat"].astype(object)
     ops = ev[~cats.isin(NON_OP_CATS)]
     frames = ev[cats == "python_function"]
-    if len(frames) and ops["name"].astype(str).str.startswith("ProfilerStep#").all():
+    if len(frames) and ops["name"].astype(str).str.startswith(STEP_PREFIX).all():
         return ev[~cats.isin(NON_OP_CATS - {"python_function"})]
     return ops
 
@@ -84,9 +85,9 @@ def op_table(events: pd.DataFrame) -> pd.DataFrame:
         return schema.empty("ops")
     selfs = self_times(ev)
     names = ev["name"].astype(object)
-    # Like torch's key_averages(): all ProfilerStep#N fold into one "ProfilerStep*" row
+    # Like torch's key_averages(): all step markers fold into one STEP_FOLDED row
     # (the per-step view is the steps frame).
-    names = names.where(~names.str.startswith("ProfilerStep#", na=False), "ProfilerStep*")
+    names = names.where(~names.str.startswith(STEP_PREFIX, na=False), STEP_FOLDED)
     g = pd.DataFrame({"name": names.to_numpy(),
                       "dur": ev["dur_ns"].to_numpy("int64") / 1000.0, "self": selfs / 1000.0})
     t = g.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"),

@@ -2,7 +2,7 @@
 
 What it records while a window is active:
 
-* each step as a ``ProfilerStep#N`` span (N = the global step), like Kineto;
+* each step as a step-marker span (``protocol.step_marker``) (N = the global step), like Kineto;
 * user ranges (``dynprof_nb.range``) as ``user_annotation`` spans;
 * with ``with_stack``: every Python and C function call on the training thread
   (``sys.setprofile``), as ``python_function`` spans named ``file.py(line): name``;
@@ -26,8 +26,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .. import ranges
-from ..config import ProfilerConfig
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.protocol import step_marker
+from dynprof_nb.training import ranges
 
 try:
     import orjson
@@ -157,7 +158,7 @@ class BuiltinBackend:
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                            "args": {"name": label}})
         for step, t0, t1 in self.steps:
-            events.append({"ph": "X", "cat": STEP_CATEGORY, "name": f"ProfilerStep#{step}",
+            events.append({"ph": "X", "cat": STEP_CATEGORY, "name": step_marker(step),
                            "pid": pid, "tid": self.main_tid, "ts": self._us(t0),
                            "dur": (t1 - t0) / 1000.0})
         for name, cat, tid, t0, dur in self.events:

@@ -22,7 +22,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from .config import (
+from dynprof_nb.config import (
     Choice,
     ChoiceList,
     ConfigError,
@@ -370,7 +370,7 @@ def _show_figures(trace: Any, out: widgets.Output) -> None:
 def panel(job: Any, interval: float = 1.0) -> Panel:
     """The interactive panel of ``job`` (a ``Job`` or a job name)."""
     if isinstance(job, str):
-        from .job import attach
+        from dynprof_nb.control.registry import attach
 
         job = attach(job)
     return Panel(job, interval=interval)

@@ -16,8 +16,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from .cli import add_config_flags, config_changes, parse_assignments
-from .config import ConfigError, ProfilerConfig
+from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.ui.cli import add_config_flags, config_changes, parse_assignments
 
 __all__ = ["DynprofMagics", "load_ipython_extension"]
 
@@ -161,22 +161,22 @@ class DynprofMagics(Magics):
         return self.job
 
     def _do_jobs(self, args: argparse.Namespace) -> Any:
-        from .job import jobs
+        from dynprof_nb.control.registry import jobs
 
         return jobs()
 
     def _do_attach(self, args: argparse.Namespace) -> Any:
-        from . import job as jobmod
+        from dynprof_nb.control import registry
 
         if args.cfg_path is not None:
             if args.job:
                 raise UsageError("give a job name or --cfg-path DIR, not both.")
-            self.job = jobmod.attach(cfg_path=args.cfg_path, prof_path=args.prof_path)
+            self.job = registry.attach(cfg_path=args.cfg_path, prof_path=args.prof_path)
             return self.job
         if args.prof_path is not None:
             raise UsageError("--prof-path goes with --cfg-path (file mode).")
         name = args.job or _only_live_job()
-        self.job = jobmod.attach(name)
+        self.job = registry.attach(name)
         return self.job
 
     def _do_start(self, args: argparse.Namespace) -> None:
@@ -219,7 +219,7 @@ class DynprofMagics(Magics):
         return self._need_job().load(_window_arg(args.window)).summary()
 
     def _do_panel(self, args: argparse.Namespace) -> Any:
-        from .panel import panel
+        from dynprof_nb.ui.panel import panel
 
         return panel(self._need_job())
 
@@ -228,8 +228,8 @@ class DynprofMagics(Magics):
     def _cell(self, line: str, cell: str) -> None:
         from IPython.display import display
 
-        from .backends import resolve_backend
-        from .local import profile_block
+        from dynprof_nb.training.backends import resolve_backend
+        from dynprof_nb.training.block import profile_block
 
         args = self._cell_parser.parse_argstring(line)
         if args.name and not args.name.isidentifier():
@@ -259,7 +259,7 @@ def _window_arg(text: str | None) -> int | str | None:
 
 
 def _only_live_job() -> str:
-    from .job import jobs
+    from dynprof_nb.control.registry import jobs
 
     frame = jobs()
     live = list(frame[frame.live > 0].job) if len(frame) else []
@@ -272,7 +272,7 @@ def _only_live_job() -> str:
 
 def _is_user_error(exc: Exception) -> bool:
     """Errors whose message already tells the user what to do (no traceback needed)."""
-    from .job import JobError
+    from dynprof_nb.control.base import JobError
 
     names = {c.__name__ for c in type(exc).__mro__}
     return isinstance(exc, (JobError, FileNotFoundError)) or "TraceFormatError" in names
@@ -295,7 +295,7 @@ def complete(_shell: Any, event: Any) -> list[str]:
         return list(SUBCOMMANDS)
     command, current = words[0], words[-1]
     if command == "attach" and len(words) == 2 and not current.startswith("-"):
-        from .segment import list_jobs
+        from dynprof_nb.segment import list_jobs
 
         return list_jobs()
     if command == "set":

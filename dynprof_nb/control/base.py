@@ -1,0 +1,199 @@
+"""One controller interface: what the magics, the panel and the CLI drive.
+
+A controller turns a person's request into a validated config and publishes it to the training
+ranks, then reports what the ranks do and what they wrote. ``Job`` publishes through a
+node-local shared-memory segment, ``FileJob`` through MindSpore's ``profiler_config.json``; a
+third implementation (a cluster) subclasses :class:`Controller` the same way and every user
+interface works with it unchanged.
+
+What an implementation provides: ``config`` and ``generation`` (what is published),
+``_publish(action, cfg)`` (write an already-validated config), ``start``/``stop``/``set``
+(what they mean where it publishes), ``status()``, ``wait()`` and ``roots()`` (where windows
+are written). What it inherits: validate-then-publish, ``windows()``, ``load()``, the reprs.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dynprof_nb import windows
+from dynprof_nb.config import ConfigError, ProfilerConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dynprof_nb.traces import TraceWindow
+
+WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
+WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error"]
+# ranks' windows with the same steps that started this close together are one window (s)
+SAME_WINDOW_SLACK_S = 600
+
+
+class JobError(RuntimeError):
+    """A request that cannot be carried out as asked (the message says what to do)."""
+
+
+class WindowRefused(JobError, ValueError):
+    """``start`` asked for a window that every live rank has already passed."""
+
+
+class Controller(ABC):
+    """A training job seen from a notebook or a terminal: its config, its ranks, its windows."""
+
+    name: str
+
+    # -- what is published ---------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def generation(self) -> int:
+        """Bumped by every write; a rank that has applied it has seen the latest config."""
+
+    @property
+    @abstractmethod
+    def config(self) -> ProfilerConfig:
+        """The config the ranks are asked to follow (a copy: change it through set/start)."""
+
+    @abstractmethod
+    def start(self, start: int | str, stop: int | str, **changes: Any) -> int:
+        """Ask the ranks to record steps ``start``..``stop`` (inclusive); the new generation."""
+
+    @abstractmethod
+    def stop(self) -> int:
+        """End or cancel the current window; the new generation."""
+
+    @abstractmethod
+    def set(self, **changes: Any) -> int:
+        """Change config keys for every rank; the new generation."""
+
+    def _write(self, action: str, cfg: ProfilerConfig) -> int:
+        """Validate, then publish: a bad value never reaches a rank."""
+        cfg.validate()
+        return self._publish(action, cfg)
+
+    @abstractmethod
+    def _publish(self, action: str, cfg: ProfilerConfig) -> int:
+        """Write a validated config with its action where the ranks read it."""
+
+    # -- what the ranks do ---------------------------------------------------------------
+
+    @abstractmethod
+    def status(self) -> pd.DataFrame:
+        """One row per rank, the columns of :data:`dynprof_nb.control.status.STATUS_COLUMNS`."""
+
+    @abstractmethod
+    def wait(self, timeout: float | None = None, progress: bool = True) -> pd.DataFrame:
+        """Block until the ranks have finished the current window; returns ``status()``."""
+
+    def progress(self) -> tuple[int, int]:
+        """Steps of the current window done so far and the total (``(0, 0)`` when unknown)."""
+        return 0, 0
+
+    def live_ranks(self) -> list[int]:
+        """Ranks known to be running now (empty where the controller cannot see them)."""
+        return []
+
+    # -- what the ranks wrote ------------------------------------------------------------
+
+    @abstractmethod
+    def roots(self) -> list[Path]:
+        """Directories the ranks write windows into."""
+
+    def _window_rows(self) -> list[dict[str, Any]]:
+        return windows.find_windows(self.roots(), job=self.name)
+
+    def windows(self) -> pd.DataFrame:
+        """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self._window_rows(),
+                             columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS)
+        for col in ("started_at", "ended_at"):
+            frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
+        return frame
+
+    def load(self, window: int | str | os.PathLike[str] | None = None) -> TraceWindow:
+        """Load a window into a ``TraceWindow``: the latest complete one by default, every rank
+        of it together; an int picks a row of ``windows()``; a path loads that directory."""
+        from dynprof_nb.traces import load_window
+
+        frame = self.windows()
+        if window is None:
+            paths = latest_window_paths(frame)
+            if not paths:
+                raise JobError(f"job {self.name!r} has no complete window yet; start one and "
+                               "wait() for it.")
+            return load_window(paths[0] if len(paths) == 1 else paths)
+        if isinstance(window, int) and not isinstance(window, bool):
+            if not -len(frame) <= window < len(frame):
+                raise JobError(f"no window {window}: windows() lists {len(frame)}.")
+            return load_window(frame.iloc[window].path)
+        return load_window(window)
+
+    # -- display -------------------------------------------------------------------------
+
+    def _describe(self) -> str:
+        """The one-line description the reprs show."""
+        cfg = self.config
+        window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
+        return f"{type(self).__name__} {self.name!r}: window {window}"
+
+    def __repr__(self) -> str:
+        return f"<{self._describe()}>"
+
+    def _repr_html_(self) -> str:
+        return f"<p><b>{self._describe()}</b></p>" + self.status().to_html(index=False)
+
+    def close(self) -> None:  # noqa: B027 (an optional hook, not abstract)
+        """Release what this controller holds (the job itself goes on)."""
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def latest_window_paths(frame: pd.DataFrame) -> list[str]:
+    """The rank directories of the latest complete window in a ``windows()`` frame, one per
+    rank: windows with the same steps started within ``SAME_WINDOW_SLACK_S`` of it."""
+    import pandas as pd
+
+    complete = frame[frame.status == "complete"]
+    if complete.empty:
+        return []
+    latest = complete.iloc[-1]
+    slack = pd.Timedelta(seconds=SAME_WINDOW_SLACK_S)
+    group = complete[(complete.start == latest.start) & (complete.stop == latest.stop)
+                     & (complete.started_at >= latest.started_at - slack)]
+    group = group.drop_duplicates("rank", keep="last").sort_values("rank")
+    return list(group.path)
+
+
+def absolute_step(key: str, value: int | str) -> int:
+    """A step number >= 1 from an int or its digits (no ``+N``)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}: got {value!r} ({type(value).__name__}); expected a step "
+                          "number like 20 or '+10'.")
+    if value < 1:
+        raise ConfigError(f"{key}: got {value}; steps are counted from 1.")
+    return value
+
+
+def resolve_step(key: str, value: int | str, current: int) -> int:
+    """``"+N"`` is N steps after ``current``; anything else is an absolute step."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("+") and text[1:].isdigit():
+            return current + int(text[1:])
+        if not text.isdigit():
+            raise ConfigError(f"{key}: got {value!r}; expected a step number like 20 or a "
+                              "relative step like '+10' (ten steps after the most advanced "
+                              "rank).")
+    return absolute_step(key, value)

@@ -1,0 +1,71 @@
+"""The status row: one definition of what ``status()`` shows for a rank, whatever the controller.
+
+Every controller (shared memory, a MindSpore config file, a cluster) returns these columns in
+this order, so the magics, the panel and the CLI render any of them the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from dynprof_nb.segment import Segment, SlotView, process_alive
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+STATUS_COLUMNS = ["rank", "pid", "step", "state", "window", "generation", "heartbeat_age_s",
+                  "alive", "error"]
+
+
+def status_row(*, rank: int, pid: Any, step: Any, state: str, window: str = "",
+               generation: int = 0, heartbeat_age_s: Any = None, alive: Any = None,
+               error: str = "") -> dict[str, Any]:
+    """A row of ``status()``; what the controller cannot know is ``None`` (``<NA>`` in the
+    frame), never made up."""
+    return {"rank": rank, "pid": pid, "step": step, "state": state, "window": window,
+            "generation": generation, "heartbeat_age_s": heartbeat_age_s, "alive": alive,
+            "error": error}
+
+
+def age_s(now_ns: int, then_ns: int) -> float:
+    """Seconds since ``then_ns``, rounded to the millisecond, never negative."""
+    return round(max(0, now_ns - then_ns) / 1e9, 3)
+
+
+def slot_row(slot: SlotView, now_ns: int) -> dict[str, Any]:
+    """A rank slot as a status row; a rank that died without closing shows ``dead``."""
+    closed = slot.state == "closed"
+    alive = not closed and slot.alive  # one liveness check per rank
+    return status_row(
+        rank=slot.rank, pid=slot.pid, step=slot.step,
+        state=slot.state if alive or closed else "dead",
+        window=f"{slot.start}-{slot.stop}" if slot.start >= 1 else "",
+        generation=slot.applied, heartbeat_age_s=age_s(now_ns, slot.heartbeat_ns),
+        alive=alive, error=slot.error)
+
+
+def relay_rows(seg: Segment, now_ns: int | None = None) -> list[dict[str, Any]]:
+    """The relay's row (``rank`` -1, ``state`` relay), if a relay ever ran for this job."""
+    text, beat = seg.read_note()
+    try:
+        note = json.loads(text) if text else None
+    except ValueError:
+        note = None
+    if not isinstance(note, dict) or note.get("role") != "relay":
+        return []
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    alive = process_alive(int(note.get("pid", 0)), int(note.get("pid_start", 0)))
+    return [status_row(
+        rank=-1, pid=note.get("pid", 0), step=0, state="relay" if alive else "dead",
+        window=note.get("window", ""), generation=note.get("generation", 0),
+        heartbeat_age_s=age_s(now_ns, beat), alive=alive, error=note.get("error", ""))]
+
+
+def status_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as the ``status()`` frame, columns in their documented order, unknowns ``<NA>``."""
+    import pandas as pd
+
+    rows = [{k: pd.NA if v is None else v for k, v in row.items()} for row in rows]
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS)
