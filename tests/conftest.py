@@ -11,15 +11,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def fixtures_dir() -> Path:
-    """Real profiler outputs, read-only, beside the repo (``../shared/fixtures``; CI clones the
-    repo next to ``shared/``)."""
-    return Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+    """Real profiler outputs kept in the repository (``tests/data``; sources and licences in
+    ``tests/data/SOURCES.md``)."""
+    return Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     d = fixtures_dir()
-    assert d.is_dir(), f"shared fixtures not found at {d}"
+    assert d.is_dir(), f"test data not found at {d}"
     return d
 
 

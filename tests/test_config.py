@@ -11,7 +11,7 @@ from traitlets import TraitError
 
 from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "data"
 
 MINDSPORE_DEFAULTS = {
     "start_step": -1, "stop_step": -1, "profiler_level": "Level0", "activities": ["CPU", "NPU"],
