@@ -91,3 +91,192 @@ def us_values_to_ns(values: list) -> tuple[np.ndarray, bool]:
         lossy = bool(finite.size) and float(np.abs(finite).max()) >= FLOAT_EXACT_LIMIT_US
         return _floats_to_ns(a), lossy
     return np.fromiter((_one_to_ns(v) for v in values), dtype=np.int64, count=len(values)), False
+
+
+# ---- vectorised exact parse of raw JSON tokens -------------------------------------------------
+
+_MAX_WIDTH = 40  # longer tokens (never seen in real traces) take the per-token path
+_MAX_INT_DIGITS = 18  # 10**18 - 1 fits int64; the ns product is range-checked below
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_NS_LIMIT_US = (int(np.iinfo(np.int64).max) - 999) // 1000
+_DIGIT0, _DOT, _MINUS, _QUOTE = 48, 46, 45, 34
+
+
+def tokens_us_to_ns(buf: bytes, lens: np.ndarray) -> np.ndarray:
+    """Raw JSON tokens of µs (``"1736408883704643.212"``, ``1669783687464181``, ``5.5``,
+    ``null``) joined into ``buf`` with their byte lengths ``lens`` -> exact int64 ns (NA_NS where
+    the token is not a number). Digit arithmetic over a (tokens x width) byte matrix: no Python
+    work per token and never through float64; odd tokens (exponents, escapes, spaces) fall back
+    to :func:`parse_scaled` one by one."""
+    lens = np.asarray(lens, dtype=np.int64)
+    n = len(lens)
+    out = np.full(n, NA_NS, dtype=np.int64)
+    if n == 0:
+        return out
+    b = np.frombuffer(buf, dtype=np.uint8)
+    if lens[0] >= 1 and (lens == lens[0]).all():
+        same = _same_layout(b.reshape(n, int(lens[0])))
+        if same is not None:
+            return same
+    starts = np.cumsum(lens) - lens
+    sizes, counts = np.unique(lens, return_counts=True)
+    if len(sizes) <= 8:  # a few token shapes (e.g. strings plus `null`): each one in bulk
+        pad = np.concatenate([b, np.zeros(int(sizes.max()), np.uint8)])
+        for size, count in zip(sizes.tolist(), counts.tolist(), strict=True):
+            rows = np.flatnonzero(lens == size) if count < n else np.arange(n)
+            if size == 4 or size < 1:
+                out[rows] = _general(pad, buf, starts[rows], lens[rows])
+                continue
+            m = np.lib.stride_tricks.sliding_window_view(pad, size)[starts[rows]]
+            same = _same_layout(m) if count > 1 else None
+            out[rows] = same if same is not None else _general(pad, buf, starts[rows], lens[rows])
+        return out
+    return _general(b, buf, starts, lens)
+
+
+def _general(b: np.ndarray, buf: bytes, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    out = np.empty(len(lens), np.int64)
+    for lo in range(0, len(lens), _BLOCK):  # bounds the temporaries of the matrix arithmetic
+        hi = min(len(lens), lo + _BLOCK)
+        out[lo:hi] = _parse_block(b, buf, starts[lo:hi], lens[lo:hi])
+    return out
+
+
+_BLOCK = 1 << 16
+_CLS = np.zeros(256, dtype=np.uint8)  # byte class: 1 digit, 2 dot, 3 minus, 4 quote, 0 other
+_CLS[48:58] = 1
+_CLS[_DOT], _CLS[_MINUS], _CLS[_QUOTE] = 2, 3, 4
+
+
+def _same_layout(m: np.ndarray) -> np.ndarray | None:
+    """Every token the same length and shape (``"dddd.ddd"``, ``dddd``): the common case of a
+    real trace, parsed eight digits at a time (SWAR arithmetic on uint64 lanes). None when the
+    tokens differ in shape or are not plain numbers: the general path takes them."""
+    n, width = m.shape
+    kinds = _CLS[m[0]].tolist()
+    first = 0
+    if kinds[0] == 4 and kinds[-1] == 4 and width >= 3:
+        first, kinds = 1, kinds[1:-1]
+    neg = bool(kinds) and kinds[0] == 3
+    body = kinds[1:] if neg else kinds
+    if not body or any(k not in (1, 2) for k in body) or body.count(2) > 1:
+        return None
+    dot = body.index(2) if 2 in body else len(body)
+    lead = first + neg  # column of the first integer digit
+    if dot > _MAX_INT_DIGITS or (dot == 0 and len(body) == 1):
+        return None
+    for j, k in enumerate(_CLS[m[0]].tolist()):  # every non-digit column equals row 0's byte
+        if k != 1 and not (m[:, j] == m[0, j]).all():
+            return None
+    flat = m.reshape(-1)
+    whole = np.zeros(n, np.int64)
+    ok = np.ones(n, bool)
+    rem = dot % 8
+    for j in range(lead, lead + rem):
+        whole *= 10
+        whole += _digit_col(m[:, j], ok)
+    for j in range(lead + rem, lead + dot, 8):
+        whole *= 10**8
+        whole += _swar8(flat, j, width, ok)
+    frac_n = len(body) - dot - 1
+    ns = whole * 1000
+    for i in range(min(frac_n, 3)):
+        ns += _digit_col(m[:, lead + dot + 1 + i], ok) * 10 ** (2 - i)
+    for i in range(3, frac_n):  # validate the rest; the fourth digit rounds half up
+        d = _digit_col(m[:, lead + dot + 1 + i], ok)
+        if i == 3:
+            ns += d >= 5
+    if not ok.all() or (whole > _NS_LIMIT_US).any():
+        return None
+    return -ns if neg else ns
+
+
+def _digit_col(col: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    d = col.astype(np.int64) - _DIGIT0
+    ok &= (d >= 0) & (d <= 9)
+    return d
+
+
+_ZEROS8 = np.uint64(0x3030303030303030)
+
+
+def _swar8(flat: np.ndarray, col: int, width: int, ok: np.ndarray) -> np.ndarray:
+    """Eight ASCII digits at ``col`` of every row as one int (little-endian uint64 lanes)."""
+    n = len(flat) // width
+    x = np.ndarray((n,), dtype="<u8", buffer=flat, offset=col, strides=(width,)).copy()
+    hi = np.uint64(0xF0F0F0F0F0F0F0F0)
+    t = x + np.uint64(0x0606060606060606)
+    t &= hi
+    t >>= np.uint64(4)
+    t |= x & hi
+    ok &= t == np.uint64(0x3333333333333333)  # every byte in '0'..'9'
+    x -= _ZEROS8
+    for shift, mul, mask in ((8, 10, 0x00FF00FF00FF00FF), (16, 100, 0x0000FFFF0000FFFF),
+                             (32, 10000, 0x00000000FFFFFFFF)):
+        t = x >> np.uint64(shift)
+        x *= np.uint64(mul)
+        x += t
+        x &= np.uint64(mask)
+    return x.astype(np.int64)
+
+
+def _parse_block(b: np.ndarray, buf: bytes, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    out = np.full(len(lens), NA_NS, dtype=np.int64)
+    first = b[starts]
+    last = b[starts + lens - 1]
+    quoted = (first == _QUOTE) & (last == _QUOTE) & (lens >= 2)
+    s = starts + quoted
+    ln = lens - 2 * quoted
+    null = (lens == 4) & (first == ord("n"))  # JSON null: no timestamp
+    width = int(min(ln.max(initial=0), _MAX_WIDTH))
+    slow = ((ln > _MAX_WIDTH) | (ln == 0)) & ~null
+    if width > 0:
+        col = np.arange(width, dtype=np.int64)
+        inside = col[None, :] < ln[:, None]
+        m = b[np.minimum(s[:, None] + col[None, :], len(b) - 1)]
+        m[~inside] = _DIGIT0  # padding reads as a digit; the masks below keep it out
+        digit = m - np.uint8(_DIGIT0)
+        is_digit = digit <= 9
+        is_dot = m == _DOT
+        neg = m[:, 0] == _MINUS
+        ok = (is_digit | is_dot | ((col == 0)[None, :] & (m == _MINUS))).all(axis=1)
+        ndot = is_dot.sum(axis=1)
+        ok &= ndot <= 1
+        ok &= (is_digit & inside).sum(axis=1) >= 1
+        dotpos = np.where(ndot == 1, is_dot.argmax(axis=1), ln)
+        ok &= dotpos - neg <= _MAX_INT_DIGITS
+        # integer part: digit k weighs 10**(dotpos-1-k) for neg <= k < dotpos
+        exp_i = dotpos[:, None] - 1 - col[None, :]
+        use_i = (col[None, :] >= neg[:, None]) & (exp_i >= 0) & (exp_i < _MAX_INT_DIGITS)
+        d64 = digit.astype(np.int64)
+        whole = np.where(use_i, d64 * _POW10[np.clip(exp_i, 0, 18)], 0).sum(axis=1)
+        # fraction: the first three digits after the dot are ns, the fourth rounds half up
+        pos_f = col[None, :] - dotpos[:, None] - 1
+        use_f = (pos_f >= 0) & (pos_f <= 2) & inside
+        frac = np.where(use_f, d64 * _POW10[np.clip(2 - pos_f, 0, 2)], 0).sum(axis=1)
+        rnd = ((pos_f == 3) & inside & (digit >= 5)).any(axis=1)
+        ok &= whole <= _NS_LIMIT_US
+        ok &= ~slow & ~null
+        ns = np.where(ok, whole, 0) * 1000 + frac + rnd
+        out[ok] = np.where(neg, -ns, ns)[ok]
+        slow |= ~ok & ~null
+    for i in np.flatnonzero(slow):
+        out[i] = _token_ns(buf[starts[i]:starts[i] + lens[i]])
+    return out
+
+
+def _token_ns(token: bytes) -> int:
+    """One raw JSON token the vectorised path refused (exponent, escapes, spaces, junk)."""
+    import msgspec
+
+    try:
+        value = msgspec.json.decode(token)
+    except msgspec.DecodeError:
+        return NA_NS
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return NA_NS
+    text = value if isinstance(value, str) else token.decode("ascii", "replace")
+    ns = parse_scaled(text, 3)
+    if ns is None or not -(2**63) < ns < 2**63:
+        return NA_NS
+    return ns

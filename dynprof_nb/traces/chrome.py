@@ -1,9 +1,13 @@
 """Chrome trace JSON reader (Kineto, Ascend trace_view.json, dynprof_nb's built-in trace).
 
-Fast path: strict msgspec decode of the event array into raw slices, then typed decode in chunks
-straight into column arrays, so peak memory stays near the file size and no list of dicts is
-ever built. Only when the strict parse fails does :mod:`.repair` take over (slow and tolerant);
-its output is re-encoded and fed through the same fast path.
+Fast path (:mod:`.fastjson`): the events array is cut into a few MB pieces at event boundaries,
+each piece is decoded by msgspec into small typed structs, and the structs go straight into
+column arrays: categorical codes for names, categories and phases, exact int64 ns for times
+(``ts`` is kept as its raw JSON text and converted in bulk, so string and ns-resolution
+timestamps never pass through float64). Only the rows of the events frame are materialised;
+counter and memory events keep their raw ``args`` text and become frames on first access.
+Only when the strict parse fails does :mod:`.repair` take over (slow and tolerant); its output
+is re-encoded and fed through the same fast path.
 """
 
 from __future__ import annotations
@@ -11,26 +15,55 @@ from __future__ import annotations
 import gc
 import gzip
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from ._time import NA_NS, str_us_to_ns, us_values_to_ns
-from .errors import TraceFormatError
-from .repair import check_text_like, first_byte, repair_json
+from dynprof_nb.traces import fastjson
+from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns, us_values_to_ns
+from dynprof_nb.traces.errors import TraceFormatError
+from dynprof_nb.traces.repair import check_text_like, repair_json
 
-CHUNK = 10_000
 KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
+_NULL = msgspec.Raw(b"null")
+# Every phase of the Trace Event Format: decoded as these very objects, so coding them is cheap.
+# A file with another phase decodes through _LooseEvent instead.
+Phase = Literal["X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "n", "e", "S", "T", "p",
+                "F", "P", "N", "O", "D", "V", "v", "R", "c", "(", ")"]
 
 
-class _Args(msgspec.Struct, gc=False):
-    """Only the args the readers use; every other key is skipped by the decoder."""
+class _Event(msgspec.Struct, gc=False):
+    """The fields the frames use; every other key (and ``args``' content) is skipped."""
 
+    ph: Phase | None = None
     name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NULL
+    dur: float | None = None
+    args: msgspec.Raw = _NULL
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """Fallback for a piece where a field has an odd type (``"dur": "12"``, ``true``)."""
+
+    ph: Any = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NULL
+    dur: Any = None
+    args: msgspec.Raw = _NULL
+
+
+class _MemArgs(msgspec.Struct, gc=False):
+    """The args of Kineto ``[memory]`` instant events."""
+
     Bytes: Any = None
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
@@ -38,69 +71,44 @@ class _Args(msgspec.Struct, gc=False):
     device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
-# Missing ts is decoded as this number so columns stay int64 (a None would force object arrays).
-MISSING_US = -(2**53)
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = MISSING_US
-    dur: Any = 0
-    args: _Args | None = None
-
-
-_NO_ARGS = _Args()
-
-
-class _LooseEvent(msgspec.Struct, gc=False):
-    """Fallback when ``args`` is not an object somewhere (seen in hand-edited traces)."""
-
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = MISSING_US
-    dur: Any = 0
-    args: Any = None
-
-
-class _Times(msgspec.Struct, gc=False):
-    ts: msgspec.Raw = msgspec.Raw(b"null")
-    dur: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class _Top(msgspec.Struct):
-    traceEvents: list[msgspec.Raw] | None = None
-    distributedInfo: Any = None
-    baseTimeNanoseconds: Any = None
-    displayTimeUnit: Any = None
-    otherData: Any = None
-    deviceProperties: Any = None
-
-
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
-_DEC_TIMES = msgspec.json.Decoder(list[_Times])
-_DEC_TOP = msgspec.json.Decoder(_Top)
-_DEC_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+_DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
+_DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 
 
-@dataclass
 class ChromeTrace:
-    """What one Chrome trace file gave: the events frame plus side tables and notes."""
+    """What one Chrome trace file gave: the events frame, side tables built on first access
+    (``memory``, ``counters``), the top-level metadata and what was repaired."""
 
-    path: str
-    events: pd.DataFrame
-    memory: pd.DataFrame
-    counters: pd.DataFrame
-    meta: dict = field(default_factory=dict)
-    ph_counts: dict = field(default_factory=dict)
-    repairs: list[str] = field(default_factory=list)
+    def __init__(self, path: str, events: pd.DataFrame, meta: dict, ph_counts: dict,
+                 repairs: list[str], base_ns: int, counter_parts: list, memory_parts: list):
+        self.path = path
+        self.events = events
+        self.meta = meta
+        self.ph_counts = ph_counts
+        self.repairs = repairs
+        self._base = base_ns
+        self._counter_parts = counter_parts
+        self._memory_parts = memory_parts
+        self._memory: pd.DataFrame | None = None
+        self._counters: pd.DataFrame | None = None
+
+    @property
+    def memory(self) -> pd.DataFrame:
+        """Kineto ``[memory]`` instant events as memory rows."""
+        if self._memory is None:
+            self._memory = _memory_frame(self._memory_parts, self._base)
+            self._memory_parts = []
+        return self._memory
+
+    @property
+    def counters(self) -> pd.DataFrame:
+        """``ph: "C"`` counter events: one row per (event, args key): name, series, value, ts_ns."""
+        if self._counters is None:
+            self._counters = _counter_frame(self._counter_parts, self._base)
+            self._counter_parts = []
+        return self._counters
 
 
 def read_bytes(path: str | Path) -> tuple[bytes, list[str]]:
@@ -145,209 +153,225 @@ def parse_chrome_bytes(data: bytes | list, path: str | Path,
     box = data if isinstance(data, list) else [data]
     notes = list(notes or [])
     check_text_like(box[0], path)
+    gc_was = gc.isenabled()
+    gc.disable()  # hundreds of thousands of short-lived structs; the collector only slows down
     try:
-        top, raws = _split(box[0])
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        obj, repair_notes = repair_json(box[0], path)
-        notes.extend(repair_notes)
-        box[0] = msgspec.json.encode(obj)
-        del obj
-        top, raws = _split(box[0])
-    box.clear()  # from here on only `raws` keeps the text alive
-    top.traceEvents = None
-    if raws is None:
+        try:
+            top, acc = _decode(box[0])
+        except msgspec.DecodeError:  # not strict JSON: repair, then the same fast path
+            obj, repair_notes = repair_json(box[0], path)
+            notes.extend(repair_notes)
+            box[0] = msgspec.json.encode(obj)
+            del obj
+            top, acc = _decode(box[0])
+        box.clear()  # the text is no longer needed: free it before the frame is built
+    finally:
+        if gc_was:
+            gc.enable()
+    if acc is None:
         raise TraceFormatError(path, "valid JSON but not a trace: no traceEvents array", offset=0,
                                hint="load_trace reads Chrome traces, Ascend CSV/JSON/DB files")
-    raws_box = [raws]
-    del raws
-    return _build(Path(path), top, raws_box, notes)
+    return acc.finish(str(Path(path)), top, notes)
 
 
-def _split(data: bytes) -> tuple[_Top, list[msgspec.Raw] | None]:
-    if first_byte(data) == b"[":
-        return _Top(), _DEC_ARRAY.decode(data)
-    top = _DEC_TOP.decode(data)
-    return top, top.traceEvents
-
-
-def _decode_chunk(raws: list[msgspec.Raw]) -> list:
-    blob = b"[" + b",".join(raws) + b"]"
+def _decode(data: bytes) -> tuple[fastjson.Top, _Columns | None]:
+    """Decode every event piece into columns; the pieces come from :mod:`.fastjson`."""
+    acc = _Columns()
     try:
-        return _DEC_EVENTS.decode(blob)
+        top, pieces = fastjson.event_pieces(data)
+        for piece in pieces:
+            acc.add(piece)
+        return top, acc
+    except (fastjson.NotFast, msgspec.DecodeError):  # e.g. a cut at a false boundary
+        pass
+    top, pieces = fastjson.split_pieces(data)  # raises DecodeError on invalid JSON
+    if pieces is None:
+        return top, None
+    acc = _Columns()
+    for piece in pieces:
+        acc.add(piece)
+    return top, acc
+
+
+def _decode_piece(piece: bytes | memoryview) -> tuple[list, bool]:
+    try:
+        return _DEC_EVENTS.decode(piece), False
     except msgspec.ValidationError:
-        return [_loosen(e) for e in _DEC_LOOSE.decode(blob)]
-
-
-def _loosen(e: _LooseEvent) -> _Event:
-    a = e.args if isinstance(e.args, dict) else {}
-    args = _Args(name=a.get("name"), Bytes=a.get("Bytes"),
-                 total_allocated=a.get("Total Allocated"), total_reserved=a.get("Total Reserved"),
-                 device_type=a.get("Device Type"), device_id=a.get("Device Id"))
-    return _Event(e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, args)
+        pass
+    try:
+        return _DEC_LOOSE.decode(piece), True
+    except msgspec.ValidationError:  # an element that is not an object: drop it
+        items = _DEC_ANY_LIST.decode(piece)
+        keep = [msgspec.json.encode(x) for x in items if isinstance(x, dict)]
+        return _DEC_LOOSE.decode(b"[" + b",".join(keep) + b"]"), True
 
 
 def _codes(values: list, table: dict) -> np.ndarray:
-    """Factorize one chunk and map its uniques into the file-wide code table."""
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    codes, uniq = pd.factorize(arr, use_na_sentinel=False)
-    sd = table.setdefault
-    lut = np.fromiter((sd(u, len(table)) for u in uniq), dtype=np.int32, count=len(uniq))
-    return lut[codes]
+    """Codes of one piece's values in the file-wide code table (new values get new codes)."""
+    try:
+        for u in set(values).difference(table):
+            table[u] = len(table)
+        return np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+    except TypeError:  # an unhashable value (a list or object where a name belongs)
+        return _codes([_hashable(v) for v in values], table)
+
+
+def _hashable(v: Any) -> Any:
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return msgspec.json.encode(v).decode()
+
+
+def _dur_ns(values: list, loose: bool) -> np.ndarray:
+    """Durations in µs (float, or None) to int64 ns; 0 where missing or unreadable."""
+    if not loose:
+        a = np.array(values, dtype=np.float64)  # None -> nan
+        with np.errstate(invalid="ignore", over="ignore"):
+            bad = ~(np.abs(a) < 2.0**43)  # beyond float64's ns grid, nan, inf: unreadable
+            if bad.any():
+                a[bad] = 0.0
+            whole = np.floor(a)
+            return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
+    ns, _ = us_values_to_ns(values)
+    ns[ns == NA_NS] = 0
+    return ns
+
+
+class _Columns:
+    """Column accumulator: one call per decoded piece, ``finish`` builds the frame."""
+
+    def __init__(self) -> None:
+        self.ph_t: dict = {}
+        self.name_t: dict = {}
+        self.cat_t: dict = {}
+        self.pid_t: dict = {}
+        self.tid_t: dict = {}
+        self.ph_count: np.ndarray = np.zeros(0, np.int64)
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in
+                                                 ("name", "cat", "ph", "pid", "tid", "ts", "dur")}
+        self.meta_rows: list[tuple] = []
+        self.counter_parts: list[tuple] = []
+        self.memory_parts: list[tuple] = []
+
+    def add(self, piece: bytes | memoryview) -> None:
+        evs, loose = _decode_piece(piece)
+        n = len(evs)
+        if not n:
+            return
+        phc = _codes([e.ph for e in evs], self.ph_t)
+        counts = np.bincount(phc, minlength=len(self.ph_t))
+        counts[:len(self.ph_count)] += self.ph_count
+        self.ph_count = counts
+        ph_t = self.ph_t
+        keep = np.zeros(len(ph_t), bool)
+        keep[[ph_t[p] for p in KEEP_PH if p in ph_t]] = True
+        keep = keep[phc]
+        cnt = np.flatnonzero(phc == ph_t["C"]) if "C" in ph_t else np.empty(0, np.intp)
+        idx = np.flatnonzero(keep)
+        sub = [evs[i] for i in idx.tolist()] if len(idx) < n else evs
+        csub = [evs[i] for i in cnt.tolist()]
+        tsr = [e.ts for e in sub] + [e.ts for e in csub]  # only the rows that are kept
+        ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
+        del tsr
+        if len(idx):
+            name_c = _codes([e.name for e in sub], self.name_t)
+            c = self.cols
+            c["name"].append(name_c)
+            c["cat"].append(_codes([e.cat for e in sub], self.cat_t))
+            c["ph"].append(phc[idx])
+            c["pid"].append(_codes([e.pid for e in sub], self.pid_t))
+            c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
+            c["ts"].append(ts[:len(idx)])
+            c["dur"].append(_dur_ns([e.dur for e in sub], loose))
+            mcode = self.name_t.get("[memory]")
+            if mcode is not None:
+                sel = np.flatnonzero(name_c == mcode).tolist()
+                if sel:
+                    self.memory_parts.append((ts[sel], _raw_list([sub[i].args for i in sel])))
+        if "M" in ph_t:
+            for i in np.flatnonzero(phc == ph_t["M"]).tolist():
+                e = evs[i]
+                self.meta_rows.append((e.name, e.pid, e.tid, _arg_name(e.args)))
+        if csub:
+            self.counter_parts.append((ts[len(idx):], [e.name for e in csub],
+                                       _raw_list([e.args for e in csub])))
+
+    def finish(self, path: str, top: fastjson.Top, notes: list[str]) -> ChromeTrace:
+        c = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.cols.items()}
+        base = top.baseTimeNanoseconds
+        base = base if isinstance(base, int) and not isinstance(base, bool) and 0 < base < 2**62 else 0
+        ts = c["ts"]
+        if base:
+            ts = np.where(ts == NA_NS, NA_NS, ts + base)
+        ph_counts = {str(k): int(n) for k, n in zip(self.ph_t, self.ph_count, strict=True)}
+        ev = _events_frame(c, self, ts)
+        meta = {"distributedInfo": top.distributedInfo, "baseTimeNanoseconds": top.baseTimeNanoseconds,
+                "displayTimeUnit": top.displayTimeUnit, "otherData": top.otherData,
+                "deviceProperties": top.deviceProperties}
+        return ChromeTrace(path, ev, meta, ph_counts, notes, base, self.counter_parts,
+                           self.memory_parts)
+
+
+def _raw_list(raws: list) -> bytes:
+    """Raw JSON values as one JSON array text (kept compact for a frame built later)."""
+    return b"[" + b",".join(raws) + b"]"
+
+
+def _arg_name(raw: msgspec.Raw) -> Any:
+    try:
+        args = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return args.get("name") if isinstance(args, dict) else None
 
 
 def _categorical(codes: np.ndarray, table: dict) -> pd.Categorical:
     cats = [("" if k is None else str(k)) for k in table]
     uniq, inverse = np.unique(np.array(cats, dtype=object), return_inverse=True)
-    remap = inverse.astype(np.int32)
+    remap = inverse.astype(np.int32).reshape(-1)
     return pd.Categorical.from_codes(remap[codes] if len(codes) else codes.astype(np.int32),
                                      categories=pd.Index(uniq, dtype=object))
 
 
-def _build(path: Path, top: _Top, raws_box: list, notes: list[str]) -> ChromeTrace:
-    raws = raws_box.pop()
-    n = len(raws)
-    name_t: dict = {}
-    cat_t: dict = {}
-    ph_t: dict = {}
-    pid_t: dict = {}
-    tid_t: dict = {}
-    name_c, cat_c, ph_c, pids, tids, ts_l, dur_l = [], [], [], [], [], [], []
-    lossy = False
-    meta_rows: list[tuple] = []
-    mem_parts: list[tuple] = []
-    counter_rows: list[tuple] = []
-    gc_was = gc.isenabled()
-    gc.disable()  # millions of short-lived objects; the collector only slows the build down
-    try:
-        for start in range(0, n, CHUNK):
-            evs = _decode_chunk(raws[start:start + CHUNK])
-            name_c.append(_codes([e.name for e in evs], name_t))
-            cat_c.append(_codes([e.cat for e in evs], cat_t))
-            ph_c.append(_codes([e.ph for e in evs], ph_t))
-            pids.append(_id_codes([e.pid for e in evs], pid_t))
-            tids.append(_id_codes([e.tid for e in evs], tid_t))
-            ts_ns, lo1 = us_values_to_ns([e.ts for e in evs])
-            dur_ns, lo2 = us_values_to_ns([e.dur for e in evs])
-            lossy = lossy or lo1 or lo2
-            ts_l.append(ts_ns)
-            dur_l.append(dur_ns)
-            for i in np.flatnonzero(ph_c[-1] == ph_t.get("M", -1)):
-                e = evs[i]
-                meta_rows.append((e.name, e.pid, e.tid, e.args.name if e.args else None))
-            for i in np.flatnonzero(ph_c[-1] == ph_t.get("C", -1)):
-                counter_rows.append((start + int(i), evs[i].name,
-                                     msgspec.json.decode(raws[start + int(i)])))
-            mcode = name_t.get("[memory]")
-            if mcode is not None:
-                sel = np.flatnonzero(name_c[-1] == mcode)
-                if len(sel):
-                    args = [evs[i].args or _NO_ARGS for i in sel]
-                    mem_parts.append((sel + start, _floats([a.Bytes for a in args]),
-                                      _floats([a.total_allocated for a in args]),
-                                      _floats([a.total_reserved for a in args]),
-                                      _floats([a.device_type for a in args]),
-                                      _floats([a.device_id for a in args])))
-            del evs
-        if lossy:
-            # Decimal µs beyond float64's ns resolution: re-read ts/dur as raw text, exactly.
-            ts_l, dur_l = _exact_times(raws)
-        del raws  # frees the file text before the frame is built
-        counters = _counter_frame(counter_rows)
-    finally:
-        if gc_was:
-            gc.enable()
-    names = np.concatenate(name_c) if name_c else np.empty(0, np.int32)
-    cats = np.concatenate(cat_c) if cat_c else np.empty(0, np.int32)
-    phc = np.concatenate(ph_c) if ph_c else np.empty(0, np.int32)
-    ts = np.concatenate(ts_l) if ts_l else np.empty(0, np.int64)
-    dur = np.concatenate(dur_l) if dur_l else np.empty(0, np.int64)
-    ts[ts == MISSING_US * 1000] = NA_NS
-    pid = _ids_from_codes(pids, pid_t)
-    tid = _ids_from_codes(tids, tid_t)
-    base = top.baseTimeNanoseconds
-    if isinstance(base, int) and base > 0:
-        ts = np.where(ts == NA_NS, NA_NS, ts + base)
-    ph_counts = {str(k): int(c) for k, c in zip(ph_t, np.bincount(phc, minlength=len(ph_t)), strict=True)}
-    keep_codes = [ph_t[p] for p in KEEP_PH if p in ph_t]
-    mask = np.isin(phc, keep_codes)
-    idx = np.flatnonzero(mask)
-    ev = _events_frame(idx, names, name_t, cats, cat_t, phc, ph_t, pid, tid, ts, dur, meta_rows)
-    memory = _memory_frame(mem_parts, ts)
-    if not counters.empty:
-        counters["ts_ns"] = ts[counters.pop("index").to_numpy()]
-    meta = {"distributedInfo": top.distributedInfo, "baseTimeNanoseconds": base,
-            "displayTimeUnit": top.displayTimeUnit, "otherData": top.otherData,
-            "deviceProperties": top.deviceProperties}
-    return ChromeTrace(str(path), ev, memory, counters, meta, ph_counts, notes)
-
-
-def _id_codes(values: list, table: dict) -> np.ndarray:
-    """pid/tid are ints in most traces but strings in some events ("Spans", "")."""
-    try:
-        arr = np.asarray(values)
-    except (ValueError, OverflowError):
-        arr = None
-    if arr is None or arr.dtype.kind not in "iu":
-        arr = np.empty(len(values), dtype=object)
-        arr[:] = values
-    codes, uniq = pd.factorize(arr, use_na_sentinel=False)
-    sd = table.setdefault
-    lut = np.fromiter((sd(u, len(table)) for u in uniq.tolist()), dtype=np.int32, count=len(uniq))
-    return lut[codes]
-
-
-def _ids_from_codes(parts: list[np.ndarray], table: dict) -> np.ndarray:
+def _ids(codes: np.ndarray, table: dict) -> np.ndarray:
     """int64 when every id is an integer, else an object array (becomes a categorical)."""
-    codes = np.concatenate(parts) if parts else np.empty(0, np.int32)
     keys = list(table)
-    if all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
+    if all(type(k) is int and -2**63 <= k < 2**63 for k in keys):
         return np.asarray(keys, dtype=np.int64)[codes] if keys else codes.astype(np.int64)
     lut = np.empty(len(keys), dtype=object)
     lut[:] = keys
     return lut[codes]
 
 
-def _exact_times(raws: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    ts_out, dur_out = [], []
-    for start in range(0, len(raws), CHUNK):
-        rows = _DEC_TIMES.decode(b"[" + b",".join(raws[start:start + CHUNK]) + b"]")
-        ts_out.append(np.fromiter((_raw_ns(r.ts) for r in rows), np.int64, len(rows)))
-        dur_out.append(np.fromiter((_raw_ns(r.dur) for r in rows), np.int64, len(rows)))
-    return ts_out, dur_out
-
-
-def _raw_ns(raw: msgspec.Raw) -> int:
-    v = str_us_to_ns(bytes(raw))
-    return NA_NS if v is None else v
-
-
-def _events_frame(idx, names, name_t, cats, cat_t, phc, ph_t, pid, tid, ts, dur, meta_rows):
+def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
     proc_names: dict = {}
     thread_names: dict = {}
-    for kind, p, t, label in meta_rows:
+    for kind, p, t, label in acc.meta_rows:
         if label is None:
             continue
-        if kind == "process_name":
-            proc_names[p] = str(label)
-        elif kind == "thread_name":
-            thread_names[(p, t)] = str(label)
-    pid_k = pid[idx]
-    tid_k = tid[idx]
-    dur_k = dur[idx]
-    dur_k = np.where(dur_k == NA_NS, 0, dur_k)
+        try:
+            if kind == "process_name":
+                proc_names[p] = str(label)
+            elif kind == "thread_name":
+                thread_names[(p, t)] = str(label)
+        except TypeError:  # an unhashable pid/tid in a hand-made file
+            continue
+    pid = _ids(c["pid"].astype(np.int64), acc.pid_t)
+    tid = _ids(c["tid"].astype(np.int64), acc.tid_t)
     frame = pd.DataFrame({
-        "name": _categorical(names[idx], name_t),
-        "cat": _categorical(cats[idx], cat_t),
-        "ph": _categorical(phc[idx], ph_t),
-        "pid": _id_column(pid_k),
-        "tid": _id_column(tid_k),
-        "process": _label_column(pid_k, None, proc_names),
-        "thread": _label_column(pid_k, tid_k, thread_names),
-        "ts_ns": ts[idx],
-        "dur_ns": dur_k,
+        "name": _categorical(c["name"].astype(np.int64), acc.name_t),
+        "cat": _categorical(c["cat"].astype(np.int64), acc.cat_t),
+        "ph": _categorical(c["ph"].astype(np.int64), acc.ph_t),
+        "pid": _id_column(pid),
+        "tid": _id_column(tid),
+        "process": _label_column(pid, None, proc_names),
+        "thread": _label_column(pid, tid, thread_names),
+        "ts_ns": ts,
+        "dur_ns": c["dur"],
     })
-    if (frame["ts_ns"] == NA_NS).any():
+    if len(ts) and (ts == NA_NS).any():
         frame["ts_ns"] = frame["ts_ns"].astype("Int64").mask(frame["ts_ns"] == NA_NS)
     return frame
 
@@ -365,17 +389,24 @@ def _label_column(pid: np.ndarray, tid: np.ndarray | None, labels: dict) -> pd.C
     else:
         pc, pu = pd.factorize(pid)
         tc, tu = pd.factorize(tid)
-        codes, uniq = pd.factorize(pc.astype(np.int64) * max(len(tu), 1) + tc)
         nt = max(len(tu), 1)
+        codes, uniq = pd.factorize(pc.astype(np.int64) * nt + tc)
         texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq]
     cats, remap = np.unique(np.array(texts, dtype=object), return_inverse=True) if texts else (
         np.array([], dtype=object), np.array([], dtype=np.int64))
+    remap = np.asarray(remap).reshape(-1)
     return pd.Categorical.from_codes(remap[codes] if len(codes) else codes,
                                      categories=pd.Index(cats, dtype=object))
 
 
+# ---- side tables, built on first access -----------------------------------------------------
+
 MEMORY_COLUMNS = ["ts_ns", "device", "allocated_bytes", "reserved_bytes", "active_bytes",
                   "delta_bytes", "name", "source"]
+
+_MEM_DTYPES = {"ts_ns": "int64", "device": "category", "allocated_bytes": "float64",
+               "reserved_bytes": "float64", "active_bytes": "float64", "delta_bytes": "float64",
+               "name": "category", "source": "category"}
 
 
 def _num(v: Any) -> float:
@@ -383,30 +414,41 @@ def _num(v: Any) -> float:
         return float(v)
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return float("nan")
 
 
 def _floats(values: list | tuple) -> np.ndarray:
     try:
         return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return np.fromiter((_num(v) for v in values), np.float64, len(values))
 
 
-def _memory_frame(parts: list[tuple], ts: np.ndarray) -> pd.DataFrame:
-    if not parts:
+def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
+    rows_ts, cols = [], [[] for _ in range(5)]
+    for ts, blob in parts:
+        try:
+            args = _DEC_MEM_ARGS.decode(blob)
+        except msgspec.ValidationError:  # args that are not objects
+            args = [None] * len(ts)
+        args = [a or _MemArgs() for a in args]
+        rows_ts.append(ts)
+        for out, key in zip(cols, ("Bytes", "total_allocated", "total_reserved", "device_type",
+                                   "device_id"), strict=True):
+            out.append(_floats([getattr(a, key) for a in args]))
+    if not rows_ts:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _MEM_DTYPES.items()})
-    idx, delta, alloc, reserved, dtype_, dev_id = (np.concatenate(c) for c in zip(*parts, strict=True))
-    key = np.nan_to_num(dtype_, nan=-1).astype(np.int64) * 1_000_000 + np.nan_to_num(dev_id, nan=-1).astype(np.int64)
-    codes, uniq = pd.factorize(key)
-    names = [f"{_dev_type(int(k // 1_000_000) if k >= 0 else None)}:{int(k % 1_000_000) if k % 1_000_000 < 999_999 else -1}"
-             for k in uniq]
-    n = len(idx)
+    ts = np.concatenate(rows_ts)
+    if base:
+        ts = np.where(ts == NA_NS, NA_NS, ts + base)
+    delta, alloc, reserved, dtype_, dev_id = (np.concatenate(c) for c in cols)
+    names = [f"{_dev_type(t)}:{_dev_id(d)}" for t, d in zip(dtype_.tolist(), dev_id.tolist(),
+                                                           strict=True)]
+    n = len(ts)
     return pd.DataFrame({
-        "ts_ns": ts[idx],
-        "device": pd.Categorical.from_codes(codes, categories=pd.Index(names).unique()) if len(set(names)) == len(names)
-        else pd.Categorical([names[c] for c in codes]),
+        "ts_ns": ts,
+        "device": pd.Categorical(names),
         "allocated_bytes": alloc,
         "reserved_bytes": reserved,
         "active_bytes": np.full(n, np.nan),
@@ -416,21 +458,32 @@ def _memory_frame(parts: list[tuple], ts: np.ndarray) -> pd.DataFrame:
     })
 
 
-_MEM_DTYPES = {"ts_ns": "int64", "device": "category", "allocated_bytes": "float64",
-               "reserved_bytes": "float64", "active_bytes": "float64", "delta_bytes": "float64",
-               "name": "category", "source": "category"}
+def _dev_id(v: float) -> int:
+    return int(v) if v == v and abs(v) < 999_999 else -1
 
 
-def _dev_type(v: Any) -> str:
+def _dev_type(v: float) -> str:
     # Kineto's c10 DeviceType numbering for the ones seen in traces.
-    return {0: "cpu", 1: "cuda", 20: "privateuse1", 8: "hip"}.get(v, str(v)) if v is not None else "cpu"
+    if v != v:
+        return "cpu"
+    k = int(v) if abs(v) < 2**31 else v
+    return {0: "cpu", 1: "cuda", 20: "privateuse1", 8: "hip"}.get(k, str(k))
 
 
-def _counter_frame(rows: list[tuple]) -> pd.DataFrame:
-    out = []
-    for index, name, event in rows:
-        args = event.get("args") if isinstance(event, dict) else None
-        if isinstance(args, dict):  # one series per key, e.g. {"Allocated": .., "Reserved": ..}
-            for key, value in args.items():
-                out.append((index, str(name), str(key), _num(value)))
-    return pd.DataFrame(out, columns=["index", "name", "series", "value"])
+def _counter_frame(parts: list[tuple], base: int) -> pd.DataFrame:
+    ts_out, name_out, series_out, value_out = [], [], [], []
+    for ts, names, blob in parts:
+        args = _DEC_ANY_LIST.decode(blob)
+        for t, name, a in zip(ts.tolist(), names, args, strict=True):
+            if isinstance(a, dict):  # one series per key, e.g. {"Allocated": .., "Reserved": ..}
+                for key, value in a.items():
+                    ts_out.append(t)
+                    name_out.append(str(name))
+                    series_out.append(str(key))
+                    value_out.append(_num(value))
+    ts = np.asarray(ts_out, dtype=np.int64)
+    if base:
+        ts = np.where(ts == NA_NS, NA_NS, ts + base)
+    return pd.DataFrame({"name": pd.Series(name_out, dtype=object),
+                         "series": pd.Series(series_out, dtype=object),
+                         "value": np.asarray(value_out, dtype=np.float64), "ts_ns": ts})
