@@ -82,7 +82,7 @@ class ChromeTrace:
     (``memory``, ``counters``), the top-level metadata and what was repaired."""
 
     def __init__(self, path: str, events: pd.DataFrame, meta: dict, ph_counts: dict,
-                 repairs: list[str], base_ns: int, counter_parts: list, memory_parts: list):
+                 repairs: list[str], base_ns: int, counter_parts: tuple, memory_parts: list):
         self.path = path
         self.events = events
         self.meta = meta
@@ -107,7 +107,7 @@ class ChromeTrace:
         """``ph: "C"`` counter events: one row per (event, args key): name, series, value, ts_ns."""
         if self._counters is None:
             self._counters = _counter_frame(self._counter_parts, self._base)
-            self._counter_parts = []
+            self._counter_parts = ([], [])
         return self._counters
 
 
@@ -248,6 +248,7 @@ class _Columns:
         self.cat_t: dict = {}
         self.pid_t: dict = {}
         self.tid_t: dict = {}
+        self.cnt_t: dict = {}  # counter names
         self.ph_count: np.ndarray = np.zeros(0, np.int64)
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in
                                                  ("name", "cat", "ph", "pid", "tid", "ts", "dur")}
@@ -295,7 +296,7 @@ class _Columns:
                 e = evs[i]
                 self.meta_rows.append((e.name, e.pid, e.tid, _arg_name(e.args)))
         if csub:
-            self.counter_parts.append((ts[len(idx):], [e.name for e in csub],
+            self.counter_parts.append((ts[len(idx):], _codes([e.name for e in csub], self.cnt_t),
                                        _raw_list([e.args for e in csub])))
 
     def finish(self, path: str, top: fastjson.Top, notes: list[str]) -> ChromeTrace:
@@ -310,8 +311,8 @@ class _Columns:
         meta = {"distributedInfo": top.distributedInfo, "baseTimeNanoseconds": top.baseTimeNanoseconds,
                 "displayTimeUnit": top.displayTimeUnit, "otherData": top.otherData,
                 "deviceProperties": top.deviceProperties}
-        return ChromeTrace(path, ev, meta, ph_counts, notes, base, self.counter_parts,
-                           self.memory_parts)
+        counters = (list(self.cnt_t), self.counter_parts)
+        return ChromeTrace(path, ev, meta, ph_counts, notes, base, counters, self.memory_parts)
 
 
 def _raw_list(raws: list) -> bytes:
@@ -470,11 +471,13 @@ def _dev_type(v: float) -> str:
     return {0: "cpu", 1: "cuda", 20: "privateuse1", 8: "hip"}.get(k, str(k))
 
 
-def _counter_frame(parts: list[tuple], base: int) -> pd.DataFrame:
+def _counter_frame(parts: tuple[list, list[tuple]], base: int) -> pd.DataFrame:
+    table, pieces = parts
     ts_out, name_out, series_out, value_out = [], [], [], []
-    for ts, names, blob in parts:
+    for ts, codes, blob in pieces:
         args = _DEC_ANY_LIST.decode(blob)
-        for t, name, a in zip(ts.tolist(), names, args, strict=True):
+        for t, code, a in zip(ts.tolist(), codes.tolist(), args, strict=True):
+            name = table[code]
             if isinstance(a, dict):  # one series per key, e.g. {"Allocated": .., "Reserved": ..}
                 for key, value in a.items():
                     ts_out.append(t)

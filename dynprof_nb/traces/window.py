@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from . import ascend, derive, mindspore, schema
+from . import ascend, derive, mindspore, parallel, schema
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import WindowFiles, find_window_files, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning
@@ -359,28 +358,18 @@ class MultiRankWindow(TraceWindow):
         return self.children[self.ranks.index(rank)]
 
 
-def _events_worker(path: str, single: bool) -> tuple[dict, dict, list, list]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        w = load_trace(path) if single else _load_one_window(Path(path), explicit=False)
-        ev = w.events
-    return {"events": ev}, w.sources, w._chrome or [], [(str(c.message), c.category) for c in caught]
+def _events_job(c: TraceWindow) -> tuple[str, bool]:
+    return str(c._single or c.path), c._single is not None
+
+
+def _events_worker(job: tuple[str, bool]) -> tuple[pd.DataFrame, dict, list]:
+    path, single = job
+    w = load_trace(path) if single else _load_one_window(Path(path), explicit=False)
+    return w.events, w.sources, w._chrome or []
 
 
 def _parallel_events(children: list[TraceWindow]) -> None:
-    todo = [c for c in children if "events" not in c._cache]
-    workers = min(len(todo), os.cpu_count() or 1)
-    if len(todo) < 2 or workers < 2:
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futs = [pool.submit(_events_worker, str(c._single or c.path), c._single is not None) for c in todo]
-        for c, fut in zip(todo, futs, strict=True):
-            cache, sources, chrome, caught = fut.result()
-            c._cache.update(cache)
-            c.sources.update(sources)
-            c._chrome = chrome
-            for msg, cat in caught:
-                warnings.warn(cat(msg), stacklevel=4)
+    parallel.load_events(children, _events_worker, _events_job)
 
 
 def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
