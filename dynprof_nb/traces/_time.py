@@ -6,7 +6,7 @@ strings are parsed digit by digit and never pass through float64.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import numpy as np
 
@@ -26,7 +26,7 @@ def parse_scaled(text: str | bytes, digits: int) -> int | None:
     if isinstance(text, bytes | bytearray | memoryview):
         text = bytes(text).decode("ascii", "replace")
     s = text.strip().strip('"').strip()
-    if s in _NA_TEXT:
+    if s in _NA_TEXT or not s.isascii():  # "١٢" is a digit string to str.isdigit(), not to us
         return None
     neg = s.startswith("-")
     body = s[1:] if neg or s.startswith("+") else s
@@ -42,7 +42,7 @@ def parse_scaled(text: str | bytes, digits: int) -> int | None:
         return None
     if not value.is_finite():
         return None
-    return int(value.to_integral_value())
+    return int(value.to_integral_value(rounding=ROUND_HALF_UP))
 
 
 def _floats_to_ns(a: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.traces import fastjson
-from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns, us_values_to_ns
+from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
 from dynprof_nb.traces.errors import TraceFormatError
 from dynprof_nb.traces.repair import check_text_like, repair_json
 
@@ -226,17 +226,15 @@ def _hashable(v: Any) -> Any:
 
 def _dur_ns(values: list, loose: bool) -> np.ndarray:
     """Durations in µs (float, or None) to int64 ns; 0 where missing or unreadable."""
-    if not loose:
-        a = np.array(values, dtype=np.float64)  # None -> nan
-        with np.errstate(invalid="ignore", over="ignore"):
-            bad = ~(np.abs(a) < 2.0**43)  # beyond float64's ns grid, nan, inf: unreadable
-            if bad.any():
-                a[bad] = 0.0
-            whole = np.floor(a)
-            return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
-    ns, _ = us_values_to_ns(values)
-    ns[ns == NA_NS] = 0
-    return ns
+    if loose:  # "dur": "12", true, [..]: read what reads as a number, the rest is missing
+        values = [_num(v) for v in values]
+    a = np.array(values, dtype=np.float64)  # None -> nan
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~(np.abs(a) < 2.0**43)  # beyond float64's ns grid, nan, inf: unreadable
+        if bad.any():
+            a[bad] = 0.0
+        whole = np.floor(a)
+        return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
 
 
 class _Columns:
@@ -385,11 +383,11 @@ def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:
 
 def _label_column(pid: np.ndarray, tid: np.ndarray | None, labels: dict) -> pd.Categorical:
     if tid is None:
-        codes, uniq = pd.factorize(pid)
+        codes, uniq = pd.factorize(pid, use_na_sentinel=False)
         texts = [labels.get(p, str(p)) for p in uniq]
     else:
-        pc, pu = pd.factorize(pid)
-        tc, tu = pd.factorize(tid)
+        pc, pu = pd.factorize(pid, use_na_sentinel=False)
+        tc, tu = pd.factorize(tid, use_na_sentinel=False)
         nt = max(len(tu), 1)
         codes, uniq = pd.factorize(pc.astype(np.int64) * nt + tc)
         texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq]
@@ -411,8 +409,8 @@ _MEM_DTYPES = {"ts_ns": "int64", "device": "category", "allocated_bytes": "float
 
 
 def _num(v: Any) -> float:
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return float(v)
+    if isinstance(v, bool) or v is None:
+        return float("nan")
     try:
         return float(v)
     except (TypeError, ValueError, OverflowError):
@@ -431,8 +429,8 @@ def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
     for ts, blob in parts:
         try:
             args = _DEC_MEM_ARGS.decode(blob)
-        except msgspec.ValidationError:  # args that are not objects
-            args = [None] * len(ts)
+        except msgspec.ValidationError:  # some args are not objects: read the others one by one
+            args = [_mem_args(a) for a in _DEC_ANY_LIST.decode(blob)]
         args = [a or _MemArgs() for a in args]
         rows_ts.append(ts)
         for out, key in zip(cols, ("Bytes", "total_allocated", "total_reserved", "device_type",
@@ -457,6 +455,13 @@ def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
         "name": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory]"]),
         "source": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory] events"]),
     })
+
+
+def _mem_args(a: Any) -> _MemArgs | None:
+    try:
+        return msgspec.convert(a, _MemArgs) if isinstance(a, dict) else None
+    except msgspec.ValidationError:
+        return None
 
 
 def _dev_id(v: float) -> int:

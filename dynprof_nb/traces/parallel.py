@@ -80,7 +80,7 @@ def _buffers(frame: pd.DataFrame) -> tuple[list[tuple], list[np.ndarray]]:
             specs.append((name, "np", None))
             arrays.append(np.ascontiguousarray(col.to_numpy()))
         else:  # object or other extension columns: small or rare, pickled with the specs
-            specs.append((name, "pickle", col))
+            specs.append((name, "pickle", col.array))
     return specs, arrays
 
 
@@ -124,7 +124,7 @@ def unpack_frame(packed: tuple) -> pd.DataFrame:
         elif kind == "np":
             cols[col] = next(it)
         else:
-            cols[col] = extra.to_numpy() if isinstance(extra, pd.Series) else extra
+            cols[col] = extra
     return pd.DataFrame(cols, index=pd.RangeIndex(nrows))
 
 

@@ -1,0 +1,267 @@
+"""The fast Chrome-trace path: exact ns timestamps, the same frame as the careful and the tolerant
+paths on every real fixture, false cuts caught, and a parallel multi-rank load equal to serial."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import fixtures_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dynprof_nb
+from dynprof_nb.traces import chrome, fastjson, parallel
+from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
+from dynprof_nb.traces.errors import TraceRepairWarning
+
+CHROME_FILES = sorted(
+    [p for p in (fixtures_dir() / "kineto").glob("*.json.gz")]
+    + list((fixtures_dir() / "torch_cpu").glob("*.json"))
+    + [fixtures_dir() / "ascend" / "torch_npu_trace_view.json"]
+    + list((fixtures_dir() / "ascend_real" / "text_level0").glob("*/*/trace_view.json"))
+    + list((fixtures_dir() / "mindspore_cpu").glob("*/*/ASCEND_PROFILER_OUTPUT/trace_view.json")),
+    key=str)
+INT64 = 2**63
+NPU_RANK0 = (fixtures_dir() / "ascend_real" / "text_level0" / "rank0_ascend_pt"
+             / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+
+
+def _id(p: Path) -> str:
+    return p.parent.parent.name[:12] + "/" + p.name[:32]
+
+
+def _text(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def _ref_ns(value: object) -> int | None:
+    """Decimal reference: µs (JSON number read as Decimal, or decimal text) -> ns, half up."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        if not re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)", value):
+            return None
+        value = Decimal(value)
+    if not isinstance(value, Decimal | int):
+        return None
+    ns = int((Decimal(value) * 1000).to_integral_value(rounding=ROUND_HALF_UP))
+    return ns if -INT64 < ns < INT64 else None
+
+
+# ---- exactness ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
+def test_fixture_timestamps_equal_decimal_reference(path: Path):
+    """Every kept event's ts_ns is its JSON text read as a Decimal, times 1000 (+ base time)."""
+    doc = json.loads(_text(path), parse_float=Decimal)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
+    want = [_ref_ns(e.get("ts")) for e in events if e.get("ph") in chrome.KEEP_PH]
+    want = [None if w is None else w + (base or 0) for w in want]
+    ev = dynprof_nb.load_trace(path).events
+    got = ev["ts_ns"].astype("Int64").tolist()
+    assert [None if g is pd.NA else g for g in got] == want
+
+
+uniform_stamps = st.tuples(st.integers(0, 9_000_000_000_000_000), st.integers(0, 999),
+                           st.booleans(), st.booleans())
+number_text = st.from_regex(r"-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,9})?", fullmatch=True)
+junk_text = st.sampled_from(["", "N/A", "nan", "-", ".", "1.2.3", "--1", "abc", "12a", " 5"])
+tokens = st.one_of(
+    number_text.map(str.encode),                             # JSON numbers
+    number_text.map(lambda s: f'"{s}"'.encode()),            # decimal strings (Ascend)
+    junk_text.map(lambda s: json.dumps(s).encode()),         # strings that are not numbers
+    st.sampled_from([b"null", b"true", b"{}", b"[1]", b"1e3", b"-2.5E-1", b'"\\u0031.5"']))
+
+
+def _token_ref(token: bytes) -> int:
+    value = json.loads(token, parse_float=Decimal)
+    if isinstance(value, str) and value.strip() != value:
+        value = value.strip()
+    r = _ref_ns(value)
+    return NA_NS if r is None else r
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(tokens, min_size=1, max_size=60))
+def test_mixed_tokens_parse_exactly(toks: list[bytes]):
+    got = tokens_us_to_ns(b"".join(toks), np.array([len(t) for t in toks]))
+    assert got.tolist() == [_token_ref(t) for t in toks]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(uniform_stamps, min_size=2, max_size=200))
+def test_uniform_string_stamps_parse_exactly(stamps: list[tuple[int, int, bool, bool]]):
+    """One layout for every token (the bulk eight-digits-at-a-time path), as torch_npu writes."""
+    _, _, quoted, neg = stamps[0]
+    width = max(len(str(w)) for w, *_ in stamps)
+    toks = []
+    for whole, frac, _, _ in stamps:
+        if not quoted:  # a JSON number has no leading zeros: keep every one 16 digits long
+            whole, width = 10**15 + whole % (8 * 10**15), 16
+        s = f"{'-' if neg else ''}{whole:0{width}d}.{frac:03d}"
+        toks.append(f'"{s}"'.encode() if quoted else s.encode())
+    got = tokens_us_to_ns(b"".join(toks), np.full(len(toks), len(toks[0])))
+    assert got.tolist() == [_token_ref(t) for t in toks]
+
+
+def test_ns_digits_beyond_float64():
+    toks = [b'"1736408883704643.212"', b"1712195495519689.047", b"1712195495519689.048"]
+    got = tokens_us_to_ns(b"".join(toks), np.array([len(t) for t in toks])).tolist()
+    assert got == [1736408883704643212, 1712195495519689047, 1712195495519689048]
+    assert float(got[1]) == float(got[2])  # float64 could not tell these apart
+
+
+# ---- the same frame from every path --------------------------------------------------------
+
+def _careful(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(data: bytes):
+        raise fastjson.NotFast("test: take the careful path")
+
+    monkeypatch.setattr(fastjson, "event_pieces", refuse)
+
+
+def _assert_same_trace(a: chrome.ChromeTrace, b: chrome.ChromeTrace) -> None:
+    pd.testing.assert_frame_equal(a.events, b.events)
+    pd.testing.assert_frame_equal(a.memory, b.memory)
+    pd.testing.assert_frame_equal(a.counters, b.counters)
+    assert a.ph_counts == b.ph_counts
+
+
+@pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
+def test_fast_path_equals_careful_path(path: Path, monkeypatch: pytest.MonkeyPatch):
+    fast = chrome.load_chrome_trace(path)
+    monkeypatch.setattr(fastjson, "PIECE_BYTES", 4096)  # many cuts, so many chances to go wrong
+    small = chrome.load_chrome_trace(path)
+    _careful(monkeypatch)
+    careful = chrome.load_chrome_trace(path)
+    _assert_same_trace(fast, careful)
+    _assert_same_trace(small, careful)
+
+
+@pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
+def test_fast_path_equals_tolerant_path(path: Path, tmp_path: Path):
+    """A bare NaN makes the file non-strict: the repair path reads it, then the same builder."""
+    text = _text(path)
+    i = text.index(b'"ph"')
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(text[:i] + b'"x_nan": NaN, ' + text[i:])
+    fast = chrome.load_chrome_trace(path)
+    with pytest.warns(TraceRepairWarning):
+        w = dynprof_nb.load_trace(broken)
+    repaired = w._chrome[0]
+    assert repaired.repairs
+    a, b = fast.events, repaired.events
+    # the repair path reads JSON numbers as float64: ns digits of large float ts are lost there
+    lost = a["ts_ns"].to_numpy("int64", na_value=0) - b["ts_ns"].to_numpy("int64", na_value=0)
+    assert np.abs(lost).max(initial=0) <= 250
+    pd.testing.assert_frame_equal(a.drop(columns="ts_ns"), b.drop(columns=["ts_ns", "step"]))
+
+
+def test_false_cuts_inside_strings_and_nested_arrays(monkeypatch: pytest.MonkeyPatch):
+    """Text that looks like an event boundary inside strings and args lists of objects."""
+    tricky = 'a}, {"ph": "X", "name": "evil", "ts": 1}, {b'
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "p"}}]
+    for i in range(300):
+        events.append({"ph": "X", "name": tricky if i % 7 == 0 else f"op{i % 5}", "cat": "c",
+                       "pid": 1, "tid": 1, "ts": f"1736408883704{i:03d}.{i % 1000:03d}", "dur": 1.5,
+                       "args": {"list": [{"k": tricky}, {"k": 2}], "s": "}, {"}})
+    for layout in ([], {"traceEvents": None, "traceName": "x}, {]"}):
+        doc = events if isinstance(layout, list) else {**layout, "traceEvents": events}
+        data = json.dumps(doc).encode()
+        monkeypatch.setattr(fastjson, "PIECE_BYTES", 64)
+        tr = chrome.parse_chrome_bytes(data, "t.json")
+        monkeypatch.undo()
+        _careful(monkeypatch)
+        ref = chrome.parse_chrome_bytes(data, "t.json")
+        monkeypatch.undo()
+        _assert_same_trace(tr, ref)
+        assert len(tr.events) == 300 and (tr.events["name"] == "evil").sum() == 0
+        assert tr.events["ts_ns"].iloc[7] == 1736408883704007007
+
+
+def test_counters_and_memory_are_built_on_first_access():
+    path = NPU_RANK0
+    tr = chrome.load_chrome_trace(path)
+    assert tr._counters is None and tr._memory is None
+    raw = [e for e in json.loads(path.read_bytes()) if e.get("ph") == "C"]
+    c = tr.counters
+    assert len(c) == sum(len(e["args"]) for e in raw)
+    first = raw[0]
+    row = c.iloc[0]
+    assert (row["name"], row["series"]) == (first["name"], next(iter(first["args"])))
+    assert row["ts_ns"] == _ref_ns(first["ts"])
+
+
+# ---- parallel ranks ---------------------------------------------------------------------------
+
+def _npu_window(root: Path, fixtures: Path, ranks: int) -> Path:
+    src = sorted((fixtures / "ascend_real" / "text_level0").glob("rank*_ascend_pt"))
+    for r in range(ranks):
+        d = root / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+        d.mkdir(parents=True)
+        shutil.copy(src[r % len(src)] / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", d)
+    return root
+
+
+def test_parallel_ranks_equal_serial(tmp_path: Path, fixtures: Path,
+                                     monkeypatch: pytest.MonkeyPatch):
+    root = _npu_window(tmp_path, fixtures, 3)
+    par = dynprof_nb.load_window(root)
+    ev = par.events
+    assert all("events" in c._cache for c in par.children)
+    monkeypatch.setattr(parallel, "load_events", lambda *a, **k: None)
+    ser = dynprof_nb.load_window(root).events
+    pd.testing.assert_frame_equal(ev, ser)
+    assert sorted(ev["rank"].unique()) == [0, 1, 2]
+    # the side tables still come from each rank's trace in the parent
+    assert not par.children[1]._chrome[0].counters.empty
+
+
+def test_frame_round_trips_through_shared_memory():
+    frame = pd.DataFrame({
+        "name": pd.Categorical(["a", "b", None, "a"]), "ts_ns": np.array([1, 2, 3, 2**62]),
+        "step": pd.array([1, None, 3, None], dtype="Int64"), "x": [1.5, np.nan, 0.0, -1.0],
+        "label": ["u", None, "w", "v"], "flag": [True, False, True, True]})
+    back = parallel.unpack_frame(parallel.pack_frame(frame))
+    pd.testing.assert_frame_equal(back, frame)
+    empty = frame.iloc[:0].reset_index(drop=True)
+    pd.testing.assert_frame_equal(parallel.unpack_frame(parallel.pack_frame(empty)), empty)
+
+
+def test_worker_error_is_raised_as_itself(tmp_path: Path, fixtures: Path):
+    root = _npu_window(tmp_path, fixtures, 2)
+    bad = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    bad.write_bytes(b"\x00\x01 not json")
+    with pytest.raises(dynprof_nb.TraceFormatError, match="binary"):
+        dynprof_nb.load_window(root).events  # noqa: B018
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.fixed_dictionaries(
+    {"ph": st.sampled_from(["X", "i", "C", "M", "s", "?"]),
+     "ts": st.one_of(number_text, number_text.map(float), st.none()),
+     "dur": st.one_of(st.floats(allow_nan=False, allow_infinity=False, width=32), st.none(),
+                      st.just("3")),
+     "name": st.sampled_from(["a", "b", "[memory]", "process_name"]),
+     "pid": st.one_of(st.integers(-5, 2**40), st.just("Spans")),
+     "args": st.one_of(st.none(), st.just({"name": "n", "Bytes": 5}), st.just([1]))}),
+    max_size=40))
+def test_any_event_list_same_frame_fast_and_careful(events: list[dict]):
+    data = json.dumps({"traceEvents": events}).encode()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastjson, "PIECE_BYTES", 128)
+        fast = chrome.parse_chrome_bytes(data, "t.json")
+        _careful(mp)
+        careful = chrome.parse_chrome_bytes(data, "t.json")
+    _assert_same_trace(fast, careful)
+    assert len(fast.events) == sum(e["ph"] in ("X", "i") for e in events)
