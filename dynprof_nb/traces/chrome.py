@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import os
 import zlib
 from pathlib import Path
 from typing import Any, Literal
@@ -137,10 +138,39 @@ def read_bytes(path: str | Path) -> tuple[bytes, list[str]]:
 def load_chrome_trace(path: str | Path) -> ChromeTrace:
     """Parse a Chrome trace file (object or bare array form, plain or gzip) into frames."""
     path = Path(path)
+    streamed = _load_streaming(path)
+    if streamed is not None:
+        return streamed
     data, notes = read_bytes(path)
     box = [data]
     del data
     return parse_chrome_bytes(box, path, notes)
+
+
+STREAM_MIN = 8 << 20  # smaller files are read whole
+
+
+def _load_streaming(path: Path) -> ChromeTrace | None:
+    """A large uncompressed trace decoded piece by piece as it is read (the text never sits in
+    memory whole); None when the file is small, gzip, or not laid out plainly enough."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < STREAM_MIN or fh.read(2) == b"\x1f\x8b":
+            return None
+        fh.seek(0)
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            top, pieces = fastjson.file_pieces(fh, size)
+            acc = _Columns()
+            for piece in pieces:
+                acc.add(piece)
+        except (fastjson.NotFast, msgspec.DecodeError, OSError):
+            return None
+        finally:
+            if gc_was:
+                gc.enable()
+    return acc.finish(str(path), top, [])
 
 
 def parse_chrome_bytes(data: bytes | list, path: str | Path,

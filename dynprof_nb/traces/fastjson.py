@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -63,40 +63,42 @@ def _last(data: bytes) -> int:
     return end
 
 
-def _locate(data: bytes) -> tuple[Top, int, int]:
-    """(top-level metadata, start, end): the event array's content is ``data[start:end]``."""
-    lo, hi = _first(data), _last(data)
-    if hi - lo < 2:
+def _locate(head: bytes, tail: bytes, tail_at: int) -> tuple[Top, int, int]:
+    """(top-level metadata, start, end): the event array's content is ``[start, end)`` of the
+    document, whose first bytes are ``head`` and whose last bytes, from offset ``tail_at``, are
+    ``tail`` (both the whole document when it is in memory)."""
+    lo, hi = _first(head), _last(tail)
+    if lo >= len(head) or hi == 0 or tail_at + hi - lo < 2:
         raise NotFast("too short")
-    if data[lo] == 0x5B and data[hi - 1] == 0x5D:  # a bare array
-        return Top(), lo + 1, hi - 1
-    if data[lo] != 0x7B or data[hi - 1] != 0x7D:
+    if head[lo] == 0x5B and tail[hi - 1] == 0x5D:  # a bare array
+        return Top(), lo + 1, tail_at + hi - 1
+    if head[lo] != 0x7B or tail[hi - 1] != 0x7D:
         raise NotFast("not an object or an array")
-    m = _EVENTS_KEY.search(data, lo)
+    m = _EVENTS_KEY.search(head, lo)
     if m is None:
-        raise NotFast("no traceEvents array")
+        raise NotFast("no traceEvents array in the head")
     start = m.end()
     j = hi
     for _ in range(_MAX_END_TRIES):  # the array's closing bracket, searching from the end
-        j = data.rfind(b"]", start - 1, j)
-        if j < 0:
+        j = tail.rfind(b"]", max(0, start - 1 - tail_at), j)
+        if j <= 0:
             break
         k = j
-        while k > start and data[k - 1] in _WS:
+        while k > 0 and tail_at + k > start and tail[k - 1] in _WS:
             k -= 1
-        if k == start or data[k - 1] == 0x7D:  # `]` right after an event, or an empty array
+        if tail_at + k == start or (k > 0 and tail[k - 1] == 0x7D):  # after an event, or []
             try:
-                top = _DEC_TOP.decode(data[lo:start] + b"]" + data[j + 1:hi])
+                top = _DEC_TOP.decode(head[lo:start] + b"]" + tail[j + 1:hi])
             except msgspec.DecodeError:
                 continue
             top.traceEvents = None
-            return top, start, k
+            return top, start, tail_at + k
     raise NotFast("end of the traceEvents array not found")
 
 
 def event_pieces(data: bytes) -> tuple[Top, Iterator[memoryview]]:
     """Top-level metadata and the event array as pieces, each a JSON array of whole events."""
-    top, start, end = _locate(data)
+    top, start, end = _locate(data, data, 0)
     return top, _cut(data, _first(data, start), end)
 
 
@@ -117,6 +119,44 @@ def _cut(data: bytes, pos: int, end: int) -> Iterator[memoryview]:
         buf[n + 1] = 0x5D
         yield memoryview(buf)[:n + 2]
         pos = nxt
+
+
+STREAM_EDGE = 1 << 20  # head and tail read first: the array's start and end must be in them
+
+
+def file_pieces(fh: BinaryIO, size: int) -> tuple[Top, Iterator[bytes]]:
+    """Like :func:`event_pieces`, reading an uncompressed file piece by piece instead of whole:
+    the text never sits in memory at once. Raises :class:`NotFast` where it cannot be sure."""
+    head = fh.read(min(size, STREAM_EDGE))
+    tail_at = max(0, size - STREAM_EDGE)
+    fh.seek(tail_at)
+    tail = fh.read()
+    if len(tail) != size - tail_at:
+        raise NotFast("the file changed size while being read")
+    top, start, end = _locate(head, tail, tail_at)
+    return top, _stream(fh, start, end)
+
+
+def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    fh.seek(start)
+    left = end - start
+    carry = b""
+    while True:
+        block = fh.read(min(PIECE_BYTES, left))
+        left -= len(block)
+        if not block and left > 0:
+            raise NotFast("the file was cut short while being read")
+        text = carry + block if carry else block
+        if left <= 0:
+            if text.strip(_WS):
+                yield b"[" + text + b"]"
+            return
+        m = _CUT.search(text, len(text) // 2) or _CUT.search(text)
+        if m is None:  # one event longer than the block: read on
+            carry = text
+            continue
+        yield b"[" + text[:m.start() + 1] + b"]"
+        carry = text[m.end() - 1:]
 
 
 def split_pieces(data: bytes) -> tuple[Top, Iterator[bytes] | None]:

@@ -138,14 +138,25 @@ def _assert_same_trace(a: chrome.ChromeTrace, b: chrome.ChromeTrace) -> None:
 
 
 @pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
-def test_fast_path_equals_careful_path(path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_fast_path_equals_careful_path(path: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch):
     fast = chrome.load_chrome_trace(path)
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(_text(path))
     monkeypatch.setattr(fastjson, "PIECE_BYTES", 4096)  # many cuts, so many chances to go wrong
     small = chrome.load_chrome_trace(path)
+    monkeypatch.setattr(chrome, "STREAM_MIN", 0)  # read piece by piece from the file
+    streamed = chrome._load_streaming(plain)
+    monkeypatch.setattr(fastjson, "STREAM_EDGE", 2048)  # array ends beyond the tail: fall back
+    edge = chrome.load_chrome_trace(plain)
+    monkeypatch.undo()
     _careful(monkeypatch)
     careful = chrome.load_chrome_trace(path)
     _assert_same_trace(fast, careful)
     _assert_same_trace(small, careful)
+    assert streamed is not None
+    _assert_same_trace(streamed, careful)
+    _assert_same_trace(edge, careful)
 
 
 @pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
