@@ -32,9 +32,10 @@ SRC = (HERE.parent / "tests" / "data" / "ascend_real" / "text_level0" / "rank0_a
 PRELUDE = r"""
 import json, resource, sys, time
 def done(t0, c0, **kw):
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     kw.update(seconds=time.perf_counter() - t0, cpu=time.process_time() - c0,
               peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              children_peak_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+              children_cpu=kids.ru_utime + kids.ru_stime, children_peak_mb=kids.ru_maxrss / 1024)
     print(json.dumps(kw))
 """
 
@@ -189,7 +190,9 @@ def main() -> None:
               f"load_window().events {w['seconds']:.2f} s vs one rank {s['seconds']:.2f} s "
               f"= {w['seconds'] / s['seconds']:.2f}x one rank ({per_core:.1f} ranks per core); "
               f"parent peak RSS {max(r['peak_mb'] for r in win):.0f} MiB, "
-              f"workers' {max(r['children_peak_mb'] for r in win):.0f} MiB each at most")
+              f"workers' {max(r['children_peak_mb'] for r in win):.0f} MiB each at most; cpu: "
+              f"parent {w['cpu']:.2f} s, workers {w['children_cpu']:.2f} s in all, one rank "
+              f"alone {s['cpu']:.2f} s")
 
 
 if __name__ == "__main__":

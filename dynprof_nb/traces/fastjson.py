@@ -137,26 +137,44 @@ def file_pieces(fh: BinaryIO, size: int) -> tuple[Top, Iterator[bytes]]:
     return top, _stream(fh, start, end)
 
 
-def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[memoryview]:
+    """Blocks read into one reused buffer behind a ``[``; each piece ends at the last event
+    boundary found in the second half of what is buffered, the rest is carried over."""
     fh.seek(start)
     left = end - start
-    carry = b""
+    buf = bytearray(2 * PIECE_BYTES + 2)
+    buf[0] = 0x5B
+    have = 0  # carried-over bytes at buf[1:1 + have]
     while True:
-        block = fh.read(min(PIECE_BYTES, left))
-        left -= len(block)
-        if not block and left > 0:
+        want = min(PIECE_BYTES, left)
+        if len(buf) < have + want + 2:  # one event longer than a block: grow
+            grown = bytearray(2 * (have + want) + 2)
+            grown[:have + 1] = buf[:have + 1]
+            buf = grown
+        with memoryview(buf) as mv:
+            got = fh.readinto(mv[1 + have:1 + have + want])
+        left -= got
+        if not got and left > 0:
             raise NotFast("the file was cut short while being read")
-        text = carry + block if carry else block
+        total = have + got
         if left <= 0:
-            if text.strip(_WS):
-                yield b"[" + text + b"]"
+            if buf[1:1 + total].strip(_WS):
+                buf[1 + total] = 0x5D
+                with memoryview(buf) as mv:
+                    yield mv[:total + 2]
             return
-        m = _CUT.search(text, len(text) // 2) or _CUT.search(text)
-        if m is None:  # one event longer than the block: read on
-            carry = text
+        m = _CUT.search(buf, 1 + total // 2, 1 + total) or _CUT.search(buf, 1, 1 + total)
+        if m is None:
+            have = total
             continue
-        yield b"[" + text[:m.start() + 1] + b"]"
-        carry = text[m.end() - 1:]
+        cut, nxt = m.start() + 1, m.end() - 1
+        saved = buf[cut]
+        buf[cut] = 0x5D
+        with memoryview(buf) as mv:
+            yield mv[:cut + 1]
+        buf[cut] = saved
+        have = 1 + total - nxt
+        buf[1:1 + have] = buf[nxt:1 + total]
 
 
 def split_pieces(data: bytes) -> tuple[Top, Iterator[bytes] | None]:
