@@ -7,7 +7,7 @@ MindSpore config directory) and returns it as a :class:`~dynprof_nb.control.base
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.control.base import Controller, JobError
 from dynprof_nb.control.filemode import FileJob
@@ -22,14 +22,26 @@ JOBS_COLUMNS = ["job", "ranks", "live", "generation"]
 
 def attach(job: str = "default", *, create: bool = True,
            cfg_path: str | os.PathLike[str] | None = None,
-           prof_path: str | os.PathLike[str] | None = None) -> Controller:
+           prof_path: str | os.PathLike[str] | None = None,
+           cluster: Any = None) -> Controller:
     """Attach to a job by name. With ``create`` (the default) a job that has not started yet
     is created, so a window can be asked for before the training side runs.
 
     ``cfg_path`` instead: file mode, a ``FileJob`` over that directory's
     ``profiler_config.json`` for an unmodified MindSpore job (no live status; see
     :mod:`dynprof_nb.control.filemode`), with windows under ``prof_path``.
+
+    ``cluster`` instead: the job on every node of a Dask cluster (a ``distributed.Client`` or
+    a scheduler address), a ``ClusterJob`` (see :mod:`dynprof_nb.cluster.controller`).
     """
+    if cluster is not None:
+        if cfg_path is not None or prof_path is not None:
+            raise JobError("cluster= drives the job segments on every node; cfg_path/prof_path "
+                           "are file mode on this machine. Give one or the other.")
+        # deferred: Dask is imported only by those who ask for a cluster
+        from dynprof_nb.cluster.controller import attach_cluster
+
+        return attach_cluster(job, cluster)
     if cfg_path is not None:
         return FileJob(cfg_path, prof_path=prof_path)
     return Job.open(job, create=create)

@@ -7,6 +7,7 @@ this order, so the magics, the panel and the CLI render any of them the same way
 from __future__ import annotations
 
 import json
+import socket
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,16 +16,18 @@ from dynprof_nb.segment import Segment, SlotView, process_alive
 if TYPE_CHECKING:
     import pandas as pd
 
-STATUS_COLUMNS = ["rank", "pid", "step", "state", "window", "generation", "heartbeat_age_s",
-                  "alive", "error"]
+STATUS_COLUMNS = ["rank", "node", "pid", "step", "state", "window", "generation",
+                  "heartbeat_age_s", "alive", "error"]
+# the node a local controller's ranks run on: this machine (a cluster controller names each)
+THIS_NODE = socket.gethostname()
 
 
 def status_row(*, rank: int, pid: Any, step: Any, state: str, window: str = "",
                generation: int = 0, heartbeat_age_s: Any = None, alive: Any = None,
-               error: str = "") -> dict[str, Any]:
+               error: str = "", node: str = THIS_NODE) -> dict[str, Any]:
     """A row of ``status()``; what the controller cannot know is ``None`` (``<NA>`` in the
     frame), never made up."""
-    return {"rank": rank, "pid": pid, "step": step, "state": state, "window": window,
+    return {"rank": rank, "node": node, "pid": pid, "step": step, "state": state, "window": window,
             "generation": generation, "heartbeat_age_s": heartbeat_age_s, "alive": alive,
             "error": error}
 
