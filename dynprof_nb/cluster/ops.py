@@ -74,7 +74,8 @@ class NodeOps:
         return {"gen": gen, "ranks": [self._slot_info(s, gen) for s in slots]}
 
     def _op_status(self, job: str) -> dict[str, Any]:
-        return {"rows": self.rows(job)}
+        segment = self.job(job).generation if job in list_jobs() else 0
+        return {"rows": self.rows(job), "segment_generation": segment}
 
     def _op_windows(self, job: str) -> dict[str, Any]:
         return {"windows": self.window_rows(job)}
