@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds between looks at the file (default 0.5)")
     demo = sub.add_parser("demo", help="run the two-rank demo job and profile ten steps")
     demo.add_argument("--output", default="./dyn_profile_data/demo")
+    for name in ("status", "stop", "windows", "start", "set", "wait"):  # the job on a cluster
+        sub.choices[name].add_argument(
+            "--cluster", default=None, metavar="ADDR",
+            help="the job on every node of this Dask scheduler (tcp://host:8786)")
     return parser
 
 
@@ -141,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(args.output)
     if args.command == "relay":
         return _relay(args.cfg_path, args.job, args.poll_interval)
-    job = attach(args.job, create=args.command in ("start", "set"))
+    job = attach(args.job, create=args.command in ("start", "set"), cluster=args.cluster)
     if args.command == "status":
         print(job)
         print(job.status().to_string(index=False))

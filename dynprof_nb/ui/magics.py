@@ -71,6 +71,9 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
                              "job's profiler_config.json")
     p["attach"].add_argument("--prof-path", default=None, metavar="DIR",
                              help="file mode: where that job writes its windows")
+    p["attach"].add_argument("--cluster", default=None, metavar="ADDR",
+                             help="the job on every node of this Dask scheduler "
+                             "(tcp://host:8786)")
     p["start"].add_argument("start", help="first step (1-based), or +N steps from now")
     p["start"].add_argument("stop", help="last step, inclusive, or +N steps from now")
     p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
@@ -168,6 +171,11 @@ class DynprofMagics(Magics):
     def _do_attach(self, args: argparse.Namespace) -> Any:
         from dynprof_nb.control import registry
 
+        if args.cluster is not None:
+            if not args.job:
+                raise UsageError("--cluster needs a job name: %dynprof attach JOB --cluster ADDR.")
+            self.job = registry.attach(args.job, cluster=args.cluster)
+            return self.job
         if args.cfg_path is not None:
             if args.job:
                 raise UsageError("give a job name or --cfg-path DIR, not both.")

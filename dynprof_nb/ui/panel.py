@@ -33,11 +33,12 @@ from dynprof_nb.config import (
     StrList,
     coerce_cli_value,
 )
+from dynprof_nb.control.status import status_view
 
 __all__ = ["Panel", "panel"]
 
-STATUS_SHOWN = ["rank", "pid", "step", "state", "window", "generation", "heartbeat_age_s",
-                "error"]
+STATUS_SHOWN = ["rank", "node", "pid", "step", "state", "window", "generation",
+                "heartbeat_age_s", "error"]
 LATEST = "latest"
 TABLE_STYLE = ("<style>table.dynprof-status td, table.dynprof-status th {padding: 2px 10px;"
                " text-align: right} table.dynprof-status td:last-child {text-align: left;"
@@ -244,7 +245,7 @@ class Panel(widgets.VBox):
         """Re-read the ranks (and, with ``windows``, the window list); sets traits only."""
         with self._lock:
             status = self.job.status()
-            table = TABLE_STYLE + status[STATUS_SHOWN].to_html(
+            table = TABLE_STYLE + status_view(status[STATUS_SHOWN]).to_html(
                 index=False, border=0, na_rep="", classes="dynprof-status")
             if self.ranks.value != table:
                 self.ranks.value = table
@@ -326,7 +327,7 @@ class Panel(widgets.VBox):
 
     def __repr__(self) -> str:
         try:
-            status = self.job.status()[STATUS_SHOWN].to_string(index=False)
+            status = status_view(self.job.status()[STATUS_SHOWN]).to_string(index=False)
             done, total = self.job.progress()
         except Exception as exc:
             return f"<dynprof panel for job {self.job.name!r}: {exc}>"
