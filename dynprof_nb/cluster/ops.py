@@ -142,10 +142,15 @@ class NodeOps:
         return rows
 
     def window_rows(self, job: str) -> list[dict[str, Any]]:
-        """The job's windows under the roots its ranks published on this node."""
+        """The windows of the job's ranks on this node, under the roots they published. Only
+        this node's ranks: on a shared filesystem every node sees every rank's directory, and
+        each window must be listed (and read) by the node that wrote it."""
         if job not in list_jobs():
             return []
-        return windows.find_windows(self.job(job).roots(), job=job)
+        handle = self.job(job)
+        ranks = {s.rank for s in handle.slots()}
+        return [row for row in windows.find_windows(handle.roots(), job=job)
+                if row["rank"] in ranks]
 
     def window_path(self, job: str, path: str) -> Path:
         """``path`` if it is one of ``job``'s windows on this node, else OperationError: the

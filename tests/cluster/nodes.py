@@ -190,10 +190,12 @@ class SimCluster:
             self._clients.remove(client)
 
     def start_ranks(self, job: str, per_node: int = 2, step_ms: float = 30.0,
-                    nodes: list[SimNode] | None = None) -> None:
+                    nodes: list[SimNode] | None = None, out: Path | None = None) -> None:
+        """Ranks ``index * per_node + j`` on each node; windows go to each node's own
+        directory, or all to ``out`` (a filesystem every node shares)."""
         for node in nodes or self.nodes:
             for j in range(per_node):
-                node.start_rank(job, node.index * per_node + j, step_ms)
+                node.start_rank(job, node.index * per_node + j, step_ms, out=out)
 
     def stop_ranks(self, job: str | None = None) -> None:
         for node in self.nodes:

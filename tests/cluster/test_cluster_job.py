@@ -30,9 +30,10 @@ def running(job, ranks=RANKS, nodes=4, timeout=90.0):
 
 
 @pytest.fixture
-def job_on_nodes(cluster):
+def job_on_nodes(cluster, request):
     name = unique_job("cl")
-    cluster.start_ranks(name, per_node=2, step_ms=30)
+    shared = cluster.workdir / f"{name}-shared" if getattr(request, "param", "") else None
+    cluster.start_ranks(name, per_node=2, step_ms=30, out=shared)
     client = cluster.client()
     job = dynprof_nb.attach(name, cluster=client)
     try:
@@ -47,6 +48,8 @@ def manifests(frame) -> list[dict]:
     return [json.loads((Path(p) / "window.json").read_text()) for p in frame.path]
 
 
+@pytest.mark.parametrize("job_on_nodes", ["", "shared"], indirect=True,
+                         ids=["node-disks", "shared-fs"])
 def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes):
     job = job_on_nodes
     st = job.status()
@@ -64,7 +67,7 @@ def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes):
     frame = job.windows()
     frame = frame[(frame.start == first) & (frame.status == "complete")]
     assert sorted(frame["rank"]) == list(range(RANKS))
-    assert frame.node.nunique() == 4
+    assert all(frame.node == "node" + (frame["rank"] // 2).astype(str))  # read where written
     for m in manifests(frame):  # every rank recorded exactly the same steps
         assert (m["start_step"], m["stop_step"]) == (first, last)
     for path in frame.path:
@@ -73,6 +76,7 @@ def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes):
     window = job.load()
     assert window.ranks == list(range(RANKS))
     assert (window.start_step, window.stop_step) == (first, last)
+    assert window.nodes == {r: f"node{r // 2}" for r in range(RANKS)}
     steps = window.steps
     assert sorted(steps["rank"].unique()) == list(range(RANKS))
     assert (steps.groupby("rank").step.apply(list)
