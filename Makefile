@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-cluster clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/idle_step.py
 	$(BIN)/python benchmarks/propagation.py
 	$(BIN)/python benchmarks/load_trace.py
+
+# N simulated nodes (Linux namespaces: needs root) x R ranks driven through Dask; see docs/cluster.md
+bench-cluster: $(VENV)/.test
+	$(BIN)/python benchmarks/cluster.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

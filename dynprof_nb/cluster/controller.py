@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 ARMED_STATES = ("armed", "recording", "excluded")
 BUSY_STATES = ("armed", "recording", "saving")
-MARGIN_SAFETY_S = 0.3  # on top of two fan-outs and two steps of the slowest rank (s)
+MARGIN_SAFETY_S = 0.5  # on top of two fan-outs and two steps of the slowest rank (s)
 ARM_WAIT_MAX_S = 10.0
 LOCK_TIMEOUT_S = 30.0
 RATE_HORIZON_S = 5.0
@@ -254,12 +254,15 @@ class ClusterJob(Controller):
                 raise WindowRefused(
                     f"window {first}-{last} has already begun on every rank ({where}). "
                     f"Ask for a later one, e.g. start('+5', '+{last - first + 5}').")
-            rate = max((r["rate"] for r in live if r.get("rate")), default=0.0)
-            budget = (first - 1 - current) / rate - rtt if rate else ARM_WAIT_MAX_S
             seq = self.generation + 1
-            answers, errors = self._send("start", cfg, seq,
-                                         min(ARM_WAIT_MAX_S, max(0.05, budget)))
+            self.last_start = {"current": current, "margin_steps": margin, "shift": shift,
+                               "rtt_s": round(rtt, 4), "window": (first, last),
+                               "generation": seq}
+            answers, errors = self._send("start", cfg, seq, self._arm_budget(live, first,
+                                                                             current, rtt))
             problems = errors + _not_armed(answers, first, last)
+            self.last_start.update(ranks=sum(len(a["ranks"]) for a in answers),
+                                   nodes=len(answers), armed=not problems)
             if problems:
                 stop_cfg = cfg.update(start_step=-1, stop_step=-1)
                 self._send("stop", stop_cfg, seq + 1)
@@ -270,11 +273,19 @@ class ClusterJob(Controller):
                     f"{f'; and {len(problems) - 8} more' if len(problems) > 8 else ''}). "
                     "Ask again with a larger '+k'.")
             self._remember(seq, "start", cfg)
-        armed = sum(len(a["ranks"]) for a in answers)
-        self.last_start = {"current": current, "margin_steps": margin, "shift": shift,
-                           "rtt_s": round(rtt, 4), "window": (first, last), "ranks": armed,
-                           "nodes": len(answers), "generation": seq}
         return seq
+
+    def _arm_budget(self, live: list[dict[str, Any]], first: int, current: int,
+                    rtt: float) -> float:
+        """How long an agent may wait for its ranks to read the window: until the fastest
+        rank is one fan-out, one slow step and half the safety time from the start, so that
+        a cancel still reaches every rank before it begins."""
+        rates = [r["rate"] for r in live if r.get("rate")]
+        if not rates:
+            return ARM_WAIT_MAX_S
+        to_start = (first - 1 - current) / max(rates)
+        keep = max(rtt, self._rtt) + 1 / min(rates) + MARGIN_SAFETY_S / 2
+        return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
 
     # -- what the ranks do -------------------------------------------------------------------
 

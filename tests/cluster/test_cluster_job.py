@@ -57,7 +57,7 @@ def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes):
     assert sorted(st.node.unique()) == ["node0", "node1", "node2", "node3"]
     assert sorted(st["rank"]) == list(range(RANKS))
 
-    gen = job.start("+10", "+14")
+    gen = job.start("+25", "+29")
     first, last = job.last_start["window"]
     assert last - first == 4 and job.last_start["ranks"] == RANKS
     assert job.generation == gen and job.config.start_step == first
@@ -215,3 +215,32 @@ def node_worker_cmd(cluster, node) -> list[str]:
     return [sys.executable, "-m", "dask", "worker", cluster.scheduler.address, "--preload",
             "dynprof_nb.cluster.agent", "--death-timeout", "10", "--nthreads", "1",
             "--no-dashboard", "--host", "127.0.0.1", "--no-nanny"]
+
+
+def test_window_not_armed_everywhere_is_cancelled_everywhere(cluster, job_on_nodes):
+    import os
+    import signal
+
+    job = job_on_nodes
+    stalled = cluster.nodes[3].ranks[job.name, 7]
+    gen = job.generation
+    os.kill(stalled.pid, signal.SIGSTOP)  # alive, but it will not read the command in time
+    try:
+        with pytest.raises(JobError, match=r"cancelled on every rank.*rank 7 on node3"):
+            job.start("+10", "+14")
+        assert not job.config.has_window and job.generation == gen + 2  # start, then stop
+
+        def cancelled():
+            st = job.status()
+            others = st[st["rank"] != 7]
+            return (len(others) == 7 and (others.generation == gen + 2).all()
+                    and (others.state == "idle").all())
+        wait_until(cancelled, 30, "every other rank back to idle")
+    finally:
+        os.kill(stalled.pid, signal.SIGCONT)
+    assert job.last_start["armed"] is False
+    first, last = job.last_start["window"]
+    st = job.wait(timeout=60, progress=False)
+    assert (st.generation == gen + 2).all()
+    frame = job.windows()  # cancelled before it began: no rank recorded it
+    assert not ((frame.start == first) & (frame.stop == last)).any()
