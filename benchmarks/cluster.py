@@ -102,9 +102,10 @@ def main() -> None:
         for node in sim.nodes:
             for j in range(args.ranks):
                 rank = node.index * args.ranks + j
-                node.spawn([sys.executable, str(Path(__file__).resolve()), "--rank-proc",
-                            job_name, str(rank), str(node.out), str(args.step_ms),
-                            str(args.ranges)], f"rank{rank}.log")
+                node.ranks[job_name, rank] = node.spawn(
+                    [sys.executable, str(Path(__file__).resolve()), "--rank-proc", job_name,
+                     str(rank), str(node.out), str(args.step_ms), str(args.ranges)],
+                    f"rank{rank}.log")
         client = Client(sim.scheduler.address, set_as_default=False, timeout=30)
         job = dynprof_nb.attach(job_name, cluster=client)
         deadline = time.monotonic() + 300
@@ -144,6 +145,7 @@ def main() -> None:
         job.set(with_stack=False)
         job.start("+1", f"+{args.steps}")
         job.wait(timeout=600, progress=False)
+        sim.stop_ranks(job_name)  # the analysis below competes with nothing of ours
         t_cluster, m_cluster, window = measure(lambda: job.load())
         t_csum, m_csum, _ = measure(lambda: window.summary())
         paths = [window.paths[r] for r in window.ranks]
