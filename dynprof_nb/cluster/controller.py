@@ -90,6 +90,7 @@ class ClusterJob(Controller):
                           loop=client.loop)
         self._rtt = 0.0
         self.last_start: dict[str, Any] = {}
+        self.unreachable: dict[str, str] = {}  # worker address -> the last error, dead nodes
         self.feed = feed_of(client)
         self.feed.watch(name)
         self._ensure_agents(install)
@@ -107,11 +108,20 @@ class ClusterJob(Controller):
         answers, errors = [], []
         for addr, answer in raw.items():
             if isinstance(answer, BaseException):
+                if self._dead_worker(addr):  # a node already shown dead: not a live rank's
+                    self.unreachable[addr] = repr(answer)
+                    continue
                 errors.append(f"{addr}: {answer}")
             elif isinstance(answer, dict) and not answer.get("standby") \
                     and not answer.get("missing"):
                 answers.append(dict(answer, addr=addr))
         return answers, errors
+
+    def _dead_worker(self, addr: str) -> bool:
+        """A worker whose node stopped beating (or never did): its errors are not failures
+        of a live rank, they are why its ranks show ``dead``."""
+        keys = [key for key, info in self.feed.nodes.items() if info.get("addr") == addr]
+        return not any(self.feed.alive(key) for key in keys)
 
     def _ensure_agents(self, install: bool) -> None:
         raw = self.client.run(call, "hello", {}, on_error="return")
