@@ -36,6 +36,10 @@ from dynprof_nb.cluster.ops import NodeOps
 log = logging.getLogger("dynprof_nb")
 
 BEAT_S = float(os.environ.get("DYNPROF_AGENT_BEAT_S", "0.25"))  # status push interval
+# after a command, look every HURRY_S for HURRY_FOR_S and push as soon as a rank's generation,
+# state, window or error changes (not its step): the notebook sees "applied" within a step
+HURRY_S = 0.02
+HURRY_FOR_S = 2.0
 ALIVE_EVERY_S = 1.0  # a beat at least this often, changed or not
 RESEND_EVERY_S = 5.0  # unchanged rows are sent again this often (a controller may have missed)
 BEAT_TOPIC = "dynprof_nb.beat"
@@ -62,7 +66,9 @@ class Agent:
         self.ops = NodeOps(node_name(getattr(worker, "name", None)), node_key())
         self.election = ElectionLock()
         self._stop = threading.Event()
-        self._sent: dict[str, tuple[Any, float]] = {}
+        self._wake = threading.Event()
+        self._hurry_until = 0.0
+        self._sent: dict[str, tuple[Any, Any, float]] = {}
         self._seen: set[str] = set()
         self._client: Any = None
         self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
@@ -83,22 +89,34 @@ class Agent:
         """One operation, if this agent is its node's acting agent."""
         if not self.leader:
             return {"node": self.ops.name, "key": self.ops.key, "standby": True}
-        return self.ops.call(op, payload)
+        try:
+            return self.ops.call(op, payload)
+        finally:
+            if op == "apply":
+                self._hurry_until = time.monotonic() + HURRY_FOR_S
+                self._wake.set()
 
     # -- the beat ---------------------------------------------------------------------------
 
     def _run(self) -> None:
-        last_alive = 0.0
-        while not self._stop.wait(BEAT_S):
+        last_alive = last_full = 0.0
+        while not self._stop.is_set():
+            hurry = time.monotonic() < self._hurry_until
+            self._wake.wait(HURRY_S if hurry else BEAT_S)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 now = time.monotonic()
+                full = now - last_full >= BEAT_S * 0.9
+                last_full = now if full else last_full
                 leader = self.leader
                 jobs = self.ops.known_jobs() if leader else []
                 for job in jobs:
                     if job not in self._seen:
                         self._seen.add(job)
                         self._catch_up(job)
-                    self._push_rows(job, now)
+                    self._push_rows(job, now, full)
                 if now - last_alive >= ALIVE_EVERY_S:
                     self._emit(BEAT_TOPIC, {"node": self.ops.name, "key": self.ops.key,
                                             "addr": self.address, "leader": leader,
@@ -107,14 +125,18 @@ class Agent:
             except Exception as exc:  # the agent outlives any one bad beat
                 log.warning("dynprof_nb agent on %s: %r", self.ops.name, exc)
 
-    def _push_rows(self, job: str, now: float) -> None:
+    def _push_rows(self, job: str, now: float, full: bool) -> None:
+        """Send the job's rows if what a command changes changed (any look), or anything
+        but the ages changed (full beats), or nothing was sent for RESEND_EVERY_S."""
         rows = self.ops.rows(job)
-        signature = [{k: v for k, v in r.items() if k not in ("heartbeat_age_s", "rate")}
-                     for r in rows]
+        changing = [{k: v for k, v in r.items() if k not in ("heartbeat_age_s", "rate")}
+                    for r in rows]
+        command = [{k: v for k, v in r.items() if k != "step"} for r in changing]
         sent = self._sent.get(job)
-        if sent is not None and sent[0] == signature and now - sent[1] < RESEND_EVERY_S:
+        if sent is not None and command == sent[1] and not (
+                full and (changing != sent[0] or now - sent[2] >= RESEND_EVERY_S)):
             return
-        self._sent[job] = (signature, now)
+        self._sent[job] = (changing, command, now)
         self._emit(status_topic(job), {"job": job, "node": self.ops.name, "key": self.ops.key,
                                        "addr": self.address, "rows": rows, "t": time.time()})
 
@@ -149,6 +171,7 @@ class Agent:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self.election.release()
