@@ -39,6 +39,10 @@ class Feed:
         self.lock = threading.Lock()
         self.updated = threading.Condition(self.lock)
         client.subscribe_topic(BEAT_TOPIC, self._on_beat)
+        # the scheduler's own "a worker left" (a killed worker: at once, not after 3 s); a
+        # client keeps one handler per topic, so one the user set on "all" is left alone
+        if "all" not in getattr(client, "_event_handlers", {"all": None}):
+            client.subscribe_topic("all", self._on_scheduler_event)
 
     def watch(self, job: str) -> None:
         with self.lock:
@@ -55,6 +59,16 @@ class Feed:
             return
         with self.updated:
             self._saw(msg)
+            self.updated.notify_all()
+
+    def _on_scheduler_event(self, event: tuple[float, Any]) -> None:
+        msg = event[1]
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        with self.updated:
+            for node in self.nodes.values():
+                if node.get("addr") == msg.get("worker"):
+                    node["seen"] = -float("inf")  # dead until its agent beats again
             self.updated.notify_all()
 
     def _on_rows(self, job: str, event: tuple[float, dict[str, Any]]) -> None:
@@ -110,10 +124,8 @@ class Feed:
                 if isinstance(row.get("heartbeat_age_s"), (int, float)):
                     row["heartbeat_age_s"] = round(row["heartbeat_age_s"] + waited, 3)
                 if not alive_node and row.get("state") != "closed":
-                    row.update(state="dead", alive=False,
-                               error=row.get("error") or "node not heard from for "
-                               f"{now - nodes.get(key, {'seen': entry['received']})['seen']:.1f}"
-                               " s (its agent or worker stopped)")
+                    row.update(state="dead", alive=False, error=row.get("error") or _why(
+                        now, nodes.get(key, {}).get("seen", entry["received"])))
                 out.append(row)
         out.sort(key=lambda r: (r["rank"], r["node"]))
         return out
@@ -133,3 +145,9 @@ class Feed:
                 if left <= 0:
                     return False
                 self.updated.wait(min(left, 0.25))
+
+
+def _why(now: float, seen: float) -> str:
+    if seen == -float("inf"):
+        return "the node's Dask worker left the cluster (its agent is gone)"
+    return f"node not heard from for {now - seen:.1f} s (its agent or worker stopped)"
