@@ -156,9 +156,10 @@ class Agent:
             return
         if not isinstance(cmd, dict) or "config" not in cmd:
             return
-        handle = self.ops.job(job)
-        if handle.generation > 0 and handle.config.to_dict() == cmd["config"]:
-            self.ops.record(job, handle.generation, cmd["seq"])  # already there
+        with self.ops.job(job) as handle:
+            gen, current = handle.generation, handle.config.to_dict()
+        if gen > 0 and current == cmd["config"]:
+            self.ops.record(job, gen, cmd["seq"])  # already there (an agent that restarted)
             return
         try:
             self.ops.call("apply", {"job": job, "action": cmd["action"],

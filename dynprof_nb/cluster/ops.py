@@ -22,6 +22,7 @@ from typing import Any
 
 from dynprof_nb import windows
 from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.control.base import JobError
 from dynprof_nb.control.job import Job
 from dynprof_nb.control.status import age_s
 from dynprof_nb.protocol import ACTIONS
@@ -42,7 +43,6 @@ class NodeOps:
     def __init__(self, name: str, key: str) -> None:
         self.name = name
         self.key = key
-        self._jobs: dict[str, Job] = {}
         self._seqs: dict[str, list[tuple[int, int]]] = {}  # job -> [(segment gen, seq)]
         self._lock = threading.Lock()
 
@@ -65,16 +65,22 @@ class NodeOps:
         if action not in ACTIONS:
             raise OperationError(f"action {action!r}: expected one of {ACTIONS}.")
         cfg = ProfilerConfig.from_dict(config, strict=True)
-        handle = self.job(job)
-        with self._lock:
-            gen = handle._write(action, cfg)  # validate, then publish: as a local Job does
-            self._seqs.setdefault(job, []).append((gen, int(seq)))
-            del self._seqs[job][:-64]
-        slots = self._wait_applied(handle, gen, min(float(arm_wait_s), ARM_WAIT_MAX_S))
+        with self.job(job, create=True) as handle:
+            with self._lock:
+                gen = handle._write(action, cfg)  # validate, then publish: as a local Job does
+                self._seqs.setdefault(job, []).append((gen, int(seq)))
+                del self._seqs[job][:-64]
+            slots = self._wait_applied(handle, gen, min(float(arm_wait_s), ARM_WAIT_MAX_S))
         return {"gen": gen, "ranks": [self._slot_info(s, gen) for s in slots]}
 
     def _op_status(self, job: str) -> dict[str, Any]:
-        segment = self.job(job).generation if job in list_jobs() else 0
+        segment = 0
+        if job in list_jobs():
+            try:
+                with self.job(job) as handle:
+                    segment = handle.generation
+            except JobError:
+                pass
         return {"rows": self.rows(job), "segment_generation": segment}
 
     def _op_windows(self, job: str) -> dict[str, Any]:
@@ -82,13 +88,11 @@ class NodeOps:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def job(self, name: str) -> Job:
+    def job(self, name: str, create: bool = False) -> Job:
+        """The job's segment on this node, opened for one operation (close it: ``with``).
+        Not cached: a job run again under the same name gets a new segment."""
         check_job_name(name)
-        with self._lock:
-            handle = self._jobs.get(name)
-            if handle is None:
-                handle = self._jobs[name] = Job.open(name, create=True)
-            return handle
+        return Job.open(name, create=create)
 
     def known_jobs(self) -> list[str]:
         return list_jobs()
@@ -126,10 +130,14 @@ class NodeOps:
         no rows when the job has no segment here."""
         if job not in list_jobs():
             return []
-        handle = self.job(job)
+        try:
+            with self.job(job) as handle:
+                slots = handle.slots()
+        except JobError:  # removed since it was listed
+            return []
         now = time.time_ns()
         rows = []
-        for s in handle.slots():
+        for s in slots:
             closed = s.state == "closed"
             alive = not closed and s.alive
             rows.append({
@@ -147,10 +155,13 @@ class NodeOps:
         each window must be listed (and read) by the node that wrote it."""
         if job not in list_jobs():
             return []
-        handle = self.job(job)
-        ranks = {s.rank for s in handle.slots()}
-        return [row for row in windows.find_windows(handle.roots(), job=job)
-                if row["rank"] in ranks]
+        try:
+            with self.job(job) as handle:
+                ranks = {s.rank for s in handle.slots()}
+                roots = handle.roots()
+        except JobError:
+            return []
+        return [row for row in windows.find_windows(roots, job=job) if row["rank"] in ranks]
 
     def window_path(self, job: str, path: str) -> Path:
         """``path`` if it is one of ``job``'s windows on this node, else OperationError: the
@@ -162,7 +173,4 @@ class NodeOps:
         return Path(path)
 
     def close(self) -> None:
-        with self._lock:
-            for handle in self._jobs.values():
-                handle.close()
-            self._jobs.clear()
+        """Nothing held between operations (kept for symmetry with the agent)."""
