@@ -123,7 +123,7 @@ def _step_name_codes(names: pd.Series) -> np.ndarray:
                     np.int64)
 
 
-def _process_in_label(process: str) -> bool:
+def process_in_label(process: str) -> bool:
     """Whether a lane label needs the process name (the built-in backend's "rank 1 (pid N)"
     repeats what the label already says)."""
     return not re.match(r"^(python )?rank \d+\b", process)
@@ -301,7 +301,7 @@ def timeline(window: Any, max_events: int = 20_000, lanes: int = 6, align: str |
     labels = []
     for r in lanes_df.itertuples():
         parts = [f"rank {r.rank}"] if r.rank >= 0 else []
-        if multi_proc[r.rank] > 1 and _process_in_label(r.process):
+        if multi_proc[r.rank] > 1 and process_in_label(r.process):
             parts.append(_short(r.process, 24))
         parts.append(_short(r.thread or f"thread {r.tid}", 32))
         labels.append(" · ".join(parts))

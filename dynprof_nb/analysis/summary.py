@@ -141,8 +141,8 @@ def ops_across_ranks(ops: pd.DataFrame) -> pd.DataFrame:
 OVERHEAD = [
     ("op compile", re.compile(r"aclopCompile|@opCompile\b|CompileAndExecute", re.I)),
     ("kernel launch", re.compile(
-        r"^(cuda|cu|hip)(Launch|GraphLaunch|Memcpy|Memset)|^AscendCL@(aclnn|aclrtLaunch|"
-        r"aclrtMemcpy|\w+_Tiling)|^(Enqueue|Dequeue@)", re.I)),
+        r"^(?:cuda|cu|hip)(?:Launch|GraphLaunch|Memcpy|Memset)|^AscendCL@(?:aclnn|aclrtLaunch|"
+        r"aclrtMemcpy|\w+_Tiling)|^(?:Enqueue|Dequeue@)", re.I)),
     ("host waits for device", re.compile(
         r"Synchronize|^cudaEventQuery|^cudaStreamQuery|aten::_local_scalar_dense", re.I)),
 ]
