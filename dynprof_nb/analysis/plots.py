@@ -290,7 +290,7 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     for i, c in enumerate(top):
         color_of[c] = to_rgba(_PALETTE[i % len(_PALETTE)])
 
-    height = min(MAX_HEIGHT_IN, 1.9 + 0.22 * n_rows + 0.22 * math.ceil((len(top) + 1) / 5))
+    height = min(MAX_HEIGHT_IN, 1.9 + 0.22 * n_rows + 0.22 * math.ceil((len(top) + 1) / 4))
     fig = Figure(figsize=(WIDTH_IN, height), layout="constrained")
     ax = fig.add_subplot()
     verts = np.empty((len(sel), 4, 2))
@@ -304,7 +304,7 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     if step_pos is not None and len(step_pos):
         lo = min(lo, float(step_pos["a"].min()))
         hi = max(hi, float(step_pos["b"].max()))
-        _draw_steps(ax, step_pos, lanes_df, lo, hi)
+        _draw_steps(ax, step_pos, lanes_df, lo, hi, wall=align == "wall")
     # lane and rank separators, one collection
     ys = lanes_df["y0"].to_numpy()
     rank_first = lanes_df["rank"].ne(lanes_df["rank"].shift()).to_numpy()
@@ -335,7 +335,8 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
         left_out.append(f"{len(sel):,} of {n_drawable:,} events drawn (the longest in each "
                         "pixel: zoom with ranks=, or open in Perfetto)")
     if too_deep:
-        left_out.append(f"{too_deep:,} events nested deeper than {cap} levels hidden")
+        left_out.append(f"{too_deep:,} events nested deeper than {cap} "
+                        f"level{'s' if cap > 1 else ''} hidden")
     if hidden_lanes:
         left_out.append(f"{hidden_lanes} quieter lanes hidden (lanes={lanes})")
     if len(shown_ranks) < len(all_ranks):
@@ -344,15 +345,15 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     fig.suptitle(f"timeline · {window.framework} · {n_all:,} events"
                  + (f" · {len(all_ranks)} ranks, {how}" if len(all_ranks) > 1 else ""), fontsize=11)
     if left_out:
-        ax.set_title(textwrap.fill("; ".join(left_out), 160), fontsize=8, loc="left",
+        ax.set_title(textwrap.fill("; ".join(left_out), 125), fontsize=8, loc="left",
                      color="#444444")
     if top:
         cats_ = names.cat.categories
-        handles = [Patch(color=_PALETTE[i % len(_PALETTE)], label=_short(cats_[c], 34))
+        handles = [Patch(color=_PALETTE[i % len(_PALETTE)], label=_short(cats_[c], 30))
                    for i, c in enumerate(top)]
         if len(top) < np.count_nonzero(weight):
             handles.append(Patch(color=_OTHER, label="other"))
-        fig.legend(handles=handles, loc="outside lower center", ncol=min(5, len(handles)),
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)),
                    fontsize=8, frameon=False)
     return fig
 
@@ -375,7 +376,7 @@ def _aligned_steps(window: Any, offsets: dict[int, int], scale: float) -> pd.Dat
 
 
 def _draw_steps(ax: Any, pos_df: pd.DataFrame, lanes_df: pd.DataFrame, lo: float,
-                hi: float) -> None:
+                hi: float, wall: bool) -> None:
     """Alternate step shading in each rank's band of lanes, and the step numbers once on top
     (at the median aligned start over ranks), thinned to what fits."""
     rk, steps = pos_df["rank"].to_numpy(), pos_df["step"].to_numpy()
@@ -390,20 +391,27 @@ def _draw_steps(ax: Any, pos_df: pd.DataFrame, lanes_df: pd.DataFrame, lo: float
         v = np.stack([np.stack([a[show], t], 1), np.stack([a[show], btm], 1),
                       np.stack([b[show], btm], 1), np.stack([b[show], t], 1)], 1)
         ax.add_collection(PolyCollection(v, facecolors="#e9e9e9", linewidths=0, zorder=0))
-    pos = pd.Series(a).groupby(steps).median()
+    if wall:  # ranks' clocks differ: label the first rank's steps (the others are shaded)
+        first = rk == rk.min()
+        pos = pd.Series(a[first]).groupby(steps[first]).min()
+    else:  # on their own steps the ranks agree: one label per step for all of them
+        pos = pd.Series(a).groupby(steps).median()
     pos = pos[(pos >= lo) & (pos <= hi)]
     if pos.empty:
         return
-    fits = max(1, int(WIDTH_IN * 100 / 55))  # one label per ~55 px
+    px = (pos.to_numpy() - lo) / max(hi - lo, 1e-12) * _PIXELS
     stride = 1
     for k in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10_000):
         stride = k
-        if math.ceil(len(pos) / k) <= fits:
+        keep = (pos.index.to_numpy() % k == 0) if k > 1 else np.ones(len(pos), bool)
+        if keep.sum() <= 1 or np.diff(px[keep]).min() >= 40:  # labels ~40 px apart at least
             break
-    pos = pos[pos.index % stride == 0] if stride > 1 else pos
+    pos = pos[keep]
     top = ax.secondary_xaxis("top")
     top.set_xticks(pos.to_numpy(), [str(s) for s in pos.index], fontsize=7)
-    top.set_xlabel("step" + (f" (every {stride}th labelled)" if stride > 1 else ""), fontsize=8)
+    top.set_xlabel("step" + (f" (every {stride}th labelled)" if stride > 1 else "")
+                   + (f" of rank {rk.min()}" if wall and len(set(rk.tolist())) > 1 else ""),
+                   fontsize=8)
 
 
 # ---- operations --------------------------------------------------------------------------------
