@@ -199,7 +199,9 @@ def device_table(kernels: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         st = st[st["start_ns"].notna()] if not st.empty else st
         if not st.empty:
             lo = int(st["start_ns"].min())
-            hi = int((st["start_ns"].astype("float64") + st["duration_us"] * 1000).max())
+            ends = st["start_ns"].to_numpy("int64") + np.round(
+                st["duration_us"].to_numpy("float64", na_value=0.0) * 1000).astype(np.int64)
+            hi = int(ends.max())  # in int64: a float64 of epoch ns is only good to 256 ns
         else:
             lo, hi = int(s.min()), int(e.max())
         s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
