@@ -532,7 +532,7 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         ax = fig.add_subplot()
         _stacked(ax, st, legend=True)
         ax.set_xlabel("step")
-        ax.set_title(f"step breakdown ({len(st)} steps)")
+        ax.set_title(f"step breakdown ({len(st)} step{'s' if len(st) != 1 else ''})")
         return fig
     ranks = sorted(st["rank"].unique().tolist())
     nsteps = st["step"].nunique()
@@ -546,7 +546,8 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
             _stacked(ax, st[st["rank"] == r].sort_values("step"), legend=i == 0)
             ax.set_title(f"rank {r}", fontsize=9, loc="left")
         axes[-1].set_xlabel("step")
-        fig.suptitle(f"step breakdown per rank ({nsteps} steps, {len(ranks)} ranks)", fontsize=11)
+        fig.suptitle(f"step breakdown per rank ({nsteps} step{'s' if nsteps != 1 else ''}, "
+                     f"{len(ranks)} ranks)", fontsize=11)
         return fig
     if value not in st or st[value].isna().all():
         have = [c for c in st if c.endswith("_us") and st[c].notna().any()]
