@@ -369,12 +369,16 @@ class AscendDb:
         raw = self.step_time()
         if raw.empty:
             return schema.empty("steps")
-        self.notes.append("no analysis.db StepTraceTime: breakdown computed from the device tasks")
+        self.notes.append("no analysis.db StepTraceTime: duration from STEP_TIME, breakdown "
+                          "computed from the device tasks (free = duration - computing - "
+                          "communication not overlapped)")
         k = self.kernels()
         rows = []
         for s, a, b in raw[["step", "start_ns", "end_ns"]].itertuples(index=False):
-            part = k[(k["step"] == s)]
-            br = overlap_breakdown(part)
+            br = overlap_breakdown(k[(k["step"] == s)])
+            br["stage_us"] = br["duration_us"]
+            br["duration_us"] = (b - a) / 1000.0
+            br["free_us"] = br["duration_us"] - br["computing_us"] - br["communication_not_overlapped_us"]
             rows.append({"step": s, "start_ns": a, **br})
         return schema.conform(pd.DataFrame(rows), "steps")
 

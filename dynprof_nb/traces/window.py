@@ -347,6 +347,47 @@ class TraceWindow:
                                          f"or database (this rank has: {self._have()})"}
         return self._links
 
+    # ---- cluster analyses (dynprof_nb.analysis.cluster) -------------------------------------
+    def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
+        """Device time by op type and core, per rank (msprof-analyze compute_op_sum)."""
+        from dynprof_nb.analysis.cluster import compute_ops
+
+        return compute_ops(self, per_rank=per_rank, by_name=by_name)
+
+    def communication_ops(self, per_rank: bool = True) -> pd.DataFrame:
+        """Communication ops per rank: count, time, wait, transit, bandwidth (hccl_sum)."""
+        from dynprof_nb.analysis.cluster import communication_ops
+
+        return communication_ops(self, per_rank=per_rank)
+
+    def step_breakdown(self) -> pd.DataFrame:
+        """Per rank and step: computing, communication (not) overlapped, free (cluster_time_summary)."""
+        from dynprof_nb.analysis.cluster import step_breakdown
+
+        return step_breakdown(self)
+
+    def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
+        """Bandwidth per link and transport type (communication_matrix / slow_link)."""
+        from dynprof_nb.analysis.cluster import communication_matrix
+
+        return communication_matrix(self, step=step)
+
+    def slow_ranks(self) -> pd.DataFrame:
+        """Per rank against the median rank, with a plain-language note (slow_rank)."""
+        from dynprof_nb.analysis.cluster import slow_ranks
+
+        return slow_ranks(self)
+
+    def plot_rank_steps(self, **kw: Any) -> Any:
+        from dynprof_nb.analysis.cluster_plots import rank_step_breakdown
+
+        return rank_step_breakdown(self, **kw)
+
+    def plot_bandwidth(self, **kw: Any) -> Any:
+        from dynprof_nb.analysis.cluster_plots import bandwidth_heatmap
+
+        return bandwidth_heatmap(self, **kw)
+
     # ---- views ------------------------------------------------------------------------------
     def summary(self) -> Any:
         """Header, top operations, step breakdown and plain-language notes (HTML and text)."""
