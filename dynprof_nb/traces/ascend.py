@@ -241,8 +241,10 @@ def communication_matrix_json(path: str | Path) -> pd.DataFrame:
                              "transit_us": ms * 1000.0,
                              "bandwidth_gbps": bw if bw == bw else size / ms if ms else np.nan})
                 continue
-            else:
+            elif "@" in k:
                 c["name"], _, c["group"] = k.partition("@")
+            else:  # "Total Op Info": a per-step aggregate of the ops beside it
+                continue
             walk(val, c)
 
     walk(doc, {})
