@@ -82,8 +82,18 @@ def op_statistic(path: str | Path) -> pd.DataFrame:
     return schema.conform(out.sort_values("total_us", ascending=False, ignore_index=True), "ops")
 
 
+# msprof-analyze's ClusterStepTraceTime / analysis.db StepTraceTime spell the columns this way
+_SNAKE_STEP_COLUMNS = {"step": "Step", "type": "Type", "index": "Index", "computing": "Computing",
+                       "communication_not_overlapped": "Communication(Not Overlapped)",
+                       "overlapped": "Overlapped", "communication": "Communication",
+                       "free": "Free", "stage": "Stage", "bubble": "Bubble",
+                       "preparing": "Preparing"}
+
+
 def step_trace_time(path: str | Path) -> pd.DataFrame:
     raw = read_csv(path)
+    if "Computing" not in raw.columns and "computing" in raw.columns:
+        raw = raw.rename(columns=_SNAKE_STEP_COLUMNS)
     if "Computing" not in raw.columns:
         raise TraceFormatError(path, "not a step_trace_time.csv: no 'Computing' column", line=1)
     comp = _num(raw, "Computing")

@@ -620,7 +620,8 @@ def _load_table_file(w: TraceWindow, p: Path) -> None:
 
 
 OTHER_ASCEND_CSVS = ("operator_details", "l2_cache", "static_op_mem", "api_statistic",
-                     "op_summary", "task_time", "data_preprocess", "hccl_statistic")
+                     "op_summary", "task_time", "data_preprocess", "hccl_statistic",
+                     "compute_op_sum", "hccl_sum")  # the last two: msprof-analyze outputs
 
 
 def _metadata_only(w: TraceWindow, p: Path) -> None:
