@@ -213,9 +213,12 @@ def communication_share(window: Any) -> float:
     return float(br["communication_not_overlapped_us"].sum() / br["duration_us"].sum())
 
 
-def top_kernels(window: Any, n: int = 10) -> pd.DataFrame:
-    """Which device kernels take the most device time (all ranks together)?"""
+def top_kernels(window: Any, n: int = 10, compute_only: bool = False) -> pd.DataFrame:
+    """Which device kernels take the most device time (all ranks together)? ``compute_only``
+    leaves out the communication ops (core HCCL)."""
     k = window.kernels
+    if compute_only:
+        k = k[k["core"].astype(str) != "HCCL"]
     if k.empty:
         return pd.DataFrame(columns=["name", "core", *STAT_COLS, "share"])
     k = k.assign(core=k["core"].astype(object).fillna("N/A"), name=k["name"].astype(object))
@@ -234,3 +237,39 @@ def compare(ours: pd.DataFrame, theirs: pd.DataFrame, on: list[str],
         ref = m[f"{a}_msprof"].astype(float)
         m[f"{a}_rel_diff"] = (m[a].astype(float) - ref) / ref.where(ref != 0, np.nan)
     return m
+
+
+NPU_FRAMEWORKS = ("torch_npu", "mindspore", "ascend")
+
+
+def is_npu_window(window: Any) -> bool:
+    """An Ascend window with device tasks (what the NPU-first summary needs)."""
+    fw = str(getattr(window, "framework", ""))
+    return fw in NPU_FRAMEWORKS and not window.kernels.empty
+
+
+def npu_notes(window: Any, top: int = 3) -> list[str]:
+    """What matters first on an NPU, in plain language: the kernels holding the device time,
+    the communication share of the step, and whether one rank is slow."""
+    notes = []
+    tk = top_kernels(window, n=top, compute_only=True)
+    if not tk.empty:
+        k = window.kernels
+        total_ms = k.loc[k["core"].astype(str) != "HCCL", "duration_us"].sum() / 1000.0
+        parts = ", ".join(f"{n} ({c}) {s:.0%}" for n, c, s in tk[["name", "core", "share"]]
+                          .itertuples(index=False))
+        notes.append(f"compute kernels {total_ms:,.1f} ms of device time; top: {parts}")
+    share = communication_share(window)
+    if share == share:
+        notes.append(f"communication not hidden behind computation: {share:.0%} of step time")
+    if len(getattr(window, "ranks", [])) > 1:
+        notes.append(slow_rank_note(window))
+    return notes
+
+
+def npu_first(window: Any, summary: Any) -> Any:
+    """Put :func:`npu_notes` before the generic notes of a Summary (hook for summarize())."""
+    summary.notes = npu_notes(window) + [n for n in summary.notes
+                                         if not n.startswith("communication not overlapped")]
+    summary.header["device_time_ms"] = float(window.kernels["duration_us"].sum() / 1000.0)
+    return summary

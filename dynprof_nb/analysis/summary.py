@@ -246,7 +246,11 @@ def summarize(window: Any, top: int = 10) -> Summary:
               "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-", "span_ms": span}
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
-    return Summary(header, top_ops, step_breakdown(steps), ranks, notes_for(steps, ops, ranks))
+    summary = Summary(header, top_ops, step_breakdown(steps), ranks, notes_for(steps, ops, ranks))
+    # ---- NPU-first notes (issue 11): device time, communication share, slow rank -------------
+    from dynprof_nb.analysis.cluster import is_npu_window, npu_first
+
+    return npu_first(window, summary) if is_npu_window(window) else summary
 
 
 def ranks_view(window: Any) -> pd.DataFrame:

@@ -24,7 +24,7 @@ class WindowFiles:
     communication: Path | None = None
     matrix: Path | None = None  # communication_matrix.json
     db: Path | None = None  # the profiler database (ascend_*_profiler_N.db, msprof_*.db)
-    analysis_db: Path | None = None  # torch_npu analysis.db (StepTraceTime, CommAnalyzer*)
+    analysis_db: Path | None = None  # analysis.db (torch_npu) / communication_analyzer.db (MindSpore)
     device: int | None = None  # the NPU the rank ran on (not its rank)
     rank_source: str | None = None  # where ``rank`` came from
     manifest: dict | None = None
@@ -68,7 +68,8 @@ def find_window_files(root: Path) -> WindowFiles:
                     wf.communication = p
                 elif n == "communication_matrix.json":
                     wf.matrix = p
-                elif n == "analysis.db" and d.name == "ASCEND_PROFILER_OUTPUT":
+                elif n in ("analysis.db", "communication_analyzer.db") \
+                        and d.name == "ASCEND_PROFILER_OUTPUT":
                     wf.analysis_db = p
                 elif _is_profiler_db(n) and (d.name == "ASCEND_PROFILER_OUTPUT" or d == root):
                     wf.db = wf.db or p

@@ -68,3 +68,13 @@ def test_top_kernels_and_communication_share_text_window():
     st = w.steps
     expect = (st["communication_us"] - st["overlapped_us"]).sum() / st["duration_us"].sum()
     assert share == pytest.approx(expect)
+
+
+def test_npu_summary_leads_with_device_time_communication_and_slow_rank():
+    w = dynprof_nb.load_window(fixtures_dir() / "ascend_real" / "db_level0")
+    notes = w.summary().notes
+    assert notes[0].startswith("compute kernels 17.7 ms of device time; top: ")
+    assert "HCCL" not in notes[0]
+    assert notes[1].startswith("communication not hidden behind computation: 71%")
+    assert notes[2].startswith("no slow rank")
+    assert w.summary().header["device_time_ms"] > 0

@@ -278,3 +278,16 @@ def test_msprof_full_db_loads():
     w = dynprof_nb.load_trace(CLUSTER / "full_db" / "msprof_0.db")
     assert len(w.kernels) == 11 and w.device == 2
     assert w.kernels["start_ns"].notna().all()
+
+
+def test_mindspore_db_layout_is_read(tmp_path: Path):
+    """MindSpore 2.7 on an NPU moves msprof's msprof_*.db to
+    ASCEND_PROFILER_OUTPUT/ascend_mindspore_profiler[_N].db (no _0 suffix on rank 0) beside
+    communication_analyzer.db; on CPU it writes no database at all (docs/npu.md)."""
+    out = tmp_path / "host_1_20250101_ascend_ms" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    shutil.copy(CLUSTER / "full_db" / "msprof_0.db", out / "ascend_mindspore_profiler.db")
+    w = dynprof_nb.load_window(tmp_path)
+    assert w.framework == "mindspore" and w.format == "db"
+    assert len(w.kernels) == 11 and w.sources["kernels"]["format"] == "db"
+    assert list(out.iterdir()) == [out / "ascend_mindspore_profiler.db"]  # nothing written beside
