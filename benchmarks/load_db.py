@@ -1,4 +1,4 @@
-"""Speed of a .db window's kernels vs msprof-analyze 26.2.0 ``compute_op_sum``, same files, same run.
+"""Speed of a .db window's kernels vs msprof-analyze 26.2.0 ``compute_op_sum``, same files.
 
 Both end to end, each in a fresh subprocess (interpreter start and imports included):
   - dynprof_nb: ``load_window(folder).kernels`` (every rank's compute tasks and HCCL ops, exact
@@ -64,8 +64,9 @@ def scaled(copies: int) -> Path:
     shutil.copytree(SRC, tmp)
     for db in tmp.glob("*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db"):
         con = sqlite3.connect(db)
-        span, top = con.execute("SELECT max(endNs) - min(startNs) + 1000, max(globalTaskId) + 1 "
-                                "FROM TASK").fetchone()
+        span, top = con.execute(
+            "SELECT max(endNs) - min(startNs) + 1000, max(globalTaskId) + 1 FROM TASK"
+        ).fetchone()
         con.executescript(f"""
             CREATE TEMP TABLE k(i INTEGER);
             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {copies - 1})
@@ -87,8 +88,13 @@ def scaled(copies: int) -> Path:
 
 def run_ours(folder: Path) -> tuple[float, dict]:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", OURS, str(folder)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    r = subprocess.run(
+        [sys.executable, "-c", OURS, str(folder)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
     return time.perf_counter() - t, json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -97,8 +103,12 @@ def run_msprof(exe: Path, folder: Path) -> float:
         copy = Path(tmp) / folder.name
         shutil.copytree(folder, copy)
         t = time.perf_counter()
-        subprocess.run([str(exe), "cluster", "-d", str(copy), "-m", "compute_op_sum",
-                        "--export_type", "text"], capture_output=True, text=True, check=True)
+        subprocess.run(
+            [str(exe), "cluster", "-d", str(copy), "-m", "compute_op_sum", "--export_type", "text"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         dt = time.perf_counter() - t
         assert (copy / "cluster_analysis_output" / "ComputeOpSum" / "all_stats.csv").is_file()
     return dt
@@ -111,8 +121,10 @@ def main() -> None:
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     exe = msprof_exe()
-    for label, folder in (("real 2-rank db (db_level0)", SRC),
-                          (f"scaled x{args.scale}", scaled(args.scale))):
+    for label, folder in (
+        ("real 2-rank db (db_level0)", SRC),
+        (f"scaled x{args.scale}", scaled(args.scale)),
+    ):
         ours, theirs, info = [], [], {}
         for _ in range(args.repeat):  # interleaved, so both see the same machine load
             dt, info = run_ours(folder)
@@ -120,8 +132,10 @@ def main() -> None:
             theirs.append(run_msprof(exe, folder))
         o, m = statistics.median(ours), statistics.median(theirs)
         print(f"{label}: {info['rows']} kernel rows over 2 ranks ({info['count']} compute tasks)")
-        print(f"  dynprof_nb load_window(...).kernels + compute_ops, end to end: {o:.2f} s "
-              f"(in-process: load {info['load_s']:.2f} s, table {info['table_s']:.3f} s)")
+        print(
+            f"  dynprof_nb load_window(...).kernels + compute_ops, end to end: {o:.2f} s "
+            f"(in-process: load {info['load_s']:.2f} s, table {info['table_s']:.3f} s)"
+        )
         print(f"  msprof-analyze compute_op_sum, end to end:                      {m:.2f} s")
         print(f"  ratio msprof-analyze / dynprof_nb: {m / o:.1f}x (target >= 5x)")
 

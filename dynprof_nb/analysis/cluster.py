@@ -28,7 +28,9 @@ def _with_rank(frame: pd.DataFrame, window: Any) -> pd.DataFrame:
     if "rank" in frame.columns:
         return frame
     rank = getattr(window, "rank", None)
-    return frame.assign(rank=pd.array([rank if rank is not None else 0] * len(frame), dtype="Int64"))
+    return frame.assign(
+        rank=pd.array([rank if rank is not None else 0] * len(frame), dtype="Int64")
+    )
 
 
 def _describe(frame: pd.DataFrame, keys: list[str], col: str = "duration_us") -> pd.DataFrame:
@@ -47,7 +49,9 @@ def compute_ops(window: Any, per_rank: bool = True, by_name: bool = False) -> pd
     with ``by_name``.) Communication ops (core HCCL) are left out, as that recipe does."""
     k = _with_rank(window.kernels, window)
     k = k[k["core"].astype(str) != "HCCL"]
-    k = k.assign(type=k["type"].astype(object).fillna("N/A"), core=k["core"].astype(object).fillna("N/A"))
+    k = k.assign(
+        type=k["type"].astype(object).fillna("N/A"), core=k["core"].astype(object).fillna("N/A")
+    )
     keys = (["name"] if by_name else []) + ["type", "core"]
     if by_name and "input_shapes" in k:
         k = k.assign(input_shapes=k["input_shapes"].astype(object).fillna("N/A"))
@@ -61,15 +65,31 @@ def communication_ops(window: Any, per_rank: bool = True) -> pd.DataFrame:
     size and bandwidth (msprof-analyze ``hccl_sum`` rank_stats.csv, plus wait/transit)."""
     c = _ops_only(_with_rank(window.communication, window))
     if c.empty:
-        return pd.DataFrame(columns=["rank", "type", *STAT_COLS, "wait_us", "transit_us",
-                                     "size_mb", "bandwidth_gbps", "wait_ratio"])
+        return pd.DataFrame(
+            columns=[
+                "rank",
+                "type",
+                *STAT_COLS,
+                "wait_us",
+                "transit_us",
+                "size_mb",
+                "bandwidth_gbps",
+                "wait_ratio",
+            ]
+        )
     typ = c["type"] if "type" in c else c["name"].astype(str).str.replace(r"_\d.*$", "", regex=True)
-    c = c.assign(type=pd.Series(typ, index=c.index).astype(object).fillna("N/A"),
-                 duration_us=c["elapse_us"])
+    c = c.assign(
+        type=pd.Series(typ, index=c.index).astype(object).fillna("N/A"), duration_us=c["elapse_us"]
+    )
     keys = (["rank"] if per_rank else []) + ["type"]
     out = _describe(c, keys)
-    extra = c.groupby(keys, dropna=False).agg(wait_us=("wait_us", "sum"), transit_us=("transit_us", "sum"),
-                                              size_mb=("size_mb", "sum")).reset_index()
+    extra = (
+        c.groupby(keys, dropna=False)
+        .agg(
+            wait_us=("wait_us", "sum"), transit_us=("transit_us", "sum"), size_mb=("size_mb", "sum")
+        )
+        .reset_index()
+    )
     out = out.merge(extra, on=keys, how="left")
     out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
     out["wait_ratio"] = out["wait_us"] / (out["wait_us"] + out["transit_us"])
@@ -97,12 +117,23 @@ def step_breakdown(window: Any) -> pd.DataFrame:
     ``cluster_time_summary`` / cluster_step_trace_time.csv). From step_trace_time.csv or
     analysis.db where the window has them, else computed from the device tasks."""
     st = _with_rank(window.steps, window)
-    cols = ["rank", "step", "duration_us", "computing_us", "communication_not_overlapped_us",
-            "overlapped_us", "communication_us", "free_us"]
+    cols = [
+        "rank",
+        "step",
+        "duration_us",
+        "computing_us",
+        "communication_not_overlapped_us",
+        "overlapped_us",
+        "communication_us",
+        "free_us",
+    ]
     if st.empty:
         return pd.DataFrame(columns=cols)
     st = st.copy()
-    if "communication_not_overlapped_us" not in st or st["communication_not_overlapped_us"].isna().all():
+    if (
+        "communication_not_overlapped_us" not in st
+        or st["communication_not_overlapped_us"].isna().all()
+    ):
         st["communication_not_overlapped_us"] = st["communication_us"] - st["overlapped_us"]
     if st["computing_us"].isna().all():  # steps from markers only: compute from device tasks
         k = _with_rank(window.kernels, window)
@@ -119,8 +150,10 @@ def step_breakdown_from_tasks(window: Any) -> pd.DataFrame:
     ops), to check a step_trace_time.csv / analysis.db against the raw tasks."""
     k = _with_rank(window.kernels, window)
     k = k[k["step"].notna()]
-    rows = [{"rank": r, "step": s, **overlap_breakdown(part)}
-            for (r, s), part in k.groupby(["rank", "step"])]
+    rows = [
+        {"rank": r, "step": s, **overlap_breakdown(part)}
+        for (r, s), part in k.groupby(["rank", "step"])
+    ]
     return pd.DataFrame(rows)
 
 
@@ -135,10 +168,14 @@ def communication_matrix(window: Any, step: int | None = None) -> pd.DataFrame:
     if step is not None:
         lk = lk[lk["step"] == step]
     lk = lk.drop(columns=[c for c in ("rank",) if c in lk]).drop_duplicates(
-        ["step", "name", "group", "src_rank", "dst_rank", "transport"])
+        ["step", "name", "group", "src_rank", "dst_rank", "transport"]
+    )
     lk = lk[lk["src_rank"] != lk["dst_rank"]]
-    out = lk.groupby(["src_rank", "dst_rank", "transport"], dropna=False).agg(
-        ops=("name", "count"), size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum")).reset_index()
+    out = (
+        lk.groupby(["src_rank", "dst_rank", "transport"], dropna=False)
+        .agg(ops=("name", "count"), size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum"))
+        .reset_index()
+    )
     out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
     return out.sort_values("bandwidth_gbps", ignore_index=True)[cols]
 
@@ -153,9 +190,12 @@ def slow_links(window: Any, threshold: float = 0.5) -> pd.DataFrame:
     med = m.groupby("transport", dropna=False)["bandwidth_gbps"].transform("median")
     m = m.assign(ratio=m["bandwidth_gbps"] / med)
     slow = m[m["ratio"] < threshold].copy()
-    slow["note"] = [f"{t} link {a}->{b} moves {bw:.1f} GB/s, {r:.0%} of the median {t} link"
-                    for t, a, b, bw, r in slow[["transport", "src_rank", "dst_rank",
-                                                "bandwidth_gbps", "ratio"]].itertuples(index=False)]
+    slow["note"] = [
+        f"{t} link {a}->{b} moves {bw:.1f} GB/s, {r:.0%} of the median {t} link"
+        for t, a, b, bw, r in slow[
+            ["transport", "src_rank", "dst_rank", "bandwidth_gbps", "ratio"]
+        ].itertuples(index=False)
+    ]
     return slow.reset_index(drop=True)
 
 
@@ -166,8 +206,16 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
     (The question of msprof-analyze ``slow_rank``; its rule counts communication ops whose
     duration is an outlier, ours compares the step breakdown.)"""
     br = step_breakdown(window)
-    cols = ["rank", "computing_us", "free_us", "communication_us", "computing_vs_median",
-            "free_vs_median", "slow", "note"]
+    cols = [
+        "rank",
+        "computing_us",
+        "free_us",
+        "communication_us",
+        "computing_vs_median",
+        "free_vs_median",
+        "slow",
+        "note",
+    ]
     if br.empty:
         return pd.DataFrame(columns=cols)
     per = br.groupby("rank")[["computing_us", "free_us", "communication_us"]].sum().reset_index()
@@ -182,12 +230,13 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
             return "one rank only: nothing to compare with"
         if not r["slow"]:
             return f"rank {r['rank']}: within {threshold:.0%} of the median rank"
-        why = ("computes longer" if r["computing_vs_median"] > threshold
-               else "is idle (free) longer")
-        return (f"rank {r['rank']} {why} than the median rank (computing "
-                f"{r['computing_vs_median']:+.0%}, free {r['free_vs_median']:+.0%}); the other "
-                f"ranks wait for it in their collectives (their communication time is up to "
-                f"{(per['communication_us'].max() - fastest_comm) / 1000:.1f} ms longer)")
+        why = "computes longer" if r["computing_vs_median"] > threshold else "is idle (free) longer"
+        return (
+            f"rank {r['rank']} {why} than the median rank (computing "
+            f"{r['computing_vs_median']:+.0%}, free {r['free_vs_median']:+.0%}); the other "
+            f"ranks wait for it in their collectives (their communication time is up to "
+            f"{(per['communication_us'].max() - fastest_comm) / 1000:.1f} ms longer)"
+        )
 
     per["note"] = per.apply(note, axis=1)
     return per[cols]
@@ -200,7 +249,11 @@ def slow_rank_note(window: Any) -> str:
         return "no step breakdown: cannot compare ranks"
     slow = sr[sr["slow"]]
     if slow.empty:
-        spread = (sr["computing_us"].max() / sr["computing_us"].min() - 1) if sr["computing_us"].min() else 0
+        spread = (
+            (sr["computing_us"].max() / sr["computing_us"].min() - 1)
+            if sr["computing_us"].min()
+            else 0
+        )
         return f"no slow rank: computing time differs by {spread:.1%} across {len(sr)} ranks"
     return "; ".join(slow["note"])
 
@@ -227,8 +280,9 @@ def top_kernels(window: Any, n: int = 10, compute_only: bool = False) -> pd.Data
     return out.head(n)
 
 
-def compare(ours: pd.DataFrame, theirs: pd.DataFrame, on: list[str],
-            pairs: dict[str, str]) -> pd.DataFrame:
+def compare(
+    ours: pd.DataFrame, theirs: pd.DataFrame, on: list[str], pairs: dict[str, str]
+) -> pd.DataFrame:
     """Our numbers beside msprof-analyze's (``pairs``: our column -> its column), with the
     relative difference of each pair; rows only one side has show NaN."""
     t = theirs[[*on, *pairs.values()]].rename(columns={b: f"{a}_msprof" for a, b in pairs.items()})
@@ -256,8 +310,10 @@ def npu_notes(window: Any, top: int = 3) -> list[str]:
     if not tk.empty:
         k = window.kernels
         total_ms = k.loc[k["core"].astype(str) != "HCCL", "duration_us"].sum() / 1000.0
-        parts = ", ".join(f"{n} ({c}) {s:.0%}" for n, c, s in tk[["name", "core", "share"]]
-                          .itertuples(index=False))
+        parts = ", ".join(
+            f"{n} ({c}) {s:.0%}"
+            for n, c, s in tk[["name", "core", "share"]].itertuples(index=False)
+        )
         notes.append(f"compute kernels {total_ms:,.1f} ms of device time; top: {parts}")
     share = communication_share(window)
     if share == share:
@@ -269,7 +325,8 @@ def npu_notes(window: Any, top: int = 3) -> list[str]:
 
 def npu_first(window: Any, summary: Any) -> Any:
     """Put :func:`npu_notes` before the generic notes of a Summary (hook for summarize())."""
-    summary.notes = npu_notes(window) + [n for n in summary.notes
-                                         if not n.startswith("communication not overlapped")]
+    summary.notes = npu_notes(window) + [
+        n for n in summary.notes if not n.startswith("communication not overlapped")
+    ]
     summary.header["device_time_ms"] = float(window.kernels["duration_us"].sum() / 1000.0)
     return summary

@@ -9,9 +9,12 @@ from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import cluster
 
-PARTS = [("computing_us", "computing", "#4C72B0"),
-         ("communication_not_overlapped_us", "communication (not overlapped)", "#DD8452"),
-         ("overlapped_us", "overlapped", "#55A868"), ("free_us", "free", "#C7C7C7")]
+PARTS = [
+    ("computing_us", "computing", "#4C72B0"),
+    ("communication_not_overlapped_us", "communication (not overlapped)", "#DD8452"),
+    ("overlapped_us", "overlapped", "#55A868"),
+    ("free_us", "free", "#C7C7C7"),
+]
 
 
 def rank_step_breakdown(window: Any, step: int | None = None) -> Figure:
@@ -31,14 +34,23 @@ def rank_step_breakdown(window: Any, step: int | None = None) -> Figure:
     for col, label, color in PARTS:
         vals = per[col].fillna(0).to_numpy() / 1000.0
         if col == "overlapped_us":  # overlapped time is inside computing already: hatch on top
-            ax.bar(x, vals, bottom=bottom - vals, color="none", edgecolor=color, hatch="//",
-                   label=label)
+            ax.bar(
+                x,
+                vals,
+                bottom=bottom - vals,
+                color="none",
+                edgecolor=color,
+                hatch="//",
+                label=label,
+            )
             continue
         ax.bar(x, vals, bottom=bottom, color=color, label=label)
         bottom += vals
     ax.set_xticks(x, [f"rank {r}" for r in per.index])
     ax.set_ylabel("ms per step")
-    ax.set_title("Step time by rank" + (f" (step {step})" if step is not None else " (mean over steps)"))
+    ax.set_title(
+        "Step time by rank" + (f" (step {step})" if step is not None else " (mean over steps)")
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -52,8 +64,9 @@ def bandwidth_heatmap(window: Any, step: int | None = None) -> Figure:
         ax.text(0.5, 0.5, "no communication matrix in this window", ha="center", va="center")
         ax.set_axis_off()
         return fig
-    g = m.groupby(["src_rank", "dst_rank"]).agg(size_mb=("size_mb", "sum"),
-                                                  transit_us=("transit_us", "sum"))
+    g = m.groupby(["src_rank", "dst_rank"]).agg(
+        size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum")
+    )
     bw = (g["size_mb"] / (g["transit_us"] / 1000.0)).unstack()
     ranks = sorted(set(bw.index) | set(bw.columns))
     bw = bw.reindex(index=ranks, columns=ranks)

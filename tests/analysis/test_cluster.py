@@ -21,8 +21,9 @@ TEXT = fixtures_dir() / "ascend_real" / "text_level0"
 def test_matrix_equals_msprof_cluster_matrix_for_shared_links():
     w = dynprof_nb.load_window(CLUSTER)
     ours = w.communication_links()
-    theirs = dynprof_nb.load_trace(CLUSTER / "cluster_analysis_output" /
-                                   "cluster_communication_matrix.json").communication_links()
+    theirs = dynprof_nb.load_trace(
+        CLUSTER / "cluster_analysis_output" / "cluster_communication_matrix.json"
+    ).communication_links()
     assert len(theirs) > 0
     key = ["step", "name", "src_rank", "dst_rank"]
     m = theirs.merge(ours.drop_duplicates(key), on=key, suffixes=("_msprof", ""))

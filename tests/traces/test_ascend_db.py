@@ -24,7 +24,12 @@ CLUSTER = REAL / "cluster_2rank"
 
 
 def _db(rank: int, root: Path = DB) -> Path:
-    return root / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
+    return (
+        root
+        / f"rank{rank}_ascend_pt"
+        / "ASCEND_PROFILER_OUTPUT"
+        / f"ascend_pytorch_profiler_{rank}.db"
+    )
 
 
 def _sql(path: Path, q: str) -> list[tuple]:
@@ -49,9 +54,12 @@ def test_db_window_loads_every_frame_from_the_db():
 def test_db_kernels_are_the_raw_tasks_exactly():
     w = dynprof_nb.load_window(DB).rank_window(0)
     k = w.kernels
-    raw = _sql(_db(0), "SELECT t.startNs, t.endNs, s.value FROM COMPUTE_TASK_INFO c JOIN TASK t "
-                       "ON t.globalTaskId = c.globalTaskId JOIN STRING_IDS s ON s.id = c.name "
-                       "ORDER BY t.startNs")
+    raw = _sql(
+        _db(0),
+        "SELECT t.startNs, t.endNs, s.value FROM COMPUTE_TASK_INFO c JOIN TASK t "
+        "ON t.globalTaskId = c.globalTaskId JOIN STRING_IDS s ON s.id = c.name "
+        "ORDER BY t.startNs",
+    )
     comp = k[k["core"] != "HCCL"]
     assert len(comp) == len(raw) == 187
     assert comp["start_ns"].tolist() == [r[0] for r in raw]  # exact int64 ns
@@ -80,7 +88,10 @@ def test_db_and_text_frames_have_the_same_columns_and_dtypes():
         assert len(common) >= 8, kind
         for c in common:
             assert str(a[c].dtype) == str(b[c].dtype) or {str(a[c].dtype), str(b[c].dtype)} <= {
-                "object", "str", "category"}, (kind, c, a[c].dtype, b[c].dtype)
+                "object",
+                "str",
+                "category",
+            }, (kind, c, a[c].dtype, b[c].dtype)
 
 
 def test_db_steps_equal_analysis_db_and_the_tasks():
@@ -88,8 +99,11 @@ def test_db_steps_equal_analysis_db_and_the_tasks():
     st = w.steps.set_index("rank")
     for r in (0, 1):
         ana = _db(r).parent / "analysis.db"
-        row = _sql(ana, "SELECT step, computing, communication_not_overlapped, overlapped, "
-                        "communication, free FROM StepTraceTime")[0]
+        row = _sql(
+            ana,
+            "SELECT step, computing, communication_not_overlapped, overlapped, "
+            "communication, free FROM StepTraceTime",
+        )[0]
         assert st.loc[r, "step"] == int(row[0])
         assert st.loc[r, "computing_us"] == pytest.approx(row[1])
         assert st.loc[r, "free_us"] == pytest.approx(row[5])
@@ -125,17 +139,23 @@ def test_cluster_text_window_equals_msprof_analyze_outputs_shipped_with_it():
     ref = ref[ref["Type"] == "rank"].assign(rank=lambda f: f["Index"].astype(int)).set_index("rank")
     br = w.step_breakdown().set_index("rank")
     for r in (0, 1):
-        for ours, theirs in (("computing_us", "Computing"), ("free_us", "Free"),
-                             ("communication_not_overlapped_us", "Communication(Not Overlapped)"),
-                             ("overlapped_us", "Overlapped")):
+        for ours, theirs in (
+            ("computing_us", "Computing"),
+            ("free_us", "Free"),
+            ("communication_not_overlapped_us", "Communication(Not Overlapped)"),
+            ("overlapped_us", "Overlapped"),
+        ):
             assert br.loc[r, ours] == pytest.approx(float(ref.loc[r, theirs]), rel=1e-9)
     cc = dynprof_nb.load_trace(CLUSTER / "cluster_analysis_output" / "cluster_communication.json")
     ref_c = cc.communication
     ours = w.communication[w.communication["name"].notna()]
     for r in (0, 1):
         a = ours[ours["rank"] == r].set_index(["step", "name"])["elapse_us"].sort_index()
-        b = ref_c[(ref_c["rank"] == r) & ref_c["name"].notna()].set_index(["step", "name"])[
-            "elapse_us"].sort_index()
+        b = (
+            ref_c[(ref_c["rank"] == r) & ref_c["name"].notna()]
+            .set_index(["step", "name"])["elapse_us"]
+            .sort_index()
+        )
         assert len(b) > 0 and b.index.isin(a.index).all()  # the reference was trimmed upstream
         assert a.reindex(b.index).to_numpy() == pytest.approx(b.to_numpy())
 
@@ -143,10 +163,19 @@ def test_cluster_text_window_equals_msprof_analyze_outputs_shipped_with_it():
 def test_matrix_text_reader_equals_the_json():
     w = dynprof_nb.load_window(CLUSTER)
     links = w.communication_links()
-    doc = json.loads((CLUSTER / "test_rank_0" / "ASCEND_PROFILER_OUTPUT" /
-                      "communication_matrix.json").read_text())
-    n = sum(1 for step in doc.values() for kind in step.values() for op, v in kind.items()
-            if "@" in op for _ in v)
+    doc = json.loads(
+        (
+            CLUSTER / "test_rank_0" / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json"
+        ).read_text()
+    )
+    n = sum(
+        1
+        for step in doc.values()
+        for kind in step.values()
+        for op, v in kind.items()
+        if "@" in op
+        for _ in v
+    )
     assert (links["rank"] == 0).sum() == n
     m = w.communication_matrix()
     assert len(m) and (m["src_rank"] != m["dst_rank"]).all()
@@ -167,8 +196,9 @@ def test_ranks_are_the_jobs_ranks_not_device_ids(tmp_path: Path):
     job = tmp_path / "job"
     job.mkdir()
     for rank, device in enumerate((0, 1, 4, 5)):
-        _copy_rank(TEXT / f"rank{rank % 2}_ascend_pt", job / f"host_dev{device}_ascend_pt",
-                   rank, device)
+        _copy_rank(
+            TEXT / f"rank{rank % 2}_ascend_pt", job / f"host_dev{device}_ascend_pt", rank, device
+        )
     w = dynprof_nb.load_window(job)
     assert w.ranks == [0, 1, 2, 3]
     assert w.devices == {0: 0, 1: 1, 2: 4, 3: 5}
