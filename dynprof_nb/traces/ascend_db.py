@@ -729,19 +729,20 @@ class AscendDb:
 
 # ---- helpers ---------------------------------------------------------------------------------
 def _frame(rows: list[tuple], cols: list[str]) -> pd.DataFrame:
-    """Rows to columns: int64 where a column is all integers, else object (4x faster than
-    DataFrame.from_records, which inspects every cell)."""
+    """Rows to columns: int64 where a column holds only integers, float64 where it holds only
+    numbers, else object (several times faster than DataFrame.from_records)."""
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     data = {}
     for c, vals in zip(cols, zip(*rows, strict=True), strict=True):
         try:
-            arr = np.array(vals, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
+            arr = np.array(vals)
+        except (OverflowError, ValueError):
             arr = np.array(vals, dtype=object)
-        else:
-            if not all(type(v) is int for v in vals[:1]):  # floats/str truncated: keep as is
-                arr = np.array(vals, dtype=object)
+        if arr.dtype.kind not in "if" or (  # None, text: keep the values
+            arr.dtype.kind == "f" and np.nanmax(np.abs(arr)) >= 2**53  # ints a float would round
+        ):
+            arr = np.array(vals, dtype=object)
         data[c] = arr
     return pd.DataFrame(data, copy=False)
 

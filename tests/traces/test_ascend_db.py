@@ -321,3 +321,15 @@ def test_mindspore_db_layout_is_read(tmp_path: Path):
     assert w.framework == "mindspore" and w.format == "db"
     assert len(w.kernels) == 11 and w.sources["kernels"]["format"] == "db"
     assert list(out.iterdir()) == [out / "ascend_mindspore_profiler.db"]  # nothing written beside
+
+
+def test_mixed_numeric_columns_are_not_truncated(tmp_path: Path):
+    """NUMERIC columns can mix integers and reals row by row (COMMUNICATION_OP.count): none may
+    be truncated to an integer because the first row happened to be one."""
+    d = _damaged(tmp_path, "UPDATE COMMUNICATION_OP SET count = 2.5 WHERE opId = 2;")
+    w = dynprof_nb.load_window(d / "rank0_ascend_pt")
+    from dynprof_nb.traces.ascend_db import AscendDb
+
+    ops = AscendDb(_db(0, d))._comm_ops().set_index("op_id")
+    assert ops.loc[2, "count"] == 2.5 and ops.loc[1, "count"] == 4097000
+    assert len(w.communication) == 4
