@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.analysis.cluster import is_npu_window, npu_first
 from dynprof_nb.protocol import STEP_FOLDED, STEP_PREFIX
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.derive import COMM_RE, DEVICE_CATS
@@ -454,8 +455,10 @@ def summarize(window: Any, top: int = 10) -> Summary:
         overhead = overhead_table(ops)
         notes = device_notes(device, overhead, kernels, steps)
     notes += notes_for(steps, ops, ranks)
-    return Summary(header, top_ops, step_breakdown(steps), ranks, notes, kernels, device,
-                   overhead)
+    summary = Summary(header, top_ops, step_breakdown(steps), ranks, notes, kernels, device,
+                      overhead)
+    # an NPU window leads with device time, the communication share and the slow rank
+    return npu_first(window, summary) if is_npu_window(window) else summary
 
 
 def ranks_view(window: Any) -> pd.DataFrame:
