@@ -328,9 +328,8 @@ def test_csv_fuzz_loads_or_raises_trace_format_error(reader, tmp_path, case, ops
 def _fixture_files() -> list[Path]:
     root = fixtures_dir()
     files = [p for p in sorted(root.rglob("*")) if p.is_file() and p.stat().st_size < 800_000
-             and p.suffix in (".json", ".gz", ".csv", ".txt")
-             and not p.name.startswith(("profiler_config", "cpu_framework", "cpu_op_type_info"))
-             and "ascend_real" not in p.parts]  # whole windows: see the .db/text reader tests
+             and p.suffix in (".json", ".gz", ".csv", ".txt", ".db")
+             and not p.name.startswith(("profiler_config", "cpu_framework", "cpu_op_type_info"))]
     assert len(files) >= 10, f"expected the real fixtures under {root}"
     return files
 
