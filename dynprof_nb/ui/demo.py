@@ -71,7 +71,7 @@ def start_ranks(job: str, output: str, ranks: int = 2, steps: int = 100_000) -> 
         subprocess.Popen(
             [sys.executable, "-m", "dynprof_nb.ui.demo", "train", "--job", job, "--rank", str(r),
              "--steps", str(steps), "--output", output],
-            env={**env, "RANK": str(r), "WORLD_SIZE": str(ranks)},
+            env={**env, "RANK": str(r), "WORLD_SIZE": str(ranks)}, start_new_session=True,
         )
         for r in range(ranks)
     ]
@@ -93,7 +93,7 @@ def run_demo(output: str = "./dyn_profile_data/demo") -> int:
     print(f"Starting a 2-rank numpy MLP job {job_name!r} in the background ...")
     procs = start_ranks(job_name, output)
     try:
-        job = dynprof_nb.attach(job_name)
+        job = dynprof_nb.attach(job_name, create=True)
         wait_for_ranks(job, 2)
         print(job.status().to_string(index=False), "\n")
         job.start("+20", "+29", profile_memory=True)
