@@ -168,12 +168,15 @@ class Job(Controller):
         by_state: dict[str, list[str]] = {}
         for s in busy:
             by_state.setdefault(s.state, []).append(str(s.rank))
+        def ranks(state: str) -> str:
+            names = by_state[state]
+            return f"rank{'s' if len(names) > 1 else ''} {','.join(names)}"
+
         parts = []
         if "recording" in by_state:
-            parts.append(f"ended on rank {','.join(by_state['recording'])} (what was recorded "
-                         "is saved)")
+            parts.append(f"ended on {ranks('recording')} (what was recorded is saved)")
         if "armed" in by_state:
-            parts.append(f"cancelled on rank {','.join(by_state['armed'])} (not begun)")
+            parts.append(f"cancelled on {ranks('armed')} (not begun)")
         return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)
 
     def _publish(self, action: str, cfg: ProfilerConfig,
