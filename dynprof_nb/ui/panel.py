@@ -596,9 +596,10 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
         done, total = len(g["complete"]), len(g["paths"])
         state = "complete" if done == total else next(
             (s for s in ("recording", "incomplete") if s in g["statuses"]), "incomplete")
-        when = "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}  "
-        g["label"] = (f"{when}steps {g['start']}-{g['stop']}  ranks {done}/{total} {state}  "
-                      f"{g['backend'] or ''}  {g['config'] or ''}")
+        parts = ["" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
+                 f"steps {g['start']}-{g['stop']}", f"ranks {done}/{total} {state}",
+                 g["backend"] or "", g["config"] or ""]
+        g["label"] = " · ".join(p for p in parts if p)
     return groups[::-1]
 
 
