@@ -63,7 +63,8 @@ def test_form_is_generated_from_the_schema(p: Panel) -> None:
         if trait.widget in ("int", "text"):
             assert widget.continuous_update  # synced as you type, not on Enter
         assert widget.description == key
-        assert widget.tooltip == trait.metadata["help"]
+        tip = widget.tooltip_text if isinstance(widget, Toggles) else widget.tooltip
+        assert tip == trait.metadata["help"]
 
 
 def test_widgets_and_draft_are_linked_both_ways(p: Panel) -> None:

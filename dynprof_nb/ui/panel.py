@@ -42,7 +42,8 @@ TABLE_STYLE = ("<style>table.dynprof-status td, table.dynprof-status th {padding
                " color: #c62828}</style>")
 WINDOW_KEYS = ("start_step", "stop_step")
 WINDOW_ROWS = 12  # newest windows listed
-FIELD_WIDTH = "340px"
+FIELD_WIDTH = "330px"
+CELL_WIDTH = "345px"  # a field, plus room for its border
 LABEL_WIDTH = "150px"
 ERROR_STYLE = ("display:block; white-space:nowrap; overflow:hidden; text-overflow:ellipsis;"
                " font-size:11px; line-height:14px; color:#c62828")
@@ -77,13 +78,15 @@ class Toggles(widgets.HBox):
                         for o in self.options]
         label = widgets.Label(description, tooltip=tooltip,
                               layout=widgets.Layout(width=LABEL_WIDTH))
-        super().__init__([label, *self.buttons], tooltip=tooltip,
-                         layout=widgets.Layout(width=FIELD_WIDTH))
+        # no tooltip on the box itself: JupyterLab's Box view fails to render with one
+        super().__init__([label, *self.buttons], layout=widgets.Layout(width=FIELD_WIDTH))
+        self.tooltip_text = tooltip
         self._syncing = False
         for button in self.buttons:
             button.observe(self._from_buttons, "value")
 
     def _from_buttons(self, _change: Any) -> None:
+        self._paint()
         if not self._syncing:
             self.value = tuple(o for o, b in zip(self.options, self.buttons, strict=True)
                                if b.value)
@@ -96,6 +99,14 @@ class Toggles(widgets.HBox):
                 button.value = option in change["new"]
         finally:
             self._syncing = False
+        self._paint()
+
+    def _paint(self) -> None:
+        """Chosen options in colour: a pressed grey button is easy to miss."""
+        for button in self.buttons:
+            style = "info" if button.value else ""
+            if button.button_style != style:
+                button.button_style = style
 
 
 def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
@@ -224,10 +235,10 @@ class Panel(widgets.VBox):
         boxes = []
         for title, keys in sections():
             cells = [widgets.VBox([self.fields[k], self.errors[k]],
-                                  layout=widgets.Layout(width=FIELD_WIDTH, margin="0 8px 0 0"))
+                                  layout=widgets.Layout(width=CELL_WIDTH, overflow="hidden"))
                      for k in keys]
             grid = widgets.GridBox(cells, layout=widgets.Layout(
-                grid_template_columns=f"repeat(3, {FIELD_WIDTH})", grid_gap="2px 12px"))
+                grid_template_columns=f"repeat(3, {CELL_WIDTH})", grid_gap="2px 16px"))
             if title == "Ascend":
                 box = widgets.Accordion([grid], titles=(
                     "Ascend: used by MindSpore and torch_npu on Ascend only",))
