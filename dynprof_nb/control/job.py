@@ -255,7 +255,7 @@ class Job(Controller):
         window = f"window {cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "config"
         length = cfg.stop_step - cfg.start_step + 1 if cfg.has_window else 0
         deadline = None if timeout is None else time.monotonic() + timeout
-        report = Progress(f"job {self.name}: {window}", enabled=progress)
+        report = Progress(f"job {self.name}: {window}", enabled=progress, unit="rank-step")
         seen: dict[int, SlotView] = {}
         try:
             while True:
@@ -350,10 +350,12 @@ def vanished(slot: SlotView) -> str:
 
 
 def _phase(pending: list[SlotView], target: int) -> str:
-    """The pending ranks' states, e.g. ``armed`` or ``recording, saving``: a log line each."""
+    """What the wait is held up by: the least advanced pending rank's state (``applying``,
+    ``armed``, ``recording``, ``saving``), so ranks a step apart do not flip it back and
+    forth (each change is a line in a log)."""
     states = {s.state if s.applied >= target else "applying" for s in pending}
     order = ("applying", "armed", "recording", "saving")
-    return ", ".join(x for x in order if x in states) or "waiting"
+    return next((x for x in order if x in states), "waiting")
 
 
 def _detail(live: list[SlotView], pending: list[SlotView], cfg: ProfilerConfig) -> str:

@@ -50,6 +50,8 @@ def format_eta(seconds: float | None) -> str:
     """``ETA 12 s`` / ``ETA 3 min`` / ``""`` when unknown."""
     if seconds is None or seconds != seconds or seconds < 0:
         return ""
+    if seconds < 1:
+        return "ETA <1 s"
     if seconds < 90:
         return f"ETA {seconds:.0f} s"
     if seconds < 5400:

@@ -545,16 +545,20 @@ class Panel(widgets.VBox):
                                       "or record an earlier one.\n")
                     return None
                 a = self._load(index + 1)
-            table = compare(a, b)
         except Exception as exc:
-            out.append_stdout(f"could not compare: {exc}\n")
+            out.append_stdout(f"could not load the windows to compare: {exc}\n")
             return None
+        self.trace = b
         out.append_stdout(f"a = {a.path}\nb = {b.path}\n")
         warning = config_warning(a, b)
         if warning:
             out.append_stdout(f"warning: {warning}\n")
+        try:
+            table = compare(a, b)
+        except Exception as exc:
+            out.append_stdout(f"could not compare: {exc}\n")
+            return None
         out.append_display_data(table)
-        self.trace = b
         return table
 
     # -- text repr for frontends without widgets ------------------------------------------

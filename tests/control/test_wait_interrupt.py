@@ -82,7 +82,7 @@ def test_wait_in_a_log_writes_a_few_lines_and_no_carriage_returns(tmp_path, capf
     assert "\r" not in err
     lines = err.strip().splitlines()
     assert 2 <= len(lines) <= 12, err
-    assert lines[-1].startswith(f"job {control.name}: window ") and " done 60/60 steps in " \
+    assert lines[-1].startswith(f"job {control.name}: window ") and " done 60/60 rank-steps in " \
         in lines[-1]
     assert any("armed" in line and "ETA" in line for line in lines), err
 
