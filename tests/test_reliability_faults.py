@@ -191,8 +191,9 @@ def test_controller_killed_mid_write_leaves_ranks_on_the_last_good_config(tmp_pa
         assert control._seg.words[H_SEQ] % 2 == 0
         wait_until(lambda: (control.status().generation == done["gen"]).all(),
                    what="ranks to apply the next write")
-        cfg = control.config
-        assert cfg.profile_memory and cfg.with_stack and cfg.prof_path == "./"
+        cfg = control.config  # standing; with_stack was the window's own option
+        assert cfg.profile_memory and cfg.prof_path == "./" and not cfg.with_stack
+        assert control.window_options == {"with_stack": True}  # kept across the dead write
         assert all(p.poll() is None for p in ranks)
     finally:
         if writer is not None and writer.poll() is None:
@@ -234,7 +235,7 @@ def test_kernel_restart_then_attach_shows_the_live_state_and_changes_nothing(tmp
         job = dynprof_nb.attach(%r, create=True)
         s = job.status()
         print(json.dumps({"pid": __import__("os").getpid(), "gen": job.generation,
-                          "config": job.config.to_dict(),
+                          "config": job.window_config.to_dict(),
                           "ranks": s[["rank", "pid", "step", "state", "alive"]]
                           .to_dict("records")}, default=int))
     """) % job
@@ -244,7 +245,7 @@ def test_kernel_restart_then_attach_shows_the_live_state_and_changes_nothing(tmp
         before = run(snapshot + """
 job.start("+5000", "+5005", profile_memory=True)  # far ahead: still armed after the restart
 print(json.dumps({"pid": __import__("os").getpid(), "gen": job.generation,
-                  "config": job.config.to_dict()}))
+                  "config": job.window_config.to_dict()}))
 """)
         wait_until(lambda: (control.status().generation == before["gen"]).all(),
                    what="ranks to apply the kernel's window")
