@@ -109,6 +109,13 @@ class Toggles(widgets.HBox):
                 button.button_style = style
 
 
+class TextField(widgets.Text):
+    """A text field that also takes a number or a list from code (``field.value = 209``),
+    as the form's text: steps and lists are typed, then parsed on Apply."""
+
+    value = traitlets.CUnicode(help="String value").tag(sync=True)
+
+
 def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
     """A widget chosen from the kind of field the trait declares, labelled with the key."""
     help_text = trait.metadata.get("help", "")
@@ -126,7 +133,7 @@ def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
         hint = {"start_step": "step, or +N from now", "stop_step": "step, or +N from now"}
         placeholder = hint.get(key) or ("comma-separated; empty = none"
                                         if isinstance(trait.default_value, list) else "")
-        widget = widgets.Text(continuous_update=True, placeholder=placeholder, **common)
+        widget = TextField(continuous_update=True, placeholder=placeholder, **common)
     widget.add_class(f"dynprof-field-{key}")
     return widget
 
@@ -137,7 +144,7 @@ def _form_trait(trait: traitlets.TraitType) -> traitlets.TraitType:
         return traitlets.Bool(False)
     if kind == "toggles":
         return traitlets.Tuple()
-    return traitlets.Unicode("")
+    return traitlets.CUnicode("")
 
 
 Draft = type("Draft", (traitlets.HasTraits,), {

@@ -151,3 +151,14 @@ def test_ascend_only_keys_have_their_own_section():
     assert "with_stack" not in found["Ascend"] and found["Window"][:2] == ["start_step",
                                                                            "stop_step"]
     assert sorted(k for ks in found.values() for k in ks) == sorted(ProfilerConfig.keys())
+
+
+def test_fields_take_values_from_code_as_the_old_int_fields_did(p: Panel, job):
+    job.start("+3000", "+3009")
+    p.follow()  # what the poller does: the person sees the window before editing its stop
+    p.fields["stop_step"].value = job.config.start_step + 20  # an int, as on an IntText
+    p.apply()
+    assert f"applied stop_step={job.config.start_step + 20}" in p.message.value
+    p.draft.ranks = [0]
+    p.apply()
+    assert "applied ranks=0" in p.message.value and segment_config(job).ranks == [0]
