@@ -7,7 +7,7 @@ from conftest import write_builtin_window
 import dynprof_nb
 
 
-def test_compare_two_multi_rank_windows_folds_ranks_and_warns_on_config(tmp_path: Path):
+def test_compare_two_multi_rank_windows_folds_ranks_per_name(tmp_path: Path):
     for r in (0, 1):
         write_builtin_window(tmp_path / "a", rank=r)
         write_builtin_window(tmp_path / "b", rank=r, step_us=3000.0)
