@@ -7,6 +7,7 @@ this order, so the magics, the panel and the CLI render any of them the same way
 from __future__ import annotations
 
 import json
+import socket
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,16 +16,18 @@ from dynprof_nb.segment import Segment, SlotView, process_alive
 if TYPE_CHECKING:
     import pandas as pd
 
-STATUS_COLUMNS = ["rank", "pid", "step", "state", "window", "generation", "heartbeat_age_s",
-                  "alive", "error"]
+STATUS_COLUMNS = ["rank", "node", "pid", "step", "state", "window", "generation",
+                  "heartbeat_age_s", "alive", "error"]
+# the node a local controller's ranks run on: this machine (a cluster controller names each)
+THIS_NODE = socket.gethostname()
 
 
 def status_row(*, rank: int, pid: Any, step: Any, state: str, window: str = "",
                generation: int = 0, heartbeat_age_s: Any = None, alive: Any = None,
-               error: str = "") -> dict[str, Any]:
+               error: str = "", node: str = THIS_NODE) -> dict[str, Any]:
     """A row of ``status()``; what the controller cannot know is ``None`` (``<NA>`` in the
     frame), never made up."""
-    return {"rank": rank, "pid": pid, "step": step, "state": state, "window": window,
+    return {"rank": rank, "node": node, "pid": pid, "step": step, "state": state, "window": window,
             "generation": generation, "heartbeat_age_s": heartbeat_age_s, "alive": alive,
             "error": error}
 
@@ -69,3 +72,33 @@ def status_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
     rows = [{k: pd.NA if v is None else v for k, v in row.items()} for row in rows]
     return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+
+
+PAGE_ROWS = 64  # a status table longer than this is shown one row per node
+NODE_VIEW_COLUMNS = ["node", "ranks", "live", "steps", "states", "window", "generation",
+                     "error"]
+
+
+def status_view(status: pd.DataFrame, limit: int = PAGE_ROWS) -> pd.DataFrame:
+    """What a person can read at a glance: the rows themselves up to ``limit`` ranks; beyond
+    that one row per node (ranks, live ranks, step range, state counts, window, the lowest
+    applied generation, the first error), so 1,000 ranks stay one page that renders at once."""
+    import pandas as pd
+
+    if len(status) <= limit or "node" not in status:
+        return status
+    rows = []
+    for node, group in status.groupby(status["node"].astype(str), sort=True):
+        steps = pd.to_numeric(group["step"], errors="coerce")
+        states = group["state"].value_counts()
+        errors = [e for e in group["error"].fillna("") if e]
+        windows = sorted({w for w in group["window"].fillna("") if w})
+        rows.append({
+            "node": node, "ranks": len(group),
+            "live": int(group["alive"].fillna(False).astype(bool).sum()),
+            "steps": f"{steps.min():.0f}-{steps.max():.0f}" if steps.notna().any() else "",
+            "states": ", ".join(f"{n} {s}" for s, n in states.items()),
+            "window": ", ".join(windows),
+            "generation": pd.to_numeric(group["generation"], errors="coerce").min(),
+            "error": f"{errors[0]} ({len(errors)} rank(s))" if errors else ""})
+    return pd.DataFrame(rows, columns=NODE_VIEW_COLUMNS)

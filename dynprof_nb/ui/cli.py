@@ -2,16 +2,18 @@
 
     dynprof jobs
     dynprof status JOB
-    dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ...
+    dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ... [--create]
     dynprof stop JOB
-    dynprof set JOB key=value ...
+    dynprof set JOB key=value ... [--create]
     dynprof windows JOB
     dynprof wait JOB [--timeout S]
     dynprof relay --cfg-path DIR --job JOB [--poll-interval S]
     dynprof demo
 
 The config flags of ``start`` are generated from ``ProfilerConfig``'s traits, so they cannot
-drift from the schema.
+drift from the schema. They hold for that window only; ``set`` makes a key standing (every
+later window). A job name that does not exist is an error unless ``--create`` prepares it.
+Ctrl-C during ``wait`` stops only the waiting.
 """
 
 from __future__ import annotations
@@ -21,49 +23,42 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dynprof_nb.config import (
-    Choice,
-    ChoiceList,
-    ConfigError,
-    ProfilerConfig,
-    RankList,
-    StrictBool,
-    StrictInt,
-    StrList,
-    coerce_cli_value,
-)
+from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
 
 WINDOW_KEYS = ("start_step", "stop_step")
 
 
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
+def add_config_flags(parser: argparse.ArgumentParser,
+                     title: str = "profiler config (see ProfilerConfig)") -> None:
     """One option per config key (except the window), typed and documented from the trait."""
-    group = parser.add_argument_group("profiler config (see ProfilerConfig)")
+    group = parser.add_argument_group(title)
     traits = ProfilerConfig.class_traits()
     for key in ProfilerConfig.keys():
         trait = traits[key]
         if key in WINDOW_KEYS:
             continue
         flag = "--" + (trait.metadata.get("flag") or key.replace("_", "-"))
-        help_text = trait.metadata.get("help", "")
-        if isinstance(trait, StrictBool):
-            group.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_text)
-        elif isinstance(trait, Choice):
-            group.add_argument(flag, dest=key, choices=trait.choices, default=None,
-                               help=help_text)
-        elif isinstance(trait, (ChoiceList, StrList, RankList)):
-            choices = getattr(trait, "choices", None)
-            hint = f" (comma-separated{': ' + ','.join(choices) if choices else ''})"
-            group.add_argument(flag, dest=key, default=None, metavar="LIST",
-                               type=_list_parser(key), help=help_text + hint)
-        elif isinstance(trait, StrictInt):
-            group.add_argument(flag, dest=key, type=int, default=None, help=help_text)
-        else:
-            group.add_argument(flag, dest=key, default=None, help=help_text)
+        group.add_argument(flag, dest=key, default=None, **_argparse_options(key, trait))
 
 
-def _list_parser(key: str) -> Callable[[str], Any]:
+def _argparse_options(key: str, trait: Any) -> dict[str, Any]:
+    """How argparse reads a key: chosen by the kind of field the trait declares."""
+    help_text = trait.metadata.get("help", "")
+    if trait.widget == "checkbox":
+        return {"action": argparse.BooleanOptionalAction, "help": help_text}
+    if trait.widget == "dropdown":
+        return {"choices": trait.choices, "help": help_text}
+    hint = ""
+    if trait.widget == "toggles" or isinstance(trait.default_value, list):
+        choices = trait.choices
+        hint = f" (comma-separated{': ' + ','.join(choices) if choices else ''})"
+    return {"type": _text_parser(key), "metavar": "LIST" if hint else None,
+            "help": help_text + hint}
+
+
+def _text_parser(key: str) -> Callable[[str], Any]:
+    """An argparse ``type`` that parses with the key's trait (errors name the key)."""
+
     def parse(text: str) -> Any:
         try:
             return coerce_cli_value(key, text)
@@ -75,6 +70,22 @@ def _list_parser(key: str) -> Callable[[str], Any]:
 def config_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The config keys given on the command line (flags left out are not changes)."""
     return {k: v for k in ProfilerConfig.keys() if (v := getattr(args, k, None)) is not None}
+
+
+def format_changes(changes: dict[str, Any]) -> str:
+    """``key=value, ...`` as it was written (``applied stop_step=209, mstx=True``)."""
+    def show(v: Any) -> str:
+        return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+    return ", ".join(f"{k}={show(v)}" for k, v in changes.items()) or "nothing"
+
+
+def describe_start(job: Any, generation: int, options: dict[str, Any]) -> str:
+    """What ``start`` asked for: the window, and the options that hold for it only."""
+    cfg = job.config
+    text = f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {generation})"
+    if options:
+        text += f"; this window only: {format_changes(options)}"
+    return text
 
 
 def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
@@ -102,10 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("start", help="first step (1-based), or +N steps from now")
     start.add_argument("stop", help="last step, inclusive, or +N steps from now")
     start.add_argument("--wait", action="store_true", help="wait until the window is written")
-    add_config_flags(start)
-    setp = sub.add_parser("set", help="change config keys: key=value ...")
+    start.add_argument("--create", action="store_true",
+                       help="prepare the job if its ranks have not started yet")
+    add_config_flags(start, "options for this window only (set makes a key standing)")
+    setp = sub.add_parser("set", help="change standing config keys: key=value ...")
     setp.add_argument("job")
     setp.add_argument("assignments", nargs="+", metavar="key=value")
+    setp.add_argument("--create", action="store_true",
+                      help="prepare the job if its ranks have not started yet")
     wait = sub.add_parser("wait", help="wait until every live rank has finished the window")
     wait.add_argument("job")
     wait.add_argument("--timeout", type=float, default=None)
@@ -118,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds between looks at the file (default 0.5)")
     demo = sub.add_parser("demo", help="run the two-rank demo job and profile ten steps")
     demo.add_argument("--output", default="./dyn_profile_data/demo")
+    for name in ("status", "stop", "windows", "start", "set", "wait"):  # the job on a cluster
+        sub.choices[name].add_argument(
+            "--cluster", default=None, metavar="ADDR",
+            help="the job on every node of this Dask scheduler (tcp://host:8786)")
     return parser
 
 
@@ -128,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ValueError, RuntimeError, TimeoutError) as exc:
         print(f"dynprof: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # WaitInterrupted says where the window is
+        print(f"dynprof: {exc}" if str(exc) else "dynprof: interrupted", file=sys.stderr)
         return 130
 
 
@@ -149,20 +169,22 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(args.output)
     if args.command == "relay":
         return _relay(args.cfg_path, args.job, args.poll_interval)
-    job = attach(args.job, create=args.command in ("start", "set"))
+    job = attach(args.job, create=getattr(args, "create", False), cluster=args.cluster)
     if args.command == "status":
         print(job)
         print(job.status().to_string(index=False))
     elif args.command == "start":
-        gen = job.start(args.start, args.stop, **config_changes(args))
-        cfg = job.config
-        print(f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {gen})")
+        options = config_changes(args)
+        gen = job.start(args.start, args.stop, **options)
+        print(describe_start(job, gen, options), flush=True)
         if args.wait:
             print(job.wait().to_string(index=False))
     elif args.command == "stop":
-        print(f"stop sent (generation {job.stop()})")
+        what = job.describe_stop()
+        print(f"{what} (generation {job.stop()})")
     elif args.command == "set":
-        print(f"config updated (generation {job.set(**parse_assignments(args.assignments))})")
+        changes = parse_assignments(args.assignments)
+        print(f"standing config: {format_changes(changes)} (generation {job.set(**changes)})")
     elif args.command == "windows":
         frame = job.windows()
         print(frame.to_string(index=False) if len(frame) else "no windows yet")

@@ -1,0 +1,235 @@
+"""The node agent: one per node, inside a Dask worker; ranks never import Dask.
+
+Start it with the worker (``dask worker SCHED --preload dynprof_nb.cluster.agent``) or from a
+client (``client.register_plugin(AgentPlugin())``, which ``attach(job, cluster=...)`` does by
+itself when a worker has no agent). It serves every job on its node:
+
+* **commands**: the controller calls :func:`call` through ``Client.run`` with an operation of
+  :data:`~dynprof_nb.cluster.ops.OPERATIONS`; the agent applies it to the node's job segment
+  through the node's ``Job`` (same validation, same semantics as a local ``Job``);
+* **status, pushed**: every :data:`BEAT_S` the agent reads its jobs' rank slots and, when they
+  changed, sends them with ``Worker.log_event`` on :func:`status_topic`; every
+  :data:`ALIVE_EVERY_S` it sends a beat on :data:`BEAT_TOPIC` (nodes that stop beating are
+  shown dead by the controller);
+* **late joiners**: the first time the agent sees a job's segment on its node it reads the job's
+  current command from the job's Dask ``Variable`` (:func:`command_variable`) and applies it, so
+  a node that joins late arms the same window as the others;
+* **one per node**: workers that share ``/dev/shm`` elect one acting agent
+  (:class:`~dynprof_nb.cluster.node.ElectionLock`); the others answer ``standby`` and take over
+  when it dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
+from dynprof_nb.cluster.ops import NodeOps
+
+log = logging.getLogger("dynprof_nb")
+
+BEAT_S = float(os.environ.get("DYNPROF_AGENT_BEAT_S", "0.25"))  # status push interval
+# after a command, look every HURRY_S for HURRY_FOR_S and push as soon as a rank's generation,
+# state, window or error changes (not its step): the notebook sees "applied" within a step
+HURRY_S = 0.02
+HURRY_FOR_S = 2.0
+ALIVE_EVERY_S = 1.0  # a beat at least this often, changed or not
+RESEND_EVERY_S = 5.0  # unchanged rows are sent again this often (a controller may have missed)
+BEAT_TOPIC = "dynprof_nb.beat"
+PLUGIN_NAME = "dynprof_nb-agent"
+_AGENTS: dict[str, Agent] = {}
+_AGENTS_LOCK = threading.Lock()
+
+
+def status_topic(job: str) -> str:
+    """The event topic a job's status rows are pushed on."""
+    return f"dynprof_nb.status.{job}"
+
+
+def command_variable(job: str) -> str:
+    """The Dask ``Variable`` holding a job's current command (seq, action, config)."""
+    return f"dynprof_nb.command.{job}"
+
+
+class Agent:
+    """The agent of one worker: the node's operations, its beat thread and its election."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+        self.ops = NodeOps(node_name(getattr(worker, "name", None)), node_key())
+        self.election = ElectionLock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._hurry_until = 0.0
+        self._sent: dict[str, tuple[Any, Any, float]] = {}
+        self._seen: set[str] = set()
+        self._client: Any = None
+        self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
+
+    def start(self) -> Agent:
+        self._thread.start()
+        return self
+
+    @property
+    def address(self) -> str:
+        return str(self.worker.address)
+
+    @property
+    def leader(self) -> bool:
+        return self.election.try_acquire()
+
+    def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """One operation, if this agent is its node's acting agent."""
+        if not self.leader:
+            return {"node": self.ops.name, "key": self.ops.key, "standby": True}
+        try:
+            return self.ops.call(op, payload)
+        finally:
+            if op == "apply":
+                self._hurry_until = time.monotonic() + HURRY_FOR_S
+                self._wake.set()
+
+    # -- the beat ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        last_alive = last_full = 0.0
+        while not self._stop.is_set():
+            hurry = time.monotonic() < self._hurry_until
+            self._wake.wait(HURRY_S if hurry else BEAT_S)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                now = time.monotonic()
+                full = now - last_full >= BEAT_S * 0.9
+                last_full = now if full else last_full
+                leader = self.leader
+                jobs = self.ops.known_jobs() if leader else []
+                for job in jobs:
+                    if job not in self._seen:
+                        self._seen.add(job)
+                        self._catch_up(job)
+                    self._push_rows(job, now, full)
+                if now - last_alive >= ALIVE_EVERY_S:
+                    self._emit(BEAT_TOPIC, {"node": self.ops.name, "key": self.ops.key,
+                                            "addr": self.address, "leader": leader,
+                                            "jobs": jobs, "t": time.time()})
+                    last_alive = now
+            except Exception as exc:  # the agent outlives any one bad beat
+                log.warning("dynprof_nb agent on %s: %r", self.ops.name, exc)
+
+    def _push_rows(self, job: str, now: float, full: bool) -> None:
+        """Send the job's rows if what a command changes changed (any look), or anything
+        but the ages changed (full beats), or nothing was sent for RESEND_EVERY_S."""
+        rows = self.ops.rows(job)
+        changing = [{k: v for k, v in r.items() if k not in ("heartbeat_age_s", "rate")}
+                    for r in rows]
+        command = [{k: v for k, v in r.items() if k != "step"} for r in changing]
+        sent = self._sent.get(job)
+        if sent is not None and command == sent[1] and not (
+                full and (changing != sent[0] or now - sent[2] >= RESEND_EVERY_S)):
+            return
+        self._sent[job] = (changing, command, now)
+        self._emit(status_topic(job), {"job": job, "node": self.ops.name, "key": self.ops.key,
+                                       "addr": self.address, "rows": rows, "t": time.time()})
+
+    def _emit(self, topic: str, msg: dict[str, Any]) -> None:
+        self.worker.log_event(topic, msg)
+
+    def _catch_up(self, job: str) -> None:
+        """A job first seen here gets the cluster's current command (a late node)."""
+        from distributed import Client, Variable
+
+        try:
+            if self._client is None:
+                self._client = Client(self.worker.scheduler.address, set_as_default=False,
+                                      timeout=10)
+            cmd = Variable(command_variable(job), client=self._client).get(timeout=0.5)
+        except Exception:  # no command yet (or the scheduler is away): nothing to catch up
+            return
+        if not isinstance(cmd, dict) or "config" not in cmd:
+            return
+        with self.ops.job(job) as handle:
+            gen, current = handle.generation, handle.config.to_dict()
+        if gen > 0 and current == cmd["config"]:
+            self.ops.record(job, gen, cmd["seq"])  # already there (an agent that restarted)
+            return
+        try:
+            self.ops.call("apply", {"job": job, "action": cmd["action"],
+                                    "config": cmd["config"], "seq": cmd["seq"]})
+            log.info("dynprof_nb agent on %s: job %r caught up with command %d", self.ops.name,
+                     job, cmd["seq"])
+        except Exception as exc:
+            log.warning("dynprof_nb agent on %s: catching up job %r: %s", self.ops.name, job,
+                        exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self.election.release()
+        self.ops.close()
+        if self._client is not None:
+            try:
+                self._client.close(timeout=2)
+            except Exception:
+                pass
+
+
+def start_agent(worker: Any) -> Agent:
+    """The worker's agent, started once (a preload and a plugin may both ask)."""
+    with _AGENTS_LOCK:
+        agent = _AGENTS.get(worker.id)
+        if agent is None:
+            agent = _AGENTS[worker.id] = Agent(worker).start()
+        return agent
+
+
+def stop_agent(worker: Any) -> None:
+    with _AGENTS_LOCK:
+        agent = _AGENTS.pop(worker.id, None)
+    if agent is not None:
+        agent.stop()
+
+
+def agent_of(worker: Any) -> Agent | None:
+    return _AGENTS.get(getattr(worker, "id", None))
+
+
+async def call(op: str, payload: dict[str, Any], dask_worker: Any = None) -> dict[str, Any]:
+    """What ``Client.run`` runs on each worker: one operation of the worker's agent, on a
+    thread (so the worker's event loop keeps beating while a command waits for its ranks)."""
+    agent = agent_of(dask_worker)
+    if agent is None:
+        return {"missing": True, "addr": getattr(dask_worker, "address", "")}
+    return await asyncio.to_thread(agent.call, op, payload)
+
+
+class AgentPlugin(WorkerPlugin):
+    """The agent as a worker plugin: ``client.register_plugin(AgentPlugin())`` starts one on
+    every worker, including those that join later."""
+
+    name = PLUGIN_NAME
+
+    def setup(self, worker: Any) -> None:
+        start_agent(worker)
+
+    def teardown(self, worker: Any) -> None:
+        stop_agent(worker)
+
+
+def dask_setup(worker: Any) -> None:
+    """``dask worker --preload dynprof_nb.cluster.agent``."""
+    start_agent(worker)
+
+
+def dask_teardown(worker: Any) -> None:
+    stop_agent(worker)

@@ -1,0 +1,464 @@
+"""``ClusterJob``: one job on every node of a Dask cluster, with the interface of ``Job``.
+
+``dynprof_nb.attach("llama", cluster=client_or_address)`` returns one. Commands fan out with
+``Client.run`` to every node's agent (:mod:`dynprof_nb.cluster.agent`), which applies them to its
+node's job segment; the job's current command is kept in a Dask ``Variable`` so that a node
+joining late (and a second notebook) sees it. Status is pushed by the agents and kept in a
+table (:mod:`dynprof_nb.cluster.feed`); ``status()`` and ``wait()`` read that table and never
+ask the nodes. ``windows()`` and ``load()`` run on the nodes; only results travel.
+
+Same step everywhere: ``start("+k", ...)`` first asks every node for its ranks' steps and step
+rates (one fan-out, timed), puts the window ``k`` steps after the most advanced rank of the
+whole cluster, but never closer than the margin the measured fan-out latency and the step rates
+need (:meth:`ClusterJob.margin_steps`), then sends it. Each agent waits until its ranks have
+read it and answers with what they armed; the window stands only if every live rank armed the
+same ``(start, stop)``. Otherwise it is cancelled on every rank and ``start`` raises
+``JobError`` saying which ranks failed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dynprof_nb.cluster.agent import PLUGIN_NAME, AgentPlugin, call, command_variable
+from dynprof_nb.cluster.feed import feed_of
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.control.base import (
+    WINDOW_COLUMNS,
+    WINDOW_EXTRA_COLUMNS,
+    Controller,
+    JobError,
+    WindowRefused,
+    latest_window_paths,
+    resolve_step,
+)
+from dynprof_nb.control.status import status_frame
+from dynprof_nb.segment import SegmentError, check_job_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dynprof_nb.cluster.window import ClusterWindow
+
+ARMED_STATES = ("armed", "recording", "excluded")
+BUSY_STATES = ("armed", "recording", "saving")
+MARGIN_SAFETY_S = 0.5  # on top of two fan-outs and two steps of the slowest rank (s)
+ARM_WAIT_MAX_S = 10.0
+LOCK_TIMEOUT_S = 30.0
+RATE_HORIZON_S = 5.0
+
+
+def attach_cluster(job: str, cluster: Any) -> ClusterJob:
+    """``cluster`` is a ``distributed.Client`` or a scheduler address (``tcp://host:8786``)."""
+    from distributed import Client
+
+    try:
+        check_job_name(job)
+    except SegmentError as exc:
+        raise JobError(str(exc)) from None
+    if isinstance(cluster, Client):
+        return ClusterJob(job, cluster)
+    if not isinstance(cluster, str) or not cluster.strip():
+        raise JobError(f"cluster: got {cluster!r}; expected a distributed.Client or a "
+                       "scheduler address like 'tcp://host:8786'.")
+    try:
+        client = Client(cluster.strip(), set_as_default=False, timeout=10)
+    except OSError as exc:
+        raise JobError(f"cannot reach the Dask scheduler at {cluster}: {exc}. Is `dask "
+                       "scheduler` running there?") from None
+    return ClusterJob(job, client, own_client=True)
+
+
+class ClusterJob(Controller):
+    """A job whose ranks run on the nodes of a Dask cluster (the interface of ``Job``)."""
+
+    def __init__(self, name: str, client: Any, own_client: bool = False,
+                 install: bool = True) -> None:
+        from distributed import Lock, Variable
+
+        self.name = name
+        self.client = client
+        self._own_client = own_client
+        self._var = Variable(command_variable(name), client=client)
+        self._lock = Lock(f"dynprof_nb.lock.{name}", scheduler_rpc=client.scheduler,
+                          loop=client.loop)
+        self._rtt = 0.0
+        self.last_start: dict[str, Any] = {}
+        self.unreachable: dict[str, str] = {}  # worker address -> the last error, dead nodes
+        self.feed = feed_of(client)
+        self.feed.watch(name)
+        self._ensure_agents(install)
+        self.refresh()
+
+    # -- fan-out ----------------------------------------------------------------------------
+
+    def _run(self, op: str, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+        """One operation on every node's agent: (answers of acting agents, errors)."""
+        t0 = time.monotonic()
+        raw = self.client.run(call, op, payload, on_error="return")
+        rtt = time.monotonic() - t0
+        self._rtt = rtt if not self._rtt else 0.7 * self._rtt + 0.3 * rtt
+        self._last_rtt = rtt
+        answers, errors = [], []
+        for addr, answer in raw.items():
+            if isinstance(answer, BaseException):
+                if self._dead_worker(addr):  # a node already shown dead: not a live rank's
+                    self.unreachable[addr] = repr(answer)
+                    continue
+                errors.append(f"{addr}: {answer}")
+            elif isinstance(answer, dict) and not answer.get("standby") \
+                    and not answer.get("missing"):
+                answers.append(dict(answer, addr=addr))
+        return answers, errors
+
+    def _dead_worker(self, addr: str) -> bool:
+        """A worker whose node stopped beating (or never did): its errors are not failures
+        of a live rank, they are why its ranks show ``dead``."""
+        keys = [key for key, info in self.feed.nodes.items() if info.get("addr") == addr]
+        return not any(self.feed.alive(key) for key in keys)
+
+    def _ensure_agents(self, install: bool) -> None:
+        raw = self.client.run(call, "hello", {}, on_error="return")
+        if not raw:
+            raise JobError("the Dask cluster has no worker: start `dask worker SCHED --preload "
+                           "dynprof_nb.cluster.agent` on every node.")
+        bad = {a: r for a, r in raw.items() if isinstance(r, BaseException)}
+        if bad:
+            raise JobError("cannot reach the dynprof_nb agent on "
+                           + ", ".join(f"{a} ({r!r})" for a, r in bad.items())
+                           + ": install dynprof_nb[cluster] on every node.")
+        if any(isinstance(r, dict) and r.get("missing") for r in raw.values()):
+            if not install:
+                raise JobError("some workers run no dynprof_nb agent: start them with "
+                               "--preload dynprof_nb.cluster.agent.")
+            self.client.register_plugin(AgentPlugin(), name=PLUGIN_NAME)
+
+    def refresh(self) -> None:
+        """Pull every node's rows once (attach does; afterwards the agents push)."""
+        answers, _ = self._run("status", {"job": self.name})
+        for answer in answers:
+            self.feed.store(self.name, answer)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One writer at a time per job, across notebooks (a Dask ``Lock``)."""
+        if not self._lock.acquire(timeout=LOCK_TIMEOUT_S):
+            raise JobError(f"job {self.name!r}: another notebook has held the job's lock for "
+                           f"{LOCK_TIMEOUT_S:.0f} s; try again.")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    # -- what is published -------------------------------------------------------------------
+
+    def _command(self) -> dict[str, Any] | None:
+        try:
+            cmd = self._var.get(timeout=0)
+        except Exception:  # not set yet
+            return None
+        return cmd if isinstance(cmd, dict) else None
+
+    @property
+    def generation(self) -> int:
+        """The cluster's command sequence number (the same on every node and notebook)."""
+        cmd = self._command()
+        return int(cmd["seq"]) if cmd else 0
+
+    @property
+    def config(self) -> ProfilerConfig:
+        """The config of the job's current command (defaults before the first one)."""
+        cmd = self._command()
+        return ProfilerConfig.from_dict(cmd["config"]) if cmd else ProfilerConfig()
+
+    def _send(self, action: str, cfg: ProfilerConfig, seq: int, arm_wait_s: float = 0.0
+              ) -> tuple[list[dict[str, Any]], list[str]]:
+        answers, errors = self._run("apply", {"job": self.name, "action": action,
+                                              "config": cfg.to_dict(), "seq": seq,
+                                              "arm_wait_s": arm_wait_s})
+        if not answers and not errors:
+            raise JobError("no dynprof_nb agent answered: is any worker running?")
+        return answers, errors
+
+    def _remember(self, seq: int, action: str, cfg: ProfilerConfig) -> None:
+        self._var.set({"seq": seq, "action": action, "config": cfg.to_dict(),
+                       "by": os.getpid(), "at": time.time()})
+
+    def _publish(self, action: str, cfg: ProfilerConfig) -> int:
+        with self._locked():
+            seq = self.generation + 1
+            _, errors = self._send(action, cfg, seq)
+            self._remember(seq, action, cfg)
+        if errors:
+            raise JobError(f"{action} (generation {seq}) failed on: " + "; ".join(errors))
+        return seq
+
+    def set(self, **changes: Any) -> int:
+        """Change config keys on every node; window keys behave as in ``Job.set``."""
+        if {"start_step", "stop_step"} & set(changes):
+            cfg = self.config.update(**changes)
+            if not cfg.has_window:
+                return self._write("stop", cfg)
+            rest = {k: v for k, v in changes.items() if k not in ("start_step", "stop_step")}
+            return self.start(cfg.start_step, cfg.stop_step, **rest)
+        return self._write("set", self.config.update(**changes))
+
+    def stop(self) -> int:
+        """End the window on every rank at once, or cancel a pending one."""
+        return self._write("stop", self.config.update(start_step=-1, stop_step=-1))
+
+    # -- same step everywhere ----------------------------------------------------------------
+
+    def margin_steps(self, rows: list[dict[str, Any]], rtt_s: float) -> int:
+        """Steps between the most advanced rank and the earliest safe start: two fan-outs
+        (send, answer) plus two steps of the slowest rank (it reads a command at a step's end)
+        plus :data:`MARGIN_SAFETY_S`, at the fastest rank's step rate."""
+        rates = [r["rate"] for r in rows if r.get("rate")]
+        if not rates:
+            return 2
+        seconds = 2 * max(rtt_s, self._rtt) + 2 / min(rates) + MARGIN_SAFETY_S
+        return math.ceil(max(rates) * seconds) + 1
+
+    def start(self, start: int | str, stop: int | str, **changes: Any) -> int:
+        """Ask every rank of every node to record steps ``start``..``stop`` (inclusive).
+
+        ``"+k"`` counts from the most advanced rank of the whole cluster; the window moves
+        later (keeping its length) if ``k`` is inside the safety margin, and
+        ``last_start`` says what was measured and chosen. Returns the new generation, once
+        every live rank has armed the same window; raises ``JobError`` after cancelling it
+        everywhere otherwise.
+        """
+        for key, value in (("start", start), ("stop", stop)):  # bad input: nothing is sent
+            resolve_step(key, value, 0)
+        base = self.config.update(**changes)
+        base.update(start_step=resolve_step("start", start, 1),
+                    stop_step=resolve_step("stop", stop, 1)).validate()
+        with self._locked():
+            t0 = time.monotonic()
+            answers, errors = self._run("status", {"job": self.name})
+            rtt = time.monotonic() - t0
+            if errors:
+                raise JobError("cannot read every node's ranks: " + "; ".join(errors))
+            for answer in answers:
+                self.feed.store(self.name, answer)
+            live = [dict(r, node=a["node"]) for a in answers for r in a["rows"] if r["alive"]]
+            current = max((_estimated(r, rtt) for r in live), default=0)
+            first = resolve_step("start", start, current)
+            last = resolve_step("stop", stop, current)
+            margin = self.margin_steps(live, rtt)
+            shift = 0
+            if _relative(start) and first < current + margin:
+                shift = current + margin - first
+                first += shift
+                last += shift if _relative(stop) else 0
+            cfg = base.update(start_step=first, stop_step=last)
+            cfg.validate()
+            if live and all(r["step"] >= first for r in live):
+                where = ", ".join(f"rank {r['rank']} at step {r['step']}" for r in live[:16])
+                raise WindowRefused(
+                    f"window {first}-{last} has already begun on every rank ({where}). "
+                    f"Ask for a later one, e.g. start('+5', '+{last - first + 5}').")
+            seq = self.generation + 1
+            self.last_start = {"current": current, "margin_steps": margin, "shift": shift,
+                               "rtt_s": round(rtt, 4), "window": (first, last),
+                               "generation": seq}
+            answers, errors = self._send("start", cfg, seq, self._arm_budget(live, first,
+                                                                             current, rtt))
+            problems = errors + _not_armed(answers, first, last)
+            self.last_start.update(ranks=sum(len(a["ranks"]) for a in answers),
+                                   nodes=len(answers), armed=not problems)
+            if problems:
+                stop_cfg = cfg.update(start_step=-1, stop_step=-1)
+                self._send("stop", stop_cfg, seq + 1)
+                self._remember(seq + 1, "stop", stop_cfg)
+                raise JobError(
+                    f"window {first}-{last} was cancelled on every rank: not every live rank "
+                    f"armed it in time ({'; '.join(problems[:8])}"
+                    f"{f'; and {len(problems) - 8} more' if len(problems) > 8 else ''}). "
+                    "Ask again with a larger '+k'.")
+            self._remember(seq, "start", cfg)
+        return seq
+
+    def _arm_budget(self, live: list[dict[str, Any]], first: int, current: int,
+                    rtt: float) -> float:
+        """How long an agent may wait for its ranks to read the window: until the fastest
+        rank is one fan-out, one slow step and half the safety time from the start, so that
+        a cancel still reaches every rank before it begins."""
+        rates = [r["rate"] for r in live if r.get("rate")]
+        if not rates:
+            return ARM_WAIT_MAX_S
+        to_start = (first - 1 - current) / max(rates)
+        keep = max(rtt, self._rtt) + 1 / min(rates) + MARGIN_SAFETY_S / 2
+        return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
+
+    # -- what the ranks do -------------------------------------------------------------------
+
+    def _rows(self) -> list[dict[str, Any]]:
+        return self.feed.rows(self.name)
+
+    def status(self) -> pd.DataFrame:
+        """One row per rank of every node, the usual columns plus ``node``; pushed by the
+        agents, so reading it costs no round trip. A node not heard from for a few seconds
+        shows its ranks ``dead``."""
+        return status_frame(self._rows())
+
+    def live_ranks(self) -> list[int]:
+        return sorted({r["rank"] for r in self._rows() if r["alive"]})
+
+    def progress(self) -> tuple[int, int]:
+        cfg, target = self.config, self.generation
+        if not cfg.has_window:
+            return 0, 0
+        live = [r for r in self._rows() if r["alive"]]
+        length = cfg.stop_step - cfg.start_step + 1
+        return sum(_done(r, cfg, target) for r in live), length * len(live)
+
+    def wait(self, timeout: float | None = None, progress: bool = True) -> pd.DataFrame:
+        """Block until every live rank of every node has applied the latest command and
+        finished its window (reads the pushed table). ``TimeoutError`` names the laggards."""
+        target, cfg = self.generation, self.config
+        deadline = None if timeout is None else time.monotonic() + timeout
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=1, desc=f"job {self.name}", unit="step", leave=True)
+        try:
+            while True:
+                rows = self._rows()
+                live = [r for r in rows if r["alive"]]
+                if not rows:
+                    raise JobError(f"job {self.name!r} has no rank on any node: start the "
+                                   "training side, then wait.")
+                pending = [r for r in live if r["generation"] < target
+                           or r["state"] in BUSY_STATES]
+                if bar is not None and cfg.has_window and live:
+                    length = cfg.stop_step - cfg.start_step + 1
+                    bar.total = max(1, length * len(live))
+                    bar.n = sum(_done(r, cfg, target) for r in live)
+                    bar.refresh()
+                if not pending:
+                    return self.status()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(
+                        f"job {self.name!r}: still waiting after {timeout} s for "
+                        + ", ".join(f"rank {r['rank']} on {r['node']} ({r['state']}, step "
+                                    f"{r['step']})" for r in pending[:16])
+                        + ". The window goes on; call wait() again or stop().")
+                self.feed.wait_for(lambda: False, min(0.25, left if left else 0.25))
+        finally:
+            if bar is not None:
+                bar.close()
+
+    # -- what the ranks wrote ------------------------------------------------------------
+
+    def roots(self) -> list[Path]:
+        """Window directories are node-local paths: see ``windows()`` (with ``node``)."""
+        return []
+
+    def _window_rows(self) -> list[dict[str, Any]]:
+        answers, errors = self._run("windows", {"job": self.name})
+        if errors:
+            raise JobError("cannot list windows on: " + "; ".join(errors))
+        labels = self.feed.labels()
+        rows, seen = [], set()
+        for answer in answers:
+            for row in answer["windows"]:
+                if row["path"] in seen:  # a shared filesystem: listed by several nodes
+                    continue
+                seen.add(row["path"])
+                rows.append(dict(row, node=labels.get(answer["key"], answer["node"]),
+                                 addr=answer["addr"]))
+        rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
+        return rows
+
+    def windows(self) -> pd.DataFrame:
+        """Every node's windows of this job: the usual columns plus ``node`` (listed on each
+        node by its agent)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self._window_rows(),
+                             columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS + ["node", "addr"])
+        for col in ("started_at", "ended_at"):
+            frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
+        self._last_windows = frame
+        return frame.drop(columns="addr")
+
+    def load(self, window: int | str | os.PathLike[str] | None = None) -> ClusterWindow:
+        """The latest complete window of every rank (or row ``window`` of ``windows()``, or the
+        rank window at that path) as one :class:`~dynprof_nb.cluster.window.ClusterWindow`,
+        reduced on the nodes that wrote it."""
+        from dynprof_nb.cluster.window import ClusterWindow
+
+        self.windows()
+        frame = self._last_windows
+        if window is None:
+            paths = set(latest_window_paths(frame))
+            if not paths:
+                raise JobError(f"job {self.name!r} has no complete window on any node yet; "
+                               "start one and wait() for it.")
+            chosen = frame[frame.path.isin(paths)]
+        elif isinstance(window, int) and not isinstance(window, bool):
+            if not -len(frame) <= window < len(frame):
+                raise JobError(f"no window {window}: windows() lists {len(frame)}.")
+            chosen = frame.iloc[[window]]
+        else:
+            chosen = frame[frame.path == os.fspath(window)]
+            if chosen.empty:
+                raise JobError(f"{os.fspath(window)!r} is not one of job {self.name!r}'s "
+                               "windows; windows() lists them.")
+        parts = [{"rank": int(r.rank), "node": r.node, "addr": r.addr, "path": r.path}
+                 for r in chosen.itertuples()]
+        return ClusterWindow(self.client, self.name, parts)
+
+    # -- display -------------------------------------------------------------------------
+
+    def _describe(self) -> str:
+        cfg = self.config
+        rows = self._rows()
+        window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
+        nodes = {r["node"] for r in rows if r["alive"]}
+        return (f"ClusterJob {self.name!r}: {sum(r['alive'] for r in rows)} live rank(s) on "
+                f"{len(nodes)} node(s), window {window}, generation {self.generation}")
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+
+def _relative(value: int | str) -> bool:
+    return isinstance(value, str) and value.strip().startswith("+")
+
+
+def _estimated(row: dict[str, Any], rtt: float) -> int:
+    """Where a rank probably is now: its reported step plus its rate times the report's age
+    (the age on the node plus the trip back)."""
+    age = min((row.get("heartbeat_age_s") or 0.0) + rtt, RATE_HORIZON_S)
+    return int(row["step"] + (row.get("rate") or 0.0) * age)
+
+
+def _not_armed(answers: list[dict[str, Any]], first: int, last: int) -> list[str]:
+    problems = []
+    for answer in answers:
+        for r in answer["ranks"]:
+            where = f"rank {r['rank']} on {answer['node']}"
+            if not r["applied"]:
+                problems.append(f"{where} had not read it (step {r['step']}, {r['state']})")
+            elif (r["start"], r["stop"]) != (first, last) or r["state"] not in ARMED_STATES:
+                problems.append(f"{where} is {r['state']} with window {r['start']}-{r['stop']}"
+                                + (f": {r['error']}" if r["error"] else ""))
+    return problems
+
+
+def _done(row: dict[str, Any], cfg: ProfilerConfig, target: int) -> int:
+    length = cfg.stop_step - cfg.start_step + 1
+    if row["generation"] >= target and row["state"] not in BUSY_STATES:
+        return length
+    return max(0, min(length, row["step"] - cfg.start_step + 1))

@@ -1,0 +1,66 @@
+"""Who a node is and which agent speaks for it (no Dask here).
+
+A *node* is a shared-memory domain: the ranks and the agent that see the same ``/dev/shm``. Its
+key is the host name plus the device number of the ``/dev/shm`` mount, so two containers (or two
+simulated nodes, each with a private tmpfs) on one host are two nodes, and two Dask workers on one
+node are one. Of those workers exactly one agent acts (``ElectionLock``): the kernel drops an
+``flock`` when its holder dies, so a standby takes over at its next beat.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+
+SHM_DIR = "/dev/shm"
+NODE_ENV = "DYNPROF_NODE"
+
+
+def node_key() -> str:
+    """``host:major:minor`` of this process's ``/dev/shm``: the same for every process that
+    shares the node's job segments, different on any other node."""
+    try:
+        dev = os.stat(SHM_DIR).st_dev
+        where = f"{os.major(dev)}:{os.minor(dev)}"
+    except OSError:
+        where = "noshm"
+    return f"{socket.gethostname()}:{where}"
+
+
+def node_name(worker_name: object = None) -> str:
+    """The name people see in the ``node`` column: ``$DYNPROF_NODE``, else the Dask worker's
+    ``--name`` when it is a word (not an address or a LocalCluster index), else the host name."""
+    name = os.environ.get(NODE_ENV, "").strip()
+    if name:
+        return name
+    if isinstance(worker_name, str) and worker_name and "://" not in worker_name:
+        return worker_name
+    return socket.gethostname()
+
+
+class ElectionLock:
+    """One agent per node: a non-blocking ``flock`` on a file in the node's ``/dev/shm``."""
+
+    def __init__(self, directory: str = SHM_DIR) -> None:
+        self.path = os.path.join(directory, f"dynprof_nb-agent.{os.getuid()}.lock")
+        self._fd = -1
+        self.held = False
+
+    def try_acquire(self) -> bool:
+        """True when this agent is (now) the node's one acting agent."""
+        if self.held:
+            return True
+        try:
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        self.held = True
+        return True
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor drops the lock
+        self._fd, self.held = -1, False

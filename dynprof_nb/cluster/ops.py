@@ -1,0 +1,176 @@
+"""What a node agent can do, and nothing else: the fixed set of operations (no Dask here).
+
+The cluster controller calls :meth:`NodeOps.call` with an operation name from
+:data:`OPERATIONS` and a payload of plain data (strings, numbers, dicts of them): apply a
+command to a job's segment, report a job's rank slots, list a job's windows, check a window path.
+Reading a window's tables is a task (:mod:`dynprof_nb.cluster.reduce`) that first asks
+:meth:`NodeOps.window_path` whether the path is one of the job's windows on this node. A fixed
+surface is what lets a later access check (which user, which job) sit in one place.
+
+Commands go through the node's :class:`~dynprof_nb.control.job.Job`, so a node validates and
+publishes exactly as a local ``Job`` does. The cluster's generation (``seq``) is not the
+segment's: each node maps the segment generations it wrote to the cluster ``seq`` they carried,
+so status rows from every node speak of one generation.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from dynprof_nb import windows
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.control.base import JobError
+from dynprof_nb.control.job import Job
+from dynprof_nb.control.status import age_s
+from dynprof_nb.protocol import ACTIONS
+from dynprof_nb.segment import check_job_name, list_jobs
+
+OPERATIONS = ("hello", "apply", "status", "windows")
+ARM_POLL_S = 0.005
+ARM_WAIT_MAX_S = 10.0
+
+
+class OperationError(ValueError):
+    """A payload the agent refuses (the message says what was wrong)."""
+
+
+class NodeOps:
+    """The node's jobs as the agent sees them: open ``Job`` handles and the seq map."""
+
+    def __init__(self, name: str, key: str) -> None:
+        self.name = name
+        self.key = key
+        self._seqs: dict[str, list[tuple[int, int]]] = {}  # job -> [(segment gen, seq)]
+        self._lock = threading.Lock()
+
+    # -- the one entry point ----------------------------------------------------------------
+
+    def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Run one operation; the answer always names the node."""
+        if op not in OPERATIONS:
+            raise OperationError(f"unknown operation {op!r}; an agent does {OPERATIONS}.")
+        if not isinstance(payload, dict):
+            raise OperationError(f"payload must be a dict, got {type(payload).__name__}.")
+        answer = getattr(self, f"_op_{op}")(**payload)
+        return {"node": self.name, "key": self.key, **answer}
+
+    def _op_hello(self) -> dict[str, Any]:
+        return {"jobs": list_jobs()}
+
+    def _op_apply(self, job: str, action: str, config: dict[str, Any], seq: int,
+                  arm_wait_s: float = 0.0) -> dict[str, Any]:
+        if action not in ACTIONS:
+            raise OperationError(f"action {action!r}: expected one of {ACTIONS}.")
+        cfg = ProfilerConfig.from_dict(config, strict=True)
+        with self.job(job, create=True) as handle:
+            with self._lock:
+                gen = handle._write(action, cfg)  # validate, then publish: as a local Job does
+                self._seqs.setdefault(job, []).append((gen, int(seq)))
+                del self._seqs[job][:-64]
+            slots = self._wait_applied(handle, gen, min(float(arm_wait_s), ARM_WAIT_MAX_S))
+        return {"gen": gen, "ranks": [self._slot_info(s, gen) for s in slots]}
+
+    def _op_status(self, job: str) -> dict[str, Any]:
+        segment = 0
+        if job in list_jobs():
+            try:
+                with self.job(job) as handle:
+                    segment = handle.generation
+            except JobError:
+                pass
+        return {"rows": self.rows(job), "segment_generation": segment}
+
+    def _op_windows(self, job: str) -> dict[str, Any]:
+        return {"windows": self.window_rows(job)}
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def job(self, name: str, create: bool = False) -> Job:
+        """The job's segment on this node, opened for one operation (close it: ``with``).
+        Not cached: a job run again under the same name gets a new segment."""
+        check_job_name(name)
+        return Job.open(name, create=create)
+
+    def known_jobs(self) -> list[str]:
+        return list_jobs()
+
+    def record(self, job: str, gen: int, seq: int) -> None:
+        """Remember that segment generation ``gen`` carries cluster ``seq`` (a catch-up)."""
+        with self._lock:
+            self._seqs.setdefault(job, []).append((gen, int(seq)))
+
+    def seq_of(self, job: str, applied: int) -> int:
+        """The cluster seq a rank that applied segment generation ``applied`` has seen."""
+        best = 0
+        for gen, seq in self._seqs.get(job, ()):
+            if gen <= applied:
+                best = max(best, seq)
+        return best
+
+    @staticmethod
+    def _wait_applied(handle: Job, gen: int, wait_s: float) -> list[Any]:
+        deadline = time.monotonic() + wait_s
+        while True:
+            slots = handle.live_slots()
+            if all(s.applied >= gen for s in slots) or time.monotonic() >= deadline:
+                return slots
+            time.sleep(ARM_POLL_S)
+
+    @staticmethod
+    def _slot_info(slot: Any, gen: int) -> dict[str, Any]:
+        return {"rank": slot.rank, "pid": slot.pid, "step": slot.step, "state": slot.state,
+                "start": slot.start, "stop": slot.stop, "applied": slot.applied >= gen,
+                "error": slot.error}
+
+    def rows(self, job: str) -> list[dict[str, Any]]:
+        """The job's rank slots on this node as status rows (plus the step rate), live and dead;
+        no rows when the job has no segment here."""
+        if job not in list_jobs():
+            return []
+        try:
+            with self.job(job) as handle:
+                slots = handle.slots()
+        except JobError:  # removed since it was listed
+            return []
+        now = time.time_ns()
+        rows = []
+        for s in slots:
+            closed = s.state == "closed"
+            alive = not closed and s.alive
+            rows.append({
+                "rank": s.rank, "pid": s.pid, "step": s.step,
+                "state": s.state if alive or closed else "dead",
+                "window": f"{s.start}-{s.stop}" if s.start >= 1 else "",
+                "generation": self.seq_of(job, s.applied), "local_gen": s.applied,
+                "heartbeat_age_s": age_s(now, s.heartbeat_ns), "alive": alive,
+                "error": s.error, "rate": s.rate_milli / 1000.0})
+        return rows
+
+    def window_rows(self, job: str) -> list[dict[str, Any]]:
+        """The windows of the job's ranks on this node, under the roots they published. Only
+        this node's ranks: on a shared filesystem every node sees every rank's directory, and
+        each window must be listed (and read) by the node that wrote it."""
+        if job not in list_jobs():
+            return []
+        try:
+            with self.job(job) as handle:
+                ranks = {s.rank for s in handle.slots()}
+                roots = handle.roots()
+        except JobError:
+            return []
+        return [row for row in windows.find_windows(roots, job=job) if row["rank"] in ranks]
+
+    def window_path(self, job: str, path: str) -> Path:
+        """``path`` if it is one of ``job``'s windows on this node, else OperationError: the
+        agent reads only what the job's own ranks wrote."""
+        listed = {row["path"] for row in self.window_rows(job)}
+        if str(path) not in listed:
+            raise OperationError(f"{path!r} is not a window of job {job!r} on node "
+                                 f"{self.name}; windows() lists the ones there are.")
+        return Path(path)
+
+    def close(self) -> None:
+        """Nothing held between operations (kept for symmetry with the agent)."""

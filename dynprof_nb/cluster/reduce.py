@@ -1,0 +1,62 @@
+"""Window reductions that run on the node that wrote the window (Dask tasks pinned there).
+
+Each task reads one rank's window directory with the ordinary readers, checks first that the
+path is one of the job's windows on this node (:meth:`NodeOps.window_path`), and returns only
+what the notebook needs: the per-rank ``ops`` and ``steps`` tables, a kernel summary and the
+event span (a few KB), or one whole frame when a ``dask.dataframe`` partition asks for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynprof_nb.cluster.agent import agent_of
+
+KERNEL_SUMMARY_COLUMNS = ["name", "count", "total_us", "avg_us", "max_us"]
+
+
+def _window(job: str, path: str) -> Any:
+    from distributed import get_worker
+
+    from dynprof_nb.traces import load_window
+
+    agent = agent_of(get_worker())
+    if agent is None:
+        raise RuntimeError("this worker runs no dynprof_nb agent (start it with "
+                           "--preload dynprof_nb.cluster.agent).")
+    return load_window(agent.ops.window_path(job, path))
+
+
+def rank_reductions(job: str, path: str, rank: int) -> dict[str, Any]:
+    """One rank's summaries, computed where its files are."""
+    import pandas as pd
+
+    w = _window(job, path)
+    ev = w.events
+    span = None
+    if len(ev) and ev["ts_ns"].notna().any():
+        span = (int(ev["ts_ns"].min()), int((ev["ts_ns"] + ev["dur_ns"]).max()))
+    kernels = w.kernels
+    if len(kernels):
+        ks = kernels.groupby(kernels["name"].astype(object), sort=False)["duration_us"].agg(
+            ["count", "sum", "mean", "max"]).reset_index()
+        ks.columns = KERNEL_SUMMARY_COLUMNS
+    else:
+        ks = pd.DataFrame(columns=KERNEL_SUMMARY_COLUMNS)
+    return {"rank": rank, "framework": w.framework, "start_step": w.start_step,
+            "stop_step": w.stop_step, "ops": plain(w.ops), "steps": plain(w.steps),
+            "kernels": ks, "span": span, "events": len(ev)}
+
+
+def rank_frame(job: str, path: str, kind: str, rank: int, node: str) -> Any:
+    """One rank's whole ``kind`` frame (a ``dask.dataframe`` partition), categories as text."""
+    frame = getattr(_window(job, path), kind)
+    return plain(frame).assign(rank=rank, node=node)
+
+
+def plain(frame: Any) -> Any:
+    """Categorical columns as plain text, so partitions from different ranks line up."""
+    cats = [c for c in frame.columns if str(frame[c].dtype) == "category"]
+    if not cats:
+        return frame.reset_index(drop=True)
+    return frame.astype({c: object for c in cats}).reset_index(drop=True)

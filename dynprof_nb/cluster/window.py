@@ -1,0 +1,152 @@
+"""A window of every rank of a cluster job, analysed where it was written.
+
+``ClusterJob.load()`` returns a :class:`ClusterWindow`. Building it runs one task per rank on the
+worker of the node that wrote that rank's files (``workers=[addr]``,
+``allow_other_workers=False``); the tasks return summaries only, so the notebook holds a few KB
+per rank whatever the trace size.
+
+pandas frames (small, computed on the nodes, combined here): ``ops`` (one row per rank and
+operation), ``op_totals`` (ops folded over ranks), ``steps`` (one row per rank and step),
+``kernel_summary`` (one row per rank and kernel name), ``ranks_view()`` and ``summary()``.
+
+``dask.dataframe`` frames (big, one partition per rank, left on the nodes until you compute
+them): ``events``, ``kernels``, ``memory``, ``communication``. E.g.
+``w.events.groupby("name").dur_ns.sum().compute()`` reduces on the nodes too;
+``w.events.compute()`` brings every event of every rank into the notebook.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dynprof_nb.analysis.summary import (
+    Summary,
+    notes_for,
+    ops_across_ranks,
+    rank_table,
+    step_breakdown,
+)
+from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
+from dynprof_nb.traces import schema
+from dynprof_nb.traces.window import concat_frames
+
+BIG_FRAMES = ("events", "kernels", "memory", "communication")
+
+
+class ClusterWindow:
+    """The ranks' windows of one recording: ``ranks``, ``nodes`` (rank -> node),
+    ``start_step``/``stop_step``, the pandas summaries and the ``dask.dataframe`` tables."""
+
+    def __init__(self, client: Any, job: str, parts: list[dict[str, Any]]) -> None:
+        self.client = client
+        self.job = job
+        self.parts = sorted(parts, key=lambda p: p["rank"])
+        futures = [client.submit(rank_reductions, job, p["path"], p["rank"],
+                                 workers=[p["addr"]], allow_other_workers=False, pure=False)
+                   for p in self.parts]
+        self._reduced = client.gather(futures)
+        self.ranks: list[int] = [p["rank"] for p in self.parts]
+        self.nodes: dict[int, str] = {p["rank"]: p["node"] for p in self.parts}
+        self.paths: dict[int, str] = {p["rank"]: p["path"] for p in self.parts}
+        starts = {r["start_step"] for r in self._reduced}
+        stops = {r["stop_step"] for r in self._reduced}
+        self.start_step = starts.pop() if len(starts) == 1 else None
+        self.stop_step = stops.pop() if len(stops) == 1 else None
+        kinds = {r["framework"] for r in self._reduced}
+        self.framework = kinds.pop() if len(kinds) == 1 else "mixed"
+        self._dask: dict[str, Any] = {}
+
+    # -- pandas: reductions computed on the nodes ------------------------------------------
+
+    def _stack(self, key: str) -> pd.DataFrame:
+        parts = [r[key].assign(rank=r["rank"], node=self.nodes[r["rank"]])
+                 for r in self._reduced]
+        return concat_frames(parts) if parts else pd.DataFrame()
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        """Host operations per rank: the ``ops`` columns plus ``rank`` and ``node``."""
+        return self._stack("ops")
+
+    @property
+    def op_totals(self) -> pd.DataFrame:
+        """Host operations folded over every rank (one row per name)."""
+        return ops_across_ranks(self.ops.drop(columns="node"))
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """Steps per rank: the ``steps`` columns plus ``rank`` and ``node``."""
+        return self._stack("steps")
+
+    @property
+    def kernel_summary(self) -> pd.DataFrame:
+        """Device kernels per rank and name: count, total, mean and max duration (µs)."""
+        return self._stack("kernels")
+
+    def ranks_view(self) -> pd.DataFrame:
+        """Step time per rank, slowest first, with the rank's node."""
+        table = rank_table(self.steps.drop(columns="node"))
+        return table.assign(node=table["rank"].map(self.nodes))
+
+    def summary(self, top: int = 10) -> Summary:
+        """The same summary as a local window's, from the nodes' reductions."""
+        steps = self.steps.drop(columns="node")
+        ops = self.op_totals
+        spans = [r["span"] for r in self._reduced if r["span"]]
+        span_ms = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e6 if spans else 0.0
+        step_list = sorted(steps["step"].unique().tolist()) if len(steps) else []
+        ranks = rank_table(steps) if len(steps) else None
+        header = {"framework": self.framework, "ranks": self.ranks, "span_ms": span_ms,
+                  "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-"}
+        top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
+        top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
+        return Summary(header, top_ops, step_breakdown(steps), ranks,
+                       notes_for(steps, ops, ranks))
+
+    # -- dask.dataframe: the big tables stay on the nodes -----------------------------------
+
+    def _frame(self, kind: str) -> Any:
+        if kind not in self._dask:
+            import dask.dataframe as dd
+
+            meta = _meta(kind)
+            futures = [self.client.submit(rank_frame, self.job, p["path"], kind, p["rank"],
+                                          p["node"], workers=[p["addr"]],
+                                          allow_other_workers=False, pure=False)
+                       for p in self.parts]
+            self._dask[kind] = dd.from_delayed(futures, meta=meta, verify_meta=False)
+        return self._dask[kind]
+
+    @property
+    def events(self) -> Any:
+        """Every event of every rank (``dask.dataframe``, one partition per rank)."""
+        return self._frame("events")
+
+    @property
+    def kernels(self) -> Any:
+        """Every device task of every rank (``dask.dataframe``)."""
+        return self._frame("kernels")
+
+    @property
+    def memory(self) -> Any:
+        """Memory records of every rank (``dask.dataframe``)."""
+        return self._frame("memory")
+
+    @property
+    def communication(self) -> Any:
+        """Communication operations of every rank (``dask.dataframe``)."""
+        return self._frame("communication")
+
+    def __repr__(self) -> str:
+        steps = f" steps {self.start_step}..{self.stop_step}" if self.start_step else ""
+        return (f"<ClusterWindow {self.framework} job {self.job!r}{steps}: "
+                f"{len(self.ranks)} rank(s) on {len(set(self.nodes.values()))} node(s)>")
+
+
+def _meta(kind: str) -> pd.DataFrame:
+    frame = schema.empty(kind)
+    frame = frame.astype({c: object for c in frame.columns
+                          if str(frame[c].dtype) == "category"})
+    return frame.assign(rank=pd.Series(dtype="int64"), node=pd.Series(dtype=object))

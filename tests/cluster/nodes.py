@@ -1,0 +1,224 @@
+"""Simulated nodes on one machine, for the cluster tests and benchmark.
+
+Each :class:`SimNode` is its own Linux IPC and mount namespace with a private tmpfs on
+``/dev/shm`` (``unshare --ipc --mount --fork``, then ``mount -t tmpfs``), so its job segments are
+invisible to every other node, as on separate machines. Inside it run one ``dask worker
+--preload dynprof_nb.cluster.agent`` and the node's training ranks, each entered with
+``nsenter`` and each in its own session, so a test can SIGKILL one of them and teardown kills
+every process group. Needs root (CAP_SYS_ADMIN), as CI has. Every server listens on 127.0.0.1.
+
+    with SimCluster(tmp_path, nodes=4) as cluster:
+        cluster.start_ranks("job", per_node=2)   # ranks 0,1 on node 0, 2,3 on node 1, ...
+        client = cluster.client()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN_LOOP = REPO / "tests" / "train_loop.py"
+
+
+def child_env() -> dict[str, str]:
+    """Children import this checkout's dynprof_nb, single-threaded numerics."""
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{path}" if path else str(REPO),
+                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                DASK_DISTRIBUTED__WORKER__DAEMON="False")
+
+
+def _kill_group(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class Scheduler:
+    """``dask scheduler`` on 127.0.0.1, a free port, no dashboard."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.file = workdir / "scheduler.json"
+        self.log = open(workdir / "scheduler.log", "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--no-dashboard", "--no-show", "--scheduler-file", str(self.file)],
+            stdout=self.log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not self.file.exists() or not self.file.read_text().strip():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("dask scheduler did not start: "
+                                   + (workdir / "scheduler.log").read_text()[-2000:])
+            time.sleep(0.05)
+        time.sleep(0.05)
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def close(self) -> None:
+        _kill_group(self.proc, signal.SIGTERM)
+        _kill_group(self.proc)
+        self.log.close()
+
+
+class SimNode:
+    """One simulated node: a namespace holder, its dask worker and its training ranks."""
+
+    def __init__(self, index: int, scheduler: str, workdir: Path, name: str | None = None,
+                 nanny: bool = False) -> None:
+        self.index = index
+        self.scheduler = scheduler
+        self.name = name
+        self.nanny = nanny
+        self.dir = workdir / f"node{index}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.out = self.dir / "prof"  # the node's own disk
+        self.holder = subprocess.Popen(
+            ["unshare", "--ipc", "--mount", "--fork", "sh", "-c",
+             "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && echo ready && exec sleep 1000000"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        line = self.holder.stdout.readline().strip()
+        if line != "ready":
+            self.close()
+            raise RuntimeError(f"cannot make simulated node {index} (needs root: unshare and "
+                               f"mount): {line} {self.holder.stdout.read()[:500]}")
+        self.worker: subprocess.Popen | None = None
+        self.ranks: dict[tuple[str, int], subprocess.Popen] = {}
+        self._procs: list[subprocess.Popen] = []  # everything spawned here, killed by close()
+        self._logs: list[Any] = []
+
+    def spawn(self, cmd: list[str], log: str) -> subprocess.Popen:
+        """Run ``cmd`` inside this node's namespaces, in its own session."""
+        fh = open(self.dir / log, "a")  # noqa: SIM115
+        self._logs.append(fh)
+        proc = subprocess.Popen(
+            ["nsenter", "-t", str(self.holder.pid), "--ipc", "--mount", "--", *cmd],
+            stdout=fh, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+        self._procs.append(proc)
+        return proc
+
+    def start_worker(self) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "dask", "worker", self.scheduler, "--preload",
+               "dynprof_nb.cluster.agent", "--death-timeout", "10", "--nthreads", "1",
+               "--no-dashboard", "--host", "127.0.0.1",
+               "--nanny" if self.nanny else "--no-nanny"]
+        if self.name:
+            cmd += ["--name", self.name]
+        self.worker = self.spawn(cmd, "worker.log")
+        return self.worker
+
+    def start_rank(self, job: str, rank: int, step_ms: float = 30.0,
+                   out: Path | None = None) -> subprocess.Popen:
+        proc = self.spawn([sys.executable, str(TRAIN_LOOP), "--job", job, "--rank", str(rank),
+                           "--out", str(out or self.out), "--step-ms", str(step_ms)],
+                          f"{job}.rank{rank}.log")
+        self.ranks[job, rank] = proc
+        return proc
+
+    def kill_worker(self) -> None:
+        _kill_group(self.worker)
+
+    def stop_ranks(self, job: str | None = None) -> None:
+        chosen = [k for k in self.ranks if job is None or k[0] == job]
+        for key in chosen:
+            _kill_group(self.ranks[key], signal.SIGTERM)
+        for key in chosen:
+            _kill_group(self.ranks.pop(key))
+
+    def close(self) -> None:
+        """Ranks get SIGTERM (they close their Monitor), then every process group spawned on
+        this node is killed, the holder last: a process outlives its namespace's holder."""
+        self.stop_ranks()
+        _kill_group(self.worker, signal.SIGTERM)
+        for proc in self._procs:
+            _kill_group(proc)
+        _kill_group(self.holder)
+        for fh in self._logs:
+            fh.close()
+
+
+class SimCluster:
+    """A scheduler and ``nodes`` simulated nodes (workers started, not yet ranks)."""
+
+    def __init__(self, workdir: Path, nodes: int = 4, names: bool = True,
+                 nanny: bool = False) -> None:
+        self.workdir = Path(workdir)
+        self.nodes: list[SimNode] = []
+        self._clients: list[Any] = []
+        self.names = names
+        self.nanny = nanny
+        self.scheduler = Scheduler(self.workdir)
+        try:
+            for _ in range(nodes):
+                self.add_node()
+            self.wait_workers(nodes)
+        except BaseException:
+            self.close()
+            raise
+
+    def add_node(self) -> SimNode:
+        i = len(self.nodes)
+        node = SimNode(i, self.scheduler.address, self.workdir,
+                       name=f"node{i}" if self.names else None, nanny=self.nanny)
+        self.nodes.append(node)
+        node.start_worker()
+        return node
+
+    def client(self) -> Any:
+        from distributed import Client
+
+        client = Client(self.scheduler.address, set_as_default=False, timeout=30)
+        self._clients.append(client)
+        return client
+
+    def wait_workers(self, n: int, timeout: float = 120.0) -> None:
+        client = self.client()
+        try:
+            client.wait_for_workers(n, timeout=timeout)
+        except Exception as exc:
+            logs = "\n".join((node.dir / "worker.log").read_text()[-1500:]
+                             for node in self.nodes if (node.dir / "worker.log").exists())
+            raise RuntimeError(f"{n} workers did not join: {exc}\n{logs}") from None
+        finally:
+            client.close()
+            self._clients.remove(client)
+
+    def start_ranks(self, job: str, per_node: int = 2, step_ms: float = 30.0,
+                    nodes: list[SimNode] | None = None, out: Path | None = None) -> None:
+        """Ranks ``index * per_node + j`` on each node; windows go to each node's own
+        directory, or all to ``out`` (a filesystem every node shares)."""
+        for node in nodes or self.nodes:
+            for j in range(per_node):
+                node.start_rank(job, node.index * per_node + j, step_ms, out=out)
+
+    def stop_ranks(self, job: str | None = None) -> None:
+        for node in self.nodes:
+            node.stop_ranks(job)
+
+    def close(self) -> None:
+        for client in self._clients:
+            try:
+                client.close(timeout=5)
+            except Exception:
+                pass
+        for node in self.nodes:
+            node.close()
+        self.scheduler.close()
+
+    def __enter__(self) -> SimCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
