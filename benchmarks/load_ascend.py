@@ -90,6 +90,20 @@ done(t0, c0, rows=len(ev), ranks=int(ev["rank"].nunique()))
 """
 
 
+CALIBRATE = r"""
+import json, time
+from concurrent.futures import ProcessPoolExecutor
+def busy(_):
+    c = time.process_time()
+    while time.process_time() - c < 0.5:
+        pass
+t = time.perf_counter()
+with ProcessPoolExecutor(2) as pool:
+    list(pool.map(busy, range(2)))
+print(json.dumps({"seconds": time.perf_counter() - t}))
+"""
+
+
 def ns(text: str) -> int:
     whole, _, frac = text.partition(".")
     return int(whole) * 1000 + int((frac + "000")[:3])
@@ -178,6 +192,9 @@ def main() -> None:
           f"ours / floor: {o['seconds'] / f['seconds']:.2f}x (target <= 3x); "
           f"cpu ours / floor {o['cpu'] / f['cpu']:.2f}x; "
           f"peak RSS / file {peak / size_mb:.2f} (target <= 3)")
+    cal = run(CALIBRATE)["seconds"]
+    print(f"two processes of 0.5 s CPU each take {cal:.2f} s here (about 0.5 s when two cores "
+          "are free): the windows below run on what other processes leave")
     for ranks in args.ranks:
         root = window(path, ranks)
         win, one = [], []
