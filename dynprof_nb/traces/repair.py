@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def repair_json(data: bytes, path: str | Path) -> tuple[Any, list[str]]:
     if "\ufffd" in text:
         notes.append("replaced invalid UTF-8 bytes")
     try:  # the stdlib accepts NaN/Infinity and (strict=False) raw control characters
-        obj = json.loads(text, strict=False)
+        obj = json.loads(text, strict=False, parse_float=Decimal)
         notes.append("non-standard JSON (NaN/Infinity or control characters) accepted")
         return obj, notes
     except json.JSONDecodeError:
@@ -102,7 +103,7 @@ def repair_json(data: bytes, path: str | Path) -> tuple[Any, list[str]]:
     if counts["strings"]:
         notes.append(f"{counts['strings']} strings with control characters or stray backslashes fixed")
     try:
-        return json.loads(fixed, strict=False), notes
+        return json.loads(fixed, strict=False, parse_float=Decimal), notes
     except json.JSONDecodeError as exc:
         first_error = exc
     events, lost = _salvage_events(fixed, path, first_error)
