@@ -9,7 +9,8 @@ from conftest import write_builtin_window
 from matplotlib.figure import Figure
 
 import dynprof_nb
-from dynprof_nb.analysis.summary import op_table, ranks_view
+from dynprof_nb.analysis.summary import ranks_view
+from dynprof_nb.traces.ops import op_table
 
 
 def test_summary_notes_slow_step_and_slow_rank(tmp_path: Path):

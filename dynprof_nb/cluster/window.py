@@ -30,7 +30,7 @@ from dynprof_nb.analysis.summary import (
 )
 from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
 from dynprof_nb.traces import schema
-from dynprof_nb.traces.window import concat_frames
+from dynprof_nb.traces.schema import concat_frames
 
 BIG_FRAMES = ("events", "kernels", "memory", "communication")
 

@@ -9,10 +9,10 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "load_trace": "window",
-    "load_window": "window",
+    "load_trace": "load",
+    "load_window": "load",
     "TraceWindow": "window",
-    "MultiRankWindow": "window",
+    "MultiRankWindow": "multirank",
     "TraceFormatError": "errors",
     "TraceRepairWarning": "errors",
     "IncompleteWindowWarning": "errors",

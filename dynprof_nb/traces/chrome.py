@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import fastjson
+from dynprof_nb.traces import fastjson, schema
 from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
 from dynprof_nb.traces.errors import TraceFormatError
 from dynprof_nb.traces.repair import check_text_like, repair_json
@@ -430,13 +430,6 @@ def _label_column(pid: np.ndarray, tid: np.ndarray | None, labels: dict) -> pd.C
 
 # ---- side tables, built on first access -----------------------------------------------------
 
-MEMORY_COLUMNS = ["ts_ns", "device", "allocated_bytes", "reserved_bytes", "active_bytes",
-                  "delta_bytes", "name", "source"]
-
-_MEM_DTYPES = {"ts_ns": "int64", "device": "category", "allocated_bytes": "float64",
-               "reserved_bytes": "float64", "active_bytes": "float64", "delta_bytes": "float64",
-               "name": "category", "source": "category"}
-
 
 def _num(v: Any) -> float:
     if isinstance(v, bool) or v is None:
@@ -467,7 +460,7 @@ def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
                                    "device_id"), strict=True):
             out.append(_floats([getattr(a, key) for a in args]))
     if not rows_ts:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _MEM_DTYPES.items()})
+        return schema.empty("memory")
     ts = np.concatenate(rows_ts)
     if base:
         ts = np.where(ts == NA_NS, NA_NS, ts + base)

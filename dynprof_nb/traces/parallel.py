@@ -26,12 +26,12 @@ _ALIGN = 64
 
 def load_events(children: list, worker: Callable[[Any], tuple[pd.DataFrame, dict, list]],
                 job: Callable[[Any], Any], max_workers: int | None = None) -> None:
-    """Fill ``_cache["events"]``, ``sources`` and ``_chrome`` of every child window that has no
-    events yet, one child per worker process. ``job(child)`` is the picklable description a
+    """Load the events of every child window that has none yet, one child per worker process
+    (handed over with ``child.adopt_events``). ``job(child)`` is the picklable description a
     worker gets; ``worker(job)`` returns (events, sources, chrome traces) in the worker. A
     child whose worker failed is left unloaded: the caller loads it in-process, where its error
     is raised with its own type and message."""
-    todo = [c for c in children if "events" not in c._cache]
+    todo = [c for c in children if not c.loaded("events")]
     workers = min(len(todo), max_workers or os.cpu_count() or 1)
     if len(todo) < 2 or workers < 2:
         return
@@ -45,9 +45,7 @@ def load_events(children: list, worker: Callable[[Any], tuple[pd.DataFrame, dict
             ev = unpack_frame(packed)
             for t in chrome:  # the frame travelled once; a one-trace window shares it again
                 t.events = ev if len(chrome) == 1 else None
-            c._cache["events"] = ev
-            c.sources.update(sources)
-            c._chrome = chrome
+            c.adopt_events(ev, sources, chrome)
             for msg, cat in caught:
                 warnings.warn(cat(msg), stacklevel=4)
 

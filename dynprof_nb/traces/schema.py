@@ -51,3 +51,24 @@ def conform(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
             out[col] = out[col].astype("category")
     extra = [c for c in out.columns if c not in schema]
     return out[list(schema) + extra]
+
+
+def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate keeping categoricals categorical (pandas falls back to object otherwise)."""
+    frames = [f for f in frames if f is not None]
+    if not frames:
+        return pd.DataFrame()
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    cat_cols = [c for c in frames[0].columns
+                if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype)
+                       for f in frames)]
+    if cat_cols:
+        frames = [f.copy() for f in frames]
+        for c in cat_cols:
+            cats = pd.Index([])
+            for f in frames:
+                cats = cats.union(f[c].cat.categories.astype(object), sort=False)
+            for f in frames:
+                f[c] = f[c].cat.set_categories(cats)
+    return pd.concat(frames, ignore_index=True)

@@ -7,19 +7,20 @@ processes (the JSON decode holds the GIL, so threads would not help).
 
 from __future__ import annotations
 
-import os
+import importlib
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_db, derive, mindspore, parallel, schema
+from . import ascend, ascend_db, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
-from .discover import WindowFiles, find_window_files, job_rank, rank_windows
+from .discover import WindowFiles, find_window_files, job_rank
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning
+from .ops import op_table
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 MEMORY_CSVS = ("memory_record", "operator_memory", "npu_module_mem")
@@ -194,7 +195,7 @@ class TraceWindow:
                 return schema.empty("events")
         elif traces:
             frames = [t.events for t in traces]
-            ev = frames[0] if len(frames) == 1 else concat_frames(frames)
+            ev = frames[0] if len(frames) == 1 else schema.concat_frames(frames)
             self._note("events", [t.path for t in traces], notes=[n for t in traces for n in t.repairs])
         elif self._files and "cpu_op_execute_timestamp" in self._files.framework:
             p = self._files.framework["cpu_op_execute_timestamp"]
@@ -205,7 +206,7 @@ class TraceWindow:
             return schema.empty("events")
         markers = self._files.step_markers if self._files else None
         if markers is not None:
-            ev = concat_frames([schema.conform(ev, "events").drop(columns="step"),
+            ev = schema.concat_frames([schema.conform(ev, "events").drop(columns="step"),
                                 mindspore.step_markers(markers)])
             self.sources["events"]["files"].append(str(markers))
             self.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
@@ -214,7 +215,6 @@ class TraceWindow:
         return ev
 
     def _load_ops(self) -> pd.DataFrame:
-        from dynprof_nb.analysis.summary import op_table
 
         ev = self.events
         if not ev.empty:
@@ -311,7 +311,7 @@ class TraceWindow:
                                          "(profile_memory was probably off)")
             return schema.empty("memory")
         self._note("memory", files)
-        out = concat_frames([schema.conform(f, "memory") for f in frames])
+        out = schema.concat_frames([schema.conform(f, "memory") for f in frames])
         return out.sort_values("ts_ns", ignore_index=True)
 
     def _load_communication(self) -> pd.DataFrame:
@@ -353,73 +353,205 @@ class TraceWindow:
                                          f"or database (this rank has: {self._have()})"}
         return self._links
 
-    # ---- cluster analyses (dynprof_nb.analysis.cluster) -------------------------------------
+    # ---- cluster analyses (dynprof_nb.analysis.cluster, named in VIEWS) ----------------------
     def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
         """Device time by op type and core, per rank (msprof-analyze compute_op_sum)."""
-        from dynprof_nb.analysis.cluster import compute_ops
-
-        return compute_ops(self, per_rank=per_rank, by_name=by_name)
+        return _view("compute_ops")(self, per_rank=per_rank, by_name=by_name)
 
     def communication_ops(self, per_rank: bool = True) -> pd.DataFrame:
         """Communication ops per rank: count, time, wait, transit, bandwidth (hccl_sum)."""
-        from dynprof_nb.analysis.cluster import communication_ops
-
-        return communication_ops(self, per_rank=per_rank)
+        return _view("communication_ops")(self, per_rank=per_rank)
 
     def step_breakdown(self) -> pd.DataFrame:
         """Per rank and step: computing, communication (not) overlapped, free (cluster_time_summary)."""
-        from dynprof_nb.analysis.cluster import step_breakdown
-
-        return step_breakdown(self)
+        return _view("cluster_step_breakdown")(self)
 
     def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
         """Bandwidth per link and transport type (communication_matrix / slow_link)."""
-        from dynprof_nb.analysis.cluster import communication_matrix
-
-        return communication_matrix(self, step=step)
+        return _view("communication_matrix")(self, step=step)
 
     def slow_ranks(self) -> pd.DataFrame:
         """Per rank against the median rank, with a plain-language note (slow_rank)."""
-        from dynprof_nb.analysis.cluster import slow_ranks
-
-        return slow_ranks(self)
+        return _view("slow_ranks")(self)
 
     def plot_rank_steps(self, **kw: Any) -> Any:
-        from dynprof_nb.analysis.cluster_plots import rank_step_breakdown
-
-        return rank_step_breakdown(self, **kw)
+        """Each rank's step time, stacked by what it spent it on."""
+        return _view("rank_step_breakdown")(self, **kw)
 
     def plot_bandwidth(self, **kw: Any) -> Any:
-        from dynprof_nb.analysis.cluster_plots import bandwidth_heatmap
+        """A rank x rank bandwidth heat map of the window's communication links."""
+        return _view("bandwidth_heatmap")(self, **kw)
 
-        return bandwidth_heatmap(self, **kw)
+    # ---- reading ----------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | Path) -> TraceWindow:
+        """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
+        communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
+        w = cls(p, WindowFiles(root=p.parent), single_file=p)
+        name = p.name
+        w.framework = "pytorch" if ".pt.trace.json" in name else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
+        try:
+            w._read_file(p, name)
+        except (TraceFormatError, FileNotFoundError, MemoryError):
+            raise
+        except _CONTENT_ERRORS as exc:
+            raise TraceFormatError(p, f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
+                                   hint="the file is damaged or not in the layout this reader "
+                                        "knows") from exc
+        return w
+
+    @classmethod
+    def from_directory(cls, root: Path, explicit: bool = True) -> TraceWindow:
+        """One rank's window directory; ``explicit``: the user named it (warn if incomplete)."""
+        files = find_window_files(root)
+        if files.incomplete and explicit:
+            warnings.warn(IncompleteWindowWarning(f"{root}: loading an incomplete window because "
+                                                  f"{files.incomplete}; some data may be missing"), stacklevel=3)
+        if not (files.traces or files.csv or files.framework or files.db or files.communication):
+            raise TraceFormatError(root, "no trace files found in this directory", offset=None,
+                                   hint="expected trace.json, *.pt.trace.json, *_ascend_ms/ or ASCEND_PROFILER_OUTPUT/")
+        w = cls(root, files)
+        if files.db is not None:
+            w._identify_db(w._dbreader())
+        elif files.traces:
+            w._traces()
+            w._rank_from_trace()
+            w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
+        return w
+
+    def _read_file(self, p: Path, name: str) -> None:
+        """Read one file as this window's only file, by what its name says it is."""
+        if name.endswith(".csv") or name.endswith(".txt"):
+            self._read_table_file(p)
+        elif p.suffix == ".db":
+            self._identify_db(AscendDb(p))
+        elif name.startswith(("profiler_info", "profiler_metadata")) and name.endswith(".json"):
+            self._read_metadata(p)
+        elif "communication_matrix" in name and name.endswith(".json"):
+            self._chrome = []
+            self.communication_links()
+        elif name == "communication_group.json":
+            self._read_metadata(p)
+        elif name.startswith(("communication", "cluster_communication")) and name.endswith(".json"):
+            self._files.communication = p
+            self._cache["communication"] = self.communication
+            self._chrome = []
+        else:
+            self._files.traces = [p]
+            self._single = None
+            self.events  # noqa: B018  (parse now so a bad file raises here, not on first access)
+            self._rank_from_trace()
+
+    def _read_table_file(self, p: Path) -> None:
+        """A CSV/TXT table alone: the frame it feeds, or kept as-is in ``tables``."""
+        name = p.name
+        self._chrome = []
+        if name.startswith("kernel_details"):
+            self._files.csv["kernel_details"] = p
+            self.kernels  # noqa: B018
+        elif name.startswith("op_statistic"):
+            self.ops  # noqa: B018
+        elif "step_trace_time" in name:
+            self._files.csv["step_trace_time"] = p
+            self._cache["steps"] = schema.conform(ascend.step_trace_time(p), "steps")
+            self._note("steps", [p])
+        elif name.startswith(MEMORY_CSVS):
+            self._files.csv[name.rsplit(".", 1)[0].split("_rank")[0]] = p
+            self.memory  # noqa: B018
+        elif name.startswith("cpu_op_detail_info"):
+            self._files.framework["cpu_op_detail_info"] = p
+            self._cache["events"] = schema.empty("events")
+            self._note("events", missing="cpu_op_detail_info has aggregates only")
+            self.ops  # noqa: B018
+        elif name.startswith("cpu_op_execute_timestamp"):
+            self._files.framework["cpu_op_execute_timestamp"] = p
+            self._single = None
+            self.events  # noqa: B018
+        elif name.startswith("cpu_ms_memory_record"):
+            self.memory  # noqa: B018
+        elif name.startswith(OTHER_ASCEND_CSVS):
+            # known Ascend tables with no frame of their own: parsed (so damage is reported), kept
+            # as-is in ``self.tables``
+            self.tables[p.stem] = ascend.read_csv(p)
+            for kind in FRAMES:
+                self._cache[kind] = schema.empty(kind)
+                self._note(kind, missing=f"{name} holds no {kind}")
+        else:
+            raise TraceFormatError(p, "unrecognised file name", offset=0,
+                                   hint="expected kernel_details / op_statistic / step_trace_time / memory "
+                                        "CSVs, communication.json, a Chrome trace JSON or an Ascend .db")
+
+    def _read_metadata(self, p: Path) -> None:
+        """profiler_info_N.json / profiler_metadata.json / communication_group.json: no frames, but
+        the rank (they are what says which rank a window is)."""
+        doc = ascend_db.read_profiler_info(p)
+        if not doc and p.stat().st_size:
+            raise TraceFormatError(p, "not a JSON object", offset=0,
+                                   hint="expected an Ascend profiler_info / profiler_metadata JSON")
+        self.rank, src = job_rank(p.parent)
+        self.tables[p.stem] = pd.json_normalize(doc) if doc else pd.DataFrame()
+        self._chrome = []
+        for kind in FRAMES:
+            self._cache[kind] = schema.empty(kind)
+            self._note(kind, missing=f"{p.name} is metadata only (rank from {src})")
+
+    def _identify_db(self, adb: AscendDb) -> None:
+        """Fill rank/device from RANK_DEVICE_MAP / TASK (reading the table list validates the file)."""
+        _ = adb.tables
+        rank, device = adb.rank_device()
+        if self.rank is None:
+            self.rank = rank
+        if self.device is None:
+            self.device = device
+
+    def _rank_from_trace(self) -> None:
+        """Rank and framework from what a Chrome trace says about itself."""
+        for t in self._chrome or []:
+            info = t.meta.get("distributedInfo")
+            if isinstance(info, dict) and isinstance(info.get("rank"), int) and self.rank is None:
+                self.rank = info["rank"]
+            if isinstance(t.meta.get("otherData"), dict) and self.framework == "chrome":
+                self.framework = "builtin"
+            procs = set(t.events["process"].cat.categories) if len(t.events) else set()
+            if self.framework == "chrome" and procs & {"Ascend Hardware", "CANN", "CPU OP"}:
+                self.framework = "ascend"
 
     # ---- views ------------------------------------------------------------------------------
+    # Summaries and plots live in dynprof_nb.analysis, which builds on this package; a window
+    # names them here and imports them on first use, so reading traces never loads matplotlib.
     def summary(self) -> Any:
         """Header, top operations, step breakdown and plain-language notes (HTML and text)."""
-        from dynprof_nb.analysis.summary import summarize
-
-        return summarize(self)
+        return _view("summary")(self)
 
     def plot_timeline(self, **kw: Any) -> Any:
-        from dynprof_nb.analysis.plots import timeline
-
-        return timeline(self, **kw)
+        """The ranks' events on a timeline (``dynprof_nb.analysis.plots.timeline``)."""
+        return _view("timeline")(self, **kw)
 
     def plot_ops(self, **kw: Any) -> Any:
-        from dynprof_nb.analysis.plots import top_ops
-
-        return top_ops(self, **kw)
+        """The top operations, across ranks (``dynprof_nb.analysis.plots.top_ops``)."""
+        return _view("top_ops")(self, **kw)
 
     def plot_steps(self, **kw: Any) -> Any:
-        from dynprof_nb.analysis.plots import step_breakdown
-
-        return step_breakdown(self, **kw)
+        """The step breakdown (``dynprof_nb.analysis.plots.step_breakdown``)."""
+        return _view("step_breakdown")(self, **kw)
 
     def plot_memory(self, **kw: Any) -> Any:
-        from dynprof_nb.analysis.plots import memory_over_time
+        """Memory per rank and device (``dynprof_nb.analysis.plots.memory_over_time``)."""
+        return _view("memory_over_time")(self, **kw)
 
-        return memory_over_time(self, **kw)
+    def loaded(self, kind: str) -> bool:
+        """Whether frame ``kind`` has been read already."""
+        return kind in self._cache
+
+    def adopt_events(self, events: pd.DataFrame, sources: dict[str, Any],
+                     traces: list[ChromeTrace]) -> None:
+        """Take the events another process parsed for this window (the parallel loader)."""
+        self._cache["events"] = events
+        self.sources.update(sources)
+        self._chrome = traces
 
     def load_all(self) -> TraceWindow:
         """Load every frame now (e.g. before pickling or timing)."""
@@ -434,306 +566,28 @@ class TraceWindow:
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"
 
 
-class MultiRankWindow(TraceWindow):
-    """Several ranks' windows: frames are the ranks' frames concatenated with a ``rank`` column."""
-
-    def __init__(self, path: Path, children: list[TraceWindow], skipped: list[str]):
-        super().__init__(path)
-        self.children = children
-        self.skipped = skipped
-        fw = {c.framework for c in children}
-        self.framework = fw.pop() if len(fw) == 1 else "mixed"
-        starts = {c.start_step for c in children}
-        stops = {c.stop_step for c in children}
-        self.start_step = starts.pop() if len(starts) == 1 else None
-        self.stop_step = stops.pop() if len(stops) == 1 else None
-
-    @property
-    def ranks(self) -> list[int]:
-        return [c.rank if c.rank is not None else i for i, c in enumerate(self.children)]
-
-    @property
-    def config(self) -> dict[str, Any] | None:
-        """The ranks' config (they record one window with one config: the first rank's)."""
-        return next((c.config for c in self.children if c.config is not None), None)
-
-    def _frame(self, kind: str) -> pd.DataFrame:
-        if kind not in self._cache:
-            if kind == "events":
-                _parallel_events(self.children)
-            parts = []
-            for r, c in zip(self.ranks, self.children, strict=True):
-                f = c._frame(kind)
-                f = f.assign(rank=r)
-                if "device" not in f.columns:  # memory's device is its device string already
-                    f["device"] = pd.array([c.device] * len(f), dtype="Int64")
-                parts.append(f)
-            frame = concat_frames(parts) if parts else schema.empty(kind).assign(rank=pd.Series(dtype="int64"))
-            per = {r: c.sources.get(kind) for r, c in zip(self.ranks, self.children, strict=True)}
-            self.sources[kind] = {
-                "ranks": per, "skipped": self.skipped,
-                "format": sorted({v.get("format") for v in per.values() if v and v.get("format")}),
-                "missing": {r: v["missing"] for r, v in per.items() if v and v.get("missing")}}
-            self._cache[kind] = frame
-        return self._cache[kind]
-
-    @property
-    def format(self) -> str:
-        fm = {c.format for c in self.children}
-        return fm.pop() if len(fm) == 1 else "mixed"
-
-    @property
-    def devices(self) -> dict[int, int | None]:
-        """rank -> device id (None where the window does not say)."""
-        return dict(zip(self.ranks, [c.device for c in self.children], strict=True))
-
-    def communication_links(self) -> pd.DataFrame:
-        if self._links is None:
-            parts = [c.communication_links().assign(rank=r)
-                     for r, c in zip(self.ranks, self.children, strict=True)]
-            self._links = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-            self.sources["links"] = {"ranks": {r: c.sources.get("links") for r, c in
-                                               zip(self.ranks, self.children, strict=True)}}
-        return self._links
-
-    def rank_window(self, rank: int) -> TraceWindow:
-        return self.children[self.ranks.index(rank)]
+# The analyses a window offers as methods, by name: imported on first use (see "views").
+VIEWS = {
+    "summary": "dynprof_nb.analysis.summary:summarize",
+    "timeline": "dynprof_nb.analysis.plots:timeline",
+    "top_ops": "dynprof_nb.analysis.plots:top_ops",
+    "step_breakdown": "dynprof_nb.analysis.plots:step_breakdown",
+    "memory_over_time": "dynprof_nb.analysis.plots:memory_over_time",
+    "compute_ops": "dynprof_nb.analysis.cluster:compute_ops",
+    "communication_ops": "dynprof_nb.analysis.cluster:communication_ops",
+    "cluster_step_breakdown": "dynprof_nb.analysis.cluster:step_breakdown",
+    "communication_matrix": "dynprof_nb.analysis.cluster:communication_matrix",
+    "slow_ranks": "dynprof_nb.analysis.cluster:slow_ranks",
+    "rank_step_breakdown": "dynprof_nb.analysis.cluster_plots:rank_step_breakdown",
+    "bandwidth_heatmap": "dynprof_nb.analysis.cluster_plots:bandwidth_heatmap",
+}
 
 
-def _events_job(c: TraceWindow) -> tuple[str, bool]:
-    return str(c._single or c.path), c._single is not None
-
-
-def _events_worker(job: tuple[str, bool]) -> tuple[pd.DataFrame, dict, list]:
-    path, single = job
-    w = load_trace(path) if single else _load_one_window(Path(path), explicit=False)
-    return w.events, w.sources, w._chrome or []
-
-
-def _parallel_events(children: list[TraceWindow]) -> None:
-    parallel.load_events(children, _events_worker, _events_job)
-
-
-def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate keeping categoricals categorical (pandas falls back to object otherwise)."""
-    frames = [f for f in frames if f is not None]
-    if not frames:
-        return pd.DataFrame()
-    if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    cat_cols = [c for c in frames[0].columns
-                if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
-    if cat_cols:
-        frames = [f.copy() for f in frames]
-        for c in cat_cols:
-            cats = pd.Index([])
-            for f in frames:
-                cats = cats.union(f[c].cat.categories.astype(object), sort=False)
-            for f in frames:
-                f[c] = f[c].cat.set_categories(cats)
-    return pd.concat(frames, ignore_index=True)
-
-
-# ---- entry points -------------------------------------------------------------------------------
-_SINGLE_READERS: dict[str, Callable] = {}
-
-
-def load_trace(path: str | Path) -> TraceWindow:
-    """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
-    communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
-    w = TraceWindow(p, WindowFiles(root=p.parent), single_file=p)
-    name = p.name
-    w.framework = "pytorch" if ".pt.trace.json" in name else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
-    try:
-        _read_single(w, p, name)
-    except (TraceFormatError, FileNotFoundError, MemoryError):
-        raise
-    except _CONTENT_ERRORS as exc:
-        raise TraceFormatError(p, f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
-                               hint="the file is damaged or not in the layout this reader "
-                                    "knows") from exc
-    return w
-
-
-def _read_single(w: TraceWindow, p: Path, name: str) -> None:
-    if name.endswith(".csv") or name.endswith(".txt"):
-        _load_table_file(w, p)
-    elif p.suffix == ".db":
-        _identify_db(w, AscendDb(p))
-    elif name.startswith(("profiler_info", "profiler_metadata")) and name.endswith(".json"):
-        _metadata_only(w, p)
-    elif "communication_matrix" in name and name.endswith(".json"):
-        w._chrome = []
-        w.communication_links()
-    elif name == "communication_group.json":
-        _metadata_only(w, p)
-    elif name.startswith(("communication", "cluster_communication")) and name.endswith(".json"):
-        w._files.communication = p
-        w._cache["communication"] = w.communication
-        w._chrome = []
-    else:
-        w._files.traces = [p]
-        w._single = None
-        w.events  # noqa: B018  (parse now so a bad file raises here, not on first access)
-        _rank_from_trace(w)
-
-
-def _load_table_file(w: TraceWindow, p: Path) -> None:
-    name = p.name
-    w._chrome = []
-    if name.startswith("kernel_details"):
-        w._files.csv["kernel_details"] = p
-        w.kernels  # noqa: B018
-    elif name.startswith("op_statistic"):
-        w.ops  # noqa: B018
-    elif "step_trace_time" in name:
-        w._files.csv["step_trace_time"] = p
-        w._cache["steps"] = schema.conform(ascend.step_trace_time(p), "steps")
-        w._note("steps", [p])
-    elif name.startswith(MEMORY_CSVS):
-        w._files.csv[name.rsplit(".", 1)[0].split("_rank")[0]] = p
-        w.memory  # noqa: B018
-    elif name.startswith("cpu_op_detail_info"):
-        w._files.framework["cpu_op_detail_info"] = p
-        w._cache["events"] = schema.empty("events")
-        w._note("events", missing="cpu_op_detail_info has aggregates only")
-        w.ops  # noqa: B018
-    elif name.startswith("cpu_op_execute_timestamp"):
-        w._files.framework["cpu_op_execute_timestamp"] = p
-        w._single = None
-        w.events  # noqa: B018
-    elif name.startswith("cpu_ms_memory_record"):
-        w.memory  # noqa: B018
-    elif name.startswith(OTHER_ASCEND_CSVS):
-        # known Ascend tables with no frame of their own: parsed (so damage is reported), kept
-        # as-is in ``w.tables``
-        w.tables[p.stem] = ascend.read_csv(p)
-        for kind in FRAMES:
-            w._cache[kind] = schema.empty(kind)
-            w._note(kind, missing=f"{name} holds no {kind}")
-    else:
-        raise TraceFormatError(p, "unrecognised file name", offset=0,
-                               hint="expected kernel_details / op_statistic / step_trace_time / memory "
-                                    "CSVs, communication.json, a Chrome trace JSON or an Ascend .db")
+def _view(name: str) -> Callable[..., Any]:
+    module, func = VIEWS[name].split(":")
+    return getattr(importlib.import_module(module), func)
 
 
 OTHER_ASCEND_CSVS = ("operator_details", "l2_cache", "static_op_mem", "api_statistic",
                      "op_summary", "task_time", "data_preprocess", "hccl_statistic",
                      "compute_op_sum", "hccl_sum")  # the last two: msprof-analyze outputs
-
-
-def _metadata_only(w: TraceWindow, p: Path) -> None:
-    """profiler_info_N.json / profiler_metadata.json / communication_group.json: no frames, but
-    the rank (they are what says which rank a window is)."""
-    doc = ascend_db.read_profiler_info(p)
-    if not doc and p.stat().st_size:
-        raise TraceFormatError(p, "not a JSON object", offset=0,
-                               hint="expected an Ascend profiler_info / profiler_metadata JSON")
-    w.rank, src = job_rank(p.parent)
-    w.tables[p.stem] = pd.json_normalize(doc) if doc else pd.DataFrame()
-    w._chrome = []
-    for kind in FRAMES:
-        w._cache[kind] = schema.empty(kind)
-        w._note(kind, missing=f"{p.name} is metadata only (rank from {src})")
-
-
-def _identify_db(w: TraceWindow, adb: AscendDb) -> None:
-    """Fill rank/device from RANK_DEVICE_MAP / TASK (reading the table list validates the file)."""
-    _ = adb.tables
-    rank, device = adb.rank_device()
-    if w.rank is None:
-        w.rank = rank
-    if w.device is None:
-        w.device = device
-
-
-def _rank_from_trace(w: TraceWindow) -> None:
-    for t in w._chrome or []:
-        info = t.meta.get("distributedInfo")
-        if isinstance(info, dict) and isinstance(info.get("rank"), int) and w.rank is None:
-            w.rank = info["rank"]
-        if isinstance(t.meta.get("otherData"), dict) and w.framework == "chrome":
-            w.framework = "builtin"
-        procs = set(t.events["process"].cat.categories) if len(t.events) else set()
-        if w.framework == "chrome" and procs & {"Ascend Hardware", "CANN", "CPU OP"}:
-            w.framework = "ascend"
-
-
-def _load_one_window(root: Path, explicit: bool) -> TraceWindow:
-    files = find_window_files(root)
-    if files.incomplete and explicit:
-        warnings.warn(IncompleteWindowWarning(f"{root}: loading an incomplete window because "
-                                              f"{files.incomplete}; some data may be missing"), stacklevel=3)
-    if not (files.traces or files.csv or files.framework or files.db or files.communication):
-        raise TraceFormatError(root, "no trace files found in this directory", offset=None,
-                               hint="expected trace.json, *.pt.trace.json, *_ascend_ms/ or ASCEND_PROFILER_OUTPUT/")
-    w = TraceWindow(root, files)
-    if files.db is not None:
-        _identify_db(w, w._dbreader())
-    elif files.traces:
-        w._traces()
-        _rank_from_trace(w)
-        w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
-    return w
-
-
-def load_window(path: str | Path | Sequence[str | Path]) -> TraceWindow:
-    """A window directory ``rank{r}_start{s}_stop{e}/`` (built-in, MindSpore, torch_npu, PyTorch),
-    a folder of several ranks' windows, or a list of window directories (one per rank); with
-    several ranks the frames get a ``rank`` column."""
-    if isinstance(path, (list, tuple)):
-        subs = [Path(p) for p in path]
-        if not subs:
-            raise ValueError("load_window() got an empty list of windows")
-        if len(subs) == 1:
-            return load_window(subs[0])
-        missing = [str(p) for p in subs if not p.exists()]
-        if missing:
-            raise FileNotFoundError(f"no such window: {', '.join(missing)}")
-        return _combine_windows(Path(os.path.commonpath(subs)), subs)
-    root = Path(path)
-    if root.is_file():
-        return load_trace(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such directory")
-    subs = rank_windows(root)
-    if not subs:
-        return _load_one_window(root, explicit=True)
-    return _combine_windows(root, subs)
-
-
-def _combine_windows(root: Path, subs: list[Path]) -> TraceWindow:
-    """Several ranks' windows (directories or single trace files) as one MultiRankWindow."""
-    children, skipped = [], []
-    for s in subs:
-        if s.is_file():
-            children.append(TraceWindow(s, WindowFiles(root=s.parent), single_file=s))
-            children[-1].framework = "pytorch"
-            continue
-        files = find_window_files(s)
-        if files.incomplete:
-            skipped.append(f"{s.name}: {files.incomplete}")
-            continue
-        children.append(TraceWindow(s, files))
-        if files.db is not None:
-            _identify_db(children[-1], children[-1]._dbreader())
-    if skipped:
-        warnings.warn(IncompleteWindowWarning(f"{root}: skipped incomplete windows: " + "; ".join(skipped)),
-                      stacklevel=2)
-    if not children:
-        raise TraceFormatError(root, "no complete window in this folder", hint="; ".join(skipped) or None)
-    if len(children) == 1:
-        return children[0]
-    taken = {c.rank for c in children if c.rank is not None}
-    free = (i for i in range(len(children) + len(taken)) if i not in taken)
-    for c in children:
-        if c.rank is None:
-            c.rank = next(free)
-    ranks = [c.rank for c in children]
-    if len(set(ranks)) != len(ranks):
-        raise TraceFormatError(root, f"two windows claim the same rank ({sorted(ranks)})",
-                               hint="load each rank's window directory once")
-    return MultiRankWindow(root, children, skipped)

@@ -1,0 +1,82 @@
+"""The entry points: ``load_trace`` (one file) and ``load_window`` (a window directory, a folder
+of ranks' windows, or a list of them), each returning a :class:`TraceWindow`."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from .discover import WindowFiles, find_window_files, rank_windows
+from .errors import IncompleteWindowWarning, TraceFormatError
+from .multirank import MultiRankWindow
+from .window import TraceWindow
+
+
+def load_trace(path: str | Path) -> TraceWindow:
+    """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
+    communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
+    return TraceWindow.from_file(path)
+
+
+def load_window(path: str | Path | Sequence[str | Path]) -> TraceWindow:
+    """A window directory ``rank{r}_start{s}_stop{e}/`` (built-in, MindSpore, torch_npu, PyTorch),
+    a folder of several ranks' windows, or a list of window directories (one per rank); with
+    several ranks the frames get a ``rank`` column."""
+    if isinstance(path, (list, tuple)):
+        subs = [Path(p) for p in path]
+        if not subs:
+            raise ValueError("load_window() got an empty list of windows")
+        if len(subs) == 1:
+            return load_window(subs[0])
+        missing = [str(p) for p in subs if not p.exists()]
+        if missing:
+            raise FileNotFoundError(f"no such window: {', '.join(missing)}")
+        return _combine_windows(Path(os.path.commonpath(subs)), subs)
+    root = Path(path)
+    if root.is_file():
+        return load_trace(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such directory")
+    subs = rank_windows(root)
+    if not subs:
+        return TraceWindow.from_directory(root, explicit=True)
+    return _combine_windows(root, subs)
+
+
+
+
+def _combine_windows(root: Path, subs: list[Path]) -> TraceWindow:
+    """Several ranks' windows (directories or single trace files) as one MultiRankWindow."""
+    children, skipped = [], []
+    for s in subs:
+        if s.is_file():
+            children.append(TraceWindow(s, WindowFiles(root=s.parent), single_file=s))
+            children[-1].framework = "pytorch"
+            continue
+        files = find_window_files(s)
+        if files.incomplete:
+            skipped.append(f"{s.name}: {files.incomplete}")
+            continue
+        children.append(TraceWindow(s, files))
+        if files.db is not None:
+            children[-1]._identify_db(children[-1]._dbreader())
+    if skipped:
+        warnings.warn(IncompleteWindowWarning(
+            f"{root}: skipped incomplete windows: " + "; ".join(skipped)), stacklevel=2)
+    if not children:
+        raise TraceFormatError(root, "no complete window in this folder",
+                               hint="; ".join(skipped) or None)
+    if len(children) == 1:
+        return children[0]
+    taken = {c.rank for c in children if c.rank is not None}
+    free = (i for i in range(len(children) + len(taken)) if i not in taken)
+    for c in children:
+        if c.rank is None:
+            c.rank = next(free)
+    ranks = [c.rank for c in children]
+    if len(set(ranks)) != len(ranks):
+        raise TraceFormatError(root, f"two windows claim the same rank ({sorted(ranks)})",
+                               hint="load each rank's window directory once")
+    return MultiRankWindow(root, children, skipped)

@@ -1,0 +1,97 @@
+"""Several ranks' windows as one: frames concatenated with a ``rank`` (and ``device``) column,
+the ranks' events parsed in parallel processes (the JSON decode holds the GIL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import parallel, schema
+from .window import TraceWindow
+
+
+class MultiRankWindow(TraceWindow):
+    """Several ranks' windows: frames are the ranks' frames concatenated with a ``rank`` column."""
+
+    def __init__(self, path: Path, children: list[TraceWindow], skipped: list[str]):
+        super().__init__(path)
+        self.children = children
+        self.skipped = skipped
+        fw = {c.framework for c in children}
+        self.framework = fw.pop() if len(fw) == 1 else "mixed"
+        starts = {c.start_step for c in children}
+        stops = {c.stop_step for c in children}
+        self.start_step = starts.pop() if len(starts) == 1 else None
+        self.stop_step = stops.pop() if len(stops) == 1 else None
+
+    @property
+    def ranks(self) -> list[int]:
+        return [c.rank if c.rank is not None else i for i, c in enumerate(self.children)]
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The ranks' config (they record one window with one config: the first rank's)."""
+        return next((c.config for c in self.children if c.config is not None), None)
+
+    def _frame(self, kind: str) -> pd.DataFrame:
+        if kind not in self._cache:
+            if kind == "events":
+                _parallel_events(self.children)
+            parts = []
+            for r, c in zip(self.ranks, self.children, strict=True):
+                f = c._frame(kind)
+                f = f.assign(rank=r)
+                if "device" not in f.columns:  # memory's device is its device string already
+                    f["device"] = pd.array([c.device] * len(f), dtype="Int64")
+                parts.append(f)
+            empty = schema.empty(kind).assign(rank=pd.Series(dtype="int64"))
+            frame = schema.concat_frames(parts) if parts else empty
+            per = {r: c.sources.get(kind) for r, c in zip(self.ranks, self.children, strict=True)}
+            self.sources[kind] = {
+                "ranks": per, "skipped": self.skipped,
+                "format": sorted({v.get("format") for v in per.values() if v and v.get("format")}),
+                "missing": {r: v["missing"] for r, v in per.items() if v and v.get("missing")}}
+            self._cache[kind] = frame
+        return self._cache[kind]
+
+    @property
+    def format(self) -> str:
+        fm = {c.format for c in self.children}
+        return fm.pop() if len(fm) == 1 else "mixed"
+
+    @property
+    def devices(self) -> dict[int, int | None]:
+        """rank -> device id (None where the window does not say)."""
+        return dict(zip(self.ranks, [c.device for c in self.children], strict=True))
+
+    def communication_links(self) -> pd.DataFrame:
+        if self._links is None:
+            parts = [c.communication_links().assign(rank=r)
+                     for r, c in zip(self.ranks, self.children, strict=True)]
+            self._links = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+            self.sources["links"] = {"ranks": {r: c.sources.get("links") for r, c in
+                                               zip(self.ranks, self.children, strict=True)}}
+        return self._links
+
+    def rank_window(self, rank: int) -> TraceWindow:
+        return self.children[self.ranks.index(rank)]
+
+
+def _events_job(c: TraceWindow) -> tuple[str, bool]:
+    return str(c._single or c.path), c._single is not None
+
+
+def _events_worker(job: tuple[str, bool]) -> tuple[pd.DataFrame, dict, list]:
+    path, single = job
+    w = (TraceWindow.from_file(path) if single
+         else TraceWindow.from_directory(Path(path), explicit=False))
+    return w.events, w.sources, w._chrome or []
+
+
+def _parallel_events(children: list[TraceWindow]) -> None:
+    parallel.load_events(children, _events_worker, _events_job)
+
+
+
