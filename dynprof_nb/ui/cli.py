@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
+from dynprof_nb.ui.commands import ARGUMENTS, CLI_COMMANDS, helps
 
 WINDOW_KEYS = ("start_step", "stop_step")
 
@@ -103,35 +104,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dynprof", description="Profile windows of a running training job.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("jobs", help="list this user's jobs on this machine")
-    for name, text in (("status", "show every rank's step, state and errors"),
-                       ("stop", "end the active window now (what was recorded is saved)"),
-                       ("windows", "list the job's windows on disk")):
-        sub.add_parser(name, help=text).add_argument("job")
-    start = sub.add_parser("start", help="record steps START..STOP (inclusive; '+N' = relative)")
+    text = helps(CLI_COMMANDS)
+    sub.add_parser("jobs", help=text["jobs"])
+    for name in ("status", "stop", "windows"):
+        sub.add_parser(name, help=text[name]).add_argument("job")
+    start = sub.add_parser("start", help=text["start"])
     start.add_argument("job")
-    start.add_argument("start", help="first step (1-based), or +N steps from now")
-    start.add_argument("stop", help="last step, inclusive, or +N steps from now")
+    start.add_argument("start", help=ARGUMENTS["start"])
+    start.add_argument("stop", help=ARGUMENTS["stop"])
     start.add_argument("--wait", action="store_true", help="wait until the window is written")
     start.add_argument("--create", action="store_true",
-                       help="prepare the job if its ranks have not started yet")
+                       help=ARGUMENTS["--create"])
     add_config_flags(start, "options for this window only (set makes a key standing)")
-    setp = sub.add_parser("set", help="change standing config keys: key=value ...")
+    setp = sub.add_parser("set", help=text["set"])
     setp.add_argument("job")
     setp.add_argument("assignments", nargs="+", metavar="key=value")
     setp.add_argument("--create", action="store_true",
-                      help="prepare the job if its ranks have not started yet")
-    wait = sub.add_parser("wait", help="wait until every live rank has finished the window")
+                      help=ARGUMENTS["--create"])
+    wait = sub.add_parser("wait", help=text["wait"])
     wait.add_argument("job")
     wait.add_argument("--timeout", type=float, default=None)
-    relay = sub.add_parser("relay", help="mirror a profiler_config.json into a job (one per "
-                           "node), as MindSpore's monitor process does")
+    relay = sub.add_parser("relay", help=text["relay"])
     relay.add_argument("--cfg-path", required=True,
                        help="directory of profiler_config.json (or the file)")
     relay.add_argument("--job", required=True, help="job to drive")
     relay.add_argument("--poll-interval", type=float, default=None,
                        help="seconds between looks at the file (default 0.5)")
-    demo = sub.add_parser("demo", help="run the two-rank demo job and profile ten steps")
+    demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
     for name in ("status", "stop", "windows", "start", "set", "wait"):  # the job on a cluster
         sub.choices[name].add_argument(

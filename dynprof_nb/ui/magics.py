@@ -25,25 +25,11 @@ from dynprof_nb.ui.cli import (
     format_changes,
     parse_assignments,
 )
+from dynprof_nb.ui.commands import ARGUMENTS, MAGIC_COMMANDS, helps
 
 __all__ = ["DynprofMagics", "load_ipython_extension"]
 
-SUBCOMMANDS = {
-    "jobs": "list this user's jobs on this machine",
-    "attach": "attach to a job by name (JOB; --create to prepare one before its ranks "
-              "start), or to a file-mode job (--cfg-path DIR)",
-    "start": "record steps START..STOP (inclusive; '+N' = N steps from now); its options "
-             "hold for this window only",
-    "stop": "end the active window now (what was recorded is saved), or cancel a pending one",
-    "set": "change standing config keys for every rank and every later window: key=value ...",
-    "config": "show the job's standing config (and the pending window's own options)",
-    "status": "every rank's step, state, heartbeat and error (a DataFrame)",
-    "wait": "wait until every live rank has finished the window",
-    "windows": "the job's windows on disk (a DataFrame)",
-    "load": "load a window into a TraceWindow (latest by default)",
-    "summary": "the summary of a window (latest by default)",
-    "panel": "the interactive panel: config form, live ranks, windows",
-}
+SUBCOMMANDS = helps(MAGIC_COMMANDS)
 BACKENDS = ("builtin", "torch", "mindspore", "auto")
 
 
@@ -86,8 +72,8 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     p["attach"].add_argument("--cluster", default=None, metavar="ADDR",
                              help="the job on every node of this Dask scheduler "
                              "(tcp://host:8786)")
-    p["start"].add_argument("start", help="first step (1-based), or +N steps from now")
-    p["start"].add_argument("stop", help="last step, inclusive, or +N steps from now")
+    p["start"].add_argument("start", help=ARGUMENTS["start"])
+    p["start"].add_argument("stop", help=ARGUMENTS["stop"])
     p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
     add_config_flags(p["start"], "options for this window only (set makes a key standing)")
     p["set"].add_argument("assignments", nargs="+", metavar="key=value")

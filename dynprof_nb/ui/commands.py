@@ -1,0 +1,44 @@
+"""The subcommands of ``%dynprof`` and ``dynprof``, with their help, defined once.
+
+The magic and the CLI share their verbs (``start``, ``stop``, ``set``, ``status``, ...); each
+offers the ones that make sense where it runs (``panel`` only in a notebook, ``relay`` and
+``demo`` only in a terminal), with the same words.
+"""
+
+from __future__ import annotations
+
+COMMANDS = {
+    "jobs": "list this user's jobs on this machine",
+    "attach": "attach to a job by name (JOB; --create to prepare one before its ranks "
+              "start), or to a file-mode job (--cfg-path DIR)",
+    "start": "record steps START..STOP (inclusive; '+N' = N steps from now); its options "
+             "hold for this window only",
+    "stop": "end the active window now (what was recorded is saved), or cancel a pending one",
+    "set": "change standing config keys for every rank and every later window: key=value ...",
+    "config": "show the job's standing config (and the pending window's own options)",
+    "status": "every rank's step, state, heartbeat and error",
+    "wait": "wait until every live rank has finished the window",
+    "windows": "the job's windows on disk",
+    "load": "load a window into a TraceWindow (latest by default)",
+    "summary": "the summary of a window (latest by default)",
+    "panel": "the interactive panel: config form, live ranks, windows",
+    "relay": "mirror a profiler_config.json into a job (one per node), as MindSpore's monitor "
+             "process does",
+    "demo": "run the two-rank demo job and profile ten steps",
+}
+
+# arguments both spell the same way
+ARGUMENTS = {
+    "start": "first step (1-based), or +N steps from now",
+    "stop": "last step, inclusive, or +N steps from now",
+    "--create": "prepare the job if its ranks have not started yet",
+}
+
+MAGIC_COMMANDS = ("jobs", "attach", "start", "stop", "set", "config", "status", "wait",
+                  "windows", "load", "summary", "panel")
+CLI_COMMANDS = ("jobs", "status", "stop", "windows", "start", "set", "wait", "relay", "demo")
+
+
+def helps(names: tuple[str, ...]) -> dict[str, str]:
+    """``{name: help}`` for ``names``, in that order."""
+    return {name: COMMANDS[name] for name in names}
