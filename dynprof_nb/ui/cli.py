@@ -1,6 +1,6 @@
 """``dynprof``: the command line over ``Job``.
 
-    dynprof jobs
+    dynprof jobs [-v]
     dynprof status JOB
     dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ...
     dynprof stop JOB
@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dynprof", description="Profile windows of a running training job.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("jobs", help="list this user's jobs on this machine")
+    jobs_p = sub.add_parser("jobs", help="list this user's jobs on this machine (and quietly "
+                            "remove the segments of finished or crashed ones)")
+    jobs_p.add_argument("-v", "--verbose", action="store_true",
+                        help="say which segments were removed")
     for name, text in (("status", "show every rank's step, state and errors"),
                        ("stop", "end the active window now (what was recorded is saved)"),
                        ("windows", "list the job's windows on disk")):
@@ -140,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
     if args.command == "jobs":
-        frame = jobs()
+        frame = jobs(verbose=args.verbose)
         print(frame.to_string(index=False) if len(frame) else "no jobs on this machine")
         return 0
     if args.command == "demo":
