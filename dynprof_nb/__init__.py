@@ -81,8 +81,13 @@ if TYPE_CHECKING:  # what editors and type checkers see behind the lazy names
     from dynprof_nb.ui.panel import panel
 
 
+# ``%load_ext dynprof_nb`` looks this up; resolved like the public names, so the facade imports
+# nothing itself (IPython's code is loaded only in a kernel that asks for the magics)
+_HOOKS = {"load_ipython_extension": "ui.magics"}
+
+
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _EXPORTS.get(name) or _HOOKS.get(name)
     if module is None:
         raise AttributeError(f"module 'dynprof_nb' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
@@ -92,10 +97,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(list(globals()) + __all__)
-
-
-def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext dynprof_nb``: register the ``%dynprof`` / ``%%dynprof`` magics."""
-    from dynprof_nb.ui.magics import load_ipython_extension as load
-
-    load(ipython)

@@ -2,6 +2,9 @@
 
 The schema lives here once. The panel's form, the magic's options and the CLI's flags are all
 generated from the traits below (their ``help`` and ``flag`` metadata), so they cannot drift.
+Each trait also parses its own text (``from_string``, traitlets' convention), writes it back
+(``to_string``) and names the kind of field that edits it (``widget``), so no consumer needs an
+``isinstance`` ladder over the trait classes.
 
 Unlike the original, a wrong value is an error that names the key, the value given and what is
 accepted; it is never silently reset to a default.
@@ -17,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from traitlets import HasTraits, TraitError, TraitType, Unicode
+from traitlets import HasTraits, TraitError, TraitType
 
 __all__ = ["ConfigError", "ProfilerConfig", "CONFIG_FILE", "config_file"]
 
@@ -59,6 +62,8 @@ class _Checked(TraitType):
     """Base for the strict traits: errors name the key, the value and what is accepted."""
 
     accepted = "a valid value"
+    widget = "text"  # the kind of field that edits it: text, int, checkbox, dropdown, toggles
+    choices: tuple[str, ...] | None = None
 
     def __init__(self, default_value: Any = None, flag: str | None = None,
                  **kwargs: Any) -> None:
@@ -69,12 +74,24 @@ class _Checked(TraitType):
     def error(self, obj: Any, value: Any, error: Any = None, info: Any = None) -> None:
         raise ConfigError(f"{self.name}: got {_describe(value)}; expected {self.accepted}.")
 
+    def from_string(self, s: str) -> Any:
+        """The value typed as text (a CLI word, a magic's ``key=value``, a form field)."""
+        try:
+            return json.loads(s)
+        except json.JSONDecodeError:
+            return s
+
+    def to_string(self, value: Any) -> str:
+        """The text a person would type for ``value`` (``from_string`` reads it back)."""
+        return str(value)
+
 
 class StrictInt(_Checked):
     """An int that refuses bools and strings (``"20"`` must not silently mean 'no window')."""
 
     default_value = 0
     info_text = "an integer"
+    widget = "int"
 
     def __init__(self, default_value: int = 0, minimum: int | None = None, **kwargs: Any) -> None:
         self.minimum = minimum
@@ -90,6 +107,12 @@ class StrictInt(_Checked):
             raise ConfigError(f"{self.name}: got {value}; expected an integer <= {INT64_MAX}.")
         return int(value)
 
+    def from_string(self, s: str) -> int:
+        text = s.strip()
+        if not text.lstrip("-").isdigit():  # "12x5" is a typo, never 125
+            raise ConfigError(f"{self.name}: {s!r} is not a number; expected {self.accepted}.")
+        return int(text)
+
 
 class StrictBool(_Checked):
     """A bool that refuses 0/1 and strings: ``"false"`` in a JSON file is a mistake, not False."""
@@ -97,15 +120,28 @@ class StrictBool(_Checked):
     default_value = False
     info_text = "true or false"
     accepted = "true or false"
+    widget = "checkbox"
+    WORDS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
 
     def validate(self, obj: Any, value: Any) -> bool:
         if not isinstance(value, bool):
             self.error(obj, value)
         return value
 
+    def from_string(self, s: str) -> bool:
+        word = s.strip().lower()
+        if word not in self.WORDS:
+            raise ConfigError(f"{self.name}: got {s!r}; expected true or false.")
+        return self.WORDS[word]
+
+    def to_string(self, value: Any) -> str:
+        return "true" if value else "false"
+
 
 class Choice(_Checked):
     """One of a fixed set of names; a legacy int form maps onto a name."""
+
+    widget = "dropdown"
 
     def __init__(self, choices: tuple[str, ...], default_value: str,
                  legacy: dict[int, str] | None = None, **kwargs: Any) -> None:
@@ -126,8 +162,22 @@ class Choice(_Checked):
         self.error(obj, value)
 
 
-class ChoiceList(_Checked):
+class _TextList(_Checked):
+    """A list typed as comma-separated words (or a JSON list)."""
+
+    def from_string(self, s: str) -> list[Any]:
+        if s.strip().startswith("["):
+            return super().from_string(s)
+        return [p.strip() for p in s.split(",") if p.strip()]
+
+    def to_string(self, value: Any) -> str:
+        return ",".join(str(v) for v in value)
+
+
+class ChoiceList(_TextList):
     """A list of names from a fixed set (deduplicated, order kept); legacy ints map onto lists."""
+
+    widget = "toggles"
 
     def __init__(self, choices: tuple[str, ...], default_value: list[str],
                  legacy: dict[int, list[str]] | None = None, allow_empty: bool = True,
@@ -166,7 +216,7 @@ class ChoiceList(_Checked):
         return list(self.default_value)
 
 
-class StrList(_Checked):
+class StrList(_TextList):
     """A list of strings (mstx domain filters)."""
 
     accepted = "a list of strings"
@@ -183,7 +233,7 @@ class StrList(_Checked):
         return []
 
 
-class RankList(_Checked):
+class RankList(_TextList):
     """A list of non-negative rank numbers; empty means every rank."""
 
     accepted = "a list of rank numbers >= 0 (empty = all ranks)"
@@ -200,8 +250,32 @@ class RankList(_Checked):
             self.error(obj, value)
         return sorted(set(value))
 
+    def from_string(self, s: str) -> list[Any]:
+        words = super().from_string(s)
+        if s.strip().startswith("["):
+            return words
+        try:
+            return [int(w) for w in words]
+        except ValueError:
+            raise ConfigError(f"{self.name}: got {s!r}; expected rank numbers like 0,1,3.") \
+                from None
+
     def make_dynamic_default(self) -> list[int]:
         return []
+
+
+class Text(_Checked):
+    """A string (a path); text is taken as typed."""
+
+    accepted = "a string"
+
+    def validate(self, obj: Any, value: Any) -> str:
+        if not isinstance(value, str):
+            self.error(obj, value)
+        return value
+
+    def from_string(self, s: str) -> str:
+        return s
 
 
 class ProfilerConfig(HasTraits):
@@ -246,8 +320,8 @@ class ProfilerConfig(HasTraits):
     sys_io = StrictBool(False, help="collect NIC/RoCE data (Ascend)", flag="sys-io")
     sys_interconnection = StrictBool(False, help="collect HCCS/PCIe data (Ascend)",
                                      flag="sys-interconnection")
-    prof_path = Unicode("./", help="output root; wins over the monitor's output_path").tag(
-        flag="prof-path")
+    prof_path = Text("./", help="output root; wins over the monitor's output_path",
+                     flag="prof-path")
     mstx_domain_include = StrList(help="only these mstx domains", flag="mstx-include")
     mstx_domain_exclude = StrList(help="all mstx domains but these", flag="mstx-exclude")
     host_sys = ChoiceList(HOST_SYS, [], help="host system data to collect", flag="host-sys")
@@ -401,21 +475,9 @@ def unknown_keys_message(unknown: list[str]) -> str:
 def coerce_cli_value(key: str, text: str) -> Any:
     """Turn ``key=value`` text from the CLI or a magic into the key's type.
 
-    JSON first (``true``, ``20``, ``["CPU"]``), then comma lists and bare words, so
-    ``activities=CPU,NPU`` and ``profiler_level=Level1`` both work; the trait then checks it.
+    The key's trait parses it (``activities=CPU,NPU``, ``profiler_level=Level1``,
+    ``with_stack=true``); assigning it then checks it.
     """
     if key not in ProfilerConfig.keys():
         raise ConfigError(unknown_keys_message([key]))
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    trait = ProfilerConfig.class_traits()[key]
-    if isinstance(trait, (ChoiceList, StrList)):
-        return [p.strip() for p in text.split(",") if p.strip()]
-    if isinstance(trait, RankList):
-        try:
-            return [int(p) for p in text.split(",") if p.strip()]
-        except ValueError:
-            raise ConfigError(f"{key}: got {text!r}; expected rank numbers like 0,1,3.") from None
-    return text
+    return ProfilerConfig.class_traits()[key].from_string(text)

@@ -28,6 +28,11 @@ STEP_FOLDED = "ProfilerStep*"
 STEP_RE = re.compile(rf"^{re.escape(STEP_PREFIX)}(\d+)$")
 
 
+# Where a backend whose framework writes no step spans (MindSpore on CPU) records them instead:
+# one row per step marker and user range (name, cat, start_ns, end_ns, tid).
+STEPS_FILE = "dynprof_steps.csv"
+
+
 def step_marker(step: int) -> str:
     """The name of step ``step``'s span in a trace."""
     return f"{STEP_PREFIX}{step}"

@@ -135,3 +135,24 @@ def test_cli_value_coercion():
     assert coerce_cli_value("ranks", "0,2") == [0, 2]
     with pytest.raises(ConfigError, match="did you mean 'with_stack'"):
         coerce_cli_value("with_stak", "true")
+
+
+def test_every_trait_parses_its_own_text_and_writes_it_back():
+    """The CLI, the magics and the panel all type values through these two methods."""
+    cfg = ProfilerConfig(start_step=3, stop_step=9, activities=["CPU"], ranks=[0, 2],
+                         with_stack=True, mstx_domain_include=["a", "b"], prof_path="/x y")
+    traits = ProfilerConfig.class_traits()
+    for key, value in cfg.to_dict().items():
+        trait = traits[key]
+        assert trait.from_string(trait.to_string(value)) == value, key
+        assert trait.widget in {"text", "int", "checkbox", "dropdown", "toggles"}, key
+
+
+def test_a_typo_in_a_number_is_not_a_number():
+    trait = ProfilerConfig.class_traits()["stop_step"]
+    with pytest.raises(ConfigError, match="'12x5' is not a number"):
+        trait.from_string("12x5")
+    with pytest.raises(ConfigError, match="with_stack: got 'maybe'; expected true or false"):
+        coerce_cli_value("with_stack", "maybe")
+    assert coerce_cli_value("with_stack", "yes") is True
+    assert coerce_cli_value("activities", '["NPU"]') == ["NPU"]

@@ -330,7 +330,7 @@ def _fixture_files() -> list[Path]:
     files = [p for p in sorted(root.rglob("*")) if p.is_file() and p.stat().st_size < 800_000
              and p.suffix in (".json", ".gz", ".csv", ".txt")
              and not p.name.startswith(("profiler_config", "cpu_framework", "cpu_op_type_info"))
-             and "ascend_real" not in p.parts]  # whole windows: fuzzed by the .db/text readers' tests
+             and "ascend_real" not in p.parts]  # whole windows: see the .db/text reader tests
     assert len(files) >= 10, f"expected the real fixtures under {root}"
     return files
 

@@ -21,17 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dynprof_nb.config import (
-    Choice,
-    ChoiceList,
-    ConfigError,
-    ProfilerConfig,
-    RankList,
-    StrictBool,
-    StrictInt,
-    StrList,
-    coerce_cli_value,
-)
+from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
 
 WINDOW_KEYS = ("start_step", "stop_step")
 
@@ -45,25 +35,27 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         if key in WINDOW_KEYS:
             continue
         flag = "--" + (trait.metadata.get("flag") or key.replace("_", "-"))
-        help_text = trait.metadata.get("help", "")
-        if isinstance(trait, StrictBool):
-            group.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_text)
-        elif isinstance(trait, Choice):
-            group.add_argument(flag, dest=key, choices=trait.choices, default=None,
-                               help=help_text)
-        elif isinstance(trait, (ChoiceList, StrList, RankList)):
-            choices = getattr(trait, "choices", None)
-            hint = f" (comma-separated{': ' + ','.join(choices) if choices else ''})"
-            group.add_argument(flag, dest=key, default=None, metavar="LIST",
-                               type=_list_parser(key), help=help_text + hint)
-        elif isinstance(trait, StrictInt):
-            group.add_argument(flag, dest=key, type=int, default=None, help=help_text)
-        else:
-            group.add_argument(flag, dest=key, default=None, help=help_text)
+        group.add_argument(flag, dest=key, default=None, **_argparse_options(key, trait))
 
 
-def _list_parser(key: str) -> Callable[[str], Any]:
+def _argparse_options(key: str, trait: Any) -> dict[str, Any]:
+    """How argparse reads a key: chosen by the kind of field the trait declares."""
+    help_text = trait.metadata.get("help", "")
+    if trait.widget == "checkbox":
+        return {"action": argparse.BooleanOptionalAction, "help": help_text}
+    if trait.widget == "dropdown":
+        return {"choices": trait.choices, "help": help_text}
+    hint = ""
+    if trait.widget == "toggles" or isinstance(trait.default_value, list):
+        choices = trait.choices
+        hint = f" (comma-separated{': ' + ','.join(choices) if choices else ''})"
+    return {"type": _text_parser(key), "metavar": "LIST" if hint else None,
+            "help": help_text + hint}
+
+
+def _text_parser(key: str) -> Callable[[str], Any]:
+    """An argparse ``type`` that parses with the key's trait (errors name the key)."""
+
     def parse(text: str) -> Any:
         try:
             return coerce_cli_value(key, text)

@@ -27,7 +27,7 @@ Config mapping (every key of ``profiler_config.json``; the manifest keeps the wh
 ``prof_path``, ``ranks``, steps            the Monitor's (where, who, when)
 =========================================  ============================================
 
-MindSpore on CPU writes no step markers, so ``save()`` also writes ``dynprof_steps.csv``
+MindSpore on CPU writes no step markers, so ``save()`` also writes ``protocol.STEPS_FILE``
 (``name, cat, start_ns, end_ns, tid``): one step-marker row per step (N = global step,
 wall-clock ns like MindSpore's own timestamps) and one row per ``dynprof_nb.range``. With
 ``mstx`` on, ranges also go to ``mindspore.profiler.mstx`` (recorded by MindSpore on Ascend).
@@ -56,12 +56,12 @@ from mindspore.profiler.common.constant import HostSystem
 from mindspore.profiler.profiler_interface import ProfilerInterface
 
 from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.protocol import step_marker
+from dynprof_nb.protocol import STEPS_FILE, step_marker
 from dynprof_nb.training import ranges
+from dynprof_nb.windows import MANIFEST
 
 from .base import BackendError
 
-STEPS_FILE = "dynprof_steps.csv"
 PASSED_AS_IS = ("profile_memory", "mstx", "parallel_strategy", "with_stack",
                 "data_simplification", "l2_cache", "record_shapes", "sys_io",
                 "sys_interconnection", "mstx_domain_include", "mstx_domain_exclude")
@@ -147,7 +147,7 @@ class MindSporeBackend:
         self._finish_mindspore(analysis_mode(self.config))
         self._write_marks(self.directory / STEPS_FILE)
         return sorted(str(p.relative_to(self.directory)) for p in self.directory.rglob("*")
-                      if p.is_file() and p.name != "window.json")
+                      if p.is_file() and p.name != MANIFEST)
 
     # -- user ranges ----------------------------------------------------------------------
 

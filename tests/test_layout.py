@@ -1,0 +1,154 @@
+"""The layout keeps its promises: no import cycles, a light training side, an honest facade.
+
+Cycles are found by reading every import statement of every module (deferred imports inside
+functions included, ``if TYPE_CHECKING:`` blocks excluded), so a cycle cannot hide in a function
+body. The training-side check runs in a fresh interpreter, as a training rank would.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import dynprof_nb
+
+PACKAGE = Path(dynprof_nb.__file__).resolve().parent
+HEAVY = ("pandas", "numpy", "IPython", "ipywidgets", "matplotlib", "dask", "distributed")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imported_modules(path: Path, modules: set[str]) -> set[str]:
+    """Package modules ``path`` imports anywhere except under ``if TYPE_CHECKING:``."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [f"{base}.{a.name}" for a in node.names]
+            submodules = [n for n in names if n in modules]
+            # ``from pkg import module`` imports the module; ``from pkg import obj`` the package
+            found.update(submodules if len(submodules) == len(names) else [base, *submodules])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {m for m in found if m in modules and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): imported_modules(p, modules) for p in paths}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle among modules (a package ``__init__`` counts as its own module)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := dfs(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := dfs(node)):
+            return found
+    return None
+
+
+def test_the_graph_sees_deferred_imports():
+    graph = import_graph()
+    # Monitor imports the relay inside Monitor._start_relay only (for cost): still an edge
+    assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.monitor"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_training_side_imports_nothing_heavy():
+    code = ("import sys, dynprof_nb\n"
+            "dynprof_nb.Monitor, dynprof_nb.range\n"
+            "import dynprof_nb.training.backends.builtin, dynprof_nb.training.dropin\n"
+            f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "", f"a training rank would import: {out}"
+
+
+def test_public_names_are_exactly_the_documented_ones():
+    assert dynprof_nb.__all__ == sorted(dynprof_nb.__all__)
+    assert set(dynprof_nb.__all__) == set(dynprof_nb._EXPORTS)
+    for name in dynprof_nb.__all__:
+        assert getattr(dynprof_nb, name) is not None, name
+    public = {n for n in dir(dynprof_nb) if not n.startswith("_")}
+    helpers = {"annotations", "importlib", "TYPE_CHECKING", "Any"}
+    # subpackages become attributes once imported; everything else public must be exported
+    subpackages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert public - set(dynprof_nb.__all__) - helpers - subpackages - modules == set()
+
+
+def test_type_checking_block_names_every_export():
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    seen: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                seen.update(a.asname or a.name for a in imp.names)
+    assert seen == set(dynprof_nb.__all__)
+
+
+def test_the_step_marker_is_spelled_in_one_module():
+    spelled = [p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+               if "ProfilerStep#" in p.read_text()]
+    assert spelled == ["protocol.py"]
+
+
+def test_the_version_is_defined_once():
+    pyproject = (PACKAGE.parent / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and "dynprof_nb.__version__" in pyproject
+    from importlib.metadata import version
+
+    assert version("dynprof_nb") == dynprof_nb.__version__
+
+
+def test_load_ext_finds_the_magics_hook():
+    from dynprof_nb.ui.magics import load_ipython_extension
+
+    assert dynprof_nb.load_ipython_extension is load_ipython_extension
