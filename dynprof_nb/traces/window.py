@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, derive, mindspore, schema
+from . import ascend, comm, derive, mindspore, schema
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import WindowFiles, find_window_files, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning
@@ -46,11 +46,16 @@ class TraceWindow:
       synchronization_us, idle_us, size_mb, bandwidth_gbps, source
 
     Times: ``*_ns`` are exact int64 nanoseconds; ``*_us`` are float microseconds.
+
+    Which kernels and ranges count as communication (in ``steps`` and ``communication`` when
+    they are derived from events) is ``comm_patterns``, fixed when the window is loaded
+    (see :mod:`dynprof_nb.traces.comm`).
     """
 
     def __init__(self, path: str | Path, files: WindowFiles | None = None, *,
-                 single_file: Path | None = None):
+                 single_file: Path | None = None, comm_patterns: comm.PatternSpec = None):
         self.path = Path(path)
+        self.comm_patterns: tuple[str, ...] = comm.resolve(comm_patterns)
         self._files = files
         self._single = single_file
         self._cache: dict[str, pd.DataFrame] = {}
@@ -202,7 +207,7 @@ class TraceWindow:
     def _load_steps(self) -> pd.DataFrame:
         p = self._csv("step_trace_time")
         ev = self.events if (self._single is None or self._single.suffix != ".csv") else schema.empty("events")
-        derived, how = derive.steps_from_events(ev)
+        derived, how = derive.steps_from_events(ev, self.comm_patterns)
         if p is not None:
             st = ascend.step_trace_time(p)
             if not derived.empty and "start_ns" in derived:
@@ -276,11 +281,13 @@ class TraceWindow:
         if "communication" in self._dbframes():
             self._note("communication", [self._db_path()])
             return self._dbframes()["communication"]
-        c = derive.communication_from_events(self.events)
+        c = derive.communication_from_events(self.events, self.comm_patterns)
         if c.empty:
-            self._note("communication", missing="no communication.json and no collective events")
+            self._note("communication", missing="no communication.json and no event matched the "
+                                                "communication patterns (dynprof_nb.traces.comm)")
         else:
-            self._note("communication", self.sources["events"]["files"], notes=["collective events"])
+            self._note("communication", self.sources["events"]["files"],
+                       notes=[f"{c['source'].iloc[0]} matching the communication patterns"])
         return c
 
     # ---- views ------------------------------------------------------------------------------
@@ -327,7 +334,7 @@ class MultiRankWindow(TraceWindow):
     """Several ranks' windows: frames are the ranks' frames concatenated with a ``rank`` column."""
 
     def __init__(self, path: Path, children: list[TraceWindow], skipped: list[str]):
-        super().__init__(path)
+        super().__init__(path, comm_patterns=children[0].comm_patterns if children else None)
         self.children = children
         self.skipped = skipped
         fw = {c.framework for c in children}
@@ -407,13 +414,16 @@ def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
 _SINGLE_READERS: dict[str, Callable] = {}
 
 
-def load_trace(path: str | Path) -> TraceWindow:
+def load_trace(path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> TraceWindow:
     """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
-    communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
+    communication.json, a MindSpore FRAMEWORK file or an Ascend .db.
+
+    ``comm_patterns``: which kernel/range names are communication (default: the session's
+    :data:`dynprof_nb.traces.comm.patterns`); a dict, a list of regular expressions or one."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
-    w = TraceWindow(p, WindowFiles(root=p.parent), single_file=p)
+    w = TraceWindow(p, WindowFiles(root=p.parent), single_file=p, comm_patterns=comm_patterns)
     name = p.name
     w.framework = "pytorch" if ".pt.trace.json" in name else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
     try:
@@ -488,7 +498,8 @@ def _rank_from_trace(w: TraceWindow) -> None:
             w.framework = "ascend"
 
 
-def _load_one_window(root: Path, explicit: bool) -> TraceWindow:
+def _load_one_window(root: Path, explicit: bool, comm_patterns: comm.PatternSpec = None
+                     ) -> TraceWindow:
     files = find_window_files(root)
     if files.incomplete and explicit:
         warnings.warn(IncompleteWindowWarning(f"{root}: loading an incomplete window because "
@@ -496,7 +507,7 @@ def _load_one_window(root: Path, explicit: bool) -> TraceWindow:
     if not (files.traces or files.csv or files.framework or files.db or files.communication):
         raise TraceFormatError(root, "no trace files found in this directory", offset=None,
                                hint="expected trace.json, *.pt.trace.json, *_ascend_ms/ or ASCEND_PROFILER_OUTPUT/")
-    w = TraceWindow(root, files)
+    w = TraceWindow(root, files, comm_patterns=comm_patterns)
     if files.traces:
         w._traces()
         _rank_from_trace(w)
@@ -504,44 +515,51 @@ def _load_one_window(root: Path, explicit: bool) -> TraceWindow:
     return w
 
 
-def load_window(path: str | Path | Sequence[str | Path]) -> TraceWindow:
+def load_window(path: str | Path | Sequence[str | Path], *,
+                comm_patterns: comm.PatternSpec = None) -> TraceWindow:
     """A window directory ``rank{r}_start{s}_stop{e}/`` (built-in, MindSpore, torch_npu, PyTorch),
     a folder of several ranks' windows, or a list of window directories (one per rank); with
-    several ranks the frames get a ``rank`` column."""
+    several ranks the frames get a ``rank`` column.
+
+    ``comm_patterns``: which kernel/range names are communication (default: the session's
+    :data:`dynprof_nb.traces.comm.patterns`); a dict, a list of regular expressions or one."""
+    kw = {"comm_patterns": comm.resolve(comm_patterns)}
     if isinstance(path, (list, tuple)):
         subs = [Path(p) for p in path]
         if not subs:
             raise ValueError("load_window() got an empty list of windows")
         if len(subs) == 1:
-            return load_window(subs[0])
+            return load_window(subs[0], **kw)
         missing = [str(p) for p in subs if not p.exists()]
         if missing:
             raise FileNotFoundError(f"no such window: {', '.join(missing)}")
-        return _combine_windows(Path(os.path.commonpath(subs)), subs)
+        return _combine_windows(Path(os.path.commonpath(subs)), subs, **kw)
     root = Path(path)
     if root.is_file():
-        return load_trace(root)
+        return load_trace(root, **kw)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such directory")
     subs = rank_windows(root)
     if not subs:
-        return _load_one_window(root, explicit=True)
-    return _combine_windows(root, subs)
+        return _load_one_window(root, explicit=True, **kw)
+    return _combine_windows(root, subs, **kw)
 
 
-def _combine_windows(root: Path, subs: list[Path]) -> TraceWindow:
+def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSpec = None
+                     ) -> TraceWindow:
     """Several ranks' windows (directories or single trace files) as one MultiRankWindow."""
     children, skipped = [], []
     for s in subs:
         if s.is_file():
-            children.append(TraceWindow(s, WindowFiles(root=s.parent), single_file=s))
+            children.append(TraceWindow(s, WindowFiles(root=s.parent), single_file=s,
+                                        comm_patterns=comm_patterns))
             children[-1].framework = "pytorch"
             continue
         files = find_window_files(s)
         if files.incomplete:
             skipped.append(f"{s.name}: {files.incomplete}")
             continue
-        children.append(TraceWindow(s, files))
+        children.append(TraceWindow(s, files, comm_patterns=comm_patterns))
     if skipped:
         warnings.warn(IncompleteWindowWarning(f"{root}: skipped incomplete windows: " + "; ".join(skipped)),
                       stacklevel=2)
