@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Union
 
 import numpy as np
 import pandas as pd
@@ -39,7 +38,7 @@ DEFAULT_PATTERNS: dict[str, str] = {
 #: The patterns windows are loaded with from now on (edit in place to configure a session).
 patterns: dict[str, str] = dict(DEFAULT_PATTERNS)
 
-PatternSpec = Union[Mapping[str, str], Iterable[str], str, None]
+PatternSpec = Mapping[str, str] | Iterable[str] | str | None
 
 
 def resolve(spec: PatternSpec = None) -> tuple[str, ...]:
