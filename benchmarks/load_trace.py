@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-SRC = HERE.parents[1] / "shared" / "fixtures" / "kineto" / "hta__df_index_resolver__df_index_resolver.json.gz"
+SRC = HERE.parent / "tests" / "data" / "kineto" / "hta__df_index_resolver__df_index_resolver.json.gz"
 BIG = OUT / "df_index_resolver_x2.json"
 
 OURS = r"""
