@@ -275,6 +275,13 @@ def _leave_at_exit() -> None:
             pass
 
 
+def _forget_fd(fd: int) -> None:
+    try:
+        os.close(fd)  # the mapping (its own dup of the file) went with the Segment object
+    except OSError:
+        pass
+
+
 class Segment:
     """An open job segment. ``Segment.open(job)`` creates it or attaches to the live one."""
 
@@ -290,6 +297,9 @@ class Segment:
         self._bytes = memoryview(self._map)
         self.words = self._bytes.cast("q")
         _OPEN.add(self)
+        # dropped without close() (``attach(job).start(...)`` as a one-liner): give the file
+        # back, so this process no longer counts as attached and the last one out can tidy
+        self._finalizer = weakref.finalize(self, _forget_fd, fd)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -464,6 +474,7 @@ class Segment:
             self._map.close()
         except BufferError:  # a caller still holds a view; the map goes with the process
             pass
+        self._finalizer.detach()
         os.close(self._fd)
         self._fd = -1
         return removed
