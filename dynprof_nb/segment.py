@@ -441,12 +441,16 @@ class Segment:
             s.live and not (exiting and s.pid == me) for s in self.slots())
 
     def _tidy(self, exiting: bool = False) -> bool:
-        """Remove the name if this process is the last one attached and the job is finished.
+        """On leaving: remove the name if no other process is attached and the job is finished.
 
-        Holding the presence lock exclusively shuts out newcomers (they wait for it, then see
-        the name gone and create a fresh segment). True if we removed it."""
+        We let go of our own presence first, then try for it exclusively: of several processes
+        leaving at once, one gets it once all have let go (trying to upgrade while holding on,
+        each would see the others and none would tidy). Holding it exclusively shuts out
+        newcomers (they wait for it, then see the name gone and create a fresh segment). Only
+        called by ``close()`` and at exit: we stay detached. True if we removed the name."""
         if self._fd < 0 or self.removed or os.getpid() != self._opener:
             return False
+        _presence(self._fd, fcntl.F_UNLCK)
         if not _presence(self._fd, fcntl.F_WRLCK):  # someone else is attached
             return False
         try:
@@ -456,7 +460,7 @@ class Segment:
                 self.removed = True
                 log.debug("dynprof_nb: job %r is finished; removed its segment", self.job)
         finally:
-            _presence(self._fd, fcntl.F_RDLCK)
+            _presence(self._fd, fcntl.F_UNLCK)
         return self.removed
 
     def close(self, tidy: bool = True) -> bool:

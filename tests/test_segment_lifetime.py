@@ -169,3 +169,36 @@ def test_jobs_tidies_quietly_and_says_what_with_v(tmp_path):
     finally:
         segment.unlink(crashed)
         segment.unlink(finished)
+
+
+LEAVER = """
+    import sys, time
+    from dynprof_nb.segment import Segment
+    job, at, rank = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+    seg = Segment.open(job)
+    slot = seg.claim_slot(rank)
+    seg.words[seg.slot_base(slot) + 6] = seg.generation  # S_APPLIED: nothing pending
+    print("up", flush=True)
+    time.sleep(max(0.0, at - time.time()))
+    seg.release_slot(slot)
+    print(seg.close(), flush=True)
+"""
+
+
+def test_ranks_leaving_at_the_same_moment_still_remove_it():
+    """Several last leavers at once: each sees the others attached if it looks while holding
+    on, so none would tidy; the one that gets the segment to itself must remove it."""
+    import time
+
+    for attempt in range(5):
+        job = unique_job("together")
+        at = time.time() + 1.5
+        procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(LEAVER), job, str(at),
+                                   str(r)], stdout=subprocess.PIPE, text=True) for r in range(4)]
+        try:
+            outs = [p.communicate(timeout=60)[0].split() for p in procs]
+            assert all(o[0] == "up" for o in outs), outs
+            assert [o[1] for o in outs].count("True") == 1, f"attempt {attempt}: {outs}"
+            assert not _exists(job)
+        finally:
+            segment.unlink(job)
