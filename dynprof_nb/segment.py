@@ -275,11 +275,20 @@ def _leave_at_exit() -> None:
             pass
 
 
-def _forget_fd(fd: int) -> None:
+def _leave_dropped(job: str, fd: int, opener: int) -> None:
+    """A Segment garbage-collected without ``close()`` (``attach(job).start(...)`` as a
+    one-liner, a function's local Job): leave as ``close()`` would. Its mapping is gone with
+    it, so look through a fresh one on the same open file."""
     try:
-        os.close(fd)  # the mapping (its own dup of the file) went with the Segment object
-    except OSError:
+        if os.getpid() == opener:
+            Segment(job, os.dup(fd), created=False).close()
+    except Exception:  # a finalizer must not raise
         pass
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class Segment:
@@ -297,9 +306,9 @@ class Segment:
         self._bytes = memoryview(self._map)
         self.words = self._bytes.cast("q")
         _OPEN.add(self)
-        # dropped without close() (``attach(job).start(...)`` as a one-liner): give the file
-        # back, so this process no longer counts as attached and the last one out can tidy
-        self._finalizer = weakref.finalize(self, _forget_fd, fd)
+        # dropped without close(): leave all the same (at exit, _leave_at_exit does)
+        self._finalizer = weakref.finalize(self, _leave_dropped, job, fd, self._opener)
+        self._finalizer.atexit = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -443,11 +452,11 @@ class Segment:
     def _tidy(self, exiting: bool = False) -> bool:
         """On leaving: remove the name if no other process is attached and the job is finished.
 
-        We let go of our own presence first, then try for it exclusively: of several processes
-        leaving at once, one gets it once all have let go (trying to upgrade while holding on,
-        each would see the others and none would tidy). Holding it exclusively shuts out
-        newcomers (they wait for it, then see the name gone and create a fresh segment). Only
-        called by ``close()`` and at exit: we stay detached. True if we removed the name."""
+        We let go of our own presence first, then try for it exclusively, so that of several
+        processes leaving at once none is held back by another that is itself leaving. Holding
+        it exclusively shuts out newcomers (they wait for it, then see the name gone and create
+        a fresh segment). Only called by ``close()`` and at exit: we stay detached. True if we
+        removed the name."""
         if self._fd < 0 or self.removed or os.getpid() != self._opener:
             return False
         _presence(self._fd, fcntl.F_UNLCK)

@@ -48,7 +48,9 @@ def leftover_segments(since_ns: int, before: set[str]) -> list[str]:
 @pytest.fixture(scope="session", autouse=True)
 def no_segment_outlives_its_job() -> Iterator[None]:
     """Fail the run if a segment created during it remains after all its processes are gone
-    (the last process of a finished job removes it; tests clean up what they leave)."""
+    (the last process of a finished job removes it; tests clean up what they leave). Segments
+    are told apart by creation time, so two test runs at once under one uid can see each
+    other's leftovers."""
     since, before = time.time_ns(), set(segment.list_jobs())
     yield
     left = leftover_segments(since, before)

@@ -172,13 +172,23 @@ def test_jobs_tidies_quietly_and_says_what_with_v(tmp_path):
 
 
 LEAVER = """
-    import sys, time
+    import fcntl, sys, time
+    from dynprof_nb import segment
     from dynprof_nb.segment import Segment
-    job, at, rank = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+    job, rank = sys.argv[1], int(sys.argv[2])
+    real = segment._presence
+
+    def slow_presence(fd, kind, wait=False):  # every leaver checks at about the same moment
+        if kind == fcntl.F_WRLCK:
+            time.sleep(0.3)
+        return real(fd, kind, wait)
+
+    segment._presence = slow_presence
     seg = Segment.open(job)
     slot = seg.claim_slot(rank)
     seg.words[seg.slot_base(slot) + 6] = seg.generation  # S_APPLIED: nothing pending
     print("up", flush=True)
+    at = float(sys.stdin.readline())  # once every leaver is up: the same moment for all
     time.sleep(max(0.0, at - time.time()))
     seg.release_slot(slot)
     print(seg.close(), flush=True)
@@ -186,19 +196,23 @@ LEAVER = """
 
 
 def test_ranks_leaving_at_the_same_moment_still_remove_it():
-    """Several last leavers at once: each sees the others attached if it looks while holding
-    on, so none would tidy; the one that gets the segment to itself must remove it."""
+    """Four ranks of a finished job leave at the same moment (each slowed down just before it
+    looks whether it is alone): exactly one of them removes the segment, and it is gone."""
     import time
 
     for attempt in range(5):
         job = unique_job("together")
-        at = time.time() + 1.5
-        procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(LEAVER), job, str(at),
-                                   str(r)], stdout=subprocess.PIPE, text=True) for r in range(4)]
+        procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(LEAVER), job, str(r)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for r in range(4)]
         try:
+            assert [p.stdout.readline().strip() for p in procs] == ["up"] * 4
+            at = time.time() + 0.5
+            for p in procs:  # all told before any leaves
+                p.stdin.write(f"{at}\n")
+                p.stdin.flush()
             outs = [p.communicate(timeout=60)[0].split() for p in procs]
-            assert all(o[0] == "up" for o in outs), outs
-            assert [o[1] for o in outs].count("True") == 1, f"attempt {attempt}: {outs}"
+            assert [o[0] for o in outs].count("True") == 1, f"attempt {attempt}: {outs}"
             assert not _exists(job)
         finally:
             segment.unlink(job)
