@@ -27,6 +27,14 @@ $(VENV)/ms/.stamp: pyproject.toml | $(BIN)/python
 	$(VENV)/ms/bin/python -m pip install -q -e . mindspore==2.7.0
 	touch $@
 
+# msprof-analyze 26.2.0, Ascend's cluster analysis tool, is the oracle the NPU tests compare
+# dynprof_nb's numbers with (tests/analysis/test_cluster_msprof.py). Its own venv keeps its
+# unpinned dependencies (sqlalchemy, plotly, xlsxwriter...) out of the test venv.
+$(VENV)/msprof/.stamp: | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/msprof
+	$(VENV)/msprof/bin/python -m pip install -q msprof-analyze==26.2.0
+	touch $@
+
 # The real-browser test drives Debian's chromium; Playwright never downloads a browser.
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
@@ -38,14 +46,15 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check dynprof_nb tests benchmarks
 
 # tests/ plus the notebooks, executed by nbval in this venv's Python
-test: $(VENV)/.test $(VENV)/ms/.stamp /usr/bin/chromium lint
+test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp /usr/bin/chromium lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg tests notebooks
 
-bench: $(VENV)/.test
+bench: $(VENV)/.test $(VENV)/msprof/.stamp
 	$(BIN)/python benchmarks/idle_step.py
 	$(BIN)/python benchmarks/propagation.py
 	$(BIN)/python benchmarks/load_trace.py
+	$(BIN)/python benchmarks/load_db.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

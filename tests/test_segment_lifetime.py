@@ -36,15 +36,17 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_refused_request_from_the_cli_leaves_no_segment(job):
-    bad = _cli("start", job, "10", "5")
+    bad = _cli("start", job, "10", "5")  # no such job
+    assert bad.returncode == 2 and "no job named" in bad.stderr and not _exists(job)
+    bad = _cli("start", job, "10", "5", "--create")  # a job prepared, but a bad window
     assert bad.returncode == 2 and "stop_step" in bad.stderr
     assert not _exists(job)
-    bad = _cli("set", job, "profiler_level=Level9")
+    bad = _cli("set", job, "profiler_level=Level9", "--create")
     assert bad.returncode == 2 and not _exists(job)
 
 
 def test_refused_request_from_python_leaves_no_segment(job):
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     with pytest.raises(dynprof_nb.ConfigError):
         control.start(10, 5)
     with pytest.raises(dynprof_nb.ConfigError):
@@ -57,7 +59,7 @@ def test_refused_request_from_python_leaves_no_segment(job):
 
 def test_a_window_already_begun_is_refused_and_the_job_stays(job, tmp_path):
     rank = spawn_rank(job, 0, tmp_path, step_ms=2)
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     try:
         wait_until(lambda: [s for s in control.live_slots() if s.step > 3], what="rank up",
                    proc=rank)
@@ -71,7 +73,7 @@ def test_a_window_already_begun_is_refused_and_the_job_stays(job, tmp_path):
 
 def test_controller_leaves_first_then_the_last_rank_removes_the_segment(job, tmp_path):
     rank = spawn_rank(job, 0, tmp_path, step_ms=2)
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     wait_until(lambda: [s for s in control.live_slots() if s.step > 0], what="rank up",
                proc=rank)
     control.start("+20", "+24")
@@ -87,7 +89,7 @@ def test_controller_leaves_first_then_the_last_rank_removes_the_segment(job, tmp
 
 def test_ranks_finish_first_then_the_controller_removes_the_segment(job, tmp_path):
     ranks = [spawn_rank(job, r, tmp_path, step_ms=1, steps=300) for r in range(2)]
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     wait_until(lambda: len(control.slots()) == 2, what="both ranks up")
     for r in ranks:
         r.communicate(timeout=60)
@@ -100,7 +102,7 @@ def test_ranks_finish_first_then_the_controller_removes_the_segment(job, tmp_pat
 def test_request_written_before_the_job_starts_waits_for_it(job, tmp_path):
     """``dynprof start JOB 5 9`` before training: the CLI exits, its request stays (it is not
     stale), the rank that comes records it, and once that rank is done nothing is left."""
-    ok = _cli("start", job, "5", "9", "--memory")
+    ok = _cli("start", job, "5", "9", "--memory", "--create")
     assert ok.returncode == 0, ok.stderr
     assert _exists(job)
     listed = dynprof_nb.jobs()
@@ -116,7 +118,7 @@ def test_live_job_keeps_its_segment_whoever_leaves(job, tmp_path):
     rank = spawn_rank(job, 0, tmp_path, step_ms=2)
     try:
         for _ in range(3):  # controllers come and go
-            control = dynprof_nb.attach(job)
+            control = dynprof_nb.attach(job, create=True)
             wait_until(lambda c=control: c.live_slots(), what="rank up", proc=rank)
             control.set(with_stack=True)
             control.close()

@@ -216,5 +216,6 @@ def test_sqlite_db(tmp_path: Path):
     assert w.kernels["duration_us"].iloc[0] == pytest.approx(185.504)
     assert w.steps["step"].tolist() == [19] and w.steps["duration_us"].iloc[0] == 2000.0
     assert w.communication["name"].tolist() == ["hcom_allReduce_"]
-    assert set(w.events["name"]) == {"aclnnMatmul", "aten::mm"}
+    # host API rows, the compute task and the communication op (as kernel_details.csv has it)
+    assert set(w.events["name"]) == {"aclnnMatmul", "aten::mm", "hcom_allReduce_"}
     assert w.events["step"].isna().all()  # no ProfilerStep events in the db's API tables

@@ -1,17 +1,43 @@
 """Matplotlib figures of a TraceWindow. Built on ``matplotlib.figure.Figure`` directly (no pyplot
-state), so they work under any backend, in threads and in tests; Jupyter displays them inline."""
+state), so they work under any backend, in threads and in tests; Jupyter displays them inline.
+
+Every figure is bounded in size whatever the window holds (ranks, steps, events): a person reads
+a figure, and a 100,000-pixel PNG is unreadable. The timeline draws each lane as one collection
+of rectangles built with numpy (no per-event Python), so a 352k-event window takes well under a
+second or two; what it leaves out (short events, deep nesting, lanes, ranks) is said on the plot.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from dynprof_nb.protocol import STEP_RE
+from dynprof_nb.traces.derive import DEVICE_CATS, DEVICE_PROCESSES
 
 _BREAKDOWN = [("computing_us", "computing", "#4c72b0"),
               ("_comm_not_overlapped", "communication (not overlapped)", "#dd8452"),
               ("free_us", "free", "#c0c0c0")]
+# Synthetic lanes that summarise other lanes (Ascend's overlap analysis) and the profiler's own
+# span: drawn as bars they would show idle time as busy.
+_NOT_DRAWN_PROCESSES = {"Overlap Analysis"}
+_NOT_DRAWN_CATS = {"Trace", "gpu_user_annotation"}
+_OTHER = "#b8b8b8"
+_PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
+            "#ccb974", "#64b5cd", "#2f4b7c", "#ff7c43", "#665191"]
+WIDTH_IN = 12.0  # every wide figure is this wide (1,200 px at 100 dpi)
+_PIXELS = 1100  # about the timeline's data area in pixels at 100 dpi
+MAX_HEIGHT_IN = 14.0
 
 
 def _empty(title: str, why: str) -> Figure:
@@ -23,105 +49,619 @@ def _empty(title: str, why: str) -> Figure:
     return fig
 
 
-def timeline(window: Any, max_events: int = 20_000, lanes: int = 30) -> Figure:
-    """One lane per process/thread with complete events as bars, steps shaded."""
-    ev = window.events
-    ev = ev[(ev["ph"] == "X") & ev["ts_ns"].notna()]
-    if ev.empty:
-        return _empty("timeline", "no complete events")
-    key = ev["process"].astype(str) + " / " + ev["thread"].astype(str)
-    if "rank" in ev:
-        key = "rank " + ev["rank"].astype(str) + " " + key
-    busy = ev.groupby(key, observed=True)["dur_ns"].sum().sort_values(ascending=False)
-    keep = list(busy.index[:lanes])
-    ev = ev[key.isin(keep)]
-    key = key[ev.index]
-    if len(ev) > max_events:  # longest events first: what is visible at this zoom
-        ev = ev.nlargest(max_events, "dur_ns")
-        key = key[ev.index]
-    t0 = int(ev["ts_ns"].min())
-    fig = Figure(figsize=(12, max(2.5, 1 + 0.35 * len(keep))))
-    ax = fig.add_subplot()
-    lane = {k: i for i, k in enumerate(keep)}
-    y = key.map(lane).to_numpy()
-    start = (ev["ts_ns"].to_numpy("int64") - t0) / 1e6
-    width = np.maximum(ev["dur_ns"].to_numpy("int64") / 1e6, 1e-4)
-    colors = pd.factorize(ev["name"].astype(str))[0] % 10
-    ax.barh(y, width, left=start, height=0.8, color=[f"C{c}" for c in colors], linewidth=0)
+def _short(text: str, n: int = 60) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def _multi_rank(frame: pd.DataFrame) -> bool:
+    return "rank" in frame and frame["rank"].nunique() > 1
+
+
+def _rank_column(frame: pd.DataFrame, window: Any) -> np.ndarray:
+    if "rank" in frame:
+        return frame["rank"].to_numpy("int64")
+    r = getattr(window, "rank", None)
+    return np.full(len(frame), -1 if r is None else int(r), np.int64)
+
+
+def _time_unit(span_ns: float) -> tuple[float, str]:
+    return (1e9, "s") if span_ns > 20e9 else (1e6, "ms")
+
+
+# ---- alignment ---------------------------------------------------------------------------------
+
+def rank_offsets(window: Any, align: str | None, ranks: Sequence[int],
+                 first_ts: dict[int, int]) -> tuple[dict[int, int], str, str]:
+    """Time zero of each rank: ``"step"`` puts every rank's first common step at 0 (ranks on
+    different hosts have skewed clocks, and a barrier-free job drifts: wall time would put them
+    seconds apart); ``"wall"`` keeps their clocks. Returns (offsets, align used, how said)."""
+    if align not in (None, "step", "wall"):
+        raise ValueError(f"align={align!r}: expected 'step' (each rank on its own steps) or "
+                         "'wall' (wall-clock time)")
     st = window.steps
-    if not st.empty and st["start_ns"].notna().any():
-        for i, r in enumerate(st.dropna(subset=["start_ns"]).itertuples()):
-            s = (int(r.start_ns) - t0) / 1e6
-            ax.axvspan(s, s + r.duration_us / 1000, color="grey" if i % 2 else "lightgrey", alpha=0.25, lw=0)
-            ax.text(s, -0.9, f"step {r.step}", fontsize=8, va="bottom")
-    ax.set_yticks(range(len(keep)), keep, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (ms)")
-    ax.set_title(f"timeline ({window.framework})")
-    fig.tight_layout()
-    return fig
+    st = st[st["start_ns"].notna()] if not st.empty else st
+    if align is None:
+        align = "step" if len(ranks) > 1 and not st.empty else "wall"
+    if align == "step" and not st.empty:
+        rk = _rank_column(st, window)
+        steps = st["step"].to_numpy("int64")
+        common = None
+        for r in ranks:
+            have = set(steps[rk == r].tolist())
+            common = have if common is None else common & have
+        if common:
+            ref = min(common)
+            starts = st["start_ns"].to_numpy("int64", na_value=0)
+            out = {r: int(starts[(rk == r) & (steps == ref)].min()) for r in ranks}
+            return out, "step", f"ranks aligned on step {ref}"
+    t0 = min(first_ts.values()) if first_ts else 0
+    return {r: t0 for r in ranks}, "wall", "wall-clock time" if len(ranks) > 1 else ""
 
 
-def top_ops(window: Any, n: int = 15, by: str = "self_us") -> Figure:
-    """Horizontal bars of the operations with the most self (or total) time."""
-    ops = window.ops
-    if ops.empty:
-        return _empty("top operations", "no operations")
-    top = ops.nlargest(n, by).iloc[::-1]
-    fig = Figure(figsize=(9, 1 + 0.3 * len(top)))
+# ---- timeline ----------------------------------------------------------------------------------
+
+def _depths(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Nesting depth of each event in its lane: how many events of the lane are open when it
+    starts. One sort of all starts and ends (ends first at a tie, longer first among equal
+    starts) and a running sum; every lane sums to zero, so lanes need no separate pass."""
+    n = len(lane)
+    end = np.maximum(end, start + 1)
+    t = np.concatenate([start, end])
+    ln = np.concatenate([lane, lane])
+    kind = np.concatenate([np.ones(n, np.int8), np.zeros(n, np.int8)])  # end (0) before start
+    length = np.concatenate([-(end - start), np.zeros(n, np.int64)])
+    order = np.lexsort((length, kind, t, ln))
+    delta = np.where(kind[order] == 1, 1, -1)
+    open_after = np.cumsum(delta)
+    depth = np.empty(2 * n, np.int64)
+    depth[order] = open_after - 1
+    return depth[:n]
+
+
+def _step_name_codes(names: pd.Series) -> np.ndarray:
+    cats = names.cat.categories
+    return np.array([i for i, c in enumerate(cats) if isinstance(c, str) and STEP_RE.match(c)],
+                    np.int64)
+
+
+def process_in_label(process: str) -> bool:
+    """Whether a lane label needs the process name (the built-in backend's "rank 1 (pid N)"
+    repeats what the label already says)."""
+    return not re.match(r"^(python )?rank \d+\b", process)
+
+
+def _rank_priority(window: Any, ranks: list[int]) -> list[int]:
+    """Ranks most worth showing first: the slowest and the fastest by median step time, in
+    turn, then the rest."""
+    st = window.steps
+    if st.empty or "rank" not in st:
+        return ranks
+    med = st.groupby("rank")["duration_us"].median().reindex(ranks).fillna(0)
+    by = list(med.sort_values(ascending=False).index)
+    out: list[int] = []
+    while by:
+        out.append(int(by.pop(0)))
+        if by:
+            out.append(int(by.pop()))
+    return out
+
+
+def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str | None = None,
+             max_depth: int = 4, max_rows: int = 64, ranks: Sequence[int] | None = None,
+             legend: int = 10, python: bool | None = None) -> Figure:
+    """Complete events as bars, one lane per rank -> process -> thread/stream, nested events
+    stacked by depth, steps shaded per rank and labelled once on top.
+
+    ``align``: ``"step"`` (the default with several ranks) puts each rank on its own steps,
+    ``"wall"`` on wall-clock time. Where events crowd, the longest in each pixel of a row is
+    drawn, and at most ``max_events`` in all (the longest of each row), at most
+    ``lanes`` busiest lanes per rank, ``max_depth`` nesting levels and ``max_rows`` rows in all
+    (fewer levels first, then fewer ranks: the slowest and fastest are kept; pass ``ranks=`` to
+    choose). Python stack frames are left out when the window has other events (they would
+    bury its operations under levels of wrappers; ``python=True`` draws them). What is left out
+    is said under the title.
+    """
+    ev = window.events
+    if ev.empty:
+        return _empty("timeline", "no events")
+    keep = (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()
+    keep &= ~ev["process"].isin(list(_NOT_DRAWN_PROCESSES)).to_numpy()
+    keep &= ~ev["cat"].isin(list(_NOT_DRAWN_CATS)).to_numpy()
+    names = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) else \
+        ev["name"].astype("category")
+    name_codes = names.cat.codes.to_numpy()
+    keep &= ~np.isin(name_codes, _step_name_codes(names))
+    frames = (ev["cat"] == "python_function").to_numpy()
+    hidden_frames = 0
+    if python is None:  # Python frames hide the operations under them, unless they are all
+        python = not (keep & ~frames).any()  # there is (a with_stack window of plain Python)
+    if not python:
+        hidden_frames = int((keep & frames).sum())
+        keep &= ~frames
+    if not keep.any():
+        return _empty("timeline", "no complete events besides the step markers")
+    idx = np.flatnonzero(keep)
+    rank = _rank_column(ev, window)[idx]
+    pid = pd.factorize(ev["pid"])[0][idx]  # pid/tid are strings in some Kineto traces
+    tid = pd.factorize(ev["tid"])[0][idx]
+    start = ev["ts_ns"].to_numpy("int64")[idx]
+    dur = np.maximum(ev["dur_ns"].to_numpy("int64", na_value=0)[idx], 0)
+    codes = name_codes[idx]
+    n_all = len(idx)
+
+    rank_codes = pd.factorize(rank)[0]
+    lane_key = (rank_codes.astype(np.int64) * (int(pid.max()) + 1) + pid) * (int(tid.max()) + 1) + tid
+    lane_id, _ = pd.factorize(lane_key)  # one integer key: a MultiIndex here costs 0.4 s
+    nl = int(lane_id.max()) + 1
+    busy = np.bincount(lane_id, weights=dur, minlength=nl)
+    first = np.full(nl, len(idx))
+    np.minimum.at(first, lane_id, np.arange(len(idx)))
+    at_first = ev.iloc[idx[first]]
+    lanes_df = pd.DataFrame({
+        "rank": rank[first], "pid": pid[first],
+        "tid": at_first["tid"].astype(str).to_numpy(), "busy": busy,
+        "process": at_first["process"].astype(object).fillna("").astype(str).to_numpy(),
+        "thread": at_first["thread"].astype(object).fillna("").astype(str).to_numpy(),
+        "device": (at_first["process"].astype(object).isin(DEVICE_PROCESSES)
+                   | at_first["cat"].astype(object).isin(DEVICE_CATS)).to_numpy(),
+    })
+    all_ranks = sorted(set(lanes_df["rank"].tolist()))
+    if ranks is not None:
+        missing = sorted(set(ranks) - set(all_ranks))
+        if missing:
+            raise ValueError(f"ranks={list(ranks)}: no events for rank(s) {missing}; "
+                             f"the window has ranks {all_ranks}")
+        all_ranks = sorted(set(ranks))
+    lanes_df = lanes_df[lanes_df["rank"].isin(all_ranks)]
+    # the busiest lanes of each rank, then shown host first, process by process
+    lanes_df = lanes_df.sort_values(["rank", "busy"], ascending=[True, False])
+    per_rank = lanes_df.groupby("rank").cumcount()
+    hidden_lanes = int((per_rank >= lanes).sum())
+    lanes_df = lanes_df[per_rank < lanes]
+
+    sel_lane = np.isin(lane_id, lanes_df.index.to_numpy())
+    depth = np.full(len(idx), -1, np.int64)
+    depth[sel_lane] = _depths(lane_id[sel_lane], start[sel_lane], start[sel_lane] + dur[sel_lane])
+    lane_depth = np.zeros(nl, np.int64)
+    np.maximum.at(lane_depth, lane_id[sel_lane], depth[sel_lane] + 1)
+    lanes_df = lanes_df.assign(levels=lane_depth[lanes_df.index.to_numpy()])
+
+    cap = max_depth
+    while cap > 1 and np.minimum(lanes_df["levels"], cap).sum() > max_rows:
+        cap -= 1
+    shown_ranks = all_ranks
+    if np.minimum(lanes_df["levels"], cap).sum() > max_rows and ranks is None:
+        rows_of = np.minimum(lanes_df["levels"], cap).groupby(lanes_df["rank"]).sum()
+        shown, used = [], 0
+        for r in _rank_priority(window, all_ranks):
+            if used + rows_of.get(r, 0) > max_rows and shown:
+                continue
+            shown.append(r)
+            used += rows_of.get(r, 0)
+        shown_ranks = sorted(shown)
+        lanes_df = lanes_df[lanes_df["rank"].isin(shown_ranks)]
+    lanes_df = lanes_df.sort_values(["rank", "device", "process", "busy"],
+                                    ascending=[True, True, True, False])
+    lanes_df["rows"] = np.minimum(lanes_df["levels"], cap).clip(lower=1)
+    lanes_df["y0"] = np.concatenate([[0], np.cumsum(lanes_df["rows"].to_numpy())[:-1]])
+    n_rows = int(lanes_df["rows"].sum())
+
+    base = np.full(nl, -1, np.int64)
+    base[lanes_df.index.to_numpy()] = lanes_df["y0"].to_numpy()
+    drawable = (base[lane_id] >= 0) & (depth >= 0)
+    too_deep = int((drawable & (depth >= cap)).sum())
+    drawable &= depth < cap
+    sel = np.flatnonzero(drawable)
+    n_drawable = len(sel)
+
+    first_ts = {int(r): int(start[rank == r].min()) for r in shown_ranks}
+    offsets, align, how = rank_offsets(window, align, shown_ranks, first_ts)
+    off = np.zeros(len(idx), np.int64)
+    for r, o in offsets.items():
+        off[rank == r] = o
+    x0 = (start[sel] - off[sel]).astype(np.float64)
+    x1 = x0 + dur[sel]
+    lo = float(x0.min()) if len(sel) else 0.0
+    hi = float(x1.max()) if len(sel) else 1.0
+    y = base[lane_id[sel]] + depth[sel]
+    # Where events crowd, one per pixel of each row (the longest) is all the eye can see; a
+    # global "longest N" would instead keep one rank's slightly longer events and blank the rest.
+    if len(sel) > 20_000:  # (below that, drawing them all is cheap and exact)
+        px = ((x0 - lo) / max(hi - lo, 1.0) * _PIXELS).astype(np.int64)
+        order = np.lexsort((-dur[sel], px, y))
+        cell = y[order] * (_PIXELS + 1) + px[order]
+        firsts = order[np.r_[True, cell[1:] != cell[:-1]]]
+    else:
+        firsts = np.arange(len(sel))
+    if len(firsts) > max_events:  # still too many: the longest of each row, rows alike
+        yf, df = y[firsts], dur[sel][firsts]
+        o = np.lexsort((-df, yf))
+        new_row = np.r_[True, yf[o][1:] != yf[o][:-1]]
+        row_start = np.maximum.accumulate(np.where(new_row, np.arange(len(o)), 0))
+        budget = max(1, max_events // int(new_row.sum()))
+        firsts = firsts[o[np.arange(len(o)) - row_start < budget]]
+    sel, x0, x1, y = sel[firsts], x0[firsts], x1[firsts], y[firsts].astype(np.float64)
+    scale, unit = _time_unit(hi - lo)
+    x0, x1, lo, hi = x0 / scale, x1 / scale, lo / scale, hi / scale
+    x1 = np.maximum(x1, x0 + (hi - lo) / (2 * _PIXELS))  # short events stay visible
+
+    # colours: the operations with the most drawn time get their own, the rest are grey
+    weight = np.bincount(codes[sel], weights=dur[sel], minlength=len(names.cat.categories))
+    top = [int(c) for c in np.argsort(-weight)[:legend] if weight[c] > 0]
+    color_of = np.tile(np.array(to_rgba(_OTHER)), (len(names.cat.categories), 1))
+    for i, c in enumerate(top):
+        color_of[c] = to_rgba(_PALETTE[i % len(_PALETTE)])
+
+    height = min(MAX_HEIGHT_IN, 1.9 + 0.22 * n_rows + 0.22 * math.ceil((len(top) + 1) / 4))
+    fig = Figure(figsize=(WIDTH_IN, height), layout="constrained")
     ax = fig.add_subplot()
-    ax.barh(top["name"].astype(str).str.slice(0, 60), top[by] / 1000.0, color="#4c72b0")
-    ax.set_xlabel(f"{by.replace('_us', '')} time (ms)")
-    ax.set_title("top operations")
-    fig.tight_layout()
+    verts = np.empty((len(sel), 4, 2))
+    verts[:, 0, 0] = verts[:, 1, 0] = x0
+    verts[:, 2, 0] = verts[:, 3, 0] = x1
+    verts[:, 0, 1] = verts[:, 3, 1] = y + 0.08
+    verts[:, 1, 1] = verts[:, 2, 1] = y + 0.92
+    ax.add_collection(PolyCollection(verts, facecolors=color_of[codes[sel]], linewidths=0,
+                                     antialiaseds=False, zorder=2))
+    step_pos = _aligned_steps(window, offsets, scale)
+    if step_pos is not None and len(step_pos):
+        lo = min(lo, float(step_pos["a"].min()))
+        hi = max(hi, float(step_pos["b"].max()))
+        _draw_steps(ax, step_pos, lanes_df, lo, hi, wall=align == "wall")
+    # lane and rank separators, one collection
+    ys = lanes_df["y0"].to_numpy()
+    rank_first = lanes_df["rank"].ne(lanes_df["rank"].shift()).to_numpy()
+    segs = [[(lo, v), (hi, v)] for v in ys[1:]]
+    ax.add_collection(LineCollection(segs, colors=["#555555" if f else "#dddddd" for f in
+                                                   rank_first[1:]], linewidths=0.6, zorder=3))
+    ax.set_xlim(lo - (hi - lo) * 0.005, hi + (hi - lo) * 0.005)
+    ax.set_ylim(n_rows, 0)
+    multi_proc = lanes_df.groupby("rank")["process"].nunique()
+    labels = []
+    for r in lanes_df.itertuples():
+        parts = [f"rank {r.rank}"] if r.rank >= 0 else []
+        if multi_proc[r.rank] > 1 and process_in_label(r.process):
+            parts.append(_short(r.process, 24))
+        parts.append(_short(r.thread or f"thread {r.tid}", 32))
+        labels.append(" · ".join(parts))
+    ax.set_yticks(ys + np.minimum(lanes_df["rows"].to_numpy(), 1) * 0.5, labels,
+                  fontsize=8 if len(labels) <= 24 else 6)
+    ax.tick_params(axis="y", length=0)
+    zero = f" (0 = start of step {how.rsplit(' ', 1)[-1]})" if align == "step" else ""
+    ax.set_xlabel(f"time ({unit}){zero}")
+    ax.margins(x=0)
+
+    left_out = []
+    if hidden_frames:
+        left_out.append(f"{hidden_frames:,} Python frames not drawn (python=True draws them)")
+    if len(sel) < n_drawable:
+        left_out.append(f"{len(sel):,} of {n_drawable:,} events drawn (the longest in each "
+                        "pixel: zoom with ranks=, or open in Perfetto)")
+    if too_deep:
+        left_out.append(f"{too_deep:,} events nested deeper than {cap} "
+                        f"level{'s' if cap > 1 else ''} hidden")
+    if hidden_lanes:
+        left_out.append(f"{hidden_lanes} quieter lanes hidden (lanes={lanes})")
+    if len(shown_ranks) < len(all_ranks):
+        left_out.append(f"{len(shown_ranks)} of {len(all_ranks)} ranks shown, the slowest and "
+                        "fastest (ranks=[...] to choose)")
+    fig.suptitle(f"timeline · {window.framework} · {n_all:,} events"
+                 + (f" · {len(all_ranks)} ranks, {how}" if len(all_ranks) > 1 else ""), fontsize=11)
+    if left_out:
+        ax.set_title(textwrap.fill("; ".join(left_out), 125), fontsize=8, loc="left",
+                     color="#444444")
+    if top:
+        cats_ = names.cat.categories
+        handles = [Patch(color=_PALETTE[i % len(_PALETTE)], label=_short(cats_[c], 30))
+                   for i, c in enumerate(top)]
+        if len(top) < np.count_nonzero(weight):
+            handles.append(Patch(color=_OTHER, label="other"))
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)),
+                   fontsize=8, frameon=False)
     return fig
 
 
-def step_breakdown(window: Any) -> Figure:
-    """Stacked bars per step: computing, communication not overlapped, free (or just duration)."""
+def _aligned_steps(window: Any, offsets: dict[int, int], scale: float) -> pd.DataFrame | None:
+    """Each rank's steps on the plot's time axis: rank, step, a (start), b (end)."""
+    st = window.steps
+    if st.empty or st["start_ns"].isna().all():
+        return None
+    st = st[st["start_ns"].notna()]
+    rk = _rank_column(st, window)
+    show = np.isin(rk, list(offsets))
+    if not show.any():
+        return None
+    st, rk = st[show], rk[show]
+    off = np.array([offsets[int(r)] for r in rk], np.int64)
+    a = (st["start_ns"].to_numpy("int64") - off) / scale
+    b = a + st["duration_us"].fillna(0).to_numpy() * 1000 / scale
+    return pd.DataFrame({"rank": rk, "step": st["step"].to_numpy("int64"), "a": a, "b": b})
+
+
+def _draw_steps(ax: Any, pos_df: pd.DataFrame, lanes_df: pd.DataFrame, lo: float,
+                hi: float, wall: bool) -> None:
+    """Alternate step shading in each rank's band of lanes, and the step numbers once on top
+    (at the median aligned start over ranks), thinned to what fits."""
+    rk, steps = pos_df["rank"].to_numpy(), pos_df["step"].to_numpy()
+    a, b = pos_df["a"].to_numpy(), pos_df["b"].to_numpy()
+    bands = lanes_df.groupby("rank").agg(top=("y0", "min"), rows=("rows", "sum"))
+    bands["bottom"] = bands["top"] + bands["rows"]
+    show = np.isin(rk, bands.index.to_numpy()) & (steps % 2 == 1)
+    dense = np.median(b - a) < 4 * (hi - lo) / _PIXELS  # bands under 4 px are noise
+    if np.count_nonzero(show) <= 20_000 and not dense:
+        t = bands["top"].reindex(rk[show]).to_numpy()
+        btm = bands["bottom"].reindex(rk[show]).to_numpy()
+        v = np.stack([np.stack([a[show], t], 1), np.stack([a[show], btm], 1),
+                      np.stack([b[show], btm], 1), np.stack([b[show], t], 1)], 1)
+        ax.add_collection(PolyCollection(v, facecolors="#e9e9e9", linewidths=0, zorder=0))
+    if wall:  # ranks' clocks differ: label the first rank's steps (the others are shaded)
+        first = rk == rk.min()
+        pos = pd.Series(a[first]).groupby(steps[first]).min()
+    else:  # on their own steps the ranks agree: one label per step for all of them
+        pos = pd.Series(a).groupby(steps).median()
+    pos = pos[(pos >= lo) & (pos <= hi)]
+    if pos.empty:
+        return
+    px = (pos.to_numpy() - lo) / max(hi - lo, 1e-12) * _PIXELS
+    stride = 1
+    for k in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10_000):
+        stride = k
+        keep = (pos.index.to_numpy() % k == 0) if k > 1 else np.ones(len(pos), bool)
+        if keep.sum() <= 1 or np.diff(px[keep]).min() >= 40:  # labels ~40 px apart at least
+            break
+    pos = pos[keep]
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(pos.to_numpy(), [str(s) for s in pos.index], fontsize=7)
+    top.set_xlabel("step" + (f" (every {stride}th labelled)" if stride > 1 else "")
+                   + (f" of rank {rk.min()}" if wall and len(set(rk.tolist())) > 1 else ""),
+                   fontsize=8)
+
+
+# ---- operations --------------------------------------------------------------------------------
+
+def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Device time per kernel name (and rank): count, total_us."""
+    if kernels.empty:
+        return pd.DataFrame(columns=["name", "count", "total_us"])
+    keys = ["rank", "name"] if "rank" in kernels else ["name"]
+    k = kernels.assign(name=kernels["name"].astype(object))
+    return k.groupby(keys, sort=False).agg(count=("duration_us", "size"),
+                                           total_us=("duration_us", "sum")).reset_index()
+
+
+def top_ops(window: Any, n: int = 15, by: str = "self_us", what: str = "ops",
+            per_rank: bool | None = None) -> Figure:
+    """Horizontal bars of the operations (``what="ops"``) or device kernels (``"kernels"``)
+    with the most time, largest on top. With several ranks: the mean over ranks with a min-max
+    whisker (and the slowest rank named), or one bar per rank side by side (``per_rank``, the
+    default up to 4 ranks)."""
+    if what == "kernels":
+        ops, by, label = kernel_table(window.kernels), "total_us", "device time"
+    elif what == "ops":
+        ops, label = window.ops, by.replace("_us", "") + " time"
+    else:
+        raise ValueError(f"what={what!r}: expected 'ops' (host operations) or 'kernels'")
+    if ops.empty:
+        return _empty(f"top {what}", f"no {what} in this window")
+    if by not in ops:
+        raise ValueError(f"by={by!r}: expected one of {[c for c in ops if c.endswith('_us')]}")
+    title = "top device kernels" if what == "kernels" else "top operations"
+    if not _multi_rank(ops):
+        top = ops.groupby(ops["name"].astype(object))[by].sum().nlargest(n).iloc[::-1]
+        fig = Figure(figsize=(9, 1.2 + 0.3 * len(top)), layout="constrained")
+        ax = fig.add_subplot()
+        ax.barh([_short(s) for s in top.index], top.to_numpy() / 1000.0, color="#4c72b0")
+        ax.set_xlabel(f"{label} (ms)")
+        ax.set_title(title)
+        return fig
+    wide = ops.pivot_table(index=ops["name"].astype(object), columns="rank", values=by,
+                           aggfunc="sum", fill_value=0.0) / 1000.0
+    nr = wide.shape[1]
+    mean = wide.mean(axis=1)
+    order = mean.nlargest(n).index[::-1]
+    wide, mean = wide.loc[order], mean.loc[order]
+    yl = [_short(s) for s in order]
+    per_rank = nr <= 4 if per_rank is None else per_rank
+    fig = Figure(figsize=(9, 1.4 + (0.18 * nr + 0.12 if per_rank else 0.3) * len(order)),
+                 layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(order))
+    if per_rank:
+        h = 0.8 / nr
+        for i, r in enumerate(wide.columns):
+            ax.barh(y - 0.4 + h * (nr - i - 0.5), wide[r].to_numpy(), height=h,
+                    color=_PALETTE[i % len(_PALETTE)], label=f"rank {r}")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.set_title(f"{title} per rank ({nr} ranks, by mean)")
+    else:
+        lo, hi = wide.min(axis=1), wide.max(axis=1)
+        ax.barh(y, mean.to_numpy(), color="#4c72b0", label=f"mean over {nr} ranks")
+        ax.errorbar(mean.to_numpy(), y, xerr=[mean - lo, hi - mean], fmt="none", ecolor="#333333",
+                    capsize=3, lw=1, label="min-max over ranks")
+        slowest = wide.idxmax(axis=1)
+        for yi, (v, r) in enumerate(zip(hi.to_numpy(), slowest.to_numpy(), strict=True)):
+            ax.text(v, yi, f" r{r}", va="center", fontsize=7, color="#333333")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.set_title(f"{title}: mean over {nr} ranks, whiskers min-max, slowest rank named")
+    ax.set_yticks(y, yl)
+    ax.set_xlabel(f"{label} (ms)")
+    return fig
+
+
+# ---- steps -------------------------------------------------------------------------------------
+
+def _breakdown_parts(st: pd.DataFrame) -> pd.DataFrame:
+    return st.assign(_comm_not_overlapped=(st["communication_us"].fillna(0)
+                                           - st["overlapped_us"].fillna(0)).clip(lower=0))
+
+
+def _stacked(ax: Any, st: pd.DataFrame, legend: bool) -> None:
+    """One rank's steps: stacked bars (few steps) or stacked areas (many)."""
+    x = st["step"].to_numpy()
+    has_parts = st["computing_us"].notna().any()
+    cols = _BREAKDOWN if has_parts else [("duration_us", "step time", "#4c72b0")]
+    parts = _breakdown_parts(st) if has_parts else st
+    bars = len(st) <= 60
+    bottom = np.zeros(len(st))
+    for col, name, color in cols:
+        vals = parts[col].fillna(0).to_numpy() / 1000.0
+        if bars:
+            ax.bar(x, vals, bottom=bottom, label=name, color=color, width=0.8)
+        else:
+            ax.fill_between(x, bottom, bottom + vals, step="mid", label=name, color=color, lw=0)
+        bottom = bottom + vals
+    if legend:
+        ax.legend(fontsize=8, loc="upper right")
+    ax.set_ylabel("ms")
+    if bars and len(st) <= 30:
+        ax.set_xticks(x)
+
+
+def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "duration_us") -> Figure:
+    """Step time split into computing / communication / free where known.
+
+    One rank: stacked bars (areas beyond 60 steps). Several ranks: one small panel per rank
+    while there are few steps and ranks; otherwise (or with ``heatmap=True``) a heat map of
+    ``value`` for step x rank, with each rank's median beside it: a straggler is a bright row.
+    The figure stays within 12 x 14 inches whatever the window holds.
+    """
     st = window.steps
     if st.empty:
         return _empty("step breakdown", "no steps in this window")
-    fig = Figure(figsize=(max(6, 0.5 * len(st)), 4))
-    ax = fig.add_subplot()
-    label = st["step"].astype(str)
-    if "rank" in st:
-        label = "r" + st["rank"].astype(str) + ":" + label
-    x = np.arange(len(st))
-    if st["computing_us"].notna().any():
-        parts = st.assign(_comm_not_overlapped=(st["communication_us"].fillna(0)
-                                                - st["overlapped_us"].fillna(0)).clip(lower=0))
-        bottom = np.zeros(len(st))
-        for col, name, color in _BREAKDOWN:
-            vals = parts[col].fillna(0).to_numpy() / 1000.0
-            ax.bar(x, vals, bottom=bottom, label=name, color=color)
-            bottom += vals
-        ax.legend(fontsize=8)
-    else:
-        ax.bar(x, st["duration_us"] / 1000.0, color="#4c72b0", label="step time")
-    ax.set_xticks(x, label, rotation=90 if len(st) > 20 else 0)
-    ax.set_ylabel("ms")
-    ax.set_title("step breakdown")
-    fig.tight_layout()
+    if not _multi_rank(st):
+        st = st.sort_values("step")
+        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st))), 4),
+                     layout="constrained")
+        ax = fig.add_subplot()
+        _stacked(ax, st, legend=True)
+        ax.set_xlabel("step")
+        ax.set_title(f"step breakdown ({len(st)} step{'s' if len(st) != 1 else ''})")
+        return fig
+    ranks = sorted(st["rank"].unique().tolist())
+    nsteps = st["step"].nunique()
+    if heatmap is None:
+        heatmap = len(ranks) > 8 or nsteps > 30
+    if not heatmap:
+        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps)), 1.2 + 1.7 * len(ranks)),
+                     layout="constrained")
+        axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+        for i, (ax, r) in enumerate(zip(axes, ranks, strict=True)):
+            _stacked(ax, st[st["rank"] == r].sort_values("step"), legend=i == 0)
+            ax.set_title(f"rank {r}", fontsize=9, loc="left")
+        axes[-1].set_xlabel("step")
+        fig.suptitle(f"step breakdown per rank ({nsteps} step{'s' if nsteps != 1 else ''}, "
+                     f"{len(ranks)} ranks)", fontsize=11)
+        return fig
+    if value not in st or st[value].isna().all():
+        have = [c for c in st if c.endswith("_us") and st[c].notna().any()]
+        raise ValueError(f"value={value!r}: this window's steps have {have}")
+    grid = st.pivot_table(index="rank", columns="step", values=value, aggfunc="max") / 1000.0
+    fig = Figure(figsize=(WIDTH_IN, min(MAX_HEIGHT_IN, 2.4 + 0.14 * len(ranks))),
+                 layout="constrained")
+    ax, side = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [6, 1]})
+    data = grid.to_numpy()
+    finite = data[np.isfinite(data)]
+    vmin, vmax = (np.percentile(finite, [1, 99]) if finite.size else (0, 1))
+    steps = grid.columns.to_numpy()
+    im = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="magma", vmin=vmin,
+                   vmax=max(vmax, vmin + 1e-9),
+                   extent=(steps[0] - 0.5, steps[-1] + 0.5, len(ranks) - 0.5, -0.5))
+    fig.colorbar(im, ax=side, label=f"{value.replace('_us', '')} (ms)", fraction=0.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("rank")
+    tick = max(1, len(ranks) // 16)
+    ax.set_yticks(np.arange(0, len(ranks), tick), [str(r) for r in grid.index[::tick]],
+                  fontsize=7)
+    med = grid.median(axis=1)
+    side.barh(np.arange(len(ranks)), med.to_numpy(), color="#4c72b0", height=0.8)
+    side.set_xlabel("median (ms)")
+    slow = med.idxmax()
+    fast = med.min()
+    side.set_title(f"slowest: rank {slow}\n{med.max() / fast - 1:+.0%} vs fastest" if fast > 0
+                   else f"slowest: rank {slow}", fontsize=8)
+    ax.set_title(f"{value.replace('_us', '')} per step and rank ({nsteps} steps x "
+                 f"{len(ranks)} ranks; colour clipped to the 1-99th percentile)", fontsize=10)
     return fig
 
 
-def memory_over_time(window: Any) -> Figure:
-    """Allocated and reserved bytes over time, one line per device."""
+# ---- memory ------------------------------------------------------------------------------------
+
+_TOTAL_COMPONENTS = ("PTA+GE", "APP", "PTA", "PYTHON", "Memory")
+
+
+def _one_component(mem: pd.DataFrame, component: str | None) -> tuple[pd.DataFrame, str]:
+    """The records of one memory component: Ascend's memory_record.csv holds several (APP, PTA,
+    GE, PTA+GE) and its other CSVs hold per-operator and per-module rows; one line mixing them
+    would zigzag between unrelated totals. The default is the framework's total."""
+    src = mem["source"].astype(object)
+    if component is None and (src == "memory_record.csv").any():
+        mem = mem[(src == "memory_record.csv").to_numpy()]
+    names = mem["name"].astype(object)
+    have = names.dropna().unique().tolist()
+    if not have:
+        return mem, ""
+    if component is None:
+        component = next((c for c in _TOTAL_COMPONENTS if c in have), None) or \
+            str(names.value_counts().index[0])
+    if component not in have:
+        raise ValueError(f"component={component!r}: this window's memory has {sorted(have)}")
+    return mem[(names == component).to_numpy()], component
+
+
+def memory_over_time(window: Any, align: str | None = None,
+                     component: str | None = None) -> Figure:
+    """Allocated (solid) and reserved (dashed) memory over time, one line per rank and device,
+    each rank on its own steps (``align="step"``, the default with several ranks) or on
+    wall-clock time (``"wall"``). Past 8 lines the colour is the rank (a colour bar, no legend).
+    ``component`` picks one of the records' components (default: the framework's total)."""
     mem = window.memory
     if mem.empty:
         return _empty("memory", "no memory records (was profile_memory on?)")
-    fig = Figure(figsize=(10, 3.5))
+    mem, component = _one_component(mem, component)
+    rk = _rank_column(mem, window)
+    ranks = sorted(set(rk.tolist()))
+    ts = mem["ts_ns"].to_numpy("int64")
+    first = {r: int(ts[rk == r].min()) for r in ranks}
+    offsets, align, how = rank_offsets(window, align, ranks, first)
+    off = np.array([offsets[int(r)] for r in rk], np.int64) if len(ranks) > 1 else \
+        np.full(len(rk), offsets[ranks[0]])
+    dev = mem["device"].astype(object).fillna("?").astype(str).to_numpy()
+    groups = pd.DataFrame({"r": rk, "d": dev}).groupby(["r", "d"], sort=True).indices
+    series = [(int(r), str(d), rows) for (r, d), rows in groups.items()]
+    cols = [c for c in ("allocated_bytes", "reserved_bytes") if mem[c].notna().any()]
+    t_all = (ts - off)
+    scale, unit = _time_unit(float(t_all.max() - t_all.min()) if len(t_all) else 0.0)
+    fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
-    t0 = int(mem["ts_ns"].min())
-    for dev, g in mem.groupby(mem["device"].astype(str)):
-        t = (g["ts_ns"].to_numpy("int64") - t0) / 1e6
-        for col, style in (("allocated_bytes", "-"), ("reserved_bytes", "--")):
-            if g[col].notna().any():
-                ax.step(t, g[col] / 2**20, style, where="post", label=f"{dev} {col.split('_')[0]}")
-    ax.set_xlabel("time (ms)")
+    many = len(series) > 8
+    cmap = None
+    if many:
+        from matplotlib import colormaps
+
+        cmap = colormaps["viridis"]
+    for i, (r, d, rows) in enumerate(series):
+        order = rows[np.argsort(ts[rows], kind="stable")]
+        t = t_all[order] / scale
+        color = cmap(ranks.index(r) / max(1, len(ranks) - 1)) if many else _PALETTE[i % len(_PALETTE)]
+        who = (f"rank {r} · " if r >= 0 else "") + d
+        for col, style in zip(cols, ("-", "--"), strict=False):
+            v = mem[col].to_numpy()[order]
+            ok = np.isfinite(v)
+            if ok.any():
+                ax.step(t[ok], v[ok] / 2**20, style, where="post", color=color, lw=1,
+                        label=None if many else f"{who} {col.split('_')[0]}")
+    if many:
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import Normalize
+
+        fig.colorbar(ScalarMappable(Normalize(min(ranks), max(ranks)), cmap), ax=ax, label="rank")
+    else:
+        ax.legend(fontsize=8, loc="best")
+    zero = f" (0 = start of step {how.rsplit(' ', 1)[-1]})" if align == "step" else ""
+    ax.set_xlabel(f"time ({unit}){zero}")
     ax.set_ylabel("MiB")
-    ax.legend(fontsize=8)
-    ax.set_title("memory over time")
-    fig.tight_layout()
+    styles = " (solid: allocated, dashed: reserved)" if len(cols) == 2 else ""
+    comp = f" · {component}" if component else ""
+    ax.set_title(f"memory over time{comp}, {len(series)} rank x device series{styles}",
+                 fontsize=10)
     return fig

@@ -7,15 +7,18 @@ small result object with HTML and text reprs for notebooks.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.analysis.cluster import is_npu_window, npu_first
+from dynprof_nb.analysis.configdiff import config_line, warn_if_configs_differ
 from dynprof_nb.protocol import STEP_FOLDED, STEP_PREFIX
 from dynprof_nb.traces import schema
-from dynprof_nb.traces.derive import DEVICE_CATS
+from dynprof_nb.traces.derive import COMM_RE, DEVICE_CATS
 
 # Not host operations: Python stack frames (they would swallow their ops' time as children and
 # torch's key_averages has no such rows), the profiler's own span, device-side tasks, Ascend's
@@ -131,6 +134,122 @@ def ops_across_ranks(ops: pd.DataFrame) -> pd.DataFrame:
     return schema.conform(t, "ops")
 
 
+# ---- device side ----------------------------------------------------------------------------
+
+# Host-side costs of driving a device, by op name (self time, so nested calls count once):
+# run-time operator compilation on Ascend (aclopCompileAndExecute: an op without a prebuilt
+# binary is compiled on the hot path), kernel launches and their preparation, and the host
+# waiting for the device (synchronize, .item()).
+OVERHEAD = [
+    ("op compile", re.compile(r"aclopCompile|@opCompile\b|CompileAndExecute", re.I)),
+    ("kernel launch", re.compile(
+        r"^(?:cuda|cu|hip)(?:Launch|GraphLaunch|Memcpy|Memset)|^AscendCL@(?:aclnn|aclrtLaunch|"
+        r"aclrtMemcpy|\w+_Tiling)|^(?:Enqueue|Dequeue@)", re.I)),
+    ("host waits for device", re.compile(
+        r"Synchronize|^cudaEventQuery|^cudaStreamQuery|aten::_local_scalar_dense", re.I)),
+]
+
+
+def kernel_summary(kernels: pd.DataFrame, top: int = 10) -> pd.DataFrame:
+    """Device kernels with the most device time (summed over ranks): count, total, average,
+    share of all device time."""
+    if kernels.empty:
+        return pd.DataFrame(columns=["name", "count", "total_us", "avg_us", "share"])
+    k = pd.DataFrame({"name": kernels["name"].astype(object).fillna("?").to_numpy(),
+                      "dur": kernels["duration_us"].to_numpy(dtype="float64", na_value=0.0)})
+    t = k.groupby("name", sort=False)["dur"].agg(count="size", total_us="sum").reset_index()
+    t["avg_us"] = t["total_us"] / t["count"]
+    total = t["total_us"].sum()
+    t["share"] = t["total_us"] / total if total > 0 else 0.0
+    return t.sort_values("total_us", ascending=False, ignore_index=True).head(top)
+
+
+def _coverage(starts: np.ndarray, ends: np.ndarray, kind: np.ndarray) -> tuple[float, float, float]:
+    """(busy, kind-0 busy, overlap of kind 0 with kind 1) in the same unit as the times, from one
+    sort of every start and end (no Python loop over intervals)."""
+    if not len(starts):
+        return 0.0, 0.0, 0.0
+    t = np.concatenate([starts, ends])
+    d = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
+    k = np.concatenate([kind, kind])
+    order = np.argsort(t, kind="stable")
+    t, d, k = t[order], d[order], k[order]
+    open0 = np.cumsum(np.where(k == 0, d, 0))
+    open1 = np.cumsum(np.where(k == 1, d, 0))
+    seg = np.diff(t)
+    a, b = open0[:-1] > 0, open1[:-1] > 0
+    return float(seg[a | b].sum()), float(seg[a].sum()), float(seg[a & b].sum())
+
+
+def device_table(kernels: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: how long the device was busy (any kernel running) and idle within the steps
+    (or the kernels' own span), and how much of its communication ran under computation."""
+    cols = ["rank", "span_ms", "busy_ms", "idle_ms", "busy", "comm_ms", "comm_overlapped"]
+    k = kernels[kernels["start_ns"].notna()] if not kernels.empty else kernels
+    if k.empty:
+        return pd.DataFrame(columns=cols)
+    rk = k["rank"].to_numpy("int64") if "rank" in k else np.zeros(len(k), np.int64)
+    srk = steps["rank"].to_numpy("int64") if "rank" in steps else np.zeros(len(steps), np.int64)
+    start = k["start_ns"].to_numpy("int64")
+    end = start + (k["duration_us"].to_numpy("float64", na_value=0.0) * 1000).astype(np.int64)
+    comm = k["name"].astype(object).str.contains(COMM_RE, na=False).to_numpy()
+    rows = []
+    for r in np.unique(rk):
+        m = rk == r
+        s, e = start[m], end[m]
+        st = steps[(srk == r)] if not steps.empty else steps
+        st = st[st["start_ns"].notna()] if not st.empty else st
+        if not st.empty:
+            lo = int(st["start_ns"].min())
+            ends = st["start_ns"].to_numpy("int64") + np.round(
+                st["duration_us"].to_numpy("float64", na_value=0.0) * 1000).astype(np.int64)
+            hi = int(ends.max())  # in int64: a float64 of epoch ns is only good to 256 ns
+        else:
+            lo, hi = int(s.min()), int(e.max())
+        s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
+        keep = e > s
+        busy, comm_busy, ov = _coverage(s[keep], e[keep], np.where(comm[m][keep], 0, 1))
+        span = max(hi - lo, 1)
+        rows.append((int(r), span / 1e6, busy / 1e6, (span - busy) / 1e6, busy / span,
+                     comm_busy / 1e6, ov / comm_busy if comm_busy > 0 else np.nan))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def overhead_table(ops: pd.DataFrame) -> pd.DataFrame:
+    """Host self time spent driving the device, per kind (see ``OVERHEAD``), with its share
+    of all host self time and the names that make it up."""
+    cols = ["overhead", "calls", "self_us", "share", "ops"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    names = ops["name"].astype(object).fillna("")
+    total = ops["self_us"].sum()
+    taken = np.zeros(len(ops), bool)
+    rows = []
+    for label, pattern in OVERHEAD:
+        m = names.str.contains(pattern).to_numpy() & ~taken
+        taken |= m
+        if not m.any():
+            continue
+        sub = ops[m].sort_values("self_us", ascending=False)
+        rows.append((label, int(sub["count"].sum()), float(sub["self_us"].sum()),
+                     float(sub["self_us"].sum() / total) if total > 0 else 0.0,
+                     ", ".join(sub["name"].astype(str).head(3))))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def span_by_rank(events: pd.DataFrame) -> pd.Series:
+    """Each rank's span of events in ms: ranks' clocks differ (and ranks drift apart without a
+    barrier), so a span across ranks measures the skew, not the window."""
+    ev = events[events["ts_ns"].notna()]
+    if ev.empty:
+        return pd.Series(dtype="float64")
+    end = ev["ts_ns"] + ev["dur_ns"].fillna(0)
+    key = ev["rank"] if "rank" in ev else pd.Series(0, index=ev.index)
+    g = pd.DataFrame({"r": key.to_numpy(), "s": ev["ts_ns"].to_numpy("int64"),
+                      "e": end.to_numpy("int64")}).groupby("r")
+    return (g["e"].max() - g["s"].min()) / 1e6
+
+
 # ---- summaries -----------------------------------------------------------------------------
 
 def step_stats(steps: pd.DataFrame) -> dict[str, Any]:
@@ -186,28 +305,114 @@ def notes_for(steps: pd.DataFrame, ops: pd.DataFrame, ranks: pd.DataFrame | None
     return notes
 
 
+def device_notes(device: pd.DataFrame, overhead: pd.DataFrame, kernels: pd.DataFrame,
+                 steps: pd.DataFrame | None = None) -> list[str]:
+    """What stands out on the device side, before anything about host operators (the idle
+    share is said once: by the steps' own "free" column when the profiler wrote one)."""
+    notes: list[str] = []
+    has_free = steps is not None and "free_us" in steps and steps["free_us"].notna().any()
+    if not device.empty and not has_free:
+        busy = device["busy_ms"].sum() / device["span_ms"].sum()
+        if busy < 0.8:
+            notes.append(f"device busy {busy:.0%} of the window (idle {1 - busy:.0%}): the "
+                         "host is not feeding it fast enough, or it waits for communication")
+    if not kernels.empty and kernels["share"].iloc[0] >= 0.3:
+        notes.append(f"kernel {kernels['name'].iloc[0]} takes {kernels['share'].iloc[0]:.0%} "
+                     "of device time")
+    for row in overhead.itertuples():
+        if row.overhead == "op compile" and row.share >= 0.05:
+            notes.append(f"operators compiled at run time ({row.ops}) take {row.share:.0%} of "
+                         "host time: with torch_npu, torch_npu.npu.set_compile_mode("
+                         "jit_compile=False) uses prebuilt kernels")
+        elif row.overhead == "kernel launch" and row.share >= 0.2:
+            notes.append(f"kernel launches take {row.share:.0%} of host time: many small "
+                         "kernels (fusing them or graph capture helps)")
+        elif row.overhead == "host waits for device" and row.share >= 0.1:
+            notes.append(f"the host waits for the device {row.share:.0%} of its time "
+                         f"({row.ops}): a sync in the step (.item(), printing a loss)")
+    return notes
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.1f}"
+
+
+def _short(text: Any, n: int = 72) -> Any:
+    """A kernel name fit for a table row (CUDA template names run to hundreds of characters)."""
+    if not isinstance(text, str) or len(text) <= n:
+        return text
+    text = text.removeprefix("void ")
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def _pct(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """A display copy: shares as percentages, long names shortened."""
+    out = frame.copy()
+    for c in cols:
+        if c in out:
+            out[c] = out[c].map(lambda v: "-" if pd.isna(v) else f"{v:.1%}")
+    for c in ("name", "ops"):
+        if c in out:
+            out[c] = out[c].map(_short)
+    return out
+
+
 @dataclass
 class Summary:
-    """What a window contains and what stands out; renders as HTML in Jupyter, text elsewhere."""
+    """What a window contains and what stands out; renders as HTML in Jupyter, text elsewhere.
+
+    For a GPU/NPU window the device comes first: ``kernels`` (top kernels by device time),
+    ``device`` (per rank: busy/idle, communication and how much of it overlapped computation),
+    ``overhead`` (host time spent compiling ops, launching kernels, waiting for the device);
+    then the host operators (``top_ops``), steps and ranks. ``header["span_ms"]`` is the
+    longest rank's own span (``span_by_rank`` has each).
+    """
 
     header: dict[str, Any]
     top_ops: pd.DataFrame
     steps: pd.DataFrame
     ranks: pd.DataFrame | None
     notes: list[str] = field(default_factory=list)
+    kernels: pd.DataFrame | None = None
+    device: pd.DataFrame | None = None
+    overhead: pd.DataFrame | None = None
+
+    def _headline(self) -> str:
+        h = self.header
+        span = f"span {h['span_ms']:,.1f} ms"
+        by = h.get("span_by_rank") or {}
+        if len(by) > 1:
+            lo, hi = min(by.values()), max(by.values())
+            span = (f"span {hi:,.1f} ms per rank" if hi - lo < 0.05 * hi else
+                    f"span {lo:,.1f}-{hi:,.1f} ms per rank")
+        line = f"{h['framework']} window: ranks {h['ranks'] or '-'}, steps {h['steps']}, {span}"
+        return f"{line}; {h['config']}" if h.get("config") else line
+
+    def _sections(self) -> list[tuple[str, pd.DataFrame, Any]]:
+        """(title, table, float format) in reading order: device first, then host."""
+        out: list[tuple[str, pd.DataFrame, Any]] = []
+        if self.device is not None and not self.device.empty:
+            out.append(("Device (busy = any kernel running, within the steps)",
+                        _pct(self.device, ["busy", "comm_overlapped"]), _fmt))
+        if self.kernels is not None and not self.kernels.empty:
+            out.append(("Top kernels (device time)", _pct(self.kernels, ["share"]), _fmt))
+        if self.overhead is not None and not self.overhead.empty:
+            out.append(("Host time driving the device (share of host self time)",
+                        _pct(self.overhead, ["share"]), _fmt))
+        if not self.top_ops.empty:
+            out.append(("Top operations (host self time)" if self.kernels is not None else
+                        "Top operations (self time)", _pct(self.top_ops, []), _fmt))
+        if not self.steps.empty:
+            out.append(("Steps", self.steps, _fmt))
+        if self.ranks is not None and len(self.ranks) > 1:
+            out.append(("Ranks", self.ranks, lambda v: f"{v:,.3f}"))
+        return out
 
     def __str__(self) -> str:
-        h = self.header
-        lines = [f"{h['framework']} window: ranks {h['ranks'] or '-'}, steps {h['steps']}, span {h['span_ms']:.1f} ms"]
-        if not self.top_ops.empty:
-            lines.append("\nTop operations (self time):")
-            lines.append(self.top_ops.to_string(index=False, float_format=lambda v: f"{v:,.1f}"))
-        if not self.steps.empty:
-            lines.append("\nSteps:")
-            lines.append(self.steps.to_string(index=False, float_format=lambda v: f"{v:,.1f}"))
-        if self.ranks is not None and len(self.ranks) > 1:
-            lines.append("\nRanks:")
-            lines.append(self.ranks.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+        lines = [self._headline()]
+        for title, table, fmt in self._sections():
+            lines.append(f"\n{title}:")
+            lines.append(table.to_string(index=False, float_format=fmt))
         if self.notes:
             lines.append("\nNotes:")
             lines += [f"- {n}" for n in self.notes]
@@ -216,37 +421,47 @@ class Summary:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        h = self.header
-        parts = [f"<b>{html.escape(str(h['framework']))} window</b>: ranks {html.escape(str(h['ranks'] or '-'))}, "
-                 f"steps {html.escape(str(h['steps']))}, span {h['span_ms']:.1f} ms"]
+        parts = [html.escape(self._headline()).replace(" window:", " window</b>:", 1)]
+        parts[0] = "<b>" + parts[0]
         if self.notes:
             parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>")
-        if not self.top_ops.empty:
-            parts.append("<h4>Top operations</h4>" + self.top_ops.to_html(index=False, float_format=lambda v: f"{v:,.1f}"))
-        if not self.steps.empty:
-            parts.append("<h4>Steps</h4>" + self.steps.to_html(index=False, float_format=lambda v: f"{v:,.1f}"))
-        if self.ranks is not None and len(self.ranks) > 1:
-            parts.append("<h4>Ranks</h4>" + self.ranks.to_html(index=False, float_format=lambda v: f"{v:,.3f}"))
+        for title, table, fmt in self._sections():
+            parts.append(f"<h4>{html.escape(title)}</h4>" + table.to_html(index=False,
+                                                                           float_format=fmt))
         return "<div>" + "".join(parts) + "</div>"
 
 
 def summarize(window: Any, top: int = 10) -> Summary:
+    """The window in one object: device first for GPU/NPU windows (kernels, busy/idle, host
+    overhead, communication overlap), then host operators, steps, ranks and notes."""
     ev = window.events
     steps = window.steps
     ops = ops_across_ranks(window.ops)
-    span = 0.0
-    if not ev.empty and ev["ts_ns"].notna().any():
-        end = (ev["ts_ns"] + ev["dur_ns"]).max()
-        span = float(end - ev["ts_ns"].min()) / 1e6
+    spans = span_by_rank(ev)
     step_list = sorted(steps["step"].unique().tolist()) if not steps.empty else []
     if not step_list and window.start_step is not None:
         step_list = list(range(window.start_step, (window.stop_step or window.start_step) + 1))
     ranks = rank_table(steps) if "rank" in steps else None
     header = {"framework": window.framework, "ranks": window.ranks,
-              "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-", "span_ms": span}
+              "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
+              "span_ms": float(spans.max()) if len(spans) else 0.0,
+              "span_by_rank": {int(r): float(v) for r, v in spans.items()} if "rank" in ev else {},
+              "config": config_line(window)}
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
-    return Summary(header, top_ops, step_breakdown(steps), ranks, notes_for(steps, ops, ranks))
+    kernels = device = overhead = None
+    notes: list[str] = []
+    k = window.kernels
+    if not k.empty:
+        kernels = kernel_summary(k, top)
+        device = device_table(k, steps)
+        overhead = overhead_table(ops)
+        notes = device_notes(device, overhead, kernels, steps)
+    notes += notes_for(steps, ops, ranks)
+    summary = Summary(header, top_ops, step_breakdown(steps), ranks, notes, kernels, device,
+                      overhead)
+    # an NPU window leads with device time, the communication share and the slow rank
+    return npu_first(window, summary) if is_npu_window(window) else summary
 
 
 def ranks_view(window: Any) -> pd.DataFrame:
@@ -255,9 +470,12 @@ def ranks_view(window: Any) -> pd.DataFrame:
 
 
 def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
-    """Operations whose self time changed most from window ``a`` to window ``b``."""
-    oa = a.ops.set_index("name")
-    ob = b.ops.set_index("name")
+    """Operations whose self time changed most from window ``a`` to window ``b`` (every rank's
+    time summed per name). Warns (``ConfigMismatchWarning``) when the two windows were recorded
+    with settings whose overheads differ, since the difference would then be the profiler's."""
+    warn_if_configs_differ(a, b)
+    oa = ops_across_ranks(a.ops).set_index("name")
+    ob = ops_across_ranks(b.ops).set_index("name")
     t = pd.DataFrame({"count_a": oa["count"], "count_b": ob["count"],
                       "self_us_a": oa["self_us"], "self_us_b": ob["self_us"]}).fillna(0)
     t["delta_us"] = t["self_us_b"] - t["self_us_a"]

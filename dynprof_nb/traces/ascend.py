@@ -16,6 +16,7 @@ import pandas as pd
 
 from . import schema
 from ._time import NA_NS, str_us_to_ns
+from .ascend_db import connect
 from .errors import TraceFormatError
 
 MB = 1024 * 1024
@@ -81,8 +82,18 @@ def op_statistic(path: str | Path) -> pd.DataFrame:
     return schema.conform(out.sort_values("total_us", ascending=False, ignore_index=True), "ops")
 
 
+# msprof-analyze's ClusterStepTraceTime / analysis.db StepTraceTime spell the columns this way
+_SNAKE_STEP_COLUMNS = {"step": "Step", "type": "Type", "index": "Index", "computing": "Computing",
+                       "communication_not_overlapped": "Communication(Not Overlapped)",
+                       "overlapped": "Overlapped", "communication": "Communication",
+                       "free": "Free", "stage": "Stage", "bubble": "Bubble",
+                       "preparing": "Preparing"}
+
+
 def step_trace_time(path: str | Path) -> pd.DataFrame:
     raw = read_csv(path)
+    if "Computing" not in raw.columns and "computing" in raw.columns:
+        raw = raw.rename(columns=_SNAKE_STEP_COLUMNS)
     if "Computing" not in raw.columns:
         raise TraceFormatError(path, "not a step_trace_time.csv: no 'Computing' column", line=1)
     comp = _num(raw, "Computing")
@@ -204,88 +215,71 @@ def _ms(v: object) -> float:
         return np.nan
 
 
+LINK_COLUMNS = ["step", "kind", "name", "group", "src_rank", "dst_rank", "transport", "size_mb",
+                "transit_us", "bandwidth_gbps"]
+
+
+def communication_matrix_json(path: str | Path) -> pd.DataFrame:
+    """communication_matrix.json (per rank) or msprof-analyze's cluster_communication_matrix.json:
+    one row per op and link ``src-dst`` with transport type, size, transit time and bandwidth."""
+    try:
+        doc = msgspec.json.decode(Path(path).read_bytes())
+    except msgspec.DecodeError as exc:
+        raise TraceFormatError(path, f"invalid JSON: {exc}", hint="re-run the Ascend analysis") from exc
+    if not isinstance(doc, dict):
+        raise TraceFormatError(path, "not a communication_matrix.json: top level is not an object",
+                               offset=0)
+    rows: list[dict] = []
+
+    def walk(node: dict, ctx: dict) -> None:
+        for key, val in node.items():
+            if not isinstance(val, dict):
+                continue
+            k = str(key)
+            c = dict(ctx)
+            m = _STEP_KEY.match(k)
+            if m:
+                c["step"] = int(m.group(1)) if m.group(1) else None
+            elif k in ("collective", "p2p"):
+                c["kind"] = k
+            elif "-" in k and all(p.strip().isdigit() for p in k.split("-", 1)) and "name" in c:
+                src, dst = (int(p) for p in k.split("-", 1))
+                size, ms = _float(val.get("Transit Size(MB)")), _float(val.get("Transit Time(ms)"))
+                bw = _float(val.get("Bandwidth(GB/s)"))
+                rows.append({**c, "src_rank": src, "dst_rank": dst,
+                             "transport": val.get("Transport Type"), "size_mb": size,
+                             "transit_us": ms * 1000.0,
+                             "bandwidth_gbps": bw if bw == bw else size / ms if ms else np.nan})
+                continue
+            elif "@" in k:
+                c["name"], _, c["group"] = k.partition("@")
+            else:  # "Total Op Info": a per-step aggregate of the ops beside it
+                continue
+            walk(val, c)
+
+    walk(doc, {})
+    out = pd.DataFrame(rows, columns=LINK_COLUMNS)
+    out["step"] = pd.array(pd.to_numeric(out["step"], errors="coerce"), dtype="Int64")
+    for c in ("src_rank", "dst_rank"):
+        out[c] = out[c].astype("Int64")
+    for c in ("size_mb", "transit_us", "bandwidth_gbps"):
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype("float64")
+    return out
+
+
+def _float(v: object) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return np.nan
+
+
 # ---- SQLite (ascend_{mindspore,pytorch}_profiler_{rank}.db) ---------------------------------
 
 def open_db(path: str | Path) -> sqlite3.Connection:
-    try:
-        con = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
-        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-        return con
-    except sqlite3.DatabaseError as exc:
-        raise TraceFormatError(path, f"not a readable SQLite database ({exc})", offset=0,
-                               hint="the profiler may still be writing it, or it is not a .db") from exc
-
-
-def _tables(con: sqlite3.Connection) -> dict[str, list[str]]:
-    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    return {n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
-
-
-def _strings(con: sqlite3.Connection, tables: dict) -> dict[int, str]:
-    if "STRING_IDS" not in tables:
-        return {}
-    return dict(con.execute("SELECT id, value FROM STRING_IDS"))
-
-
-def db_frames(path: str | Path) -> dict[str, pd.DataFrame]:
-    """events, kernels, steps, communication, memory from the Ascend db (whichever tables exist)."""
-    con = open_db(path)
-    try:
-        tables = _tables(con)
-        strings = _strings(con, tables)
-        out: dict[str, pd.DataFrame] = {}
-        if "STEP_TIME" in tables:
-            st = pd.read_sql_query("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs", con)
-            out["steps"] = schema.conform(pd.DataFrame({
-                "step": st["id"].astype("int64"), "start_ns": st["startNs"].astype("Int64"),
-                "duration_us": (st["endNs"] - st["startNs"]) / 1000.0}), "steps")
-        if "TASK" in tables:
-            join = "COMPUTE_TASK_INFO" in tables
-            q = ("SELECT t.startNs, t.endNs, t.streamId, t.deviceId"
-                 + (", c.name, c.opType" if join else ", t.taskType AS name, t.taskType AS opType")
-                 + " FROM TASK t"
-                 + (" LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId" if join else ""))
-            tk = pd.read_sql_query(q, con)
-            out["kernels"] = schema.conform(pd.DataFrame({
-                "name": tk["name"].map(strings).fillna(tk["name"].astype(str)),
-                "type": tk["opType"].map(strings), "core": "device " + tk["deviceId"].astype(str),
-                "stream": tk["streamId"].astype("Int64"), "start_ns": tk["startNs"].astype("Int64"),
-                "duration_us": (tk["endNs"] - tk["startNs"]) / 1000.0}), "kernels")
-        if "COMMUNICATION_OP" in tables:
-            co = pd.read_sql_query("SELECT opName, startNs, endNs, groupName FROM COMMUNICATION_OP", con)
-            out["communication"] = schema.conform(pd.DataFrame({
-                "name": co["opName"].map(strings), "group": co["groupName"].map(strings),
-                "start_ns": co["startNs"].astype("Int64"),
-                "elapse_us": (co["endNs"] - co["startNs"]) / 1000.0, "source": Path(path).name}),
-                "communication")
-        ev = []
-        for table, proc in (("PYTORCH_API", "Python"), ("CANN_API", "CANN")):
-            cols = tables.get(table, [])
-            if {"startNs", "endNs", "name"} <= set(cols):
-                tid = "globalTid" if "globalTid" in cols else "0"
-                df = pd.read_sql_query(f"SELECT startNs, endNs, name, {tid} AS tid FROM {table}", con)
-                ev.append(pd.DataFrame({"name": df["name"].map(strings).fillna(df["name"].astype(str)),
-                                        "cat": table.lower(), "ph": "X", "pid": 0,
-                                        "tid": df["tid"].astype("int64"), "process": proc,
-                                        "thread": df["tid"].astype(str), "ts_ns": df["startNs"].astype("int64"),
-                                        "dur_ns": (df["endNs"] - df["startNs"]).astype("int64")}))
-        if "kernels" in out and not out["kernels"].empty:
-            k = out["kernels"]
-            ev.append(pd.DataFrame({"name": k["name"].astype(object), "cat": "device", "ph": "X", "pid": 1,
-                                    "tid": k["stream"].fillna(-1).astype("int64"),
-                                    "process": "Ascend Hardware",
-                                    "thread": "Stream " + k["stream"].astype(str),
-                                    "ts_ns": k["start_ns"].astype("int64"),
-                                    "dur_ns": (k["duration_us"] * 1000).round().astype("int64")}))
-        if ev:
-            e = pd.concat(ev, ignore_index=True)
-            for c in ("name", "cat", "ph", "process", "thread"):
-                e[c] = e[c].astype("category")
-            out["events"] = e.sort_values("ts_ns", ignore_index=True)
-        return out
-    finally:
-        con.close()
+    """Read-only and immutable: never writes -wal/-shm beside the file (see ascend_db)."""
+    return connect(path)
 
 
 __all__ = ["kernel_details", "op_statistic", "step_trace_time", "memory_csv",
-           "communication_json", "db_frames", "NA_NS"]
+           "communication_json", "communication_matrix_json", "open_db", "NA_NS"]

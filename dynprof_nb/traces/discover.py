@@ -22,7 +22,11 @@ class WindowFiles:
     csv: dict[str, Path] = field(default_factory=dict)
     framework: dict[str, Path] = field(default_factory=dict)
     communication: Path | None = None
-    db: Path | None = None
+    matrix: Path | None = None  # communication_matrix.json
+    db: Path | None = None  # the profiler database (ascend_*_profiler_N.db, msprof_*.db)
+    analysis_db: Path | None = None  # analysis.db (torch_npu) / communication_analyzer.db (MindSpore)
+    device: int | None = None  # the NPU the rank ran on (not its rank)
+    rank_source: str | None = None  # where ``rank`` came from
     manifest: dict | None = None
     framework_name: str = "unknown"
     rank: int | None = None
@@ -62,8 +66,13 @@ def find_window_files(root: Path) -> WindowFiles:
                     wf.csv.setdefault(n.rsplit(".", 1)[0], p)
                 elif n == "communication.json":
                     wf.communication = p
-                elif n.endswith(".db") and d.name == "ASCEND_PROFILER_OUTPUT":
-                    wf.db = p
+                elif n == "communication_matrix.json":
+                    wf.matrix = p
+                elif n in ("analysis.db", "communication_analyzer.db") \
+                        and d.name == "ASCEND_PROFILER_OUTPUT":
+                    wf.analysis_db = p
+                elif _is_profiler_db(n) and (d.name == "ASCEND_PROFILER_OUTPUT" or d == root):
+                    wf.db = wf.db or p
         fw = base / "FRAMEWORK"
         if fw.is_dir():
             for p in sorted(fw.iterdir()):
@@ -82,14 +91,66 @@ def find_window_files(root: Path) -> WindowFiles:
             wf.incomplete = f"its window.json says status={wf.manifest.get('status')!r}"
     if root.name.endswith(PARTIAL_SUFFIXES):
         wf.incomplete = "it is still under a temporary name (being written, or its writer died)"
+    if wf.db is None:
+        for p in sorted(root.glob("PROF_*/mindstudio_profiler_output/msprof_*.db")):
+            wf.db = p
+            break
     if wf.rank is None:
-        for p in [*root.glob("*_ascend_*/profiler_info_*.json"), *wf.traces]:
-            m2 = re.search(r"profiler_info_(\d+)", p.name) or RANK_IN_NAME.search(p.name)
-            if m2:
-                wf.rank = int(m2.group(1))
-                break
+        wf.rank, wf.rank_source = job_rank(root, wf.traces)
+    else:
+        wf.rank_source = "window.json" if (wf.manifest or {}).get("rank") is not None else "name"
+    wf.device = _device(root)
     wf.framework_name = _framework(root, wf)
     return wf
+
+
+def _is_profiler_db(name: str) -> bool:
+    return name.endswith(".db") and (name.startswith(("ascend_pytorch_profiler", "msprof_",
+                                                      "ascend_mindspore_profiler")))
+
+
+def _json(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _bases(root: Path) -> list[Path]:
+    return [root, *(p for pat in ASCEND_DIRS for p in sorted(root.glob(pat)) if p.is_dir())]
+
+
+def job_rank(root: Path, traces: list[Path] = ()) -> tuple[int | None, str | None]:
+    """The job's rank of a torch_npu / MindSpore window, and where it was found: the
+    ``distributed_args.rank`` of profiler_metadata.json, then ``rank_id`` / the N of
+    profiler_info_N.json, then a ``rank<N>`` in the directory or trace name. Never the device
+    id: a 4-rank job on devices 0, 1, 4, 5 has ranks 0-3."""
+    for base in _bases(root):
+        meta = _json(base / "profiler_metadata.json")
+        args = meta.get("distributed_args")
+        if isinstance(args, dict) and isinstance(args.get("rank"), int) and args["rank"] >= 0:
+            return args["rank"], f"{base.name}/profiler_metadata.json distributed_args.rank"
+    for base in _bases(root):
+        for p in sorted(base.glob("profiler_info*.json")):
+            rid = _json(p).get("rank_id")
+            if isinstance(rid, int) and rid >= 0:
+                return rid, f"{p.name} rank_id"
+            m = re.search(r"profiler_info_(\d+)", p.name)
+            if m:
+                return int(m.group(1)), p.name
+    for p in [root, *traces]:
+        m = RANK_IN_NAME.search(p.name)
+        if m:
+            return int(m.group(1)), f"the name {p.name}"
+    return None, None
+
+
+def _device(root: Path) -> int | None:
+    """The device id from PROF_*/device_N (None when absent or ambiguous)."""
+    devs = {int(m.group(1)) for base in _bases(root) for p in base.glob("PROF_*/device_*")
+            if (m := re.fullmatch(r"device_(\d+)", p.name))}
+    return devs.pop() if len(devs) == 1 else None
 
 
 def _framework(root: Path, wf: WindowFiles) -> str:
@@ -118,6 +179,11 @@ def rank_windows(root: Path) -> list[Path]:
     asc = [p for pat in ASCEND_DIRS for p in sorted(root.glob(pat)) if p.is_dir()]
     if len(asc) > 1:
         return asc
+    # other names (e.g. test_rank_0/) that hold an ASCEND_PROFILER_OUTPUT or profiler_info
+    outs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.endswith(".tmp")
+                  and ((p / "ASCEND_PROFILER_OUTPUT").is_dir() or any(p.glob("profiler_info*.json"))))
+    if len(outs) > 1:
+        return outs
     traces = sorted(root.glob("*.pt.trace.json*"))
     if len(traces) > 1:
         return traces

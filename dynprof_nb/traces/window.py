@@ -16,9 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, comm, derive, mindspore, schema
+from . import ascend, ascend_db, comm, derive, mindspore, schema
+from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
-from .discover import WindowFiles, find_window_files, rank_windows
+from .discover import WindowFiles, find_window_files, job_rank, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
@@ -60,11 +61,14 @@ class TraceWindow:
         self._single = single_file
         self._cache: dict[str, pd.DataFrame] = {}
         self._chrome: list[ChromeTrace] | None = None
-        self._db: dict[str, pd.DataFrame] | None = None
+        self._adb: AscendDb | None = None
+        self._links: pd.DataFrame | None = None
         self.sources: dict[str, dict[str, Any]] = {}
+        self.tables: dict[str, pd.DataFrame] = {}  # files kept as read, with no frame of their own
         self.manifest: dict | None = files.manifest if files else None
         self.framework: str = files.framework_name if files else "unknown"
         self.rank: int | None = files.rank if files else None
+        self.device: int | None = files.device if files else None
         self.start_step: int | None = files.start_step if files else None
         self.stop_step: int | None = files.stop_step if files else None
 
@@ -103,11 +107,20 @@ class TraceWindow:
     def ranks(self) -> list[int]:
         return [self.rank] if self.rank is not None else []
 
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The profiler config the window was recorded with (its ``window.json``), or None for
+        a window no Monitor wrote. ``windows.config_delta`` picks what differs from defaults."""
+        config = (self.manifest or {}).get("config")
+        return dict(config) if isinstance(config, dict) else None
+
     def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:
             try:
-                frame = getattr(self, f"_load_{kind}")()
-                self._cache[kind] = schema.conform(frame, kind)
+                frame = schema.conform(getattr(self, f"_load_{kind}")(), kind)
+                if self.device is not None and "device" not in frame.columns:
+                    frame["device"] = pd.array([self.device] * len(frame), dtype="Int64")
+                self._cache[kind] = frame
             except (TraceFormatError, FileNotFoundError, MemoryError):
                 raise
             except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
@@ -119,8 +132,30 @@ class TraceWindow:
 
     def _note(self, kind: str, files: list | None = None, missing: str | None = None,
               notes: list[str] | None = None) -> None:
+        fmt = "db" if any(str(f).endswith(".db") for f in files or []) else (
+            "text" if files else None)
         self.sources[kind] = {"files": [str(f) for f in files or []], "missing": missing,
-                              "notes": list(notes or [])}
+                              "notes": list(notes or []), "format": fmt}
+
+    @property
+    def format(self) -> str:
+        """``"db"`` when the window has a profiler database (then every frame it holds is read
+        from it, so all frames come from one export), else ``"text"``."""
+        return "db" if self._db_file() is not None else "text"
+
+    def _db_file(self) -> Path | None:
+        if self._single is not None:
+            return self._single if self._single.suffix == ".db" else None
+        return self._files.db if self._files else None
+
+    def _have(self) -> str:
+        """What this window does have, for 'missing' notes on trimmed ranks."""
+        f = self._files
+        if f is None:
+            return "nothing"
+        have = [p.name for p in f.traces] + [p.name for p in f.csv.values()]
+        have += [p.name for p in (f.communication, f.matrix, f.db, f.analysis_db) if p]
+        return ", ".join(have) or "no profiler files"
 
     # ---- readers ----------------------------------------------------------------------------
     def _traces(self) -> list[ChromeTrace]:
@@ -137,26 +172,36 @@ class TraceWindow:
             self._chrome = out
         return self._chrome
 
-    def _dbframes(self) -> dict[str, pd.DataFrame]:
-        if self._db is None:
-            db = self._files.db if self._files else None
-            if self._single is not None and self._single.suffix == ".db":
-                db = self._single
-            self._db = ascend.db_frames(db) if db else {}
-        return self._db
+    def _dbreader(self) -> AscendDb | None:
+        if self._adb is None and self._db_file() is not None:
+            ana = self._files.analysis_db if self._files else None
+            if ana is None and (self._db_file().parent / "analysis.db").is_file():
+                ana = self._db_file().parent / "analysis.db"
+            self._adb = AscendDb(self._db_file(), ana)
+        return self._adb
 
-    def _db_path(self) -> str:
-        return str(self._single if self._single and self._single.suffix == ".db" else self._files.db)
+    def _db_note(self, kind: str, frame: pd.DataFrame, tables: str) -> pd.DataFrame:
+        adb = self._dbreader()
+        files = [adb.path] + ([adb.analysis] if adb.analysis and kind in ("steps", "communication")
+                              else [])
+        if frame.empty:
+            self._note(kind, missing=f"the database has no {tables} rows (this rank has: "
+                                     f"{self._have()})")
+        else:
+            self._note(kind, files, notes=[f"from {tables}"] + adb.notes)
+        return frame
 
     def _load_events(self) -> pd.DataFrame:
-        traces = self._traces()
-        if traces:
+        adb = self._dbreader()
+        traces = self._traces() if adb is None else []
+        if adb is not None:
+            ev = self._db_note("events", adb.api_events(), "PYTORCH_API, CANN_API and TASK")
+            if ev.empty:
+                return schema.empty("events")
+        elif traces:
             frames = [t.events for t in traces]
             ev = frames[0] if len(frames) == 1 else concat_frames(frames)
             self._note("events", [t.path for t in traces], notes=[n for t in traces for n in t.repairs])
-        elif "events" in self._dbframes():
-            ev = self._dbframes()["events"]
-            self._note("events", [self._db_path()])
         elif self._files and "cpu_op_execute_timestamp" in self._files.framework:
             p = self._files.framework["cpu_op_execute_timestamp"]
             ev = mindspore.cpu_op_execute_timestamps(p)
@@ -205,6 +250,9 @@ class TraceWindow:
         return self._files.csv.get(key) if self._files else None
 
     def _load_steps(self) -> pd.DataFrame:
+        adb = self._dbreader()
+        if adb is not None:
+            return self._db_note("steps", adb.steps(), "analysis.db StepTraceTime / STEP_TIME")
         p = self._csv("step_trace_time")
         ev = self.events if (self._single is None or self._single.suffix != ".csv") else schema.empty("events")
         derived, how = derive.steps_from_events(ev, self.comm_patterns)
@@ -216,9 +264,6 @@ class TraceWindow:
             self._note("steps", [p], notes=["start_ns from step marker events" if not derived.empty else
                                             "step_trace_time.csv has no start times"])
             return st
-        if "steps" in self._dbframes():
-            self._note("steps", [self._db_path()])
-            return self._dbframes()["steps"]
         if derived.empty:
             self._note("steps", missing=how)
         else:
@@ -227,20 +272,24 @@ class TraceWindow:
 
     def _load_kernels(self) -> pd.DataFrame:
         p = self._csv("kernel_details")
+        adb = self._dbreader()
+        if adb is not None:
+            return self._db_note("kernels", adb.kernels(), "TASK, COMPUTE_TASK_INFO and COMMUNICATION_OP")
         if p is not None:
             self._note("kernels", [p])
             return ascend.kernel_details(p)
-        if "kernels" in self._dbframes():
-            self._note("kernels", [self._db_path()])
-            return self._dbframes()["kernels"]
         k = derive.kernels_from_events(self.events)
         if k.empty:
-            self._note("kernels", missing="no kernel_details.csv and no device events")
+            self._note("kernels", missing="no kernel_details.csv and no device events (this rank "
+                                          f"has: {self._have()})")
         else:
             self._note("kernels", self.sources["events"]["files"], notes=["device events"])
         return k
 
     def _load_memory(self) -> pd.DataFrame:
+        adb = self._dbreader()
+        if adb is not None:
+            return self._db_note("memory", adb.memory(), "MEMORY_RECORD and OP_MEMORY")
         frames, files = [], []
         for key in MEMORY_CSVS:
             p = self._csv(key)
@@ -275,20 +324,83 @@ class TraceWindow:
         p = self._files.communication if self._files else None
         if self._single is not None and self._single.name.startswith(("communication", "cluster_communication")):
             p = self._single
+        adb = self._dbreader()
+        if adb is not None:
+            return self._db_note("communication", adb.communication(),
+                                 "COMMUNICATION_OP (or analysis.db CommAnalyzerTime)")
         if p is not None:
             self._note("communication", [p])
             return ascend.communication_json(p)
-        if "communication" in self._dbframes():
-            self._note("communication", [self._db_path()])
-            return self._dbframes()["communication"]
         c = derive.communication_from_events(self.events, self.comm_patterns)
         if c.empty:
             self._note("communication", missing="no communication.json and no event matched the "
-                                                "communication patterns (dynprof_nb.traces.comm)")
+                                                "communication patterns (dynprof_nb.traces.comm; "
+                                                f"this rank has: {self._have()})")
         else:
             self._note("communication", self.sources["events"]["files"],
                        notes=[f"{c['source'].iloc[0]} matching the communication patterns"])
         return c
+
+    def communication_links(self) -> pd.DataFrame:
+        """Per communication op and link (src_rank -> dst_rank): transport, size_mb, transit_us,
+        bandwidth_gbps; from communication_matrix.json, or the database's HCCL tasks."""
+        if self._links is None:
+            adb = self._dbreader()
+            m = self._files.matrix if self._files else None
+            if self._single is not None and "communication_matrix" in self._single.name:
+                m = self._single
+            if adb is not None:
+                self._links = adb.links()
+                self.sources["links"] = {"files": [str(adb.path)], "format": "db"}
+            elif m is not None:
+                self._links = ascend.communication_matrix_json(m)
+                self.sources["links"] = {"files": [str(m)], "format": "text"}
+            else:
+                self._links = pd.DataFrame(columns=ascend.LINK_COLUMNS)
+                self.sources["links"] = {"files": [], "missing": "no communication_matrix.json "
+                                         f"or database (this rank has: {self._have()})"}
+        return self._links
+
+    # ---- cluster analyses (dynprof_nb.analysis.cluster) -------------------------------------
+    def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
+        """Device time by op type and core, per rank (msprof-analyze compute_op_sum)."""
+        from dynprof_nb.analysis.cluster import compute_ops
+
+        return compute_ops(self, per_rank=per_rank, by_name=by_name)
+
+    def communication_ops(self, per_rank: bool = True) -> pd.DataFrame:
+        """Communication ops per rank: count, time, wait, transit, bandwidth (hccl_sum)."""
+        from dynprof_nb.analysis.cluster import communication_ops
+
+        return communication_ops(self, per_rank=per_rank)
+
+    def step_breakdown(self) -> pd.DataFrame:
+        """Per rank and step: computing, communication (not) overlapped, free (cluster_time_summary)."""
+        from dynprof_nb.analysis.cluster import step_breakdown
+
+        return step_breakdown(self)
+
+    def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
+        """Bandwidth per link and transport type (communication_matrix / slow_link)."""
+        from dynprof_nb.analysis.cluster import communication_matrix
+
+        return communication_matrix(self, step=step)
+
+    def slow_ranks(self) -> pd.DataFrame:
+        """Per rank against the median rank, with a plain-language note (slow_rank)."""
+        from dynprof_nb.analysis.cluster import slow_ranks
+
+        return slow_ranks(self)
+
+    def plot_rank_steps(self, **kw: Any) -> Any:
+        from dynprof_nb.analysis.cluster_plots import rank_step_breakdown
+
+        return rank_step_breakdown(self, **kw)
+
+    def plot_bandwidth(self, **kw: Any) -> Any:
+        from dynprof_nb.analysis.cluster_plots import bandwidth_heatmap
+
+        return bandwidth_heatmap(self, **kw)
 
     # ---- views ------------------------------------------------------------------------------
     def summary(self) -> Any:
@@ -348,6 +460,11 @@ class MultiRankWindow(TraceWindow):
     def ranks(self) -> list[int]:
         return [c.rank if c.rank is not None else i for i, c in enumerate(self.children)]
 
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The ranks' config (they record one window with one config: the first rank's)."""
+        return next((c.config for c in self.children if c.config is not None), None)
+
     def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:
             if kind == "events":
@@ -355,12 +472,37 @@ class MultiRankWindow(TraceWindow):
             parts = []
             for r, c in zip(self.ranks, self.children, strict=True):
                 f = c._frame(kind)
-                parts.append(f.assign(rank=r))
+                f = f.assign(rank=r)
+                if "device" not in f.columns:  # memory's device is its device string already
+                    f["device"] = pd.array([c.device] * len(f), dtype="Int64")
+                parts.append(f)
             frame = concat_frames(parts) if parts else schema.empty(kind).assign(rank=pd.Series(dtype="int64"))
-            self.sources[kind] = {"ranks": {r: c.sources.get(kind) for r, c in zip(self.ranks, self.children, strict=True)},
-                                  "skipped": self.skipped}
+            per = {r: c.sources.get(kind) for r, c in zip(self.ranks, self.children, strict=True)}
+            self.sources[kind] = {
+                "ranks": per, "skipped": self.skipped,
+                "format": sorted({v.get("format") for v in per.values() if v and v.get("format")}),
+                "missing": {r: v["missing"] for r, v in per.items() if v and v.get("missing")}}
             self._cache[kind] = frame
         return self._cache[kind]
+
+    @property
+    def format(self) -> str:
+        fm = {c.format for c in self.children}
+        return fm.pop() if len(fm) == 1 else "mixed"
+
+    @property
+    def devices(self) -> dict[int, int | None]:
+        """rank -> device id (None where the window does not say)."""
+        return dict(zip(self.ranks, [c.device for c in self.children], strict=True))
+
+    def communication_links(self) -> pd.DataFrame:
+        if self._links is None:
+            parts = [c.communication_links().assign(rank=r)
+                     for r, c in zip(self.ranks, self.children, strict=True)]
+            self._links = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+            self.sources["links"] = {"ranks": {r: c.sources.get("links") for r, c in
+                                               zip(self.ranks, self.children, strict=True)}}
+        return self._links
 
     def rank_window(self, rank: int) -> TraceWindow:
         return self.children[self.ranks.index(rank)]
@@ -441,8 +583,14 @@ def _read_single(w: TraceWindow, p: Path, name: str) -> None:
     if name.endswith(".csv") or name.endswith(".txt"):
         _load_table_file(w, p)
     elif p.suffix == ".db":
-        ascend.open_db(p).close()
-        w._files.db = p
+        _identify_db(w, AscendDb(p))
+    elif name.startswith(("profiler_info", "profiler_metadata")) and name.endswith(".json"):
+        _metadata_only(w, p)
+    elif "communication_matrix" in name and name.endswith(".json"):
+        w._chrome = []
+        w.communication_links()
+    elif name == "communication_group.json":
+        _metadata_only(w, p)
     elif name.startswith(("communication", "cluster_communication")) and name.endswith(".json"):
         w._files.communication = p
         w._cache["communication"] = w.communication
@@ -480,10 +628,47 @@ def _load_table_file(w: TraceWindow, p: Path) -> None:
         w.events  # noqa: B018
     elif name.startswith("cpu_ms_memory_record"):
         w.memory  # noqa: B018
+    elif name.startswith(OTHER_ASCEND_CSVS):
+        # known Ascend tables with no frame of their own: parsed (so damage is reported), kept
+        # as-is in ``w.tables``
+        w.tables[p.stem] = ascend.read_csv(p)
+        for kind in FRAMES:
+            w._cache[kind] = schema.empty(kind)
+            w._note(kind, missing=f"{name} holds no {kind}")
     else:
         raise TraceFormatError(p, "unrecognised file name", offset=0,
                                hint="expected kernel_details / op_statistic / step_trace_time / memory "
                                     "CSVs, communication.json, a Chrome trace JSON or an Ascend .db")
+
+
+OTHER_ASCEND_CSVS = ("operator_details", "l2_cache", "static_op_mem", "api_statistic",
+                     "op_summary", "task_time", "data_preprocess", "hccl_statistic",
+                     "compute_op_sum", "hccl_sum")  # the last two: msprof-analyze outputs
+
+
+def _metadata_only(w: TraceWindow, p: Path) -> None:
+    """profiler_info_N.json / profiler_metadata.json / communication_group.json: no frames, but
+    the rank (they are what says which rank a window is)."""
+    doc = ascend_db.read_profiler_info(p)
+    if not doc and p.stat().st_size:
+        raise TraceFormatError(p, "not a JSON object", offset=0,
+                               hint="expected an Ascend profiler_info / profiler_metadata JSON")
+    w.rank, src = job_rank(p.parent)
+    w.tables[p.stem] = pd.json_normalize(doc) if doc else pd.DataFrame()
+    w._chrome = []
+    for kind in FRAMES:
+        w._cache[kind] = schema.empty(kind)
+        w._note(kind, missing=f"{p.name} is metadata only (rank from {src})")
+
+
+def _identify_db(w: TraceWindow, adb: AscendDb) -> None:
+    """Fill rank/device from RANK_DEVICE_MAP / TASK (reading the table list validates the file)."""
+    _ = adb.tables
+    rank, device = adb.rank_device()
+    if w.rank is None:
+        w.rank = rank
+    if w.device is None:
+        w.device = device
 
 
 def _rank_from_trace(w: TraceWindow) -> None:
@@ -508,7 +693,9 @@ def _load_one_window(root: Path, explicit: bool, comm_patterns: comm.PatternSpec
         raise TraceFormatError(root, "no trace files found in this directory", offset=None,
                                hint="expected trace.json, *.pt.trace.json, *_ascend_ms/ or ASCEND_PROFILER_OUTPUT/")
     w = TraceWindow(root, files, comm_patterns=comm_patterns)
-    if files.traces:
+    if files.db is not None:
+        _identify_db(w, w._dbreader())
+    elif files.traces:
         w._traces()
         _rank_from_trace(w)
         w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
@@ -560,6 +747,8 @@ def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSp
             skipped.append(f"{s.name}: {files.incomplete}")
             continue
         children.append(TraceWindow(s, files, comm_patterns=comm_patterns))
+        if files.db is not None:
+            _identify_db(children[-1], children[-1]._dbreader())
     if skipped:
         warnings.warn(IncompleteWindowWarning(f"{root}: skipped incomplete windows: " + "; ".join(skipped)),
                       stacklevel=2)
@@ -567,7 +756,13 @@ def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSp
         raise TraceFormatError(root, "no complete window in this folder", hint="; ".join(skipped) or None)
     if len(children) == 1:
         return children[0]
-    for i, c in enumerate(children):
+    taken = {c.rank for c in children if c.rank is not None}
+    free = (i for i in range(len(children) + len(taken)) if i not in taken)
+    for c in children:
         if c.rank is None:
-            c.rank = i
+            c.rank = next(free)
+    ranks = [c.rank for c in children]
+    if len(set(ranks)) != len(ranks):
+        raise TraceFormatError(root, f"two windows claim the same rank ({sorted(ranks)})",
+                               hint="load each rank's window directory once")
     return MultiRankWindow(root, children, skipped)

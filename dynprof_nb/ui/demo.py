@@ -9,10 +9,14 @@ window holds. Nothing beyond numpy is needed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,8 +25,108 @@ import numpy as np
 import dynprof_nb
 
 
-def train(job: str, rank: int, steps: int, output: str, batch: int = 256) -> None:
-    """A two-layer MLP on synthetic data, with dynprof_nb ranges around its phases."""
+class Allreduce:
+    """Gradient averaging between the demo's rank processes through rank 0 over a Unix socket.
+
+    Each call blocks until every rank has sent its array, as DDP's allreduce does, so the ranks
+    stay in step: a window ``+5 +9`` closes after about ten steps on every rank. A rank that
+    leaves (stopped, killed) ends the exchange for the others, who carry on alone rather than
+    hang; nothing here raises into the training loop after the ranks have met.
+    """
+
+    def __init__(self, path: str, rank: int, world: int, timeout: float = 60.0,
+                 step_timeout: float = 600.0):
+        self.rank, self.world, self.path = rank, world, path
+        self.peers: list[socket.socket] = []
+        self.ended: str | None = None  # why the exchange ended, once it has
+        try:
+            self._meet(timeout)
+        except OSError as exc:  # the others never came: train alone rather than not at all
+            self.ended = f"the ranks did not meet at {path}: {exc}"
+            self.close()
+        for s in self.peers:
+            s.settimeout(step_timeout)  # a rank paused this long (SIGSTOP, debugger) is gone
+
+    def _meet(self, timeout: float) -> None:
+        path, world = self.path, self.world
+        deadline = time.monotonic() + timeout
+        if self.rank == 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # left by an earlier run of this job that was killed
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(path)
+            server.listen(world)
+            server.settimeout(timeout)
+            try:
+                while len(self.peers) < world - 1:
+                    conn, _ = server.accept()
+                    self.peers.append(conn)
+            finally:
+                server.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        else:
+            while True:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(path)
+                    break
+                except (FileNotFoundError, ConnectionRefusedError):
+                    sock.close()
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"rank 0 did not listen within {timeout:.0f} s") from None
+                    time.sleep(0.05)  # rank 0 is still starting
+            self.peers.append(sock)
+
+    def __call__(self, arr: np.ndarray) -> np.ndarray:
+        """The mean of ``arr`` over the ranks (``arr`` itself once the exchange has ended)."""
+        if not self.peers:
+            return arr
+        arr = np.ascontiguousarray(arr)
+        try:
+            if self.rank == 0:
+                total = arr.astype(np.float64)
+                for conn in self.peers:
+                    total += np.frombuffer(_recv_exact(conn, arr.nbytes), arr.dtype).reshape(arr.shape)
+                out = (total / self.world).astype(arr.dtype)
+                for conn in self.peers:
+                    conn.sendall(out.tobytes())
+                return out
+            self.peers[0].sendall(arr.tobytes())
+            return np.frombuffer(_recv_exact(self.peers[0], arr.nbytes), arr.dtype).reshape(arr.shape).copy()
+        except OSError as exc:  # a rank left: the others go on alone
+            self.ended = f"{type(exc).__name__}: {exc}"
+            self.close()
+            return arr
+
+    def close(self) -> None:
+        for s in self.peers:
+            s.close()
+        self.peers = []
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise ConnectionResetError("a rank closed the connection")
+        got += k
+    return bytes(buf)
+
+
+def rendezvous_path(job: str) -> str:
+    """Where the ranks of demo job ``job`` meet (short: Unix socket paths are limited to ~100)."""
+    digest = hashlib.sha1(job.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"dynprof-demo-{digest}.sock")
+
+
+def train(job: str, rank: int, steps: int, output: str, batch: int = 256, world: int = 1,
+          rendezvous: str | None = None) -> None:
+    """A two-layer MLP on synthetic data, with dynprof_nb ranges around its phases; with
+    ``world`` > 1 the ranks average their gradients every step (and so keep in step)."""
     rng = np.random.default_rng(rank)
     w1 = rng.standard_normal((784, 512)).astype(np.float32) * 0.05
     w2 = rng.standard_normal((512, 10)).astype(np.float32) * 0.05
@@ -31,6 +135,7 @@ def train(job: str, rank: int, steps: int, output: str, batch: int = 256) -> Non
     stop = {"now": False}
     for sig in (signal.SIGTERM, signal.SIGINT):  # a kernel shutting down sends SIGINT
         signal.signal(sig, lambda *_: stop.update(now=True))
+    allreduce = Allreduce(rendezvous or rendezvous_path(job), rank, world) if world > 1 else None
     with dynprof_nb.Monitor(job=job, rank=rank, output_path=output, backend="builtin") as monitor:
         for step in range(1, steps + 1):
             if stop["now"]:
@@ -56,22 +161,31 @@ def train(job: str, rank: int, steps: int, output: str, batch: int = 256) -> Non
                 ga[h <= 0] = 0
                 with dynprof_nb.range("matmul"):
                     gw1 = x.T @ ga / batch
-            with dynprof_nb.range("allreduce", category="communication"):
-                time.sleep(0.001 * (1 + rank))  # stands in for the gradient exchange
+            if allreduce is not None:
+                with dynprof_nb.range("allreduce", category="communication"):
+                    gw1, gw2 = allreduce(gw1), allreduce(gw2)  # waits for every rank, like DDP
+                if allreduce.ended and not stop["now"]:
+                    print(f"demo rank {rank}: gradient exchange ended ({allreduce.ended}); "
+                          "training on alone", file=sys.stderr)
+                    allreduce = None
             with dynprof_nb.range("sgd_update"):
                 w1 -= 0.01 * gw1
                 w2 -= 0.01 * gw2
             monitor.step()
+    if allreduce is not None:
+        allreduce.close()
 
 
 def start_ranks(job: str, output: str, ranks: int = 2, steps: int = 100_000) -> list[subprocess.Popen]:
-    """The background training job: ``ranks`` processes of :func:`train`."""
+    """The background training job: ``ranks`` processes of :func:`train`, in step through their
+    gradient exchange, each in its own session so a Ctrl-C in the kernel never reaches them."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return [
         subprocess.Popen(
             [sys.executable, "-m", "dynprof_nb.ui.demo", "train", "--job", job, "--rank", str(r),
-             "--steps", str(steps), "--output", output],
+             "--steps", str(steps), "--output", output, "--world", str(ranks)],
             env={**env, "RANK": str(r), "WORLD_SIZE": str(ranks)},
+            start_new_session=True,
         )
         for r in range(ranks)
     ]
@@ -93,7 +207,7 @@ def run_demo(output: str = "./dyn_profile_data/demo") -> int:
     print(f"Starting a 2-rank numpy MLP job {job_name!r} in the background ...")
     procs = start_ranks(job_name, output)
     try:
-        job = dynprof_nb.attach(job_name)
+        job = dynprof_nb.attach(job_name, create=True)
         wait_for_ranks(job, 2)
         print(job.status().to_string(index=False), "\n")
         job.start("+20", "+29", profile_memory=True)
@@ -131,10 +245,14 @@ def main() -> None:
     t.add_argument("--rank", type=int, default=0)
     t.add_argument("--steps", type=int, default=100_000)
     t.add_argument("--output", default="./dyn_profile_data")
+    t.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "1")),
+                   help="number of ranks exchanging gradients (they meet through a Unix socket)")
+    t.add_argument("--rendezvous", default=None, help="socket path (default: from the job name)")
     sub.add_parser("run", help="the whole demo")
     args = parser.parse_args()
     if args.command == "train":
-        train(args.job, args.rank, args.steps, args.output)
+        train(args.job, args.rank, args.steps, args.output, world=args.world,
+              rendezvous=args.rendezvous)
     else:
         sys.exit(run_demo())
 

@@ -1,0 +1,332 @@
+"""Cluster analyses of an NPU window in pandas: the questions msprof-analyze's recipes answer
+(compute_op_sum, hccl_sum, cluster_time_summary, communication_time_sum, communication_matrix,
+slow_rank, slow_link), each one call on a loaded window, with the same numbers.
+
+Every function takes a :class:`~dynprof_nb.traces.window.TraceWindow` (one rank or several) and
+returns a DataFrame; times are µs like msprof-analyze's CSVs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dynprof_nb.traces.ascend_db import overlap_breakdown
+
+STAT_COLS = ["count", "sum_us", "mean_us", "std_us", "min_us", "median_us", "max_us"]
+
+
+def _ops_only(comm: pd.DataFrame) -> pd.DataFrame:
+    """Communication rows of real ops (communication.json also has per-step "Total Op Info"
+    aggregates, which have no op name)."""
+    return comm[comm["name"].notna()] if "name" in comm else comm
+
+
+def _with_rank(frame: pd.DataFrame, window: Any) -> pd.DataFrame:
+    if "rank" in frame.columns:
+        return frame
+    rank = getattr(window, "rank", None)
+    return frame.assign(
+        rank=pd.array([rank if rank is not None else 0] * len(frame), dtype="Int64")
+    )
+
+
+def _describe(frame: pd.DataFrame, keys: list[str], col: str = "duration_us") -> pd.DataFrame:
+    if frame.empty:
+        return pd.DataFrame(columns=[*keys, *STAT_COLS])
+    g = frame.groupby(keys, dropna=False, observed=True)[col]
+    out = g.agg(["count", "sum", "mean", "std", "min", "median", "max"])
+    out.columns = STAT_COLS
+    return out.reset_index().sort_values("sum_us", ascending=False, ignore_index=True)
+
+
+def compute_ops(window: Any, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
+    """Which compute ops (by op type and accelerator core: AI_CORE, AI_VECTOR_CORE, AI_CPU...)
+    take the device's time, per rank and overall? (msprof-analyze ``compute_op_sum``: its
+    rank_stats_by_optype.csv with ``per_rank``, all_stats.csv without, rank_stats_by_opname.csv
+    with ``by_name``.) Communication ops (core HCCL) are left out, as that recipe does."""
+    k = _with_rank(window.kernels, window)
+    k = k[k["core"].astype(str) != "HCCL"]
+    k = k.assign(
+        type=k["type"].astype(object).fillna("N/A"), core=k["core"].astype(object).fillna("N/A")
+    )
+    keys = (["name"] if by_name else []) + ["type", "core"]
+    if by_name and "input_shapes" in k:
+        k = k.assign(input_shapes=k["input_shapes"].astype(object).fillna("N/A"))
+        keys.append("input_shapes")
+    return _describe(k, (["rank"] if per_rank else []) + keys)
+
+
+def communication_ops(window: Any, per_rank: bool = True) -> pd.DataFrame:
+    """How much time does each rank spend in communication ops, and how much of it is waiting
+    rather than moving data? Per rank and op type: count, total/mean/max elapse, wait, transit,
+    size and bandwidth (msprof-analyze ``hccl_sum`` rank_stats.csv, plus wait/transit)."""
+    c = _ops_only(_with_rank(window.communication, window))
+    if c.empty:
+        return pd.DataFrame(
+            columns=[
+                "rank",
+                "type",
+                *STAT_COLS,
+                "wait_us",
+                "transit_us",
+                "size_mb",
+                "bandwidth_gbps",
+                "wait_ratio",
+            ]
+        )
+    typ = c["type"] if "type" in c else c["name"].astype(str).str.replace(r"_\d.*$", "", regex=True)
+    c = c.assign(
+        type=pd.Series(typ, index=c.index).astype(object).fillna("N/A"), duration_us=c["elapse_us"]
+    )
+    keys = (["rank"] if per_rank else []) + ["type"]
+    out = _describe(c, keys)
+    extra = (
+        c.groupby(keys, dropna=False)
+        .agg(
+            wait_us=("wait_us", "sum"), transit_us=("transit_us", "sum"), size_mb=("size_mb", "sum")
+        )
+        .reset_index()
+    )
+    out = out.merge(extra, on=keys, how="left")
+    out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
+    out["wait_ratio"] = out["wait_us"] / (out["wait_us"] + out["transit_us"])
+    return out
+
+
+def communication_by_op(window: Any) -> pd.DataFrame:
+    """Which communication op is slowest, and on which rank? Per op name across ranks: count,
+    sum, mean, min/max and the ranks holding them (msprof-analyze ``hccl_sum`` top_op_stats)."""
+    c = _ops_only(_with_rank(window.communication, window))
+    if c.empty:
+        return pd.DataFrame(columns=["name", *STAT_COLS, "min_rank", "max_rank"])
+    c = c.assign(duration_us=c["elapse_us"])
+    out = _describe(c, ["name"])
+    i_min = c.groupby("name")["duration_us"].idxmin()
+    i_max = c.groupby("name")["duration_us"].idxmax()
+    out["min_rank"] = out["name"].map(c.loc[i_min.values].set_index("name")["rank"])
+    out["max_rank"] = out["name"].map(c.loc[i_max.values].set_index("name")["rank"])
+    return out
+
+
+def step_breakdown(window: Any) -> pd.DataFrame:
+    """Where does each rank's step time go: computing, communication not overlapped with
+    computing, overlapped, free (idle)? One row per rank and step (msprof-analyze
+    ``cluster_time_summary`` / cluster_step_trace_time.csv). From step_trace_time.csv or
+    analysis.db where the window has them, else computed from the device tasks."""
+    st = _with_rank(window.steps, window)
+    cols = [
+        "rank",
+        "step",
+        "duration_us",
+        "computing_us",
+        "communication_not_overlapped_us",
+        "overlapped_us",
+        "communication_us",
+        "free_us",
+    ]
+    if st.empty:
+        return pd.DataFrame(columns=cols)
+    st = st.copy()
+    if (
+        "communication_not_overlapped_us" not in st
+        or st["communication_not_overlapped_us"].isna().all()
+    ):
+        st["communication_not_overlapped_us"] = st["communication_us"] - st["overlapped_us"]
+    if st["computing_us"].isna().all():  # steps from markers only: compute from device tasks
+        k = _with_rank(window.kernels, window)
+        rows = []
+        for (r, s), part in k.groupby(["rank", "step"], dropna=True):
+            rows.append({"rank": r, "step": s, **overlap_breakdown(part)})
+        return pd.DataFrame(rows, columns=cols)
+    out = st[[c for c in cols if c in st]].sort_values(["rank", "step"], ignore_index=True)
+    return out
+
+
+def step_breakdown_from_tasks(window: Any) -> pd.DataFrame:
+    """The same breakdown recomputed from the device tasks alone (kernels and communication
+    ops), to check a step_trace_time.csv / analysis.db against the raw tasks."""
+    k = _with_rank(window.kernels, window)
+    k = k[k["step"].notna()]
+    rows = [
+        {"rank": r, "step": s, **overlap_breakdown(part)}
+        for (r, s), part in k.groupby(["rank", "step"])
+    ]
+    return pd.DataFrame(rows)
+
+
+def communication_matrix(window: Any, step: int | None = None) -> pd.DataFrame:
+    """Which links are slow? One row per (src_rank, dst_rank, transport): total size, transit
+    time and bandwidth over the window's ops (msprof-analyze ``communication_matrix`` /
+    ``slow_link``). Links reported by both ends are counted once."""
+    lk = window.communication_links()
+    cols = ["src_rank", "dst_rank", "transport", "ops", "size_mb", "transit_us", "bandwidth_gbps"]
+    if lk.empty:
+        return pd.DataFrame(columns=cols)
+    if step is not None:
+        lk = lk[lk["step"] == step]
+    lk = lk.drop(columns=[c for c in ("rank",) if c in lk]).drop_duplicates(
+        ["step", "name", "group", "src_rank", "dst_rank", "transport"]
+    )
+    lk = lk[lk["src_rank"] != lk["dst_rank"]]
+    out = (
+        lk.groupby(["src_rank", "dst_rank", "transport"], dropna=False)
+        .agg(ops=("name", "count"), size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum"))
+        .reset_index()
+    )
+    out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
+    return out.sort_values("bandwidth_gbps", ignore_index=True)[cols]
+
+
+def slow_links(window: Any, threshold: float = 0.5) -> pd.DataFrame:
+    """Which links run well below their transport's typical bandwidth? The links of
+    :func:`communication_matrix` whose bandwidth is under ``threshold`` x the median of the
+    same transport type, with a plain-language note."""
+    m = communication_matrix(window)
+    if m.empty:
+        return m.assign(ratio=pd.Series(dtype=float), note=pd.Series(dtype=object))
+    med = m.groupby("transport", dropna=False)["bandwidth_gbps"].transform("median")
+    m = m.assign(ratio=m["bandwidth_gbps"] / med)
+    slow = m[m["ratio"] < threshold].copy()
+    slow["note"] = [
+        f"{t} link {a}->{b} moves {bw:.1f} GB/s, {r:.0%} of the median {t} link"
+        for t, a, b, bw, r in slow[
+            ["transport", "src_rank", "dst_rank", "bandwidth_gbps", "ratio"]
+        ].itertuples(index=False)
+    ]
+    return slow.reset_index(drop=True)
+
+
+def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
+    """Is one rank slowing the others down, and why? Per rank: total compute and free time
+    against the median rank, and the communication wait the others spend on it. A rank whose
+    computing or free time is more than ``threshold`` above the median is flagged, with a note.
+    (The question of msprof-analyze ``slow_rank``; its rule counts communication ops whose
+    duration is an outlier, ours compares the step breakdown.)"""
+    br = step_breakdown(window)
+    cols = [
+        "rank",
+        "computing_us",
+        "free_us",
+        "communication_us",
+        "computing_vs_median",
+        "free_vs_median",
+        "slow",
+        "note",
+    ]
+    if br.empty:
+        return pd.DataFrame(columns=cols)
+    per = br.groupby("rank")[["computing_us", "free_us", "communication_us"]].sum().reset_index()
+    med_c, med_f = per["computing_us"].median(), per["free_us"].median()
+    per["computing_vs_median"] = per["computing_us"] / med_c - 1 if med_c else 0.0
+    per["free_vs_median"] = per["free_us"] / med_f - 1 if med_f else 0.0
+    per["slow"] = (per["computing_vs_median"] > threshold) | (per["free_vs_median"] > threshold)
+    fastest_comm = per["communication_us"].min()
+
+    def note(r: pd.Series) -> str:
+        if len(per) < 2:
+            return "one rank only: nothing to compare with"
+        if not r["slow"]:
+            return f"rank {r['rank']}: within {threshold:.0%} of the median rank"
+        why = "computes longer" if r["computing_vs_median"] > threshold else "is idle (free) longer"
+        return (
+            f"rank {r['rank']} {why} than the median rank (computing "
+            f"{r['computing_vs_median']:+.0%}, free {r['free_vs_median']:+.0%}); the other "
+            f"ranks wait for it in their collectives (their communication time is up to "
+            f"{(per['communication_us'].max() - fastest_comm) / 1000:.1f} ms longer)"
+        )
+
+    per["note"] = per.apply(note, axis=1)
+    return per[cols]
+
+
+def slow_rank_note(window: Any) -> str:
+    """One sentence: which rank is slow and why, or that the ranks are balanced."""
+    sr = slow_ranks(window)
+    if sr.empty:
+        return "no step breakdown: cannot compare ranks"
+    slow = sr[sr["slow"]]
+    if slow.empty:
+        spread = (
+            (sr["computing_us"].max() / sr["computing_us"].min() - 1)
+            if sr["computing_us"].min()
+            else 0
+        )
+        return f"no slow rank: computing time differs by {spread:.1%} across {len(sr)} ranks"
+    return "; ".join(slow["note"])
+
+
+def communication_share(window: Any) -> float:
+    """Fraction of the step time spent in communication not hidden behind computation."""
+    br = step_breakdown(window)
+    if br.empty or not br["duration_us"].sum():
+        return float("nan")
+    return float(br["communication_not_overlapped_us"].sum() / br["duration_us"].sum())
+
+
+def top_kernels(window: Any, n: int = 10, compute_only: bool = False) -> pd.DataFrame:
+    """Which device kernels take the most device time (all ranks together)? ``compute_only``
+    leaves out the communication ops (core HCCL)."""
+    k = window.kernels
+    if compute_only:
+        k = k[k["core"].astype(str) != "HCCL"]
+    if k.empty:
+        return pd.DataFrame(columns=["name", "core", *STAT_COLS, "share"])
+    k = k.assign(core=k["core"].astype(object).fillna("N/A"), name=k["name"].astype(object))
+    out = _describe(k, ["name", "core"])
+    out["share"] = out["sum_us"] / out["sum_us"].sum()
+    return out.head(n)
+
+
+def compare(
+    ours: pd.DataFrame, theirs: pd.DataFrame, on: list[str], pairs: dict[str, str]
+) -> pd.DataFrame:
+    """Our numbers beside msprof-analyze's (``pairs``: our column -> its column), with the
+    relative difference of each pair; rows only one side has show NaN."""
+    t = theirs[[*on, *pairs.values()]].rename(columns={b: f"{a}_msprof" for a, b in pairs.items()})
+    m = ours[[*on, *pairs]].merge(t, on=on, how="outer")
+    for a in pairs:
+        ref = m[f"{a}_msprof"].astype(float)
+        m[f"{a}_rel_diff"] = (m[a].astype(float) - ref) / ref.where(ref != 0, np.nan)
+    return m
+
+
+NPU_FRAMEWORKS = ("torch_npu", "mindspore", "ascend")
+
+
+def is_npu_window(window: Any) -> bool:
+    """An Ascend window with device tasks (what the NPU-first summary needs)."""
+    fw = str(getattr(window, "framework", ""))
+    return fw in NPU_FRAMEWORKS and not window.kernels.empty
+
+
+def npu_notes(window: Any, top: int = 3) -> list[str]:
+    """What matters first on an NPU, in plain language: the kernels holding the device time,
+    the communication share of the step, and whether one rank is slow."""
+    notes = []
+    tk = top_kernels(window, n=top, compute_only=True)
+    if not tk.empty:
+        k = window.kernels
+        total_ms = k.loc[k["core"].astype(str) != "HCCL", "duration_us"].sum() / 1000.0
+        parts = ", ".join(
+            f"{n} ({c}) {s:.0%}"
+            for n, c, s in tk[["name", "core", "share"]].itertuples(index=False)
+        )
+        notes.append(f"compute kernels {total_ms:,.1f} ms of device time; top: {parts}")
+    share = communication_share(window)
+    if share == share:
+        notes.append(f"communication not hidden behind computation: {share:.0%} of step time")
+    if len(getattr(window, "ranks", [])) > 1:
+        notes.append(slow_rank_note(window))
+    return notes
+
+
+def npu_first(window: Any, summary: Any) -> Any:
+    """Put :func:`npu_notes` before the generic notes of a Summary (hook for summarize())."""
+    summary.notes = npu_notes(window) + [
+        n for n in summary.notes if not n.startswith("communication not overlapped")
+    ]
+    summary.header["device_time_ms"] = float(window.kernels["duration_us"].sum() / 1000.0)
+    return summary

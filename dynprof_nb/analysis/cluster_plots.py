@@ -1,0 +1,80 @@
+"""Plots of the cluster analyses (matplotlib Figures, never pyplot state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from dynprof_nb.analysis import cluster
+
+PARTS = [
+    ("computing_us", "computing", "#4C72B0"),
+    ("communication_not_overlapped_us", "communication (not overlapped)", "#DD8452"),
+    ("overlapped_us", "overlapped", "#55A868"),
+    ("free_us", "free", "#C7C7C7"),
+]
+
+
+def rank_step_breakdown(window: Any, step: int | None = None) -> Figure:
+    """One stacked bar per rank: computing, communication not overlapped, overlapped, free (ms).
+    A slow rank stands out by its computing; the ranks waiting for it by their communication."""
+    br = cluster.step_breakdown(window)
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    if br.empty:
+        ax.text(0.5, 0.5, "no step breakdown in this window", ha="center", va="center")
+        return fig
+    if step is not None:
+        br = br[br["step"] == step]
+    per = br.groupby("rank")[[c for c, _, _ in PARTS]].mean()
+    x = np.arange(len(per))
+    bottom = np.zeros(len(per))
+    for col, label, color in PARTS:
+        vals = per[col].fillna(0).to_numpy() / 1000.0
+        if col == "overlapped_us":  # overlapped time is inside computing already: hatch on top
+            ax.bar(
+                x,
+                vals,
+                bottom=bottom - vals,
+                color="none",
+                edgecolor=color,
+                hatch="//",
+                label=label,
+            )
+            continue
+        ax.bar(x, vals, bottom=bottom, color=color, label=label)
+        bottom += vals
+    ax.set_xticks(x, [f"rank {r}" for r in per.index])
+    ax.set_ylabel("ms per step")
+    ax.set_title(
+        "Step time by rank" + (f" (step {step})" if step is not None else " (mean over steps)")
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def bandwidth_heatmap(window: Any, step: int | None = None) -> Figure:
+    """Rank x rank heat map of link bandwidth (GB/s): slow links are the dark cells."""
+    m = cluster.communication_matrix(window, step=step)
+    fig = Figure(figsize=(5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    if m.empty:
+        ax.text(0.5, 0.5, "no communication matrix in this window", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    g = m.groupby(["src_rank", "dst_rank"]).agg(
+        size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum")
+    )
+    bw = (g["size_mb"] / (g["transit_us"] / 1000.0)).unstack()
+    ranks = sorted(set(bw.index) | set(bw.columns))
+    bw = bw.reindex(index=ranks, columns=ranks)
+    im = ax.imshow(bw.to_numpy(dtype=float), cmap="viridis")
+    ax.set_xticks(range(len(ranks)), ranks)
+    ax.set_yticks(range(len(ranks)), ranks)
+    ax.set_xlabel("destination rank")
+    ax.set_ylabel("source rank")
+    ax.set_title("Link bandwidth (GB/s)")
+    fig.colorbar(im, ax=ax)
+    return fig
