@@ -53,8 +53,12 @@ def test_deepep_dispatch_and_combine_count_as_communication(fixtures, tmp_path):
     assert after["computing_us"].tolist() == before["computing_us"].tolist()
     assert sorted(deepep.communication["name"].unique()) == sorted(DEEPEP)
     assert len(deepep.communication) == len(original.communication) == 10
-    # and the summary says what it said for NCCL
-    assert deepep.summary().notes == original.summary().notes
+    # and the summary says what it said for NCCL (its notes name the top kernel, renamed here)
+    ours, theirs = deepep.summary(), original.summary()
+    assert [n for n in ours.notes if not n.startswith("kernel ")] == \
+        [n for n in theirs.notes if not n.startswith("kernel ")]
+    assert ours.device["comm_ms"].tolist() == theirs.device["comm_ms"].tolist()
+    assert ours.device["comm_ms"].iloc[0] > 0
     assert "10 matched the communication patterns" in deepep.sources["steps"]["notes"][0]
 
 
