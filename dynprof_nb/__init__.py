@@ -9,7 +9,8 @@ The package is laid out by the process each part runs in:
   ``compare``), pandas and matplotlib;
 * ``ui/``: the ``%dynprof`` magics, the panel, the ``dynprof`` CLI and the demo;
 * at the top, the contract every process shares: ``config``, ``protocol``, ``segment``,
-  ``windows``.
+  ``windows``;
+* ``samples``: real windows shipped with the package (``dynprof_nb.samples.list()``).
 
 Names are imported on first use so ``import dynprof_nb`` in a training script stays cheap.
 """
@@ -84,9 +85,13 @@ if TYPE_CHECKING:  # what editors and type checkers see behind the lazy names
 # ``%load_ext dynprof_nb`` looks this up; resolved like the public names, so the facade imports
 # nothing itself (IPython's code is loaded only in a kernel that asks for the magics)
 _HOOKS = {"load_ipython_extension": "ui.magics"}
+# subpackages reachable as attributes without an import of their own (dynprof_nb.samples.path)
+_SUBPACKAGES = ("samples",)
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
     module = _EXPORTS.get(name) or _HOOKS.get(name)
     if module is None:
         raise AttributeError(f"module 'dynprof_nb' has no attribute {name!r}")

@@ -14,13 +14,19 @@ Why this shape (the original's flaws, REFERENCE §1):
   that lock when a writer dies, and a sequence number left odd by a dead writer is repaired by
   the next writer, so nothing is ever stuck;
 * ``generation`` changes on every config write; an idle rank compares one word per step;
-* each rank owns a slot it alone writes, so status flows back without any lock.
+* each rank owns a slot it alone writes, so status flows back without any lock;
+* every process that has the segment open holds a shared lock on its first byte (an
+  open-file-description lock, which the kernel drops when the process dies), so the last
+  process to leave can tell it is the last: it removes the segment when the job is finished
+  (no rank left that has not closed, no request that no rank has applied). A finished job
+  leaves nothing in ``/dev/shm``.
 
 This module knows bytes, not config keys: it never parses the JSON it carries.
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import logging
@@ -28,7 +34,9 @@ import mmap
 import os
 import re
 import stat
+import struct
 import time
+import weakref
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,7 +50,9 @@ except ImportError:  # pragma: no cover - non-POSIX
 log = logging.getLogger("dynprof_nb")
 
 MAGIC = int.from_bytes(b"DYNPROF\x01", "little")
-LAYOUT_VERSION = 2  # 2: slots grew to 2 KiB so a full error message fits
+# 2: slots grew to 2 KiB so a full error message fits; 3: attached processes hold a presence
+# lock (a process of layout 2 would not, so the last one leaving could not see it)
+LAYOUT_VERSION = 3
 PREFIX = "dynprof_nb"
 HEADER_BYTES = 128
 CONFIG_CAPACITY = 64 * 1024
@@ -85,6 +95,10 @@ _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 class SegmentError(RuntimeError):
     """The segment cannot be used: wrong owner, incompatible layout, bad name."""
+
+
+class NoSuchJob(SegmentError):
+    """No segment by that name (asked not to create one)."""
 
 
 def check_job_name(job: str) -> str:
@@ -212,6 +226,71 @@ def _reclaim(name: str, fd: int) -> bool:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+# Presence: a read lock on byte 0 held by every process that has the segment open. These are
+# open-file-description locks: they belong to the open file, not the process (so a process's
+# other opens of the segment cannot drop them), they do not interact with the writer's flock,
+# and the kernel drops them when the last descriptor of that open file goes, dead process
+# included. Linux only; elsewhere nobody ever counts as the last to leave.
+_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", None)
+_OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
+
+
+def _presence(fd: int, kind: int, wait: bool = False) -> bool:
+    """Set this open file's presence lock to ``kind`` (F_RDLCK, F_WRLCK, F_UNLCK); False if
+    another open file's lock conflicts (never when ``wait``)."""
+    if _OFD_SETLK is None:
+        return kind != fcntl.F_WRLCK
+    flock = struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 1, 0)  # struct flock, l_pid 0
+    try:
+        fcntl.fcntl(fd, _OFD_SETLKW if wait else _OFD_SETLK, flock)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _names_file(name: str, fd: int) -> bool:
+    """True if the segment name still refers to the file open as ``fd``."""
+    try:
+        current = os.stat("/dev/shm" + name)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # this process's open segments, tidied at exit
+
+
+@atexit.register
+def _leave_at_exit() -> None:
+    """At interpreter exit, leave every segment still open the way ``close()`` would: the
+    last process of a finished job removes it. Memory stays mapped (a thread may still use it
+    until the process is gone)."""
+    for seg in list(_OPEN):
+        try:
+            seg._tidy(exiting=True)
+        except Exception:  # never raise at exit
+            pass
+
+
+def _leave_dropped(job: str, fd: int, opener: int) -> None:
+    """A Segment garbage-collected without ``close()`` (``attach(job).start(...)`` as a
+    one-liner, a function's local Job): leave as ``close()`` would. Its mapping is gone with
+    it, so look through a fresh one on the same open file."""
+    try:
+        if os.getpid() == opener:
+            Segment(job, os.dup(fd), created=False).close()
+    except Exception:  # a finalizer must not raise
+        pass
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 class Segment:
     """An open job segment. ``Segment.open(job)`` creates it or attaches to the live one."""
 
@@ -219,19 +298,27 @@ class Segment:
         self.job = job
         self.name = segment_name(job)
         self.created = created
+        self.removed = False  # set when this process removed the name on leaving
         self._fd = fd
+        self._opener = os.getpid()  # a forked child shares our open file: it must not unlock it
+        _presence(fd, fcntl.F_RDLCK, wait=True)  # waits out a last leaver removing the name
         self._map = mmap.mmap(fd, SEGMENT_BYTES)
         self._bytes = memoryview(self._map)
         self.words = self._bytes.cast("q")
+        _OPEN.add(self)
+        # dropped without close(): leave all the same (at exit, _leave_at_exit does)
+        self._finalizer = weakref.finalize(self, _leave_dropped, job, fd, self._opener)
+        self._finalizer.atexit = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, job: str, *, create: bool = True) -> Segment:
+    def open(cls, job: str, *, create: bool = True, quiet: bool = False) -> Segment:
         """Attach to the job's segment, creating it when missing (and ``create``).
 
-        A segment whose processes are all dead is reclaimed (one log line); one with a live
-        process is never replaced. A segment owned by another user is refused.
+        A segment whose processes are all dead is reclaimed (one log line, at debug level when
+        ``quiet``); one with a live process is never replaced. A segment owned by another user
+        is refused. Without ``create``, a missing job raises :class:`NoSuchJob`.
         """
         name = segment_name(job)
         for _ in range(5):
@@ -239,7 +326,7 @@ class Segment:
                 fd = _shm_open(name, create=False)
             except FileNotFoundError:
                 if not create:
-                    raise SegmentError(
+                    raise NoSuchJob(
                         f"no job named {job!r} on this machine: start the training side "
                         "(Monitor) first, or check the name with dynprof_nb.jobs()."
                     ) from None
@@ -252,15 +339,17 @@ class Segment:
                 seg = cls(job, fd, created=True)
                 seg._initialise()
                 return seg
-            seg = cls._attach_fd(job, name, fd)
+            seg = cls._attach_fd(job, name, fd, logging.DEBUG if quiet else logging.WARNING)
             if seg is not None:
                 return seg
-            if not create:
-                raise SegmentError(f"job {job!r} had a stale segment and was reclaimed.")
+            if not create and not os.path.exists("/dev/shm" + name):
+                raise NoSuchJob(f"no job named {job!r} on this machine (its segment was stale "
+                                "or finished and is gone): start the training side first.")
         raise SegmentError(f"could not create or attach the segment for job {job!r}; retry.")
 
     @classmethod
-    def _attach_fd(cls, job: str, name: str, fd: int) -> Segment | None:
+    def _attach_fd(cls, job: str, name: str, fd: int, level: int = logging.WARNING
+                   ) -> Segment | None:
         st = os.fstat(fd)
         if st.st_uid != os.getuid():
             os.close(fd)
@@ -281,11 +370,14 @@ class Segment:
                 time.sleep(0.01)  # its creator is still initialising it
                 return None
             if _reclaim(name, fd):
-                log.warning("dynprof_nb: reclaiming unusable segment %s (size %d)", name,
-                            st.st_size)
+                log.log(level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name,
+                        st.st_size)
             os.close(fd)
             return None
         seg = cls(job, fd, created=False)
+        if not _names_file(name, fd):  # the last process of a finished job just removed it
+            seg.close(tidy=False)
+            return None
         w = seg.words
         for _ in range(200):  # the creator writes MAGIC last; wait briefly for it
             if w[H_MAGIC] == MAGIC:
@@ -294,21 +386,22 @@ class Segment:
         if w[H_MAGIC] != MAGIC or w[H_LAYOUT] != LAYOUT_VERSION:
             live = seg.live_pids()
             if live:
-                seg.close()
+                seg.close(tidy=False)
                 raise SegmentError(
                     f"segment {name} has another layout (version {w[H_LAYOUT]}) and is in use "
                     f"by pids {live}; use another job name or stop those processes."
                 )
             if _reclaim(name, seg._fd):
-                log.warning("dynprof_nb: reclaiming segment %s with an old layout", name)
-            seg.close()
+                log.log(level, "dynprof_nb: reclaiming segment %s with an old layout", name)
+            seg.close(tidy=False)
             return None
         if seg.is_stale():
             if _reclaim(name, seg._fd):
-                log.warning(
+                log.log(
+                    level,
                     "dynprof_nb: reclaiming stale segment for job %r (every process that used "
                     "it is gone); starting from the default config.", job)
-            seg.close()
+            seg.close(tidy=False)
             return None
         return seg
 
@@ -322,8 +415,12 @@ class Segment:
         w[H_MAGIC] = MAGIC
 
     def is_stale(self) -> bool:
-        """True when neither the creator, the last writer nor any rank is alive."""
-        return not self.live_pids()
+        """True when neither the creator, the last writer nor any rank is alive, and the
+        segment is not a request waiting for its job (written, and no rank has come yet:
+        ``dynprof start JOB 20 30`` before the training starts)."""
+        if self.live_pids():
+            return False
+        return not (self.words[H_GEN] > 0 and not self.slots())
 
     def live_pids(self) -> list[int]:
         w = self.words
@@ -339,18 +436,61 @@ class Segment:
                 pids.append(slot.pid)
         return pids
 
-    def close(self) -> None:
-        """Detach. The segment stays for the other processes of the job."""
+    def pending(self) -> bool:
+        """A request is pending: the config was written and no rank has applied it yet (a
+        window asked for before the job starts, say). It keeps the segment for the ranks."""
+        gen = self.words[H_GEN]
+        return gen > 0 and max((s.applied for s in self.slots()), default=0) < gen
+
+    def finished(self, exiting: bool = False) -> bool:
+        """Nothing left to do: every rank has closed (or is gone) and no request is pending.
+        ``exiting``: this process's own ranks are leaving too."""
+        me = os.getpid()
+        return not self.pending() and not any(
+            s.live and not (exiting and s.pid == me) for s in self.slots())
+
+    def _tidy(self, exiting: bool = False) -> bool:
+        """On leaving: remove the name if no other process is attached and the job is finished.
+
+        We let go of our own presence first, then try for it exclusively, so that of several
+        processes leaving at once none is held back by another that is itself leaving. Holding
+        it exclusively shuts out newcomers (they wait for it, then see the name gone and create
+        a fresh segment). Only called by ``close()`` and at exit: we stay detached. True if we
+        removed the name."""
+        if self._fd < 0 or self.removed or os.getpid() != self._opener:
+            return False
+        _presence(self._fd, fcntl.F_UNLCK)
+        if not _presence(self._fd, fcntl.F_WRLCK):  # someone else is attached
+            return False
+        try:
+            if self.words[H_MAGIC] == MAGIC and self.finished(exiting) and _names_file(
+                    self.name, self._fd):
+                _shm_unlink(self.name)
+                self.removed = True
+                log.debug("dynprof_nb: job %r is finished; removed its segment", self.job)
+        finally:
+            _presence(self._fd, fcntl.F_UNLCK)
+        return self.removed
+
+    def close(self, tidy: bool = True) -> bool:
+        """Detach. The segment stays for the other processes of the job; the last process to
+        leave a finished job (see :meth:`finished`) removes it. True if this call removed it."""
         if self._fd < 0:
-            return
+            return False
+        removed = self._tidy() if tidy else False
+        _OPEN.discard(self)
+        if os.getpid() == self._opener:
+            _presence(self._fd, fcntl.F_UNLCK)  # the mapping may outlive the fd (BufferError)
         self.words.release()
         self._bytes.release()
         try:
             self._map.close()
         except BufferError:  # a caller still holds a view; the map goes with the process
             pass
+        self._finalizer.detach()
         os.close(self._fd)
         self._fd = -1
+        return removed
 
     def unlink(self) -> None:
         """Remove the segment name; processes still attached keep their mapping."""

@@ -3,11 +3,61 @@
 from __future__ import annotations
 
 import json
+import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from dynprof_nb import segment
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def leftover_segments(since_ns: int, before: set[str]) -> list[str]:
+    """Segments of this uid created since ``since_ns`` (and not there before) that outlived
+    every process of their job: what a finished job must not leave in /dev/shm. This process
+    does not count as alive (the session is over). Read without attaching as a user would:
+    nothing is reclaimed or removed by looking."""
+    found = []
+    for name in segment.list_jobs():
+        if name in before:
+            continue
+        try:
+            fd = segment._shm_open(segment.segment_name(name), create=False)
+        except (FileNotFoundError, segment.SegmentError):
+            continue
+        if os.fstat(fd).st_size < segment.SEGMENT_BYTES:
+            os.close(fd)
+            found.append(f"{name} (never initialised)")
+            continue
+        seg = segment.Segment(name, fd, created=False)
+        try:
+            if seg.words[segment.H_CREATED] < since_ns:
+                continue
+            if not [p for p in seg.live_pids() if p != os.getpid()]:
+                slots = ", ".join(f"rank {s.rank} pid {s.pid} {s.state}" for s in seg.slots())
+                found.append(f"{name} (generation {seg.generation}; creator pid "
+                             f"{seg.words[segment.H_CREATOR]}; {slots or 'no rank'})")
+        finally:
+            seg.close(tidy=False)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_segment_outlives_its_job() -> Iterator[None]:
+    """Fail the run if a segment created during it remains after all its processes are gone
+    (the last process of a finished job removes it; tests clean up what they leave). Segments
+    are told apart by creation time, so two test runs at once under one uid can see each
+    other's leftovers."""
+    since, before = time.time_ns(), set(segment.list_jobs())
+    yield
+    left = leftover_segments(since, before)
+    if left:
+        pytest.fail(f"{len(left)} segment(s) in /dev/shm outlived their job: " + "; ".join(left)
+                    + ". The last process leaving a finished job should remove it; a test that "
+                    "kills its processes should unlink it.", pytrace=False)
 
 
 def fixtures_dir() -> Path:

@@ -17,7 +17,7 @@ import pandas as pd
 from dynprof_nb.analysis.cluster import is_npu_window, npu_first
 from dynprof_nb.analysis.configdiff import config_line, warn_if_configs_differ
 from dynprof_nb.traces import schema
-from dynprof_nb.traces.derive import COMM_RE
+from dynprof_nb.traces.comm import PatternSpec, is_communication
 
 BREAKDOWN_COLUMNS = ["step", "duration_us", "computing_us", "communication_us", "overlapped_us",
                      "free_us"]
@@ -97,9 +97,12 @@ def _coverage(starts: np.ndarray, ends: np.ndarray, kind: np.ndarray) -> tuple[f
     return float(seg[a | b].sum()), float(seg[a].sum()), float(seg[a & b].sum())
 
 
-def device_table(kernels: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+def device_table(kernels: pd.DataFrame, steps: pd.DataFrame,
+                 comm_patterns: PatternSpec = None) -> pd.DataFrame:
     """Per rank: how long the device was busy (any kernel running) and idle within the steps
-    (or the kernels' own span), and how much of its communication ran under computation."""
+    (or the kernels' own span), and how much of its communication ran under computation.
+    ``comm_patterns``: which kernels are communication (a window's ``comm_patterns``; default
+    the session's, see :mod:`dynprof_nb.traces.comm`)."""
     cols = ["rank", "span_ms", "busy_ms", "idle_ms", "busy", "comm_ms", "comm_overlapped"]
     k = kernels[kernels["start_ns"].notna()] if not kernels.empty else kernels
     if k.empty:
@@ -108,7 +111,7 @@ def device_table(kernels: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     srk = steps["rank"].to_numpy("int64") if "rank" in steps else np.zeros(len(steps), np.int64)
     start = k["start_ns"].to_numpy("int64")
     end = start + (k["duration_us"].to_numpy("float64", na_value=0.0) * 1000).astype(np.int64)
-    comm = k["name"].astype(object).str.contains(COMM_RE, na=False).to_numpy()
+    comm = is_communication(k["name"], comm_patterns)
     rows = []
     for r in np.unique(rk):
         m = rk == r
@@ -370,7 +373,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
     k = window.kernels
     if not k.empty:
         kernels = kernel_summary(k, top)
-        device = device_table(k, steps)
+        device = device_table(k, steps, getattr(window, "comm_patterns", None))
         overhead = overhead_table(ops)
         notes = device_notes(device, overhead, kernels, steps)
     notes += notes_for(steps, ops, ranks)

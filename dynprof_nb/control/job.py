@@ -24,7 +24,7 @@ from dynprof_nb.control.base import (
 from dynprof_nb.control.progress import Progress, format_eta
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.protocol import Command, command, decode
-from dynprof_nb.segment import Segment, SegmentError, SlotView
+from dynprof_nb.segment import NoSuchJob, Segment, SegmentError, SlotView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,28 +33,56 @@ BUSY_STATES = ("armed", "recording", "saving")
 
 
 class Job(Controller):
-    """A training job on this machine: its config, its ranks (live), its windows."""
+    """A training job on this machine: its config, its ranks (live), its windows.
 
-    def __init__(self, name: str, segment: Segment) -> None:
+    A Job attaches to the job's segment when it exists. For a job that has not started yet
+    (``open(create=True)``) the segment is created by the first request that is accepted, so
+    a refused request (a bad value, a window already begun) leaves nothing behind.
+    """
+
+    def __init__(self, name: str, segment: Segment | None) -> None:
         self.name = name
-        self._seg = segment
+        self._segment = segment
         self._last_good: ProfilerConfig | None = None
         self._last_window: dict[str, Any] = {}
 
     @classmethod
     def open(cls, name: str, create: bool = True) -> Job:
-        """The job ``name``'s segment (created when ``create`` and it does not exist yet)."""
+        """The job ``name`` (with ``create``, also one whose segment does not exist yet)."""
         try:
-            return cls(name, Segment.open(name, create=create))
+            return cls(name, Segment.open(name, create=False))
+        except NoSuchJob as exc:
+            if not create:
+                raise JobError(str(exc)) from None
+            return cls(name, None)
         except SegmentError as exc:
             raise JobError(str(exc)) from None
+
+    def _attached(self, create: bool) -> Segment | None:
+        """The segment, attaching now if the job has started since (creating it: ``create``)."""
+        if self._segment is None:
+            try:
+                self._segment = Segment.open(self.name, create=create)
+            except NoSuchJob:
+                return None
+            except SegmentError as exc:
+                raise JobError(str(exc)) from None
+        return self._segment
+
+    @property
+    def _seg(self) -> Segment:
+        """The segment, created if the job has none yet (for writes)."""
+        seg = self._attached(create=True)
+        assert seg is not None
+        return seg
 
     # -- config ---------------------------------------------------------------------------
 
     @property
     def generation(self) -> int:
         """Bumped by every write; a rank whose ``generation`` equals it has seen the latest."""
-        return self._seg.generation
+        seg = self._attached(create=False)
+        return 0 if seg is None else seg.generation
 
     @property
     def config(self) -> ProfilerConfig:
@@ -76,7 +104,8 @@ class Job(Controller):
         return dict(cmd.window) if cmd.config.has_window else {}
 
     def _command(self, stacklevel: int = 2) -> Command:
-        got = self._seg.read_config()
+        seg = self._attached(create=False)
+        got = (0, b"") if seg is None else seg.read_config()
         problem = None
         if got is None:
             problem = "was left half-written (a controller probably died mid-write)"
@@ -189,7 +218,8 @@ class Job(Controller):
     # -- ranks ----------------------------------------------------------------------------
 
     def slots(self) -> list[SlotView]:
-        return sorted(self._seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
+        seg = self._attached(create=False)
+        return [] if seg is None else sorted(seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
 
     def live_slots(self) -> list[SlotView]:
         return [s for s in self.slots() if s.live]
@@ -217,7 +247,9 @@ class Job(Controller):
                         f"(pids {', '.join(map(str, pids))}): stop the extra one")
                 row["error"] = note if not row["error"] or "also claimed" in row["error"] \
                     else f"{note}; {row['error']}"
-        rows += relay_rows(self._seg, now)  # a relay's row: rank -1, state "relay"
+        seg = self._attached(create=False)
+        if seg is not None:
+            rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
         return status_frame(rows)
 
     def duplicate_ranks(self) -> dict[int, list[int]]:
@@ -334,7 +366,9 @@ class Job(Controller):
         self._seg.beat_note()
 
     def close(self) -> None:
-        self._seg.close()
+        """Detach; the last process to leave a finished job removes its segment."""
+        if self._segment is not None:
+            self._segment.close()
 
 
 def _window_progress(slot: SlotView, cfg: ProfilerConfig, target: int) -> int:

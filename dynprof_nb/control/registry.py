@@ -7,6 +7,7 @@ MindSpore config directory) and returns it as a :class:`~dynprof_nb.control.base
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 JOBS_COLUMNS = ["job", "ranks", "live", "generation"]
+log = logging.getLogger("dynprof_nb")
 
 
 def attach(job: str = "default", *, create: bool = False,
@@ -75,20 +77,33 @@ def unknown_job_message(job: str) -> str:
             "ranks start, attach with create=True (--create).")
 
 
-def jobs() -> pd.DataFrame:
-    """This user's jobs on this machine: ``job, ranks, live, generation``."""
+def jobs(verbose: bool = False) -> pd.DataFrame:
+    """This user's jobs on this machine: ``job, ranks, live, generation``.
+
+    Looking also tidies: a segment whose processes are all gone is reclaimed, and one whose
+    job is finished (every rank closed, no request pending) is removed when nobody else has
+    it open. Neither is listed. That is logged only with ``verbose``.
+    """
     import pandas as pd
 
     rows = []
     for name in list_jobs():
         try:
-            with Segment.open(name, create=False) as seg:
-                slots = seg.slots()
-                rows.append({"job": name, "ranks": len(slots),
-                             "live": sum(s.live for s in slots),
-                             "generation": seg.generation})
+            seg = Segment.open(name, create=False, quiet=not verbose)
         except (SegmentError, OSError, ValueError):
             continue
+        try:
+            slots = seg.slots()
+            row = {"job": name, "ranks": len(slots), "live": sum(s.live for s in slots),
+                   "generation": seg.generation}
+        finally:
+            removed = seg.close()
+        if removed:
+            if verbose:
+                log.warning("dynprof_nb: job %r is finished (no live rank, no pending request); "
+                            "removed its segment", name)
+            continue
+        rows.append(row)
     return pd.DataFrame(rows, columns=JOBS_COLUMNS)
 
 

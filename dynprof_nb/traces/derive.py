@@ -3,19 +3,19 @@ the step column, device tasks, collectives, memory counters, step-time breakdown
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from dynprof_nb.protocol import STEP_RE
 
+from . import comm as comm_names
 from . import schema
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 DEVICE_PROCESSES = {"Ascend Hardware", "HCCL"}
-COMM_RE = re.compile(r"nccl|hcom|hccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|"
-                     r"broadcast|c10d::|gloo", re.IGNORECASE)
+# host ranges that may be communication when a trace has no device events (CPU, gloo, built-in)
+# (not cpu_op: aten::broadcast_tensors is no broadcast)
+RANGE_CATS = {"user_annotation", "communication"}
 OVERLAP_THREADS = {"Computing": "computing_us", "Communication": "communication_us",
                    "Communication(Not Overlapped)": "_not_overlapped_us", "Free": "free_us"}
 
@@ -97,9 +97,11 @@ def device_mask(events: pd.DataFrame) -> pd.Series:
             | events["process"].astype(object).isin(DEVICE_PROCESSES)) & (events["ph"] == "X")
 
 
-def steps_from_events(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def steps_from_events(events: pd.DataFrame, comm: comm_names.PatternSpec = None
+                      ) -> tuple[pd.DataFrame, str]:
     """Step table from the step marker spans, with the breakdown from the Overlap Analysis
-    process (Ascend) or from device compute/communication intervals (GPU/NPU)."""
+    process (Ascend) or from device compute/communication intervals (GPU/NPU); ``comm`` says
+    which kernel names are communication (see :mod:`dynprof_nb.traces.comm`)."""
     iv = step_intervals(events)
     if iv.empty:
         return schema.empty("steps"), "no step marker events"
@@ -121,7 +123,7 @@ def steps_from_events(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     dev = events[device_mask(events)]
     if dev.empty:
         return schema.conform(out, "steps"), how + " (no device events: no breakdown)"
-    comm = dev["name"].astype(object).str.contains(COMM_RE, na=False).to_numpy()
+    comm = comm_names.is_communication(dev["name"], comm)
     s_all = dev["ts_ns"].to_numpy(np.int64)
     e_all = s_all + dev["dur_ns"].to_numpy(np.int64)
     rows = []
@@ -131,7 +133,8 @@ def steps_from_events(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         ov = _overlap_len(c_iv, m_iv)
         rows.append((c_us, m_us, ov, (hi - lo) / 1000.0 - (c_us + m_us - ov)))
     out[["computing_us", "communication_us", "overlapped_us", "free_us"]] = rows
-    return schema.conform(out, "steps"), how + " + device kernels"
+    return schema.conform(out, "steps"), how + f" + device kernels ({int(comm.sum())} matched " \
+        "the communication patterns)"
 
 
 def kernels_from_events(events: pd.DataFrame) -> pd.DataFrame:
@@ -148,16 +151,29 @@ def kernels_from_events(events: pd.DataFrame) -> pd.DataFrame:
     return schema.conform(out.reset_index(drop=True), "kernels")
 
 
-def communication_from_events(events: pd.DataFrame) -> pd.DataFrame:
-    dev = events[device_mask(events) | (events["process"].astype(object) == "HCCL")]
+def communication_from_events(events: pd.DataFrame, comm: comm_names.PatternSpec = None
+                              ) -> pd.DataFrame:
+    """Device kernels (and HCCL tasks) whose names match the communication patterns; a trace
+    with no device events at all gives its matching host ranges instead (gloo on CPU, a
+    ``dynprof_nb.range(..., category="communication")``)."""
+    dev_mask = device_mask(events) | (events["process"].astype(object) == "HCCL")
+    source = "collective events"
+    if not dev_mask.any():
+        cats = events["cat"].astype(object)
+        dev_mask = (events["ph"] == "X") & cats.isin(RANGE_CATS)
+        source = "communication ranges"
+    dev = events[dev_mask]
     if dev.empty:
         return schema.empty("communication")
-    sel = dev[dev["name"].astype(object).str.contains(COMM_RE, na=False)]
+    hit = comm_names.is_communication(dev["name"], comm)
+    if source == "communication ranges":
+        hit = hit | (dev["cat"].astype(object) == "communication").to_numpy()
+    sel = dev[hit]
     if sel.empty:
         return schema.empty("communication")
     out = pd.DataFrame({"step": sel["step"], "name": sel["name"].astype(object),
                         "group": sel["thread"].astype(object), "start_ns": sel["ts_ns"].astype("Int64"),
-                        "elapse_us": sel["dur_ns"] / 1000.0, "source": "collective events"})
+                        "elapse_us": sel["dur_ns"] / 1000.0, "source": source})
     return schema.conform(out.reset_index(drop=True), "communication")
 
 

@@ -15,6 +15,8 @@ class TraceFormatError(ValueError):
     def __init__(self, path: str | Path, message: str, *, offset: int | None = None,
                  line: int | None = None, column: int | None = None, hint: str | None = None):
         self.path = str(path)
+        self._args = (path, message, {"offset": offset, "line": line, "column": column,
+                                      "hint": hint})
         self.offset = offset
         self.line = line
         self.column = column
@@ -27,6 +29,16 @@ class TraceFormatError(ValueError):
         if hint:
             text += f" ({hint})"
         super().__init__(text)
+
+    def __reduce__(self) -> tuple:
+        """Picklable with its keywords, so an error in a loader process reaches the caller as
+        itself (not as a broken process pool)."""
+        path, message, kw = self._args
+        return _rebuild, (path, message, kw)
+
+
+def _rebuild(path: str | Path, message: str, kw: dict) -> TraceFormatError:
+    return TraceFormatError(path, message, **kw)
 
 
 class TraceRepairWarning(UserWarning):

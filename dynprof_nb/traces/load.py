@@ -8,58 +8,69 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import comm
 from .discover import WindowFiles, find_window_files, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError
 from .multirank import MultiRankWindow
 from .window import TraceWindow
 
 
-def load_trace(path: str | Path) -> TraceWindow:
+def load_trace(path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> TraceWindow:
     """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
-    communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
-    return TraceWindow.from_file(path)
+    communication.json, a MindSpore FRAMEWORK file or an Ascend .db.
+
+    ``comm_patterns``: which kernel/range names are communication (default: the session's
+    :data:`dynprof_nb.traces.comm.patterns`); a dict, a list of regular expressions or one."""
+    return TraceWindow.from_file(path, comm_patterns=comm_patterns)
 
 
-def load_window(path: str | Path | Sequence[str | Path]) -> TraceWindow:
+def load_window(path: str | Path | Sequence[str | Path], *,
+                comm_patterns: comm.PatternSpec = None) -> TraceWindow:
     """A window directory ``rank{r}_start{s}_stop{e}/`` (built-in, MindSpore, torch_npu, PyTorch),
     a folder of several ranks' windows, or a list of window directories (one per rank); with
-    several ranks the frames get a ``rank`` column."""
+    several ranks the frames get a ``rank`` column.
+
+    ``comm_patterns``: which kernel/range names are communication (default: the session's
+    :data:`dynprof_nb.traces.comm.patterns`); a dict, a list of regular expressions or one."""
+    kw = {"comm_patterns": comm.resolve(comm_patterns)}
     if isinstance(path, (list, tuple)):
         subs = [Path(p) for p in path]
         if not subs:
             raise ValueError("load_window() got an empty list of windows")
         if len(subs) == 1:
-            return load_window(subs[0])
+            return load_window(subs[0], **kw)
         missing = [str(p) for p in subs if not p.exists()]
         if missing:
             raise FileNotFoundError(f"no such window: {', '.join(missing)}")
-        return _combine_windows(Path(os.path.commonpath(subs)), subs)
+        return _combine_windows(Path(os.path.commonpath(subs)), subs, **kw)
     root = Path(path)
     if root.is_file():
-        return load_trace(root)
+        return load_trace(root, **kw)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such directory")
     subs = rank_windows(root)
     if not subs:
-        return TraceWindow.from_directory(root, explicit=True)
-    return _combine_windows(root, subs)
+        return TraceWindow.from_directory(root, explicit=True, **kw)
+    return _combine_windows(root, subs, **kw)
 
 
 
 
-def _combine_windows(root: Path, subs: list[Path]) -> TraceWindow:
+def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSpec = None
+                     ) -> TraceWindow:
     """Several ranks' windows (directories or single trace files) as one MultiRankWindow."""
     children, skipped = [], []
     for s in subs:
         if s.is_file():
-            children.append(TraceWindow(s, WindowFiles(root=s.parent), single_file=s))
+            children.append(TraceWindow(s, WindowFiles(root=s.parent), single_file=s,
+                                        comm_patterns=comm_patterns))
             children[-1].framework = "pytorch"
             continue
         files = find_window_files(s)
         if files.incomplete:
             skipped.append(f"{s.name}: {files.incomplete}")
             continue
-        children.append(TraceWindow(s, files))
+        children.append(TraceWindow(s, files, comm_patterns=comm_patterns))
         if files.db is not None:
             children[-1]._identify_db(children[-1]._dbreader())
     if skipped:

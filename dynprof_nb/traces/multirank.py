@@ -16,7 +16,7 @@ class MultiRankWindow(TraceWindow):
     """Several ranks' windows: frames are the ranks' frames concatenated with a ``rank`` column."""
 
     def __init__(self, path: Path, children: list[TraceWindow], skipped: list[str]):
-        super().__init__(path)
+        super().__init__(path, comm_patterns=children[0].comm_patterns if children else None)
         self.children = children
         self.skipped = skipped
         fw = {c.framework for c in children}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_db, derive, mindspore, schema
+from . import ascend, ascend_db, comm, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import WindowFiles, find_window_files, job_rank
@@ -47,11 +47,16 @@ class TraceWindow:
       synchronization_us, idle_us, size_mb, bandwidth_gbps, source
 
     Times: ``*_ns`` are exact int64 nanoseconds; ``*_us`` are float microseconds.
+
+    Which kernels and ranges count as communication (in ``steps`` and ``communication`` when
+    they are derived from events) is ``comm_patterns``, fixed when the window is loaded
+    (see :mod:`dynprof_nb.traces.comm`).
     """
 
     def __init__(self, path: str | Path, files: WindowFiles | None = None, *,
-                 single_file: Path | None = None):
+                 single_file: Path | None = None, comm_patterns: comm.PatternSpec = None):
         self.path = Path(path)
+        self.comm_patterns: tuple[str, ...] = comm.resolve(comm_patterns)
         self._files = files
         self._single = single_file
         self._cache: dict[str, pd.DataFrame] = {}
@@ -249,7 +254,7 @@ class TraceWindow:
             return self._db_note("steps", adb.steps(), "analysis.db StepTraceTime / STEP_TIME")
         p = self._csv("step_trace_time")
         ev = self.events if (self._single is None or self._single.suffix != ".csv") else schema.empty("events")
-        derived, how = derive.steps_from_events(ev)
+        derived, how = derive.steps_from_events(ev, self.comm_patterns)
         if p is not None:
             st = ascend.step_trace_time(p)
             if not derived.empty and "start_ns" in derived:
@@ -325,12 +330,14 @@ class TraceWindow:
         if p is not None:
             self._note("communication", [p])
             return ascend.communication_json(p)
-        c = derive.communication_from_events(self.events)
+        c = derive.communication_from_events(self.events, self.comm_patterns)
         if c.empty:
-            self._note("communication", missing="no communication.json and no collective events "
-                                                f"(this rank has: {self._have()})")
+            self._note("communication", missing="no communication.json and no event matched the "
+                                                "communication patterns (dynprof_nb.traces.comm; "
+                                                f"this rank has: {self._have()})")
         else:
-            self._note("communication", self.sources["events"]["files"], notes=["collective events"])
+            self._note("communication", self.sources["events"]["files"],
+                       notes=[f"{c['source'].iloc[0]} matching the communication patterns"])
         return c
 
     def communication_links(self) -> pd.DataFrame:
@@ -384,13 +391,14 @@ class TraceWindow:
 
     # ---- reading ----------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path) -> TraceWindow:
+    def from_file(cls, path: str | Path, *, comm_patterns: comm.PatternSpec = None
+                  ) -> TraceWindow:
         """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
         communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
-        w = cls(p, WindowFiles(root=p.parent), single_file=p)
+        w = cls(p, WindowFiles(root=p.parent), single_file=p, comm_patterns=comm_patterns)
         name = p.name
         w.framework = "pytorch" if ".pt.trace.json" in name else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
         try:
@@ -404,7 +412,8 @@ class TraceWindow:
         return w
 
     @classmethod
-    def from_directory(cls, root: Path, explicit: bool = True) -> TraceWindow:
+    def from_directory(cls, root: Path, explicit: bool = True,
+                       comm_patterns: comm.PatternSpec = None) -> TraceWindow:
         """One rank's window directory; ``explicit``: the user named it (warn if incomplete)."""
         files = find_window_files(root)
         if files.incomplete and explicit:
@@ -413,7 +422,7 @@ class TraceWindow:
         if not (files.traces or files.csv or files.framework or files.db or files.communication):
             raise TraceFormatError(root, "no trace files found in this directory", offset=None,
                                    hint="expected trace.json, *.pt.trace.json, *_ascend_ms/ or ASCEND_PROFILER_OUTPUT/")
-        w = cls(root, files)
+        w = cls(root, files, comm_patterns=comm_patterns)
         if files.db is not None:
             w._identify_db(w._dbreader())
         elif files.traces:

@@ -1,6 +1,6 @@
 """``dynprof``: the command line over ``Job``.
 
-    dynprof jobs
+    dynprof jobs [-v]
     dynprof status JOB
     dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ... [--create]
     dynprof stop JOB
@@ -105,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dynprof", description="Profile windows of a running training job.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     text = helps(CLI_COMMANDS)
-    sub.add_parser("jobs", help=text["jobs"])
+    jobs_p = sub.add_parser("jobs", help=text["jobs"] + " (and quietly remove the segments "
+                            "of finished or crashed ones)")
+    jobs_p.add_argument("-v", "--verbose", action="store_true",
+                        help="say which segments were removed")
     for name in ("status", "stop", "windows"):
         sub.add_parser(name, help=text[name]).add_argument("job")
     start = sub.add_parser("start", help=text["start"])
@@ -159,7 +162,7 @@ def _run(args: argparse.Namespace) -> int:
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
     if args.command == "jobs":
-        frame = jobs()
+        frame = jobs(verbose=args.verbose)
         print(frame.to_string(index=False) if len(frame) else "no jobs on this machine")
         return 0
     if args.command == "demo":
