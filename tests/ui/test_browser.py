@@ -27,8 +27,8 @@ from jobutil import wait_until
 import dynprof_nb
 from dynprof_nb import segment
 
-REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run",
