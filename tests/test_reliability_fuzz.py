@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import fixtures_dir
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jobutil import finish, spawn_rank, unique_job, wait_until
+from testdata import fixtures_dir
 from traitlets import TraitError
 
 import dynprof_nb

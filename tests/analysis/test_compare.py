@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from conftest import write_builtin_window
+from testdata import write_builtin_window
 
 import dynprof_nb
 

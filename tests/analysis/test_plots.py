@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, fixtures_dir, write_builtin_window
 from matplotlib.figure import Figure
 from matplotlib.image import imread
+from testdata import REPO, fixtures_dir, write_builtin_window
 
 import dynprof_nb
 from dynprof_nb.analysis import perfetto

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_builtin_window
 from matplotlib.figure import Figure
+from testdata import write_builtin_window
 
 import dynprof_nb
 from dynprof_nb.analysis.summary import ranks_view

@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import write_builtin_window
+from testdata import write_builtin_window
 
 import dynprof_nb
 from dynprof_nb.analysis.summary import device_table, kernel_summary

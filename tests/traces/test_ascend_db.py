@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import fixtures_dir
+from testdata import fixtures_dir
 
 import dynprof_nb
 from dynprof_nb.traces import TraceFormatError, TraceRepairWarning

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import fixtures_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 
 import dynprof_nb
 from dynprof_nb.traces import chrome, fastjson, parallel

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import fixtures_dir, write_builtin_window
+from testdata import fixtures_dir, write_builtin_window
 
 import dynprof_nb
 from dynprof_nb.traces.errors import IncompleteWindowWarning
