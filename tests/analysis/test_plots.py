@@ -4,7 +4,7 @@ the same run (the time to build the events frame they draw).
 
 The big windows are built from real data: a real Kineto trace (HTA's NCCL test trace, 27k
 events, 3 steps) replicated into several rank files with shifted clocks, and the built-in
-backend's window format at 64 ranks x 1,000 steps (tests/conftest.py's write_builtin_window).
+backend's window format at 64 ranks x 1,000 steps (tests/testdata.py's write_builtin_window).
 """
 
 from __future__ import annotations
