@@ -80,7 +80,7 @@ def list() -> pd.DataFrame:  # noqa: A001 - samples.list() reads naturally
 
 def load(name: str, **kwargs: Any) -> TraceWindow:
     """``dynprof_nb.load_window(samples.path(name), **kwargs)``."""
-    from dynprof_nb.traces.window import load_window
+    from dynprof_nb.traces import load_window
 
     return load_window(path(name), **kwargs)
 

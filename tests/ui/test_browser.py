@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -64,10 +63,16 @@ def _api(lab: Lab, path: str, method: str = "GET", body: dict | None = None) -> 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
     """JupyterLab started by the test: 127.0.0.1, a free port, a token, a temp root holding a
-    copy of the quickstart; everything it started is stopped at the end."""
+    copy of the quickstart up to its panel (its last cells close the panel and stop the ranks,
+    which this test does itself once it has used the panel); everything it started is stopped
+    at the end."""
     root = tmp_path / "lab"
     root.mkdir()
-    shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root)
+    notebook = json.loads((REPO / "notebooks" / "quickstart.ipynb").read_text())
+    cells = notebook["cells"]
+    last = max(i for i, c in enumerate(cells) if "%dynprof panel" in "".join(c["source"]))
+    notebook["cells"] = cells[:last + 1]
+    (root / "quickstart.ipynb").write_text(json.dumps(notebook))
     port, token = _free_port(), secrets.token_hex(16)
     job = f"browser-{uuid.uuid4().hex[:8]}"
     env = dict(os.environ, DYNPROF_JOB=job, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),

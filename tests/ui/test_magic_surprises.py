@@ -85,10 +85,14 @@ def test_attach_create_prepares_a_job_before_its_ranks(ip, magics) -> None:
     name = unique_job("prepared")
     try:
         prepared = ip.run_line_magic("dynprof", f"attach {name} --create")
-        assert magics.job is prepared and name in segment.list_jobs()
+        # the segment appears with the first accepted request, ready for the ranks to find it
+        assert magics.job is prepared and name not in segment.list_jobs()
         with capture_output() as out:
             ip.run_line_magic("dynprof", "stop")
         assert "nothing to stop" in out.stdout
+        with capture_output():
+            ip.run_line_magic("dynprof", "start 20 29")
+        assert name in segment.list_jobs() and prepared.config.start_step == 20
     finally:
         if magics.job is not None:
             magics.job.close()
