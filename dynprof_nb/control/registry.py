@@ -23,7 +23,8 @@ JOBS_COLUMNS = ["job", "ranks", "live", "generation"]
 def attach(job: str = "default", *, create: bool = True,
            cfg_path: str | os.PathLike[str] | None = None,
            prof_path: str | os.PathLike[str] | None = None,
-           cluster: Any = None) -> Controller:
+           cluster: Any = None, security: Any = None,
+           allow_insecure: bool = False) -> Controller:
     """Attach to a job by name. With ``create`` (the default) a job that has not started yet
     is created, so a window can be asked for before the training side runs.
 
@@ -32,7 +33,9 @@ def attach(job: str = "default", *, create: bool = True,
     :mod:`dynprof_nb.control.filemode`), with windows under ``prof_path``.
 
     ``cluster`` instead: the job on every node of a Dask cluster (a ``distributed.Client`` or
-    a scheduler address), a ``ClusterJob`` (see :mod:`dynprof_nb.cluster.controller`).
+    a scheduler address), a ``ClusterJob`` (see :mod:`dynprof_nb.cluster.controller`). A
+    ``tls://`` address takes ``security`` (a ``distributed.security.Security``); a plain
+    ``tcp://`` address off this machine is refused unless ``allow_insecure`` (docs/cluster.md).
     """
     if cluster is not None:
         if cfg_path is not None or prof_path is not None:
@@ -41,7 +44,7 @@ def attach(job: str = "default", *, create: bool = True,
         # deferred: Dask is imported only by those who ask for a cluster
         from dynprof_nb.cluster.controller import attach_cluster
 
-        return attach_cluster(job, cluster)
+        return attach_cluster(job, cluster, security=security, allow_insecure=allow_insecure)
     if cfg_path is not None:
         return FileJob(cfg_path, prof_path=prof_path)
     return Job.open(job, create=create)
