@@ -91,6 +91,7 @@ def main() -> None:
     from nodes import SimCluster
 
     import dynprof_nb
+    from dynprof_nb.cluster.access import requester
     from dynprof_nb.cluster.agent import call
     from dynprof_nb.traces import load_window
 
@@ -118,7 +119,7 @@ def main() -> None:
         pull, pushed = [], []
         for _ in range(args.reps):
             t0 = time.perf_counter()
-            client.run(call, "status", {"job": job_name})
+            client.run(call, "status", {"job": job_name, "user": requester()})
             pull.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             job.status()
