@@ -82,7 +82,7 @@ def attach_cluster(job: str, cluster: Any, security: Any = None,
     address = _check(cluster.strip(), allow_insecure)
     try:
         client = Client(address, set_as_default=False, timeout=10, security=security)
-    except (OSError, TimeoutError) as exc:
+    except Exception as exc:  # OSError, TimeoutError, a TLS context Dask refuses (TypeError)
         raise JobError(f"cannot reach the Dask scheduler at {cluster}: {exc}. Is `dask "
                        "scheduler` running there, and (for tls://) are security=... the "
                        "cluster's certificates?") from None

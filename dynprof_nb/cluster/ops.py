@@ -39,7 +39,7 @@ class OperationError(ValueError):
     """A payload the agent refuses (the message says what was wrong)."""
 
 
-class NotYourJob(OperationError, PermissionError):
+class NotYourJob(OperationError):
     """An operation from a user other than the one the agent runs as."""
 
 
