@@ -295,3 +295,31 @@ def test_restarted_agent_reads_the_current_command_over_tls(tls_cluster, tls_job
         return (len(mine) == 2 and mine.alive.astype(bool).all()
                 and (mine.generation == gen).all())
     wait_until(caught_up, 120, "node1's restarted agent back on the current generation")
+
+
+def test_the_controller_ships_only_calls_into_the_fixed_operations():
+    """Statically, over dynprof_nb/cluster and the UIs: every ``Client.run``/``submit`` sends
+    the agent's ``call`` (one of OPERATIONS) or a read task of reduce.py, nothing else (no
+    lambda, no ``run_on_scheduler``), and the only plugin is the agent."""
+    import ast
+
+    from dynprof_nb.cluster.ops import OPERATIONS
+
+    shipped, allowed = [], {"call", "rank_reductions", "rank_frame", "AgentPlugin"}
+    package = Path(dynprof_nb.__file__).parent
+    for path in [*(package / "cluster").glob("*.py"), *(package / "ui").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("run", "submit", "run_on_scheduler", "register_plugin",
+                                       "map", "register_worker_plugin"):
+                if "client" not in ast.unparse(node.func.value):  # Series.map, Thread.run
+                    continue
+                first = node.args[0] if node.args else None
+                name = first.id if isinstance(first, ast.Name) else (
+                    first.func.id if isinstance(first, ast.Call)
+                    and isinstance(first.func, ast.Name) else ast.dump(first) if first else "")
+                shipped.append((path.name, node.func.attr, name))
+    assert shipped, "the scan found no Dask call: is it still looking at the right files?"
+    bad = [s for s in shipped if s[2] not in allowed or s[1] == "run_on_scheduler"]
+    assert not bad, f"code shipped to the workers beyond the fixed operations: {bad}"
+    assert set(OPERATIONS) == {"hello", "apply", "status", "windows"}
