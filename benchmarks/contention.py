@@ -88,7 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     job = f"bench-contention-{os.getpid()}"
     with tempfile.TemporaryDirectory() as out:
-        control = dynprof_nb.attach(job)
+        control = dynprof_nb.attach(job, create=True)
         monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=out, backend="builtin")
         measure(monitor, 1.0, args.batch)  # warm up
         alone, _, _ = measure(monitor, args.seconds / 2, args.batch)

@@ -39,7 +39,7 @@ def main() -> None:
         empty = min(measure("empty.step()", env, args.calls, 1) for _ in range(args.repeat))
         step = min(measure("monitor.step()", env, args.calls, 1) for _ in range(args.repeat))
         # idle again after a real window has been recorded and saved
-        control = dynprof_nb.attach(job)
+        control = dynprof_nb.attach(job, create=True)
         now = monitor.step_count
         control.start(now + 2, now + 4)
         for _ in range(5):

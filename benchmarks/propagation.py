@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     job = f"bench-prop-{os.getpid()}"
     with tempfile.TemporaryDirectory() as out:
-        control = dynprof_nb.attach(job)
+        control = dynprof_nb.attach(job, create=True)
         proc = subprocess.Popen([sys.executable, "-c", TRAIN, job, out, str(args.sets * 0.02 + 10)],
                                 )
         while not control.live_slots():

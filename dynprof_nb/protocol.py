@@ -4,6 +4,11 @@ config plus what to do with it) and the step marker every backend writes into a 
 ``start`` arms the config's window (even the same window again), ``stop`` ends the active
 window at once, ``set`` changes keys without arming a window again. The segment carries these
 bytes without reading them; the Monitor decodes them once per change.
+
+A command's ``config`` is the *standing* config (what ``set`` made so, plus the window's steps);
+``window`` holds the options given to ``start`` for that window only. A rank records the window
+with ``config`` updated by ``window`` and is back on the standing config when it ends, so
+``start +5 +9 --stack`` does not leave the stack tracer on for every later window.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from traitlets import TraitError
 
@@ -44,17 +50,42 @@ class Command:
     config: ProfilerConfig
     by: int = 0
     at: float = 0.0
+    window: dict[str, Any] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {"action": self.action, "config": self.config.to_dict(), "by": self.by,
-             "at": self.at}, separators=(",", ":")).encode()
+        body = {"action": self.action, "config": self.config.to_dict(), "by": self.by,
+                "at": self.at}
+        if self.window:
+            body["window"] = self.window
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def window_config(self) -> ProfilerConfig:
+        """The config the window records with: the standing config and the window's options."""
+        return self.config.update(**self.window) if self.window else self.config
 
 
-def command(action: str, config: ProfilerConfig) -> Command:
+def command(action: str, config: ProfilerConfig,
+            window: dict[str, Any] | None = None) -> Command:
+    """A command stamped with this process; ``window``: options for this window only."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS}.")
-    return Command(action, config, os.getpid(), time.time())
+    return Command(action, config, os.getpid(), time.time(), window_options(config, window))
+
+
+def window_options(config: ProfilerConfig, window: dict[str, Any] | None) -> dict[str, Any]:
+    """``window`` checked against ``config`` and normalised (``"cpu"`` -> ``"CPU"``); the
+    window's own steps are not options of it. Raises ConfigError naming a bad key."""
+    if not window:
+        return {}
+    if not isinstance(window, dict):
+        raise ConfigError(f"the window's options must be a JSON object, got "
+                          f"{type(window).__name__}; write the command again.")
+    steps = sorted({"start_step", "stop_step"} & set(window))
+    if steps:
+        raise ConfigError(f"{steps[0]}: the window's steps are in the config, not among the "
+                          "window's options.")
+    full = config.update(**window)
+    return {k: getattr(full, k) for k in window}
 
 
 def decode(data: bytes) -> Command:
@@ -78,8 +109,9 @@ def decode(data: bytes) -> Command:
                           f"at={str(at)[:40]!r}); write it again with job.set() or job.start().")
     try:
         cfg = ProfilerConfig.from_dict(raw.get("config") or {}, strict=True)
+        window = window_options(cfg, raw.get("window"))
     except TraitError as exc:  # a plain traitlets error (e.g. prof_path not a string)
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"the job's config: {exc}") from None
-    return Command(raw["action"], cfg, by, float(at))
+    return Command(raw["action"], cfg, by, float(at), window)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.segment import pid_alive
 
 MANIFEST = "window.json"
@@ -108,13 +109,43 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
 
 
 def new_manifest(*, job: str, rank: int, start: int, stop: int, backend: str,
-                 config: dict[str, Any]) -> dict[str, Any]:
+                 config: dict[str, Any],
+                 window_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``config`` is what the window records with; ``window_options`` the keys of it that
+    ``start`` gave for this window only (the rest was the job's standing config)."""
     return {
         "job": job, "rank": rank, "pid": os.getpid(), "host": socket.gethostname(),
         "start_step": start, "stop_step": stop, "requested_stop_step": stop,
         "started_at": time.time(), "ended_at": None, "backend": backend, "config": config,
+        "window_options": dict(window_options or {}),
         "status": "recording", "files": [], "error": None,
     }
+
+
+# keys that say where or which window, not how it was recorded
+_NOT_RECORDING_KEYS = ("start_step", "stop_step", "prof_path")
+
+
+def config_delta(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The keys of a window's config that differ from the defaults (steps and path left out):
+    what it was recorded with, at a glance."""
+    if not isinstance(config, dict):
+        return {}
+    traits = ProfilerConfig.class_traits()
+    return {k: v for k, v in config.items()
+            if k in traits and k not in _NOT_RECORDING_KEYS and v != traits[k].default()}
+
+
+def describe_config(config: dict[str, Any] | None) -> str:
+    """``config_delta`` as ``key=value, ...`` (``defaults`` when nothing differs, ``""`` when
+    the window has no manifest config)."""
+    if not isinstance(config, dict) or not config:
+        return ""
+    delta = config_delta(config)
+    if not delta:
+        return "defaults"
+    return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                     for k, v in delta.items())
 
 
 def list_files(directory: Path) -> list[str]:
@@ -222,6 +253,7 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                 "stop": manifest.get("stop_step", stop), "status": status, "path": str(path),
                 "backend": manifest.get("backend"), "started_at": manifest.get("started_at"),
                 "ended_at": manifest.get("ended_at"), "error": manifest.get("error"),
+                "config": describe_config(manifest.get("config")),
             })
     rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
     return rows

@@ -18,7 +18,7 @@ def demo_job(out: Path, ranks: int = 2, prefix: str = "nb") -> Iterator[dynprof_
     """Start the demo's ranks in the background, attach, and clean everything up afterwards."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     procs = start_ranks(name, str(out), ranks=ranks)
-    job = dynprof_nb.attach(name)
+    job = dynprof_nb.attach(name, create=True)
     try:
         wait_for_ranks(job, ranks, timeout=60)
         yield job

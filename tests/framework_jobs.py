@@ -54,7 +54,7 @@ def attached_job(prefix: str, start: Callable[[str], subprocess.Popen], timeout:
     Afterwards the process is ended cleanly and must have exited 0 (its output is the message).
     """
     name = unique_job(prefix)
-    job = dynprof_nb.attach(name)
+    job = dynprof_nb.attach(name, create=True)
     proc = start(name)
     try:
         wait_until(lambda: any(s.step > 0 for s in job.live_slots()), timeout,

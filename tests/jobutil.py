@@ -62,7 +62,7 @@ def finish(proc: subprocess.Popen, timeout: float = 30.0) -> tuple[str, str]:
 def running_ranks(job: str, out: Path, ranks: int = 1, **kwargs: Any
                   ) -> Iterator[tuple[dynprof_nb.Job, list[subprocess.Popen]]]:
     """Start ``ranks`` training processes, attach, and clean everything up afterwards."""
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     procs = [spawn_rank(job, r, out, **kwargs) for r in range(ranks)]
     try:
         wait_until(lambda: len(control.live_slots()) == ranks

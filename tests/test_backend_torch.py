@@ -129,7 +129,7 @@ def test_a_rank_never_reads_idle_between_stop_and_save(tmp_path: Path, monkeypat
     """torch's stop() takes milliseconds; a controller polling then must not see the rank idle
     (with the window not yet saved), or wait() returns before the window exists."""
     name = unique_job("torch-edge")
-    job = dynprof_nb.attach(name)
+    job = dynprof_nb.attach(name, create=True)
     seen: list[str] = []
     original = TorchBackend.stop
 

@@ -1,7 +1,8 @@
 """A real browser: JupyterLab on 127.0.0.1 and Debian's chromium (driven by Playwright's Python
-package; no browser download) open the quickstart, run it, render the panel, change the window,
-click Apply, and the test reads the new config from the job segment. A screenshot of the panel
-is saved under ``tests/artifacts/``."""
+package; no browser download) open the quickstart, run it, render the panel, type a new window
+key by key and click Apply without pressing Enter (what a person does), and the test reads the
+new config from the job segment; a typo shows its error under the field. Screenshots of the
+panel are saved under ``tests/artifacts/``."""
 
 from __future__ import annotations
 
@@ -156,18 +157,28 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
                 news.first.click()
             job = dynprof_nb.attach(lab.job, create=False)
             try:
+                message = panel.locator(".dynprof-message")
+                stop_field = panel.locator(".dynprof-field-stop_step input")
+                stop_field.fill("")
+                stop_field.press_sequentially("12x5")  # a typo: an error under the field
+                panel.locator(".dynprof-apply").click()
+                expect(panel.locator(".dynprof-error-stop_step")).to_contain_text(
+                    "not a number", timeout=30_000)
+                panel.scroll_into_view_if_needed()
+                panel.screenshot(path=str(ARTIFACTS / "panel_error.png"))
+                panel.locator(".dynprof-revert").click()
+
                 step = max(s.step for s in job.live_slots())
                 start, stop = step + 100_000, step + 100_009
-                field = panel.locator(".dynprof-field-start_step input")
-                field.fill(str(start))
-                field.press("Enter")
-                field = panel.locator(".dynprof-field-stop_step input")
-                field.fill(str(stop))
-                field.press("Enter")
+                for key, value in (("start_step", start), ("stop_step", stop)):
+                    field = panel.locator(f".dynprof-field-{key} input")
+                    field.fill("")
+                    field.press_sequentially(str(value), delay=20)  # typed; no Enter, no blur
                 panel.locator(".dynprof-field-with_stack input[type=checkbox]").check()
                 panel.locator(".dynprof-apply").click()
-                expect(panel.locator(".dynprof-message")).to_contain_text("applied",
-                                                                          timeout=30_000)
+                expect(message).to_contain_text(
+                    f"applied start_step={start}, stop_step={stop}, with_stack=True",
+                    timeout=30_000)
 
                 def written() -> bool:
                     cfg = job.config
@@ -179,14 +190,29 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
                            timeout=30, what="both ranks to apply the new config")
                 assert {s.state for s in job.live_slots()} == {"armed"}
                 expect(panel.locator(".dynprof-ranks")).to_contain_text("armed", timeout=30_000)
+
+                # a key set elsewhere (a cell, the CLI) shows in the form without a click
+                job.set(record_shapes=True)
+                expect(panel.locator(".dynprof-field-record_shapes input[type=checkbox]")
+                       ).to_be_checked(timeout=30_000)
+                # editing another field and applying keeps that key and the window
+                panel.locator(".dynprof-field-mstx input[type=checkbox]").check()
+                panel.locator(".dynprof-apply").click()
+                expect(message).to_contain_text("applied mstx=True", timeout=30_000)
+                cfg = job.config
+                assert (cfg.start_step, cfg.stop_step, cfg.record_shapes, cfg.mstx) == (
+                    start, stop, True, True)
             finally:
                 job.close()
             panel.scroll_into_view_if_needed()
             panel.screenshot(path=str(ARTIFACTS / "panel.png"))
-            panel.get_by_role("button", name="Summary").click()  # the Output area, plots
+            row = panel.locator(".dynprof-window-row").first  # the newest window
+            expect(row).to_contain_text("ranks 2/2 complete", timeout=60_000)
+            row.get_by_role("button", name="Summary").click()  # the Output area, plots
             image = panel.locator(".jp-OutputArea-output img").first
             expect(image).to_be_visible(timeout=60_000)
-            expect(panel.locator(".jp-OutputArea-output").first).to_contain_text("matmul")
+            expect(panel.locator(".jp-OutputArea-output", has_text="matmul").first
+                   ).to_be_visible()
             image.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "panel_summary.png"))
         finally:

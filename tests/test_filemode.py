@@ -65,7 +65,7 @@ def test_dropin_switches_a_script_with_one_import(tmp_path: Path) -> None:
     proc = spawn_mindspore("--monitor", "dropin", "--cfg-path", cfg, "--output",
                            tmp_path / "unused", "--style", "step", "--mode", "graph",
                            "--step-sleep", "0.05", cwd=tmp_path)
-    live = dynprof_nb.attach(name)
+    live = dynprof_nb.attach(name, create=True)
     try:
         job.wait(timeout=180)
         found = job.windows()

@@ -127,16 +127,21 @@ def test_window_start_wait_load_summary(ip: InteractiveShell, magics, job) -> No
     line(ip, f"attach {job.name}")
     with capture_output() as out:
         line(ip, "start +5 +14 --memory --level Level1")
-    assert "asked for" in out.stdout
-    cfg = line(ip, "config")
+    assert "asked for" in out.stdout and "this window only" in out.stdout
+    with capture_output() as out:
+        cfg = line(ip, "config")
     assert isinstance(cfg, ProfilerConfig)
-    assert cfg.profile_memory and cfg.profiler_level == "Level1"
+    # start's options hold for this window only: the standing config is unchanged
+    assert not cfg.profile_memory and cfg.profiler_level == "Level0"
+    assert "profile_memory=True" in out.stdout and "this window only" in out.stdout
+    assert job.window_config.profile_memory and job.window_config.profiler_level == "Level1"
     assert cfg.stop_step - cfg.start_step == 9
     status = line(ip, "wait --timeout 120 --no-progress")
     assert (status.generation == job.generation).all()
     windows = line(ip, "windows")
     mine = windows[(windows.start == cfg.start_step) & (windows.status == "complete")]
     assert sorted(mine["rank"]) == [0, 1]
+    assert set(mine.config) == {"profiler_level=Level1, profile_memory=True"}
     trace = line(ip, "load -o tw")
     assert ip.user_ns["tw"] is trace
     assert sorted(trace.ranks) == [0, 1]

@@ -17,7 +17,7 @@ from dynprof_nb import segment
 @pytest.fixture
 def job(tmp_path):
     name = unique_job("mon")
-    control = dynprof_nb.attach(name)
+    control = dynprof_nb.attach(name, create=True)
     yield name, control, tmp_path
     control.close()
     segment.unlink(name)

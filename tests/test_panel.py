@@ -13,8 +13,8 @@ from demojob import demo_job
 from jobutil import wait_until
 
 import dynprof_nb
-from dynprof_nb.config import Choice, ChoiceList, ProfilerConfig, StrictBool, StrictInt
-from dynprof_nb.ui.panel import Panel, panel
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.ui.panel import Panel, Toggles, panel
 
 
 @pytest.fixture(scope="module")
@@ -44,19 +44,27 @@ def errors(p: Panel) -> dict[str, str]:
     return {k: w.value for k, w in p.errors.items() if w.value}
 
 
+def toggle(p: Panel, key: str, chosen: tuple[str, ...]) -> None:
+    """Click the toggle buttons of a multiple choice as a person would."""
+    for button in p.fields[key].buttons:
+        button.set_state({"value": button.description in chosen})
+
+
 def test_form_is_generated_from_the_schema(p: Panel) -> None:
     assert list(p.fields) == ProfilerConfig.keys()
     traits = ProfilerConfig.class_traits()
     for key, widget in p.fields.items():
         trait = traits[key]
-        expected = {StrictBool: widgets.Checkbox, StrictInt: widgets.IntText,
-                    Choice: widgets.Dropdown, ChoiceList: widgets.SelectMultiple}
-        kind = next((w for t, w in expected.items() if isinstance(trait, t)), widgets.Text)
-        assert isinstance(widget, kind), key
-        if isinstance(trait, (Choice, ChoiceList)):
+        expected = {"checkbox": widgets.Checkbox, "dropdown": widgets.Dropdown,
+                    "toggles": Toggles, "int": widgets.Text, "text": widgets.Text}
+        assert isinstance(widget, expected[trait.widget]), key
+        if trait.widget in ("dropdown", "toggles"):
             assert tuple(widget.options) == tuple(trait.choices)
+        if trait.widget in ("int", "text"):
+            assert widget.continuous_update  # synced as you type, not on Enter
         assert widget.description == key
-        assert widget.tooltip == trait.metadata["help"]
+        tip = widget.tooltip_text if isinstance(widget, Toggles) else widget.tooltip
+        assert tip == trait.metadata["help"]
 
 
 def test_widgets_and_draft_are_linked_both_ways(p: Panel) -> None:
@@ -64,19 +72,21 @@ def test_widgets_and_draft_are_linked_both_ways(p: Panel) -> None:
     assert p.draft.with_stack is True
     p.draft.profiler_level = "Level2"
     assert p.fields["profiler_level"].value == "Level2"
-    p.fields["activities"].set_state({"index": [0]})
+    toggle(p, "activities", ("CPU",))
     assert p.draft.activities == ("CPU",)
+    p.draft.activities = ("CPU", "NPU")
+    assert [b.value for b in p.fields["activities"].buttons] == [True, True, False]
 
 
 def test_apply_writes_the_form_to_the_segment_in_one_write(p: Panel, job) -> None:
     step = max(s.step for s in job.live_slots())
     gen = job.generation
-    for key, value in {"start_step": step + 100_000, "stop_step": step + 100_009,
+    for key, value in {"start_step": str(step + 100_000), "stop_step": str(step + 100_009),
                        "profile_memory": True, "ranks": "1",
                        "mstx_domain_include": "a, b"}.items():
         p.fields[key].set_state({"value": value})
     p.fields["profiler_level"].set_state({"index": 2})  # selections sync as indices
-    p.fields["activities"].set_state({"index": [0]})
+    toggle(p, "activities", ("CPU",))
     p.apply_button.click()
     assert errors(p) == {}
     assert job.generation == gen + 1
@@ -90,11 +100,13 @@ def test_apply_writes_the_form_to_the_segment_in_one_write(p: Panel, job) -> Non
 
 
 @pytest.mark.parametrize("values, field", [
-    ({"start_step": 50, "stop_step": 40}, "stop_step"),
-    ({"start_step": -5}, "start_step"),
+    ({"start_step": "50", "stop_step": "40"}, "stop_step"),
+    ({"start_step": "-5"}, "start_step"),
+    ({"stop_step": "12x5"}, "stop_step"),  # a typo is "not a number", never 125
+    ({"start_step": "+x"}, "start_step"),
     ({"ranks": "x"}, "ranks"),
     ({"ranks": "-1"}, "ranks"),
-    ({"analyse_mode": 7, "start_step": 10_000_000, "stop_step": 10_000_001}, "analyse_mode"),
+    ({"analyse_mode": "7", "start_step": "10000000", "stop_step": "10000001"}, "analyse_mode"),
 ])
 def test_a_bad_field_shows_its_error_and_nothing_is_written(p: Panel, job, values, field
                                                             ) -> None:
@@ -116,6 +128,7 @@ def test_revert_reloads_the_job_config_and_clears_errors(p: Panel, job) -> None:
     p.revert_button.click()
     assert errors(p) == {} and p.fields["with_stack"].value is True
     assert p.fields["host_sys"].value == ("cpu", "mem") and p.fields["ranks"].value == ""
+    assert [b.value for b in p.fields["host_sys"].buttons][:2] == [True, True]
     gen = job.generation
     p.apply_button.click()
     assert "nothing changed" in p.message.value and job.generation == gen
@@ -126,8 +139,8 @@ def test_clearing_the_window_with_another_change_is_one_write(p: Panel, job) -> 
     job.start(step + 100_000, step + 100_001)
     p.revert()
     gen = job.generation
-    p.fields["start_step"].value = -1
-    p.fields["stop_step"].value = -1
+    p.fields["start_step"].value = "-1"
+    p.fields["stop_step"].value = "-1"
     p.fields["record_shapes"].value = True
     p.apply_button.click()
     assert errors(p) == {} and job.generation == gen + 1
@@ -138,27 +151,26 @@ def test_clearing_the_window_with_another_change_is_one_write(p: Panel, job) -> 
 def test_poller_keeps_ranks_and_progress_live_then_load_and_summary(p: Panel, job) -> None:
     first = job.status().step.max()
     wait_until(lambda: p.ranks.value.count("<tr") == 3, what="a row per rank")
-    p.fields["start_step"].value = int(first) + 20
-    p.fields["stop_step"].value = int(first) + 25
+    p.fields["start_step"].value = str(int(first) + 20)
+    p.fields["stop_step"].value = str(int(first) + 25)
     p.fields["profile_memory"].value = True
     p.apply_button.click()
     assert errors(p) == {}, errors(p)
     wait_until(lambda: p.progress.value == 1.0, timeout=120, what="the window to complete")
     assert "12/12 rank-steps" in p.progress_label.value
     start = int(first) + 20
-    wait_until(lambda: sum(f"steps {start}-{start + 5}  complete" in label
-                           for label, _ in p.window_list.options) == 2,
-               what="both ranks' windows listed")
-    p.window_list.value = "latest"
-    p.summary_button.click()
+    label = f"steps {start}-{start + 5} · ranks 2/2 complete"
+    row = wait_until(lambda: next((r for r in p.window_rows.children
+                                   if label in r.children[0].value), None),
+                     what="one row for both ranks' window")
+    assert "profile_memory=True" in row.children[0].value  # the config it was recorded with
+    row.children[2].click()  # Summary
     assert p.trace is not None and sorted(p.trace.ranks) == [0, 1]
     kinds = [set(o.get("data", {})) for o in p.output.outputs]
     assert any("text/html" in k for k in kinds)  # the summary
     assert sum("image/png" in k for k in kinds) >= 3  # the plots
-    index = next(v for label, v in p.window_list.options if f"steps {start}-" in label)
-    p.window_list.value = index
-    p.load_button.click()
-    assert p.trace.ranks == [int(job.windows().iloc[index]["rank"])]
+    row.children[1].click()  # Load
+    assert sorted(p.trace.ranks) == [0, 1]
     assert "loaded into panel.trace" in "".join(o.get("text", "") for o in p.output.outputs)
 
 

@@ -58,7 +58,7 @@ def test_a_file_edit_drives_a_running_job(tmp_path: Path) -> None:
 
 def test_an_invalid_file_keeps_the_last_good_config_and_says_why(tmp_path: Path) -> None:
     name = unique_job("relay-bad")
-    job = dynprof_nb.attach(name)
+    job = dynprof_nb.attach(name, create=True)
     relay = Relay(tmp_path, job, poll_interval=0.05)
     try:
         write_file(tmp_path, profile_memory=True, activities=["CPU"])
@@ -88,7 +88,7 @@ def test_an_invalid_file_keeps_the_last_good_config_and_says_why(tmp_path: Path)
 
 def test_unknown_keys_are_relayed_with_a_warning(tmp_path: Path) -> None:
     name = unique_job("relay-unknown")
-    job = dynprof_nb.attach(name)
+    job = dynprof_nb.attach(name, create=True)
     try:
         (tmp_path / "profiler_config.json").write_text(
             json.dumps({"record_shape": True, "profile_memory": True}))
@@ -102,7 +102,7 @@ def test_unknown_keys_are_relayed_with_a_warning(tmp_path: Path) -> None:
 
 def test_dynprof_relay_command(tmp_path: Path) -> None:
     name = unique_job("relay-cli")
-    job = dynprof_nb.attach(name)
+    job = dynprof_nb.attach(name, create=True)
     proc = subprocess.Popen([sys.executable, "-m", "dynprof_nb.ui.cli", "relay", "--cfg-path",
                              str(tmp_path), "--job", name, "--poll-interval", "0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -126,7 +126,7 @@ def test_monitor_with_cfg_path_relays_on_one_process(tmp_path: Path) -> None:
                             cfg_path=tmp_path, poll_interval=0.05) as first, \
             dynprof_nb.Monitor(job=name, rank=1, output_path=tmp_path / "out",
                                backend="builtin", cfg_path=tmp_path, poll_interval=0.05) as second:
-        job = dynprof_nb.attach(name)
+        job = dynprof_nb.attach(name, create=True)
         wait_until(lambda: job.config.start_step == 5, what="the monitor's relay")
         for _ in range(10):
             first.step()

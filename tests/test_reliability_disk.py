@@ -91,7 +91,7 @@ def test_output_path_not_writable_fails_the_window_not_the_job(sandbox):
     locked = sandbox / "locked"
     locked.mkdir(mode=0o755)
     os.chown(locked, OTHER_UID, OTHER_UID)  # readable, not writable, for the rank
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     rank = spawn(job, locked / "windows", unprivileged=True)
     try:
         error = _run_window(control)
@@ -117,7 +117,7 @@ def test_prof_path_symlink_into_another_users_directory_is_refused(sandbox, tmp_
     link = sandbox / "prof"
     link.symlink_to(theirs)
     job = unique_job("link")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     rank = spawn(job, tmp_path, unprivileged=unprivileged)
     try:
         error = _run_window(control, prof_path=str(link / "windows"))
@@ -138,7 +138,7 @@ def test_symlink_to_a_directory_you_own_is_followed(tmp_path):
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
     job = unique_job("ownlink")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=tmp_path / "unused",
                                  backend="builtin")
     control.start(2, 3, prof_path=str(tmp_path / "link"))
@@ -186,7 +186,7 @@ def _fill(mnt: Path, leave: int) -> Path:
 def test_disk_full_fails_the_window_cleanly_and_training_goes_on(small_disk, full_at):
     mnt, fsize = small_disk
     job = unique_job("full")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     if fsize is None:
         filler = _fill(mnt, leave=24 * 1024 if full_at == "save" else 0)
     else:

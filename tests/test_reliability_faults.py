@@ -47,7 +47,7 @@ def _python(code: str, **kwargs) -> subprocess.Popen:
 
 def test_rank_killed_mid_window_is_dead_within_3s_and_its_window_never_complete(tmp_path):
     job = unique_job("kill")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     procs = [spawn_rank(job, r, tmp_path, step_ms=4) for r in range(3)]
     try:
         wait_until(lambda: len(control.live_slots()) == 3
@@ -139,7 +139,7 @@ AFTER_GENERATION = """
 @pytest.mark.parametrize("where", ["inside_write_config", "after_generation_bump"])
 def test_controller_killed_mid_write_leaves_ranks_on_the_last_good_config(tmp_path, where):
     job = unique_job("ctlkill")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     ranks = [spawn_rank(job, r, tmp_path, step_ms=3) for r in range(2)]
     writer = None
     try:
@@ -191,8 +191,9 @@ def test_controller_killed_mid_write_leaves_ranks_on_the_last_good_config(tmp_pa
         assert control._seg.words[H_SEQ] % 2 == 0
         wait_until(lambda: (control.status().generation == done["gen"]).all(),
                    what="ranks to apply the next write")
-        cfg = control.config
-        assert cfg.profile_memory and cfg.with_stack and cfg.prof_path == "./"
+        cfg = control.config  # standing; with_stack was the window's own option
+        assert cfg.profile_memory and cfg.prof_path == "./" and not cfg.with_stack
+        assert control.window_options == {"with_stack": True}  # kept across the dead write
         assert all(p.poll() is None for p in ranks)
     finally:
         if writer is not None and writer.poll() is None:
@@ -231,20 +232,20 @@ def test_kernel_restart_then_attach_shows_the_live_state_and_changes_nothing(tmp
 
     snapshot = textwrap.dedent("""
         import json, dynprof_nb
-        job = dynprof_nb.attach(%r)
+        job = dynprof_nb.attach(%r, create=True)
         s = job.status()
         print(json.dumps({"pid": __import__("os").getpid(), "gen": job.generation,
-                          "config": job.config.to_dict(),
+                          "config": job.window_config.to_dict(),
                           "ranks": s[["rank", "pid", "step", "state", "alive"]]
                           .to_dict("records")}, default=int))
     """) % job
     try:
-        control = dynprof_nb.attach(job)
+        control = dynprof_nb.attach(job, create=True)
         wait_until(lambda: len(control.live_slots()) == 2, what="ranks up")
         before = run(snapshot + """
 job.start("+5000", "+5005", profile_memory=True)  # far ahead: still armed after the restart
 print(json.dumps({"pid": __import__("os").getpid(), "gen": job.generation,
-                  "config": job.config.to_dict()}))
+                  "config": job.window_config.to_dict()}))
 """)
         wait_until(lambda: (control.status().generation == before["gen"]).all(),
                    what="ranks to apply the kernel's window")
@@ -281,7 +282,7 @@ def test_job_restarted_after_a_crash_reclaims_the_stale_segment(tmp_path):
     job = unique_job("crash")
     notebook = _python(f"""
         import sys, dynprof_nb
-        job = dynprof_nb.attach({job!r})
+        job = dynprof_nb.attach({job!r}, create=True)
         job.set(with_stack=True, prof_path={str(tmp_path)!r})
         print(job.generation, flush=True); sys.stdin.readline()
     """, stdin=subprocess.PIPE)
@@ -390,7 +391,8 @@ def test_live_job_segment_is_never_taken_over(tmp_path):
         # the controller that wrote it goes away (killed); the rank alone keeps the job alive
         notebook = _python(f"""
             import dynprof_nb, time
-            dynprof_nb.attach({job!r}).set(profile_memory=True); print("ok", flush=True)
+            dynprof_nb.attach({job!r}, create=True).set(profile_memory=True)
+            print("ok", flush=True)
             time.sleep(600)
         """)
         assert notebook.stdout.readline().strip() == "ok"
@@ -443,7 +445,7 @@ WRITES_EACH = 400
 
 def test_two_controllers_writing_at_once_do_not_interleave_and_last_write_wins(tmp_path):
     job = unique_job("two")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=tmp_path, backend="builtin")
     writers = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(CONTROLLER), job, me,
                                  str(WRITES_EACH)], stdin=subprocess.PIPE,

@@ -104,7 +104,7 @@ def fuzz_job(tmp_path_factory) -> Iterator[tuple[Segment, dynprof_nb.Monitor, dy
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=out, backend="builtin")
     rank = spawn_rank(job, 1, out, step_ms=1)  # a real training process, the whole time
     wait_until(lambda: any(s.rank == 1 and s.step > 0 for s in seg.slots()), what="rank 1")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     yield seg, monitor, control
     assert rank.poll() is None, "the training process died during the fuzzing"
     stdout, stderr = finish(rank)

@@ -28,7 +28,7 @@ STEPS = 100_000
 
 def test_32_ranks_100k_steps_under_constant_writes(tmp_path):
     job = unique_job("load")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     procs = checksum_ranks.start_ranks(job, RANKS, tmp_path, STEPS, work_s=5e-6)
     seq = 0
     try:

@@ -69,7 +69,7 @@ def test_segment_name_squatted_by_another_user_is_refused_and_left_alone(tmp_pat
         assert path.stat().st_uid == OTHER_UID
         before = path.read_bytes()
         with pytest.raises(JobError, match=f"belongs to uid {OTHER_UID}"):
-            dynprof_nb.attach(job)
+            dynprof_nb.attach(job, create=True)
         rank = spawn_rank(job, 0, tmp_path, steps=50)
         out, err = rank.communicate(timeout=60)
         assert out.strip() == "steps=50"
@@ -141,7 +141,7 @@ def test_pickled_payloads_in_the_segment_and_in_trace_files_are_never_loaded(tmp
     payload = pickle.dumps(_Bomb(marker))
     # 1) as the config bytes of a live job, read by a rank and by the notebook
     job = unique_job("pickle")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=tmp_path / "out",
                                  backend="builtin")
     try:
@@ -207,7 +207,7 @@ def test_a_window_lands_exactly_in_the_directory_the_config_names(tmp_path, prof
     named = Path(os.path.abspath(prof_path.format(base=base)))
     assert named == base / "b"
     job = unique_job("dots")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     monitor = dynprof_nb.Monitor(job=job, rank=3, output_path=tmp_path / "default",
                                  backend="builtin")
     try:
@@ -227,7 +227,7 @@ def test_a_window_lands_exactly_in_the_directory_the_config_names(tmp_path, prof
 def test_a_live_rank_reports_a_prof_path_it_cannot_use_and_trains_on(tmp_path):
     """A prof_path with a NUL byte (no such path can exist) fails the window, not the rank."""
     job = unique_job("nul")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     rank = spawn_rank(job, 0, tmp_path, step_ms=2)
     try:
         wait_until(lambda: control.live_slots() and control.live_slots()[0].step > 0)

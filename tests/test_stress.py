@@ -22,7 +22,7 @@ WRITES = 1_000
 
 def test_no_torn_config_and_no_lost_update(tmp_path):
     job = unique_job("stress")
-    control = dynprof_nb.attach(job)
+    control = dynprof_nb.attach(job, create=True)
     procs = checksum_ranks.start_ranks(job, READERS, tmp_path, STEPS, work_s=10e-6)
     try:
         wait_until(lambda: len(control.live_slots()) == READERS, timeout=60,

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.analysis.cluster import is_npu_window, npu_first
+from dynprof_nb.analysis.configdiff import config_line, warn_if_configs_differ
 from dynprof_nb.protocol import STEP_FOLDED, STEP_PREFIX
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.derive import COMM_RE, DEVICE_CATS
@@ -384,7 +385,8 @@ class Summary:
             lo, hi = min(by.values()), max(by.values())
             span = (f"span {hi:,.1f} ms per rank" if hi - lo < 0.05 * hi else
                     f"span {lo:,.1f}-{hi:,.1f} ms per rank")
-        return f"{h['framework']} window: ranks {h['ranks'] or '-'}, steps {h['steps']}, {span}"
+        line = f"{h['framework']} window: ranks {h['ranks'] or '-'}, steps {h['steps']}, {span}"
+        return f"{line}; {h['config']}" if h.get("config") else line
 
     def _sections(self) -> list[tuple[str, pd.DataFrame, Any]]:
         """(title, table, float format) in reading order: device first, then host."""
@@ -443,7 +445,8 @@ def summarize(window: Any, top: int = 10) -> Summary:
     header = {"framework": window.framework, "ranks": window.ranks,
               "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
               "span_ms": float(spans.max()) if len(spans) else 0.0,
-              "span_by_rank": {int(r): float(v) for r, v in spans.items()} if "rank" in ev else {}}
+              "span_by_rank": {int(r): float(v) for r, v in spans.items()} if "rank" in ev else {},
+              "config": config_line(window)}
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
     kernels = device = overhead = None
@@ -467,9 +470,12 @@ def ranks_view(window: Any) -> pd.DataFrame:
 
 
 def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
-    """Operations whose self time changed most from window ``a`` to window ``b``."""
-    oa = a.ops.set_index("name")
-    ob = b.ops.set_index("name")
+    """Operations whose self time changed most from window ``a`` to window ``b`` (every rank's
+    time summed per name). Warns (``ConfigMismatchWarning``) when the two windows were recorded
+    with settings whose overheads differ, since the difference would then be the profiler's."""
+    warn_if_configs_differ(a, b)
+    oa = ops_across_ranks(a.ops).set_index("name")
+    ob = ops_across_ranks(b.ops).set_index("name")
     t = pd.DataFrame({"count_a": oa["count"], "count_b": ob["count"],
                       "self_us_a": oa["self_us"], "self_us_b": ob["self_us"]}).fillna(0)
     t["delta_us"] = t["self_us_b"] - t["self_us_a"]

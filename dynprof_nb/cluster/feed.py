@@ -33,7 +33,7 @@ class Feed:
     """Nodes (by key: ``node``, ``addr``, last beat) and, per watched job, each node's rows."""
 
     def __init__(self, client: Any) -> None:
-        self.client = client
+        self._client = weakref.ref(client)  # the client owns the feed (its handlers), not back
         self.nodes: dict[str, dict[str, Any]] = {}
         self.tables: dict[str, dict[str, dict[str, Any]]] = {}
         self.lock = threading.Lock()
@@ -49,7 +49,9 @@ class Feed:
             if job in self.tables:
                 return
             self.tables[job] = {}
-        self.client.subscribe_topic(status_topic(job), lambda event: self._on_rows(job, event))
+        client = self._client()
+        if client is not None:
+            client.subscribe_topic(status_topic(job), lambda event: self._on_rows(job, event))
 
     # -- what arrives (on the client's event loop) ---------------------------------------
 

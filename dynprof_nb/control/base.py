@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from dynprof_nb.traces import TraceWindow
 
 WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
-WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error"]
+# config: the keys a window was recorded with that differ from the defaults (windows.config_delta)
+WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config"]
 # ranks' windows with the same steps that started this close together are one window (s)
 SAME_WINDOW_SLACK_S = 600
 
@@ -39,6 +40,17 @@ class JobError(RuntimeError):
 
 class WindowRefused(JobError, ValueError):
     """``start`` asked for a window that every live rank has already passed."""
+
+
+class WaitInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or Jupyter's stop button) during ``wait()``: only the waiting stopped.
+
+    Still a KeyboardInterrupt, so a script stops; IPython shows just the message (via
+    ``_render_traceback_``), which says what the job is doing, instead of a traceback.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
 
 
 class Controller(ABC):
@@ -70,10 +82,29 @@ class Controller(ABC):
     def set(self, **changes: Any) -> int:
         """Change config keys for every rank; the new generation."""
 
-    def _write(self, action: str, cfg: ProfilerConfig) -> int:
-        """Validate, then publish: a bad value never reaches a rank."""
+    @property
+    def window_options(self) -> dict[str, Any]:
+        """Options ``start`` gave the current window only (``{}`` where every key stands)."""
+        return {}
+
+    @property
+    def window_config(self) -> ProfilerConfig:
+        """The config the current window records with: ``config`` and ``window_options``."""
+        options = self.window_options
+        return self.config.update(**options) if options else self.config
+
+    def describe_stop(self) -> str:
+        """What ``stop()`` would end or cancel now, in words (call it before ``stop()``)."""
+        cfg = self.config
+        if not cfg.has_window:
+            return "nothing to stop: no window is pending or recording"
+        return f"window {cfg.start_step}-{cfg.stop_step} cancelled (or ended, if it had begun)"
+
+    def _write(self, action: str, cfg: ProfilerConfig, **extra: Any) -> int:
+        """Validate, then publish: a bad value never reaches a rank. ``extra`` goes to
+        ``_publish`` (``Job``: ``window=`` the options of this window only)."""
         cfg.validate()
-        return self._publish(action, cfg)
+        return self._publish(action, cfg, **extra)
 
     @abstractmethod
     def _publish(self, action: str, cfg: ProfilerConfig) -> int:

@@ -14,9 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
-from dynprof_nb.control.base import Controller, JobError, WindowRefused, resolve_step
+from dynprof_nb.control.base import (
+    Controller,
+    JobError,
+    WaitInterrupted,
+    WindowRefused,
+    resolve_step,
+)
+from dynprof_nb.control.progress import Progress, format_eta
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
-from dynprof_nb.protocol import command, decode
+from dynprof_nb.protocol import Command, command, decode
 from dynprof_nb.segment import Segment, SegmentError, SlotView
 
 if TYPE_CHECKING:
@@ -32,6 +39,7 @@ class Job(Controller):
         self.name = name
         self._seg = segment
         self._last_good: ProfilerConfig | None = None
+        self._last_window: dict[str, Any] = {}
 
     @classmethod
     def open(cls, name: str, create: bool = True) -> Job:
@@ -50,76 +58,132 @@ class Job(Controller):
 
     @property
     def config(self) -> ProfilerConfig:
-        """The config currently in the segment (a copy: change it through set/start).
+        """The standing config in the segment, with the current window's steps (a copy: change
+        it through set/start). Options given to ``start`` for one window are not in it: see
+        ``window_options`` and ``window_config``.
 
         If the segment holds no consistent config (a controller died in the middle of writing
         it) or bytes that are not a valid command, this is the last good config this Job read
         or wrote, with a warning: the ranks keep their last good config too, and ``set()`` on
         top of it must not silently reset every other key to its default.
         """
+        return self._command(stacklevel=3).config
+
+    @property
+    def window_options(self) -> dict[str, Any]:
+        """The options ``start`` gave the current window only (``{}`` when none)."""
+        cmd = self._command(stacklevel=3)
+        return dict(cmd.window) if cmd.config.has_window else {}
+
+    def _command(self, stacklevel: int = 2) -> Command:
         got = self._seg.read_config()
         problem = None
         if got is None:
             problem = "was left half-written (a controller probably died mid-write)"
         elif got[0] == 0:
-            return ProfilerConfig()
+            return Command("set", ProfilerConfig())
         else:
             try:
-                cfg = decode(got[1]).config
+                cmd = decode(got[1])
             except ConfigError as exc:  # bytes no Job wrote: set()/stop() must still work
                 problem = f"cannot be used ({exc})"
             else:
-                self._last_good = cfg.copy()
-                return cfg
+                self._last_good, self._last_window = cmd.config.copy(), dict(cmd.window)
+                return cmd
         known = self._last_good is not None
         warnings.warn(
             f"job {self.name!r}: the config in the segment {problem}; the ranks keep their "
             f"last good config. Showing {'the last config this notebook saw' if known else 'the defaults'}; "
-            "the next set() or start() writes a whole config again.", stacklevel=2)
-        return self._last_good.copy() if known else ProfilerConfig()
+            "the next set() or start() writes a whole config again.", stacklevel=stacklevel)
+        if not known:
+            return Command("set", ProfilerConfig())
+        return Command("set", self._last_good.copy(), window=dict(self._last_window))
 
     def set(self, **changes: Any) -> int:
-        """Change config keys (not the window) for every rank; returns the new generation.
+        """Change standing config keys for every rank (they hold for every later window);
+        returns the new generation. A pending window keeps its own ``start`` options.
 
-        Setting ``start_step``/``stop_step`` here is the same as ``start()``; setting both to
-        -1 is ``stop()`` with the other changes, still in one write.
+        Setting ``start_step``/``stop_step`` here is the same as ``start()`` (the other
+        changes still stand); setting both to -1 is ``stop()`` with the other changes, still
+        in one write. ``"+N"`` steps work here too.
         """
+        cmd = self._command()
         if {"start_step", "stop_step"} & set(changes):
-            cfg = self.config.update(**changes)
+            steps = {k: changes.pop(k) for k in ("start_step", "stop_step") if k in changes}
+            if any(isinstance(v, str) for v in steps.values()):
+                current = self._current_step()
+                steps = {k: resolve_step(k, v, current) for k, v in steps.items()}
+            cfg = cmd.config.update(**changes, **steps)
             if not cfg.has_window:
                 return self._write("stop", cfg)
-            return self.start(cfg.start_step, cfg.stop_step,
-                              **{k: v for k, v in changes.items()
-                                 if k not in ("start_step", "stop_step")})
-        return self._write("set", self.config.update(**changes))
+            self._refuse_passed(cfg.start_step, cfg.stop_step)
+            # the pending window moved its stop: it keeps the options it was asked with
+            same = cmd.config.has_window and cfg.start_step == cmd.config.start_step
+            return self._write("start", cfg, window=cmd.window if same else {})
+        window = cmd.window if cmd.config.has_window else {}
+        return self._write("set", cmd.config.update(**changes), window=window)
 
     def start(self, start: int | str, stop: int | str, **changes: Any) -> int:
         """Ask every rank to record steps ``start``..``stop`` (inclusive, 1-based).
 
-        ``"+10"`` means ten steps after the most advanced live rank. Refused, with the ranks'
-        steps in the message, when every live rank has already begun step ``start``.
+        ``"+10"`` means ten steps after the most advanced live rank. ``changes`` apply to this
+        window only (``set()`` makes a key standing). Refused, with the ranks' steps in the
+        message, when every live rank has already begun step ``start``.
         """
-        slots = self.live_slots()
-        now = time.time_ns()
-        current = max((s.estimated_step(now) for s in slots), default=0)
+        current = self._current_step()
         first = resolve_step("start", start, current)
         last = resolve_step("stop", stop, current)
-        cfg = self.config.update(start_step=first, stop_step=last, **changes)
+        cfg = self.config.update(start_step=first, stop_step=last)
+        cfg.update(**changes)  # check the options before anything is written
+        self._refuse_passed(first, last)
+        return self._write("start", cfg, window=changes)
+
+    def _current_step(self) -> int:
+        now = time.time_ns()
+        return max((s.estimated_step(now) for s in self.live_slots()), default=0)
+
+    def _refuse_passed(self, first: int, last: int) -> None:
+        slots = self.live_slots()
         if slots and all(s.step >= first for s in slots):
             where = ", ".join(f"rank {s.rank} at step {s.step}" for s in slots)
             raise WindowRefused(
                 f"window {first}-{last} has already begun on every rank ({where}). "
                 f"Ask for a later one, e.g. start('+5', '+{last - first + 5}').")
-        return self._write("start", cfg)
 
     def stop(self) -> int:
-        """End an active window at once (what was recorded is saved) or cancel a pending one."""
+        """End an active window at once (what was recorded is saved) or cancel a pending one.
+        ``describe_stop()`` beforehand says which."""
         cfg = self.config.update(start_step=-1, stop_step=-1)
         return self._write("stop", cfg)
 
-    def _publish(self, action: str, cfg: ProfilerConfig) -> int:
-        gen = self._seg.write_config(command(action, cfg).encode())
-        self._last_good = cfg.copy()
+    def describe_stop(self) -> str:
+        """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing."""
+        cfg = self.config
+        busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
+        if not busy:
+            if cfg.has_window:
+                return (f"nothing was recording or armed (window {cfg.start_step}-"
+                        f"{cfg.stop_step} had ended or was skipped); cleared it")
+            return "nothing to stop: no window is pending or recording"
+        by_state: dict[str, list[str]] = {}
+        for s in busy:
+            by_state.setdefault(s.state, []).append(str(s.rank))
+        def ranks(state: str) -> str:
+            names = by_state[state]
+            return f"rank{'s' if len(names) > 1 else ''} {','.join(names)}"
+
+        parts = []
+        if "recording" in by_state:
+            parts.append(f"ended on {ranks('recording')} (what was recorded is saved)")
+        if "armed" in by_state:
+            parts.append(f"cancelled on {ranks('armed')} (not begun)")
+        return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)
+
+    def _publish(self, action: str, cfg: ProfilerConfig,
+                 window: dict[str, Any] | None = None) -> int:
+        cmd = command(action, cfg, window)
+        gen = self._seg.write_config(cmd.encode())
+        self._last_good, self._last_window = cfg.copy(), dict(cmd.window)
         return gen
 
     # -- ranks ----------------------------------------------------------------------------
@@ -137,9 +201,31 @@ class Job(Controller):
         """One row per rank: ``rank, pid, step, state, window, generation, heartbeat_age_s,
         alive, error``. Dead ranks stay listed (``alive`` False) until they are replaced."""
         now = time.time_ns()
-        rows = [slot_row(s, now) for s in self.slots()]
+        slots = self.slots()
+        rows = [slot_row(s, now) for s in slots]
+        claims: dict[int, list[int]] = {}
+        for s, row in zip(slots, rows, strict=True):
+            if row["alive"]:
+                claims.setdefault(s.rank, []).append(s.pid)
+        for s, row in zip(slots, rows, strict=True):
+            if row["state"] == "dead" and not row["error"]:
+                row["error"] = vanished(s)
+        for row in rows:  # two live processes with one rank: say so on both rows
+            pids = claims.get(row["rank"], [])
+            if row["alive"] and len(pids) > 1:
+                note = (f"rank {row['rank']} is claimed by {len(pids)} live processes "
+                        f"(pids {', '.join(map(str, pids))}): stop the extra one")
+                row["error"] = note if not row["error"] or "also claimed" in row["error"] \
+                    else f"{note}; {row['error']}"
         rows += relay_rows(self._seg, now)  # a relay's row: rank -1, state "relay"
         return status_frame(rows)
+
+    def duplicate_ranks(self) -> dict[int, list[int]]:
+        """Ranks claimed by more than one live process: ``{rank: [pid, ...]}``."""
+        claims: dict[int, list[int]] = {}
+        for s in self.live_slots():
+            claims.setdefault(s.rank, []).append(s.pid)
+        return {r: p for r, p in claims.items() if len(p) > 1}
 
     def progress(self) -> tuple[int, int]:
         """Steps of the current window done so far, summed over live ranks, and the total.
@@ -157,41 +243,68 @@ class Job(Controller):
              poll: float = 0.05) -> pd.DataFrame:
         """Block until every live rank has applied the latest config and finished its window.
 
-        Shows a progress bar over the window's steps. Returns ``status()``; raises
-        ``TimeoutError`` (with the ranks' state) when ``timeout`` seconds pass first.
+        Shows progress over the window's steps with an ETA from the ranks' step rate (a bar
+        in a notebook or terminal, a few lines in a log) and says when a rank vanishes
+        without closing. Returns ``status()``; raises ``TimeoutError`` (with the ranks'
+        state) when ``timeout`` seconds pass first. Ctrl-C stops only the waiting: it raises
+        :class:`~dynprof_nb.control.base.WaitInterrupted`, whose message says what the
+        window is doing; the training ranks go on.
         """
         target = self.generation
         cfg = self.config
+        window = f"window {cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "config"
         length = cfg.stop_step - cfg.start_step + 1 if cfg.has_window else 0
         deadline = None if timeout is None else time.monotonic() + timeout
-        bar = _progress_bar(progress, length, f"job {self.name}")
+        report = Progress(f"job {self.name}: {window}", enabled=progress, unit="rank-step")
+        seen: dict[int, SlotView] = {}
         try:
             while True:
-                live = self.live_slots()
-                if not live and not self.slots():
+                slots = self.slots()
+                live = [s for s in slots if s.live]
+                if not live and not slots:
                     raise JobError(f"job {self.name!r} has no rank: start the training side, "
                                    "then wait.")
+                for s in live:
+                    seen[s.index] = s
+                for s in slots:  # a rank seen live that is now gone without closing
+                    if s.index in seen and not s.live and s.state != "closed":
+                        report.note(f"job {self.name}: rank {s.rank} (pid {s.pid}) "
+                                    f"{vanished(s)}")
+                        del seen[s.index]
                 pending = [s for s in live if s.applied < target or s.state in BUSY_STATES]
-                if bar is not None and live:
-                    done = [_window_progress(s, cfg, target) for s in live]
-                    bar.total = max(1, length * len(live))
-                    bar.n = sum(done)
-                    bar.set_postfix_str(", ".join(f"r{s.rank}:{s.step}" for s in live[:8]))
-                    bar.refresh()
                 if not pending:
-                    if bar is not None:
-                        bar.n = bar.total
-                        bar.refresh()
+                    report.close("done")
                     return self.status()
+                if live:
+                    done = sum(_window_progress(s, cfg, target) for s in live)
+                    report.update(done, length * len(live), _phase(pending, target),
+                                  _detail(live, pending, cfg))
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(
                         f"job {self.name!r}: still waiting after {timeout} s for "
                         + ", ".join(f"rank {s.rank} ({s.state}, step {s.step})" for s in pending)
                         + ". The window goes on; call wait() again or stop().")
                 time.sleep(poll)
+        except KeyboardInterrupt:
+            report.close()
+            raise WaitInterrupted(self._still_going()) from None
         finally:
-            if bar is not None:
-                bar.close()
+            report.close()
+
+    def _still_going(self) -> str:
+        """The one line Ctrl-C in ``wait()`` prints: the window goes on, where the ranks are."""
+        try:
+            cfg, live = self.config, self.live_slots()
+        except Exception:  # the segment itself is fine; never hide the interrupt behind this
+            return f"stopped waiting for job {self.name!r}; the job goes on"
+        where = ", ".join(f"rank {s.rank} at {s.step}" for s in live[:4])
+        where += f" (+{len(live) - 4} more)" if len(live) > 4 else ""
+        if not cfg.has_window:
+            return f"stopped waiting; no window is pending; {where or 'no live rank'}"
+        states = sorted({s.state for s in live if s.state in BUSY_STATES})
+        doing = (f"is still {' and '.join(states)}" if states
+                 else "is no longer pending on any rank")
+        return f"stopped waiting; window {cfg.start_step}-{cfg.stop_step} {doing}; {where}"
 
     # -- windows --------------------------------------------------------------------------
 
@@ -231,9 +344,33 @@ def _window_progress(slot: SlotView, cfg: ProfilerConfig, target: int) -> int:
     return max(0, min(length, slot.step - cfg.start_step + 1))
 
 
-def _progress_bar(enabled: bool, total: int, desc: str) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
+def vanished(slot: SlotView) -> str:
+    """What a rank that died without closing its Monitor left behind, in words."""
+    return f"exited without closing: heartbeat lost at step {slot.step}"
 
-    return tqdm(total=max(1, total), desc=desc, unit="step", leave=True)
+
+def _phase(pending: list[SlotView], target: int) -> str:
+    """What the wait is held up by: the least advanced pending rank's state (``applying``,
+    ``armed``, ``recording``, ``saving``), so ranks a step apart do not flip it back and
+    forth (each change is a line in a log)."""
+    states = {s.state if s.applied >= target else "applying" for s in pending}
+    order = ("applying", "armed", "recording", "saving")
+    return next((x for x in order if x in states), "waiting")
+
+
+def _detail(live: list[SlotView], pending: list[SlotView], cfg: ProfilerConfig) -> str:
+    """The ranks' steps and an ETA from their step rates (the slowest pending rank's)."""
+    steps = " ".join(f"r{s.rank}:{s.step}" for s in live[:6])
+    steps += " ..." if len(live) > 6 else ""
+    eta = None
+    if cfg.has_window:
+        now = time.time_ns()
+        times = []
+        for s in pending:
+            rate = s.rate_milli / 1000
+            left = cfg.stop_step - s.estimated_step(now)
+            if s.state != "saving" and left > 0:
+                times.append(left / rate if rate > 0 else float("nan"))
+        if times and all(t == t for t in times):
+            eta = max(times)
+    return ", ".join(x for x in (steps, format_eta(eta)) if x)

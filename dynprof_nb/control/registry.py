@@ -6,13 +6,14 @@ MindSpore config directory) and returns it as a :class:`~dynprof_nb.control.base
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.control.base import Controller, JobError
 from dynprof_nb.control.filemode import FileJob
 from dynprof_nb.control.job import Job
-from dynprof_nb.segment import Segment, SegmentError, list_jobs
+from dynprof_nb.segment import Segment, SegmentError, check_job_name, list_jobs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,13 +21,16 @@ if TYPE_CHECKING:
 JOBS_COLUMNS = ["job", "ranks", "live", "generation"]
 
 
-def attach(job: str = "default", *, create: bool = True,
+def attach(job: str = "default", *, create: bool = False,
            cfg_path: str | os.PathLike[str] | None = None,
            prof_path: str | os.PathLike[str] | None = None,
            cluster: Any = None, security: Any = None,
            allow_insecure: bool = False) -> Controller:
-    """Attach to a job by name. With ``create`` (the default) a job that has not started yet
-    is created, so a window can be asked for before the training side runs.
+    """Attach to a running job by name.
+
+    A name with no job on this machine is an error listing the jobs there are (a typo must
+    not quietly make an empty job); ``create=True`` prepares the job instead, so a window can
+    be asked for before the training side starts.
 
     ``cfg_path`` instead: file mode, a ``FileJob`` over that directory's
     ``profiler_config.json`` for an unmodified MindSpore job (no live status; see
@@ -47,7 +51,31 @@ def attach(job: str = "default", *, create: bool = True,
         return attach_cluster(job, cluster, security=security, allow_insecure=allow_insecure)
     if cfg_path is not None:
         return FileJob(cfg_path, prof_path=prof_path)
-    return Job.open(job, create=create)
+    if not create:
+        try:
+            check_job_name(job)
+        except SegmentError as exc:
+            raise JobError(str(exc)) from None
+        if job not in list_jobs():
+            raise JobError(unknown_job_message(job))
+    try:
+        return Job.open(job, create=create)
+    except JobError as exc:
+        if not create and job not in list_jobs():  # it was stale and is gone now
+            raise JobError(f"{exc} {unknown_job_message(job)}") from None
+        raise
+
+
+def unknown_job_message(job: str) -> str:
+    """``no job named X``, the live jobs there are, and how to prepare one on purpose."""
+    frame = jobs()
+    live = list(frame[frame.live > 0].job) if len(frame) else []
+    others = (f"live jobs: {', '.join(live)}" if live else "no job on this machine has live "
+              "ranks")
+    close = difflib.get_close_matches(job, list(frame.job) if len(frame) else [], n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return (f"no job named {job!r} on this machine ({others}).{hint} To prepare it before its "
+            "ranks start, attach with create=True (--create).")
 
 
 def jobs() -> pd.DataFrame:
@@ -67,4 +95,4 @@ def jobs() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=JOBS_COLUMNS)
 
 
-__all__ = ["JobError", "attach", "jobs"]
+__all__ = ["JobError", "attach", "jobs", "unknown_job_message"]

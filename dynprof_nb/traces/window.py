@@ -102,6 +102,13 @@ class TraceWindow:
     def ranks(self) -> list[int]:
         return [self.rank] if self.rank is not None else []
 
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The profiler config the window was recorded with (its ``window.json``), or None for
+        a window no Monitor wrote. ``windows.config_delta`` picks what differs from defaults."""
+        config = (self.manifest or {}).get("config")
+        return dict(config) if isinstance(config, dict) else None
+
     def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:
             try:
@@ -445,6 +452,11 @@ class MultiRankWindow(TraceWindow):
     @property
     def ranks(self) -> list[int]:
         return [c.rank if c.rank is not None else i for i, c in enumerate(self.children)]
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The ranks' config (they record one window with one config: the first rank's)."""
+        return next((c.config for c in self.children if c.config is not None), None)
 
     def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:

@@ -114,7 +114,8 @@ class Monitor:
         self.world_size = world_size_from_env()
         self.output_path = Path(output_path)
         self.backend = backend
-        self.config = ProfilerConfig()
+        self.config = ProfilerConfig()  # the standing config (see window_config)
+        self.window_options: dict[str, Any] = {}  # options of the current window only
         self.state = "idle"
         self.window: tuple[int, int] | None = None
         self.last_window: Path | None = None
@@ -144,6 +145,7 @@ class Monitor:
             self._seg = None
             self._report(f"dynprof_nb is off for this process: {exc}")
             return
+        self._check_duplicate_rank()
         self._advance(0)  # apply a config written before the job started (a window at step 1)
         self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
                                       daemon=True)
@@ -161,6 +163,27 @@ class Monitor:
         except Exception as exc:
             self._relay = None
             self._report(f"cannot relay {cfg_path}: {exc}")
+
+    def _check_duplicate_rank(self) -> None:
+        """Say so in this rank's slot when another live process already claims this rank."""
+        try:
+            others = [s.pid for s in self._seg.slots()
+                      if s.rank == self.rank and s.index != self._slot and s.live]
+        except Exception:
+            return
+        if others:
+            pids = ", ".join(str(p) for p in others)
+            self._report(f"rank {self.rank} is also claimed by live pid {pids} in job "
+                         f"{self.job!r}: two training processes with one rank (a setup cell "
+                         "run twice?). Stop the extra process or give it another RANK.")
+
+    @property
+    def window_config(self) -> ProfilerConfig:
+        """The config the current window records with: the standing config and the options
+        ``start`` gave for this window only."""
+        if not self.window_options:
+            return self.config
+        return self.config.update(**self.window_options)
 
     # -- the hot path ---------------------------------------------------------------------
 
@@ -311,6 +334,7 @@ class Monitor:
     def _apply(self, cmd: Command, gen: int, n: int) -> None:
         old, cfg = self.config, cmd.config
         self.config = cfg
+        self.window_options = dict(cmd.window)
         if cmd.action == "stop":
             if self.state == "recording":
                 self._finish(n, stopped=True)
@@ -329,7 +353,7 @@ class Monitor:
         self._words[self._base + S_APPLIED] = gen
 
     def _arm(self, n: int) -> None:
-        cfg = self.config
+        cfg = self.window_config
         start, stop = cfg.start_step, cfg.stop_step
         self.window = (start, stop)
         self._words[self._base + S_START] = start
@@ -351,7 +375,7 @@ class Monitor:
             self._start(n)
 
     def _start(self, n: int) -> None:
-        cfg = self.config
+        cfg = self.window_config
         start, stop = self.window
         root = windows.output_root(cfg.prof_path, self.output_path)
         tmp = None
@@ -360,7 +384,8 @@ class Monitor:
             backend_name = resolve_backend(self.backend)
             manifest = windows.new_manifest(job=self.job, rank=self.rank, start=start,
                                             stop=stop, backend=backend_name,
-                                            config=cfg.to_dict())
+                                            config=cfg.to_dict(),
+                                            window_options=self.window_options)
             windows.write_manifest(tmp, manifest)
             backend = make_backend(backend_name)
             backend.start(tmp, cfg, start, {"job": self.job, "rank": self.rank,

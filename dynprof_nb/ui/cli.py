@@ -2,16 +2,18 @@
 
     dynprof jobs
     dynprof status JOB
-    dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ...
+    dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ... [--create]
     dynprof stop JOB
-    dynprof set JOB key=value ...
+    dynprof set JOB key=value ... [--create]
     dynprof windows JOB
     dynprof wait JOB [--timeout S]
     dynprof relay --cfg-path DIR --job JOB [--poll-interval S]
     dynprof demo
 
 The config flags of ``start`` are generated from ``ProfilerConfig``'s traits, so they cannot
-drift from the schema.
+drift from the schema. They hold for that window only; ``set`` makes a key standing (every
+later window). A job name that does not exist is an error unless ``--create`` prepares it.
+Ctrl-C during ``wait`` stops only the waiting.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
 WINDOW_KEYS = ("start_step", "stop_step")
 
 
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
+def add_config_flags(parser: argparse.ArgumentParser,
+                     title: str = "profiler config (see ProfilerConfig)") -> None:
     """One option per config key (except the window), typed and documented from the trait."""
-    group = parser.add_argument_group("profiler config (see ProfilerConfig)")
+    group = parser.add_argument_group(title)
     traits = ProfilerConfig.class_traits()
     for key in ProfilerConfig.keys():
         trait = traits[key]
@@ -70,6 +73,22 @@ def config_changes(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k in ProfilerConfig.keys() if (v := getattr(args, k, None)) is not None}
 
 
+def format_changes(changes: dict[str, Any]) -> str:
+    """``key=value, ...`` as it was written (``applied stop_step=209, mstx=True``)."""
+    def show(v: Any) -> str:
+        return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+    return ", ".join(f"{k}={show(v)}" for k, v in changes.items()) or "nothing"
+
+
+def describe_start(job: Any, generation: int, options: dict[str, Any]) -> str:
+    """What ``start`` asked for: the window, and the options that hold for it only."""
+    cfg = job.config
+    text = f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {generation})"
+    if options:
+        text += f"; this window only: {format_changes(options)}"
+    return text
+
+
 def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
     """``key=value`` words into config changes, each value typed by its key."""
     changes = {}
@@ -95,10 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("start", help="first step (1-based), or +N steps from now")
     start.add_argument("stop", help="last step, inclusive, or +N steps from now")
     start.add_argument("--wait", action="store_true", help="wait until the window is written")
-    add_config_flags(start)
-    setp = sub.add_parser("set", help="change config keys: key=value ...")
+    start.add_argument("--create", action="store_true",
+                       help="prepare the job if its ranks have not started yet")
+    add_config_flags(start, "options for this window only (set makes a key standing)")
+    setp = sub.add_parser("set", help="change standing config keys: key=value ...")
     setp.add_argument("job")
     setp.add_argument("assignments", nargs="+", metavar="key=value")
+    setp.add_argument("--create", action="store_true",
+                      help="prepare the job if its ranks have not started yet")
     wait = sub.add_parser("wait", help="wait until every live rank has finished the window")
     wait.add_argument("job")
     wait.add_argument("--timeout", type=float, default=None)
@@ -126,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ValueError, RuntimeError, TimeoutError) as exc:
         print(f"dynprof: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # WaitInterrupted says where the window is
+        print(f"dynprof: {exc}" if str(exc) else "dynprof: interrupted", file=sys.stderr)
         return 130
 
 
@@ -153,20 +177,22 @@ def _run(args: argparse.Namespace) -> int:
 
         cluster = {"cluster": args.cluster, "security": security_from_args(args),
                    "allow_insecure": args.insecure}
-    job = attach(args.job, create=args.command in ("start", "set"), **cluster)
+    job = attach(args.job, create=getattr(args, "create", False), **cluster)
     if args.command == "status":
         print(job)
         print(job.status().to_string(index=False))
     elif args.command == "start":
-        gen = job.start(args.start, args.stop, **config_changes(args))
-        cfg = job.config
-        print(f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {gen})")
+        options = config_changes(args)
+        gen = job.start(args.start, args.stop, **options)
+        print(describe_start(job, gen, options), flush=True)
         if args.wait:
             print(job.wait().to_string(index=False))
     elif args.command == "stop":
-        print(f"stop sent (generation {job.stop()})")
+        what = job.describe_stop()
+        print(f"{what} (generation {job.stop()})")
     elif args.command == "set":
-        print(f"config updated (generation {job.set(**parse_assignments(args.assignments))})")
+        changes = parse_assignments(args.assignments)
+        print(f"standing config: {format_changes(changes)} (generation {job.set(**changes)})")
     elif args.command == "windows":
         frame = job.windows()
         print(frame.to_string(index=False) if len(frame) else "no windows yet")

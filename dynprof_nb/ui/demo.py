@@ -207,7 +207,7 @@ def run_demo(output: str = "./dyn_profile_data/demo") -> int:
     print(f"Starting a 2-rank numpy MLP job {job_name!r} in the background ...")
     procs = start_ranks(job_name, output)
     try:
-        job = dynprof_nb.attach(job_name)
+        job = dynprof_nb.attach(job_name, create=True)
         wait_for_ranks(job, 2)
         print(job.status().to_string(index=False), "\n")
         job.start("+20", "+29", profile_memory=True)

@@ -18,17 +18,26 @@ from IPython.core.magic_arguments import MagicArgumentParser
 
 from dynprof_nb.cluster.access import add_transport_flags, security_from_args
 from dynprof_nb.config import ConfigError, ProfilerConfig
-from dynprof_nb.ui.cli import add_config_flags, config_changes, parse_assignments
+from dynprof_nb.control.base import JobError, WaitInterrupted
+from dynprof_nb.ui.cli import (
+    add_config_flags,
+    config_changes,
+    describe_start,
+    format_changes,
+    parse_assignments,
+)
 
 __all__ = ["DynprofMagics", "load_ipython_extension"]
 
 SUBCOMMANDS = {
     "jobs": "list this user's jobs on this machine",
-    "attach": "attach to a job by name (JOB), or to a file-mode job (--cfg-path DIR)",
-    "start": "record steps START..STOP (inclusive; '+N' = N steps from now)",
-    "stop": "end the active window now (what was recorded is saved)",
-    "set": "change config keys for every rank: key=value ...",
-    "config": "show the job's current config",
+    "attach": "attach to a job by name (JOB; --create to prepare one before its ranks "
+              "start), or to a file-mode job (--cfg-path DIR)",
+    "start": "record steps START..STOP (inclusive; '+N' = N steps from now); its options "
+             "hold for this window only",
+    "stop": "end the active window now (what was recorded is saved), or cancel a pending one",
+    "set": "change standing config keys for every rank and every later window: key=value ...",
+    "config": "show the job's standing config (and the pending window's own options)",
     "status": "every rank's step, state, heartbeat and error (a DataFrame)",
     "wait": "wait until every live rank has finished the window",
     "windows": "the job's windows on disk (a DataFrame)",
@@ -67,6 +76,9 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     p = {name: sub.add_parser(name, help=text, description=text)
          for name, text in SUBCOMMANDS.items()}
     p["attach"].add_argument("job", nargs="?", help="job name; omitted = the only live job")
+    p["attach"].add_argument("--create", action="store_true",
+                             help="prepare the job if it does not exist yet (its ranks have "
+                             "not started); without it an unknown name is an error")
     p["attach"].add_argument("--cfg-path", default=None, metavar="DIR",
                              help="file mode: the directory of an unmodified MindSpore "
                              "job's profiler_config.json")
@@ -79,7 +91,7 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     p["start"].add_argument("start", help="first step (1-based), or +N steps from now")
     p["start"].add_argument("stop", help="last step, inclusive, or +N steps from now")
     p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
-    add_config_flags(p["start"])
+    add_config_flags(p["start"], "options for this window only (set makes a key standing)")
     p["set"].add_argument("assignments", nargs="+", metavar="key=value")
     p["wait"].add_argument("--timeout", type=float, default=None, metavar="S")
     p["wait"].add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -112,6 +124,9 @@ def _help_text() -> str:
              "  %dynprof attach demo          %dynprof start +10 +19 --memory --stack",
              "  %dynprof wait --timeout 120   %dynprof load -o trace",
              "  %dynprof set profile_memory=true activities=CPU",
+             "", "Options given to start (--stack, --memory, ...) hold for that window only;",
+             "set makes a key standing: it holds for every later window until set again.",
+             "Ctrl-C (or the stop button) during wait stops only the waiting.",
              "", "Subcommands (%dynprof SUBCOMMAND -h for one):", ""]
     parts += [f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()]
     subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
@@ -147,6 +162,9 @@ class DynprofMagics(Magics):
                 return None
             return getattr(self, "_do_" + args.command)(args)
         except _Exit:
+            return None
+        except WaitInterrupted as exc:  # only the waiting stopped: one line, no traceback
+            print(exc)
             return None
         except (ConfigError, TimeoutError) as exc:
             raise UsageError(str(exc)) from None
@@ -188,27 +206,41 @@ class DynprofMagics(Magics):
         if args.prof_path is not None:
             raise UsageError("--prof-path goes with --cfg-path (file mode).")
         name = args.job or _only_live_job()
-        self.job = registry.attach(name)
+        try:
+            job = registry.attach(name, create=args.create)
+        except JobError as exc:
+            kept = f" Still attached to {self.job.name!r}." if self.job is not None else ""
+            raise UsageError(f"{exc}{kept}") from None
+        self.job = job
         return self.job
 
     def _do_start(self, args: argparse.Namespace) -> None:
         job = self._need_job()
-        gen = job.start(args.start, args.stop, **config_changes(args))
-        cfg = job.config
-        print(f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {gen})")
+        changes = config_changes(args)
+        gen = job.start(args.start, args.stop, **changes)
+        print(describe_start(job, gen, changes))
         if args.wait:
             return job.wait()
         return None
 
     def _do_stop(self, args: argparse.Namespace) -> None:
-        print(f"stop sent (generation {self._need_job().stop()})")
+        job = self._need_job()
+        what = job.describe_stop()
+        print(f"{what} (generation {job.stop()})")
 
     def _do_set(self, args: argparse.Namespace) -> None:
-        gen = self._need_job().set(**parse_assignments(args.assignments))
-        print(f"config updated (generation {gen})")
+        changes = parse_assignments(args.assignments)
+        gen = self._need_job().set(**changes)
+        print(f"standing config: {format_changes(changes)} (generation {gen})")
 
     def _do_config(self, args: argparse.Namespace) -> ProfilerConfig:
-        return self._need_job().config
+        job = self._need_job()
+        options = job.window_options
+        if options:
+            cfg = job.config
+            print(f"window {cfg.start_step}-{cfg.stop_step} also records with "
+                  f"{format_changes(options)} (this window only)")
+        return job.config
 
     def _do_status(self, args: argparse.Namespace) -> Any:
         return self._need_job().status()
@@ -292,15 +324,22 @@ def _is_user_error(exc: Exception) -> bool:
 
 # -- tab completion ---------------------------------------------------------------------------
 
-def complete(_shell: Any, event: Any) -> list[str]:
-    """Subcommands, job names after ``attach``, options, and config keys after ``set``."""
-    text = event.text_until_cursor
-    words = shlex.split(text, posix=False) if text.strip() else []
+def candidates(text: str) -> list[str] | None:
+    """What may follow in a ``%dynprof`` / ``%%dynprof`` line typed up to the cursor: the
+    subcommands, job names after ``attach``, options, config keys after ``set``. ``None`` when
+    the line is not ours (other completers then run as usual)."""
+    stripped = text.lstrip()
+    try:
+        words = shlex.split(stripped, posix=False) if stripped else []
+    except ValueError:
+        words = stripped.split()
     if text.endswith((" ", "\t")):
         words.append("")
-    if not words or words[0].lstrip("%") != "dynprof":
-        return []
-    if text.lstrip().startswith("%%"):
+    if not words or words[0] not in ("%dynprof", "%%dynprof", "dynprof"):
+        return None
+    if len(words) == 1:
+        return None  # still typing the magic's name: IPython completes it
+    if words[0] == "%%dynprof":
         return _flags(build_cell_parser())
     words = words[1:]
     if len(words) <= 1:
@@ -310,7 +349,7 @@ def complete(_shell: Any, event: Any) -> list[str]:
         from dynprof_nb.segment import list_jobs
 
         return list_jobs()
-    if command == "set":
+    if command == "set" and not current.startswith("-"):
         return [f"{k}=" for k in ProfilerConfig.keys()]
     subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     if command in subs and current.startswith("-"):
@@ -318,15 +357,40 @@ def complete(_shell: Any, event: Any) -> list[str]:
     return []
 
 
+def complete(_shell: Any, event: Any) -> list[str]:
+    """The ``complete_command`` hook's form of :func:`candidates`."""
+    return candidates(event.text_until_cursor) or []
+
+
 def _flags(parser: argparse.ArgumentParser) -> list[str]:
     return sorted(o for a in parser._actions for o in a.option_strings)
+
+
+def _matcher() -> Any:
+    """An IPython matcher that, on a ``%dynprof`` line, offers only the magic's candidates
+    and suppresses every other completer (Jedi would add Python builtins: ``and``, ``if``)."""
+    from IPython.core.completer import SimpleCompletion, context_matcher
+
+    @context_matcher()
+    def dynprof_matcher(context: Any) -> dict[str, Any]:
+        found = candidates(context.text_until_cursor)
+        if found is None:
+            return {"completions": [], "suppress": False}
+        token = context.token
+        shown = [c for c in found if c.startswith(token)]
+        return {"completions": [SimpleCompletion(text=c, type="dynprof") for c in shown],
+                "suppress": True, "ordered": True}
+
+    return dynprof_matcher
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%dynprof`` / ``%%dynprof`` and their tab completion."""
     ipython.register_magics(DynprofMagics)
-    for key in ("%dynprof", "%%dynprof"):
-        ipython.set_hook("complete_command", complete, str_key=key)
+    completer = getattr(ipython, "Completer", None)
+    if completer is not None and not any(getattr(m, "__qualname__", "").endswith(
+            "dynprof_matcher") for m in completer.custom_matchers):
+        completer.custom_matchers.append(_matcher())
 
 
 DynprofMagics.dynprof.__doc__ = _help_text()

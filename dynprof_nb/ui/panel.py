@@ -1,12 +1,20 @@
-"""``dynprof_nb.panel(job)``: an ipywidgets panel over ``Job`` and ``TraceWindow``.
+"""``dynprof_nb.panel(job)``: an ipywidgets panel over a controller and its windows.
 
-* A form with one widget per ``ProfilerConfig`` key, chosen from the key's trait type and
-  generated from the schema (no hand-written list). The widgets are ``traitlets.link``-ed to a
-  draft object; **Apply** checks the draft and writes it to the job in one segment write (an
-  error shows next to its field and nothing is written); **Revert** reloads the job's config.
+* A form generated from ``ProfilerConfig`` (each trait names its kind of field), grouped into
+  the window, what to record, and an **Ascend** section for the keys only MindSpore and
+  torch_npu on Ascend use. Text fields sync as you type, so what you see is what Apply sends.
+* **Apply sends only the fields you edited** since the form last matched the job's config.
+  The form follows the job live: a key changed elsewhere (a cell, the CLI, another panel)
+  updates its field unless you are editing it; if you are, Apply refuses that edit with
+  "changed since you loaded it: Revert?" instead of undoing the other change. Apply echoes
+  what it wrote (``applied stop_step=209, mstx=True``). ``+N`` steps are relative to the most
+  advanced rank. **Stop** ends or cancels the window and says which.
+* Errors ("not a number") stay under their field in a fixed-height line: the form never
+  reflows.
 * A live table of ranks and the window's progress, refreshed by a background poller that only
   sets widget traits (it never prints or displays) and stops when the panel is closed.
-* The job's windows, with **Load** and **Summary** rendering into an Output area.
+* One row per window (steps, ranks done/total, the config it was recorded with) with
+  **Load**, **Summary** and **Compare**, rendering into an Output area.
 
 Frontends without widgets show the text repr (the job and its ranks).
 """
@@ -22,92 +30,174 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from dynprof_nb.config import (
-    Choice,
-    ChoiceList,
-    ConfigError,
-    ProfilerConfig,
-    RankList,
-    StrictBool,
-    StrictInt,
-    StrList,
-    coerce_cli_value,
-)
+from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.status import status_view
+from dynprof_nb.windows import describe_config
 
 __all__ = ["Panel", "panel"]
 
 STATUS_SHOWN = ["rank", "node", "pid", "step", "state", "window", "generation",
                 "heartbeat_age_s", "error"]
-LATEST = "latest"
 TABLE_STYLE = ("<style>table.dynprof-status td, table.dynprof-status th {padding: 2px 10px;"
                " text-align: right} table.dynprof-status td:last-child {text-align: left;"
                " color: #c62828}</style>")
+WINDOW_KEYS = ("start_step", "stop_step")
+WINDOW_ROWS = 12  # newest windows listed
+FIELD_WIDTH = "330px"
+CELL_WIDTH = "345px"  # a field, plus room for its border
+LABEL_WIDTH = "150px"
+ERROR_STYLE = ("display:block; white-space:nowrap; overflow:hidden; text-overflow:ellipsis;"
+               " font-size:11px; line-height:14px; color:#c62828")
+CONFLICT = "changed since you loaded it"
 
 
 # -- the form, generated from the schema ------------------------------------------------------
 
-def _draft_trait(trait: traitlets.TraitType) -> traitlets.TraitType:
-    """The loose trait a widget edits: any value its widget can hold, checked only on Apply."""
-    if isinstance(trait, StrictBool):
-        return traitlets.Bool(False)
-    if isinstance(trait, StrictInt):
-        return traitlets.Int(0)
-    if isinstance(trait, ChoiceList):
-        return traitlets.Tuple()
-    return traitlets.Unicode("")  # Choice, prof_path, and text lists (comma-separated)
+def sections() -> list[tuple[str, list[str]]]:
+    """The form's sections: the window, the rest in schema order, and the Ascend-only keys
+    (those whose help says so, plus ``host_sys``, which only msprof on Ascend collects)."""
+    traits = ProfilerConfig.class_traits()
+    window = [k for k in ProfilerConfig.keys() if k in WINDOW_KEYS or k == "ranks"]
+    ascend = [k for k in ProfilerConfig.keys()
+              if "(Ascend)" in traits[k].metadata.get("help", "") or k == "host_sys"]
+    rest = [k for k in ProfilerConfig.keys() if k not in window and k not in ascend]
+    return [("Window", window), ("Recording and output", rest), ("Ascend", ascend)]
 
 
-def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.ValueWidget:
-    """A widget chosen from the trait's type, labelled with the key, its help as tooltip."""
-    common = {"description": key, "tooltip": trait.metadata.get("help", ""),
-              "style": {"description_width": "150px"},
-              "layout": widgets.Layout(width="330px")}
-    if isinstance(trait, StrictBool):
-        widget = widgets.Checkbox(indent=True, **common)
-    elif isinstance(trait, StrictInt):
-        widget = widgets.IntText(**common)
-    elif isinstance(trait, Choice):
+class Toggles(widgets.HBox):
+    """A multiple choice as toggle buttons (no Ctrl-click list): ``value`` is the tuple of
+    the chosen options, in their order."""
+
+    value = traitlets.Tuple()
+
+    def __init__(self, options: tuple[str, ...], description: str = "", tooltip: str = ""
+                 ) -> None:
+        self.options = tuple(options)
+        self.description = description
+        self.buttons = [widgets.ToggleButton(description=o, tooltip=tooltip,
+                                             layout=widgets.Layout(width="auto"))
+                        for o in self.options]
+        label = widgets.Label(description, tooltip=tooltip,
+                              layout=widgets.Layout(width=LABEL_WIDTH))
+        # no tooltip on the box itself: JupyterLab's Box view fails to render with one
+        super().__init__([label, *self.buttons], layout=widgets.Layout(width=FIELD_WIDTH))
+        self.tooltip_text = tooltip
+        self._syncing = False
+        for button in self.buttons:
+            button.observe(self._from_buttons, "value")
+
+    def _from_buttons(self, _change: Any) -> None:
+        self._paint()
+        if not self._syncing:
+            self.value = tuple(o for o, b in zip(self.options, self.buttons, strict=True)
+                               if b.value)
+
+    @traitlets.observe("value")
+    def _to_buttons(self, change: Any) -> None:
+        self._syncing = True
+        try:
+            for option, button in zip(self.options, self.buttons, strict=True):
+                button.value = option in change["new"]
+        finally:
+            self._syncing = False
+        self._paint()
+
+    def _paint(self) -> None:
+        """Chosen options in colour: a pressed grey button is easy to miss."""
+        for button in self.buttons:
+            style = "info" if button.value else ""
+            if button.button_style != style:
+                button.button_style = style
+
+
+class TextField(widgets.Text):
+    """A text field that also takes a number or a list from code (``field.value = 209``),
+    as the form's text: steps and lists are typed, then parsed on Apply."""
+
+    value = traitlets.CUnicode(help="String value").tag(sync=True)
+
+
+def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
+    """A widget chosen from the kind of field the trait declares, labelled with the key."""
+    help_text = trait.metadata.get("help", "")
+    kind = getattr(trait, "widget", "text")
+    common = {"description": key, "tooltip": help_text,
+              "style": {"description_width": LABEL_WIDTH},
+              "layout": widgets.Layout(width=FIELD_WIDTH)}
+    if kind == "checkbox":
+        widget: widgets.Widget = widgets.Checkbox(indent=True, **common)
+    elif kind == "dropdown":
         widget = widgets.Dropdown(options=trait.choices, **common)
-    elif isinstance(trait, ChoiceList):
-        widget = widgets.SelectMultiple(options=trait.choices, rows=len(trait.choices),
-                                        **common)
-    elif isinstance(trait, (StrList, RankList)):
-        widget = widgets.Text(placeholder="comma-separated; empty = none", **common)
-    else:
-        widget = widgets.Text(**common)
+    elif kind == "toggles":
+        widget = Toggles(trait.choices, key, help_text)
+    else:  # int and text: typed text, synced on every keystroke, parsed on Apply
+        hint = {"start_step": "step, or +N from now", "stop_step": "step, or +N from now"}
+        placeholder = hint.get(key) or ("comma-separated; empty = none"
+                                        if isinstance(trait.default_value, list) else "")
+        widget = TextField(continuous_update=True, placeholder=placeholder, **common)
     widget.add_class(f"dynprof-field-{key}")
     return widget
 
 
-def _to_draft(key: str, value: Any) -> Any:
+def _form_trait(trait: traitlets.TraitType) -> traitlets.TraitType:
+    kind = getattr(trait, "widget", "text")
+    if kind == "checkbox":
+        return traitlets.Bool(False)
+    if kind == "toggles":
+        return traitlets.Tuple()
+    return traitlets.CUnicode("")
+
+
+Draft = type("Draft", (traitlets.HasTraits,), {
+    key: _form_trait(trait) for key, trait in ProfilerConfig.class_traits().items()
+})
+Draft.__doc__ = "The form's values as the widgets hold them (text as typed; parsed on Apply)."
+
+
+def to_form(key: str, value: Any) -> Any:
+    """A config value as its field holds it."""
     trait = ProfilerConfig.class_traits()[key]
-    if isinstance(trait, ChoiceList):
+    kind = getattr(trait, "widget", "text")
+    if kind in ("checkbox", "dropdown"):
+        return value
+    if kind == "toggles":
         return tuple(value)
-    if isinstance(trait, (StrList, RankList)):
-        return ",".join(str(v) for v in value)
-    return value
+    return trait.to_string(value) if hasattr(trait, "to_string") else str(value)
 
 
-def _from_draft(key: str, value: Any) -> Any:
+def from_form(key: str, value: Any) -> Any:
+    """A field's value as a config value (``"+N"`` kept for the window's steps); raises
+    ConfigError naming the key ("not a number")."""
     trait = ProfilerConfig.class_traits()[key]
-    if isinstance(trait, ChoiceList):
+    kind = getattr(trait, "widget", "text")
+    if kind in ("checkbox", "dropdown"):
+        return value
+    if kind == "toggles":
         return list(value)
-    if isinstance(trait, (StrList, RankList)):
-        return coerce_cli_value(key, value) if value.strip() else []
-    return value
+    text = str(value).strip()
+    if key in WINDOW_KEYS and text.startswith("+"):
+        if not text[1:].isdigit():
+            raise ConfigError(f"{key}: {value!r} is not a number; expected a step like 20 or "
+                              "+10 (ten steps from now).")
+        return text
+    if not text:
+        if isinstance(trait.default_value, list):
+            return []
+        if kind == "int":
+            raise ConfigError(f"{key}: empty; expected a number.")
+    return trait.from_string(text if kind != "text" else str(value))
 
 
 def _error_key(message: str) -> str | None:
     """ConfigError messages start with the key they are about (``stop_step: got ...``)."""
     head = message.split(":", 1)[0].strip()
+    if head in ("start", "stop"):
+        head += "_step"
     return head if head in ProfilerConfig.keys() else None
 
 
-Draft = type("Draft", (traitlets.HasTraits,), {
-    key: _draft_trait(trait) for key, trait in ProfilerConfig.class_traits().items()
-})
-Draft.__doc__ = "The form's values as the widgets hold them (checked only on Apply)."
+def _fmt(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 class Panel(widgets.VBox):
@@ -116,50 +206,64 @@ class Panel(widgets.VBox):
     def __init__(self, job: Any, interval: float = 1.0, poll: bool = True) -> None:
         self.job = job
         self.interval = interval
-        self.trace: Any = None  # the last TraceWindow loaded with Load or Summary
+        self.trace: Any = None  # the last TraceWindow loaded with Load, Summary or Compare
         self.draft = Draft()
         traits = ProfilerConfig.class_traits()
         self.fields = {k: _widget_for(k, traits[k]) for k in ProfilerConfig.keys()}
-        self.errors = {k: widgets.HTML(layout=widgets.Layout(width="auto"))
+        self.errors = {k: widgets.HTML(layout=widgets.Layout(width=FIELD_WIDTH, height="16px",
+                                                             overflow="hidden"))
                        for k in self.fields}
+        for key, box in self.errors.items():
+            box.add_class(f"dynprof-error-{key}")
         self.links = [traitlets.link((w, "value"), (self.draft, k))
                       for k, w in self.fields.items()]
-        self.apply_button = widgets.Button(description="Apply", button_style="primary",
-                                           tooltip="check the form and send it to every rank")
-        self.revert_button = widgets.Button(description="Revert",
-                                            tooltip="reload the job's current config")
-        self.apply_button.add_class("dynprof-apply")
-        self.revert_button.add_class("dynprof-revert")
-        self.message = widgets.HTML()
+        self._base: dict[str, Any] = {}  # the job's values when the form last matched them
+        self.apply_button = self._button("Apply", "send the fields you edited to every rank",
+                                         "primary")
+        self.revert_button = self._button("Revert", "reload the job's current config")
+        self.stop_button = self._button("Stop", "end the window now (what was recorded is "
+                                        "saved) or cancel a pending one", "warning")
+        self.message = widgets.HTML(layout=widgets.Layout(min_height="20px"))
         self.message.add_class("dynprof-message")
         self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="window",
                                               bar_style="info")
         self.progress_label = widgets.Label()
-        self.ranks = widgets.HTML()
+        self.progress_label.add_class("dynprof-progress")
+        self.ranks = widgets.HTML(layout=widgets.Layout(max_height="240px", overflow="auto"))
         self.ranks.add_class("dynprof-ranks")
-        self.window_list = widgets.Select(options=[("latest complete window", LATEST)],
-                                          value=LATEST, rows=6,
-                                          layout=widgets.Layout(width="95%"))
-        self.load_button = widgets.Button(description="Load", tooltip="load into panel.trace")
-        self.summary_button = widgets.Button(description="Summary",
-                                             tooltip="summary and plots of the window")
+        self.window_rows = widgets.VBox(layout=widgets.Layout(max_height="320px",
+                                                              overflow="auto"))
+        self.window_rows.add_class("dynprof-windows")
+        self.windows: list[dict[str, Any]] = []  # what window_rows shows, newest first
         self.output = widgets.Output()
         self.apply_button.on_click(lambda _b: self.apply())
         self.revert_button.on_click(lambda _b: self.revert())
-        self.load_button.on_click(lambda _b: self.show(summary=False))
-        self.summary_button.on_click(lambda _b: self.show(summary=True))
+        self.stop_button.on_click(lambda _b: self.stop())
 
-        rows = [widgets.HBox([w, self.errors[k]]) for k, w in self.fields.items()]
-        half = (len(rows) + 1) // 2
-        form = widgets.HBox([widgets.VBox(rows[:half]), widgets.VBox(rows[half:])])
+        boxes = []
+        for title, keys in sections():
+            cells = [widgets.VBox([self.fields[k], self.errors[k]],
+                                  layout=widgets.Layout(width=CELL_WIDTH, overflow="hidden"))
+                     for k in keys]
+            grid = widgets.GridBox(cells, layout=widgets.Layout(
+                grid_template_columns=f"repeat(3, {CELL_WIDTH})", grid_gap="2px 16px"))
+            if title == "Ascend":
+                box = widgets.Accordion([grid], titles=(
+                    "Ascend: used by MindSpore and torch_npu on Ascend only",))
+                box.selected_index = None
+                self.ascend = box
+            else:
+                box = widgets.VBox([widgets.HTML(f"<b>{title}</b>"), grid])
+            box.add_class(f"dynprof-section-{title.split()[0].lower()}")
+            boxes.append(box)
         super().__init__(children=[
             widgets.HTML(f"<b>dynprof</b> job <code>{html.escape(job.name)}</code>"),
             widgets.HBox([self.progress, self.progress_label]),
             self.ranks,
-            widgets.HTML("<b>Config</b>"), form,
-            widgets.HBox([self.apply_button, self.revert_button, self.message]),
-            widgets.HTML("<b>Windows</b>"), self.window_list,
-            widgets.HBox([self.load_button, self.summary_button]),
+            *boxes,
+            widgets.HBox([self.apply_button, self.revert_button, self.stop_button]),
+            self.message,
+            widgets.HTML("<b>Windows</b> (newest first)"), self.window_rows,
             self.output,
         ])
         self.add_class("dynprof-panel")
@@ -173,66 +277,137 @@ class Panel(widgets.VBox):
                                             daemon=True)
             self._thread.start()
 
+    @staticmethod
+    def _button(name: str, tooltip: str, style: str = "") -> widgets.Button:
+        button = widgets.Button(description=name, tooltip=tooltip, button_style=style)
+        button.add_class(f"dynprof-{name.lower()}")
+        return button
+
     # -- config ---------------------------------------------------------------------------
 
-    def revert(self) -> None:
-        """Load the job's current config into the form; clear the errors."""
+    def _job_form(self) -> dict[str, Any]:
         cfg = self.job.config
-        with self.draft.hold_trait_notifications():
-            for key in ProfilerConfig.keys():
-                setattr(self.draft, key, _to_draft(key, getattr(cfg, key)))
-        self._show_errors({})
-        self.message.value = ""
+        return {k: to_form(k, getattr(cfg, k)) for k in ProfilerConfig.keys()}
+
+    def edited(self) -> list[str]:
+        """The fields whose value differs from the job's config as the form last saw it."""
+        return [k for k in ProfilerConfig.keys() if getattr(self.draft, k) != self._base.get(k)]
+
+    def revert(self) -> None:
+        """Load the job's current config into the form; clear the errors and edits."""
+        with self._lock:
+            current = self._job_form()
+            with self.draft.hold_trait_notifications():
+                for key, value in current.items():
+                    setattr(self.draft, key, value)
+            self._base = current
+            self._show_errors({})
+            self.message.value = ""
+
+    def follow(self) -> list[str]:
+        """Bring the form up to date with the job (the poller calls this): a key changed
+        elsewhere updates its field unless the field is being edited; an edited field that
+        the job changed too is marked as a conflict. Returns the keys updated."""
+        with self._lock:
+            current = self._job_form()
+            updated, conflicts = [], {}
+            for key, now in current.items():
+                base, mine = self._base.get(key), getattr(self.draft, key)
+                if now == base:
+                    continue
+                if mine == base:  # not being edited: follow the job
+                    setattr(self.draft, key, now)
+                    self._base[key] = now
+                    updated.append(key)
+                elif mine == now:  # edited to what the job now has anyway
+                    self._base[key] = now
+                else:
+                    conflicts[key] = (f"{CONFLICT} (now {_fmt(now)}): Revert?")
+            if conflicts:
+                self._show_errors(conflicts, keep=True)
+            return updated
 
     def check(self) -> tuple[dict[str, Any], dict[str, str]]:
-        """The form as config values, and the error of each field that is wrong."""
+        """The edited fields as config values, and the error of each edited field that is
+        wrong (an edit that conflicts with a change made elsewhere is an error too)."""
+        current = self._job_form()
         values: dict[str, Any] = {}
         errors: dict[str, str] = {}
-        for key in ProfilerConfig.keys():
+        for key in self.edited():
+            mine = getattr(self.draft, key)
+            if current[key] != self._base.get(key) and mine != current[key]:
+                errors[key] = f"{CONFLICT} (now {_fmt(current[key])}): Revert?"
+                continue
             try:
-                value = _from_draft(key, getattr(self.draft, key))
-                ProfilerConfig(**{key: value})  # this key alone
+                value = from_form(key, mine)
+                if not (key in WINDOW_KEYS and isinstance(value, str)):
+                    ProfilerConfig(**{key: value})  # this key alone
                 values[key] = value
             except ConfigError as exc:
                 errors[key] = str(exc)
-        if not errors:
-            try:
-                ProfilerConfig(**values).validate()  # the window as a whole
-            except ConfigError as exc:
-                errors[_error_key(str(exc)) or "start_step"] = str(exc)
         return values, errors
 
     def apply(self) -> int | None:
-        """Send the changed keys to the job in one write; returns the new generation.
+        """Send the edited fields to the job in one write; returns the new generation.
 
-        Nothing is written when a field is wrong: its error shows next to it.
+        Nothing is written when an edited field is wrong or conflicts with a change made
+        elsewhere: its error shows under it. Keys nobody edited here are never sent, so a
+        key set from a cell and a window started from a cell survive.
         """
-        values, errors = self.check()
-        self._show_errors(errors)
-        if errors:
-            self._say(f"not applied: {len(errors)} field(s) to fix", error=True)
-            return None
-        current = self.job.config.to_dict()
-        changes = {k: v for k, v in values.items() if v != current[k]}
-        if not changes:
-            self._say("nothing changed")
-            return None
-        try:
-            gen = self.job.set(**changes)
-        except (ConfigError, ValueError, RuntimeError) as exc:
-            key = _error_key(str(exc))
-            if key:
-                self._show_errors({key: str(exc)})
-            self._say(f"not applied: {exc}", error=True)
-            return None
-        self._say(f"applied {', '.join(changes)} (generation {gen})")
+        with self._lock:
+            self.follow()
+            values, errors = self.check()
+            self._show_errors(errors)
+            if errors:
+                conflict = [k for k, e in errors.items() if CONFLICT in e]
+                if conflict:
+                    what = (f"{', '.join(conflict)} changed since you loaded it: Revert? (the "
+                            "job's new value shows under the field)")
+                else:
+                    what = next(iter(errors.values())) if len(errors) == 1 else \
+                        f"fix the fields marked ({', '.join(errors)})"
+                self._say(f"not applied: {what}", error=True)
+                return None
+            if not values:
+                self._say("nothing changed")
+                return None
+            try:
+                gen = self.job.set(**values)
+            except (ConfigError, ValueError, RuntimeError) as exc:
+                key = _error_key(str(exc))
+                self._show_errors({key: str(exc)} if key else {})
+                self._say(f"not applied: {exc}", error=True)
+                return None
+            current = self._job_form()
+            for key in values:  # "+10" becomes the step it meant
+                setattr(self.draft, key, current[key])
+            self._base = current
+            written = ", ".join(f"{k}={_fmt(getattr(self.job.config, k))}" for k in values)
+            self._say(f"applied {written} (generation {gen})")
         self.refresh()
         return gen
 
-    def _show_errors(self, errors: dict[str, str]) -> None:
+    def stop(self) -> int | None:
+        """End or cancel the job's window; the message says what it stopped, or that there
+        was nothing."""
+        try:
+            what = self.job.describe_stop()
+            gen = self.job.stop()
+        except (ConfigError, ValueError, RuntimeError) as exc:
+            self._say(f"not stopped: {exc}", error=True)
+            return None
+        self._say(f"{what} (generation {gen})")
+        with self._lock:
+            self.follow()
+        self.refresh()
+        return gen
+
+    def _show_errors(self, errors: dict[str, str], keep: bool = False) -> None:
         for key, box in self.errors.items():
-            text = errors.get(key, "")
-            box.value = (f'<span style="color:#c62828" title="{html.escape(text)}">'
+            text = errors.get(key)
+            if text is None and keep:
+                continue
+            box.value = (f'<span style="{ERROR_STYLE}" title="{html.escape(text)}">'
                          f"{html.escape(text)}</span>" if text else "")
 
     def _say(self, text: str, error: bool = False) -> None:
@@ -254,22 +429,48 @@ class Panel(widgets.VBox):
             self.progress.value = done / total if total else 0.0
             self.progress.bar_style = "success" if total and done >= total else "info"
             window = f"steps {cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
+            options = getattr(self.job, "window_options", {})
+            only = (f"; this window only: {', '.join(f'{k}={_fmt(v)}' for k, v in options.items())}"
+                    if options else "")
             self.progress_label.value = (f"{window}: {done}/{total} rank-steps, "
-                                         f"generation {self.job.generation}")
+                                         f"generation {self.job.generation}{only}")
             if windows:
                 self._refresh_windows()
 
     def _refresh_windows(self) -> None:
-        frame = self.job.windows()
-        options = [("latest complete window", LATEST)] + [
-            (f"{i}: rank {r.rank}  steps {r.start}-{r.stop}  {r.status}  {r.backend or ''}", i)
-            for i, r in enumerate(frame.itertuples())
-        ]
-        if list(self.window_list.options) != options:
-            chosen = self.window_list.value
-            self.window_list.options = options
-            values = [v for _, v in options]
-            self.window_list.value = chosen if chosen in values else LATEST
+        groups = window_groups(self.job.windows())[:WINDOW_ROWS]
+        if [g["key"] for g in groups] == [g["key"] for g in self.windows] and all(
+                g["label"] == o["label"] for g, o in zip(groups, self.windows, strict=True)):
+            return
+        old = self.window_rows.children
+        self.windows = groups
+        self.window_rows.children = [self._window_row(i, g) for i, g in enumerate(groups)] or [
+            widgets.HTML("<i>no window on disk yet</i>")]
+        for row in old:
+            for widget in [*_descendants(row), row]:
+                widget.close()
+        backends = {g["backend"] for g in groups}
+        if "mindspore" in backends and self.ascend.selected_index is None:
+            self.ascend.selected_index = 0
+
+    def _window_row(self, index: int, group: dict[str, Any]) -> widgets.HBox:
+        label = widgets.HTML(html.escape(group["label"]),
+                             layout=widgets.Layout(width="640px"))
+        buttons = []
+        for name, tip, action in (
+                ("Load", "load this window into panel.trace", lambda: self.show(
+                    index, summary=False)),
+                ("Summary", "summary and plots of this window", lambda: self.show(index)),
+                ("Compare", "compare with the window loaded last (or the one before this)",
+                 lambda: self.compare(index))):
+            button = widgets.Button(description=name, tooltip=tip,
+                                    layout=widgets.Layout(width="90px"))
+            button.add_class(f"dynprof-window-{name.lower()}")
+            button.on_click(lambda _b, act=action: act())
+            buttons.append(button)
+        row = widgets.HBox([label, *buttons])
+        row.add_class("dynprof-window-row")
+        return row
 
     def _poll(self) -> None:
         """Background refresh: sets traits only; ends when the panel closes."""
@@ -278,6 +479,7 @@ class Panel(widgets.VBox):
             if self.comm is None:  # closed
                 return
             try:
+                self.follow()
                 self.refresh(windows=n % 3 == 0)
             except Exception as exc:  # shown in the panel, never printed from this thread
                 self.progress_label.value = f"refresh failed: {exc}"
@@ -304,17 +506,27 @@ class Panel(widgets.VBox):
 
     # -- windows --------------------------------------------------------------------------
 
-    def show(self, summary: bool = True) -> Any:
-        """Load the selected window into ``self.trace`` and render it (with plots) below."""
-        choice = self.window_list.value
+    def _load(self, index: int | None) -> Any:
+        if index is None or not self.windows:
+            return self.job.load()
+        group = self.windows[index]
+        paths = group["complete"] or group["paths"]
+        return self.job.load(paths[0] if len(paths) == 1 else paths)
+
+    def show(self, index: int | None = None, summary: bool = True) -> Any:
+        """Load window row ``index`` (default: the latest complete window) into
+        ``self.trace`` and render it below: its summary and plots, or just the window."""
         out = self.output
         out.clear_output()
         try:
-            trace = self.job.load(None if choice in (LATEST, None) else int(choice))
+            trace = self._load(index)
         except Exception as exc:
             out.append_stdout(f"could not load the window: {exc}\n")
             return None
         self.trace = trace
+        recorded = describe_config(getattr(trace, "config", None))
+        if recorded:
+            out.append_stdout(f"recorded with {recorded}\n")
         if summary:
             out.append_display_data(trace.summary())
             _show_figures(trace, out)
@@ -322,6 +534,40 @@ class Panel(widgets.VBox):
             out.append_display_data(trace)
             out.append_stdout("loaded into panel.trace\n")
         return trace
+
+    def compare(self, index: int) -> Any:
+        """Compare window row ``index`` with the window loaded last (or, when that is the
+        same one or none, the window before it); warns when their configs differ in a key
+        that changes timings."""
+        from dynprof_nb.analysis.configdiff import config_warning
+        from dynprof_nb.analysis.summary import compare
+
+        out = self.output
+        out.clear_output()
+        try:
+            b = self._load(index)
+            a = self.trace
+            if a is None or str(a.path) == str(b.path):
+                if index + 1 >= len(self.windows):
+                    out.append_stdout("nothing to compare with: load another window first, "
+                                      "or record an earlier one.\n")
+                    return None
+                a = self._load(index + 1)
+        except Exception as exc:
+            out.append_stdout(f"could not load the windows to compare: {exc}\n")
+            return None
+        self.trace = b
+        out.append_stdout(f"a = {a.path}\nb = {b.path}\n")
+        warning = config_warning(a, b)
+        if warning:
+            out.append_stdout(f"warning: {warning}\n")
+        try:
+            table = compare(a, b)
+        except Exception as exc:
+            out.append_stdout(f"could not compare: {exc}\n")
+            return None
+        out.append_display_data(table)
+        return table
 
     # -- text repr for frontends without widgets ------------------------------------------
 
@@ -341,6 +587,45 @@ class Panel(widgets.VBox):
         return bundle
 
 
+def window_groups(frame: Any) -> list[dict[str, Any]]:
+    """``windows()`` rows (one per rank) as one entry per window, newest first: its steps,
+    ranks done/total, backend, config, and the rank directories."""
+    import pandas as pd
+
+    from dynprof_nb.control.base import SAME_WINDOW_SLACK_S
+
+    if frame is None or not len(frame):
+        return []
+    groups: list[dict[str, Any]] = []
+    slack = pd.Timedelta(seconds=SAME_WINDOW_SLACK_S)
+    for row in frame.itertuples():
+        started = row.started_at
+        group = next((g for g in groups if (g["start"], g["stop"]) == (row.start, row.stop)
+                      and (pd.isna(started) or pd.isna(g["started_at"])
+                           or abs(started - g["started_at"]) <= slack)), None)
+        if group is None:
+            group = {"start": row.start, "stop": row.stop, "started_at": started,
+                     "paths": [], "complete": [], "ranks": [], "statuses": [],
+                     "backend": getattr(row, "backend", None),
+                     "config": getattr(row, "config", "") or ""}
+            groups.append(group)
+        group["paths"].append(row.path)
+        group["ranks"].append(row.rank)
+        group["statuses"].append(row.status)
+        if row.status == "complete":
+            group["complete"].append(row.path)
+    for g in groups:
+        g["key"] = (g["start"], g["stop"], str(g["started_at"]))
+        done, total = len(g["complete"]), len(g["paths"])
+        state = "complete" if done == total else next(
+            (s for s in ("recording", "incomplete") if s in g["statuses"]), "incomplete")
+        parts = ["" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
+                 f"steps {g['start']}-{g['stop']}", f"ranks {done}/{total} {state}",
+                 g["backend"] or "", g["config"] or ""]
+        g["label"] = " · ".join(p for p in parts if p)
+    return groups[::-1]
+
+
 def _descendants(widget: widgets.Widget) -> list[widgets.Widget]:
     out = []
     for child in getattr(widget, "children", ()):
@@ -350,8 +635,8 @@ def _descendants(widget: widgets.Widget) -> list[widgets.Widget]:
 
 
 def _show_figures(trace: Any, out: widgets.Output) -> None:
-    """The window's standard plots as PNGs (whatever matplotlib backend is active); a plot that has nothing to show (no
-    memory recorded, say) is replaced by a one-line note."""
+    """The window's standard plots as PNGs (whatever matplotlib backend is active); a plot
+    that has nothing to show (no memory recorded, say) is replaced by a one-line note."""
     import matplotlib.pyplot as plt
 
     for name in ("plot_timeline", "plot_ops", "plot_steps", "plot_memory"):
@@ -369,7 +654,7 @@ def _show_figures(trace: Any, out: widgets.Output) -> None:
 
 
 def panel(job: Any, interval: float = 1.0) -> Panel:
-    """The interactive panel of ``job`` (a ``Job`` or a job name)."""
+    """The interactive panel of ``job`` (a controller, or the name of a running job)."""
     if isinstance(job, str):
         from dynprof_nb.control.registry import attach
 

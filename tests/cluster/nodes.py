@@ -121,15 +121,18 @@ class SimNode:
                                f"mount): {line} {self.holder.stdout.read()[:500]}")
         self.worker: subprocess.Popen | None = None
         self.ranks: dict[tuple[str, int], subprocess.Popen] = {}
+        self._procs: list[subprocess.Popen] = []  # everything spawned here, killed by close()
         self._logs: list[Any] = []
 
     def spawn(self, cmd: list[str], log: str) -> subprocess.Popen:
         """Run ``cmd`` inside this node's namespaces, in its own session."""
         fh = open(self.dir / log, "a")  # noqa: SIM115
         self._logs.append(fh)
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             ["nsenter", "-t", str(self.holder.pid), "--ipc", "--mount", "--", *cmd],
             stdout=fh, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+        self._procs.append(proc)
+        return proc
 
     def start_worker(self) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "dask", "worker", self.scheduler, "--preload",
@@ -162,9 +165,12 @@ class SimNode:
             _kill_group(self.ranks.pop(key))
 
     def close(self) -> None:
+        """Ranks get SIGTERM (they close their Monitor), then every process group spawned on
+        this node is killed, the holder last: a process outlives its namespace's holder."""
         self.stop_ranks()
         _kill_group(self.worker, signal.SIGTERM)
-        _kill_group(self.worker)
+        for proc in self._procs:
+            _kill_group(proc)
         _kill_group(self.holder)
         for fh in self._logs:
             fh.close()

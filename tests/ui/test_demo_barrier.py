@@ -22,7 +22,7 @@ def test_demo_ranks_keep_in_step_and_survive_a_lost_rank(tmp_path):
     name = unique_job("barrier")
     procs = start_ranks(name, str(tmp_path / "out"), ranks=2)
     try:
-        job = dynprof_nb.attach(name)
+        job = dynprof_nb.attach(name, create=True)  # its ranks may not be up yet
         wait_for_ranks(job, 2, timeout=120)
         # each rank leads its own session: a Ctrl-C in the kernel that started it never reaches it
         assert all(os.getsid(p.pid) == p.pid != os.getsid(0) for p in procs)

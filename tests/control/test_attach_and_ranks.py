@@ -1,0 +1,91 @@
+"""No silent surprises from the controller: ``attach`` of an unknown name refuses (listing the
+live jobs) and creates nothing unless asked; two live processes claiming one rank are named in
+``status()`` and by the second Monitor; a rank that dies without closing is reported with the
+step it was at. Real training processes on a real segment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+from jobutil import finish, running_ranks, spawn_rank, unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment
+from dynprof_nb.control.base import JobError
+
+
+def test_attach_of_an_unknown_name_refuses_and_creates_nothing(tmp_path):
+    with running_ranks(unique_job("live"), tmp_path) as (control, _):
+        typo = control.name[:-1] + "x"
+        with pytest.raises(JobError) as info:
+            dynprof_nb.attach(typo)
+        message = str(info.value)
+        assert f"no job named {typo!r}" in message and control.name in message
+        assert f"Did you mean {control.name!r}" in message and "create=True" in message
+        assert typo not in segment.list_jobs()
+
+
+def test_attach_create_prepares_a_job_before_its_ranks(tmp_path):
+    name = unique_job("early")
+    job = dynprof_nb.attach(name, create=True)
+    try:
+        job.start(30, 31)
+        assert name in segment.list_jobs()
+        again = dynprof_nb.attach(name)  # it exists now: no create needed
+        assert again.config.start_step == 30
+        again.close()
+    finally:
+        job.close()
+        segment.unlink(name)
+
+
+def test_cli_refuses_an_unknown_job_without_create(tmp_path):
+    name = unique_job("clityp")
+    cmd = [sys.executable, "-m", "dynprof_nb.ui.cli", "start", name, "10", "20"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert done.returncode == 2 and f"no job named {name!r}" in done.stderr
+    assert "--create" in done.stderr and name not in segment.list_jobs()
+
+
+def test_two_live_processes_with_one_rank_are_reported(tmp_path):
+    with running_ranks(unique_job("dup"), tmp_path) as (control, procs):
+        extra = spawn_rank(control.name, 0, tmp_path)  # the setup cell run twice
+        try:
+            wait_until(lambda: len(control.live_slots()) == 2, proc=extra,
+                       what="the second rank 0")
+            status = control.status()
+            rows = status[status["rank"] == 0]
+            assert len(rows) == 2
+            assert all("rank 0 is claimed by 2 live processes" in e for e in rows.error)
+            assert set(control.duplicate_ranks()[0]) == set(rows.pid)
+            newer = next(s for s in control.live_slots() if s.pid == extra.pid)
+            assert f"also claimed by live pid {procs[0].pid}" in newer.error
+        finally:
+            finish(extra)
+        wait_until(lambda: not control.duplicate_ranks(), what="the extra rank to leave")
+        status = control.status()
+        assert not any("claimed by" in e for e in status[status.alive == True].error)  # noqa: E712
+
+
+def test_a_rank_that_vanishes_is_reported_with_its_last_step(tmp_path, capsys):
+    with running_ranks(unique_job("gone"), tmp_path, ranks=2) as (control, procs):
+        control.start("+100000", "+100009")
+        target = control.generation
+        wait_until(lambda: all(s.applied == target for s in control.live_slots()),
+                   what="both ranks armed")
+        threading.Timer(0.5, os.kill, (procs[1].pid, signal.SIGKILL)).start()
+        with pytest.raises(TimeoutError):
+            control.wait(timeout=3)
+        err = capsys.readouterr().err
+        assert "rank 1 (pid" in err and "exited without closing: heartbeat lost at step" in err
+        status = control.status()
+        dead = status[status["rank"] == 1].iloc[0]
+        assert dead.state == "dead" and not dead.alive
+        assert dead.error.startswith("exited without closing: heartbeat lost at step ")
+        control.stop()
