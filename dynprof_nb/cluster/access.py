@@ -123,9 +123,8 @@ def client_security(security: Any) -> Any:
     present one too."""
     from distributed.security import Security
 
-    if security is None or not getattr(security, "require_encryption", False):
-        return security
-    if getattr(security, "tls_client_cert", None):
+    if security is None or getattr(security, "tls_client_cert", None) \
+            or not getattr(security, "tls_worker_cert", None):
         return security
     return Security(require_encryption=True, tls_ca_file=security.tls_ca_file,
                     tls_client_cert=security.tls_worker_cert,

@@ -155,11 +155,16 @@ class Agent:
         """A job first seen here gets the cluster's current command (a late node)."""
         from distributed import Client, Variable
 
-        try:
-            if self._client is None:
+        if self._client is None:
+            try:
                 self._client = Client(self.worker.scheduler.address, set_as_default=False,
                                       timeout=10,
                                       security=client_security(self.worker.security))
+            except Exception as exc:  # say so: a late node would miss the current window
+                log.warning("dynprof_nb agent on %s: cannot read job %r's current command "
+                            "(a client to the scheduler failed: %r)", self.ops.name, job, exc)
+                return
+        try:
             cmd = Variable(command_variable(job), client=self._client).get(timeout=0.5)
         except Exception:  # no command yet (or the scheduler is away): nothing to catch up
             return

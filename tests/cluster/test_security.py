@@ -105,6 +105,22 @@ def test_client_without_the_certificate_is_refused(tls_cluster):
         Client(addr, security=stranger, timeout=5, set_as_default=False)
 
 
+def test_cli_drives_the_tls_cluster_with_certificate_files(tls_cluster, tls_job):
+    tls, addr = tls_cluster.tls, tls_cluster.scheduler.address
+
+    def cli(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dynprof_nb.ui.cli", "status",
+                               tls_job.name, "--cluster", addr, *flags], env=child_env(),
+                              capture_output=True, text=True, timeout=180)
+    ok = cli("--tls-ca-file", str(tls.ca), "--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert f"{RANKS} live rank(s) on 2 node(s)" in ok.stdout
+    refused = cli()
+    assert refused.returncode == 2 and "cannot reach the Dask scheduler" in refused.stderr
+    half = cli("--tls-ca-file", str(tls.ca))
+    assert half.returncode == 2 and "go together" in half.stderr
+
+
 def test_plain_tcp_off_this_machine_is_refused_before_connecting(monkeypatch):
     """No connection is attempted: ``socket.create_connection`` and ``socket.socket.connect``
     fail the test if anything tries (the address is documentation-only, 192.0.2.0/24)."""
