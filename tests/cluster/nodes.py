@@ -180,12 +180,16 @@ class SimCluster:
     """A scheduler and ``nodes`` simulated nodes (workers started, not yet ranks)."""
 
     def __init__(self, workdir: Path, nodes: int = 4, names: bool = True,
-                 nanny: bool = False, tls: TLSFiles | None = None) -> None:
+                 nanny: bool = False, tls: TLSFiles | Any = None) -> None:
+        """``tls``: TLS everywhere, with these certificate files or a ``Security`` (e.g.
+        ``Security.temporary()``) whose certificates are written to files first."""
         self.workdir = Path(workdir)
         self.nodes: list[SimNode] = []
         self._clients: list[Any] = []
         self.names = names
         self.nanny = nanny
+        if tls is not None and not isinstance(tls, TLSFiles):  # a Security: write its files
+            tls = TLSFiles(self.workdir / "certs", tls)
         self.tls = tls
         self.scheduler = Scheduler(self.workdir, tls)
         try:
