@@ -63,8 +63,8 @@ class TLSFiles:
                            (self.cert, self.security.tls_client_cert),
                            (self.key, self.security.tls_client_key)):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
+            with os.fdopen(fd, "w") as fh:  # PEM text, or the path of a PEM file
+                fh.write(text if "\n" in text else Path(text).read_text())
 
     def flags(self) -> list[str]:
         return ["--tls-ca-file", str(self.ca), "--tls-cert", str(self.cert),
