@@ -5,7 +5,8 @@ The cluster controller calls :meth:`NodeOps.call` with an operation name from
 command to a job's segment, report a job's rank slots, list a job's windows, check a window path.
 Reading a window's tables is a task (:mod:`dynprof_nb.cluster.reduce`) that first asks
 :meth:`NodeOps.window_path` whether the path is one of the job's windows on this node. A fixed
-surface is what lets a later access check (which user, which job) sit in one place.
+surface is what lets the access check sit in one place: every operation names the requesting
+user, and an agent acts only for the user it runs as (:mod:`dynprof_nb.cluster.access`).
 
 Commands go through the node's :class:`~dynprof_nb.control.job.Job`, so a node validates and
 publishes exactly as a local ``Job`` does. The cluster's generation (``seq``) is not the
