@@ -339,3 +339,37 @@ def test_the_controller_ships_only_calls_into_the_fixed_operations():
     bad = [s for s in shipped if s[2] not in allowed or s[1] == "run_on_scheduler"]
     assert not bad, f"code shipped to the workers beyond the fixed operations: {bad}"
     assert set(OPERATIONS) == {"hello", "apply", "status", "windows"}
+
+
+def test_access_rules_without_a_cluster(tmp_path):
+    """The pieces on their own: whose request, which addresses, the agent's client certificate."""
+    from distributed.security import Security
+
+    from dynprof_nb.cluster.access import check_transport, client_security, refusal
+    from dynprof_nb.cluster.node import node_key
+    from dynprof_nb.cluster.ops import NodeOps, NotYourJob, OperationError
+
+    assert refusal(requester(), "apply", "j", "n0") is None
+    assert "does not say which user" in refusal(None, "apply", "j", "n0")
+    assert "does not say which user" in refusal({"uid": True}, "apply", "j", "n0")
+    other = refusal({"uid": OTHER_UID, "name": "nobody"}, "apply", "j", "n0")
+    assert f"uid {os.getuid()}" in other and "uid 65534 (nobody)" in other
+    ops = NodeOps("n0", node_key())
+    with pytest.raises(NotYourJob, match="refused 'status' on job 'j'"):
+        ops.call("status", {"job": "j", "user": {"uid": OTHER_UID, "name": "nobody"}})
+    with pytest.raises(OperationError, match="does not say which user"):
+        ops.call("status", {"job": "j"})
+    hello = ops.call("hello", {"user": {"uid": OTHER_UID, "name": "nobody"}})
+    assert hello["foreign"] and "jobs" not in hello  # whose agent, and nothing more
+    assert "jobs" in ops.call("hello", {"user": requester()})
+    for bad in ("tcp://10.0.0.1:8786", "10.0.0.1:8786", "tcp://[2001:db8::1]:8786",
+                "tcp://head-node:8786", "ucx://10.0.0.1:1", "tcp://127.0.0.1.evil.example:1"):
+        with pytest.raises(ValueError, match="plain-text scheduler address off this machine"):
+            check_transport(bad)
+    tls = TLSFiles(tmp_path / "certs")
+    worker = Security(tls_ca_file=str(tls.ca), tls_worker_cert=str(tls.cert),
+                      tls_worker_key=str(tls.key))  # what `dask worker --tls-*` builds
+    derived = client_security(worker)
+    assert derived.tls_client_cert == str(tls.cert) and derived.require_encryption
+    assert client_security(tls.security) is tls.security  # already has a client certificate
+    assert client_security(None) is None
