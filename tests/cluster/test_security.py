@@ -150,8 +150,8 @@ def test_plain_tcp_off_this_machine_is_refused_before_connecting(monkeypatch):
 
 # -- a second user -----------------------------------------------------------------------------
 
-def run_as_other_user(code: str, args: list[str], home: Path, timeout: float = 240) -> dict:
-    """Run ``code`` as uid 65534 (nobody) with no capabilities; it prints one JSON line.
+def as_other_user(argv: list[str], home: Path) -> list[str]:
+    """``argv`` run as uid 65534 (nobody), with no capabilities.
 
     The interpreter lives under /root (0700), so the process gets a private mount namespace in
     which a 0755 tmpfs on /root carries only a bind mount of ``/root/.pyenv``: nothing else of
@@ -163,10 +163,15 @@ def run_as_other_user(code: str, args: list[str], home: Path, timeout: float = 2
     script = (f"mount --bind /root/.pyenv {stash} && mount -t tmpfs -o mode=0755 tmpfs /root "
               f"&& mkdir /root/.pyenv && mount --bind {stash} /root/.pyenv && exec {setpriv} "
               f"--reuid={OTHER_UID} --regid={OTHER_GID} --clear-groups --inh-caps=-all "
-              f"{sys.executable} -c \"$0\" \"$@\"")
+              '"$0" "$@"')
+    return ["unshare", "--mount", "--fork", "sh", "-c", script, *argv]
+
+
+def run_as_other_user(code: str, args: list[str], home: Path, timeout: float = 240) -> dict:
+    """Run ``code`` as uid 65534 (nobody); it prints one JSON line, returned as a dict."""
     env = dict(child_env(), HOME=str(home))
-    proc = subprocess.run(["unshare", "--mount", "--fork", "sh", "-c", script,
-                           textwrap.dedent(code), *args], env=env, capture_output=True, text=True,
+    proc = subprocess.run(as_other_user([sys.executable, "-c", textwrap.dedent(code), *args],
+                                        home), env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=str(home))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -373,3 +378,91 @@ def test_access_rules_without_a_cluster(tmp_path):
     assert derived.tls_client_cert == str(tls.cert) and derived.require_encryption
     assert client_security(tls.security) is tls.security  # already has a client certificate
     assert client_security(None) is None
+
+
+TWO_USERS_CODE = """
+    import json, sys, time
+    import dynprof_nb
+    from distributed import Client
+    from distributed.security import Security
+
+    addr, certs, name = sys.argv[1:4]
+    sec = Security(require_encryption=True, tls_ca_file=certs + "/ca.pem",
+                   tls_client_cert=certs + "/cert.pem", tls_client_key=certs + "/key.pem")
+    client = Client(addr, security=sec, timeout=60, set_as_default=False)
+    job = dynprof_nb.attach(name, cluster=client)
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline:
+        st = job.status()
+        if len(st) == 2 and st.alive.astype(bool).all() and (st.step > 0).all():
+            break
+        time.sleep(0.2)
+    st = job.status()
+    gen = job.start("+10", "+12")
+    job.wait(timeout=150, progress=False)
+    frame = job.windows()
+    out = {"rows": st[["rank", "pid", "node"]].to_dict("records"), "gen": gen,
+           "window": list(job.last_start["window"]),
+           "windows": frame[["rank", "status", "node"]].to_dict("records"),
+           "refused": sorted(job.refused.values())}
+    job.close()
+    client.close()
+    print(json.dumps(out))
+"""
+
+
+def test_two_users_with_a_job_of_the_same_name_never_see_or_touch_each_other(tls_cluster,
+                                                                             tls_job):
+    """uid 65534 runs its own agent (a worker as itself) and ranks 0 and 1 of a job with the
+    first user's job name on node1, and drives it through the same scheduler: it sees and
+    records only its own ranks; the first user's job sees none of it."""
+    from nodes import TRAIN_LOOP, _kill_group
+
+    job = tls_job
+    gen, windows_before = job.generation, len(job.windows())
+    pids_a = set(job.status().pid)
+    node = tls_cluster.nodes[1]
+    home = Path(tempfile.mkdtemp(prefix="dynprof-other-user-"))
+    procs = []
+    try:
+        certs, prof, scratch = home / "certs", home / "prof", home / "scratch"
+        shutil.copytree(tls_cluster.tls.ca.parent, certs)
+        prof.mkdir()
+        scratch.mkdir()
+        for p in [home, certs, prof, scratch, *certs.iterdir()]:
+            os.chown(p, OTHER_UID, OTHER_GID)
+        env = ["/usr/bin/env", f"HOME={home}", sys.executable]
+        tls = ["--tls-ca-file", str(certs / "ca.pem"), "--tls-cert", str(certs / "cert.pem"),
+               "--tls-key", str(certs / "key.pem")]
+        procs.append(node.spawn(as_other_user(
+            [*env, "-m", "dask", "worker", tls_cluster.scheduler.address, "--preload",
+             "dynprof_nb.cluster.agent", "--death-timeout", "10", "--nthreads", "1",
+             "--no-dashboard", "--host", "127.0.0.1", "--no-nanny", "--name", "node1-nobody",
+             "--local-directory", str(scratch), *tls], home), "worker-nobody.log"))
+        for rank in (0, 1):
+            procs.append(node.spawn(as_other_user(
+                [*env, str(TRAIN_LOOP), "--job", job.name, "--rank", str(rank), "--out",
+                 str(prof), "--step-ms", "30"], home), f"nobody.rank{rank}.log"))
+        tls_cluster.wait_workers(3)
+        out = run_as_other_user(TWO_USERS_CODE, [tls_cluster.scheduler.address, str(certs),
+                                                 job.name], home, timeout=400)
+        # the second user: its own two ranks, its own node, its own window, nothing of A's
+        assert sorted(r["rank"] for r in out["rows"]) == [0, 1]
+        assert {r["node"] for r in out["rows"]} == {"node1-nobody"}
+        assert not {r["pid"] for r in out["rows"]} & pids_a
+        assert out["gen"] == 1
+        assert out["windows"] and {w["node"] for w in out["windows"]} == {"node1-nobody"}
+        assert sorted(w["rank"] for w in out["windows"] if w["status"] == "complete") == [0, 1]
+        assert len(out["refused"]) == 2 and all("uid 65534 (nobody)" in r
+                                                for r in out["refused"])  # A's agents
+        # the first user: same generation, same ranks, no new window, no node1-nobody
+        st = job.status()
+        assert job.generation == gen and set(st.pid) == pids_a and len(st) == RANKS
+        assert "node1-nobody" not in set(st.node)
+        frame = job.windows()
+        assert len(frame) == windows_before and "node1-nobody" not in set(frame.node)
+    finally:
+        for proc in procs:
+            _kill_group(proc)
+        shutil.rmtree(home, ignore_errors=True)
+        tls_cluster.wait_workers(2)
