@@ -121,6 +121,26 @@ def test_cli_drives_the_tls_cluster_with_certificate_files(tls_cluster, tls_job)
     assert half.returncode == 2 and "go together" in half.stderr
 
 
+def test_magic_attaches_over_tls_with_certificate_files(tls_cluster, tls_job):
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from dynprof_nb.cluster.controller import ClusterJob
+
+    tls, addr = tls_cluster.tls, tls_cluster.scheduler.address
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "dynprof_nb")
+    job = ip.run_line_magic("dynprof", f"attach {tls_job.name} --cluster {addr} --tls-ca-file "
+                            f"{tls.ca} --tls-cert {tls.cert} --tls-key {tls.key}")
+    try:
+        assert isinstance(job, ClusterJob) and job.client.scheduler.address.startswith("tls")
+        assert wait_until(lambda: len(job.live_ranks()) == RANKS, 60, "ranks via the magic")
+    finally:
+        job.close()
+    with pytest.raises(UsageError, match="anyone who can reach that scheduler"):
+        ip.run_line_magic("dynprof", "attach llama --cluster tcp://192.0.2.7:8786")
+
+
 def test_plain_tcp_off_this_machine_is_refused_before_connecting(monkeypatch):
     """No connection is attempted: ``socket.create_connection`` and ``socket.socket.connect``
     fail the test if anything tries (the address is documentation-only, 192.0.2.0/24)."""
