@@ -30,7 +30,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from dynprof_nb.cluster.access import client_security, requester
+from dynprof_nb.cluster.access import client_security, refusal, requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
 from dynprof_nb.cluster.ops import NodeOps
 
@@ -169,6 +169,10 @@ class Agent:
         except Exception:  # no command yet (or the scheduler is away): nothing to catch up
             return
         if not isinstance(cmd, dict) or "config" not in cmd:
+            return
+        why = refusal(cmd.get("user"), "catch up", job, self.ops.name)
+        if why is not None:  # written by another user's client: not this agent's to apply
+            log.warning("dynprof_nb agent: %s", why)
             return
         with self.ops.job(job) as handle:
             gen, current = handle.generation, handle.config.to_dict()

@@ -221,7 +221,7 @@ class ClusterJob(Controller):
 
     def _remember(self, seq: int, action: str, cfg: ProfilerConfig) -> None:
         self._var.set({"seq": seq, "action": action, "config": cfg.to_dict(),
-                       "by": os.getpid(), "at": time.time()})
+                       "by": os.getpid(), "user": requester(), "at": time.time()})
 
     def _publish(self, action: str, cfg: ProfilerConfig) -> int:
         with self._locked():
