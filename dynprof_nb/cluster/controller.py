@@ -70,11 +70,10 @@ def attach_cluster(job: str, cluster: Any, security: Any = None,
         check_job_name(job)
     except SegmentError as exc:
         raise JobError(str(exc)) from None
-    if isinstance(cluster, Client):
-        if security is not None:
-            raise JobError("security= is for a scheduler address; a Client already has its "
-                           "own (Client(address, security=...)).")
-        _check(str(getattr(cluster.scheduler, "address", "") or ""), allow_insecure)
+    if isinstance(cluster, Client):  # connected with its own security (security= unused)
+        address = str(getattr(cluster.scheduler, "address", "") or "")
+        if address:
+            _check(address, allow_insecure)
         return ClusterJob(job, cluster)
     if not isinstance(cluster, str) or not cluster.strip():
         raise JobError(f"cluster: got {cluster!r}; expected a distributed.Client or a "
