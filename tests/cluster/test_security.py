@@ -238,8 +238,7 @@ OTHER_USER_CODE = """
 """
 
 
-def test_second_user_cannot_start_stop_or_load_the_first_users_job(tls_cluster, tls_job,
-                                                                   tmp_path):
+def test_second_user_cannot_start_stop_or_load_the_first_users_job(tls_cluster, tls_job):
     """uid 65534 holds the cluster's certificate (it can reach the scheduler) and attaches to
     a job of the same name: every agent (uid 0) refuses, node by node, and nothing changes."""
     job = tls_job
@@ -277,7 +276,7 @@ def test_second_user_cannot_start_stop_or_load_the_first_users_job(tls_cluster, 
     assert len(job.windows()) == before
 
 
-def test_crafted_window_paths_are_refused(tls_cluster, tls_job, tmp_path):
+def test_crafted_window_paths_are_refused(tls_cluster, tls_job):
     job = tls_job
     client = job.client
     if not (job.windows().status == "complete").any():
