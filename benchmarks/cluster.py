@@ -14,7 +14,7 @@ that each open ``--ranges`` ranges per step. This process is the notebook. It re
   (``load_window(paths).summary()``): time and this process's peak allocations (tracemalloc),
   as a ratio in the same run.
 
-    python benchmarks/cluster.py [--nodes 16] [--ranks 2] [--reps 20] [--steps 40]
+    python benchmarks/cluster.py [--nodes 16] [--ranks 2] [--reps 20] [--steps 40] [--tls]
 
 On 2 shared cores every process is CPU-starved: read the ratios, not the absolute times.
 """
@@ -80,6 +80,8 @@ def main() -> None:
     p.add_argument("--step-ms", type=float, default=50.0)
     p.add_argument("--ranges", type=int, default=200, help="ranges per step (trace size)")
     p.add_argument("--steps", type=int, default=40, help="steps in the analysed window")
+    p.add_argument("--tls", action="store_true",
+                   help="TLS everywhere (Security.temporary() certificates as files)")
     p.add_argument("--rank-proc", nargs=5, metavar=("JOB", "RANK", "OUT", "STEP_MS", "RANGES"))
     args = p.parse_args()
     if args.rank_proc:
@@ -91,13 +93,19 @@ def main() -> None:
     from nodes import SimCluster
 
     import dynprof_nb
+    from dynprof_nb.cluster.access import requester
     from dynprof_nb.cluster.agent import call
     from dynprof_nb.traces import load_window
 
     total = args.nodes * args.ranks
     work = Path(tempfile.mkdtemp(prefix="dynprof-cluster-bench-"))
     t_start = time.perf_counter()
-    with SimCluster(work, nodes=args.nodes) as sim:
+    tls = None
+    if args.tls:
+        from distributed.security import Security
+
+        tls = Security.temporary()
+    with SimCluster(work, nodes=args.nodes, tls=tls) as sim:
         job_name = "bench"
         for node in sim.nodes:
             for j in range(args.ranks):
@@ -106,7 +114,8 @@ def main() -> None:
                     [sys.executable, str(Path(__file__).resolve()), "--rank-proc", job_name,
                      str(rank), str(node.out), str(args.step_ms), str(args.ranges)],
                     f"rank{rank}.log")
-        client = Client(sim.scheduler.address, set_as_default=False, timeout=30)
+        client = Client(sim.scheduler.address, set_as_default=False, timeout=30,
+                        security=tls)
         job = dynprof_nb.attach(job_name, cluster=client)
         deadline = time.monotonic() + 300
         while len(job.live_ranks()) < total or (job.status().step <= 0).any():
@@ -118,7 +127,7 @@ def main() -> None:
         pull, pushed = [], []
         for _ in range(args.reps):
             t0 = time.perf_counter()
-            client.run(call, "status", {"job": job_name})
+            client.run(call, "status", {"job": job_name, "user": requester()})
             pull.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             job.status()
@@ -153,7 +162,7 @@ def main() -> None:
         events = sum(r["events"] for r in window._reduced)
         client.close()
     result = {
-        "nodes": args.nodes, "ranks_per_node": args.ranks, "ranks": total,
+        "nodes": args.nodes, "ranks_per_node": args.ranks, "ranks": total, "tls": args.tls,
         "cluster_up_s": round(up_s, 1),
         "status_pushed_table": summary_ms(pushed), "status_pull_every_node": summary_ms(pull),
         "start_confirmed_armed_every_rank": summary_ms(armed),

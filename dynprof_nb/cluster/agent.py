@@ -30,6 +30,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from dynprof_nb.cluster.access import client_security, refusal, requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
 from dynprof_nb.cluster.ops import NodeOps
 
@@ -42,20 +43,27 @@ HURRY_S = 0.02
 HURRY_FOR_S = 2.0
 ALIVE_EVERY_S = 1.0  # a beat at least this often, changed or not
 RESEND_EVERY_S = 5.0  # unchanged rows are sent again this often (a controller may have missed)
-BEAT_TOPIC = "dynprof_nb.beat"
+# per user: an agent pushes on its own uid's channels and a notebook listens on its own, so two
+# users with a job of the same name on one cluster never see each other's rows or commands
+BEAT_TOPIC = f"dynprof_nb.beat.{os.getuid()}"
 PLUGIN_NAME = "dynprof_nb-agent"
 _AGENTS: dict[str, Agent] = {}
 _AGENTS_LOCK = threading.Lock()
 
 
 def status_topic(job: str) -> str:
-    """The event topic a job's status rows are pushed on."""
-    return f"dynprof_nb.status.{job}"
+    """The event topic a job's status rows are pushed on (this process's user's job)."""
+    return f"dynprof_nb.status.{os.getuid()}.{job}"
 
 
 def command_variable(job: str) -> str:
     """The Dask ``Variable`` holding a job's current command (seq, action, config)."""
-    return f"dynprof_nb.command.{job}"
+    return f"dynprof_nb.command.{os.getuid()}.{job}"
+
+
+def lock_name(job: str) -> str:
+    """The Dask ``Lock`` around each write of a job's command."""
+    return f"dynprof_nb.lock.{os.getuid()}.{job}"
 
 
 class Agent:
@@ -147,14 +155,24 @@ class Agent:
         """A job first seen here gets the cluster's current command (a late node)."""
         from distributed import Client, Variable
 
-        try:
-            if self._client is None:
+        if self._client is None:
+            try:
                 self._client = Client(self.worker.scheduler.address, set_as_default=False,
-                                      timeout=10)
+                                      timeout=10,
+                                      security=client_security(self.worker.security))
+            except Exception as exc:  # say so: a late node would miss the current window
+                log.warning("dynprof_nb agent on %s: cannot read job %r's current command "
+                            "(a client to the scheduler failed: %r)", self.ops.name, job, exc)
+                return
+        try:
             cmd = Variable(command_variable(job), client=self._client).get(timeout=0.5)
         except Exception:  # no command yet (or the scheduler is away): nothing to catch up
             return
         if not isinstance(cmd, dict) or "config" not in cmd:
+            return
+        why = refusal(cmd.get("user"), "catch up", job, self.ops.name)
+        if why is not None:  # written by another user's client: not this agent's to apply
+            log.warning("dynprof_nb agent: %s", why)
             return
         with self.ops.job(job) as handle:
             gen, current = handle.generation, handle.config.to_dict()
@@ -163,7 +181,8 @@ class Agent:
             return
         try:
             self.ops.call("apply", {"job": job, "action": cmd["action"],
-                                    "config": cmd["config"], "seq": cmd["seq"]})
+                                    "config": cmd["config"], "seq": cmd["seq"],
+                                    "user": requester()})
             log.info("dynprof_nb agent on %s: job %r caught up with command %d", self.ops.name,
                      job, cmd["seq"])
         except Exception as exc:

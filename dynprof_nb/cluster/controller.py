@@ -18,6 +18,7 @@ same ``(start, stop)``. Otherwise it is cancelled on every rank and ``start`` ra
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -26,8 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.cluster.agent import PLUGIN_NAME, AgentPlugin, call, command_variable
+from dynprof_nb.cluster.access import InsecureClusterError, check_transport, requester
+from dynprof_nb.cluster.agent import PLUGIN_NAME, AgentPlugin, call, command_variable, lock_name
 from dynprof_nb.cluster.feed import feed_of
+from dynprof_nb.cluster.ops import NotYourJob
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.base import (
     WINDOW_COLUMNS,
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
 
     from dynprof_nb.cluster.window import ClusterWindow
 
+log = logging.getLogger("dynprof_nb")
 ARMED_STATES = ("armed", "recording", "excluded")
 BUSY_STATES = ("armed", "recording", "saving")
 MARGIN_SAFETY_S = 0.5  # on top of two fan-outs and two steps of the slowest rank (s)
@@ -54,25 +58,41 @@ LOCK_TIMEOUT_S = 30.0
 RATE_HORIZON_S = 5.0
 
 
-def attach_cluster(job: str, cluster: Any) -> ClusterJob:
-    """``cluster`` is a ``distributed.Client`` or a scheduler address (``tcp://host:8786``)."""
+def attach_cluster(job: str, cluster: Any, security: Any = None,
+                   allow_insecure: bool = False) -> ClusterJob:
+    """``cluster`` is a ``distributed.Client`` or a scheduler address (``tls://host:8786``,
+    with ``security``: a ``distributed.security.Security``; without it Dask's config is used).
+    A plain ``tcp://`` address off this machine is refused before anything is sent unless
+    ``allow_insecure`` (then it warns): see :mod:`dynprof_nb.cluster.access`."""
     from distributed import Client
 
     try:
         check_job_name(job)
     except SegmentError as exc:
         raise JobError(str(exc)) from None
-    if isinstance(cluster, Client):
+    if isinstance(cluster, Client):  # connected with its own security (security= unused)
+        address = str(getattr(cluster.scheduler, "address", "") or "")
+        if address:
+            _check(address, allow_insecure)
         return ClusterJob(job, cluster)
     if not isinstance(cluster, str) or not cluster.strip():
         raise JobError(f"cluster: got {cluster!r}; expected a distributed.Client or a "
-                       "scheduler address like 'tcp://host:8786'.")
+                       "scheduler address like 'tls://host:8786'.")
+    address = _check(cluster.strip(), allow_insecure)
     try:
-        client = Client(cluster.strip(), set_as_default=False, timeout=10)
-    except OSError as exc:
+        client = Client(address, set_as_default=False, timeout=10, security=security)
+    except Exception as exc:  # OSError, TimeoutError, a TLS context Dask refuses (TypeError)
         raise JobError(f"cannot reach the Dask scheduler at {cluster}: {exc}. Is `dask "
-                       "scheduler` running there?") from None
+                       "scheduler` running there, and (for tls://) are security=... the "
+                       "cluster's certificates?") from None
     return ClusterJob(job, client, own_client=True)
+
+
+def _check(address: str, allow_insecure: bool) -> str:
+    try:
+        return check_transport(address, allow_insecure)
+    except InsecureClusterError as exc:
+        raise JobError(str(exc)) from None
 
 
 class ClusterJob(Controller):
@@ -86,11 +106,12 @@ class ClusterJob(Controller):
         self.client = client
         self._own_client = own_client
         self._var = Variable(command_variable(name), client=client)
-        self._lock = Lock(f"dynprof_nb.lock.{name}", scheduler_rpc=client.scheduler,
+        self._lock = Lock(lock_name(name), scheduler_rpc=client.scheduler,
                           loop=client.loop)
         self._rtt = 0.0
         self.last_start: dict[str, Any] = {}
         self.unreachable: dict[str, str] = {}  # worker address -> the last error, dead nodes
+        self.refused: dict[str, str] = {}  # worker address -> why its agent (another user's)
         self.feed = feed_of(client)
         self.feed.watch(name)
         self._ensure_agents(install)
@@ -101,13 +122,15 @@ class ClusterJob(Controller):
     def _run(self, op: str, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
         """One operation on every node's agent: (answers of acting agents, errors)."""
         t0 = time.monotonic()
-        raw = self.client.run(call, op, payload, on_error="return")
+        raw = self.client.run(call, op, dict(payload, user=requester()), on_error="return")
         rtt = time.monotonic() - t0
         self._rtt = rtt if not self._rtt else 0.7 * self._rtt + 0.3 * rtt
         self._last_rtt = rtt
-        answers, errors = [], []
+        answers, errors, refused = [], [], {}
         for addr, answer in raw.items():
-            if isinstance(answer, BaseException):
+            if isinstance(answer, NotYourJob):  # another user's agent: not this job's node
+                refused[addr] = str(answer)
+            elif isinstance(answer, BaseException):
                 if self._dead_worker(addr):  # a node already shown dead: not a live rank's
                     self.unreachable[addr] = repr(answer)
                     continue
@@ -115,6 +138,9 @@ class ClusterJob(Controller):
             elif isinstance(answer, dict) and not answer.get("standby") \
                     and not answer.get("missing"):
                 answers.append(dict(answer, addr=addr))
+        self.refused = refused
+        if refused and not answers:  # no agent of this user anywhere: say why, node by node
+            errors += [f"{addr}: {why}" for addr, why in refused.items()]
         return answers, errors
 
     def _dead_worker(self, addr: str) -> bool:
@@ -124,7 +150,7 @@ class ClusterJob(Controller):
         return not any(self.feed.alive(key) for key in keys)
 
     def _ensure_agents(self, install: bool) -> None:
-        raw = self.client.run(call, "hello", {}, on_error="return")
+        raw = self.client.run(call, "hello", {"user": requester()}, on_error="return")
         if not raw:
             raise JobError("the Dask cluster has no worker: start `dask worker SCHED --preload "
                            "dynprof_nb.cluster.agent` on every node.")
@@ -138,6 +164,12 @@ class ClusterJob(Controller):
                 raise JobError("some workers run no dynprof_nb agent: start them with "
                                "--preload dynprof_nb.cluster.agent.")
             self.client.register_plugin(AgentPlugin(), name=PLUGIN_NAME)
+        foreign = sorted({f"uid {r['uid']} ({r['user']})" for r in raw.values()
+                          if isinstance(r, dict) and r.get("foreign")})
+        if foreign and all(isinstance(r, dict) and r.get("foreign") for r in raw.values()):
+            log.warning("dynprof_nb: every agent of this cluster runs as %s, not as you (%s): "
+                        "they will refuse to drive job %r.", ", ".join(foreign),
+                        requester()["name"], self.name)
 
     def refresh(self) -> None:
         """Pull every node's rows once (attach does; afterwards the agents push)."""
@@ -188,13 +220,14 @@ class ClusterJob(Controller):
 
     def _remember(self, seq: int, action: str, cfg: ProfilerConfig) -> None:
         self._var.set({"seq": seq, "action": action, "config": cfg.to_dict(),
-                       "by": os.getpid(), "at": time.time()})
+                       "by": os.getpid(), "user": requester(), "at": time.time()})
 
     def _publish(self, action: str, cfg: ProfilerConfig) -> int:
         with self._locked():
             seq = self.generation + 1
-            _, errors = self._send(action, cfg, seq)
-            self._remember(seq, action, cfg)
+            answers, errors = self._send(action, cfg, seq)
+            if answers:
+                self._remember(seq, action, cfg)
         if errors:
             raise JobError(f"{action} (generation {seq}) failed on: " + "; ".join(errors))
         return seq

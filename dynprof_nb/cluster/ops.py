@@ -5,7 +5,8 @@ The cluster controller calls :meth:`NodeOps.call` with an operation name from
 command to a job's segment, report a job's rank slots, list a job's windows, check a window path.
 Reading a window's tables is a task (:mod:`dynprof_nb.cluster.reduce`) that first asks
 :meth:`NodeOps.window_path` whether the path is one of the job's windows on this node. A fixed
-surface is what lets a later access check (which user, which job) sit in one place.
+surface is what lets the access check sit in one place: every operation names the requesting
+user, and an agent acts only for the user it runs as (:mod:`dynprof_nb.cluster.access`).
 
 Commands go through the node's :class:`~dynprof_nb.control.job.Job`, so a node validates and
 publishes exactly as a local ``Job`` does. The cluster's generation (``seq``) is not the
@@ -15,12 +16,14 @@ so status rows from every node speak of one generation.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from dynprof_nb import windows
+from dynprof_nb.cluster.access import refusal, user_name
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.job import Job
@@ -37,6 +40,10 @@ class OperationError(ValueError):
     """A payload the agent refuses (the message says what was wrong)."""
 
 
+class NotYourJob(OperationError):
+    """An operation from a user other than the one the agent runs as."""
+
+
 class NodeOps:
     """The node's jobs as the agent sees them: open ``Job`` handles and the seq map."""
 
@@ -49,13 +56,25 @@ class NodeOps:
     # -- the one entry point ----------------------------------------------------------------
 
     def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Run one operation; the answer always names the node."""
+        """Run one operation for the user the payload names (``user``: uid and name, added by
+        the controller); the answer always names the node. Another user's operation raises
+        :class:`NotYourJob`, except ``hello``, which says whose agent this is and nothing
+        more."""
         if op not in OPERATIONS:
             raise OperationError(f"unknown operation {op!r}; an agent does {OPERATIONS}.")
         if not isinstance(payload, dict):
             raise OperationError(f"payload must be a dict, got {type(payload).__name__}.")
+        payload = dict(payload)
+        user = payload.pop("user", None)
+        uid = os.getuid()
+        who = {"node": self.name, "key": self.key, "uid": uid, "user": user_name(uid)}
+        why = refusal(user, op, payload.get("job"), self.name)
+        if why is not None:
+            if op == "hello":
+                return {**who, "foreign": True}
+            raise NotYourJob(why)
         answer = getattr(self, f"_op_{op}")(**payload)
-        return {"node": self.name, "key": self.key, **answer}
+        return {**who, **answer}
 
     def _op_hello(self) -> dict[str, Any]:
         return {"jobs": list_jobs()}
@@ -163,14 +182,40 @@ class NodeOps:
             return []
         return [row for row in windows.find_windows(roots, job=job) if row["rank"] in ranks]
 
-    def window_path(self, job: str, path: str) -> Path:
-        """``path`` if it is one of ``job``'s windows on this node, else OperationError: the
-        agent reads only what the job's own ranks wrote."""
+    def window_path(self, job: str, path: str, user: Any = None) -> Path:
+        """``path`` if it is one of ``job``'s windows on this node, asked for by the user the
+        agent runs as, else OperationError: the agent reads only what the job's own ranks
+        wrote, under the roots they published; nothing in it may lead out of those roots (a
+        symlinked window or file)."""
+        why = refusal(user, "load", job, self.name)
+        if why is not None:
+            raise NotYourJob(why)
+        if not isinstance(path, str) or "\0" in path:
+            raise OperationError(f"window path {path!r}: expected a path string.")
+        check_job_name(job)
+        with self.job(job) as handle:  # the roots the ranks published, not the config's
+            slots = handle.slots()
+        roots = sorted({os.path.realpath(s.root) for s in slots if s.root}
+                       | {os.path.realpath(os.path.dirname(s.window)) for s in slots
+                          if s.window})
         listed = {row["path"] for row in self.window_rows(job)}
-        if str(path) not in listed:
+        if path not in listed or not _inside(path, roots):
             raise OperationError(f"{path!r} is not a window of job {job!r} on node "
                                  f"{self.name}; windows() lists the ones there are.")
+        for parent, dirs, files in os.walk(path):
+            for entry in dirs + files:
+                full = os.path.join(parent, entry)
+                if os.path.islink(full) and not _inside(full, roots):
+                    raise OperationError(f"window {path!r} on node {self.name}: {full} is a "
+                                         "symlink out of the job's output roots; refusing to "
+                                         "read through it.")
         return Path(path)
 
     def close(self) -> None:
         """Nothing held between operations (kept for symmetry with the agent)."""
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    """``path``, symlinks resolved, is one of ``roots`` or under one (also resolved)."""
+    real = os.path.realpath(path)
+    return any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)

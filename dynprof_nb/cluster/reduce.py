@@ -1,7 +1,8 @@
 """Window reductions that run on the node that wrote the window (Dask tasks pinned there).
 
 Each task reads one rank's window directory with the ordinary readers, checks first that the
-path is one of the job's windows on this node (:meth:`NodeOps.window_path`), and returns only
+path is one of the job's windows on this node, asked for by the agent's own user
+(:meth:`NodeOps.window_path`), and returns only
 what the notebook needs: the per-rank ``ops`` and ``steps`` tables, a kernel summary and the
 event span (a few KB), or one whole frame when a ``dask.dataframe`` partition asks for it.
 """
@@ -15,7 +16,7 @@ from dynprof_nb.cluster.agent import agent_of
 KERNEL_SUMMARY_COLUMNS = ["name", "count", "total_us", "avg_us", "max_us"]
 
 
-def _window(job: str, path: str) -> Any:
+def _window(job: str, path: str, user: Any) -> Any:
     from distributed import get_worker
 
     from dynprof_nb.traces import load_window
@@ -24,14 +25,14 @@ def _window(job: str, path: str) -> Any:
     if agent is None:
         raise RuntimeError("this worker runs no dynprof_nb agent (start it with "
                            "--preload dynprof_nb.cluster.agent).")
-    return load_window(agent.ops.window_path(job, path))
+    return load_window(agent.ops.window_path(job, path, user))
 
 
-def rank_reductions(job: str, path: str, rank: int) -> dict[str, Any]:
-    """One rank's summaries, computed where its files are."""
+def rank_reductions(job: str, path: str, rank: int, user: Any = None) -> dict[str, Any]:
+    """One rank's summaries, computed where its files are (for ``user``, the requester)."""
     import pandas as pd
 
-    w = _window(job, path)
+    w = _window(job, path, user)
     ev = w.events
     span = None
     if len(ev) and ev["ts_ns"].notna().any():
@@ -48,9 +49,11 @@ def rank_reductions(job: str, path: str, rank: int) -> dict[str, Any]:
             "kernels": ks, "span": span, "events": len(ev)}
 
 
-def rank_frame(job: str, path: str, kind: str, rank: int, node: str) -> Any:
+def rank_frame(job: str, path: str, kind: str, rank: int, node: str, user: Any = None) -> Any:
     """One rank's whole ``kind`` frame (a ``dask.dataframe`` partition), categories as text."""
-    frame = getattr(_window(job, path), kind)
+    if kind not in ("events", "kernels", "memory", "communication"):
+        raise ValueError(f"frame {kind!r}: expected events, kernels, memory or communication.")
+    frame = getattr(_window(job, path, user), kind)
     return plain(frame).assign(rank=rank, node=node)
 
 

@@ -28,6 +28,7 @@ from dynprof_nb.analysis.summary import (
     rank_table,
     step_breakdown,
 )
+from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.schema import concat_frames
@@ -43,7 +44,7 @@ class ClusterWindow:
         self.client = client
         self.job = job
         self.parts = sorted(parts, key=lambda p: p["rank"])
-        futures = [client.submit(rank_reductions, job, p["path"], p["rank"],
+        futures = [client.submit(rank_reductions, job, p["path"], p["rank"], requester(),
                                  workers=[p["addr"]], allow_other_workers=False, pure=False)
                    for p in self.parts]
         self._reduced = client.gather(futures)
@@ -113,7 +114,7 @@ class ClusterWindow:
 
             meta = _meta(kind)
             futures = [self.client.submit(rank_frame, self.job, p["path"], kind, p["rank"],
-                                          p["node"], workers=[p["addr"]],
+                                          p["node"], requester(), workers=[p["addr"]],
                                           allow_other_workers=False, pure=False)
                        for p in self.parts]
             self._dask[kind] = dd.from_delayed(futures, meta=meta, verify_meta=False)

@@ -26,7 +26,8 @@ log = logging.getLogger("dynprof_nb")
 def attach(job: str = "default", *, create: bool = False,
            cfg_path: str | os.PathLike[str] | None = None,
            prof_path: str | os.PathLike[str] | None = None,
-           cluster: Any = None) -> Controller:
+           cluster: Any = None, security: Any = None,
+           allow_insecure: bool = False) -> Controller:
     """Attach to a running job by name.
 
     A name with no job on this machine is an error listing the jobs there are (a typo must
@@ -38,7 +39,9 @@ def attach(job: str = "default", *, create: bool = False,
     :mod:`dynprof_nb.control.filemode`), with windows under ``prof_path``.
 
     ``cluster`` instead: the job on every node of a Dask cluster (a ``distributed.Client`` or
-    a scheduler address), a ``ClusterJob`` (see :mod:`dynprof_nb.cluster.controller`).
+    a scheduler address), a ``ClusterJob`` (see :mod:`dynprof_nb.cluster.controller`). A
+    ``tls://`` address takes ``security`` (a ``distributed.security.Security``); a plain
+    ``tcp://`` address off this machine is refused unless ``allow_insecure`` (docs/cluster.md).
     """
     if cluster is not None:
         if cfg_path is not None or prof_path is not None:
@@ -47,7 +50,7 @@ def attach(job: str = "default", *, create: bool = False,
         # deferred: Dask is imported only by those who ask for a cluster
         from dynprof_nb.cluster.controller import attach_cluster
 
-        return attach_cluster(job, cluster)
+        return attach_cluster(job, cluster, security=security, allow_insecure=allow_insecure)
     if cfg_path is not None:
         return FileJob(cfg_path, prof_path=prof_path)
     if not create:

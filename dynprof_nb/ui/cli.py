@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dynprof_nb.cluster.access import add_transport_flags
 from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
 from dynprof_nb.ui.commands import ARGUMENTS, CLI_COMMANDS, helps
 
@@ -138,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("status", "stop", "windows", "start", "set", "wait"):  # the job on a cluster
         sub.choices[name].add_argument(
             "--cluster", default=None, metavar="ADDR",
-            help="the job on every node of this Dask scheduler (tcp://host:8786)")
+            help="the job on every node of this Dask scheduler (tls://host:8786)")
+        add_transport_flags(sub.choices[name])
     return parser
 
 
@@ -171,7 +173,13 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(args.output)
     if args.command == "relay":
         return _relay(args.cfg_path, args.job, args.poll_interval)
-    job = attach(args.job, create=getattr(args, "create", False), cluster=args.cluster)
+    cluster = {}
+    if args.cluster is not None:
+        from dynprof_nb.cluster.access import security_from_args
+
+        cluster = {"cluster": args.cluster, "security": security_from_args(args),
+                   "allow_insecure": args.insecure}
+    job = attach(args.job, create=getattr(args, "create", False), **cluster)
     if args.command == "status":
         print(job)
         print(job.status().to_string(index=False))

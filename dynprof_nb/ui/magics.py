@@ -16,6 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from dynprof_nb.cluster.access import add_transport_flags, security_from_args
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.base import JobError, WaitInterrupted
 from dynprof_nb.ui.cli import (
@@ -71,7 +72,8 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
                              help="file mode: where that job writes its windows")
     p["attach"].add_argument("--cluster", default=None, metavar="ADDR",
                              help="the job on every node of this Dask scheduler "
-                             "(tcp://host:8786)")
+                             "(tls://host:8786)")
+    add_transport_flags(p["attach"])
     p["start"].add_argument("start", help=ARGUMENTS["start"])
     p["start"].add_argument("stop", help=ARGUMENTS["stop"])
     p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
@@ -178,7 +180,9 @@ class DynprofMagics(Magics):
         if args.cluster is not None:
             if not args.job:
                 raise UsageError("--cluster needs a job name: %dynprof attach JOB --cluster ADDR.")
-            self.job = registry.attach(args.job, cluster=args.cluster)
+            self.job = registry.attach(args.job, cluster=args.cluster,
+                                       security=security_from_args(args),
+                                       allow_insecure=args.insecure)
             return self.job
         if args.cfg_path is not None:
             if args.job:

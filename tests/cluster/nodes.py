@@ -48,15 +48,39 @@ def _kill_group(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> Non
         pass
 
 
-class Scheduler:
-    """``dask scheduler`` on 127.0.0.1, a free port, no dashboard."""
+class TLSFiles:
+    """A CA certificate, a certificate and its key, as files (0600), for ``dask scheduler`` and
+    ``dask worker`` ``--tls-ca-file/--tls-cert/--tls-key``. ``Security.temporary()`` makes one
+    self-signed certificate that is its own CA, good for every role."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, directory: Path, security: Any = None) -> None:
+        from distributed.security import Security
+
+        self.security = security or Security.temporary()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ca, self.cert, self.key = (directory / n for n in ("ca.pem", "cert.pem", "key.pem"))
+        for path, text in ((self.ca, self.security.tls_ca_file),
+                           (self.cert, self.security.tls_client_cert),
+                           (self.key, self.security.tls_client_key)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:  # PEM text, or the path of a PEM file
+                fh.write(text if "\n" in text else Path(text).read_text())
+
+    def flags(self) -> list[str]:
+        return ["--tls-ca-file", str(self.ca), "--tls-cert", str(self.cert),
+                "--tls-key", str(self.key)]
+
+
+class Scheduler:
+    """``dask scheduler`` on 127.0.0.1, a free port, no dashboard (TLS with ``tls``)."""
+
+    def __init__(self, workdir: Path, tls: TLSFiles | None = None) -> None:
         self.file = workdir / "scheduler.json"
         self.log = open(workdir / "scheduler.log", "w")  # noqa: SIM115
+        tls_flags = ["--protocol", "tls", *tls.flags()] if tls else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--no-dashboard", "--no-show", "--scheduler-file", str(self.file)],
+             "--no-dashboard", "--no-show", "--scheduler-file", str(self.file), *tls_flags],
             stdout=self.log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
         deadline = time.monotonic() + 60
         while not self.file.exists() or not self.file.read_text().strip():
@@ -77,9 +101,10 @@ class SimNode:
     """One simulated node: a namespace holder, its dask worker and its training ranks."""
 
     def __init__(self, index: int, scheduler: str, workdir: Path, name: str | None = None,
-                 nanny: bool = False) -> None:
+                 nanny: bool = False, tls: TLSFiles | None = None) -> None:
         self.index = index
         self.scheduler = scheduler
+        self.tls = tls
         self.name = name
         self.nanny = nanny
         self.dir = workdir / f"node{index}"
@@ -116,6 +141,8 @@ class SimNode:
                "--nanny" if self.nanny else "--no-nanny"]
         if self.name:
             cmd += ["--name", self.name]
+        if self.tls:
+            cmd += self.tls.flags()
         self.worker = self.spawn(cmd, "worker.log")
         return self.worker
 
@@ -153,13 +180,18 @@ class SimCluster:
     """A scheduler and ``nodes`` simulated nodes (workers started, not yet ranks)."""
 
     def __init__(self, workdir: Path, nodes: int = 4, names: bool = True,
-                 nanny: bool = False) -> None:
+                 nanny: bool = False, tls: TLSFiles | Any = None) -> None:
+        """``tls``: TLS everywhere, with these certificate files or a ``Security`` (e.g.
+        ``Security.temporary()``) whose certificates are written to files first."""
         self.workdir = Path(workdir)
         self.nodes: list[SimNode] = []
         self._clients: list[Any] = []
         self.names = names
         self.nanny = nanny
-        self.scheduler = Scheduler(self.workdir)
+        if tls is not None and not isinstance(tls, TLSFiles):  # a Security: write its files
+            tls = TLSFiles(self.workdir / "certs", tls)
+        self.tls = tls
+        self.scheduler = Scheduler(self.workdir, tls)
         try:
             for _ in range(nodes):
                 self.add_node()
@@ -171,7 +203,8 @@ class SimCluster:
     def add_node(self) -> SimNode:
         i = len(self.nodes)
         node = SimNode(i, self.scheduler.address, self.workdir,
-                       name=f"node{i}" if self.names else None, nanny=self.nanny)
+                       name=f"node{i}" if self.names else None, nanny=self.nanny,
+                       tls=self.tls)
         self.nodes.append(node)
         node.start_worker()
         return node
@@ -179,7 +212,8 @@ class SimCluster:
     def client(self) -> Any:
         from distributed import Client
 
-        client = Client(self.scheduler.address, set_as_default=False, timeout=30)
+        client = Client(self.scheduler.address, set_as_default=False, timeout=30,
+                        security=self.tls.security if self.tls else None)
         self._clients.append(client)
         return client
 

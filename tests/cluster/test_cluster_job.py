@@ -10,6 +10,7 @@ import pytest
 from jobutil import trace_steps, unique_job, wait_until
 
 import dynprof_nb
+from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.agent import call, command_variable
 from dynprof_nb.config import ConfigError
 from dynprof_nb.control.base import JobError
@@ -168,7 +169,7 @@ def test_bad_input_refused_before_anything_is_sent(cluster, job_on_nodes):
     client = job.client
 
     def sent():
-        answers = client.run(call, "status", {"job": job.name})
+        answers = client.run(call, "status", {"job": job.name, "user": requester()})
         return sorted(a["segment_generation"] for a in answers.values() if "rows" in a)
 
     before = sent()

@@ -6,9 +6,12 @@ import pytest
 from jobutil import running_ranks, unique_job, wait_until
 
 from dynprof_nb import segment
+from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
 from dynprof_nb.cluster.ops import OPERATIONS, NodeOps, OperationError
 from dynprof_nb.config import ConfigError, ProfilerConfig
+
+ME = requester()
 
 
 def test_only_the_listed_operations_with_plain_payloads():
@@ -19,7 +22,7 @@ def test_only_the_listed_operations_with_plain_payloads():
         ops.call("status", ["job"])  # type: ignore[arg-type]
     assert set(OPERATIONS) == {"hello", "apply", "status", "windows"}
     with pytest.raises(OperationError, match="action"):
-        ops.call("apply", {"job": "x", "action": "rm", "config": {}, "seq": 1})
+        ops.call("apply", {"job": "x", "action": "rm", "config": {}, "seq": 1, "user": ME})
 
 
 def test_apply_validates_as_a_job_does_and_maps_the_cluster_seq(tmp_path):
@@ -28,19 +31,21 @@ def test_apply_validates_as_a_job_does_and_maps_the_cluster_seq(tmp_path):
     try:
         bad = ProfilerConfig().to_dict() | {"start_step": 5, "stop_step": 2}
         with pytest.raises(ConfigError):
-            ops.call("apply", {"job": job, "action": "start", "config": bad, "seq": 7})
+            ops.call("apply", {"job": job, "action": "start", "config": bad, "seq": 7,
+                               "user": ME})
         with running_ranks(job, tmp_path, ranks=2, step_ms=5) as (local, _):
             cfg = ProfilerConfig().update(start_step=10**6, stop_step=10**6 + 1).to_dict()
             answer = ops.call("apply", {"job": job, "action": "start", "config": cfg,
-                                        "seq": 7, "arm_wait_s": 5})
+                                        "seq": 7, "arm_wait_s": 5, "user": ME})
             assert answer["node"] == "n0" and len(answer["ranks"]) == 2
             assert all(r["applied"] and r["state"] == "armed" for r in answer["ranks"])
-            rows = wait_until(lambda: ops.call("status", {"job": job})["rows"], 10, "rows")
+            rows = wait_until(lambda: ops.call("status", {"job": job, "user": ME})["rows"],
+                              10, "rows")
             assert {r["generation"] for r in rows} == {7}  # the cluster's seq, not the segment's
             with pytest.raises(OperationError, match="not a window"):
-                ops.window_path(job, "../../etc")
+                ops.window_path(job, "../../etc", ME)
             with pytest.raises(OperationError, match="not a window"):
-                ops.window_path(job, str(tmp_path))
+                ops.window_path(job, str(tmp_path), ME)
     finally:
         ops.close()
         if job in segment.list_jobs():

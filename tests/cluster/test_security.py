@@ -1,0 +1,487 @@
+"""Who may drive a job on a cluster, and over what (issue 13), on simulated nodes.
+
+A TLS cluster (``Security.temporary()`` certificates written to files for ``dask scheduler`` and
+``dask worker --tls-*``, all on 127.0.0.1) drives a job end to end; a client without the
+cluster's certificate is refused; a plain ``tcp://`` address off this machine is refused before
+any connection; a second user (a real unprivileged uid, ``setpriv``) cannot start, stop or load
+the first user's job; a crafted window path is refused. See docs/reliability.md, row 11.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from jobutil import unique_job, wait_until
+from nodes import SimCluster, TLSFiles, child_env
+
+import dynprof_nb
+from dynprof_nb.cluster.access import InsecureClusterWarning, requester
+from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
+from dynprof_nb.control.base import JobError
+
+pytestmark = pytest.mark.timeout(900)  # a loaded 2-core machine; every wait inside is bounded
+OTHER_UID = OTHER_GID = 65534  # nobody
+RANKS = 4
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory):
+    if os.geteuid() != 0:
+        pytest.fail("the cluster security tests need root (simulated nodes, a second uid)")
+    workdir = tmp_path_factory.mktemp("tlscluster")
+    tls = TLSFiles(workdir / "certs")
+    with SimCluster(workdir, nodes=2, tls=tls) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def tls_job(tls_cluster):
+    """A job of 2 ranks on each of the 2 nodes, one complete window, attached over TLS."""
+    name = unique_job("tls")
+    tls_cluster.start_ranks(name, per_node=2, step_ms=30)
+    client = tls_cluster.client()
+    assert client.scheduler.address.startswith("tls://")
+    job = dynprof_nb.attach(name, cluster=client)
+    try:
+        wait_until(lambda: len(job.live_ranks()) == RANKS and (job.status().step > 0).all(),
+                   120, f"{RANKS} ranks over TLS")
+        yield job
+    finally:
+        tls_cluster.stop_ranks(name)
+        job.close()
+
+
+def test_tls_cluster_end_to_end_through_attach(tls_cluster, tls_job):
+    job = tls_job
+    st = job.status()
+    assert sorted(st["rank"]) == list(range(RANKS)) and st.node.nunique() == 2
+    gen = job.start("+15", "+18")
+    first, last = job.last_start["window"]
+    done = job.wait(timeout=150, progress=False)
+    assert (done.generation >= gen).all()
+    frame = job.windows()
+    frame = frame[(frame.start == first) & (frame.status == "complete")]
+    assert sorted(frame["rank"]) == list(range(RANKS))
+    window = job.load()
+    assert (window.start_step, window.stop_step) == (first, last)
+    assert sorted(window.steps["rank"].unique()) == list(range(RANKS))
+    # the same job through an address and a Security object (certificate files)
+    from distributed.security import Security
+
+    tls = tls_cluster.tls
+    sec = Security(require_encryption=True, tls_ca_file=str(tls.ca),
+                   tls_client_cert=str(tls.cert), tls_client_key=str(tls.key))
+    other = dynprof_nb.attach(job.name, cluster=tls_cluster.scheduler.address, security=sec)
+    try:
+        assert other.generation == job.generation
+        assert wait_until(lambda: len(other.live_ranks()) == RANKS, 60, "ranks via address")
+    finally:
+        other.close()
+
+
+def test_client_without_the_certificate_is_refused(tls_cluster):
+    from distributed import Client
+    from distributed.security import Security
+
+    addr = tls_cluster.scheduler.address
+    stranger = Security.temporary()  # a valid certificate, but not signed by the cluster's CA
+    with pytest.raises(JobError, match="cannot reach the Dask scheduler"):
+        dynprof_nb.attach("anyjob", cluster=addr, security=stranger)
+    with pytest.raises(JobError, match="cannot reach the Dask scheduler"):
+        dynprof_nb.attach("anyjob", cluster=addr)  # no certificate at all
+    plain = "tcp://" + addr.split("://", 1)[1]  # the same port, without TLS
+    with pytest.raises((OSError, TimeoutError)):
+        Client(plain, timeout=5, set_as_default=False)
+    with pytest.raises((OSError, TimeoutError)):
+        Client(addr, security=stranger, timeout=5, set_as_default=False)
+
+
+def test_cli_drives_the_tls_cluster_with_certificate_files(tls_cluster, tls_job):
+    tls, addr = tls_cluster.tls, tls_cluster.scheduler.address
+
+    def cli(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dynprof_nb.ui.cli", "status",
+                               tls_job.name, "--cluster", addr, *flags], env=child_env(),
+                              capture_output=True, text=True, timeout=180)
+    ok = cli("--tls-ca-file", str(tls.ca), "--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert f"{RANKS} live rank(s) on 2 node(s)" in ok.stdout
+    refused = cli()
+    assert refused.returncode == 2 and "cannot reach the Dask scheduler" in refused.stderr
+    half = cli("--tls-ca-file", str(tls.ca))
+    assert half.returncode == 2 and "go together" in half.stderr
+
+
+def test_magic_attaches_over_tls_with_certificate_files(tls_cluster, tls_job):
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from dynprof_nb.cluster.controller import ClusterJob
+
+    tls, addr = tls_cluster.tls, tls_cluster.scheduler.address
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "dynprof_nb")
+    job = ip.run_line_magic("dynprof", f"attach {tls_job.name} --cluster {addr} --tls-ca-file "
+                            f"{tls.ca} --tls-cert {tls.cert} --tls-key {tls.key}")
+    try:
+        assert isinstance(job, ClusterJob) and job.client.scheduler.address.startswith("tls")
+        assert wait_until(lambda: len(job.live_ranks()) == RANKS, 60, "ranks via the magic")
+    finally:
+        job.close()
+    with pytest.raises(UsageError, match="anyone who can reach that scheduler"):
+        ip.run_line_magic("dynprof", "attach llama --cluster tcp://192.0.2.7:8786")
+
+
+def test_plain_tcp_off_this_machine_is_refused_before_connecting(monkeypatch):
+    """No connection is attempted: ``socket.create_connection`` and ``socket.socket.connect``
+    fail the test if anything tries (the address is documentation-only, 192.0.2.0/24)."""
+    def no_connect(*args, **kwargs):
+        raise AssertionError(f"a connection was attempted: {args}")
+
+    monkeypatch.setattr(socket, "create_connection", no_connect)
+    monkeypatch.setattr(socket.socket, "connect", no_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", no_connect)
+    for addr in ("tcp://192.0.2.7:8786", "192.0.2.7:8786", "ws://node7.example:8786"):
+        with pytest.raises(JobError) as err:
+            dynprof_nb.attach("llama", cluster=addr)
+        text = str(err.value)
+        assert "anyone who can reach that scheduler can run code on every worker" in text
+        assert "start windows on every rank and read every trace" in text
+        assert "allow_insecure=True" in text
+    from dynprof_nb.cluster.access import check_transport
+
+    for ok in ("tcp://127.0.0.1:8786", "tcp://localhost:1", "tcp://[::1]:2", "tls://192.0.2.7:1"):
+        assert check_transport(ok) == ok
+    with pytest.warns(InsecureClusterWarning, match="run code on every worker"):
+        assert check_transport("tcp://192.0.2.7:8786", allow_insecure=True)
+    from dynprof_nb.ui.cli import main
+
+    assert main(["status", "llama", "--cluster", "tcp://192.0.2.7:8786"]) == 2
+
+
+# -- a second user -----------------------------------------------------------------------------
+
+def as_other_user(argv: list[str], home: Path) -> list[str]:
+    """``argv`` run as uid 65534 (nobody), with no capabilities.
+
+    The interpreter lives under /root (0700), so the process gets a private mount namespace in
+    which a 0755 tmpfs on /root carries only a bind mount of ``/root/.pyenv``: nothing else of
+    root's home is reachable, and nothing changes for any other process."""
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to run a process as another user"
+    stash = home / "pyenv-mount"
+    stash.mkdir(exist_ok=True)
+    script = (f"mount --bind /root/.pyenv {stash} && mount -t tmpfs -o mode=0755 tmpfs /root "
+              f"&& mkdir /root/.pyenv && mount --bind {stash} /root/.pyenv && exec {setpriv} "
+              f"--reuid={OTHER_UID} --regid={OTHER_GID} --clear-groups --inh-caps=-all "
+              '"$0" "$@"')
+    return ["unshare", "--mount", "--fork", "sh", "-c", script, *argv]
+
+
+def run_as_other_user(code: str, args: list[str], home: Path, timeout: float = 240) -> dict:
+    """Run ``code`` as uid 65534 (nobody); it prints one JSON line, returned as a dict."""
+    env = dict(child_env(), HOME=str(home))
+    proc = subprocess.run(as_other_user([sys.executable, "-c", textwrap.dedent(code), *args],
+                                        home), env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=str(home))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+OTHER_USER_CODE = """
+    import json, os, sys
+    import dynprof_nb
+    from distributed import Client
+    from distributed.security import Security
+    from dynprof_nb.cluster.access import requester
+    from dynprof_nb.cluster.agent import call
+    from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
+
+    addr, certs, name, path, worker = sys.argv[1:6]
+    sec = Security(require_encryption=True, tls_ca_file=certs + "/ca.pem",
+                   tls_client_cert=certs + "/cert.pem", tls_client_key=certs + "/key.pem")
+    client = Client(addr, security=sec, timeout=60, set_as_default=False)
+    out = {"uid": os.getuid(), "me": requester()}
+    job = dynprof_nb.attach(name, cluster=client)
+    out["rows"] = len(job.status())
+    out["refused_at_attach"] = job.refused
+    def attempt(key, fn):
+        try:
+            fn()
+            out[key] = "DONE"
+        except Exception as exc:
+            out[key] = f"{type(exc).__name__}: {exc}"
+    attempt("start", lambda: job.start("+20", "+22"))
+    attempt("stop", job.stop)
+    attempt("set", lambda: job.set(profile_memory=True))
+    attempt("windows", job.windows)
+    attempt("load", job.load)
+    attempt("load_path", lambda: job.load(path))
+    attempt("read_task", lambda: client.submit(
+        rank_reductions, name, path, 0, requester(), workers=[worker],
+        allow_other_workers=False, pure=False).result(timeout=60))
+    attempt("raw_apply", lambda: client.run(call, "apply", {
+        "job": name, "action": "stop", "config": {}, "seq": 99, "user": requester()}))
+    out["rows_after"] = len(job.status())
+    job.close()
+    client.close()
+    print(json.dumps(out))
+"""
+
+
+def test_second_user_cannot_start_stop_or_load_the_first_users_job(tls_cluster, tls_job):
+    """uid 65534 holds the cluster's certificate (it can reach the scheduler) and attaches to
+    a job of the same name: every agent (uid 0) refuses, node by node, and nothing changes."""
+    job = tls_job
+    if not (job.windows().status == "complete").any():
+        job.start("+10", "+12")
+        job.wait(timeout=150, progress=False)
+    frame = job.windows()
+    row = job._last_windows[job._last_windows.status == "complete"].iloc[0]
+    gen, before = job.generation, len(frame)
+    home = Path(tempfile.mkdtemp(prefix="dynprof-other-user-"))  # pytest's tmp is 0700
+    try:
+        certs = home / "certs"  # the other user's own copy of the certificate
+        shutil.copytree(tls_cluster.tls.ca.parent, certs)
+        for p in [home, certs, *certs.iterdir()]:
+            os.chown(p, OTHER_UID, OTHER_GID)
+        out = run_as_other_user(OTHER_USER_CODE, [tls_cluster.scheduler.address, str(certs),
+                                                  job.name, row.path, row.addr], home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert out["uid"] == OTHER_UID and out["me"]["name"] == "nobody"
+    assert out["rows"] == 0 and out["rows_after"] == 0  # never sees the first user's ranks
+    for key in ("start", "stop", "set", "windows", "load", "load_path", "read_task",
+                "raw_apply"):
+        text = out[key]
+        assert text != "DONE", f"{key} went through for another user"
+        assert "refused" in text and "uid 0 (root)" in text and "uid 65534 (nobody)" in text, \
+            f"{key}: {text}"
+    for key in ("start", "stop", "windows"):  # per node: every node says why
+        assert "node node0" in out[key] and "node node1" in out[key], out[key]
+    # the first user's job is untouched
+    assert job.generation == gen
+    st = job.status()
+    assert len(st) == RANKS and st.alive.astype(bool).all() and (st.generation == gen).all()
+    assert not job.config.profile_memory
+    assert len(job.windows()) == before
+
+
+def test_crafted_window_paths_are_refused(tls_cluster, tls_job):
+    job = tls_job
+    client = job.client
+    if not (job.windows().status == "complete").any():
+        job.start("+10", "+12")
+        job.wait(timeout=150, progress=False)
+    job.windows()
+    good = job._last_windows[job._last_windows.status == "complete"].iloc[0]
+    worker, rank = good.addr, int(good["rank"])
+    root = str(Path(good.path).parent)
+
+    def read(path):
+        return client.submit(rank_reductions, job.name, path, rank, requester(),
+                             workers=[worker], allow_other_workers=False,
+                             pure=False).result(timeout=120)
+
+    assert read(good.path)["rank"] == rank  # the real one loads
+    link = Path(root) / (Path(good.path).name + "-etc")
+    link.symlink_to("/etc")
+    try:
+        for bad in ("../../etc", "/etc", f"{root}/../../../etc", root, str(link),
+                    good.path + "/../../../etc", good.path + "/"):
+            with pytest.raises(Exception, match="not a window of job"):
+                read(bad)
+            with pytest.raises(JobError, match="not one of job"):
+                job.load(bad)
+    finally:
+        link.unlink()
+    # a symlink inside a listed window that leads out of the roots
+    inner = Path(good.path) / "peek.json"
+    inner.symlink_to("/etc/passwd")
+    try:
+        with pytest.raises(Exception, match="symlink out of the job's output roots"):
+            read(good.path)
+    finally:
+        inner.unlink()
+    with pytest.raises(Exception, match="frame '__class__'"):  # no attribute by name
+        client.submit(rank_frame, job.name, good.path, "__class__", rank, "n", requester(),
+                      workers=[worker], pure=False).result(timeout=60)
+
+
+def test_restarted_agent_reads_the_current_command_over_tls(tls_cluster, tls_job):
+    """An agent's own client (reading the job's command ``Variable``) must present a
+    certificate too: ``dask worker --tls-cert`` gives the worker one for the worker role only.
+    A restarted agent that could not read it would show its ranks at generation 0."""
+    job = tls_job
+    gen = job.set(with_stack=not job.config.with_stack)
+    job.wait(timeout=120, progress=False)
+    node = tls_cluster.nodes[1]
+    node.kill_worker()
+    node.start_worker()
+    tls_cluster.wait_workers(2)
+
+    def caught_up():
+        st = job.status()
+        mine = st[st.node == "node1"]
+        return (len(mine) == 2 and mine.alive.astype(bool).all()
+                and (mine.generation == gen).all())
+    wait_until(caught_up, 120, "node1's restarted agent back on the current generation")
+
+
+def test_the_controller_ships_only_calls_into_the_fixed_operations():
+    """Statically, over dynprof_nb/cluster and the UIs: every ``Client.run``/``submit`` sends
+    the agent's ``call`` (one of OPERATIONS) or a read task of reduce.py, nothing else (no
+    lambda, no ``run_on_scheduler``), and the only plugin is the agent."""
+    import ast
+
+    from dynprof_nb.cluster.ops import OPERATIONS
+
+    shipped, allowed = [], {"call", "rank_reductions", "rank_frame", "AgentPlugin"}
+    package = Path(dynprof_nb.__file__).parent
+    for path in [*(package / "cluster").glob("*.py"), *(package / "ui").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("run", "submit", "run_on_scheduler", "register_plugin",
+                                       "map", "register_worker_plugin"):
+                if "client" not in ast.unparse(node.func.value):  # Series.map, Thread.run
+                    continue
+                first = node.args[0] if node.args else None
+                name = first.id if isinstance(first, ast.Name) else (
+                    first.func.id if isinstance(first, ast.Call)
+                    and isinstance(first.func, ast.Name) else ast.dump(first) if first else "")
+                shipped.append((path.name, node.func.attr, name))
+    assert shipped, "the scan found no Dask call: is it still looking at the right files?"
+    bad = [s for s in shipped if s[2] not in allowed or s[1] == "run_on_scheduler"]
+    assert not bad, f"code shipped to the workers beyond the fixed operations: {bad}"
+    assert set(OPERATIONS) == {"hello", "apply", "status", "windows"}
+
+
+def test_access_rules_without_a_cluster(tmp_path):
+    """The pieces on their own: whose request, which addresses, the agent's client certificate."""
+    from distributed.security import Security
+
+    from dynprof_nb.cluster.access import check_transport, client_security, refusal
+    from dynprof_nb.cluster.node import node_key
+    from dynprof_nb.cluster.ops import NodeOps, NotYourJob, OperationError
+
+    assert refusal(requester(), "apply", "j", "n0") is None
+    assert "does not say which user" in refusal(None, "apply", "j", "n0")
+    assert "does not say which user" in refusal({"uid": True}, "apply", "j", "n0")
+    other = refusal({"uid": OTHER_UID, "name": "nobody"}, "apply", "j", "n0")
+    assert f"uid {os.getuid()}" in other and "uid 65534 (nobody)" in other
+    ops = NodeOps("n0", node_key())
+    with pytest.raises(NotYourJob, match="refused 'status' on job 'j'"):
+        ops.call("status", {"job": "j", "user": {"uid": OTHER_UID, "name": "nobody"}})
+    with pytest.raises(OperationError, match="does not say which user"):
+        ops.call("status", {"job": "j"})
+    hello = ops.call("hello", {"user": {"uid": OTHER_UID, "name": "nobody"}})
+    assert hello["foreign"] and "jobs" not in hello  # whose agent, and nothing more
+    assert "jobs" in ops.call("hello", {"user": requester()})
+    for bad in ("tcp://10.0.0.1:8786", "10.0.0.1:8786", "tcp://[2001:db8::1]:8786",
+                "tcp://head-node:8786", "ucx://10.0.0.1:1", "tcp://127.0.0.1.evil.example:1"):
+        with pytest.raises(ValueError, match="plain-text scheduler address off this machine"):
+            check_transport(bad)
+    tls = TLSFiles(tmp_path / "certs")
+    worker = Security(tls_ca_file=str(tls.ca), tls_worker_cert=str(tls.cert),
+                      tls_worker_key=str(tls.key))  # what `dask worker --tls-*` builds
+    derived = client_security(worker)
+    assert derived.tls_client_cert == str(tls.cert) and derived.require_encryption
+    assert client_security(tls.security) is tls.security  # already has a client certificate
+    assert client_security(None) is None
+
+
+TWO_USERS_CODE = """
+    import json, sys, time
+    import dynprof_nb
+    from distributed import Client
+    from distributed.security import Security
+
+    addr, certs, name = sys.argv[1:4]
+    sec = Security(require_encryption=True, tls_ca_file=certs + "/ca.pem",
+                   tls_client_cert=certs + "/cert.pem", tls_client_key=certs + "/key.pem")
+    client = Client(addr, security=sec, timeout=60, set_as_default=False)
+    job = dynprof_nb.attach(name, cluster=client)
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline:
+        st = job.status()
+        if len(st) == 2 and st.alive.astype(bool).all() and (st.step > 0).all():
+            break
+        time.sleep(0.2)
+    st = job.status()
+    gen = job.start("+10", "+12")
+    job.wait(timeout=150, progress=False)
+    frame = job.windows()
+    out = {"rows": st[["rank", "pid", "node"]].to_dict("records"), "gen": gen,
+           "window": list(job.last_start["window"]),
+           "windows": frame[["rank", "status", "node"]].to_dict("records"),
+           "refused": sorted(job.refused.values())}
+    job.close()
+    client.close()
+    print(json.dumps(out))
+"""
+
+
+def test_two_users_with_a_job_of_the_same_name_never_see_or_touch_each_other(tls_cluster,
+                                                                             tls_job):
+    """uid 65534 runs its own agent (a worker as itself) and ranks 0 and 1 of a job with the
+    first user's job name on node1, and drives it through the same scheduler: it sees and
+    records only its own ranks; the first user's job sees none of it."""
+    from nodes import TRAIN_LOOP, _kill_group
+
+    job = tls_job
+    gen, windows_before = job.generation, len(job.windows())
+    pids_a = set(job.status().pid)
+    node = tls_cluster.nodes[1]
+    home = Path(tempfile.mkdtemp(prefix="dynprof-other-user-"))
+    procs = []
+    try:
+        certs, prof, scratch = home / "certs", home / "prof", home / "scratch"
+        shutil.copytree(tls_cluster.tls.ca.parent, certs)
+        prof.mkdir()
+        scratch.mkdir()
+        for p in [home, certs, prof, scratch, *certs.iterdir()]:
+            os.chown(p, OTHER_UID, OTHER_GID)
+        env = ["/usr/bin/env", f"HOME={home}", sys.executable]
+        tls = ["--tls-ca-file", str(certs / "ca.pem"), "--tls-cert", str(certs / "cert.pem"),
+               "--tls-key", str(certs / "key.pem")]
+        procs.append(node.spawn(as_other_user(
+            [*env, "-m", "dask", "worker", tls_cluster.scheduler.address, "--preload",
+             "dynprof_nb.cluster.agent", "--death-timeout", "10", "--nthreads", "1",
+             "--no-dashboard", "--host", "127.0.0.1", "--no-nanny", "--name", "node1-nobody",
+             "--local-directory", str(scratch), *tls], home), "worker-nobody.log"))
+        for rank in (0, 1):
+            procs.append(node.spawn(as_other_user(
+                [*env, str(TRAIN_LOOP), "--job", job.name, "--rank", str(rank), "--out",
+                 str(prof), "--step-ms", "30"], home), f"nobody.rank{rank}.log"))
+        tls_cluster.wait_workers(3)
+        out = run_as_other_user(TWO_USERS_CODE, [tls_cluster.scheduler.address, str(certs),
+                                                 job.name], home, timeout=400)
+        # the second user: its own two ranks, its own node, its own window, nothing of A's
+        assert sorted(r["rank"] for r in out["rows"]) == [0, 1]
+        assert {r["node"] for r in out["rows"]} == {"node1-nobody"}
+        assert not {r["pid"] for r in out["rows"]} & pids_a
+        assert out["gen"] == 1
+        assert out["windows"] and {w["node"] for w in out["windows"]} == {"node1-nobody"}
+        assert sorted(w["rank"] for w in out["windows"] if w["status"] == "complete") == [0, 1]
+        assert len(out["refused"]) == 2 and all("uid 65534 (nobody)" in r
+                                                for r in out["refused"])  # A's agents
+        # the first user: same generation, same ranks, no new window, no node1-nobody
+        st = job.status()
+        assert job.generation == gen and set(st.pid) == pids_a and len(st) == RANKS
+        assert "node1-nobody" not in set(st.node)
+        frame = job.windows()
+        assert len(frame) == windows_before and "node1-nobody" not in set(frame.node)
+    finally:
+        for proc in procs:
+            _kill_group(proc)
+        shutil.rmtree(home, ignore_errors=True)
+        tls_cluster.wait_workers(2)
