@@ -72,13 +72,27 @@ SLOTS_OFFSET = CONFIG_OFFSET + CONFIG_CAPACITY
 SEGMENT_BYTES = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
 
 # header words (index into the int64 view)
-(H_MAGIC, H_LAYOUT, H_SLOTS, H_SEQ, H_GEN, H_LEN, H_CRC, H_CREATED, H_CREATOR, H_WRITER,
- H_CREATOR_START, H_WRITER_START) = range(12)
+(
+    H_MAGIC,
+    H_LAYOUT,
+    H_SLOTS,
+    H_SEQ,
+    H_GEN,
+    H_LEN,
+    H_CRC,
+    H_CREATED,
+    H_CREATOR,
+    H_WRITER,
+    H_CREATOR_START,
+    H_WRITER_START,
+) = range(12)
 H_NOTE_SEQ, H_NOTE_BEAT_NS = 12, 13  # the helper note's seqlock and its last heartbeat
 NOTE_OFFSET = CONFIG_OFFSET + CONFIG_LIMIT
 
 # slot words (index relative to the slot's first word)
-S_PID, S_RANK, S_STEP, S_STATE, S_START, S_STOP, S_APPLIED, S_BEAT_NS, S_PID_START, S_SEQ = range(10)
+S_PID, S_RANK, S_STEP, S_STATE, S_START, S_STOP, S_APPLIED, S_BEAT_NS, S_PID_START, S_SEQ = range(
+    10
+)
 S_ERR_GEN = 10  # generation the error text belongs to
 S_RATE = 11  # steps per second x 1000, as the rank's heartbeat thread last measured it
 TEXT_OFFSET = SLOT_WORDS * 8
@@ -343,13 +357,16 @@ class Segment:
             if seg is not None:
                 return seg
             if not create and not os.path.exists("/dev/shm" + name):
-                raise NoSuchJob(f"no job named {job!r} on this machine (its segment was stale "
-                                "or finished and is gone): start the training side first.")
+                raise NoSuchJob(
+                    f"no job named {job!r} on this machine (its segment was stale "
+                    "or finished and is gone): start the training side first."
+                )
         raise SegmentError(f"could not create or attach the segment for job {job!r}; retry.")
 
     @classmethod
-    def _attach_fd(cls, job: str, name: str, fd: int, level: int = logging.WARNING
-                   ) -> Segment | None:
+    def _attach_fd(
+        cls, job: str, name: str, fd: int, level: int = logging.WARNING
+    ) -> Segment | None:
         st = os.fstat(fd)
         if st.st_uid != os.getuid():
             os.close(fd)
@@ -370,8 +387,9 @@ class Segment:
                 time.sleep(0.01)  # its creator is still initialising it
                 return None
             if _reclaim(name, fd):
-                log.log(level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name,
-                        st.st_size)
+                log.log(
+                    level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size
+                )
             os.close(fd)
             return None
         seg = cls(job, fd, created=False)
@@ -400,7 +418,9 @@ class Segment:
                 log.log(
                     level,
                     "dynprof_nb: reclaiming stale segment for job %r (every process that used "
-                    "it is gone); starting from the default config.", job)
+                    "it is gone); starting from the default config.",
+                    job,
+                )
             seg.close(tidy=False)
             return None
         return seg
@@ -447,7 +467,8 @@ class Segment:
         ``exiting``: this process's own ranks are leaving too."""
         me = os.getpid()
         return not self.pending() and not any(
-            s.live and not (exiting and s.pid == me) for s in self.slots())
+            s.live and not (exiting and s.pid == me) for s in self.slots()
+        )
 
     def _tidy(self, exiting: bool = False) -> bool:
         """On leaving: remove the name if no other process is attached and the job is finished.
@@ -463,8 +484,11 @@ class Segment:
         if not _presence(self._fd, fcntl.F_WRLCK):  # someone else is attached
             return False
         try:
-            if self.words[H_MAGIC] == MAGIC and self.finished(exiting) and _names_file(
-                    self.name, self._fd):
+            if (
+                self.words[H_MAGIC] == MAGIC
+                and self.finished(exiting)
+                and _names_file(self.name, self._fd)
+            ):
                 _shm_unlink(self.name)
                 self.removed = True
                 log.debug("dynprof_nb: job %r is finished; removed its segment", self.job)
@@ -520,15 +544,16 @@ class Segment:
     def write_config(self, data: bytes) -> int:
         """Publish new config bytes; returns the new generation."""
         if len(data) > CONFIG_LIMIT:
-            raise SegmentError(f"config is {len(data)} bytes; the segment holds at most "
-                               f"{CONFIG_LIMIT}.")
+            raise SegmentError(
+                f"config is {len(data)} bytes; the segment holds at most {CONFIG_LIMIT}."
+            )
         w = self.words
         with self.write_lock():
             seq = w[H_SEQ]
             if seq & 1:  # the previous writer died mid-write: its bytes are garbage anyway
                 seq += 1
             w[H_SEQ] = seq + 1
-            self._bytes[CONFIG_OFFSET:CONFIG_OFFSET + len(data)] = data
+            self._bytes[CONFIG_OFFSET : CONFIG_OFFSET + len(data)] = data
             w[H_LEN] = len(data)
             w[H_CRC] = zlib.crc32(data)
             w[H_WRITER] = os.getpid()
@@ -551,7 +576,7 @@ class Segment:
                 length = w[H_LEN]
                 crc = w[H_CRC]
                 if 0 <= length <= CONFIG_CAPACITY:
-                    data = bytes(self._bytes[CONFIG_OFFSET:CONFIG_OFFSET + length])
+                    data = bytes(self._bytes[CONFIG_OFFSET : CONFIG_OFFSET + length])
                     if w[H_SEQ] == seq1 and zlib.crc32(data) == crc:
                         return gen, data
             if attempt > 10:
@@ -562,10 +587,10 @@ class Segment:
 
     def write_note(self, text: str) -> None:
         """Publish a helper's status text (one writer: the job's relay) and beat its heart."""
-        raw = text.encode("utf-8", "replace")[:NOTE_BYTES - 1]
+        raw = text.encode("utf-8", "replace")[: NOTE_BYTES - 1]
         w = self.words
         w[H_NOTE_SEQ] += 1
-        self._bytes[NOTE_OFFSET:NOTE_OFFSET + NOTE_BYTES] = raw + bytes(NOTE_BYTES - len(raw))
+        self._bytes[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES] = raw + bytes(NOTE_BYTES - len(raw))
         w[H_NOTE_SEQ] += 1
         w[H_NOTE_BEAT_NS] = time.time_ns()
 
@@ -577,7 +602,7 @@ class Segment:
         w = self.words
         for _ in range(100):
             seq = w[H_NOTE_SEQ]
-            raw = bytes(self._bytes[NOTE_OFFSET:NOTE_OFFSET + NOTE_BYTES]).split(b"\0", 1)[0]
+            raw = bytes(self._bytes[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES]).split(b"\0", 1)[0]
             if not seq & 1 and w[H_NOTE_SEQ] == seq:
                 return raw.decode("utf-8", "replace"), w[H_NOTE_BEAT_NS]
             time.sleep(0)
@@ -590,7 +615,8 @@ class Segment:
         return (SLOTS_OFFSET + index * SLOT_BYTES) // 8
 
     def claim_slot(self, rank: int) -> int:
-        """Take a slot for this process: its rank's dead slot, else a free one, else any dead one."""
+        """Take a slot for this process: its rank's dead slot, else a free one, else any dead
+        one."""
         me, my_start = os.getpid(), pid_start_time(os.getpid())
         w = self.words
         with self.write_lock():
@@ -609,10 +635,11 @@ class Segment:
                     dead = i
             index = next((i for i in (reuse, free, dead) if i is not None), None)
             if index is None:
-                raise SegmentError(f"all {SLOT_COUNT} rank slots of job {self.job!r} are in use "
-                                   "by live processes.")
+                raise SegmentError(
+                    f"all {SLOT_COUNT} rank slots of job {self.job!r} are in use by live processes."
+                )
             b = self.slot_base(index)
-            self._bytes[b * 8:(b * 8) + SLOT_BYTES] = bytes(SLOT_BYTES)
+            self._bytes[b * 8 : (b * 8) + SLOT_BYTES] = bytes(SLOT_BYTES)
             w[b + S_RANK] = rank
             w[b + S_STATE] = STATE["idle"]
             w[b + S_START] = w[b + S_STOP] = -1
@@ -633,7 +660,7 @@ class Segment:
         start = b * 8 + offset
         w = self.words
         w[b + S_SEQ] += 1
-        self._bytes[start:start + size] = raw + bytes(size - len(raw))
+        self._bytes[start : start + size] = raw + bytes(size - len(raw))
         w[b + S_SEQ] += 1
 
     def read_slot(self, index: int) -> SlotView:
@@ -643,7 +670,7 @@ class Segment:
             seq = w[b + S_SEQ]
             nums = [w[b + k] for k in range(SLOT_WORDS)]
             texts = {
-                f: bytes(self._bytes[b * 8 + off:b * 8 + off + size]).split(b"\0", 1)[0]
+                f: bytes(self._bytes[b * 8 + off : b * 8 + off + size]).split(b"\0", 1)[0]
                 for f, (off, size) in _TEXT_FIELDS.items()
             }
             if not seq & 1 and w[b + S_SEQ] == seq:
@@ -651,20 +678,27 @@ class Segment:
             time.sleep(0)
         state = nums[S_STATE]
         return SlotView(
-            index=index, pid=nums[S_PID], rank=nums[S_RANK], step=nums[S_STEP],
+            index=index,
+            pid=nums[S_PID],
+            rank=nums[S_RANK],
+            step=nums[S_STEP],
             state=STATES[state] if 0 <= state < len(STATES) else f"unknown({state})",
-            start=nums[S_START], stop=nums[S_STOP], applied=nums[S_APPLIED],
-            heartbeat_ns=nums[S_BEAT_NS], pid_start=nums[S_PID_START],
-            error=texts["error"].decode("utf-8", "replace"), error_generation=nums[S_ERR_GEN],
+            start=nums[S_START],
+            stop=nums[S_STOP],
+            applied=nums[S_APPLIED],
+            heartbeat_ns=nums[S_BEAT_NS],
+            pid_start=nums[S_PID_START],
+            error=texts["error"].decode("utf-8", "replace"),
+            error_generation=nums[S_ERR_GEN],
             root=texts["root"].decode("utf-8", "replace"),
-            window=texts["window"].decode("utf-8", "replace"), rate_milli=nums[S_RATE],
+            window=texts["window"].decode("utf-8", "replace"),
+            rate_milli=nums[S_RATE],
         )
 
     def slots(self) -> list[SlotView]:
         """Every claimed slot (live or dead), in slot order."""
         w = self.words
-        return [self.read_slot(i) for i in range(SLOT_COUNT)
-                if w[self.slot_base(i) + S_PID] != 0]
+        return [self.read_slot(i) for i in range(SLOT_COUNT) if w[self.slot_base(i) + S_PID] != 0]
 
     def forget_dead_slots(self) -> int:
         """Free the slots of processes that are gone; returns how many."""
@@ -693,7 +727,7 @@ def list_jobs() -> list[str]:
         if exc.errno in (errno.ENOENT, errno.EACCES):
             return []
         raise
-    return sorted(n[len(prefix):] for n in names if n.startswith(prefix))
+    return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
 
 
 def unlink(job: str) -> None:

@@ -25,16 +25,30 @@ from matplotlib.patches import Patch
 from dynprof_nb.protocol import STEP_RE
 from dynprof_nb.traces.derive import DEVICE_CATS, DEVICE_PROCESSES
 
-_BREAKDOWN = [("computing_us", "computing", "#4c72b0"),
-              ("_comm_not_overlapped", "communication (not overlapped)", "#dd8452"),
-              ("free_us", "free", "#c0c0c0")]
+_BREAKDOWN = [
+    ("computing_us", "computing", "#4c72b0"),
+    ("_comm_not_overlapped", "communication (not overlapped)", "#dd8452"),
+    ("free_us", "free", "#c0c0c0"),
+]
 # Synthetic lanes that summarise other lanes (Ascend's overlap analysis) and the profiler's own
 # span: drawn as bars they would show idle time as busy.
 _NOT_DRAWN_PROCESSES = {"Overlap Analysis"}
 _NOT_DRAWN_CATS = {"Trace", "gpu_user_annotation"}
 _OTHER = "#b8b8b8"
-_PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
-            "#ccb974", "#64b5cd", "#2f4b7c", "#ff7c43", "#665191"]
+_PALETTE = [
+    "#4c72b0",
+    "#dd8452",
+    "#55a868",
+    "#c44e52",
+    "#8172b3",
+    "#937860",
+    "#da8bc3",
+    "#ccb974",
+    "#64b5cd",
+    "#2f4b7c",
+    "#ff7c43",
+    "#665191",
+]
 WIDTH_IN = 12.0  # every wide figure is this wide (1,200 px at 100 dpi)
 _PIXELS = 1100  # about the timeline's data area in pixels at 100 dpi
 MAX_HEIGHT_IN = 14.0
@@ -51,7 +65,7 @@ def _empty(title: str, why: str) -> Figure:
 
 def _short(text: str, n: int = 60) -> str:
     text = str(text)
-    return text if len(text) <= n else text[:n - 1] + "…"
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _multi_rank(frame: pd.DataFrame) -> bool:
@@ -71,14 +85,18 @@ def _time_unit(span_ns: float) -> tuple[float, str]:
 
 # ---- alignment ---------------------------------------------------------------------------------
 
-def rank_offsets(window: Any, align: str | None, ranks: Sequence[int],
-                 first_ts: dict[int, int]) -> tuple[dict[int, int], str, str]:
+
+def rank_offsets(
+    window: Any, align: str | None, ranks: Sequence[int], first_ts: dict[int, int]
+) -> tuple[dict[int, int], str, str]:
     """Time zero of each rank: ``"step"`` puts every rank's first common step at 0 (ranks on
     different hosts have skewed clocks, and a barrier-free job drifts: wall time would put them
     seconds apart); ``"wall"`` keeps their clocks. Returns (offsets, align used, how said)."""
     if align not in (None, "step", "wall"):
-        raise ValueError(f"align={align!r}: expected 'step' (each rank on its own steps) or "
-                         "'wall' (wall-clock time)")
+        raise ValueError(
+            f"align={align!r}: expected 'step' (each rank on its own steps) or "
+            "'wall' (wall-clock time)"
+        )
     st = window.steps
     st = st[st["start_ns"].notna()] if not st.empty else st
     if align is None:
@@ -101,6 +119,7 @@ def rank_offsets(window: Any, align: str | None, ranks: Sequence[int],
 
 # ---- timeline ----------------------------------------------------------------------------------
 
+
 def _depths(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Nesting depth of each event in its lane: how many events of the lane are open when it
     starts. One sort of all starts and ends (ends first at a tie, longer first among equal
@@ -121,8 +140,9 @@ def _depths(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _step_name_codes(names: pd.Series) -> np.ndarray:
     cats = names.cat.categories
-    return np.array([i for i, c in enumerate(cats) if isinstance(c, str) and STEP_RE.match(c)],
-                    np.int64)
+    return np.array(
+        [i for i, c in enumerate(cats) if isinstance(c, str) and STEP_RE.match(c)], np.int64
+    )
 
 
 def process_in_label(process: str) -> bool:
@@ -147,9 +167,17 @@ def _rank_priority(window: Any, ranks: list[int]) -> list[int]:
     return out
 
 
-def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str | None = None,
-             max_depth: int = 4, max_rows: int = 64, ranks: Sequence[int] | None = None,
-             legend: int = 10, python: bool | None = None) -> Figure:
+def timeline(
+    window: Any,
+    max_events: int = 60_000,
+    lanes: int = 6,
+    align: str | None = None,
+    max_depth: int = 4,
+    max_rows: int = 64,
+    ranks: Sequence[int] | None = None,
+    legend: int = 10,
+    python: bool | None = None,
+) -> Figure:
     """Complete events as bars, one lane per rank -> process -> thread/stream, nested events
     stacked by depth, steps shaded per rank and labelled once on top.
 
@@ -168,8 +196,11 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     keep = (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()
     keep &= ~ev["process"].isin(list(_NOT_DRAWN_PROCESSES)).to_numpy()
     keep &= ~ev["cat"].isin(list(_NOT_DRAWN_CATS)).to_numpy()
-    names = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) else \
-        ev["name"].astype("category")
+    names = (
+        ev["name"]
+        if isinstance(ev["name"].dtype, pd.CategoricalDtype)
+        else ev["name"].astype("category")
+    )
     name_codes = names.cat.codes.to_numpy()
     keep &= ~np.isin(name_codes, _step_name_codes(names))
     frames = (ev["cat"] == "python_function").to_numpy()
@@ -191,27 +222,37 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     n_all = len(idx)
 
     rank_codes = pd.factorize(rank)[0]
-    lane_key = (rank_codes.astype(np.int64) * (int(pid.max()) + 1) + pid) * (int(tid.max()) + 1) + tid
+    lane_key = (rank_codes.astype(np.int64) * (int(pid.max()) + 1) + pid) * (
+        int(tid.max()) + 1
+    ) + tid
     lane_id, _ = pd.factorize(lane_key)  # one integer key: a MultiIndex here costs 0.4 s
     nl = int(lane_id.max()) + 1
     busy = np.bincount(lane_id, weights=dur, minlength=nl)
     first = np.full(nl, len(idx))
     np.minimum.at(first, lane_id, np.arange(len(idx)))
     at_first = ev.iloc[idx[first]]
-    lanes_df = pd.DataFrame({
-        "rank": rank[first], "pid": pid[first],
-        "tid": at_first["tid"].astype(str).to_numpy(), "busy": busy,
-        "process": at_first["process"].astype(object).fillna("").astype(str).to_numpy(),
-        "thread": at_first["thread"].astype(object).fillna("").astype(str).to_numpy(),
-        "device": (at_first["process"].astype(object).isin(DEVICE_PROCESSES)
-                   | at_first["cat"].astype(object).isin(DEVICE_CATS)).to_numpy(),
-    })
+    lanes_df = pd.DataFrame(
+        {
+            "rank": rank[first],
+            "pid": pid[first],
+            "tid": at_first["tid"].astype(str).to_numpy(),
+            "busy": busy,
+            "process": at_first["process"].astype(object).fillna("").astype(str).to_numpy(),
+            "thread": at_first["thread"].astype(object).fillna("").astype(str).to_numpy(),
+            "device": (
+                at_first["process"].astype(object).isin(DEVICE_PROCESSES)
+                | at_first["cat"].astype(object).isin(DEVICE_CATS)
+            ).to_numpy(),
+        }
+    )
     all_ranks = sorted(set(lanes_df["rank"].tolist()))
     if ranks is not None:
         missing = sorted(set(ranks) - set(all_ranks))
         if missing:
-            raise ValueError(f"ranks={list(ranks)}: no events for rank(s) {missing}; "
-                             f"the window has ranks {all_ranks}")
+            raise ValueError(
+                f"ranks={list(ranks)}: no events for rank(s) {missing}; "
+                f"the window has ranks {all_ranks}"
+            )
         all_ranks = sorted(set(ranks))
     lanes_df = lanes_df[lanes_df["rank"].isin(all_ranks)]
     # the busiest lanes of each rank, then shown host first, process by process
@@ -241,8 +282,9 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
             used += rows_of.get(r, 0)
         shown_ranks = sorted(shown)
         lanes_df = lanes_df[lanes_df["rank"].isin(shown_ranks)]
-    lanes_df = lanes_df.sort_values(["rank", "device", "process", "busy"],
-                                    ascending=[True, True, True, False])
+    lanes_df = lanes_df.sort_values(
+        ["rank", "device", "process", "busy"], ascending=[True, True, True, False]
+    )
     lanes_df["rows"] = np.minimum(lanes_df["levels"], cap).clip(lower=1)
     lanes_df["y0"] = np.concatenate([[0], np.cumsum(lanes_df["rows"].to_numpy())[:-1]])
     n_rows = int(lanes_df["rows"].sum())
@@ -301,8 +343,11 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     verts[:, 2, 0] = verts[:, 3, 0] = x1
     verts[:, 0, 1] = verts[:, 3, 1] = y + 0.08
     verts[:, 1, 1] = verts[:, 2, 1] = y + 0.92
-    ax.add_collection(PolyCollection(verts, facecolors=color_of[codes[sel]], linewidths=0,
-                                     antialiaseds=False, zorder=2))
+    ax.add_collection(
+        PolyCollection(
+            verts, facecolors=color_of[codes[sel]], linewidths=0, antialiaseds=False, zorder=2
+        )
+    )
     step_pos = _aligned_steps(window, offsets, scale)
     if step_pos is not None and len(step_pos):
         lo = min(lo, float(step_pos["a"].min()))
@@ -312,8 +357,14 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     ys = lanes_df["y0"].to_numpy()
     rank_first = lanes_df["rank"].ne(lanes_df["rank"].shift()).to_numpy()
     segs = [[(lo, v), (hi, v)] for v in ys[1:]]
-    ax.add_collection(LineCollection(segs, colors=["#555555" if f else "#dddddd" for f in
-                                                   rank_first[1:]], linewidths=0.6, zorder=3))
+    ax.add_collection(
+        LineCollection(
+            segs,
+            colors=["#555555" if f else "#dddddd" for f in rank_first[1:]],
+            linewidths=0.6,
+            zorder=3,
+        )
+    )
     ax.set_xlim(lo - (hi - lo) * 0.005, hi + (hi - lo) * 0.005)
     ax.set_ylim(n_rows, 0)
     multi_proc = lanes_df.groupby("rank")["process"].nunique()
@@ -324,8 +375,11 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
             parts.append(_short(r.process, 24))
         parts.append(_short(r.thread or f"thread {r.tid}", 32))
         labels.append(" · ".join(parts))
-    ax.set_yticks(ys + np.minimum(lanes_df["rows"].to_numpy(), 1) * 0.5, labels,
-                  fontsize=8 if len(labels) <= 24 else 6)
+    ax.set_yticks(
+        ys + np.minimum(lanes_df["rows"].to_numpy(), 1) * 0.5,
+        labels,
+        fontsize=8 if len(labels) <= 24 else 6,
+    )
     ax.tick_params(axis="y", length=0)
     zero = f" (0 = start of step {how.rsplit(' ', 1)[-1]})" if align == "step" else ""
     ax.set_xlabel(f"time ({unit}){zero}")
@@ -335,29 +389,45 @@ def timeline(window: Any, max_events: int = 60_000, lanes: int = 6, align: str |
     if hidden_frames:
         left_out.append(f"{hidden_frames:,} Python frames not drawn (python=True draws them)")
     if len(sel) < n_drawable:
-        left_out.append(f"{len(sel):,} of {n_drawable:,} events drawn (the longest in each "
-                        "pixel: zoom with ranks=, or open in Perfetto)")
+        left_out.append(
+            f"{len(sel):,} of {n_drawable:,} events drawn (the longest in each "
+            "pixel: zoom with ranks=, or open in Perfetto)"
+        )
     if too_deep:
-        left_out.append(f"{too_deep:,} events nested deeper than {cap} "
-                        f"level{'s' if cap > 1 else ''} hidden")
+        left_out.append(
+            f"{too_deep:,} events nested deeper than {cap} level{'s' if cap > 1 else ''} hidden"
+        )
     if hidden_lanes:
         left_out.append(f"{hidden_lanes} quieter lanes hidden (lanes={lanes})")
     if len(shown_ranks) < len(all_ranks):
-        left_out.append(f"{len(shown_ranks)} of {len(all_ranks)} ranks shown, the slowest and "
-                        "fastest (ranks=[...] to choose)")
-    fig.suptitle(f"timeline · {window.framework} · {n_all:,} events"
-                 + (f" · {len(all_ranks)} ranks, {how}" if len(all_ranks) > 1 else ""), fontsize=11)
+        left_out.append(
+            f"{len(shown_ranks)} of {len(all_ranks)} ranks shown, the slowest and "
+            "fastest (ranks=[...] to choose)"
+        )
+    fig.suptitle(
+        f"timeline · {window.framework} · {n_all:,} events"
+        + (f" · {len(all_ranks)} ranks, {how}" if len(all_ranks) > 1 else ""),
+        fontsize=11,
+    )
     if left_out:
-        ax.set_title(textwrap.fill("; ".join(left_out), 125), fontsize=8, loc="left",
-                     color="#444444")
+        ax.set_title(
+            textwrap.fill("; ".join(left_out), 125), fontsize=8, loc="left", color="#444444"
+        )
     if top:
         cats_ = names.cat.categories
-        handles = [Patch(color=_PALETTE[i % len(_PALETTE)], label=_short(cats_[c], 30))
-                   for i, c in enumerate(top)]
+        handles = [
+            Patch(color=_PALETTE[i % len(_PALETTE)], label=_short(cats_[c], 30))
+            for i, c in enumerate(top)
+        ]
         if len(top) < np.count_nonzero(weight):
             handles.append(Patch(color=_OTHER, label="other"))
-        fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)),
-                   fontsize=8, frameon=False)
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncol=min(4, len(handles)),
+            fontsize=8,
+            frameon=False,
+        )
     return fig
 
 
@@ -378,8 +448,9 @@ def _aligned_steps(window: Any, offsets: dict[int, int], scale: float) -> pd.Dat
     return pd.DataFrame({"rank": rk, "step": st["step"].to_numpy("int64"), "a": a, "b": b})
 
 
-def _draw_steps(ax: Any, pos_df: pd.DataFrame, lanes_df: pd.DataFrame, lo: float,
-                hi: float, wall: bool) -> None:
+def _draw_steps(
+    ax: Any, pos_df: pd.DataFrame, lanes_df: pd.DataFrame, lo: float, hi: float, wall: bool
+) -> None:
     """Alternate step shading in each rank's band of lanes, and the step numbers once on top
     (at the median aligned start over ranks), thinned to what fits."""
     rk, steps = pos_df["rank"].to_numpy(), pos_df["step"].to_numpy()
@@ -391,8 +462,15 @@ def _draw_steps(ax: Any, pos_df: pd.DataFrame, lanes_df: pd.DataFrame, lo: float
     if np.count_nonzero(show) <= 20_000 and not dense:
         t = bands["top"].reindex(rk[show]).to_numpy()
         btm = bands["bottom"].reindex(rk[show]).to_numpy()
-        v = np.stack([np.stack([a[show], t], 1), np.stack([a[show], btm], 1),
-                      np.stack([b[show], btm], 1), np.stack([b[show], t], 1)], 1)
+        v = np.stack(
+            [
+                np.stack([a[show], t], 1),
+                np.stack([a[show], btm], 1),
+                np.stack([b[show], btm], 1),
+                np.stack([b[show], t], 1),
+            ],
+            1,
+        )
         ax.add_collection(PolyCollection(v, facecolors="#e9e9e9", linewidths=0, zorder=0))
     if wall:  # ranks' clocks differ: label the first rank's steps (the others are shaded)
         first = rk == rk.min()
@@ -412,12 +490,16 @@ def _draw_steps(ax: Any, pos_df: pd.DataFrame, lanes_df: pd.DataFrame, lo: float
     pos = pos[keep]
     top = ax.secondary_xaxis("top")
     top.set_xticks(pos.to_numpy(), [str(s) for s in pos.index], fontsize=7)
-    top.set_xlabel("step" + (f" (every {stride}th labelled)" if stride > 1 else "")
-                   + (f" of rank {rk.min()}" if wall and len(set(rk.tolist())) > 1 else ""),
-                   fontsize=8)
+    top.set_xlabel(
+        "step"
+        + (f" (every {stride}th labelled)" if stride > 1 else "")
+        + (f" of rank {rk.min()}" if wall and len(set(rk.tolist())) > 1 else ""),
+        fontsize=8,
+    )
 
 
 # ---- operations --------------------------------------------------------------------------------
+
 
 def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """Device time per kernel name (and rank): count, total_us."""
@@ -425,12 +507,16 @@ def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["name", "count", "total_us"])
     keys = ["rank", "name"] if "rank" in kernels else ["name"]
     k = kernels.assign(name=kernels["name"].astype(object))
-    return k.groupby(keys, sort=False).agg(count=("duration_us", "size"),
-                                           total_us=("duration_us", "sum")).reset_index()
+    return (
+        k.groupby(keys, sort=False)
+        .agg(count=("duration_us", "size"), total_us=("duration_us", "sum"))
+        .reset_index()
+    )
 
 
-def top_ops(window: Any, n: int = 15, by: str = "self_us", what: str = "ops",
-            per_rank: bool | None = None) -> Figure:
+def top_ops(
+    window: Any, n: int = 15, by: str = "self_us", what: str = "ops", per_rank: bool | None = None
+) -> Figure:
     """Horizontal bars of the operations (``what="ops"``) or device kernels (``"kernels"``)
     with the most time, largest on top. With several ranks: the mean over ranks with a min-max
     whisker (and the slowest rank named), or one bar per rank side by side (``per_rank``, the
@@ -454,30 +540,53 @@ def top_ops(window: Any, n: int = 15, by: str = "self_us", what: str = "ops",
         ax.set_xlabel(f"{label} (ms)")
         ax.set_title(title)
         return fig
-    wide = ops.pivot_table(index=ops["name"].astype(object), columns="rank", values=by,
-                           aggfunc="sum", fill_value=0.0) / 1000.0
+    wide = (
+        ops.pivot_table(
+            index=ops["name"].astype(object),
+            columns="rank",
+            values=by,
+            aggfunc="sum",
+            fill_value=0.0,
+        )
+        / 1000.0
+    )
     nr = wide.shape[1]
     mean = wide.mean(axis=1)
     order = mean.nlargest(n).index[::-1]
     wide, mean = wide.loc[order], mean.loc[order]
     yl = [_short(s) for s in order]
     per_rank = nr <= 4 if per_rank is None else per_rank
-    fig = Figure(figsize=(9, 1.4 + (0.18 * nr + 0.12 if per_rank else 0.3) * len(order)),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(9, 1.4 + (0.18 * nr + 0.12 if per_rank else 0.3) * len(order)),
+        layout="constrained",
+    )
     ax = fig.add_subplot()
     y = np.arange(len(order))
     if per_rank:
         h = 0.8 / nr
         for i, r in enumerate(wide.columns):
-            ax.barh(y - 0.4 + h * (nr - i - 0.5), wide[r].to_numpy(), height=h,
-                    color=_PALETTE[i % len(_PALETTE)], label=f"rank {r}")
+            ax.barh(
+                y - 0.4 + h * (nr - i - 0.5),
+                wide[r].to_numpy(),
+                height=h,
+                color=_PALETTE[i % len(_PALETTE)],
+                label=f"rank {r}",
+            )
         ax.legend(fontsize=8, loc="lower right")
         ax.set_title(f"{title} per rank ({nr} ranks, by mean)")
     else:
         lo, hi = wide.min(axis=1), wide.max(axis=1)
         ax.barh(y, mean.to_numpy(), color="#4c72b0", label=f"mean over {nr} ranks")
-        ax.errorbar(mean.to_numpy(), y, xerr=[mean - lo, hi - mean], fmt="none", ecolor="#333333",
-                    capsize=3, lw=1, label="min-max over ranks")
+        ax.errorbar(
+            mean.to_numpy(),
+            y,
+            xerr=[mean - lo, hi - mean],
+            fmt="none",
+            ecolor="#333333",
+            capsize=3,
+            lw=1,
+            label="min-max over ranks",
+        )
         slowest = wide.idxmax(axis=1)
         for yi, (v, r) in enumerate(zip(hi.to_numpy(), slowest.to_numpy(), strict=True)):
             ax.text(v, yi, f" r{r}", va="center", fontsize=7, color="#333333")
@@ -490,9 +599,13 @@ def top_ops(window: Any, n: int = 15, by: str = "self_us", what: str = "ops",
 
 # ---- steps -------------------------------------------------------------------------------------
 
+
 def _breakdown_parts(st: pd.DataFrame) -> pd.DataFrame:
-    return st.assign(_comm_not_overlapped=(st["communication_us"].fillna(0)
-                                           - st["overlapped_us"].fillna(0)).clip(lower=0))
+    return st.assign(
+        _comm_not_overlapped=(
+            st["communication_us"].fillna(0) - st["overlapped_us"].fillna(0)
+        ).clip(lower=0)
+    )
 
 
 def _stacked(ax: Any, st: pd.DataFrame, legend: bool) -> None:
@@ -530,8 +643,7 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         return _empty("step breakdown", "no steps in this window")
     if not _multi_rank(st):
         st = st.sort_values("step")
-        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st))), 4),
-                     layout="constrained")
+        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st))), 4), layout="constrained")
         ax = fig.add_subplot()
         _stacked(ax, st, legend=True)
         ax.set_xlabel("step")
@@ -542,45 +654,63 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
     if heatmap is None:
         heatmap = len(ranks) > 8 or nsteps > 30
     if not heatmap:
-        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps)), 1.2 + 1.7 * len(ranks)),
-                     layout="constrained")
+        fig = Figure(
+            figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps)), 1.2 + 1.7 * len(ranks)),
+            layout="constrained",
+        )
         axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
         for i, (ax, r) in enumerate(zip(axes, ranks, strict=True)):
             _stacked(ax, st[st["rank"] == r].sort_values("step"), legend=i == 0)
             ax.set_title(f"rank {r}", fontsize=9, loc="left")
         axes[-1].set_xlabel("step")
-        fig.suptitle(f"step breakdown per rank ({nsteps} step{'s' if nsteps != 1 else ''}, "
-                     f"{len(ranks)} ranks)", fontsize=11)
+        fig.suptitle(
+            f"step breakdown per rank ({nsteps} step{'s' if nsteps != 1 else ''}, "
+            f"{len(ranks)} ranks)",
+            fontsize=11,
+        )
         return fig
     if value not in st or st[value].isna().all():
         have = [c for c in st if c.endswith("_us") and st[c].notna().any()]
         raise ValueError(f"value={value!r}: this window's steps have {have}")
     grid = st.pivot_table(index="rank", columns="step", values=value, aggfunc="max") / 1000.0
-    fig = Figure(figsize=(WIDTH_IN, min(MAX_HEIGHT_IN, 2.4 + 0.14 * len(ranks))),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(WIDTH_IN, min(MAX_HEIGHT_IN, 2.4 + 0.14 * len(ranks))), layout="constrained"
+    )
     ax, side = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [6, 1]})
     data = grid.to_numpy()
     finite = data[np.isfinite(data)]
-    vmin, vmax = (np.percentile(finite, [1, 99]) if finite.size else (0, 1))
+    vmin, vmax = np.percentile(finite, [1, 99]) if finite.size else (0, 1)
     steps = grid.columns.to_numpy()
-    im = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="magma", vmin=vmin,
-                   vmax=max(vmax, vmin + 1e-9),
-                   extent=(steps[0] - 0.5, steps[-1] + 0.5, len(ranks) - 0.5, -0.5))
+    im = ax.imshow(
+        data,
+        aspect="auto",
+        interpolation="nearest",
+        cmap="magma",
+        vmin=vmin,
+        vmax=max(vmax, vmin + 1e-9),
+        extent=(steps[0] - 0.5, steps[-1] + 0.5, len(ranks) - 0.5, -0.5),
+    )
     fig.colorbar(im, ax=side, label=f"{value.replace('_us', '')} (ms)", fraction=0.5)
     ax.set_xlabel("step")
     ax.set_ylabel("rank")
     tick = max(1, len(ranks) // 16)
-    ax.set_yticks(np.arange(0, len(ranks), tick), [str(r) for r in grid.index[::tick]],
-                  fontsize=7)
+    ax.set_yticks(np.arange(0, len(ranks), tick), [str(r) for r in grid.index[::tick]], fontsize=7)
     med = grid.median(axis=1)
     side.barh(np.arange(len(ranks)), med.to_numpy(), color="#4c72b0", height=0.8)
     side.set_xlabel("median (ms)")
     slow = med.idxmax()
     fast = med.min()
-    side.set_title(f"slowest: rank {slow}\n{med.max() / fast - 1:+.0%} vs fastest" if fast > 0
-                   else f"slowest: rank {slow}", fontsize=8)
-    ax.set_title(f"{value.replace('_us', '')} per step and rank ({nsteps} steps x "
-                 f"{len(ranks)} ranks; colour clipped to the 1-99th percentile)", fontsize=10)
+    side.set_title(
+        f"slowest: rank {slow}\n{med.max() / fast - 1:+.0%} vs fastest"
+        if fast > 0
+        else f"slowest: rank {slow}",
+        fontsize=8,
+    )
+    ax.set_title(
+        f"{value.replace('_us', '')} per step and rank ({nsteps} steps x "
+        f"{len(ranks)} ranks; colour clipped to the 1-99th percentile)",
+        fontsize=10,
+    )
     return fig
 
 
@@ -601,15 +731,15 @@ def _one_component(mem: pd.DataFrame, component: str | None) -> tuple[pd.DataFra
     if not have:
         return mem, ""
     if component is None:
-        component = next((c for c in _TOTAL_COMPONENTS if c in have), None) or \
-            str(names.value_counts().index[0])
+        component = next((c for c in _TOTAL_COMPONENTS if c in have), None) or str(
+            names.value_counts().index[0]
+        )
     if component not in have:
         raise ValueError(f"component={component!r}: this window's memory has {sorted(have)}")
     return mem[(names == component).to_numpy()], component
 
 
-def memory_over_time(window: Any, align: str | None = None,
-                     component: str | None = None) -> Figure:
+def memory_over_time(window: Any, align: str | None = None, component: str | None = None) -> Figure:
     """Allocated (solid) and reserved (dashed) memory over time, one line per rank and device,
     each rank on its own steps (``align="step"``, the default with several ranks) or on
     wall-clock time (``"wall"``). Past 8 lines the colour is the rank (a colour bar, no legend).
@@ -623,13 +753,16 @@ def memory_over_time(window: Any, align: str | None = None,
     ts = mem["ts_ns"].to_numpy("int64")
     first = {r: int(ts[rk == r].min()) for r in ranks}
     offsets, align, how = rank_offsets(window, align, ranks, first)
-    off = np.array([offsets[int(r)] for r in rk], np.int64) if len(ranks) > 1 else \
-        np.full(len(rk), offsets[ranks[0]])
+    off = (
+        np.array([offsets[int(r)] for r in rk], np.int64)
+        if len(ranks) > 1
+        else np.full(len(rk), offsets[ranks[0]])
+    )
     dev = mem["device"].astype(object).fillna("?").astype(str).to_numpy()
     groups = pd.DataFrame({"r": rk, "d": dev}).groupby(["r", "d"], sort=True).indices
     series = [(int(r), str(d), rows) for (r, d), rows in groups.items()]
     cols = [c for c in ("allocated_bytes", "reserved_bytes") if mem[c].notna().any()]
-    t_all = (ts - off)
+    t_all = ts - off
     scale, unit = _time_unit(float(t_all.max() - t_all.min()) if len(t_all) else 0.0)
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
@@ -642,14 +775,23 @@ def memory_over_time(window: Any, align: str | None = None,
     for i, (r, d, rows) in enumerate(series):
         order = rows[np.argsort(ts[rows], kind="stable")]
         t = t_all[order] / scale
-        color = cmap(ranks.index(r) / max(1, len(ranks) - 1)) if many else _PALETTE[i % len(_PALETTE)]
+        color = (
+            cmap(ranks.index(r) / max(1, len(ranks) - 1)) if many else _PALETTE[i % len(_PALETTE)]
+        )
         who = (f"rank {r} · " if r >= 0 else "") + d
         for col, style in zip(cols, ("-", "--"), strict=False):
             v = mem[col].to_numpy()[order]
             ok = np.isfinite(v)
             if ok.any():
-                ax.step(t[ok], v[ok] / 2**20, style, where="post", color=color, lw=1,
-                        label=None if many else f"{who} {col.split('_')[0]}")
+                ax.step(
+                    t[ok],
+                    v[ok] / 2**20,
+                    style,
+                    where="post",
+                    color=color,
+                    lw=1,
+                    label=None if many else f"{who} {col.split('_')[0]}",
+                )
     if many:
         from matplotlib.cm import ScalarMappable
         from matplotlib.colors import Normalize
@@ -662,6 +804,5 @@ def memory_over_time(window: Any, align: str | None = None,
     ax.set_ylabel("MiB")
     styles = " (solid: allocated, dashed: reserved)" if len(cols) == 2 else ""
     comp = f" · {component}" if component else ""
-    ax.set_title(f"memory over time{comp}, {len(series)} rank x device series{styles}",
-                 fontsize=10)
+    ax.set_title(f"memory over time{comp}, {len(series)} rank x device series{styles}", fontsize=10)
     return fig

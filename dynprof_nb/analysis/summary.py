@@ -19,8 +19,14 @@ from dynprof_nb.analysis.configdiff import config_line, warn_if_configs_differ
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec, is_communication
 
-BREAKDOWN_COLUMNS = ["step", "duration_us", "computing_us", "communication_us", "overlapped_us",
-                     "free_us"]
+BREAKDOWN_COLUMNS = [
+    "step",
+    "duration_us",
+    "computing_us",
+    "communication_us",
+    "overlapped_us",
+    "free_us",
+]
 
 
 def step_breakdown(steps: pd.DataFrame) -> pd.DataFrame:
@@ -40,9 +46,17 @@ def ops_across_ranks(ops: pd.DataFrame) -> pd.DataFrame:
     """Fold a multi-rank ``ops`` frame (one row per rank and name) into one row per name."""
     if ops.empty or "rank" not in ops:
         return ops
-    t = ops.groupby(ops["name"].astype(object), sort=False).agg(
-        count=("count", "sum"), total_us=("total_us", "sum"), self_us=("self_us", "sum"),
-        min_us=("min_us", "min"), max_us=("max_us", "max")).reset_index()
+    t = (
+        ops.groupby(ops["name"].astype(object), sort=False)
+        .agg(
+            count=("count", "sum"),
+            total_us=("total_us", "sum"),
+            self_us=("self_us", "sum"),
+            min_us=("min_us", "min"),
+            max_us=("max_us", "max"),
+        )
+        .reset_index()
+    )
     t["avg_us"] = t["total_us"] / t["count"]
     total_self = t["self_us"].sum()
     t["share"] = t["self_us"] / total_self if total_self > 0 else 0.0
@@ -58,11 +72,18 @@ def ops_across_ranks(ops: pd.DataFrame) -> pd.DataFrame:
 # waiting for the device (synchronize, .item()).
 OVERHEAD = [
     ("op compile", re.compile(r"aclopCompile|@opCompile\b|CompileAndExecute", re.I)),
-    ("kernel launch", re.compile(
-        r"^(?:cuda|cu|hip)(?:Launch|GraphLaunch|Memcpy|Memset)|^AscendCL@(?:aclnn|aclrtLaunch|"
-        r"aclrtMemcpy|\w+_Tiling)|^(?:Enqueue|Dequeue@)", re.I)),
-    ("host waits for device", re.compile(
-        r"Synchronize|^cudaEventQuery|^cudaStreamQuery|aten::_local_scalar_dense", re.I)),
+    (
+        "kernel launch",
+        re.compile(
+            r"^(?:cuda|cu|hip)(?:Launch|GraphLaunch|Memcpy|Memset)|^AscendCL@(?:aclnn|aclrtLaunch|"
+            r"aclrtMemcpy|\w+_Tiling)|^(?:Enqueue|Dequeue@)",
+            re.I,
+        ),
+    ),
+    (
+        "host waits for device",
+        re.compile(r"Synchronize|^cudaEventQuery|^cudaStreamQuery|aten::_local_scalar_dense", re.I),
+    ),
 ]
 
 
@@ -71,8 +92,12 @@ def kernel_summary(kernels: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     share of all device time."""
     if kernels.empty:
         return pd.DataFrame(columns=["name", "count", "total_us", "avg_us", "share"])
-    k = pd.DataFrame({"name": kernels["name"].astype(object).fillna("?").to_numpy(),
-                      "dur": kernels["duration_us"].to_numpy(dtype="float64", na_value=0.0)})
+    k = pd.DataFrame(
+        {
+            "name": kernels["name"].astype(object).fillna("?").to_numpy(),
+            "dur": kernels["duration_us"].to_numpy(dtype="float64", na_value=0.0),
+        }
+    )
     t = k.groupby("name", sort=False)["dur"].agg(count="size", total_us="sum").reset_index()
     t["avg_us"] = t["total_us"] / t["count"]
     total = t["total_us"].sum()
@@ -97,8 +122,9 @@ def _coverage(starts: np.ndarray, ends: np.ndarray, kind: np.ndarray) -> tuple[f
     return float(seg[a | b].sum()), float(seg[a].sum()), float(seg[a & b].sum())
 
 
-def device_table(kernels: pd.DataFrame, steps: pd.DataFrame,
-                 comm_patterns: PatternSpec = None) -> pd.DataFrame:
+def device_table(
+    kernels: pd.DataFrame, steps: pd.DataFrame, comm_patterns: PatternSpec = None
+) -> pd.DataFrame:
     """Per rank: how long the device was busy (any kernel running) and idle within the steps
     (or the kernels' own span), and how much of its communication ran under computation.
     ``comm_patterns``: which kernels are communication (a window's ``comm_patterns``; default
@@ -121,7 +147,8 @@ def device_table(kernels: pd.DataFrame, steps: pd.DataFrame,
         if not st.empty:
             lo = int(st["start_ns"].min())
             ends = st["start_ns"].to_numpy("int64") + np.round(
-                st["duration_us"].to_numpy("float64", na_value=0.0) * 1000).astype(np.int64)
+                st["duration_us"].to_numpy("float64", na_value=0.0) * 1000
+            ).astype(np.int64)
             hi = int(ends.max())  # in int64: a float64 of epoch ns is only good to 256 ns
         else:
             lo, hi = int(s.min()), int(e.max())
@@ -129,8 +156,17 @@ def device_table(kernels: pd.DataFrame, steps: pd.DataFrame,
         keep = e > s
         busy, comm_busy, ov = _coverage(s[keep], e[keep], np.where(comm[m][keep], 0, 1))
         span = max(hi - lo, 1)
-        rows.append((int(r), span / 1e6, busy / 1e6, (span - busy) / 1e6, busy / span,
-                     comm_busy / 1e6, ov / comm_busy if comm_busy > 0 else np.nan))
+        rows.append(
+            (
+                int(r),
+                span / 1e6,
+                busy / 1e6,
+                (span - busy) / 1e6,
+                busy / span,
+                comm_busy / 1e6,
+                ov / comm_busy if comm_busy > 0 else np.nan,
+            )
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -150,9 +186,15 @@ def overhead_table(ops: pd.DataFrame) -> pd.DataFrame:
         if not m.any():
             continue
         sub = ops[m].sort_values("self_us", ascending=False)
-        rows.append((label, int(sub["count"].sum()), float(sub["self_us"].sum()),
-                     float(sub["self_us"].sum() / total) if total > 0 else 0.0,
-                     ", ".join(sub["name"].astype(str).head(3))))
+        rows.append(
+            (
+                label,
+                int(sub["count"].sum()),
+                float(sub["self_us"].sum()),
+                float(sub["self_us"].sum() / total) if total > 0 else 0.0,
+                ", ".join(sub["name"].astype(str).head(3)),
+            )
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -164,45 +206,69 @@ def span_by_rank(events: pd.DataFrame) -> pd.Series:
         return pd.Series(dtype="float64")
     end = ev["ts_ns"] + ev["dur_ns"].fillna(0)
     key = ev["rank"] if "rank" in ev else pd.Series(0, index=ev.index)
-    g = pd.DataFrame({"r": key.to_numpy(), "s": ev["ts_ns"].to_numpy("int64"),
-                      "e": end.to_numpy("int64")}).groupby("r")
+    g = pd.DataFrame(
+        {"r": key.to_numpy(), "s": ev["ts_ns"].to_numpy("int64"), "e": end.to_numpy("int64")}
+    ).groupby("r")
     return (g["e"].max() - g["s"].min()) / 1e6
 
 
 # ---- summaries -----------------------------------------------------------------------------
+
 
 def step_stats(steps: pd.DataFrame) -> dict[str, Any]:
     if steps.empty or steps["duration_us"].isna().all():
         return {}
     d = steps["duration_us"]
     med = float(d.median())
-    return {"count": int(len(d)), "median_us": med, "mean_us": float(d.mean()),
-            "max_us": float(d.max()), "slowest_step": int(steps.loc[d.idxmax(), "step"]),
-            "slowest_ratio": float(d.max() / med) if med > 0 else float("nan")}
+    return {
+        "count": int(len(d)),
+        "median_us": med,
+        "mean_us": float(d.mean()),
+        "max_us": float(d.max()),
+        "slowest_step": int(steps.loc[d.idxmax(), "step"]),
+        "slowest_ratio": float(d.max() / med) if med > 0 else float("nan"),
+    }
 
 
 def rank_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Step time per rank: median and total step time, and how much slower than the fastest."""
     if steps.empty or "rank" not in steps:
         return pd.DataFrame(columns=["rank", "steps", "median_step_us", "total_us", "vs_fastest"])
-    t = steps.groupby("rank").agg(steps=("step", "size"), median_step_us=("duration_us", "median"),
-                                  total_us=("duration_us", "sum")).reset_index()
+    t = (
+        steps.groupby("rank")
+        .agg(
+            steps=("step", "size"),
+            median_step_us=("duration_us", "median"),
+            total_us=("duration_us", "sum"),
+        )
+        .reset_index()
+    )
     fastest = t["median_step_us"].min()
     t["vs_fastest"] = t["median_step_us"] / fastest - 1.0 if fastest and fastest > 0 else np.nan
     return t.sort_values("median_step_us", ascending=False, ignore_index=True)
 
 
-def notes_for(steps: pd.DataFrame, ops: pd.DataFrame, ranks: pd.DataFrame | None = None,
-              slow_factor: float = 1.5) -> list[str]:
+def notes_for(
+    steps: pd.DataFrame,
+    ops: pd.DataFrame,
+    ranks: pd.DataFrame | None = None,
+    slow_factor: float = 1.5,
+) -> list[str]:
     """Plain-language findings a user would otherwise compute by hand."""
     notes: list[str] = []
     if not steps.empty and steps["duration_us"].notna().any():
-        by = steps.groupby("step")["duration_us"].max() if "rank" in steps else \
-            steps.set_index("step")["duration_us"]
+        by = (
+            steps.groupby("step")["duration_us"].max()
+            if "rank" in steps
+            else steps.set_index("step")["duration_us"]
+        )
         med = by.median()
         for step, d in by.items():
             if med > 0 and d >= slow_factor * med and len(by) > 2:
-                notes.append(f"step {step} took {d / med:.1f}x the median ({d / 1000:.1f} ms vs {med / 1000:.1f} ms)")
+                notes.append(
+                    f"step {step} took {d / med:.1f}x the median "
+                    f"({d / 1000:.1f} ms vs {med / 1000:.1f} ms)"
+                )
         comm = steps.get("communication_us")
         ov = steps.get("overlapped_us")
         if comm is not None and ov is not None and comm.notna().any():
@@ -224,8 +290,12 @@ def notes_for(steps: pd.DataFrame, ops: pd.DataFrame, ranks: pd.DataFrame | None
     return notes
 
 
-def device_notes(device: pd.DataFrame, overhead: pd.DataFrame, kernels: pd.DataFrame,
-                 steps: pd.DataFrame | None = None) -> list[str]:
+def device_notes(
+    device: pd.DataFrame,
+    overhead: pd.DataFrame,
+    kernels: pd.DataFrame,
+    steps: pd.DataFrame | None = None,
+) -> list[str]:
     """What stands out on the device side, before anything about host operators (the idle
     share is said once: by the steps' own "free" column when the profiler wrote one)."""
     notes: list[str] = []
@@ -233,22 +303,31 @@ def device_notes(device: pd.DataFrame, overhead: pd.DataFrame, kernels: pd.DataF
     if not device.empty and not has_free:
         busy = device["busy_ms"].sum() / device["span_ms"].sum()
         if busy < 0.8:
-            notes.append(f"device busy {busy:.0%} of the window (idle {1 - busy:.0%}): the "
-                         "host is not feeding it fast enough, or it waits for communication")
+            notes.append(
+                f"device busy {busy:.0%} of the window (idle {1 - busy:.0%}): the "
+                "host is not feeding it fast enough, or it waits for communication"
+            )
     if not kernels.empty and kernels["share"].iloc[0] >= 0.3:
-        notes.append(f"kernel {kernels['name'].iloc[0]} takes {kernels['share'].iloc[0]:.0%} "
-                     "of device time")
+        notes.append(
+            f"kernel {kernels['name'].iloc[0]} takes {kernels['share'].iloc[0]:.0%} of device time"
+        )
     for row in overhead.itertuples():
         if row.overhead == "op compile" and row.share >= 0.05:
-            notes.append(f"operators compiled at run time ({row.ops}) take {row.share:.0%} of "
-                         "host time: with torch_npu, torch_npu.npu.set_compile_mode("
-                         "jit_compile=False) uses prebuilt kernels")
+            notes.append(
+                f"operators compiled at run time ({row.ops}) take {row.share:.0%} of "
+                "host time: with torch_npu, torch_npu.npu.set_compile_mode("
+                "jit_compile=False) uses prebuilt kernels"
+            )
         elif row.overhead == "kernel launch" and row.share >= 0.2:
-            notes.append(f"kernel launches take {row.share:.0%} of host time: many small "
-                         "kernels (fusing them or graph capture helps)")
+            notes.append(
+                f"kernel launches take {row.share:.0%} of host time: many small "
+                "kernels (fusing them or graph capture helps)"
+            )
         elif row.overhead == "host waits for device" and row.share >= 0.1:
-            notes.append(f"the host waits for the device {row.share:.0%} of its time "
-                         f"({row.ops}): a sync in the step (.item(), printing a loss)")
+            notes.append(
+                f"the host waits for the device {row.share:.0%} of its time "
+                f"({row.ops}): a sync in the step (.item(), printing a loss)"
+            )
     return notes
 
 
@@ -261,7 +340,7 @@ def _short(text: Any, n: int = 72) -> Any:
     if not isinstance(text, str) or len(text) <= n:
         return text
     text = text.removeprefix("void ")
-    return text if len(text) <= n else text[:n - 1] + "…"
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _pct(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
@@ -302,8 +381,11 @@ class Summary:
         by = h.get("span_by_rank") or {}
         if len(by) > 1:
             lo, hi = min(by.values()), max(by.values())
-            span = (f"span {hi:,.1f} ms per rank" if hi - lo < 0.05 * hi else
-                    f"span {lo:,.1f}-{hi:,.1f} ms per rank")
+            span = (
+                f"span {hi:,.1f} ms per rank"
+                if hi - lo < 0.05 * hi
+                else f"span {lo:,.1f}-{hi:,.1f} ms per rank"
+            )
         line = f"{h['framework']} window: ranks {h['ranks'] or '-'}, steps {h['steps']}, {span}"
         return f"{line}; {h['config']}" if h.get("config") else line
 
@@ -311,16 +393,33 @@ class Summary:
         """(title, table, float format) in reading order: device first, then host."""
         out: list[tuple[str, pd.DataFrame, Any]] = []
         if self.device is not None and not self.device.empty:
-            out.append(("Device (busy = any kernel running, within the steps)",
-                        _pct(self.device, ["busy", "comm_overlapped"]), _fmt))
+            out.append(
+                (
+                    "Device (busy = any kernel running, within the steps)",
+                    _pct(self.device, ["busy", "comm_overlapped"]),
+                    _fmt,
+                )
+            )
         if self.kernels is not None and not self.kernels.empty:
             out.append(("Top kernels (device time)", _pct(self.kernels, ["share"]), _fmt))
         if self.overhead is not None and not self.overhead.empty:
-            out.append(("Host time driving the device (share of host self time)",
-                        _pct(self.overhead, ["share"]), _fmt))
+            out.append(
+                (
+                    "Host time driving the device (share of host self time)",
+                    _pct(self.overhead, ["share"]),
+                    _fmt,
+                )
+            )
         if not self.top_ops.empty:
-            out.append(("Top operations (host self time)" if self.kernels is not None else
-                        "Top operations (self time)", _pct(self.top_ops, []), _fmt))
+            out.append(
+                (
+                    "Top operations (host self time)"
+                    if self.kernels is not None
+                    else "Top operations (self time)",
+                    _pct(self.top_ops, []),
+                    _fmt,
+                )
+            )
         if not self.steps.empty:
             out.append(("Steps", self.steps, _fmt))
         if self.ranks is not None and len(self.ranks) > 1:
@@ -343,10 +442,13 @@ class Summary:
         parts = [html.escape(self._headline()).replace(" window:", " window</b>:", 1)]
         parts[0] = "<b>" + parts[0]
         if self.notes:
-            parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>")
+            parts.append(
+                "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
+            )
         for title, table, fmt in self._sections():
-            parts.append(f"<h4>{html.escape(title)}</h4>" + table.to_html(index=False,
-                                                                           float_format=fmt))
+            parts.append(
+                f"<h4>{html.escape(title)}</h4>" + table.to_html(index=False, float_format=fmt)
+            )
         return "<div>" + "".join(parts) + "</div>"
 
 
@@ -361,11 +463,14 @@ def summarize(window: Any, top: int = 10) -> Summary:
     if not step_list and window.start_step is not None:
         step_list = list(range(window.start_step, (window.stop_step or window.start_step) + 1))
     ranks = rank_table(steps) if "rank" in steps else None
-    header = {"framework": window.framework, "ranks": window.ranks,
-              "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
-              "span_ms": float(spans.max()) if len(spans) else 0.0,
-              "span_by_rank": {int(r): float(v) for r, v in spans.items()} if "rank" in ev else {},
-              "config": config_line(window)}
+    header = {
+        "framework": window.framework,
+        "ranks": window.ranks,
+        "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
+        "span_ms": float(spans.max()) if len(spans) else 0.0,
+        "span_by_rank": {int(r): float(v) for r, v in spans.items()} if "rank" in ev else {},
+        "config": config_line(window),
+    }
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
     kernels = device = overhead = None
@@ -377,8 +482,9 @@ def summarize(window: Any, top: int = 10) -> Summary:
         overhead = overhead_table(ops)
         notes = device_notes(device, overhead, kernels, steps)
     notes += notes_for(steps, ops, ranks)
-    summary = Summary(header, top_ops, step_breakdown(steps), ranks, notes, kernels, device,
-                      overhead)
+    summary = Summary(
+        header, top_ops, step_breakdown(steps), ranks, notes, kernels, device, overhead
+    )
     # an NPU window leads with device time, the communication share and the slow rank
     return npu_first(window, summary) if is_npu_window(window) else summary
 
@@ -395,8 +501,14 @@ def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
     warn_if_configs_differ(a, b)
     oa = ops_across_ranks(a.ops).set_index("name")
     ob = ops_across_ranks(b.ops).set_index("name")
-    t = pd.DataFrame({"count_a": oa["count"], "count_b": ob["count"],
-                      "self_us_a": oa["self_us"], "self_us_b": ob["self_us"]}).fillna(0)
+    t = pd.DataFrame(
+        {
+            "count_a": oa["count"],
+            "count_b": ob["count"],
+            "self_us_a": oa["self_us"],
+            "self_us_b": ob["self_us"],
+        }
+    ).fillna(0)
     t["delta_us"] = t["self_us_b"] - t["self_us_a"]
     t["ratio"] = t["self_us_b"] / t["self_us_a"].where(t["self_us_a"] > 0)
     t = t.reindex(t["delta_us"].abs().sort_values(ascending=False).index)

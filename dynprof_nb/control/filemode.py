@@ -1,6 +1,7 @@
 """File mode: drive an unmodified MindSpore job through its own ``profiler_config.json``.
 
-``dynprof_nb.attach(cfg_path=DIR)`` returns a :class:`FileJob`: the controller interface over the file
+``dynprof_nb.attach(cfg_path=DIR)`` returns a :class:`FileJob`: the controller interface over
+the file
 that MindSpore's ``DynamicProfilerMonitor`` polls (or that a ``dynprof relay`` mirrors into a
 job segment). Writes are atomic (temp file + rename), so the polling process never reads half
 a file, and every write is validated first.
@@ -47,9 +48,12 @@ MINDSPORE_DEFAULT_OUTPUT = "dyn_profile_data"  # DynamicProfilerMonitor's output
 class FileJob(Controller):
     """A job seen only through its ``profiler_config.json``. See the module doc for limits."""
 
-    def __init__(self, cfg_path: str | os.PathLike[str],
-                 prof_path: str | os.PathLike[str] | None = None,
-                 settle_s: float = SETTLE_S) -> None:
+    def __init__(
+        self,
+        cfg_path: str | os.PathLike[str],
+        prof_path: str | os.PathLike[str] | None = None,
+        settle_s: float = SETTLE_S,
+    ) -> None:
         self.path = config_file(cfg_path).resolve()
         self.name = f"file:{self.path.parent}"
         self.settle_s = settle_s
@@ -75,9 +79,11 @@ class FileJob(Controller):
         first, last = (_file_step(k, v) for k, v in (("start", start), ("stop", stop)))
         old = self.config
         if (old.start_step, old.stop_step) == (first, last):
-            raise JobError(f"window {first}-{last} is already in {self.path}; MindSpore's "
-                           "monitor never runs the same start/stop pair twice. Ask for "
-                           "another window (e.g. one step later).")
+            raise JobError(
+                f"window {first}-{last} is already in {self.path}; MindSpore's "
+                "monitor never runs the same start/stop pair twice. Ask for "
+                "another window (e.g. one step later)."
+            )
         return self._write("start", old.update(start_step=first, stop_step=last, **changes))
 
     def set(self, **changes: Any) -> int:
@@ -109,15 +115,27 @@ class FileJob(Controller):
             frame = frame[(frame.start == cfg.start_step) & (frame.stop == cfg.stop_step)]
         else:
             frame = frame.iloc[0:0]
-        rows = [status_row(rank=r.rank, pid=None, step=None,
-                           state="written" if r.status == "complete" else "writing",
-                           window=f"{r.start}-{r.stop}", generation=self._written,
-                           error=r.error or "")
-                for r in frame.itertuples()]
+        rows = [
+            status_row(
+                rank=r.rank,
+                pid=None,
+                step=None,
+                state="written" if r.status == "complete" else "writing",
+                window=f"{r.start}-{r.stop}",
+                generation=self._written,
+                error=r.error or "",
+            )
+            for r in frame.itertuples()
+        ]
         return status_frame(rows)
 
-    def wait(self, timeout: float | None = None, progress: bool = False, poll: float = 0.25,
-             ranks: int = 1) -> pd.DataFrame:
+    def wait(
+        self,
+        timeout: float | None = None,
+        progress: bool = False,
+        poll: float = 0.25,
+        ranks: int = 1,
+    ) -> pd.DataFrame:
         """Block until ``ranks`` ranks have written the current window completely (their
         directory exists and has not changed for ``settle_s``). Returns ``status()``."""
         cfg = self.config
@@ -133,7 +151,8 @@ class FileJob(Controller):
                     f"{self.name}: window {cfg.start_step}-{cfg.stop_step} not written by "
                     f"{ranks} rank(s) after {timeout} s (found: {len(status)}). File mode "
                     "cannot see the ranks: check the training job is running and polling "
-                    f"{self.path}, and that it has not passed step {cfg.start_step}.")
+                    f"{self.path}, and that it has not passed step {cfg.start_step}."
+                )
             time.sleep(poll)
 
     def roots(self) -> list[Path]:
@@ -152,27 +171,31 @@ class FileJob(Controller):
         now, analysed = time.time(), self.config.analyse
         for row in rows:
             if row["backend"] is None:  # written by MindSpore's own monitor
-                row.update(_mindspore_window_state(Path(row["path"]), now, self.settle_s,
-                                                   analysed))
+                row.update(_mindspore_window_state(Path(row["path"]), now, self.settle_s, analysed))
         rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
         return rows
 
     def _describe(self) -> str:
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
-        return (f"FileJob {self.path}: window {window}; file mode, no live status (the "
-                "original has no back-channel)")
+        return (
+            f"FileJob {self.path}: window {window}; file mode, no live status (the "
+            "original has no back-channel)"
+        )
 
 
 def _file_step(key: str, value: int | str) -> int:
     if isinstance(value, str) and value.strip().startswith("+"):
-        raise ConfigError(f"{key}: got {value!r}; file mode needs a step number >= 1 (there "
-                          "is no live step to count '+N' from).")
+        raise ConfigError(
+            f"{key}: got {value!r}; file mode needs a step number >= 1 (there "
+            "is no live step to count '+N' from)."
+        )
     return absolute_step(key, value)
 
 
-def _mindspore_window_state(path: Path, now: float, settle_s: float,
-                            analysed: bool) -> dict[str, Any]:
+def _mindspore_window_state(
+    path: Path, now: float, settle_s: float, analysed: bool
+) -> dict[str, Any]:
     """Status and times of a window MindSpore wrote itself (no manifest): complete when its
     data is there (the analysis output too, when ``analyse`` is on) and nothing changed for
     ``settle_s`` seconds."""
@@ -181,6 +204,9 @@ def _mindspore_window_state(path: Path, now: float, settle_s: float,
     wanted = ("ASCEND_PROFILER_OUTPUT",) if analysed else ("FRAMEWORK", "ASCEND_PROFILER_OUTPUT")
     has_data = any(p.parent.name in wanted for p in files)
     settled = now - latest >= settle_s
-    return {"status": "complete" if has_data and settled else "recording",
-            "backend": "mindspore (own monitor)", "started_at": path.stat().st_ctime,
-            "ended_at": latest if settled else None}
+    return {
+        "status": "complete" if has_data and settled else "recording",
+        "backend": "mindspore (own monitor)",
+        "started_at": path.stat().st_ctime,
+        "ended_at": latest if settled else None,
+    }

@@ -122,8 +122,11 @@ class Job(Controller):
         known = self._last_good is not None
         warnings.warn(
             f"job {self.name!r}: the config in the segment {problem}; the ranks keep their "
-            f"last good config. Showing {'the last config this notebook saw' if known else 'the defaults'}; "
-            "the next set() or start() writes a whole config again.", stacklevel=stacklevel)
+            f"last good config. Showing "
+            f"{'the last config this notebook saw' if known else 'the defaults'}; "
+            "the next set() or start() writes a whole config again.",
+            stacklevel=stacklevel,
+        )
         if not known:
             return Command("set", ProfilerConfig())
         return Command("set", self._last_good.copy(), window=dict(self._last_window))
@@ -177,7 +180,8 @@ class Job(Controller):
             where = ", ".join(f"rank {s.rank} at step {s.step}" for s in slots)
             raise WindowRefused(
                 f"window {first}-{last} has already begun on every rank ({where}). "
-                f"Ask for a later one, e.g. start('+5', '+{last - first + 5}').")
+                f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
+            )
 
     def stop(self) -> int:
         """End an active window at once (what was recorded is saved) or cancel a pending one.
@@ -191,12 +195,15 @@ class Job(Controller):
         busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
         if not busy:
             if cfg.has_window:
-                return (f"nothing was recording or armed (window {cfg.start_step}-"
-                        f"{cfg.stop_step} had ended or was skipped); cleared it")
+                return (
+                    f"nothing was recording or armed (window {cfg.start_step}-"
+                    f"{cfg.stop_step} had ended or was skipped); cleared it"
+                )
             return "nothing to stop: no window is pending or recording"
         by_state: dict[str, list[str]] = {}
         for s in busy:
             by_state.setdefault(s.state, []).append(str(s.rank))
+
         def ranks(state: str) -> str:
             names = by_state[state]
             return f"rank{'s' if len(names) > 1 else ''} {','.join(names)}"
@@ -208,8 +215,9 @@ class Job(Controller):
             parts.append(f"cancelled on {ranks('armed')} (not begun)")
         return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)
 
-    def _publish(self, action: str, cfg: ProfilerConfig,
-                 window: dict[str, Any] | None = None) -> int:
+    def _publish(
+        self, action: str, cfg: ProfilerConfig, window: dict[str, Any] | None = None
+    ) -> int:
         cmd = command(action, cfg, window)
         gen = self._seg.write_config(cmd.encode())
         self._last_good, self._last_window = cfg.copy(), dict(cmd.window)
@@ -243,10 +251,15 @@ class Job(Controller):
         for row in rows:  # two live processes with one rank: say so on both rows
             pids = claims.get(row["rank"], [])
             if row["alive"] and len(pids) > 1:
-                note = (f"rank {row['rank']} is claimed by {len(pids)} live processes "
-                        f"(pids {', '.join(map(str, pids))}): stop the extra one")
-                row["error"] = note if not row["error"] or "also claimed" in row["error"] \
+                note = (
+                    f"rank {row['rank']} is claimed by {len(pids)} live processes "
+                    f"(pids {', '.join(map(str, pids))}): stop the extra one"
+                )
+                row["error"] = (
+                    note
+                    if not row["error"] or "also claimed" in row["error"]
                     else f"{note}; {row['error']}"
+                )
         seg = self._attached(create=False)
         if seg is not None:
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
@@ -271,8 +284,9 @@ class Job(Controller):
         length = cfg.stop_step - cfg.start_step + 1
         return sum(_window_progress(s, cfg, target) for s in live), length * len(live)
 
-    def wait(self, timeout: float | None = None, progress: bool = True,
-             poll: float = 0.05) -> pd.DataFrame:
+    def wait(
+        self, timeout: float | None = None, progress: bool = True, poll: float = 0.05
+    ) -> pd.DataFrame:
         """Block until every live rank has applied the latest config and finished its window.
 
         Shows progress over the window's steps with an ETA from the ranks' step rate (a bar
@@ -294,14 +308,14 @@ class Job(Controller):
                 slots = self.slots()
                 live = [s for s in slots if s.live]
                 if not live and not slots:
-                    raise JobError(f"job {self.name!r} has no rank: start the training side, "
-                                   "then wait.")
+                    raise JobError(
+                        f"job {self.name!r} has no rank: start the training side, then wait."
+                    )
                 for s in live:
                     seen[s.index] = s
                 for s in slots:  # a rank seen live that is now gone without closing
                     if s.index in seen and not s.live and s.state != "closed":
-                        report.note(f"job {self.name}: rank {s.rank} (pid {s.pid}) "
-                                    f"{vanished(s)}")
+                        report.note(f"job {self.name}: rank {s.rank} (pid {s.pid}) {vanished(s)}")
                         del seen[s.index]
                 pending = [s for s in live if s.applied < target or s.state in BUSY_STATES]
                 if not pending:
@@ -309,13 +323,18 @@ class Job(Controller):
                     return self.status()
                 if live:
                     done = sum(_window_progress(s, cfg, target) for s in live)
-                    report.update(done, length * len(live), _phase(pending, target),
-                                  _detail(live, pending, cfg))
+                    report.update(
+                        done,
+                        length * len(live),
+                        _phase(pending, target),
+                        _detail(live, pending, cfg),
+                    )
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(
                         f"job {self.name!r}: still waiting after {timeout} s for "
                         + ", ".join(f"rank {s.rank} ({s.state}, step {s.step})" for s in pending)
-                        + ". The window goes on; call wait() again or stop().")
+                        + ". The window goes on; call wait() again or stop()."
+                    )
                 time.sleep(poll)
         except KeyboardInterrupt:
             report.close()
@@ -334,8 +353,7 @@ class Job(Controller):
         if not cfg.has_window:
             return f"stopped waiting; no window is pending; {where or 'no live rank'}"
         states = sorted({s.state for s in live if s.state in BUSY_STATES})
-        doing = (f"is still {' and '.join(states)}" if states
-                 else "is no longer pending on any rank")
+        doing = f"is still {' and '.join(states)}" if states else "is no longer pending on any rank"
         return f"stopped waiting; window {cfg.start_step}-{cfg.stop_step} {doing}; {where}"
 
     # -- windows --------------------------------------------------------------------------
@@ -354,8 +372,10 @@ class Job(Controller):
     def _describe(self) -> str:
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
-        return (f"Job {self.name!r}: {len(self.live_slots())} live rank(s), window {window}, "
-                f"generation {self.generation}")
+        return (
+            f"Job {self.name!r}: {len(self.live_slots())} live rank(s), window {window}, "
+            f"generation {self.generation}"
+        )
 
     def write_note(self, text: str) -> None:
         """Publish a helper's note (the relay's state) in the segment."""

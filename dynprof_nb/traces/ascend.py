@@ -23,22 +23,38 @@ MB = 1024 * 1024
 
 
 def _exact_ns(col: pd.Series) -> pd.Series:
-    vals = [str_us_to_ns(v) if isinstance(v, str) else (None if v != v else str_us_to_ns(repr(v)))
-            for v in col.tolist()]
+    vals = [
+        str_us_to_ns(v) if isinstance(v, str) else (None if v != v else str_us_to_ns(repr(v)))
+        for v in col.tolist()
+    ]
     return pd.array([v if v is not None else None for v in vals], dtype="Int64")
 
 
 def read_csv(path: str | Path, time_cols: tuple[str, ...] = ()) -> pd.DataFrame:
     """pandas CSV read where timestamp columns stay text (parsed exactly later)."""
     try:
-        return pd.read_csv(path, dtype={c: str for c in time_cols}, na_values=["N/A", "NA", "-"],
-                           keep_default_na=True, skipinitialspace=False, on_bad_lines="warn")
+        return pd.read_csv(
+            path,
+            dtype={c: str for c in time_cols},
+            na_values=["N/A", "NA", "-"],
+            keep_default_na=True,
+            skipinitialspace=False,
+            on_bad_lines="warn",
+        )
     except pd.errors.EmptyDataError as exc:
-        raise TraceFormatError(path, "CSV file is empty", offset=0,
-                               hint="the analysis step may have been interrupted; re-run it") from exc
+        raise TraceFormatError(
+            path,
+            "CSV file is empty",
+            offset=0,
+            hint="the analysis step may have been interrupted; re-run it",
+        ) from exc
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path, f"cannot parse CSV: {exc}", offset=0,
-                               hint="check that this is a text CSV written by the profiler") from exc
+        raise TraceFormatError(
+            path,
+            f"cannot parse CSV: {exc}",
+            offset=0,
+            hint="check that this is a text CSV written by the profiler",
+        ) from exc
 
 
 def _num(frame: pd.DataFrame, *names: str) -> pd.Series:
@@ -51,17 +67,34 @@ def _num(frame: pd.DataFrame, *names: str) -> pd.Series:
 def kernel_details(path: str | Path) -> pd.DataFrame:
     raw = read_csv(path, ("Start Time(us)",))
     if "Start Time(us)" not in raw.columns or "Name" not in raw.columns:
-        raise TraceFormatError(path, "not a kernel_details.csv: no 'Name'/'Start Time(us)' columns",
-                               line=1, hint="expected Ascend kernel_details.csv columns")
-    out = pd.DataFrame({
-        "name": raw["Name"], "type": raw.get("Type"), "core": raw.get("Accelerator Core"),
-        "stream": _num(raw, "Stream ID").astype("Int64"),
-        "start_ns": _exact_ns(raw["Start Time(us)"]),
-        "duration_us": _num(raw, "Duration(us)"), "wait_us": _num(raw, "Wait Time(us)"),
-        "step": _num(raw, "Step Id").astype("Int64"),
-    })
-    used = {"Name", "Type", "Accelerator Core", "Stream ID", "Start Time(us)", "Duration(us)",
-            "Wait Time(us)", "Step Id"}
+        raise TraceFormatError(
+            path,
+            "not a kernel_details.csv: no 'Name'/'Start Time(us)' columns",
+            line=1,
+            hint="expected Ascend kernel_details.csv columns",
+        )
+    out = pd.DataFrame(
+        {
+            "name": raw["Name"],
+            "type": raw.get("Type"),
+            "core": raw.get("Accelerator Core"),
+            "stream": _num(raw, "Stream ID").astype("Int64"),
+            "start_ns": _exact_ns(raw["Start Time(us)"]),
+            "duration_us": _num(raw, "Duration(us)"),
+            "wait_us": _num(raw, "Wait Time(us)"),
+            "step": _num(raw, "Step Id").astype("Int64"),
+        }
+    )
+    used = {
+        "Name",
+        "Type",
+        "Accelerator Core",
+        "Stream ID",
+        "Start Time(us)",
+        "Duration(us)",
+        "Wait Time(us)",
+        "Step Id",
+    }
     for c in raw.columns:
         if c not in used:
             out[c] = raw[c]
@@ -73,21 +106,37 @@ def op_statistic(path: str | Path) -> pd.DataFrame:
     if "OP Type" not in raw.columns:
         raise TraceFormatError(path, "not an op_statistic.csv: no 'OP Type' column", line=1)
     total = _num(raw, "Total Time(us)")
-    out = pd.DataFrame({"name": raw["OP Type"].astype(str), "count": _num(raw, "Count").fillna(0).astype("int64"),
-                        "total_us": total, "self_us": total, "avg_us": _num(raw, "Avg Time(us)"),
-                        "min_us": _num(raw, "Min Time(us)"), "max_us": _num(raw, "Max Time(us)"),
-                        "share": _num(raw, "Ratio(%)") / 100.0})
+    out = pd.DataFrame(
+        {
+            "name": raw["OP Type"].astype(str),
+            "count": _num(raw, "Count").fillna(0).astype("int64"),
+            "total_us": total,
+            "self_us": total,
+            "avg_us": _num(raw, "Avg Time(us)"),
+            "min_us": _num(raw, "Min Time(us)"),
+            "max_us": _num(raw, "Max Time(us)"),
+            "share": _num(raw, "Ratio(%)") / 100.0,
+        }
+    )
     if "Core Type" in raw.columns:
         out["core"] = raw["Core Type"]
     return schema.conform(out.sort_values("total_us", ascending=False, ignore_index=True), "ops")
 
 
 # msprof-analyze's ClusterStepTraceTime / analysis.db StepTraceTime spell the columns this way
-_SNAKE_STEP_COLUMNS = {"step": "Step", "type": "Type", "index": "Index", "computing": "Computing",
-                       "communication_not_overlapped": "Communication(Not Overlapped)",
-                       "overlapped": "Overlapped", "communication": "Communication",
-                       "free": "Free", "stage": "Stage", "bubble": "Bubble",
-                       "preparing": "Preparing"}
+_SNAKE_STEP_COLUMNS = {
+    "step": "Step",
+    "type": "Type",
+    "index": "Index",
+    "computing": "Computing",
+    "communication_not_overlapped": "Communication(Not Overlapped)",
+    "overlapped": "Overlapped",
+    "communication": "Communication",
+    "free": "Free",
+    "stage": "Stage",
+    "bubble": "Bubble",
+    "preparing": "Preparing",
+}
 
 
 def step_trace_time(path: str | Path) -> pd.DataFrame:
@@ -99,10 +148,16 @@ def step_trace_time(path: str | Path) -> pd.DataFrame:
     comp = _num(raw, "Computing")
     not_ov = _num(raw, "Communication(Not Overlapped)")
     free = _num(raw, "Free")
-    out = pd.DataFrame({"step": _num(raw, "Step").fillna(-1).astype("int64"),
-                        "duration_us": comp + not_ov.fillna(0) + free.fillna(0),
-                        "computing_us": comp, "communication_us": _num(raw, "Communication"),
-                        "overlapped_us": _num(raw, "Overlapped"), "free_us": free})
+    out = pd.DataFrame(
+        {
+            "step": _num(raw, "Step").fillna(-1).astype("int64"),
+            "duration_us": comp + not_ov.fillna(0) + free.fillna(0),
+            "computing_us": comp,
+            "communication_us": _num(raw, "Communication"),
+            "overlapped_us": _num(raw, "Overlapped"),
+            "free_us": free,
+        }
+    )
     if "Type" in raw.columns and "Index" in raw.columns:  # msprof-analyze cluster form
         is_rank = raw["Type"].astype(str).str.lower() == "rank"
         out["rank"] = _num(raw, "Index").where(is_rank).astype("Int64")
@@ -121,27 +176,45 @@ def memory_csv(path: str | Path) -> pd.DataFrame:
         raw = read_csv(path, ("Allocation Time(us)", "Release Time(us)"))
         size = _num(raw, "Size(KB)") * 1024
         dev = raw.get("Device Type", pd.Series("", index=raw.index)).astype(str)
-        alloc = pd.DataFrame({"ts_ns": _exact_ns(raw["Allocation Time(us)"]), "device": dev,
-                              "allocated_bytes": _num(raw, "Allocation Total Allocated(MB)") * MB,
-                              "reserved_bytes": _num(raw, "Allocation Total Reserved(MB)") * MB,
-                              "active_bytes": _num(raw, "Allocation Total Active(MB)") * MB,
-                              "delta_bytes": size, "name": raw["Name"]})
-        rel = pd.DataFrame({"ts_ns": _exact_ns(raw["Release Time(us)"]), "device": dev,
-                            "allocated_bytes": _num(raw, "Release Total Allocated(MB)") * MB,
-                            "reserved_bytes": _num(raw, "Release Total Reserved(MB)") * MB,
-                            "active_bytes": _num(raw, "Release Total Active(MB)") * MB,
-                            "delta_bytes": -size, "name": raw["Name"]})
+        alloc = pd.DataFrame(
+            {
+                "ts_ns": _exact_ns(raw["Allocation Time(us)"]),
+                "device": dev,
+                "allocated_bytes": _num(raw, "Allocation Total Allocated(MB)") * MB,
+                "reserved_bytes": _num(raw, "Allocation Total Reserved(MB)") * MB,
+                "active_bytes": _num(raw, "Allocation Total Active(MB)") * MB,
+                "delta_bytes": size,
+                "name": raw["Name"],
+            }
+        )
+        rel = pd.DataFrame(
+            {
+                "ts_ns": _exact_ns(raw["Release Time(us)"]),
+                "device": dev,
+                "allocated_bytes": _num(raw, "Release Total Allocated(MB)") * MB,
+                "reserved_bytes": _num(raw, "Release Total Reserved(MB)") * MB,
+                "active_bytes": _num(raw, "Release Total Active(MB)") * MB,
+                "delta_bytes": -size,
+                "name": raw["Name"],
+            }
+        )
         out = pd.concat([alloc, rel], ignore_index=True)
     else:
         raw = read_csv(path, ("Timestamp(us)",))
         if "Timestamp(us)" not in raw.columns:
             raise TraceFormatError(path, "memory CSV without 'Timestamp(us)' column", line=1)
         dev = raw.get("Device Type", raw.get("Device", pd.Series("", index=raw.index))).astype(str)
-        out = pd.DataFrame({"ts_ns": _exact_ns(raw["Timestamp(us)"]), "device": dev,
-                            "allocated_bytes": _num(raw, "Total Allocated(MB)") * MB,
-                            "reserved_bytes": _num(raw, "Total Reserved(MB)") * MB,
-                            "active_bytes": _num(raw, "Total Active(MB)") * MB,
-                            "delta_bytes": np.nan, "name": raw.get("Component", "")})
+        out = pd.DataFrame(
+            {
+                "ts_ns": _exact_ns(raw["Timestamp(us)"]),
+                "device": dev,
+                "allocated_bytes": _num(raw, "Total Allocated(MB)") * MB,
+                "reserved_bytes": _num(raw, "Total Reserved(MB)") * MB,
+                "active_bytes": _num(raw, "Total Active(MB)") * MB,
+                "delta_bytes": np.nan,
+                "name": raw.get("Component", ""),
+            }
+        )
     out = out[out["ts_ns"].notna()]
     out["ts_ns"] = out["ts_ns"].astype("int64")
     out["source"] = name
@@ -156,9 +229,13 @@ def communication_json(path: str | Path) -> pd.DataFrame:
     try:
         doc = msgspec.json.decode(Path(path).read_bytes())
     except msgspec.DecodeError as exc:
-        raise TraceFormatError(path, f"invalid JSON: {exc}", hint="re-run the Ascend analysis") from exc
+        raise TraceFormatError(
+            path, f"invalid JSON: {exc}", hint="re-run the Ascend analysis"
+        ) from exc
     if not isinstance(doc, dict):
-        raise TraceFormatError(path, "not a communication.json: top level is not an object", offset=0)
+        raise TraceFormatError(
+            path, "not a communication.json: top level is not an object", offset=0
+        )
     rows: list[dict] = []
 
     def walk(node: dict, ctx: dict) -> None:
@@ -194,13 +271,21 @@ def _comm_row(val: dict, ctx: dict) -> dict:
     size = sum(float(v.get("Transit Size(MB)") or 0) for v in bw.values() if isinstance(v, dict))
     transit_ms = t.get("Transit Time(ms)")
     start = t.get("Start Timestamp(us)")
-    row = {"step": ctx.get("step"), "name": ctx.get("name"), "group": ctx.get("group"),
-           "start_ns": str_us_to_ns(repr(start)) if isinstance(start, int | float) else
-           (str_us_to_ns(start) if isinstance(start, str) else None),
-           "elapse_us": _ms(t.get("Elapse Time(ms)")), "transit_us": _ms(transit_ms),
-           "wait_us": _ms(t.get("Wait Time(ms)")), "synchronization_us": _ms(t.get("Synchronization Time(ms)")),
-           "idle_us": _ms(t.get("Idle Time(ms)")), "size_mb": size,
-           "bandwidth_gbps": (size / float(transit_ms)) if transit_ms else np.nan}
+    row = {
+        "step": ctx.get("step"),
+        "name": ctx.get("name"),
+        "group": ctx.get("group"),
+        "start_ns": str_us_to_ns(repr(start))
+        if isinstance(start, int | float)
+        else (str_us_to_ns(start) if isinstance(start, str) else None),
+        "elapse_us": _ms(t.get("Elapse Time(ms)")),
+        "transit_us": _ms(transit_ms),
+        "wait_us": _ms(t.get("Wait Time(ms)")),
+        "synchronization_us": _ms(t.get("Synchronization Time(ms)")),
+        "idle_us": _ms(t.get("Idle Time(ms)")),
+        "size_mb": size,
+        "bandwidth_gbps": (size / float(transit_ms)) if transit_ms else np.nan,
+    }
     if "rank" in ctx:
         row["rank"] = ctx["rank"]
     if "kind" in ctx:
@@ -215,8 +300,18 @@ def _ms(v: object) -> float:
         return np.nan
 
 
-LINK_COLUMNS = ["step", "kind", "name", "group", "src_rank", "dst_rank", "transport", "size_mb",
-                "transit_us", "bandwidth_gbps"]
+LINK_COLUMNS = [
+    "step",
+    "kind",
+    "name",
+    "group",
+    "src_rank",
+    "dst_rank",
+    "transport",
+    "size_mb",
+    "transit_us",
+    "bandwidth_gbps",
+]
 
 
 def communication_matrix_json(path: str | Path) -> pd.DataFrame:
@@ -225,10 +320,13 @@ def communication_matrix_json(path: str | Path) -> pd.DataFrame:
     try:
         doc = msgspec.json.decode(Path(path).read_bytes())
     except msgspec.DecodeError as exc:
-        raise TraceFormatError(path, f"invalid JSON: {exc}", hint="re-run the Ascend analysis") from exc
+        raise TraceFormatError(
+            path, f"invalid JSON: {exc}", hint="re-run the Ascend analysis"
+        ) from exc
     if not isinstance(doc, dict):
-        raise TraceFormatError(path, "not a communication_matrix.json: top level is not an object",
-                               offset=0)
+        raise TraceFormatError(
+            path, "not a communication_matrix.json: top level is not an object", offset=0
+        )
     rows: list[dict] = []
 
     def walk(node: dict, ctx: dict) -> None:
@@ -246,10 +344,17 @@ def communication_matrix_json(path: str | Path) -> pd.DataFrame:
                 src, dst = (int(p) for p in k.split("-", 1))
                 size, ms = _float(val.get("Transit Size(MB)")), _float(val.get("Transit Time(ms)"))
                 bw = _float(val.get("Bandwidth(GB/s)"))
-                rows.append({**c, "src_rank": src, "dst_rank": dst,
-                             "transport": val.get("Transport Type"), "size_mb": size,
-                             "transit_us": ms * 1000.0,
-                             "bandwidth_gbps": bw if bw == bw else size / ms if ms else np.nan})
+                rows.append(
+                    {
+                        **c,
+                        "src_rank": src,
+                        "dst_rank": dst,
+                        "transport": val.get("Transport Type"),
+                        "size_mb": size,
+                        "transit_us": ms * 1000.0,
+                        "bandwidth_gbps": bw if bw == bw else size / ms if ms else np.nan,
+                    }
+                )
                 continue
             elif "@" in k:
                 c["name"], _, c["group"] = k.partition("@")
@@ -276,10 +381,19 @@ def _float(v: object) -> float:
 
 # ---- SQLite (ascend_{mindspore,pytorch}_profiler_{rank}.db) ---------------------------------
 
+
 def open_db(path: str | Path) -> sqlite3.Connection:
     """Read-only and immutable: never writes -wal/-shm beside the file (see ascend_db)."""
     return connect(path)
 
 
-__all__ = ["kernel_details", "op_statistic", "step_trace_time", "memory_csv",
-           "communication_json", "communication_matrix_json", "open_db", "NA_NS"]
+__all__ = [
+    "kernel_details",
+    "op_statistic",
+    "step_trace_time",
+    "memory_csv",
+    "communication_json",
+    "communication_matrix_json",
+    "open_db",
+    "NA_NS",
+]

@@ -32,8 +32,35 @@ KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
 _NULL = msgspec.Raw(b"null")
 # Every phase of the Trace Event Format: decoded as these very objects, so coding them is cheap.
 # A file with another phase decodes through _LooseEvent instead.
-Phase = Literal["X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "n", "e", "S", "T", "p",
-                "F", "P", "N", "O", "D", "V", "v", "R", "c", "(", ")"]
+Phase = Literal[
+    "X",
+    "B",
+    "E",
+    "i",
+    "I",
+    "C",
+    "M",
+    "s",
+    "t",
+    "f",
+    "b",
+    "n",
+    "e",
+    "S",
+    "T",
+    "p",
+    "F",
+    "P",
+    "N",
+    "O",
+    "D",
+    "V",
+    "v",
+    "R",
+    "c",
+    "(",
+    ")",
+]
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -82,8 +109,17 @@ class ChromeTrace:
     """What one Chrome trace file gave: the events frame, side tables built on first access
     (``memory``, ``counters``), the top-level metadata and what was repaired."""
 
-    def __init__(self, path: str, events: pd.DataFrame, meta: dict, ph_counts: dict,
-                 repairs: list[str], base_ns: int, counter_parts: tuple, memory_parts: list):
+    def __init__(
+        self,
+        path: str,
+        events: pd.DataFrame,
+        meta: dict,
+        ph_counts: dict,
+        repairs: list[str],
+        base_ns: int,
+        counter_parts: tuple,
+        memory_parts: list,
+    ):
         self.path = path
         self.events = events
         self.meta = meta
@@ -128,8 +164,12 @@ def read_bytes(path: str | Path) -> tuple[bytes, list[str]]:
             except zlib.error:
                 out = b""
             if not out:
-                raise TraceFormatError(path, f"gzip data is corrupt ({exc})", offset=0,
-                                       hint="re-copy the file or decompress it by hand") from exc
+                raise TraceFormatError(
+                    path,
+                    f"gzip data is corrupt ({exc})",
+                    offset=0,
+                    hint="re-copy the file or decompress it by hand",
+                ) from exc
             notes.append(f"gzip stream cut short; kept the first {len(out)} decompressed bytes")
             data = out
     return data, notes
@@ -173,8 +213,9 @@ def _load_streaming(path: Path) -> ChromeTrace | None:
     return acc.finish(str(path), top, [])
 
 
-def parse_chrome_bytes(data: bytes | list, path: str | Path,
-                       notes: list[str] | None = None) -> ChromeTrace:
+def parse_chrome_bytes(
+    data: bytes | list, path: str | Path, notes: list[str] | None = None
+) -> ChromeTrace:
     """Strict fast parse; on failure repair (with notes) and parse the repaired document.
 
     ``data`` may be passed as a one-item list: the list is emptied so the parser holds the only
@@ -199,8 +240,12 @@ def parse_chrome_bytes(data: bytes | list, path: str | Path,
         if gc_was:
             gc.enable()
     if acc is None:
-        raise TraceFormatError(path, "valid JSON but not a trace: no traceEvents array", offset=0,
-                               hint="load_trace reads Chrome traces, Ascend CSV/JSON/DB files")
+        raise TraceFormatError(
+            path,
+            "valid JSON but not a trace: no traceEvents array",
+            offset=0,
+            hint="load_trace reads Chrome traces, Ascend CSV/JSON/DB files",
+        )
     return acc.finish(str(Path(path)), top, notes)
 
 
@@ -278,8 +323,9 @@ class _Columns:
         self.tid_t: dict = {}
         self.cnt_t: dict = {}  # counter names
         self.ph_count: np.ndarray = np.zeros(0, np.int64)
-        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in
-                                                 ("name", "cat", "ph", "pid", "tid", "ts", "dur")}
+        self.cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("name", "cat", "ph", "pid", "tid", "ts", "dur")
+        }
         self.meta_rows: list[tuple] = []
         self.counter_parts: list[tuple] = []
         self.memory_parts: list[tuple] = []
@@ -291,7 +337,7 @@ class _Columns:
             return
         phc = _codes([e.ph for e in evs], self.ph_t)
         counts = np.bincount(phc, minlength=len(self.ph_t))
-        counts[:len(self.ph_count)] += self.ph_count
+        counts[: len(self.ph_count)] += self.ph_count
         self.ph_count = counts
         ph_t = self.ph_t
         keep = np.zeros(len(ph_t), bool)
@@ -312,7 +358,7 @@ class _Columns:
             c["ph"].append(phc[idx])
             c["pid"].append(_codes([e.pid for e in sub], self.pid_t))
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
-            c["ts"].append(ts[:len(idx)])
+            c["ts"].append(ts[: len(idx)])
             c["dur"].append(_dur_ns([e.dur for e in sub], loose))
             mcode = self.name_t.get("[memory]")
             if mcode is not None:
@@ -324,21 +370,32 @@ class _Columns:
                 e = evs[i]
                 self.meta_rows.append((e.name, e.pid, e.tid, _arg_name(e.args)))
         if csub:
-            self.counter_parts.append((ts[len(idx):], _codes([e.name for e in csub], self.cnt_t),
-                                       _raw_list([e.args for e in csub])))
+            self.counter_parts.append(
+                (
+                    ts[len(idx) :],
+                    _codes([e.name for e in csub], self.cnt_t),
+                    _raw_list([e.args for e in csub]),
+                )
+            )
 
     def finish(self, path: str, top: fastjson.Top, notes: list[str]) -> ChromeTrace:
         c = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.cols.items()}
         base = top.baseTimeNanoseconds
-        base = base if isinstance(base, int) and not isinstance(base, bool) and 0 < base < 2**62 else 0
+        base = (
+            base if isinstance(base, int) and not isinstance(base, bool) and 0 < base < 2**62 else 0
+        )
         ts = c["ts"]
         if base:
             ts = np.where(ts == NA_NS, NA_NS, ts + base)
         ph_counts = {str(k): int(n) for k, n in zip(self.ph_t, self.ph_count, strict=True)}
         ev = _events_frame(c, self, ts)
-        meta = {"distributedInfo": top.distributedInfo, "baseTimeNanoseconds": top.baseTimeNanoseconds,
-                "displayTimeUnit": top.displayTimeUnit, "otherData": top.otherData,
-                "deviceProperties": top.deviceProperties}
+        meta = {
+            "distributedInfo": top.distributedInfo,
+            "baseTimeNanoseconds": top.baseTimeNanoseconds,
+            "displayTimeUnit": top.displayTimeUnit,
+            "otherData": top.otherData,
+            "deviceProperties": top.deviceProperties,
+        }
         counters = (list(self.cnt_t), self.counter_parts)
         return ChromeTrace(path, ev, meta, ph_counts, notes, base, counters, self.memory_parts)
 
@@ -360,14 +417,16 @@ def _categorical(codes: np.ndarray, table: dict) -> pd.Categorical:
     cats = [("" if k is None else str(k)) for k in table]
     uniq, inverse = np.unique(np.array(cats, dtype=object), return_inverse=True)
     remap = inverse.astype(np.int32).reshape(-1)
-    return pd.Categorical.from_codes(remap[codes] if len(codes) else codes.astype(np.int32),
-                                     categories=pd.Index(uniq, dtype=object))
+    return pd.Categorical.from_codes(
+        remap[codes] if len(codes) else codes.astype(np.int32),
+        categories=pd.Index(uniq, dtype=object),
+    )
 
 
 def _ids(codes: np.ndarray, table: dict) -> np.ndarray:
     """int64 when every id is an integer, else an object array (becomes a categorical)."""
     keys = list(table)
-    if all(type(k) is int and -2**63 <= k < 2**63 for k in keys):
+    if all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
         return np.asarray(keys, dtype=np.int64)[codes] if keys else codes.astype(np.int64)
     lut = np.empty(len(keys), dtype=object)
     lut[:] = keys
@@ -389,17 +448,19 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
             continue
     pid = _ids(c["pid"].astype(np.int64), acc.pid_t)
     tid = _ids(c["tid"].astype(np.int64), acc.tid_t)
-    frame = pd.DataFrame({
-        "name": _categorical(c["name"].astype(np.int64), acc.name_t),
-        "cat": _categorical(c["cat"].astype(np.int64), acc.cat_t),
-        "ph": _categorical(c["ph"].astype(np.int64), acc.ph_t),
-        "pid": _id_column(pid),
-        "tid": _id_column(tid),
-        "process": _label_column(pid, None, proc_names),
-        "thread": _label_column(pid, tid, thread_names),
-        "ts_ns": ts,
-        "dur_ns": c["dur"],
-    })
+    frame = pd.DataFrame(
+        {
+            "name": _categorical(c["name"].astype(np.int64), acc.name_t),
+            "cat": _categorical(c["cat"].astype(np.int64), acc.cat_t),
+            "ph": _categorical(c["ph"].astype(np.int64), acc.ph_t),
+            "pid": _id_column(pid),
+            "tid": _id_column(tid),
+            "process": _label_column(pid, None, proc_names),
+            "thread": _label_column(pid, tid, thread_names),
+            "ts_ns": ts,
+            "dur_ns": c["dur"],
+        }
+    )
     if len(ts) and (ts == NA_NS).any():
         frame["ts_ns"] = frame["ts_ns"].astype("Int64").mask(frame["ts_ns"] == NA_NS)
     return frame
@@ -421,11 +482,15 @@ def _label_column(pid: np.ndarray, tid: np.ndarray | None, labels: dict) -> pd.C
         nt = max(len(tu), 1)
         codes, uniq = pd.factorize(pc.astype(np.int64) * nt + tc)
         texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq]
-    cats, remap = np.unique(np.array(texts, dtype=object), return_inverse=True) if texts else (
-        np.array([], dtype=object), np.array([], dtype=np.int64))
+    cats, remap = (
+        np.unique(np.array(texts, dtype=object), return_inverse=True)
+        if texts
+        else (np.array([], dtype=object), np.array([], dtype=np.int64))
+    )
     remap = np.asarray(remap).reshape(-1)
-    return pd.Categorical.from_codes(remap[codes] if len(codes) else codes,
-                                     categories=pd.Index(cats, dtype=object))
+    return pd.Categorical.from_codes(
+        remap[codes] if len(codes) else codes, categories=pd.Index(cats, dtype=object)
+    )
 
 
 # ---- side tables, built on first access -----------------------------------------------------
@@ -456,8 +521,11 @@ def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
             args = [_mem_args(a) for a in _DEC_ANY_LIST.decode(blob)]
         args = [a or _MemArgs() for a in args]
         rows_ts.append(ts)
-        for out, key in zip(cols, ("Bytes", "total_allocated", "total_reserved", "device_type",
-                                   "device_id"), strict=True):
+        for out, key in zip(
+            cols,
+            ("Bytes", "total_allocated", "total_reserved", "device_type", "device_id"),
+            strict=True,
+        ):
             out.append(_floats([getattr(a, key) for a in args]))
     if not rows_ts:
         return schema.empty("memory")
@@ -465,19 +533,25 @@ def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
     if base:
         ts = np.where(ts == NA_NS, NA_NS, ts + base)
     delta, alloc, reserved, dtype_, dev_id = (np.concatenate(c) for c in cols)
-    names = [f"{_dev_type(t)}:{_dev_id(d)}" for t, d in zip(dtype_.tolist(), dev_id.tolist(),
-                                                           strict=True)]
+    names = [
+        f"{_dev_type(t)}:{_dev_id(d)}"
+        for t, d in zip(dtype_.tolist(), dev_id.tolist(), strict=True)
+    ]
     n = len(ts)
-    return pd.DataFrame({
-        "ts_ns": ts,
-        "device": pd.Categorical(names),
-        "allocated_bytes": alloc,
-        "reserved_bytes": reserved,
-        "active_bytes": np.full(n, np.nan),
-        "delta_bytes": delta,
-        "name": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory]"]),
-        "source": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory] events"]),
-    })
+    return pd.DataFrame(
+        {
+            "ts_ns": ts,
+            "device": pd.Categorical(names),
+            "allocated_bytes": alloc,
+            "reserved_bytes": reserved,
+            "active_bytes": np.full(n, np.nan),
+            "delta_bytes": delta,
+            "name": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory]"]),
+            "source": pd.Categorical.from_codes(
+                np.zeros(n, np.int8), categories=["[memory] events"]
+            ),
+        }
+    )
 
 
 def _mem_args(a: Any) -> _MemArgs | None:
@@ -515,6 +589,11 @@ def _counter_frame(parts: tuple[list, list[tuple]], base: int) -> pd.DataFrame:
     ts = np.asarray(ts_out, dtype=np.int64)
     if base:
         ts = np.where(ts == NA_NS, NA_NS, ts + base)
-    return pd.DataFrame({"name": pd.Series(name_out, dtype=object),
-                         "series": pd.Series(series_out, dtype=object),
-                         "value": np.asarray(value_out, dtype=np.float64), "ts_ns": ts})
+    return pd.DataFrame(
+        {
+            "name": pd.Series(name_out, dtype=object),
+            "series": pd.Series(series_out, dtype=object),
+            "value": np.asarray(value_out, dtype=np.float64),
+            "ts_ns": ts,
+        }
+    )

@@ -16,27 +16,44 @@ DEVICE_PROCESSES = {"Ascend Hardware", "HCCL"}
 # host ranges that may be communication when a trace has no device events (CPU, gloo, built-in)
 # (not cpu_op: aten::broadcast_tensors is no broadcast)
 RANGE_CATS = {"user_annotation", "communication"}
-OVERLAP_THREADS = {"Computing": "computing_us", "Communication": "communication_us",
-                   "Communication(Not Overlapped)": "_not_overlapped_us", "Free": "free_us"}
+OVERLAP_THREADS = {
+    "Computing": "computing_us",
+    "Communication": "communication_us",
+    "Communication(Not Overlapped)": "_not_overlapped_us",
+    "Free": "free_us",
+}
 
 
 def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
     """(step, start_ns, end_ns) from the host-side step marker spans."""
     if events.empty:
-        return pd.DataFrame({"step": pd.Series(dtype="int64"), "start_ns": pd.Series(dtype="int64"),
-                             "end_ns": pd.Series(dtype="int64")})
+        return pd.DataFrame(
+            {
+                "step": pd.Series(dtype="int64"),
+                "start_ns": pd.Series(dtype="int64"),
+                "end_ns": pd.Series(dtype="int64"),
+            }
+        )
     names = events["name"]
     cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
-    step_names = {c: int(m.group(1)) for c in cats if isinstance(c, str) and (m := STEP_RE.match(c))}
+    step_names = {
+        c: int(m.group(1)) for c in cats if isinstance(c, str) and (m := STEP_RE.match(c))
+    }
     sel = events[names.isin(list(step_names)) & (events["ph"] == "X")]
     sel = sel[sel["cat"].astype(object) != "gpu_user_annotation"]
     sel = sel[~sel["process"].astype(object).isin(DEVICE_PROCESSES)]
     if sel.empty:
         return step_intervals(events.iloc[:0])
-    df = pd.DataFrame({"step": sel["name"].astype(object).map(step_names).astype("int64"),
-                       "start_ns": sel["ts_ns"].astype("int64"),
-                       "end_ns": (sel["ts_ns"] + sel["dur_ns"]).astype("int64")})
-    return df.groupby("step", as_index=False).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+    df = pd.DataFrame(
+        {
+            "step": sel["name"].astype(object).map(step_names).astype("int64"),
+            "start_ns": sel["ts_ns"].astype("int64"),
+            "end_ns": (sel["ts_ns"] + sel["dur_ns"]).astype("int64"),
+        }
+    )
+    return df.groupby("step", as_index=False).agg(
+        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
+    )
 
 
 def assign_steps(ts_ns: np.ndarray, intervals: pd.DataFrame) -> pd.array:
@@ -93,20 +110,28 @@ def _overlap_len(a: list, b: list) -> float:
 
 
 def device_mask(events: pd.DataFrame) -> pd.Series:
-    return (events["cat"].astype(object).isin(DEVICE_CATS)
-            | events["process"].astype(object).isin(DEVICE_PROCESSES)) & (events["ph"] == "X")
+    return (
+        events["cat"].astype(object).isin(DEVICE_CATS)
+        | events["process"].astype(object).isin(DEVICE_PROCESSES)
+    ) & (events["ph"] == "X")
 
 
-def steps_from_events(events: pd.DataFrame, comm: comm_names.PatternSpec = None
-                      ) -> tuple[pd.DataFrame, str]:
+def steps_from_events(
+    events: pd.DataFrame, comm: comm_names.PatternSpec = None
+) -> tuple[pd.DataFrame, str]:
     """Step table from the step marker spans, with the breakdown from the Overlap Analysis
     process (Ascend) or from device compute/communication intervals (GPU/NPU); ``comm`` says
     which kernel names are communication (see :mod:`dynprof_nb.traces.comm`)."""
     iv = step_intervals(events)
     if iv.empty:
         return schema.empty("steps"), "no step marker events"
-    out = pd.DataFrame({"step": iv["step"], "start_ns": iv["start_ns"].astype("Int64"),
-                        "duration_us": (iv["end_ns"] - iv["start_ns"]) / 1000.0})
+    out = pd.DataFrame(
+        {
+            "step": iv["step"],
+            "start_ns": iv["start_ns"].astype("Int64"),
+            "duration_us": (iv["end_ns"] - iv["start_ns"]) / 1000.0,
+        }
+    )
     proc = events["process"].astype(object)
     overlap = events[(proc == "Overlap Analysis") & (events["ph"] == "X")]
     how = "step marker events"
@@ -117,7 +142,10 @@ def steps_from_events(events: pd.DataFrame, comm: comm_names.PatternSpec = None
             sub = overlap[thread == tname]
             s = sub["ts_ns"].to_numpy(np.int64)
             e = s + sub["dur_ns"].to_numpy(np.int64)
-            out[col] = [_union_us(s, e, lo, hi)[0] for lo, hi in zip(iv["start_ns"], iv["end_ns"], strict=True)]
+            out[col] = [
+                _union_us(s, e, lo, hi)[0]
+                for lo, hi in zip(iv["start_ns"], iv["end_ns"], strict=True)
+            ]
         out["overlapped_us"] = out["communication_us"] - out.pop("_not_overlapped_us")
         return schema.conform(out, "steps"), how
     dev = events[device_mask(events)]
@@ -133,8 +161,9 @@ def steps_from_events(events: pd.DataFrame, comm: comm_names.PatternSpec = None
         ov = _overlap_len(c_iv, m_iv)
         rows.append((c_us, m_us, ov, (hi - lo) / 1000.0 - (c_us + m_us - ov)))
     out[["computing_us", "communication_us", "overlapped_us", "free_us"]] = rows
-    return schema.conform(out, "steps"), how + f" + device kernels ({int(comm.sum())} matched " \
-        "the communication patterns)"
+    return schema.conform(
+        out, "steps"
+    ), how + f" + device kernels ({int(comm.sum())} matched the communication patterns)"
 
 
 def kernels_from_events(events: pd.DataFrame) -> pd.DataFrame:
@@ -143,16 +172,24 @@ def kernels_from_events(events: pd.DataFrame) -> pd.DataFrame:
         return schema.empty("kernels")
     tid = dev["tid"]
     stream = pd.to_numeric(tid.astype(object), errors="coerce").astype("Int64")
-    out = pd.DataFrame({"name": dev["name"].astype(object), "type": dev["cat"].astype(object),
-                        "core": dev["process"].astype(object), "stream": stream,
-                        "start_ns": dev["ts_ns"].astype("Int64"),
-                        "duration_us": dev["dur_ns"] / 1000.0, "wait_us": np.nan,
-                        "step": dev["step"] if "step" in dev else pd.NA})
+    out = pd.DataFrame(
+        {
+            "name": dev["name"].astype(object),
+            "type": dev["cat"].astype(object),
+            "core": dev["process"].astype(object),
+            "stream": stream,
+            "start_ns": dev["ts_ns"].astype("Int64"),
+            "duration_us": dev["dur_ns"] / 1000.0,
+            "wait_us": np.nan,
+            "step": dev["step"] if "step" in dev else pd.NA,
+        }
+    )
     return schema.conform(out.reset_index(drop=True), "kernels")
 
 
-def communication_from_events(events: pd.DataFrame, comm: comm_names.PatternSpec = None
-                              ) -> pd.DataFrame:
+def communication_from_events(
+    events: pd.DataFrame, comm: comm_names.PatternSpec = None
+) -> pd.DataFrame:
     """Device kernels (and HCCL tasks) whose names match the communication patterns; a trace
     with no device events at all gives its matching host ranges instead (gloo on CPU, a
     ``dynprof_nb.range(..., category="communication")``)."""
@@ -171,9 +208,16 @@ def communication_from_events(events: pd.DataFrame, comm: comm_names.PatternSpec
     sel = dev[hit]
     if sel.empty:
         return schema.empty("communication")
-    out = pd.DataFrame({"step": sel["step"], "name": sel["name"].astype(object),
-                        "group": sel["thread"].astype(object), "start_ns": sel["ts_ns"].astype("Int64"),
-                        "elapse_us": sel["dur_ns"] / 1000.0, "source": source})
+    out = pd.DataFrame(
+        {
+            "step": sel["step"],
+            "name": sel["name"].astype(object),
+            "group": sel["thread"].astype(object),
+            "start_ns": sel["ts_ns"].astype("Int64"),
+            "elapse_us": sel["dur_ns"] / 1000.0,
+            "source": source,
+        }
+    )
     return schema.conform(out.reset_index(drop=True), "communication")
 
 
@@ -184,7 +228,9 @@ def memory_from_counters(counters: pd.DataFrame) -> pd.DataFrame:
     sel = counters[counters["name"].str.contains("mem", case=False, na=False)]
     if sel.empty:
         return schema.empty("memory")
-    wide = sel.pivot_table(index=["ts_ns", "name"], columns="series", values="value", aggfunc="last")
+    wide = sel.pivot_table(
+        index=["ts_ns", "name"], columns="series", values="value", aggfunc="last"
+    )
     wide = wide.reset_index()
     lower = {c.lower(): c for c in wide.columns if isinstance(c, str)}
 
@@ -194,8 +240,16 @@ def memory_from_counters(counters: pd.DataFrame) -> pd.DataFrame:
                 return wide[lower[k]]
         return pd.Series(np.nan, index=wide.index)
 
-    out = pd.DataFrame({"ts_ns": wide["ts_ns"].astype("int64"), "device": "host",
-                        "allocated_bytes": pick("allocated", "bytes", "used"),
-                        "reserved_bytes": pick("reserved"), "active_bytes": pick("active"),
-                        "delta_bytes": np.nan, "name": wide["name"], "source": "counter events"})
+    out = pd.DataFrame(
+        {
+            "ts_ns": wide["ts_ns"].astype("int64"),
+            "device": "host",
+            "allocated_bytes": pick("allocated", "bytes", "used"),
+            "reserved_bytes": pick("reserved"),
+            "active_bytes": pick("active"),
+            "delta_bytes": np.nan,
+            "name": wide["name"],
+            "source": "counter events",
+        }
+    )
     return schema.conform(out, "memory")

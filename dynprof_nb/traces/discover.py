@@ -24,7 +24,9 @@ class WindowFiles:
     communication: Path | None = None
     matrix: Path | None = None  # communication_matrix.json
     db: Path | None = None  # the profiler database (ascend_*_profiler_N.db, msprof_*.db)
-    analysis_db: Path | None = None  # analysis.db (torch_npu) / communication_analyzer.db (MindSpore)
+    analysis_db: Path | None = (
+        None  # analysis.db (torch_npu) / communication_analyzer.db (MindSpore)
+    )
     device: int | None = None  # the NPU the rank ran on (not its rank)
     rank_source: str | None = None  # where ``rank`` came from
     manifest: dict | None = None
@@ -58,8 +60,11 @@ def find_window_files(root: Path) -> WindowFiles:
                 continue
             for p in sorted(d.iterdir()):
                 n = p.name
-                if n in ("trace.json", "trace_view.json") or n.endswith((".pt.trace.json", ".pt.trace.json.gz")) \
-                        or (d == root and n.endswith(("trace.json.gz",))):
+                if (
+                    n in ("trace.json", "trace_view.json")
+                    or n.endswith((".pt.trace.json", ".pt.trace.json.gz"))
+                    or (d == root and n.endswith(("trace.json.gz",)))
+                ):
                     if p not in wf.traces:
                         wf.traces.append(p)
                 elif n.endswith(".csv") and d.name == "ASCEND_PROFILER_OUTPUT":
@@ -68,8 +73,10 @@ def find_window_files(root: Path) -> WindowFiles:
                     wf.communication = p
                 elif n == "communication_matrix.json":
                     wf.matrix = p
-                elif n in ("analysis.db", "communication_analyzer.db") \
-                        and d.name == "ASCEND_PROFILER_OUTPUT":
+                elif (
+                    n in ("analysis.db", "communication_analyzer.db")
+                    and d.name == "ASCEND_PROFILER_OUTPUT"
+                ):
                     wf.analysis_db = p
                 elif _is_profiler_db(n) and (d.name == "ASCEND_PROFILER_OUTPUT" or d == root):
                     wf.db = wf.db or p
@@ -105,8 +112,9 @@ def find_window_files(root: Path) -> WindowFiles:
 
 
 def _is_profiler_db(name: str) -> bool:
-    return name.endswith(".db") and (name.startswith(("ascend_pytorch_profiler", "msprof_",
-                                                      "ascend_mindspore_profiler")))
+    return name.endswith(".db") and (
+        name.startswith(("ascend_pytorch_profiler", "msprof_", "ascend_mindspore_profiler"))
+    )
 
 
 def _json(path: Path) -> dict:
@@ -148,8 +156,12 @@ def job_rank(root: Path, traces: list[Path] = ()) -> tuple[int | None, str | Non
 
 def _device(root: Path) -> int | None:
     """The device id from PROF_*/device_N (None when absent or ambiguous)."""
-    devs = {int(m.group(1)) for base in _bases(root) for p in base.glob("PROF_*/device_*")
-            if (m := re.fullmatch(r"device_(\d+)", p.name))}
+    devs = {
+        int(m.group(1))
+        for base in _bases(root)
+        for p in base.glob("PROF_*/device_*")
+        if (m := re.fullmatch(r"device_(\d+)", p.name))
+    }
     return devs.pop() if len(devs) == 1 else None
 
 
@@ -172,16 +184,23 @@ def _framework(root: Path, wf: WindowFiles) -> str:
 
 def rank_windows(root: Path) -> list[Path]:
     """Sub-windows of a folder holding several ranks' windows ([] when root is one window)."""
-    subs = sorted((p for p in root.iterdir() if p.is_dir() and WINDOW_RE.match(p.name)),
-                  key=lambda p: [int(g) for g in WINDOW_RE.match(p.name).groups()])
+    subs = sorted(
+        (p for p in root.iterdir() if p.is_dir() and WINDOW_RE.match(p.name)),
+        key=lambda p: [int(g) for g in WINDOW_RE.match(p.name).groups()],
+    )
     if subs:
         return subs
     asc = [p for pat in ASCEND_DIRS for p in sorted(root.glob(pat)) if p.is_dir()]
     if len(asc) > 1:
         return asc
     # other names (e.g. test_rank_0/) that hold an ASCEND_PROFILER_OUTPUT or profiler_info
-    outs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.endswith(".tmp")
-                  and ((p / "ASCEND_PROFILER_OUTPUT").is_dir() or any(p.glob("profiler_info*.json"))))
+    outs = sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir()
+        and not p.name.endswith(".tmp")
+        and ((p / "ASCEND_PROFILER_OUTPUT").is_dir() or any(p.glob("profiler_info*.json")))
+    )
     if len(outs) > 1:
         return outs
     traces = sorted(root.glob("*.pt.trace.json*"))

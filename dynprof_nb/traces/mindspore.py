@@ -20,12 +20,22 @@ def cpu_op_detail(path: str | Path) -> pd.DataFrame:
     raw = read_csv(path)
     need = {"full_op_name", "op_occurrences", "op_total_time(ms)"}
     if not need <= set(raw.columns):
-        raise TraceFormatError(path, f"not a cpu_op_detail_info CSV: needs columns {sorted(need)}", line=1)
+        raise TraceFormatError(
+            path, f"not a cpu_op_detail_info CSV: needs columns {sorted(need)}", line=1
+        )
     total = pd.to_numeric(raw["op_total_time(ms)"], errors="coerce") * 1000.0
     count = pd.to_numeric(raw["op_occurrences"], errors="coerce").fillna(0).astype("int64")
-    out = pd.DataFrame({"name": raw["full_op_name"].astype(str), "count": count, "total_us": total,
-                        "self_us": total, "avg_us": total / count.where(count > 0),
-                        "share": total / total.sum(), "type": raw.get("op_type")})
+    out = pd.DataFrame(
+        {
+            "name": raw["full_op_name"].astype(str),
+            "count": count,
+            "total_us": total,
+            "self_us": total,
+            "avg_us": total / count.where(count > 0),
+            "share": total / total.sum(),
+            "type": raw.get("op_type"),
+        }
+    )
     return schema.conform(out.sort_values("total_us", ascending=False, ignore_index=True), "ops")
 
 
@@ -37,7 +47,9 @@ def cpu_op_execute_timestamps(path: str | Path) -> pd.DataFrame:
             parts = line.rstrip("\n").split(";")
             if len(parts) < 3:
                 if line.strip():
-                    raise TraceFormatError(path, "expected 'name;type;start,dur,tid ...'", line=lineno)
+                    raise TraceFormatError(
+                        path, "expected 'name;type;start,dur,tid ...'", line=lineno
+                    )
                 continue
             for item in parts[2].split():
                 fields = item.split(",")
@@ -52,12 +64,19 @@ def cpu_op_execute_timestamps(path: str | Path) -> pd.DataFrame:
                 dur.append(d)
                 tid.append(int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0)
     n = len(names)
-    out = pd.DataFrame({"name": pd.Categorical(names), "cat": pd.Categorical(types),
-                        "ph": pd.Categorical(["X"] * n), "pid": np.zeros(n, np.int64),
-                        "tid": np.asarray(tid, dtype=np.int64),
-                        "process": pd.Categorical(["CPU OP"] * n),
-                        "thread": pd.Categorical([f"Thread {t}" for t in tid]),
-                        "ts_ns": np.asarray(ts, dtype=np.int64), "dur_ns": np.asarray(dur, dtype=np.int64)})
+    out = pd.DataFrame(
+        {
+            "name": pd.Categorical(names),
+            "cat": pd.Categorical(types),
+            "ph": pd.Categorical(["X"] * n),
+            "pid": np.zeros(n, np.int64),
+            "tid": np.asarray(tid, dtype=np.int64),
+            "process": pd.Categorical(["CPU OP"] * n),
+            "thread": pd.Categorical([f"Thread {t}" for t in tid]),
+            "ts_ns": np.asarray(ts, dtype=np.int64),
+            "dur_ns": np.asarray(dur, dtype=np.int64),
+        }
+    )
     return out.sort_values("ts_ns", ignore_index=True)
 
 
@@ -66,12 +85,18 @@ def cpu_memory_record(path: str | Path) -> pd.DataFrame:
     raw = read_csv(path)
     if "Timestamp(ns)" not in raw.columns:
         raise TraceFormatError(path, "not a cpu_ms_memory_record file: no 'Timestamp(ns)'", line=1)
-    out = pd.DataFrame({"ts_ns": pd.to_numeric(raw["Timestamp(ns)"], errors="coerce"),
-                        "device": "cpu",
-                        "allocated_bytes": pd.to_numeric(raw.get("Total Allocated(Byte)"), errors="coerce"),
-                        "reserved_bytes": pd.to_numeric(raw.get("Total Reserved(Byte)"), errors="coerce"),
-                        "active_bytes": pd.to_numeric(raw.get("Total Active(Byte)"), errors="coerce"),
-                        "delta_bytes": np.nan, "name": "MindSpore CPU", "source": Path(path).name})
+    out = pd.DataFrame(
+        {
+            "ts_ns": pd.to_numeric(raw["Timestamp(ns)"], errors="coerce"),
+            "device": "cpu",
+            "allocated_bytes": pd.to_numeric(raw.get("Total Allocated(Byte)"), errors="coerce"),
+            "reserved_bytes": pd.to_numeric(raw.get("Total Reserved(Byte)"), errors="coerce"),
+            "active_bytes": pd.to_numeric(raw.get("Total Active(Byte)"), errors="coerce"),
+            "delta_bytes": np.nan,
+            "name": "MindSpore CPU",
+            "source": Path(path).name,
+        }
+    )
     out = out[out["ts_ns"].notna()]
     out["ts_ns"] = out["ts_ns"].astype("int64")
     return schema.conform(out.reset_index(drop=True), "memory")
@@ -89,7 +114,9 @@ def step_markers(path: str | Path) -> pd.DataFrame:
     raw = read_csv(path)
     missing = {"name", "cat", "start_ns", "end_ns"} - set(raw.columns)
     if missing:
-        raise TraceFormatError(path, f"not a dynprof_steps.csv: no column {sorted(missing)}", line=1)
+        raise TraceFormatError(
+            path, f"not a dynprof_steps.csv: no column {sorted(missing)}", line=1
+        )
     start = pd.to_numeric(raw["start_ns"], errors="coerce")
     end = pd.to_numeric(raw["end_ns"], errors="coerce")
     keep = start.notna() & end.notna() & (end >= start)
@@ -99,8 +126,16 @@ def step_markers(path: str | Path) -> pd.DataFrame:
     names = raw["name"].astype(str)
     # the steps bound the window's steps; they are not operations of MindSpore's own threads
     cats = raw["cat"].astype(str).where(~names.str.startswith(STEP_PREFIX), STEP_MARKER)
-    return pd.DataFrame({"name": pd.Categorical(names), "cat": pd.Categorical(cats),
-                         "ph": pd.Categorical(["X"] * n), "pid": np.zeros(n, np.int64),
-                         "tid": tid.to_numpy(), "process": pd.Categorical(["dynprof_nb"] * n),
-                         "thread": pd.Categorical([f"Thread {t}" for t in tid]),
-                         "ts_ns": start.to_numpy(), "dur_ns": (end - start).to_numpy()})
+    return pd.DataFrame(
+        {
+            "name": pd.Categorical(names),
+            "cat": pd.Categorical(cats),
+            "ph": pd.Categorical(["X"] * n),
+            "pid": np.zeros(n, np.int64),
+            "tid": tid.to_numpy(),
+            "process": pd.Categorical(["dynprof_nb"] * n),
+            "thread": pd.Categorical([f"Thread {t}" for t in tid]),
+            "ts_ns": start.to_numpy(),
+            "dur_ns": (end - start).to_numpy(),
+        }
+    )

@@ -22,7 +22,7 @@ _STRING_OR_BARE = re.compile(
 _BAD_IN_STRING = re.compile(r'[\x00-\x1f]|\\(?!["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _FIX_IN_STRING = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|\\|[\x00-\x1f]')
 _EVENTS_START = re.compile(r'"traceEvents"\s*:\s*\[')
-_RESYNC = re.compile(r'\}\s*,\s*(?=\{)')
+_RESYNC = re.compile(r"\}\s*,\s*(?=\{)")
 _BASE_TIME = re.compile(r'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
 
@@ -32,23 +32,35 @@ _WS = re.compile(rb"[ \t\r\n]*")
 def first_byte(data: bytes) -> bytes:
     """The first non-whitespace byte, without copying a multi-GB buffer the way strip() would."""
     end = _WS.match(data).end()
-    return data[end:end + 1]
+    return data[end : end + 1]
 
 
 def check_text_like(data: bytes, path: str | Path) -> None:
     """Refuse empty and binary files with a clear message instead of a decoder traceback."""
     if not first_byte(data):
-        raise TraceFormatError(path, "file is empty", offset=0,
-                               hint="the profiler was probably stopped before it wrote the trace")
+        raise TraceFormatError(
+            path,
+            "file is empty",
+            offset=0,
+            hint="the profiler was probably stopped before it wrote the trace",
+        )
     head = data[:65536]
     nul = head.find(b"\x00")
     if nul >= 0:
-        raise TraceFormatError(path, "binary data where JSON text was expected", offset=nul,
-                               hint="is this the right file? traces are .json or .json.gz")
+        raise TraceFormatError(
+            path,
+            "binary data where JSON text was expected",
+            offset=nul,
+            hint="is this the right file? traces are .json or .json.gz",
+        )
     first = first_byte(head)
     if first not in (b"{", b"["):
-        raise TraceFormatError(path, f"not JSON: starts with {head.lstrip()[:20]!r}", offset=0,
-                               hint="load_trace expects a Chrome trace JSON here")
+        raise TraceFormatError(
+            path,
+            f"not JSON: starts with {head.lstrip()[:20]!r}",
+            offset=0,
+            hint="load_trace expects a Chrome trace JSON here",
+        )
 
 
 def _fix_string(s: str) -> str:
@@ -101,7 +113,9 @@ def repair_json(data: bytes, path: str | Path) -> tuple[Any, list[str]]:
     if counts["bare tokens"]:
         notes.append(f"{counts['bare tokens']} bare inf/NaN/N/A values read as null")
     if counts["strings"]:
-        notes.append(f"{counts['strings']} strings with control characters or stray backslashes fixed")
+        notes.append(
+            f"{counts['strings']} strings with control characters or stray backslashes fixed"
+        )
     try:
         return json.loads(fixed, strict=False, parse_float=Decimal), notes
     except json.JSONDecodeError as exc:
@@ -115,17 +129,24 @@ def repair_json(data: bytes, path: str | Path) -> tuple[Any, list[str]]:
     return doc, notes
 
 
-def _salvage_events(text: str, path: str | Path, first_error: json.JSONDecodeError) -> tuple[list, list[str]]:
+def _salvage_events(
+    text: str, path: str | Path, first_error: json.JSONDecodeError
+) -> tuple[list, list[str]]:
     """Decode events one by one; skip a broken one, stop where the file was cut."""
     stripped = len(text) - len(text.lstrip())
-    if text[stripped:stripped + 1] == "[":
+    if text[stripped : stripped + 1] == "[":
         pos = stripped + 1
     else:
         m = _EVENTS_START.search(text)
         if not m:
             line, col = _line_col(text, first_error.pos)
-            raise TraceFormatError(path, f"invalid JSON ({first_error.msg}) and no traceEvents array found",
-                                   line=line, column=col, hint="check that this is a Chrome trace file")
+            raise TraceFormatError(
+                path,
+                f"invalid JSON ({first_error.msg}) and no traceEvents array found",
+                line=line,
+                column=col,
+                hint="check that this is a Chrome trace file",
+            )
         pos = m.end()
     dec = json.JSONDecoder(strict=False)
     events: list = []
@@ -158,11 +179,17 @@ def _salvage_events(text: str, path: str | Path, first_error: json.JSONDecodeErr
         notes.append(f"skipped {len(skipped)} unreadable events (first at byte {skipped[0][0]})")
     if truncated_at is not None:
         line, col = _line_col(text, truncated_at)
-        notes.append(f"file is cut short (line {line}, column {col}): kept the {len(events)} complete "
-                     "events before that point, the rest of the trace is lost")
+        notes.append(
+            f"file is cut short (line {line}, column {col}): kept the {len(events)} complete "
+            "events before that point, the rest of the trace is lost"
+        )
     if not events:
         line, col = _line_col(text, first_error.pos)
-        raise TraceFormatError(path, f"invalid JSON ({first_error.msg}); no event could be recovered",
-                               line=line, column=col,
-                               hint="the file may be truncated at its start or not a trace")
+        raise TraceFormatError(
+            path,
+            f"invalid JSON ({first_error.msg}); no event could be recovered",
+            line=line,
+            column=col,
+            hint="the file may be truncated at its start or not a trace",
+        )
     return events, notes

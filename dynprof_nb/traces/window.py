@@ -28,8 +28,17 @@ MEMORY_CSVS = ("memory_record", "operator_memory", "npu_module_mem")
 
 # what a reader raises on a file whose content is not what it expects (missing columns, empty
 # arrays, wrong types): turned into a TraceFormatError naming the file, never a bare traceback
-_CONTENT_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError,
-                   ZeroDivisionError, EOFError, RecursionError)
+_CONTENT_ERRORS = (
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    OverflowError,
+    ZeroDivisionError,
+    EOFError,
+    RecursionError,
+)
 
 
 class TraceWindow:
@@ -42,7 +51,8 @@ class TraceWindow:
     - ops: name, count, total_us, self_us, avg_us, min_us, max_us, share
     - steps: step, start_ns, duration_us, computing_us, communication_us, overlapped_us, free_us
     - kernels: name, type, core, stream, start_ns, duration_us, wait_us, step
-    - memory: ts_ns, device, allocated_bytes, reserved_bytes, active_bytes, delta_bytes, name, source
+    - memory: ts_ns, device, allocated_bytes, reserved_bytes, active_bytes, delta_bytes, name,
+      source
     - communication: step, name, group, start_ns, elapse_us, transit_us, wait_us,
       synchronization_us, idle_us, size_mb, bandwidth_gbps, source
 
@@ -53,8 +63,14 @@ class TraceWindow:
     (see :mod:`dynprof_nb.traces.comm`).
     """
 
-    def __init__(self, path: str | Path, files: WindowFiles | None = None, *,
-                 single_file: Path | None = None, comm_patterns: comm.PatternSpec = None):
+    def __init__(
+        self,
+        path: str | Path,
+        files: WindowFiles | None = None,
+        *,
+        single_file: Path | None = None,
+        comm_patterns: comm.PatternSpec = None,
+    ):
         self.path = Path(path)
         self.comm_patterns: tuple[str, ...] = comm.resolve(comm_patterns)
         self._files = files
@@ -125,17 +141,30 @@ class TraceWindow:
                 raise
             except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
                 raise TraceFormatError(
-                    self._single or self.path, f"cannot read its {kind}: "
-                    f"{type(exc).__name__}: {str(exc)[:200]}", hint="the file is damaged or not "
-                    "in the layout this reader knows") from exc
+                    self._single or self.path,
+                    f"cannot read its {kind}: {type(exc).__name__}: {str(exc)[:200]}",
+                    hint="the file is damaged or not in the layout this reader knows",
+                ) from exc
         return self._cache[kind]
 
-    def _note(self, kind: str, files: list | None = None, missing: str | None = None,
-              notes: list[str] | None = None) -> None:
-        fmt = "db" if any(str(f).endswith(".db") for f in files or []) else (
-            "text" if files else None)
-        self.sources[kind] = {"files": [str(f) for f in files or []], "missing": missing,
-                              "notes": list(notes or []), "format": fmt}
+    def _note(
+        self,
+        kind: str,
+        files: list | None = None,
+        missing: str | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
+        fmt = (
+            "db"
+            if any(str(f).endswith(".db") for f in files or [])
+            else ("text" if files else None)
+        )
+        self.sources[kind] = {
+            "files": [str(f) for f in files or []],
+            "missing": missing,
+            "notes": list(notes or []),
+            "format": fmt,
+        }
 
     @property
     def format(self) -> str:
@@ -167,7 +196,9 @@ class TraceWindow:
                     continue
                 tr = load_chrome_trace(p)
                 if tr.repairs:
-                    warnings.warn(TraceRepairWarning(f"{p}: " + "; ".join(tr.repairs)), stacklevel=4)
+                    warnings.warn(
+                        TraceRepairWarning(f"{p}: " + "; ".join(tr.repairs)), stacklevel=4
+                    )
                 out.append(tr)
             self._chrome = out
         return self._chrome
@@ -182,11 +213,13 @@ class TraceWindow:
 
     def _db_note(self, kind: str, frame: pd.DataFrame, tables: str) -> pd.DataFrame:
         adb = self._dbreader()
-        files = [adb.path] + ([adb.analysis] if adb.analysis and kind in ("steps", "communication")
-                              else [])
+        files = [adb.path] + (
+            [adb.analysis] if adb.analysis and kind in ("steps", "communication") else []
+        )
         if frame.empty:
-            self._note(kind, missing=f"the database has no {tables} rows (this rank has: "
-                                     f"{self._have()})")
+            self._note(
+                kind, missing=f"the database has no {tables} rows (this rank has: {self._have()})"
+            )
         else:
             self._note(kind, files, notes=[f"from {tables}"] + adb.notes)
         return frame
@@ -201,30 +234,42 @@ class TraceWindow:
         elif traces:
             frames = [t.events for t in traces]
             ev = frames[0] if len(frames) == 1 else schema.concat_frames(frames)
-            self._note("events", [t.path for t in traces], notes=[n for t in traces for n in t.repairs])
+            self._note(
+                "events", [t.path for t in traces], notes=[n for t in traces for n in t.repairs]
+            )
         elif self._files and "cpu_op_execute_timestamp" in self._files.framework:
             p = self._files.framework["cpu_op_execute_timestamp"]
             ev = mindspore.cpu_op_execute_timestamps(p)
             self._note("events", [p])
         else:
-            self._note("events", missing="no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)")
+            self._note(
+                "events",
+                missing="no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)",
+            )
             return schema.empty("events")
         markers = self._files.step_markers if self._files else None
         if markers is not None:
-            ev = schema.concat_frames([schema.conform(ev, "events").drop(columns="step"),
-                                mindspore.step_markers(markers)])
+            ev = schema.concat_frames(
+                [schema.conform(ev, "events").drop(columns="step"), mindspore.step_markers(markers)]
+            )
             self.sources["events"]["files"].append(str(markers))
             self.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
-        ev["step"] = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0),
-                                         derive.step_intervals(ev))
+        ev["step"] = derive.assign_steps(
+            ev["ts_ns"].to_numpy("int64", na_value=0), derive.step_intervals(ev)
+        )
         return ev
 
     def _load_ops(self) -> pd.DataFrame:
 
         ev = self.events
         if not ev.empty:
-            self._note("ops", self.sources["events"]["files"],
-                       notes=["computed from events (self time = duration minus children on the same thread)"])
+            self._note(
+                "ops",
+                self.sources["events"]["files"],
+                notes=[
+                    "computed from events (self time = duration minus children on the same thread)"
+                ],
+            )
             return op_table(ev)
         if self._files and "op_statistic" in self._files.csv:
             p = self._files.csv["op_statistic"]
@@ -245,7 +290,11 @@ class TraceWindow:
 
     def _csv(self, key: str) -> Path | None:
         if self._single is not None:
-            return self._single if self._single.name.startswith(key) and self._single.suffix == ".csv" else None
+            return (
+                self._single
+                if self._single.name.startswith(key) and self._single.suffix == ".csv"
+                else None
+            )
         return self._files.csv.get(key) if self._files else None
 
     def _load_steps(self) -> pd.DataFrame:
@@ -253,15 +302,26 @@ class TraceWindow:
         if adb is not None:
             return self._db_note("steps", adb.steps(), "analysis.db StepTraceTime / STEP_TIME")
         p = self._csv("step_trace_time")
-        ev = self.events if (self._single is None or self._single.suffix != ".csv") else schema.empty("events")
+        ev = (
+            self.events
+            if (self._single is None or self._single.suffix != ".csv")
+            else schema.empty("events")
+        )
         derived, how = derive.steps_from_events(ev, self.comm_patterns)
         if p is not None:
             st = ascend.step_trace_time(p)
             if not derived.empty and "start_ns" in derived:
                 starts = derived.set_index("step")["start_ns"]
                 st["start_ns"] = st["step"].map(starts).astype("Int64")
-            self._note("steps", [p], notes=["start_ns from step marker events" if not derived.empty else
-                                            "step_trace_time.csv has no start times"])
+            self._note(
+                "steps",
+                [p],
+                notes=[
+                    "start_ns from step marker events"
+                    if not derived.empty
+                    else "step_trace_time.csv has no start times"
+                ],
+            )
             return st
         if derived.empty:
             self._note("steps", missing=how)
@@ -273,14 +333,19 @@ class TraceWindow:
         p = self._csv("kernel_details")
         adb = self._dbreader()
         if adb is not None:
-            return self._db_note("kernels", adb.kernels(), "TASK, COMPUTE_TASK_INFO and COMMUNICATION_OP")
+            return self._db_note(
+                "kernels", adb.kernels(), "TASK, COMPUTE_TASK_INFO and COMMUNICATION_OP"
+            )
         if p is not None:
             self._note("kernels", [p])
             return ascend.kernel_details(p)
         k = derive.kernels_from_events(self.events)
         if k.empty:
-            self._note("kernels", missing="no kernel_details.csv and no device events (this rank "
-                                          f"has: {self._have()})")
+            self._note(
+                "kernels",
+                missing="no kernel_details.csv and no device events (this rank "
+                f"has: {self._have()})",
+            )
         else:
             self._note("kernels", self.sources["events"]["files"], notes=["device events"])
         return k
@@ -297,7 +362,9 @@ class TraceWindow:
                 files.append(p)
         fw = self._files.framework if self._files else {}
         single = self._single
-        if "cpu_ms_memory_record" in fw or (single and single.name.startswith("cpu_ms_memory_record")):
+        if "cpu_ms_memory_record" in fw or (
+            single and single.name.startswith("cpu_ms_memory_record")
+        ):
             p = fw.get("cpu_ms_memory_record", single)
             frames.append(mindspore.cpu_memory_record(p))
             files.append(p)
@@ -312,8 +379,11 @@ class TraceWindow:
                     frames.append(m)
                     files.append(t.path)
         if not frames:
-            self._note("memory", missing="no memory CSV, [memory] events or Memory counters "
-                                         "(profile_memory was probably off)")
+            self._note(
+                "memory",
+                missing="no memory CSV, [memory] events or Memory counters "
+                "(profile_memory was probably off)",
+            )
             return schema.empty("memory")
         self._note("memory", files)
         out = schema.concat_frames([schema.conform(f, "memory") for f in frames])
@@ -321,23 +391,34 @@ class TraceWindow:
 
     def _load_communication(self) -> pd.DataFrame:
         p = self._files.communication if self._files else None
-        if self._single is not None and self._single.name.startswith(("communication", "cluster_communication")):
+        if self._single is not None and self._single.name.startswith(
+            ("communication", "cluster_communication")
+        ):
             p = self._single
         adb = self._dbreader()
         if adb is not None:
-            return self._db_note("communication", adb.communication(),
-                                 "COMMUNICATION_OP (or analysis.db CommAnalyzerTime)")
+            return self._db_note(
+                "communication",
+                adb.communication(),
+                "COMMUNICATION_OP (or analysis.db CommAnalyzerTime)",
+            )
         if p is not None:
             self._note("communication", [p])
             return ascend.communication_json(p)
         c = derive.communication_from_events(self.events, self.comm_patterns)
         if c.empty:
-            self._note("communication", missing="no communication.json and no event matched the "
-                                                "communication patterns (dynprof_nb.traces.comm; "
-                                                f"this rank has: {self._have()})")
+            self._note(
+                "communication",
+                missing="no communication.json and no event matched the "
+                "communication patterns (dynprof_nb.traces.comm; "
+                f"this rank has: {self._have()})",
+            )
         else:
-            self._note("communication", self.sources["events"]["files"],
-                       notes=[f"{c['source'].iloc[0]} matching the communication patterns"])
+            self._note(
+                "communication",
+                self.sources["events"]["files"],
+                notes=[f"{c['source'].iloc[0]} matching the communication patterns"],
+            )
         return c
 
     def communication_links(self) -> pd.DataFrame:
@@ -356,8 +437,11 @@ class TraceWindow:
                 self.sources["links"] = {"files": [str(m)], "format": "text"}
             else:
                 self._links = pd.DataFrame(columns=ascend.LINK_COLUMNS)
-                self.sources["links"] = {"files": [], "missing": "no communication_matrix.json "
-                                         f"or database (this rank has: {self._have()})"}
+                self.sources["links"] = {
+                    "files": [],
+                    "missing": "no communication_matrix.json "
+                    f"or database (this rank has: {self._have()})",
+                }
         return self._links
 
     # ---- cluster analyses (dynprof_nb.analysis.cluster, named in VIEWS) ----------------------
@@ -370,7 +454,8 @@ class TraceWindow:
         return _view("communication_ops")(self, per_rank=per_rank)
 
     def step_breakdown(self) -> pd.DataFrame:
-        """Per rank and step: computing, communication (not) overlapped, free (cluster_time_summary)."""
+        """Per rank and step: computing, communication (not) overlapped, free
+        (msprof-analyze's cluster_time_summary)."""
         return _view("cluster_step_breakdown")(self)
 
     def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
@@ -391,8 +476,7 @@ class TraceWindow:
 
     # ---- reading ----------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path, *, comm_patterns: comm.PatternSpec = None
-                  ) -> TraceWindow:
+    def from_file(cls, path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> TraceWindow:
         """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
         communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
         p = Path(path)
@@ -400,28 +484,45 @@ class TraceWindow:
             raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
         w = cls(p, WindowFiles(root=p.parent), single_file=p, comm_patterns=comm_patterns)
         name = p.name
-        w.framework = "pytorch" if ".pt.trace.json" in name else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
+        w.framework = (
+            "pytorch"
+            if ".pt.trace.json" in name
+            else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
+        )
         try:
             w._read_file(p, name)
         except (TraceFormatError, FileNotFoundError, MemoryError):
             raise
         except _CONTENT_ERRORS as exc:
-            raise TraceFormatError(p, f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
-                                   hint="the file is damaged or not in the layout this reader "
-                                        "knows") from exc
+            raise TraceFormatError(
+                p,
+                f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
+                hint="the file is damaged or not in the layout this reader knows",
+            ) from exc
         return w
 
     @classmethod
-    def from_directory(cls, root: Path, explicit: bool = True,
-                       comm_patterns: comm.PatternSpec = None) -> TraceWindow:
+    def from_directory(
+        cls, root: Path, explicit: bool = True, comm_patterns: comm.PatternSpec = None
+    ) -> TraceWindow:
         """One rank's window directory; ``explicit``: the user named it (warn if incomplete)."""
         files = find_window_files(root)
         if files.incomplete and explicit:
-            warnings.warn(IncompleteWindowWarning(f"{root}: loading an incomplete window because "
-                                                  f"{files.incomplete}; some data may be missing"), stacklevel=3)
+            warnings.warn(
+                IncompleteWindowWarning(
+                    f"{root}: loading an incomplete window because "
+                    f"{files.incomplete}; some data may be missing"
+                ),
+                stacklevel=3,
+            )
         if not (files.traces or files.csv or files.framework or files.db or files.communication):
-            raise TraceFormatError(root, "no trace files found in this directory", offset=None,
-                                   hint="expected trace.json, *.pt.trace.json, *_ascend_ms/ or ASCEND_PROFILER_OUTPUT/")
+            raise TraceFormatError(
+                root,
+                "no trace files found in this directory",
+                offset=None,
+                hint="expected trace.json, *.pt.trace.json, *_ascend_ms/ or "
+                "ASCEND_PROFILER_OUTPUT/",
+            )
         w = cls(root, files, comm_patterns=comm_patterns)
         if files.db is not None:
             w._identify_db(w._dbreader())
@@ -489,17 +590,25 @@ class TraceWindow:
                 self._cache[kind] = schema.empty(kind)
                 self._note(kind, missing=f"{name} holds no {kind}")
         else:
-            raise TraceFormatError(p, "unrecognised file name", offset=0,
-                                   hint="expected kernel_details / op_statistic / step_trace_time / memory "
-                                        "CSVs, communication.json, a Chrome trace JSON or an Ascend .db")
+            raise TraceFormatError(
+                p,
+                "unrecognised file name",
+                offset=0,
+                hint="expected kernel_details / op_statistic / step_trace_time / memory "
+                "CSVs, communication.json, a Chrome trace JSON or an Ascend .db",
+            )
 
     def _read_metadata(self, p: Path) -> None:
         """profiler_info_N.json / profiler_metadata.json / communication_group.json: no frames, but
         the rank (they are what says which rank a window is)."""
         doc = ascend_db.read_profiler_info(p)
         if not doc and p.stat().st_size:
-            raise TraceFormatError(p, "not a JSON object", offset=0,
-                                   hint="expected an Ascend profiler_info / profiler_metadata JSON")
+            raise TraceFormatError(
+                p,
+                "not a JSON object",
+                offset=0,
+                hint="expected an Ascend profiler_info / profiler_metadata JSON",
+            )
         self.rank, src = job_rank(p.parent)
         self.tables[p.stem] = pd.json_normalize(doc) if doc else pd.DataFrame()
         self._chrome = []
@@ -508,7 +617,8 @@ class TraceWindow:
             self._note(kind, missing=f"{p.name} is metadata only (rank from {src})")
 
     def _identify_db(self, adb: AscendDb) -> None:
-        """Fill rank/device from RANK_DEVICE_MAP / TASK (reading the table list validates the file)."""
+        """Fill rank/device from RANK_DEVICE_MAP / TASK (reading the table list validates the
+        file)."""
         _ = adb.tables
         rank, device = adb.rank_device()
         if self.rank is None:
@@ -555,8 +665,9 @@ class TraceWindow:
         """Whether frame ``kind`` has been read already."""
         return kind in self._cache
 
-    def adopt_events(self, events: pd.DataFrame, sources: dict[str, Any],
-                     traces: list[ChromeTrace]) -> None:
+    def adopt_events(
+        self, events: pd.DataFrame, sources: dict[str, Any], traces: list[ChromeTrace]
+    ) -> None:
         """Take the events another process parsed for this window (the parallel loader)."""
         self._cache["events"] = events
         self.sources.update(sources)
@@ -597,6 +708,15 @@ def _view(name: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), func)
 
 
-OTHER_ASCEND_CSVS = ("operator_details", "l2_cache", "static_op_mem", "api_statistic",
-                     "op_summary", "task_time", "data_preprocess", "hccl_statistic",
-                     "compute_op_sum", "hccl_sum")  # the last two: msprof-analyze outputs
+OTHER_ASCEND_CSVS = (
+    "operator_details",
+    "l2_cache",
+    "static_op_mem",
+    "api_statistic",
+    "op_summary",
+    "task_time",
+    "data_preprocess",
+    "hccl_statistic",
+    "compute_op_sum",
+    "hccl_sum",
+)  # the last two: msprof-analyze outputs

@@ -34,8 +34,9 @@ class Allreduce:
     hang; nothing here raises into the training loop after the ranks have met.
     """
 
-    def __init__(self, path: str, rank: int, world: int, timeout: float = 60.0,
-                 step_timeout: float = 600.0):
+    def __init__(
+        self, path: str, rank: int, world: int, timeout: float = 60.0, step_timeout: float = 600.0
+    ):
         self.rank, self.world, self.path = rank, world, path
         self.peers: list[socket.socket] = []
         self.ended: str | None = None  # why the exchange ended, once it has
@@ -74,7 +75,9 @@ class Allreduce:
                 except (FileNotFoundError, ConnectionRefusedError):
                     sock.close()
                     if time.monotonic() > deadline:
-                        raise TimeoutError(f"rank 0 did not listen within {timeout:.0f} s") from None
+                        raise TimeoutError(
+                            f"rank 0 did not listen within {timeout:.0f} s"
+                        ) from None
                     time.sleep(0.05)  # rank 0 is still starting
             self.peers.append(sock)
 
@@ -87,13 +90,19 @@ class Allreduce:
             if self.rank == 0:
                 total = arr.astype(np.float64)
                 for conn in self.peers:
-                    total += np.frombuffer(_recv_exact(conn, arr.nbytes), arr.dtype).reshape(arr.shape)
+                    total += np.frombuffer(_recv_exact(conn, arr.nbytes), arr.dtype).reshape(
+                        arr.shape
+                    )
                 out = (total / self.world).astype(arr.dtype)
                 for conn in self.peers:
                     conn.sendall(out.tobytes())
                 return out
             self.peers[0].sendall(arr.tobytes())
-            return np.frombuffer(_recv_exact(self.peers[0], arr.nbytes), arr.dtype).reshape(arr.shape).copy()
+            return (
+                np.frombuffer(_recv_exact(self.peers[0], arr.nbytes), arr.dtype)
+                .reshape(arr.shape)
+                .copy()
+            )
         except OSError as exc:  # a rank left: the others go on alone
             self.ended = f"{type(exc).__name__}: {exc}"
             self.close()
@@ -123,8 +132,15 @@ def rendezvous_path(job: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"dynprof-demo-{digest}.sock")
 
 
-def train(job: str, rank: int, steps: int, output: str, batch: int = 256, world: int = 1,
-          rendezvous: str | None = None) -> None:
+def train(
+    job: str,
+    rank: int,
+    steps: int,
+    output: str,
+    batch: int = 256,
+    world: int = 1,
+    rendezvous: str | None = None,
+) -> None:
     """A two-layer MLP on synthetic data, with dynprof_nb ranges around its phases; with
     ``world`` > 1 the ranks average their gradients every step (and so keep in step)."""
     rng = np.random.default_rng(rank)
@@ -142,7 +158,7 @@ def train(job: str, rank: int, steps: int, output: str, batch: int = 256, world:
                 break
             with dynprof_nb.range("data"):
                 i = (step * batch) % len(x_all)
-                x, y = x_all[i:i + batch], y_all[i:i + batch]
+                x, y = x_all[i : i + batch], y_all[i : i + batch]
             with dynprof_nb.range("forward"):
                 with dynprof_nb.range("matmul"):
                     h = x @ w1
@@ -165,8 +181,11 @@ def train(job: str, rank: int, steps: int, output: str, batch: int = 256, world:
                 with dynprof_nb.range("allreduce", category="communication"):
                     gw1, gw2 = allreduce(gw1), allreduce(gw2)  # waits for every rank, like DDP
                 if allreduce.ended and not stop["now"]:
-                    print(f"demo rank {rank}: gradient exchange ended ({allreduce.ended}); "
-                          "training on alone", file=sys.stderr)
+                    print(
+                        f"demo rank {rank}: gradient exchange ended ({allreduce.ended}); "
+                        "training on alone",
+                        file=sys.stderr,
+                    )
                     allreduce = None
             with dynprof_nb.range("sgd_update"):
                 w1 -= 0.01 * gw1
@@ -176,14 +195,30 @@ def train(job: str, rank: int, steps: int, output: str, batch: int = 256, world:
         allreduce.close()
 
 
-def start_ranks(job: str, output: str, ranks: int = 2, steps: int = 100_000) -> list[subprocess.Popen]:
+def start_ranks(
+    job: str, output: str, ranks: int = 2, steps: int = 100_000
+) -> list[subprocess.Popen]:
     """The background training job: ``ranks`` processes of :func:`train`, in step through their
     gradient exchange, each in its own session so a Ctrl-C in the kernel never reaches them."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "dynprof_nb.ui.demo", "train", "--job", job, "--rank", str(r),
-             "--steps", str(steps), "--output", output, "--world", str(ranks)],
+            [
+                sys.executable,
+                "-m",
+                "dynprof_nb.ui.demo",
+                "train",
+                "--job",
+                job,
+                "--rank",
+                str(r),
+                "--steps",
+                str(steps),
+                "--output",
+                output,
+                "--world",
+                str(ranks),
+            ],
             env={**env, "RANK": str(r), "WORLD_SIZE": str(ranks)},
             start_new_session=True,
         )
@@ -245,14 +280,24 @@ def main() -> None:
     t.add_argument("--rank", type=int, default=0)
     t.add_argument("--steps", type=int, default=100_000)
     t.add_argument("--output", default="./dyn_profile_data")
-    t.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "1")),
-                   help="number of ranks exchanging gradients (they meet through a Unix socket)")
+    t.add_argument(
+        "--world",
+        type=int,
+        default=int(os.environ.get("WORLD_SIZE", "1")),
+        help="number of ranks exchanging gradients (they meet through a Unix socket)",
+    )
     t.add_argument("--rendezvous", default=None, help="socket path (default: from the job name)")
     sub.add_parser("run", help="the whole demo")
     args = parser.parse_args()
     if args.command == "train":
-        train(args.job, args.rank, args.steps, args.output, world=args.world,
-              rendezvous=args.rendezvous)
+        train(
+            args.job,
+            args.rank,
+            args.steps,
+            args.output,
+            world=args.world,
+            rendezvous=args.rendezvous,
+        )
     else:
         sys.exit(run_demo())
 

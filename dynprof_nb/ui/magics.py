@@ -1,4 +1,5 @@
-"""``%dynprof`` and ``%%dynprof``: IPython magics over ``Job``, ``TraceWindow`` and ``profile_block``.
+"""``%dynprof`` and ``%%dynprof``: IPython magics over the controller, ``TraceWindow`` and
+``profile_block``.
 
 Load with ``%load_ext dynprof_nb``. Every subcommand is one call into the core; bad input is an
 ``IPython.core.error.UsageError`` (one line, no traceback) saying what to do. The options of
@@ -59,20 +60,35 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     """The line magic's parser: one subparser per entry of ``SUBCOMMANDS``."""
     parser = _Parser(prog=prog, description="Profile windows of a running training job.")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=_Parser)
-    p = {name: sub.add_parser(name, help=text, description=text)
-         for name, text in SUBCOMMANDS.items()}
+    p = {
+        name: sub.add_parser(name, help=text, description=text)
+        for name, text in SUBCOMMANDS.items()
+    }
     p["attach"].add_argument("job", nargs="?", help="job name; omitted = the only live job")
-    p["attach"].add_argument("--create", action="store_true",
-                             help="prepare the job if it does not exist yet (its ranks have "
-                             "not started); without it an unknown name is an error")
-    p["attach"].add_argument("--cfg-path", default=None, metavar="DIR",
-                             help="file mode: the directory of an unmodified MindSpore "
-                             "job's profiler_config.json")
-    p["attach"].add_argument("--prof-path", default=None, metavar="DIR",
-                             help="file mode: where that job writes its windows")
-    p["attach"].add_argument("--cluster", default=None, metavar="ADDR",
-                             help="the job on every node of this Dask scheduler "
-                             "(tls://host:8786)")
+    p["attach"].add_argument(
+        "--create",
+        action="store_true",
+        help="prepare the job if it does not exist yet (its ranks have "
+        "not started); without it an unknown name is an error",
+    )
+    p["attach"].add_argument(
+        "--cfg-path",
+        default=None,
+        metavar="DIR",
+        help="file mode: the directory of an unmodified MindSpore job's profiler_config.json",
+    )
+    p["attach"].add_argument(
+        "--prof-path",
+        default=None,
+        metavar="DIR",
+        help="file mode: where that job writes its windows",
+    )
+    p["attach"].add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDR",
+        help="the job on every node of this Dask scheduler (tls://host:8786)",
+    )
     add_transport_flags(p["attach"])
     p["start"].add_argument("start", help=ARGUMENTS["start"])
     p["start"].add_argument("stop", help=ARGUMENTS["stop"])
@@ -82,23 +98,47 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     p["wait"].add_argument("--timeout", type=float, default=None, metavar="S")
     p["wait"].add_argument("--no-progress", action="store_true", help="no progress bar")
     for name in ("load", "summary"):
-        p[name].add_argument("window", nargs="?", default=None,
-                             help="a row number of 'windows' or a path; omitted = latest")
-    p["load"].add_argument("-o", dest="name", default=None, metavar="NAME",
-                           help="also store the TraceWindow in variable NAME")
+        p[name].add_argument(
+            "window",
+            nargs="?",
+            default=None,
+            help="a row number of 'windows' or a path; omitted = latest",
+        )
+    p["load"].add_argument(
+        "-o",
+        dest="name",
+        default=None,
+        metavar="NAME",
+        help="also store the TraceWindow in variable NAME",
+    )
     return parser
 
 
 def build_cell_parser(prog: str = "%%dynprof") -> _Parser:
     """``%%dynprof [options]``: profile the cell in this kernel."""
-    parser = _Parser(prog=prog, description="Profile this cell in this kernel and show the "
-                     "summary of what it did.")
-    parser.add_argument("--backend", choices=BACKENDS, default="builtin",
-                        help="profiler to record with (default: builtin)")
-    parser.add_argument("--dir", default="./dyn_profile_data/local", metavar="DIR",
-                        help="where the window is written")
-    parser.add_argument("-o", dest="name", default=None, metavar="NAME",
-                        help="also store the TraceWindow in variable NAME")
+    parser = _Parser(
+        prog=prog,
+        description="Profile this cell in this kernel and show the summary of what it did.",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="builtin",
+        help="profiler to record with (default: builtin)",
+    )
+    parser.add_argument(
+        "--dir",
+        default="./dyn_profile_data/local",
+        metavar="DIR",
+        help="where the window is written",
+    )
+    parser.add_argument(
+        "-o",
+        dest="name",
+        default=None,
+        metavar="NAME",
+        help="also store the TraceWindow in variable NAME",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="do not show the summary")
     add_config_flags(parser)
     return parser
@@ -106,24 +146,33 @@ def build_cell_parser(prog: str = "%%dynprof") -> _Parser:
 
 def _help_text() -> str:
     """The text ``%dynprof?`` shows: every subcommand, its usage, and the config options."""
-    parts = [__doc__.split("\n\n")[0], "", "Examples:",
-             "  %dynprof attach demo          %dynprof start +10 +19 --memory --stack",
-             "  %dynprof wait --timeout 120   %dynprof load -o trace",
-             "  %dynprof set profile_memory=true activities=CPU",
-             "", "Options given to start (--stack, --memory, ...) hold for that window only;",
-             "set makes a key standing: it holds for every later window until set again.",
-             "Ctrl-C (or the stop button) during wait stops only the waiting.",
-             "", "Subcommands (%dynprof SUBCOMMAND -h for one):", ""]
+    parts = [
+        __doc__.split("\n\n")[0],
+        "",
+        "Examples:",
+        "  %dynprof attach demo          %dynprof start +10 +19 --memory --stack",
+        "  %dynprof wait --timeout 120   %dynprof load -o trace",
+        "  %dynprof set profile_memory=true activities=CPU",
+        "",
+        "Options given to start (--stack, --memory, ...) hold for that window only;",
+        "set makes a key standing: it holds for every later window until set again.",
+        "Ctrl-C (or the stop button) during wait stops only the waiting.",
+        "",
+        "Subcommands (%dynprof SUBCOMMAND -h for one):",
+        "",
+    ]
     parts += [f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()]
     subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     parts += [""] + [subs[name].format_usage().strip() for name in SUBCOMMANDS if name != "start"]
     parts += ["", subs["start"].format_help()]
     cell = build_cell_parser()
-    parts += ["%%dynprof [--backend B] [--dir DIR] [-o NAME] [-q] [config options as for start]",
-              "  " + (cell.description or ""),
-              "  --backend {builtin,torch,mindspore,auto}  profiler to record with (builtin;"
-              " it records Python calls unless --no-stack)",
-              "  -o NAME  store the TraceWindow in NAME;  -q  do not show the summary"]
+    parts += [
+        "%%dynprof [--backend B] [--dir DIR] [-o NAME] [-q] [config options as for start]",
+        "  " + (cell.description or ""),
+        "  --backend {builtin,torch,mindspore,auto}  profiler to record with (builtin;"
+        " it records Python calls unless --no-stack)",
+        "  -o NAME  store the TraceWindow in NAME;  -q  do not show the summary",
+    ]
     return "\n".join(parts)
 
 
@@ -165,8 +214,9 @@ class DynprofMagics(Magics):
 
     def _need_job(self) -> Any:
         if self.job is None:
-            raise UsageError("no job attached: run %dynprof attach JOB first "
-                             "(%dynprof jobs lists them).")
+            raise UsageError(
+                "no job attached: run %dynprof attach JOB first (%dynprof jobs lists them)."
+            )
         return self.job
 
     def _do_jobs(self, args: argparse.Namespace) -> Any:
@@ -180,9 +230,12 @@ class DynprofMagics(Magics):
         if args.cluster is not None:
             if not args.job:
                 raise UsageError("--cluster needs a job name: %dynprof attach JOB --cluster ADDR.")
-            self.job = registry.attach(args.job, cluster=args.cluster,
-                                       security=security_from_args(args),
-                                       allow_insecure=args.insecure)
+            self.job = registry.attach(
+                args.job,
+                cluster=args.cluster,
+                security=security_from_args(args),
+                allow_insecure=args.insecure,
+            )
             return self.job
         if args.cfg_path is not None:
             if args.job:
@@ -224,8 +277,10 @@ class DynprofMagics(Magics):
         options = job.window_options
         if options:
             cfg = job.config
-            print(f"window {cfg.start_step}-{cfg.stop_step} also records with "
-                  f"{format_changes(options)} (this window only)")
+            print(
+                f"window {cfg.start_step}-{cfg.stop_step} also records with "
+                f"{format_changes(options)} (this window only)"
+            )
         return job.config
 
     def _do_status(self, args: argparse.Namespace) -> Any:
@@ -296,8 +351,9 @@ def _only_live_job() -> str:
     if len(live) == 1:
         return live[0]
     names = ", ".join(frame.job) if len(frame) else "none"
-    raise UsageError(f"which job? {len(live)} have live ranks (jobs: {names}); "
-                     "run %dynprof attach JOB.")
+    raise UsageError(
+        f"which job? {len(live)} have live ranks (jobs: {names}); run %dynprof attach JOB."
+    )
 
 
 def _is_user_error(exc: Exception) -> bool:
@@ -309,6 +365,7 @@ def _is_user_error(exc: Exception) -> bool:
 
 
 # -- tab completion ---------------------------------------------------------------------------
+
 
 def candidates(text: str) -> list[str] | None:
     """What may follow in a ``%dynprof`` / ``%%dynprof`` line typed up to the cursor: the
@@ -364,8 +421,11 @@ def _matcher() -> Any:
             return {"completions": [], "suppress": False}
         token = context.token
         shown = [c for c in found if c.startswith(token)]
-        return {"completions": [SimpleCompletion(text=c, type="dynprof") for c in shown],
-                "suppress": True, "ordered": True}
+        return {
+            "completions": [SimpleCompletion(text=c, type="dynprof") for c in shown],
+            "suppress": True,
+            "ordered": True,
+        }
 
     return dynprof_matcher
 
@@ -374,8 +434,10 @@ def load_ipython_extension(ipython: Any) -> None:
     """Register ``%dynprof`` / ``%%dynprof`` and their tab completion."""
     ipython.register_magics(DynprofMagics)
     completer = getattr(ipython, "Completer", None)
-    if completer is not None and not any(getattr(m, "__qualname__", "").endswith(
-            "dynprof_matcher") for m in completer.custom_matchers):
+    if completer is not None and not any(
+        getattr(m, "__qualname__", "").endswith("dynprof_matcher")
+        for m in completer.custom_matchers
+    ):
         completer.custom_matchers.append(_matcher())
 
 

@@ -18,9 +18,13 @@ def steps(job: dynprof_nb.Job) -> list[int]:
     return [s.step for s in sorted(job.live_slots(), key=lambda s: s.rank)]
 
 
+SLACK = 5  # steps; see the first assertion
+
+
 def test_demo_ranks_keep_in_step_and_survive_a_lost_rank(tmp_path):
     name = unique_job("barrier")
     procs = start_ranks(name, str(tmp_path / "out"), ranks=2)
+    job = None
     try:
         job = dynprof_nb.attach(name, create=True)  # its ranks may not be up yet
         wait_for_ranks(job, 2, timeout=120)
@@ -34,7 +38,9 @@ def test_demo_ranks_keep_in_step_and_survive_a_lost_rank(tmp_path):
             if len(s) == 2:
                 gaps.append(max(s) - min(s))
             time.sleep(0.05)
-        assert len(gaps) >= 30 and max(gaps) <= 2, gaps  # without the allreduce: thousands
+        # the slots publish steps every 20 ms, a few steps of a fast loop: within SLACK steps
+        # means in step (without the allreduce the ranks drift thousands apart)
+        assert len(gaps) >= 30 and max(gaps) <= SLACK, gaps
         assert min(steps(job)) > max(first)  # and they do train
 
         job.start("+5", "+9")
@@ -44,7 +50,7 @@ def test_demo_ranks_keep_in_step_and_survive_a_lost_rank(tmp_path):
         assert sorted(w["rank"]) == [0, 1]
         assert set(w["start"]) == {cfg.start_step} and set(w["stop"]) == {cfg.stop_step}
         now = steps(job)
-        assert min(now) >= cfg.stop_step and max(now) - min(now) <= 2, now
+        assert min(now) >= cfg.stop_step and max(now) - min(now) <= SLACK, now
 
         procs[1].send_signal(signal.SIGKILL)  # a rank lost mid-training: rank 0 goes on alone
         procs[1].wait(timeout=30)
@@ -54,4 +60,6 @@ def test_demo_ranks_keep_in_step_and_survive_a_lost_rank(tmp_path):
         assert procs[0].poll() is None
     finally:
         stop_ranks(procs)
+        if job is not None:
+            job.close()
     assert procs[0].returncode == 0
