@@ -224,8 +224,8 @@ def memory_csv(path: str | Path) -> pd.DataFrame:
 _STEP_KEY = re.compile(r"^step(\d*)$", re.IGNORECASE)
 
 
-def communication_json(path: str | Path) -> pd.DataFrame:
-    """Per-rank communication.json, or msprof-analyze's cluster_communication.json (adds rank)."""
+def _json_object(path: str | Path, what: str) -> dict:
+    """An Ascend analysis JSON whose top level must be an object (else a TraceFormatError)."""
     try:
         doc = msgspec.json.decode(Path(path).read_bytes())
     except msgspec.DecodeError as exc:
@@ -233,9 +233,13 @@ def communication_json(path: str | Path) -> pd.DataFrame:
             path, f"invalid JSON: {exc}", hint="re-run the Ascend analysis"
         ) from exc
     if not isinstance(doc, dict):
-        raise TraceFormatError(
-            path, "not a communication.json: top level is not an object", offset=0
-        )
+        raise TraceFormatError(path, f"not a {what}: top level is not an object", offset=0)
+    return doc
+
+
+def communication_json(path: str | Path) -> pd.DataFrame:
+    """Per-rank communication.json, or msprof-analyze's cluster_communication.json (adds rank)."""
+    doc = _json_object(path, "communication.json")
     rows: list[dict] = []
 
     def walk(node: dict, ctx: dict) -> None:
@@ -317,16 +321,7 @@ LINK_COLUMNS = [
 def communication_matrix_json(path: str | Path) -> pd.DataFrame:
     """communication_matrix.json (per rank) or msprof-analyze's cluster_communication_matrix.json:
     one row per op and link ``src-dst`` with transport type, size, transit time and bandwidth."""
-    try:
-        doc = msgspec.json.decode(Path(path).read_bytes())
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(
-            path, f"invalid JSON: {exc}", hint="re-run the Ascend analysis"
-        ) from exc
-    if not isinstance(doc, dict):
-        raise TraceFormatError(
-            path, "not a communication_matrix.json: top level is not an object", offset=0
-        )
+    doc = _json_object(path, "communication_matrix.json")
     rows: list[dict] = []
 
     def walk(node: dict, ctx: dict) -> None:
