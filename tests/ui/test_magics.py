@@ -13,21 +13,7 @@ from IPython.utils.capture import capture_output
 
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.status import STATUS_COLUMNS
-from dynprof_nb.ui.magics import SUBCOMMANDS, DynprofMagics
-
-
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "dynprof_nb")
-    return shell
-
-
-@pytest.fixture
-def magics(ip: InteractiveShell) -> DynprofMagics:
-    instance = ip.magics_manager.registry["DynprofMagics"]
-    instance.job = None
-    return instance
+from dynprof_nb.ui.magics import SUBCOMMANDS
 
 
 @pytest.fixture(scope="module")
