@@ -116,7 +116,9 @@ def test_64_ranks_1000_steps(builtin_64: Path):
     size, t_save = timed(save, fig, "timeline_64ranks_1000steps")
     assert size[0] <= MAX_W and size[1] <= MAX_H, size
     assert artists(fig) < 40  # collections, not one patch per event
-    assert t_plot + t_save < ref, (t_plot, t_save, ref)
+    # drawing and saving cost about as much as parsing the events (0.9-1.1x on a quiet
+    # machine and in CI; one patch per event took 7-20 times that); 2x leaves room for noise
+    assert t_plot + t_save < 2 * ref, (t_plot, t_save, ref)
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == [f"rank {r} · MainThread" for r in range(64)]  # one lane per rank
     fig = w.plot_timeline(max_rows=16)  # fewer rows than ranks: the slowest and fastest kept
