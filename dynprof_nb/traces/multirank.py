@@ -79,19 +79,23 @@ class MultiRankWindow(TraceWindow):
         return self.children[self.ranks.index(rank)]
 
 
-def _events_job(c: TraceWindow) -> tuple[str, bool]:
-    return str(c._single or c.path), c._single is not None
+def _events_load(c: TraceWindow) -> tuple[pd.DataFrame, dict, list]:
+    """Load ``c``'s events here (in the parent or a forked worker) exactly as a serial load."""
+    return c._frame("events"), c.sources, c._chrome or []
 
 
-def _events_worker(job: tuple[str, bool]) -> tuple[pd.DataFrame, dict, list]:
-    path, single = job
-    w = (TraceWindow.from_file(path) if single
-         else TraceWindow.from_directory(Path(path), explicit=False))
-    return w.events, w.sources, w._chrome or []
+def _events_bytes(c: TraceWindow) -> int:
+    """What ``c``'s events parse reads, to share ranks out evenly among processes."""
+    f = c._files
+    paths = [c._single] if c._single else ([*f.traces, f.db] if f else [])
+    total = 0
+    for p in paths:
+        try:
+            total += p.stat().st_size if p else 0
+        except OSError:
+            pass
+    return total
 
 
 def _parallel_events(children: list[TraceWindow]) -> None:
-    parallel.load_events(children, _events_worker, _events_job)
-
-
-
+    parallel.load_events(children, _events_load, _events_bytes)
