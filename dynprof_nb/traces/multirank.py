@@ -44,7 +44,7 @@ class MultiRankWindow(TraceWindow):
                 f = c._frame(kind)
                 f = f.assign(rank=r)
                 if "device" not in f.columns:  # memory's device is its device string already
-                    f["device"] = pd.array([c.device] * len(f), dtype="Int64")
+                    f["device"] = schema.constant_int(c.device, len(f))
                 parts.append(f)
             empty = schema.empty(kind).assign(rank=pd.Series(dtype="int64"))
             frame = schema.concat_frames(parts) if parts else empty
