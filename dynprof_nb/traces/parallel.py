@@ -4,28 +4,28 @@ The JSON decode holds the GIL, so ranks parse in forked processes, and the paren
 share meanwhile rather than wait on an idle core: a 2-rank window on 2 cores forks one worker.
 Ranks are shared out by file size, largest first onto the least loaded process.
 
-Pickling a 300k-row events frame back costs about a quarter of its parse, so each worker writes
-every frame it parses to a file in a private directory under /dev/shm (tmpfs: memory, not disk):
-a pickled header (column layout, the small category tables, the rank's sources, traces and
-warnings), then the raw column buffers (categorical codes, int64 times, the step mask). The
-parent reads each column once into its own array and deletes the file as it opens it.
+Pickling a 300k-row events frame back costs about a quarter of its parse, so a worker writes the
+frame's column buffers (categorical codes, int64 times, the step mask) raw to a file in a private
+directory under /dev/shm (tmpfs: memory, not disk), and sends the parent, over a pipe only the
+two share, just the layout, the small category tables, the rank's sources, traces and warnings
+(as the process pool this replaces did), once its whole share is written, so it never waits on a
+parent still parsing. The parent reads each column once into its own array and deletes the file.
 
-Plain ``os.fork`` and files, no process pool or ``SharedMemory``: the pool costs its start-up,
-its queue threads and a pickled job per rank, and in Python 3.11 every ``SharedMemory`` starts
-a resource-tracker interpreter in each process that creates or opens one (three Python
-start-ups for a 2-rank window).
+Plain ``os.fork``, a pipe and files, no process pool or ``SharedMemory``: the pool costs its
+start-up, its queue threads and a pickled job per rank, and in Python 3.11 every
+``SharedMemory`` starts a resource-tracker interpreter in each process that creates or opens one
+(three Python start-ups for a 2-rank window).
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
 import signal
-import struct
 import tempfile
 import warnings
 from collections.abc import Callable
+from multiprocessing import Pipe
 from typing import Any
 
 import numpy as np
@@ -49,35 +49,44 @@ def load_events(children: list, load: Callable[[Any], Loaded],
     shares = _shares([size(c) for c in todo], procs)
     tmp = tempfile.mkdtemp(prefix="dynprof_nb-", dir=_scratch())  # mode 0700: only we read it
     pids: list[int] = []
+    pipes = []
     try:
         for share in shares[1:]:
+            recv, send = Pipe(duplex=False)
             pid = os.fork()
             if pid == 0:  # the worker: never returns into the caller's code
-                _work([(todo[i], os.path.join(tmp, str(i))) for i in share], load)
+                recv.close()
+                _work([(i, todo[i], os.path.join(tmp, str(i))) for i in share], load, send)
             pids.append(pid)
+            send.close()
+            pipes.append(recv)
         for i in shares[0]:
             try:
                 load(todo[i])
             except Exception:  # noqa: BLE001  the caller loads it again, in order, and raises
                 break
-        while pids:
-            os.waitpid(pids[0], 0)
-            pids.pop(0)
-        for share in shares[1:]:
-            for i in share:
+        for recv in pipes:
+            try:
+                heads = recv.recv()
+            except (EOFError, OSError):  # the worker died: the caller loads its share
+                heads = []
+            for i, head in heads:
                 try:
-                    got = _read(os.path.join(tmp, str(i)))
-                except Exception:  # noqa: BLE001  unreadable: as if the worker had failed
-                    got = None
-                if got is None:  # this rank failed in its worker: the caller loads it
+                    ev = _read(os.path.join(tmp, str(i)), *head[:3])
+                except (OSError, EOFError, ValueError):  # as if this rank had failed
                     continue
-                ev, sources, chrome, caught = got
+                sources, chrome, caught = head[3:]
                 for t in chrome:  # the frame travelled once; a one-trace window shares it again
                     t.events = ev if len(chrome) == 1 else None
                 todo[i].adopt_events(ev, sources, chrome)
                 for msg, cat in caught:
                     warnings.warn(cat(msg), stacklevel=4)
+        while pids:
+            os.waitpid(pids[0], 0)
+            pids.pop(0)
     finally:
+        for recv in pipes:
+            recv.close()
         for pid in pids:  # interrupted: stop the workers we started
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -114,22 +123,27 @@ def _shares(sizes: list[int], procs: int) -> list[list[int]]:
     return [sorted(s) for s in out]
 
 
-def _work(jobs: list[tuple[Any, str]], load: Callable[[Any], Loaded]) -> None:
-    """In the forked worker: load each child and write it to its file; then exit at once, so
-    nothing of the parent's (atexit hooks, buffered output, finalizers) runs twice."""
-    code = 0
+def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded], send: Any) -> None:
+    """In the forked worker: load each child and write its columns to its file, then send the
+    headers of those that loaded and exit at once, so nothing of the parent's (atexit hooks,
+    buffered output, finalizers) runs twice. A rank that failed has no header: the parent loads
+    it in-process and raises its error there."""
+    code, heads = 0, []
     try:
-        for child, path in jobs:
+        for i, child, path in jobs:
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     ev, sources, chrome = load(child)
                 for t in chrome:
                     t.events = None  # never pickle the frame: it goes as raw columns
-                _write(path, ev, sources, chrome, [(str(c.message), c.category) for c in caught])
-            except Exception:  # noqa: BLE001  no file: the parent loads this rank and raises
+                head = _write(path, ev)
+                heads.append((i, (*head, sources, chrome,
+                                  [(str(c.message), c.category) for c in caught])))
+            except Exception:  # noqa: BLE001
                 code = 1
-    except BaseException:  # noqa: BLE001  interrupted
+        send.send(heads)
+    except BaseException:  # noqa: BLE001  interrupted, or the parent has gone
         code = 2
     finally:
         os._exit(code)
@@ -158,29 +172,19 @@ def _buffers(frame: pd.DataFrame) -> tuple[list[tuple], list[np.ndarray]]:
     return specs, arrays
 
 
-def _write(path: str, frame: pd.DataFrame, *rest: Any) -> None:
-    """Header length, pickled header, then the column buffers; renamed into place when whole."""
+def _write(path: str, frame: pd.DataFrame) -> tuple[list, list, int]:
+    """Write ``frame``'s column buffers to ``path``; returns what :func:`_read` needs besides."""
     specs, arrays = _buffers(frame)
-    layout = [(a.dtype.str, len(a)) for a in arrays]
-    head = pickle.dumps((specs, layout, len(frame), *rest), protocol=pickle.HIGHEST_PROTOCOL)
-    with open(path + ".part", "wb") as fh:
-        fh.write(struct.pack("<Q", len(head)))
-        fh.write(head)
+    with open(path, "xb") as fh:
         for a in arrays:
             fh.write(memoryview(a).cast("B"))
-    os.rename(path + ".part", path)
+    return specs, [(a.dtype.str, len(a)) for a in arrays], len(frame)
 
 
-def _read(path: str) -> tuple | None:
-    """(frame, *rest) from the file :func:`_write` wrote (deleted here), None if there is none."""
-    try:
-        fh = open(path, "rb", buffering=0)  # noqa: SIM115  closed below
-    except FileNotFoundError:
-        return None
-    with fh:
+def _read(path: str, specs: list, layout: list, nrows: int) -> pd.DataFrame:
+    """The frame :func:`_write` wrote to ``path`` (deleted as it is opened)."""
+    with open(path, "rb", buffering=0) as fh:
         os.unlink(path)
-        (n,) = struct.unpack("<Q", _exact(fh, 8))
-        specs, layout, nrows, *rest = pickle.loads(_exact(fh, n))
         arrays = []
         for d, count in layout:
             a = np.empty(count, dtype=np.dtype(d))
@@ -191,17 +195,7 @@ def _read(path: str) -> tuple | None:
                     raise EOFError(f"{path}: short column data")
                 got += k
             arrays.append(a)
-    return (_frame(specs, arrays, nrows), *rest)
-
-
-def _exact(fh: Any, n: int) -> bytes:
-    b = fh.read(n)
-    while len(b) < n:
-        more = fh.read(n - len(b))
-        if not more:
-            raise EOFError("short header")
-        b += more
-    return b
+    return _frame(specs, arrays, nrows)
 
 
 def _frame(specs: list[tuple], arrays: list[np.ndarray], nrows: int) -> pd.DataFrame:

@@ -245,14 +245,11 @@ def test_frame_round_trips_through_a_file(tmp_path: Path):
         "step": pd.array([1, None, 3, None], dtype="Int64"), "x": [1.5, np.nan, 0.0, -1.0],
         "label": ["u", None, "w", "v"], "flag": [True, False, True, True]})
     path = str(tmp_path / "f")
-    parallel._write(path, frame, "rest")
-    back, rest = parallel._read(path)
+    back = parallel._read(path, *parallel._write(path, frame))
     pd.testing.assert_frame_equal(back, frame)
-    assert rest == "rest" and not os.path.exists(path)  # read once, deleted as it is read
+    assert not os.path.exists(path)  # read once, deleted as it is read
     empty = frame.iloc[:0].reset_index(drop=True)
-    parallel._write(path, empty)
-    pd.testing.assert_frame_equal(parallel._read(path)[0], empty)
-    assert parallel._read(path) is None
+    pd.testing.assert_frame_equal(parallel._read(path, *parallel._write(path, empty)), empty)
 
 
 def test_worker_error_is_raised_as_itself(tmp_path: Path, fixtures: Path):
