@@ -47,7 +47,8 @@ def load_events(children: list, load: Callable[[Any], Loaded],
     if procs < 2 or not hasattr(os, "fork"):
         return
     shares = _shares([size(c) for c in todo], procs)
-    tmp = tempfile.mkdtemp(prefix="dynprof_nb-", dir=_scratch())  # mode 0700: only we read it
+    need = sum(size(todo[i]) for s in shares[1:] for i in s) // 4  # a frame: ~1/10 of its JSON
+    tmp = tempfile.mkdtemp(prefix="dynprof_nb-", dir=_scratch(need))  # 0700: only we read it
     pids: list[int] = []
     pipes = []
     try:
@@ -82,7 +83,10 @@ def load_events(children: list, load: Callable[[Any], Loaded],
                 for msg, cat in caught:
                     warnings.warn(cat(msg), stacklevel=4)
         while pids:
-            os.waitpid(pids[0], 0)
+            try:
+                os.waitpid(pids[0], 0)
+            except ChildProcessError:  # reaped already (a SIGCHLD handler of the application)
+                pass
             pids.pop(0)
     finally:
         for recv in pipes:
@@ -103,10 +107,16 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _scratch() -> str | None:
-    """/dev/shm where there is one (tmpfs: the frames never touch a disk), else the temp dir."""
+def _scratch(need: int = 0) -> str | None:
+    """/dev/shm where there is one with ``need`` bytes free (tmpfs: the frames never touch a
+    disk; a container's is often only 64 MB), else the temp dir."""
     shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return None
+    room = st.f_bavail * st.f_frsize >= need
+    return shm if room and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _shares(sizes: list[int], procs: int) -> list[list[int]]:

@@ -49,7 +49,7 @@ def _load(children: list, here: list, first: set[int], scratch: Path) -> None:
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     d = tmp_path / "scratch"
     d.mkdir()
-    monkeypatch.setattr(parallel, "_scratch", lambda: str(d))
+    monkeypatch.setattr(parallel, "_scratch", lambda need: str(d))
     return d
 
 
@@ -96,3 +96,24 @@ def test_a_workers_warnings_reach_the_caller(tmp_path: Path, fixtures: Path, scr
     assert any(issubclass(c.category, TraceRepairWarning) and str(cut) in str(c.message)
                for c in caught)
     assert w.children[1].loaded("events") and len(w.children[1]._frame("events")) > 0
+
+
+def test_a_worker_that_dies_leaves_its_ranks_to_the_caller(tmp_path: Path, fixtures: Path,
+                                                           scratch: Path):
+    root = _window(tmp_path / "w", fixtures, 2)
+    w, pid = dynprof_nb.load_window(root), os.getpid()
+
+    def load(c):
+        if os.getpid() != pid:
+            os._exit(3)  # the worker is killed mid-parse (out of memory, say)
+        return multirank._events_load(c)
+
+    parallel.load_events(w.children, load, lambda c: 100 if c.rank == 1 else 1, max_procs=2)
+    assert list(scratch.iterdir()) == []
+    assert w.children[0].loaded("events") and not w.children[1].loaded("events")
+    pd.testing.assert_frame_equal(w.events, dynprof_nb.load_window(root).events)
+
+
+def test_scratch_is_tmpfs_only_where_the_frames_fit():
+    assert parallel._scratch(0) in ("/dev/shm", None)
+    assert parallel._scratch(1 << 62) is None  # no tmpfs that large: the temp dir instead
