@@ -20,6 +20,7 @@ from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import MEMORY_CSVS, WindowFiles, find_file, find_window_files, job_rank
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning
+from .lazyframe import LazyFrame
 from .ops import op_table
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
@@ -86,36 +87,19 @@ class TraceWindow:
         self.start_step: int | None = files.start_step
         self.stop_step: int | None = files.stop_step
 
-    # ---- frames -----------------------------------------------------------------------------
-    @property
-    def events(self) -> pd.DataFrame:
-        """Every complete and instant event, one row each."""
-        return self._frame("events")
-
-    @property
-    def ops(self) -> pd.DataFrame:
-        """One row per host operation name: count, total/self/avg/min/max µs, share of self time."""
-        return self._frame("ops")
-
-    @property
-    def steps(self) -> pd.DataFrame:
-        """One row per step, with the compute/communication/free breakdown where known."""
-        return self._frame("steps")
-
-    @property
-    def kernels(self) -> pd.DataFrame:
-        """Device tasks (kernel_details.csv, the db, or device events)."""
-        return self._frame("kernels")
-
-    @property
-    def memory(self) -> pd.DataFrame:
-        """Memory records over time."""
-        return self._frame("memory")
-
-    @property
-    def communication(self) -> pd.DataFrame:
-        """Collective / p2p communication operations."""
-        return self._frame("communication")
+    # ---- frames (each is ``self._frame(<name>)``) -----------------------------------------------
+    events = LazyFrame[pd.DataFrame]("Every complete and instant event, one row each.")
+    ops = LazyFrame[pd.DataFrame](
+        "One row per host operation name: count, total/self/avg/min/max µs, share of self time."
+    )
+    steps = LazyFrame[pd.DataFrame](
+        "One row per step, with the compute/communication/free breakdown where known."
+    )
+    kernels = LazyFrame[pd.DataFrame](
+        "Device tasks (kernel_details.csv, the db, or device events)."
+    )
+    memory = LazyFrame[pd.DataFrame]("Memory records over time.")
+    communication = LazyFrame[pd.DataFrame]("Collective / p2p communication operations.")
 
     @property
     def ranks(self) -> list[int]:
