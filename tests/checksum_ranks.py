@@ -52,7 +52,7 @@ RANK = textwrap.dedent("""
 
 
 @contextmanager
-def running_ranks(job: str, ranks: int, out: Path, steps: int, work_s: float
+def running(job: str, ranks: int, out: Path, steps: int, work_s: float
                   ) -> Iterator[tuple[dynprof_nb.Job, list[subprocess.Popen]]]:
     """The job's controller and ``ranks`` processes that each step ``steps`` times and then
     until the final write; on exit the ranks still running are killed and the job removed."""

@@ -26,7 +26,7 @@ STEPS = 100_000
 def test_32_ranks_100k_steps_under_constant_writes(tmp_path):
     job = unique_job("load")
     seq = 0
-    with checksum_ranks.running_ranks(job, RANKS, tmp_path, STEPS, work_s=5e-6) as (
+    with checksum_ranks.running(job, RANKS, tmp_path, STEPS, work_s=5e-6) as (
             control, procs):
         wait_until(lambda: len(control.live_slots()) == RANKS, timeout=90,
                    what="all ranks attached")

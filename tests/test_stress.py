@@ -19,7 +19,7 @@ WRITES = 1_000
 
 def test_no_torn_config_and_no_lost_update(tmp_path):
     job = unique_job("stress")
-    with checksum_ranks.running_ranks(job, READERS, tmp_path, STEPS, work_s=10e-6) as (
+    with checksum_ranks.running(job, READERS, tmp_path, STEPS, work_s=10e-6) as (
             control, procs):
         wait_until(lambda: len(control.live_slots()) == READERS, timeout=60,
                    what="all readers attached")
