@@ -79,14 +79,13 @@ class MultiRankWindow(TraceWindow):
         return self.children[self.ranks.index(rank)]
 
 
-def _events_job(c: TraceWindow) -> tuple[str, bool]:
-    return str(c._single or c.path), c._single is not None
+def _events_job(c: TraceWindow) -> str:
+    return str(c.path)
 
 
-def _events_worker(job: tuple[str, bool]) -> tuple[pd.DataFrame, dict, list]:
-    path, single = job
-    w = (TraceWindow.from_file(path) if single
-         else TraceWindow.from_directory(Path(path), explicit=False))
+def _events_worker(path: str) -> tuple[pd.DataFrame, dict, list]:
+    p = Path(path)
+    w = TraceWindow.from_file(p) if p.is_file() else TraceWindow.from_directory(p, explicit=False)
     return w.events, w.sources, w._chrome or []
 
 
