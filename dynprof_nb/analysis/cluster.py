@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces.ascend_db import overlap_breakdown
+from dynprof_nb.traces.intervals import overlap_breakdown
 
 STAT_COLS = ["count", "sum_us", "mean_us", "std_us", "min_us", "median_us", "max_us"]
 
