@@ -18,7 +18,7 @@ import pandas as pd
 
 from dynprof_nb.traces import ascend_db_comm, schema
 from dynprof_nb.traces.dbfile import DbFile, connect, int_or_none, ns, raw, text
-from dynprof_nb.traces.errors import TraceRepairWarning
+from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning
 from dynprof_nb.traces.intervals import overlap_breakdown, steps_of, stream_wait
 
 __all__ = ["AscendDb", "connect", "overlap_breakdown", "read_profiler_info"]
@@ -35,9 +35,26 @@ class AscendDb:
         self.path = Path(path)
         self.analysis = Path(analysis) if analysis else None
         self.db = DbFile(self.path)
-        self.ana = DbFile(self.analysis) if self.analysis else None
+        self._ana = DbFile(self.analysis) if self.analysis else None
         self._step_time: pd.DataFrame | None = None
         self.notes: list[str] = []
+
+    @property
+    def ana(self) -> DbFile | None:
+        """analysis.db, or None when there is none or it cannot be read: it only repeats what
+        torch_npu derived from the profiler db, so a damaged one is set aside with a warning
+        and the frames are computed from the profiler db instead."""
+        if self._ana is not None:
+            try:
+                _ = self._ana.tables
+            except TraceFormatError as exc:
+                self._note_repair(f"analysis.db set aside ({exc}); frames from the profiler db")
+                self._ana = None
+        return self._ana
+
+    def _note_repair(self, note: str) -> None:
+        self.notes.append(note)
+        warnings.warn(TraceRepairWarning(f"{self.path}: {note}"), stacklevel=4)
 
     @property
     def tables(self) -> dict[str, list[str]]:
@@ -129,6 +146,21 @@ class AscendDb:
             "computed from the device tasks (free = duration - computing - "
             "communication not overlapped)"
         )
+        if not self.has_tasks():
+            self.notes.append(
+                "no TASK table (kernel data trimmed or not exported): the steps have their "
+                "STEP_TIME duration only, no breakdown"
+            )
+            return schema.conform(
+                pd.DataFrame(
+                    {
+                        "step": st_raw["step"],
+                        "start_ns": pd.array(st_raw["start_ns"], dtype="Int64"),
+                        "duration_us": (st_raw["end_ns"] - st_raw["start_ns"]) / 1000.0,
+                    }
+                ),
+                "steps",
+            )
         k = self.kernels()
         rows = []
         for s, a, b in st_raw[["step", "start_ns", "end_ns"]].itertuples(index=False):
@@ -194,9 +226,20 @@ class AscendDb:
             task["device"] = devs.iloc[0, 0] if len(devs) else None
         return task.merge(info, on="global_task_id", how="inner")
 
+    def has_tasks(self) -> bool:
+        """Whether the db holds device tasks at all: a trimmed rank (only communication and
+        steps kept) has neither TASK nor COMPUTE_TASK_INFO; COMPUTE_TASK_INFO without TASK is a
+        damaged db, and reading its kernels raises."""
+        return self.has("TASK") or self.has("COMPUTE_TASK_INFO")
+
     def kernels(self) -> pd.DataFrame:
         """Compute tasks plus one ``core == "HCCL"`` row per communication op, as
-        kernel_details.csv has them."""
+        kernel_details.csv has them (empty, with a note, when the db has no device tasks)."""
+        if not self.has_tasks():
+            self.notes.append(
+                "no TASK or COMPUTE_TASK_INFO table: the kernel data was trimmed or not exported"
+            )
+            return schema.empty("kernels")
         k = self._tasks()
         k = k[k["start_ns"].notna() & k["end_ns"].notna()]
         comm = ascend_db_comm.comm_ops(self.db) if self.has("COMMUNICATION_OP") else None

@@ -101,6 +101,8 @@ def communication(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd
     """
     if ana is not None and "hccl_op_name" in ana.columns("CommAnalyzerTime"):
         return _analysis_comm(ana)
+    if not db.has("COMMUNICATION_OP"):  # a single-device run: no HCCL, no table
+        return schema.empty("communication")
     ops = comm_ops(db)
     if ops.empty:
         return schema.empty("communication")
