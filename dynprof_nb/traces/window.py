@@ -191,7 +191,10 @@ class TraceWindow:
         )
         if frame.empty:
             self._note(
-                kind, missing=f"the database has no {tables} rows (this rank has: {self._have()})"
+                kind,
+                missing=f"the database has no {tables} rows (this rank has: {self._have()}; "
+                f"its database's tables: {', '.join(sorted(adb.tables))})",
+                notes=adb.notes,
             )
         else:
             self._note(kind, files, notes=[f"from {tables}"] + adb.notes)
