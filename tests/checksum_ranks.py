@@ -12,10 +12,13 @@ import subprocess
 import sys
 import textwrap
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dynprof_nb
+from dynprof_nb import segment
 
 RANK = textwrap.dedent("""
     import json, sys, time, zlib
@@ -48,12 +51,23 @@ RANK = textwrap.dedent("""
 """)
 
 
-def start_ranks(job: str, ranks: int, out: Path, steps: int,
-                work_s: float) -> list[subprocess.Popen]:
-    """``ranks`` processes that each step ``steps`` times and then until the final write."""
-    return [subprocess.Popen([sys.executable, "-c", RANK, job, str(r), str(out), str(steps),
-                              str(work_s)], stdout=subprocess.PIPE, text=True)
-            for r in range(ranks)]
+@contextmanager
+def running(job: str, ranks: int, out: Path, steps: int, work_s: float
+                  ) -> Iterator[tuple[dynprof_nb.Job, list[subprocess.Popen]]]:
+    """The job's controller and ``ranks`` processes that each step ``steps`` times and then
+    until the final write; on exit the ranks still running are killed and the job removed."""
+    control = dynprof_nb.attach(job, create=True)
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, job, str(r), str(out), str(steps),
+                               str(work_s)], stdout=subprocess.PIPE, text=True)
+             for r in range(ranks)]
+    try:
+        yield control, procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        control.close()
+        segment.unlink(job)
 
 
 def write(control: dynprof_nb.Job, seq: int, tag: str = "w") -> None:

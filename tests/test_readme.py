@@ -19,3 +19,16 @@ def test_readme_samples_example_runs_anywhere(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "ok 10 191"
+
+
+def test_every_relative_link_in_the_docs_names_a_file_in_the_repository():
+    """Screenshots and cross-references in README.md and docs/ are files of this clone (a
+    broken image on the project page is the first thing a new user sees)."""
+    broken = []
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s#]+)", doc.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (doc.parent / target).exists():
+                broken.append(f"{doc.relative_to(REPO)} -> {target}")
+    assert broken == []

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,22 @@ def spawn(job: str, out: Path, *, unprivileged: bool = False, fsize: int | None 
                             preexec_fn=preexec)
 
 
+@contextmanager
+def job_and_rank(job: str, out: Path, **spawn_kw: object
+                 ) -> Iterator[tuple[dynprof_nb.Job, subprocess.Popen]]:
+    """The job's controller and its one rank (``spawn``); afterwards the rank is killed if it
+    still runs and the job removed."""
+    control = dynprof_nb.attach(job, create=True)
+    rank = spawn(job, out, **spawn_kw)
+    try:
+        yield control, rank
+    finally:
+        if rank.poll() is None:
+            rank.kill()
+        control.close()
+        segment.unlink(job)
+
+
 def _started(control: dynprof_nb.Job) -> bool:
     live = control.live_slots()
     return bool(live) and live[0].step > 0
@@ -91,19 +108,12 @@ def test_output_path_not_writable_fails_the_window_not_the_job(sandbox):
     locked = sandbox / "locked"
     locked.mkdir(mode=0o755)
     os.chown(locked, OTHER_UID, OTHER_UID)  # readable, not writable, for the rank
-    control = dynprof_nb.attach(job, create=True)
-    rank = spawn(job, locked / "windows", unprivileged=True)
-    try:
+    with job_and_rank(job, locked / "windows", unprivileged=True) as (control, rank):
         error = _run_window(control)
         assert "could not start" in error and "Training goes on" in error
         assert "Permission denied" in error or "not writable" in error, error
         assert not any(locked.rglob("*"))  # nothing written, not even a temporary dir
         _assert_failed_cleanly(control, rank)
-    finally:
-        if rank.poll() is None:
-            rank.kill()
-        control.close()
-        segment.unlink(job)
 
 
 @pytest.mark.parametrize("unprivileged", [False, True], ids=["root", "unprivileged"])
@@ -117,19 +127,12 @@ def test_prof_path_symlink_into_another_users_directory_is_refused(sandbox, tmp_
     link = sandbox / "prof"
     link.symlink_to(theirs)
     job = unique_job("link")
-    control = dynprof_nb.attach(job, create=True)
-    rank = spawn(job, tmp_path, unprivileged=unprivileged)
-    try:
+    with job_and_rank(job, tmp_path, unprivileged=unprivileged) as (control, rank):
         error = _run_window(control, prof_path=str(link / "windows"))
         assert "could not start" in error and "symlink" in error, error
         assert f"uid {OTHER_UID}" in error
         assert not any(theirs.rglob("*")), "files were written into the other user's directory"
         _assert_failed_cleanly(control, rank)
-    finally:
-        if rank.poll() is None:
-            rank.kill()
-        control.close()
-        segment.unlink(job)
 
 
 def test_symlink_to_a_directory_you_own_is_followed(tmp_path):
@@ -186,13 +189,11 @@ def _fill(mnt: Path, leave: int) -> Path:
 def test_disk_full_fails_the_window_cleanly_and_training_goes_on(small_disk, full_at):
     mnt, fsize = small_disk
     job = unique_job("full")
-    control = dynprof_nb.attach(job, create=True)
     if fsize is None:
         filler = _fill(mnt, leave=24 * 1024 if full_at == "save" else 0)
     else:
         filler, fsize = None, fsize if full_at == "save" else 0
-    rank = spawn(job, mnt, fsize=fsize, step_ms=2)
-    try:
+    with job_and_rank(job, mnt, fsize=fsize, step_ms=2) as (control, rank):
         wait_until(lambda: _started(control), what="the rank to step")
         # with_stack makes a trace of a few hundred KB: more than the disk has left
         gen = control.start("+100", "+215", with_stack=True)
@@ -221,8 +222,3 @@ def test_disk_full_fails_the_window_cleanly_and_training_goes_on(small_disk, ful
             assert (listed.status == "complete").sum() == 1
         out, err = finish(rank)
         assert int(out.split("=")[1]) > 0 and "Traceback" not in err
-    finally:
-        if rank.poll() is None:
-            rank.kill()
-        control.close()
-        segment.unlink(job)

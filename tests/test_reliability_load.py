@@ -17,9 +17,6 @@ import checksum_ranks
 import pytest
 from jobutil import unique_job, wait_until
 
-import dynprof_nb
-from dynprof_nb import segment
-
 pytestmark = pytest.mark.timeout(240)
 
 RANKS = 32
@@ -28,10 +25,9 @@ STEPS = 100_000
 
 def test_32_ranks_100k_steps_under_constant_writes(tmp_path):
     job = unique_job("load")
-    control = dynprof_nb.attach(job, create=True)
-    procs = checksum_ranks.start_ranks(job, RANKS, tmp_path, STEPS, work_s=5e-6)
     seq = 0
-    try:
+    with checksum_ranks.running(job, RANKS, tmp_path, STEPS, work_s=5e-6) as (
+            control, procs):
         wait_until(lambda: len(control.live_slots()) == RANKS, timeout=90,
                    what="all ranks attached")
         start_gen = control.generation
@@ -45,12 +41,6 @@ def test_32_ranks_100k_steps_under_constant_writes(tmp_path):
         checksum_ranks.write(control, seq, "final")
         writes = control.generation - start_gen
         results = checksum_ranks.results(procs, timeout=120)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        control.close()
-        segment.unlink(job)
     assert writes == seq + 1  # each write got its own generation: none lost in the segment
     checksum_ranks.check(results, STEPS, last_seq=seq)
     # the writes really raced the steps: every rank saw many different configs mid-run

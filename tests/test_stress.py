@@ -12,9 +12,6 @@ import time
 import checksum_ranks
 from jobutil import unique_job, wait_until
 
-import dynprof_nb
-from dynprof_nb import segment
-
 READERS = 16
 STEPS = 100_000
 WRITES = 1_000
@@ -22,21 +19,14 @@ WRITES = 1_000
 
 def test_no_torn_config_and_no_lost_update(tmp_path):
     job = unique_job("stress")
-    control = dynprof_nb.attach(job, create=True)
-    procs = checksum_ranks.start_ranks(job, READERS, tmp_path, STEPS, work_s=10e-6)
-    try:
+    with checksum_ranks.running(job, READERS, tmp_path, STEPS, work_s=10e-6) as (
+            control, procs):
         wait_until(lambda: len(control.live_slots()) == READERS, timeout=60,
                    what="all readers attached")
         for seq in range(WRITES):
             checksum_ranks.write(control, seq, "final" if seq == WRITES - 1 else "w")
             time.sleep(0.001)
         results = checksum_ranks.results(procs, timeout=240)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        control.close()
-        segment.unlink(job)
     checksum_ranks.check(results, STEPS, last_seq=WRITES - 1)
     assert all(r["seen"] >= 1 for r in results)
     # the readers really did see many different configs while stepping

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces.ascend_db import overlap_breakdown
+from dynprof_nb.traces.intervals import overlap_breakdown
 
 STAT_COLS = ["count", "sum_us", "mean_us", "std_us", "min_us", "median_us", "max_us"]
 
@@ -46,9 +46,13 @@ def compute_ops(window: Any, per_rank: bool = True, by_name: bool = False) -> pd
     """Which compute ops (by op type and accelerator core: AI_CORE, AI_VECTOR_CORE, AI_CPU...)
     take the device's time, per rank and overall? (msprof-analyze ``compute_op_sum``: its
     rank_stats_by_optype.csv with ``per_rank``, all_stats.csv without, rank_stats_by_opname.csv
-    with ``by_name``.) Communication ops (core HCCL) are left out, as that recipe does."""
+    with ``by_name``.) Communication ops (core HCCL) are left out, as that recipe does, and so
+    are a database's raw TASK rows read without COMPUTE_TASK_INFO (no op type, no core: that
+    recipe has no row for such a rank either)."""
     k = _with_rank(window.kernels, window)
     k = k[k["core"].astype(str) != "HCCL"]
+    if "task_type" in k:
+        k = k[~(k["type"].isna() & k["core"].isna() & k["task_type"].notna())]
     k = k.assign(
         type=k["type"].astype(object).fillna("N/A"), core=k["core"].astype(object).fillna("N/A")
     )

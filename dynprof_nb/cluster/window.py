@@ -31,6 +31,7 @@ from dynprof_nb.analysis.summary import (
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
 from dynprof_nb.traces import schema
+from dynprof_nb.traces.lazyframe import LazyFrame
 from dynprof_nb.traces.schema import concat_frames
 
 BIG_FRAMES = ("events", "kernels", "memory", "communication")
@@ -120,25 +121,12 @@ class ClusterWindow:
             self._dask[kind] = dd.from_delayed(futures, meta=meta, verify_meta=False)
         return self._dask[kind]
 
-    @property
-    def events(self) -> Any:
-        """Every event of every rank (``dask.dataframe``, one partition per rank)."""
-        return self._frame("events")
-
-    @property
-    def kernels(self) -> Any:
-        """Every device task of every rank (``dask.dataframe``)."""
-        return self._frame("kernels")
-
-    @property
-    def memory(self) -> Any:
-        """Memory records of every rank (``dask.dataframe``)."""
-        return self._frame("memory")
-
-    @property
-    def communication(self) -> Any:
-        """Communication operations of every rank (``dask.dataframe``)."""
-        return self._frame("communication")
+    events = LazyFrame[Any](
+        "Every event of every rank (``dask.dataframe``, one partition per rank)."
+    )
+    kernels = LazyFrame[Any]("Every device task of every rank (``dask.dataframe``).")
+    memory = LazyFrame[Any]("Memory records of every rank (``dask.dataframe``).")
+    communication = LazyFrame[Any]("Communication operations of every rank (``dask.dataframe``).")
 
     def __repr__(self) -> str:
         steps = f" steps {self.start_step}..{self.stop_step}" if self.start_step else ""

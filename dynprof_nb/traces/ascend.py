@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import schema
 from ._time import NA_NS, str_us_to_ns
-from .ascend_db import connect
+from .dbfile import connect
 from .errors import TraceFormatError
 
 MB = 1024 * 1024
@@ -378,7 +378,7 @@ def _float(v: object) -> float:
 
 
 def open_db(path: str | Path) -> sqlite3.Connection:
-    """Read-only and immutable: never writes -wal/-shm beside the file (see ascend_db)."""
+    """Read-only and immutable: never writes -wal/-shm beside the file (see dbfile)."""
     return connect(path)
 
 

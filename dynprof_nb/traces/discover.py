@@ -7,10 +7,27 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import TraceFormatError
+
 WINDOW_RE = re.compile(r"^rank(\d+)_start(\d+)_stop(\d+)")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
 PARTIAL_SUFFIXES = (".tmp", ".partial")
 ASCEND_DIRS = ("*_ascend_ms", "*_ascend_pt")
+MEMORY_CSVS = ("memory_record", "operator_memory", "npu_module_mem")
+FRAMEWORK_FILES = ("cpu_op_detail_info", "cpu_op_execute_timestamp", "cpu_ms_memory_record")
+# known Ascend tables with no frame of their own (the last two: msprof-analyze outputs)
+OTHER_ASCEND_CSVS = (
+    "operator_details",
+    "l2_cache",
+    "static_op_mem",
+    "api_statistic",
+    "op_summary",
+    "task_time",
+    "data_preprocess",
+    "hccl_statistic",
+    "compute_op_sum",
+    "hccl_sum",
+)
 
 
 @dataclass
@@ -36,6 +53,10 @@ class WindowFiles:
     stop_step: int | None = None
     incomplete: str | None = None  # why the window looks unfinished, or None
     step_markers: Path | None = None  # dynprof_steps.csv from the MindSpore backend
+    # a lone file that feeds no frame: profiler_info / profiler_metadata / communication_group
+    # JSON (read for the rank), or an Ascend table kept as read (``TraceWindow.tables``)
+    metadata: Path | None = None
+    table: Path | None = None
 
 
 def _ascend_roots(root: Path) -> list[Path]:
@@ -109,6 +130,61 @@ def find_window_files(root: Path) -> WindowFiles:
     wf.device = _device(root)
     wf.framework_name = _framework(root, wf)
     return wf
+
+
+def find_file(path: Path) -> WindowFiles:
+    """The window that is one file: the file in the slot its name says it feeds, so the window
+    reads it as it would in a directory. Raises on a table name no reader knows."""
+    wf = WindowFiles(root=path.parent)
+    name = path.name
+    wf.framework_name = (
+        "pytorch"
+        if ".pt.trace.json" in name
+        else ("ascend" if path.suffix in (".csv", ".db") else "chrome")
+    )
+    if name.endswith((".csv", ".txt")):
+        _file_table(wf, path)
+    elif path.suffix == ".db":
+        wf.db = path
+    elif name.endswith(".json") and (
+        name.startswith(("profiler_info", "profiler_metadata"))
+        or name == "communication_group.json"
+    ):
+        wf.metadata = path
+    elif "communication_matrix" in name and name.endswith(".json"):
+        wf.matrix = path
+    elif name.startswith(("communication", "cluster_communication")) and name.endswith(".json"):
+        wf.communication = path
+    else:
+        wf.traces = [path]
+    return wf
+
+
+def _file_table(wf: WindowFiles, path: Path) -> None:
+    """A CSV/TXT table alone, under the key its reader looks for."""
+    name = path.name
+    if key := _prefix(name, ("kernel_details", "op_statistic")):
+        wf.csv[key] = path
+    elif "step_trace_time" in name:
+        wf.csv["step_trace_time"] = path
+    elif key := _prefix(name, MEMORY_CSVS):
+        wf.csv[key] = path
+    elif key := _prefix(name, FRAMEWORK_FILES):
+        wf.framework[key] = path
+    elif _prefix(name, OTHER_ASCEND_CSVS):
+        wf.table = path
+    else:
+        raise TraceFormatError(
+            path,
+            "unrecognised file name",
+            offset=0,
+            hint="expected kernel_details / op_statistic / step_trace_time / memory "
+            "CSVs, communication.json, a Chrome trace JSON or an Ascend .db",
+        )
+
+
+def _prefix(name: str, prefixes: tuple[str, ...]) -> str | None:
+    return next((k for k in prefixes if name.startswith(k)), None)
 
 
 def _is_profiler_db(name: str) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import comm
-from .discover import WindowFiles, find_window_files, rank_windows
+from .discover import find_file, find_window_files, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError
 from .multirank import MultiRankWindow
 from .window import TraceWindow
@@ -62,9 +62,7 @@ def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSp
     children, skipped = [], []
     for s in subs:
         if s.is_file():
-            children.append(TraceWindow(s, WindowFiles(root=s.parent), single_file=s,
-                                        comm_patterns=comm_patterns))
-            children[-1].framework = "pytorch"
+            children.append(TraceWindow(s, find_file(s), comm_patterns=comm_patterns))
             continue
         files = find_window_files(s)
         if files.incomplete:

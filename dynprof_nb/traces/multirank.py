@@ -86,9 +86,8 @@ def _events_load(c: TraceWindow) -> tuple[pd.DataFrame, dict, list]:
 
 def _events_bytes(c: TraceWindow) -> int:
     """What ``c``'s events parse reads, to share ranks out evenly among processes."""
-    f = c._files
-    paths = [c._single] if c._single else ([*f.traces, f.db] if f else [])
     total = 0
+    paths = [*c._files.traces, c._files.db]
     for p in paths:
         try:
             total += p.stat().st_size if p else 0

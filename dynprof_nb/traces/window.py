@@ -18,12 +18,12 @@ import pandas as pd
 from . import ascend, ascend_db, comm, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
-from .discover import WindowFiles, find_window_files, job_rank
+from .discover import MEMORY_CSVS, WindowFiles, find_file, find_window_files, job_rank
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning
+from .lazyframe import LazyFrame
 from .ops import op_table
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
-MEMORY_CSVS = ("memory_record", "operator_memory", "npu_module_mem")
 
 
 # what a reader raises on a file whose content is not what it expects (missing columns, empty
@@ -68,56 +68,38 @@ class TraceWindow:
         path: str | Path,
         files: WindowFiles | None = None,
         *,
-        single_file: Path | None = None,
         comm_patterns: comm.PatternSpec = None,
     ):
         self.path = Path(path)
         self.comm_patterns: tuple[str, ...] = comm.resolve(comm_patterns)
+        files = files or WindowFiles(root=self.path)
         self._files = files
-        self._single = single_file
         self._cache: dict[str, pd.DataFrame] = {}
         self._chrome: list[ChromeTrace] | None = None
         self._adb: AscendDb | None = None
         self._links: pd.DataFrame | None = None
         self.sources: dict[str, dict[str, Any]] = {}
         self.tables: dict[str, pd.DataFrame] = {}  # files kept as read, with no frame of their own
-        self.manifest: dict | None = files.manifest if files else None
-        self.framework: str = files.framework_name if files else "unknown"
-        self.rank: int | None = files.rank if files else None
-        self.device: int | None = files.device if files else None
-        self.start_step: int | None = files.start_step if files else None
-        self.stop_step: int | None = files.stop_step if files else None
+        self.manifest: dict | None = files.manifest
+        self.framework: str = files.framework_name
+        self.rank: int | None = files.rank
+        self.device: int | None = files.device
+        self.start_step: int | None = files.start_step
+        self.stop_step: int | None = files.stop_step
 
-    # ---- frames -----------------------------------------------------------------------------
-    @property
-    def events(self) -> pd.DataFrame:
-        """Every complete and instant event, one row each."""
-        return self._frame("events")
-
-    @property
-    def ops(self) -> pd.DataFrame:
-        """One row per host operation name: count, total/self/avg/min/max µs, share of self time."""
-        return self._frame("ops")
-
-    @property
-    def steps(self) -> pd.DataFrame:
-        """One row per step, with the compute/communication/free breakdown where known."""
-        return self._frame("steps")
-
-    @property
-    def kernels(self) -> pd.DataFrame:
-        """Device tasks (kernel_details.csv, the db, or device events)."""
-        return self._frame("kernels")
-
-    @property
-    def memory(self) -> pd.DataFrame:
-        """Memory records over time."""
-        return self._frame("memory")
-
-    @property
-    def communication(self) -> pd.DataFrame:
-        """Collective / p2p communication operations."""
-        return self._frame("communication")
+    # ---- frames (each is ``self._frame(<name>)``) -----------------------------------------------
+    events = LazyFrame[pd.DataFrame]("Every complete and instant event, one row each.")
+    ops = LazyFrame[pd.DataFrame](
+        "One row per host operation name: count, total/self/avg/min/max µs, share of self time."
+    )
+    steps = LazyFrame[pd.DataFrame](
+        "One row per step, with the compute/communication/free breakdown where known."
+    )
+    kernels = LazyFrame[pd.DataFrame](
+        "Device tasks (kernel_details.csv, the db, or device events)."
+    )
+    memory = LazyFrame[pd.DataFrame]("Memory records over time.")
+    communication = LazyFrame[pd.DataFrame]("Collective / p2p communication operations.")
 
     @property
     def ranks(self) -> list[int]:
@@ -141,7 +123,7 @@ class TraceWindow:
                 raise
             except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
                 raise TraceFormatError(
-                    self._single or self.path,
+                    self.path,
                     f"cannot read its {kind}: {type(exc).__name__}: {str(exc)[:200]}",
                     hint="the file is damaged or not in the layout this reader knows",
                 ) from exc
@@ -170,18 +152,11 @@ class TraceWindow:
     def format(self) -> str:
         """``"db"`` when the window has a profiler database (then every frame it holds is read
         from it, so all frames come from one export), else ``"text"``."""
-        return "db" if self._db_file() is not None else "text"
-
-    def _db_file(self) -> Path | None:
-        if self._single is not None:
-            return self._single if self._single.suffix == ".db" else None
-        return self._files.db if self._files else None
+        return "db" if self._files.db is not None else "text"
 
     def _have(self) -> str:
         """What this window does have, for 'missing' notes on trimmed ranks."""
         f = self._files
-        if f is None:
-            return "nothing"
         have = [p.name for p in f.traces] + [p.name for p in f.csv.values()]
         have += [p.name for p in (f.communication, f.matrix, f.db, f.analysis_db) if p]
         return ", ".join(have) or "no profiler files"
@@ -189,11 +164,8 @@ class TraceWindow:
     # ---- readers ----------------------------------------------------------------------------
     def _traces(self) -> list[ChromeTrace]:
         if self._chrome is None:
-            paths = [self._single] if self._single else (self._files.traces if self._files else [])
             out = []
-            for p in paths:
-                if p is None or p.suffix == ".db" or p.name.endswith(".csv"):
-                    continue
+            for p in self._files.traces:
                 tr = load_chrome_trace(p)
                 if tr.repairs:
                     warnings.warn(
@@ -204,11 +176,12 @@ class TraceWindow:
         return self._chrome
 
     def _dbreader(self) -> AscendDb | None:
-        if self._adb is None and self._db_file() is not None:
-            ana = self._files.analysis_db if self._files else None
-            if ana is None and (self._db_file().parent / "analysis.db").is_file():
-                ana = self._db_file().parent / "analysis.db"
-            self._adb = AscendDb(self._db_file(), ana)
+        db = self._files.db
+        if self._adb is None and db is not None:
+            ana = self._files.analysis_db
+            if ana is None and (db.parent / "analysis.db").is_file():
+                ana = db.parent / "analysis.db"
+            self._adb = AscendDb(db, ana)
         return self._adb
 
     def _db_note(self, kind: str, frame: pd.DataFrame, tables: str) -> pd.DataFrame:
@@ -218,7 +191,10 @@ class TraceWindow:
         )
         if frame.empty:
             self._note(
-                kind, missing=f"the database has no {tables} rows (this rank has: {self._have()})"
+                kind,
+                missing=f"the database has no {tables} rows (this rank has: {self._have()}; "
+                f"its database's tables: {', '.join(sorted(adb.tables))})",
+                notes=adb.notes,
             )
         else:
             self._note(kind, files, notes=[f"from {tables}"] + adb.notes)
@@ -237,7 +213,7 @@ class TraceWindow:
             self._note(
                 "events", [t.path for t in traces], notes=[n for t in traces for n in t.repairs]
             )
-        elif self._files and "cpu_op_execute_timestamp" in self._files.framework:
+        elif "cpu_op_execute_timestamp" in self._files.framework:
             p = self._files.framework["cpu_op_execute_timestamp"]
             ev = mindspore.cpu_op_execute_timestamps(p)
             self._note("events", [p])
@@ -247,7 +223,7 @@ class TraceWindow:
                 missing="no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)",
             )
             return schema.empty("events")
-        markers = self._files.step_markers if self._files else None
+        markers = self._files.step_markers
         if markers is not None:
             ev = schema.concat_frames(
                 [schema.conform(ev, "events").drop(columns="step"), mindspore.step_markers(markers)]
@@ -260,7 +236,6 @@ class TraceWindow:
         return ev
 
     def _load_ops(self) -> pd.DataFrame:
-
         ev = self.events
         if not ev.empty:
             self._note(
@@ -271,43 +246,23 @@ class TraceWindow:
                 ],
             )
             return op_table(ev)
-        if self._files and "op_statistic" in self._files.csv:
+        if "op_statistic" in self._files.csv:
             p = self._files.csv["op_statistic"]
             self._note("ops", [p], notes=["device op types from op_statistic.csv"])
             return ascend.op_statistic(p)
-        if self._single and self._single.name.startswith("op_statistic"):
-            self._note("ops", [self._single])
-            return ascend.op_statistic(self._single)
-        fw = self._files.framework if self._files else {}
+        fw = self._files.framework
         if "cpu_op_detail_info" in fw:
             self._note("ops", [fw["cpu_op_detail_info"]])
             return mindspore.cpu_op_detail(fw["cpu_op_detail_info"])
-        if self._single and self._single.name.startswith("cpu_op_detail_info"):
-            self._note("ops", [self._single])
-            return mindspore.cpu_op_detail(self._single)
         self._note("ops", missing="no events and no op_statistic.csv / cpu_op_detail_info csv")
         return schema.empty("ops")
-
-    def _csv(self, key: str) -> Path | None:
-        if self._single is not None:
-            return (
-                self._single
-                if self._single.name.startswith(key) and self._single.suffix == ".csv"
-                else None
-            )
-        return self._files.csv.get(key) if self._files else None
 
     def _load_steps(self) -> pd.DataFrame:
         adb = self._dbreader()
         if adb is not None:
             return self._db_note("steps", adb.steps(), "analysis.db StepTraceTime / STEP_TIME")
-        p = self._csv("step_trace_time")
-        ev = (
-            self.events
-            if (self._single is None or self._single.suffix != ".csv")
-            else schema.empty("events")
-        )
-        derived, how = derive.steps_from_events(ev, self.comm_patterns)
+        p = self._files.csv.get("step_trace_time")
+        derived, how = derive.steps_from_events(self.events, self.comm_patterns)
         if p is not None:
             st = ascend.step_trace_time(p)
             if not derived.empty and "start_ns" in derived:
@@ -330,7 +285,7 @@ class TraceWindow:
         return derived
 
     def _load_kernels(self) -> pd.DataFrame:
-        p = self._csv("kernel_details")
+        p = self._files.csv.get("kernel_details")
         adb = self._dbreader()
         if adb is not None:
             return self._db_note(
@@ -356,19 +311,15 @@ class TraceWindow:
             return self._db_note("memory", adb.memory(), "MEMORY_RECORD and OP_MEMORY")
         frames, files = [], []
         for key in MEMORY_CSVS:
-            p = self._csv(key)
+            p = self._files.csv.get(key)
             if p is not None:
                 frames.append(ascend.memory_csv(p))
                 files.append(p)
-        fw = self._files.framework if self._files else {}
-        single = self._single
-        if "cpu_ms_memory_record" in fw or (
-            single and single.name.startswith("cpu_ms_memory_record")
-        ):
-            p = fw.get("cpu_ms_memory_record", single)
+        p = self._files.framework.get("cpu_ms_memory_record")
+        if p is not None:
             frames.append(mindspore.cpu_memory_record(p))
             files.append(p)
-        if not frames and (single is None or single.suffix != ".csv"):
+        if not frames:
             self.events  # noqa: B018  (loads the traces)
             for t in self._traces():
                 if not t.memory.empty:
@@ -390,11 +341,7 @@ class TraceWindow:
         return out.sort_values("ts_ns", ignore_index=True)
 
     def _load_communication(self) -> pd.DataFrame:
-        p = self._files.communication if self._files else None
-        if self._single is not None and self._single.name.startswith(
-            ("communication", "cluster_communication")
-        ):
-            p = self._single
+        p = self._files.communication
         adb = self._dbreader()
         if adb is not None:
             return self._db_note(
@@ -426,9 +373,7 @@ class TraceWindow:
         bandwidth_gbps; from communication_matrix.json, or the database's HCCL tasks."""
         if self._links is None:
             adb = self._dbreader()
-            m = self._files.matrix if self._files else None
-            if self._single is not None and "communication_matrix" in self._single.name:
-                m = self._single
+            m = self._files.matrix
             if adb is not None:
                 self._links = adb.links()
                 self.sources["links"] = {"files": [str(adb.path)], "format": "db"}
@@ -478,19 +423,14 @@ class TraceWindow:
     @classmethod
     def from_file(cls, path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> TraceWindow:
         """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
-        communication.json, a MindSpore FRAMEWORK file or an Ascend .db."""
+        communication.json, a MindSpore FRAMEWORK file or an Ascend .db. It is a window of one
+        file, filed by :func:`~dynprof_nb.traces.discover.find_file` where a directory holds it."""
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
-        w = cls(p, WindowFiles(root=p.parent), single_file=p, comm_patterns=comm_patterns)
-        name = p.name
-        w.framework = (
-            "pytorch"
-            if ".pt.trace.json" in name
-            else ("ascend" if p.suffix in (".csv", ".db") else "chrome")
-        )
+        w = cls(p, find_file(p), comm_patterns=comm_patterns)
         try:
-            w._read_file(p, name)
+            w._read_lone_file()
         except (TraceFormatError, FileNotFoundError, MemoryError):
             raise
         except _CONTENT_ERRORS as exc:
@@ -532,71 +472,42 @@ class TraceWindow:
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w
 
-    def _read_file(self, p: Path, name: str) -> None:
-        """Read one file as this window's only file, by what its name says it is."""
-        if name.endswith(".csv") or name.endswith(".txt"):
-            self._read_table_file(p)
-        elif p.suffix == ".db":
-            self._identify_db(AscendDb(p))
-        elif name.startswith(("profiler_info", "profiler_metadata")) and name.endswith(".json"):
-            self._read_metadata(p)
-        elif "communication_matrix" in name and name.endswith(".json"):
-            self._chrome = []
-            self.communication_links()
-        elif name == "communication_group.json":
-            self._read_metadata(p)
-        elif name.startswith(("communication", "cluster_communication")) and name.endswith(".json"):
-            self._files.communication = p
-            self._cache["communication"] = self.communication
-            self._chrome = []
-        else:
-            self._files.traces = [p]
-            self._single = None
-            self.events  # noqa: B018  (parse now so a bad file raises here, not on first access)
+    def _read_lone_file(self) -> None:
+        """Read now the frame a one-file window's file feeds, so a damaged file raises at load
+        (the other frames say on first access that the window has no file for them)."""
+        f = self._files
+        if f.db is not None:
+            self._identify_db(self._dbreader())
+        elif f.traces:
+            self.events  # noqa: B018
             self._rank_from_trace()
-
-    def _read_table_file(self, p: Path) -> None:
-        """A CSV/TXT table alone: the frame it feeds, or kept as-is in ``tables``."""
-        name = p.name
-        self._chrome = []
-        if name.startswith("kernel_details"):
-            self._files.csv["kernel_details"] = p
-            self.kernels  # noqa: B018
-        elif name.startswith("op_statistic"):
-            self.ops  # noqa: B018
-        elif "step_trace_time" in name:
-            self._files.csv["step_trace_time"] = p
+        elif f.metadata is not None:
+            self._read_metadata(f.metadata)
+        elif f.table is not None:  # parsed (so damage is reported), kept as-is in ``tables``
+            self.tables[f.table.stem] = ascend.read_csv(f.table)
+            for kind in FRAMES:
+                self._cache[kind] = schema.empty(kind)
+                self._note(kind, missing=f"{f.table.name} holds no {kind}")
+        elif f.matrix is not None:
+            self.communication_links()
+        elif f.communication is not None:
+            self.communication  # noqa: B018
+        elif "step_trace_time" in f.csv:  # alone it has no step start times to look for
+            p = f.csv["step_trace_time"]
             self._cache["steps"] = schema.conform(ascend.step_trace_time(p), "steps")
             self._note("steps", [p])
-        elif name.startswith(MEMORY_CSVS):
-            self._files.csv[name.rsplit(".", 1)[0].split("_rank")[0]] = p
-            self.memory  # noqa: B018
-        elif name.startswith("cpu_op_detail_info"):
-            self._files.framework["cpu_op_detail_info"] = p
+        elif "cpu_op_detail_info" in f.framework:
             self._cache["events"] = schema.empty("events")
             self._note("events", missing="cpu_op_detail_info has aggregates only")
             self.ops  # noqa: B018
-        elif name.startswith("cpu_op_execute_timestamp"):
-            self._files.framework["cpu_op_execute_timestamp"] = p
-            self._single = None
+        elif "kernel_details" in f.csv:
+            self.kernels  # noqa: B018
+        elif "op_statistic" in f.csv:
+            self.ops  # noqa: B018
+        elif "cpu_op_execute_timestamp" in f.framework:
             self.events  # noqa: B018
-        elif name.startswith("cpu_ms_memory_record"):
+        else:  # a memory CSV or cpu_ms_memory_record
             self.memory  # noqa: B018
-        elif name.startswith(OTHER_ASCEND_CSVS):
-            # known Ascend tables with no frame of their own: parsed (so damage is reported), kept
-            # as-is in ``self.tables``
-            self.tables[p.stem] = ascend.read_csv(p)
-            for kind in FRAMES:
-                self._cache[kind] = schema.empty(kind)
-                self._note(kind, missing=f"{name} holds no {kind}")
-        else:
-            raise TraceFormatError(
-                p,
-                "unrecognised file name",
-                offset=0,
-                hint="expected kernel_details / op_statistic / step_trace_time / memory "
-                "CSVs, communication.json, a Chrome trace JSON or an Ascend .db",
-            )
 
     def _read_metadata(self, p: Path) -> None:
         """profiler_info_N.json / profiler_metadata.json / communication_group.json: no frames, but
@@ -611,7 +522,6 @@ class TraceWindow:
             )
         self.rank, src = job_rank(p.parent)
         self.tables[p.stem] = pd.json_normalize(doc) if doc else pd.DataFrame()
-        self._chrome = []
         for kind in FRAMES:
             self._cache[kind] = schema.empty(kind)
             self._note(kind, missing=f"{p.name} is metadata only (rank from {src})")
@@ -706,17 +616,3 @@ VIEWS = {
 def _view(name: str) -> Callable[..., Any]:
     module, func = VIEWS[name].split(":")
     return getattr(importlib.import_module(module), func)
-
-
-OTHER_ASCEND_CSVS = (
-    "operator_details",
-    "l2_cache",
-    "static_op_mem",
-    "api_statistic",
-    "op_summary",
-    "task_time",
-    "data_preprocess",
-    "hccl_statistic",
-    "compute_op_sum",
-    "hccl_sum",
-)  # the last two: msprof-analyze outputs

@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from jobutil import running_ranks, trace_steps, unique_job, wait_until
 
 import dynprof_nb
@@ -20,6 +22,16 @@ from dynprof_nb.control.relay import POLL_INTERVAL_S, Relay
 def write_file(cfg_dir: Path, **keys: object) -> None:
     """What a person (or a script) does: write the whole file, MindSpore's format."""
     (cfg_dir / "profiler_config.json").write_text(json.dumps(ProfilerConfig(**keys).to_dict()))
+
+
+@pytest.fixture
+def job() -> Iterator[dynprof_nb.Job]:
+    """A job prepared before its ranks start (what the relay feeds), removed afterwards."""
+    name = unique_job("relay")
+    job = dynprof_nb.attach(name, create=True)
+    yield job
+    job.close()
+    segment.unlink(name)
 
 
 def relay_row(job: dynprof_nb.Job) -> dict:
@@ -56,55 +68,42 @@ def test_a_file_edit_drives_a_running_job(tmp_path: Path) -> None:
             relay.stop()
 
 
-def test_an_invalid_file_keeps_the_last_good_config_and_says_why(tmp_path: Path) -> None:
-    name = unique_job("relay-bad")
-    job = dynprof_nb.attach(name, create=True)
+def test_an_invalid_file_keeps_the_last_good_config_and_says_why(
+        tmp_path: Path, job: dynprof_nb.Job) -> None:
     relay = Relay(tmp_path, job, poll_interval=0.05)
-    try:
-        write_file(tmp_path, profile_memory=True, activities=["CPU"])
-        assert relay.poll() is True
-        good = job.config.to_dict()
-        gen = job.generation
+    write_file(tmp_path, profile_memory=True, activities=["CPU"])
+    assert relay.poll() is True
+    good = job.config.to_dict()
+    gen = job.generation
 
-        cfg = tmp_path / "profiler_config.json"
-        data = json.loads(cfg.read_text())
-        cfg.write_text(json.dumps(dict(data, start_step="20")))  # MindSpore: silently no window
-        assert relay.poll() is False
-        assert job.generation == gen and job.config.to_dict() == good
-        assert "start_step" in relay_row(job)["error"] and "'20'" in relay_row(job)["error"]
+    cfg = tmp_path / "profiler_config.json"
+    data = json.loads(cfg.read_text())
+    cfg.write_text(json.dumps(dict(data, start_step="20")))  # MindSpore: silently no window
+    assert relay.poll() is False
+    assert job.generation == gen and job.config.to_dict() == good
+    assert "start_step" in relay_row(job)["error"] and "'20'" in relay_row(job)["error"]
 
-        cfg.write_text('{"start_step": 5, ')  # half a file
-        relay.poll()
-        assert "not valid JSON" in relay_row(job)["error"]
-        assert job.config.to_dict() == good
+    cfg.write_text('{"start_step": 5, ')  # half a file
+    relay.poll()
+    assert "not valid JSON" in relay_row(job)["error"]
+    assert job.config.to_dict() == good
 
-        write_file(tmp_path, profile_memory=True, activities=["CPU"], with_stack=True)
-        assert relay.poll() is True
-        assert relay_row(job)["error"] == "" and job.config.with_stack is True
-    finally:
-        job.close()
-        segment.unlink(name)
+    write_file(tmp_path, profile_memory=True, activities=["CPU"], with_stack=True)
+    assert relay.poll() is True
+    assert relay_row(job)["error"] == "" and job.config.with_stack is True
 
 
-def test_unknown_keys_are_relayed_with_a_warning(tmp_path: Path) -> None:
-    name = unique_job("relay-unknown")
-    job = dynprof_nb.attach(name, create=True)
-    try:
-        (tmp_path / "profiler_config.json").write_text(
-            json.dumps({"record_shape": True, "profile_memory": True}))
-        assert Relay(tmp_path, job).poll() is True
-        assert job.config.profile_memory is True
-        assert "did you mean 'record_shapes'" in relay_row(job)["error"]
-    finally:
-        job.close()
-        segment.unlink(name)
+def test_unknown_keys_are_relayed_with_a_warning(tmp_path: Path, job: dynprof_nb.Job) -> None:
+    (tmp_path / "profiler_config.json").write_text(
+        json.dumps({"record_shape": True, "profile_memory": True}))
+    assert Relay(tmp_path, job).poll() is True
+    assert job.config.profile_memory is True
+    assert "did you mean 'record_shapes'" in relay_row(job)["error"]
 
 
-def test_dynprof_relay_command(tmp_path: Path) -> None:
-    name = unique_job("relay-cli")
-    job = dynprof_nb.attach(name, create=True)
+def test_dynprof_relay_command(tmp_path: Path, job: dynprof_nb.Job) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "dynprof_nb.ui.cli", "relay", "--cfg-path",
-                             str(tmp_path), "--job", name, "--poll-interval", "0.1"],
+                             str(tmp_path), "--job", job.name, "--poll-interval", "0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         write_file(tmp_path, start_step=100, stop_step=110, record_shapes=True)
@@ -114,8 +113,6 @@ def test_dynprof_relay_command(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-        job.close()
-        segment.unlink(name)
     assert "relaying" in out
 
 

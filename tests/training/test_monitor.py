@@ -23,6 +23,12 @@ def job(tmp_path):
     segment.unlink(name)
 
 
+def rank0(job) -> dynprof_nb.Monitor:
+    """Rank 0 of the job on the built-in backend, writing its windows under the test's tmp_path."""
+    name, _, out = job
+    return dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+
+
 def run_steps(monitor: dynprof_nb.Monitor, n: int, style: str = "step") -> None:
     ctx = RunContext()
     for _ in range(n):
@@ -46,7 +52,7 @@ def finished_windows(monitor: dynprof_nb.Monitor) -> None:
 @pytest.mark.parametrize("style", ["step", "callback"])
 def test_window_records_exactly_the_asked_steps(job, style):
     name, control, out = job
-    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    monitor = rank0(job)
     run_steps(monitor, 5, style)
     control.start(20, 30)
     run_steps(monitor, 40, style)
@@ -63,14 +69,14 @@ def test_window_records_exactly_the_asked_steps(job, style):
 def test_window_at_step_one_set_before_training_starts(job):
     name, control, out = job
     control.start(1, 3)
-    with dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin") as monitor:
+    with rank0(job) as monitor:
         run_steps(monitor, 5)
     assert trace_steps(out / "rank0_start1_stop3") == [1, 2, 3]
 
 
 def test_passed_start_is_reported_in_the_slot_not_ignored(job):
     name, control, out = job
-    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    monitor = rank0(job)
     run_steps(monitor, 10)
     # another rank is behind, so the controller accepts the window; this one has passed it
     control._write("start", control.config.update(start_step=5, stop_step=8))
@@ -95,7 +101,7 @@ def test_excluded_rank_reports_excluded_and_records_nothing(job):
 
 def test_edits_during_a_window_wait_until_it_ends(job):
     name, control, out = job
-    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    monitor = rank0(job)
     control.start(3, 8)
     run_steps(monitor, 4)
     assert monitor.state == "recording"
@@ -113,7 +119,7 @@ def test_edits_during_a_window_wait_until_it_ends(job):
 
 def test_stop_ends_the_window_at_once_and_keeps_what_was_recorded(job):
     name, control, out = job
-    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    monitor = rank0(job)
     control.start(3, 100)
     run_steps(monitor, 6)
     control.stop()
@@ -129,12 +135,12 @@ def test_stop_ends_the_window_at_once_and_keeps_what_was_recorded(job):
 
 def test_the_same_window_can_be_asked_for_again(job):
     name, control, out = job
-    first = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    first = rank0(job)
     control.start(3, 4)
     run_steps(first, 5)
     first.close()
     # the job restarts (same name, same rank, steps from 1): the same window records again
-    second = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    second = rank0(job)
     control.start(3, 4)
     run_steps(second, 5)
     second.close()
@@ -172,7 +178,7 @@ def test_no_segment_means_no_profiling_but_no_crash(tmp_path):
 
 def test_memory_and_stack_are_recorded_when_asked(job):
     name, control, out = job
-    monitor = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
+    monitor = rank0(job)
     control.start(2, 4, profile_memory=True, with_stack=True)
 
     def helper_function():
@@ -194,7 +200,7 @@ def test_memory_and_stack_are_recorded_when_asked(job):
 
 def test_ranges_cost_nothing_and_record_nothing_outside_a_window(job):
     name, control, out = job
-    with dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin") as monitor:
+    with rank0(job) as monitor:
         run_steps(monitor, 3)
         from dynprof_nb.training import ranges
 

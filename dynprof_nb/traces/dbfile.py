@@ -1,0 +1,246 @@
+"""SQL access to the Ascend profiler databases, kept apart from what the frames mean.
+
+What real files do that a naive reader trips on, handled once here: WAL mode (opened with
+``immutable=1``, so sqlite never writes ``-wal``/``-shm`` beside the file and a read-only folder
+works), integer times stored as TEXT (cast in SQL, so they stay exact int64 ns), names stored as
+ids into ``STRING_IDS``, and tables or columns a profiler level or CANN version does not write
+(an optional column reads as NULL; a required one raises a ``TraceFormatError`` naming the file,
+table and column).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dynprof_nb.traces.errors import TraceFormatError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DAMAGED = "the database is truncated, damaged or of an unknown schema version; re-export it"
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open read-only and immutable (never writes beside the file, works in read-only folders)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise TraceFormatError(p, f"cannot open it: {exc}", offset=0) from exc
+    if head != SQLITE_MAGIC:
+        raise TraceFormatError(
+            p,
+            "not a SQLite database (bad header)",
+            offset=0,
+            hint="the profiler may still be writing it, or it is not a .db",
+        )
+    uri = "file:" + urllib.parse.quote(str(p.resolve())) + "?immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise TraceFormatError(
+            p,
+            f"not a readable SQLite database ({exc})",
+            offset=0,
+            hint="the file is truncated or damaged; re-export it",
+        ) from exc
+    return con
+
+
+@dataclass(frozen=True)
+class Col:
+    """One selected column: ``src`` in the table, returned as ``alias``.
+
+    kind: ``raw`` (as stored), ``ns`` (an integer time, possibly stored as TEXT: exact int64),
+    ``str`` (an id into STRING_IDS, resolved to its string) or ``enum:TABLE`` (an id into an
+    ``ENUM_*`` table's ``name``). ``required`` columns raise when absent; others read as NULL.
+    """
+
+    src: str
+    alias: str
+    kind: str = "raw"
+    required: bool = False
+
+
+def ns(src: str, alias: str, required: bool = True) -> Col:
+    return Col(src, alias, "ns", required)
+
+
+def text(src: str, alias: str, required: bool = False) -> Col:
+    return Col(src, alias, "str", required)
+
+
+def raw(src: str, alias: str, required: bool = False) -> Col:
+    return Col(src, alias, "raw", required)
+
+
+def enum(src: str, table: str, alias: str) -> Col:
+    return Col(src, alias, "enum:" + table)
+
+
+class DbFile:
+    """One SQLite file: its table list (read once), STRING_IDS (read once, when first needed)
+    and queries into frames. Every query opens its own immutable connection, so the object
+    pickles and many can be read in parallel."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._tables: dict[str, list[str]] | None = None
+        self._strings: dict[int, str] | None = None
+
+    @property
+    def tables(self) -> dict[str, list[str]]:
+        """Table name -> its column names."""
+        if self._tables is None:
+            self._tables = table_columns(self.path)
+        return self._tables
+
+    def has(self, *tables: str) -> bool:
+        return all(t in self.tables for t in tables)
+
+    def columns(self, table: str) -> list[str]:
+        return self.tables.get(table, [])
+
+    def require(self, table: str, cols: Sequence[str]) -> None:
+        """Raise a TraceFormatError naming the file, table and columns when any is absent."""
+        have = self.tables.get(table)
+        if have is None:
+            raise TraceFormatError(
+                self.path,
+                f"table {table} is missing",
+                hint=f"tables present: {', '.join(sorted(self.tables)) or 'none'}; "
+                "re-export the window at a profiler level that writes it",
+            )
+        lost = [c for c in cols if c not in have]
+        if lost:
+            raise TraceFormatError(
+                self.path,
+                f"table {table} has no column {', '.join(lost)} (it has {', '.join(have)})",
+                hint="an unknown schema version, or a damaged export",
+            )
+
+    def query(self, sql: str, what: str = "", strings: Sequence[str] = ()) -> pd.DataFrame:
+        """Rows of ``sql`` as a frame; the ``strings`` columns hold STRING_IDS ids and come back
+        as strings (resolved here once per distinct id: far faster than a join)."""
+        con = connect(self.path)
+        try:
+            cur = con.execute(sql)
+            cols = [d[0] for d in cur.description]
+            df = frame(cur.fetchall(), cols)
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(
+                self.path, f"cannot read {what or 'a table'}: {exc}", hint=DAMAGED
+            ) from exc
+        finally:
+            con.close()
+        if strings and "STRING_IDS" in self.tables:
+            for c in cols:
+                if c in strings:
+                    df[c] = self.resolve(df[c])
+        return df
+
+    def expr(self, table: str, alias: str, col: Col) -> str:
+        """The SQL for one column of ``table`` (aliased ``alias``); NULL when it is absent."""
+        if col.src not in self.columns(table):
+            return f"NULL AS {col.alias}"
+        ref = f"{alias}.{col.src}"
+        if col.kind == "ns":
+            return f"CAST({ref} AS INTEGER) AS {col.alias}"
+        if col.kind.startswith("enum:") and col.kind[5:] in self.tables:
+            return f"(SELECT name FROM {col.kind[5:]} WHERE id = {ref}) AS {col.alias}"
+        return f"{ref} AS {col.alias}"
+
+    def select(
+        self,
+        table: str,
+        cols: Sequence[Col],
+        *,
+        what: str | None = None,
+        distinct: bool = False,
+        order: str | None = None,
+    ) -> pd.DataFrame:
+        """Read ``cols`` of ``table``: raise when the table or a required column is absent,
+        NULL for an absent optional one, STRING_IDS names resolved, ``ns`` times exact."""
+        self.require(table, [c.src for c in cols if c.required])
+        sql = (
+            f"SELECT {'DISTINCT ' if distinct else ''}"
+            + ", ".join(self.expr(table, "t", c) for c in cols)
+            + f' FROM "{table}" t'
+            + (f" ORDER BY {order}" if order else "")
+        )
+        return self.query(sql, what or table, [c.alias for c in cols if c.kind == "str"])
+
+    def read_all(self, table: str) -> pd.DataFrame:
+        """Every column of ``table`` as stored (the analysis.db tables: plain values)."""
+        self.require(table, ())
+        return self.query(f'SELECT * FROM "{table}"', table)
+
+    def resolve(self, ids: pd.Series) -> pd.Series:
+        """STRING_IDS ids to their strings (an unknown id stays as its own text)."""
+        if self._strings is None:
+            con = connect(self.path)
+            try:
+                self._strings = dict(con.execute("SELECT id, value FROM STRING_IDS").fetchall())
+            except sqlite3.DatabaseError as exc:
+                raise TraceFormatError(
+                    self.path,
+                    f"cannot read STRING_IDS: {exc}",
+                    hint="the database is truncated or damaged",
+                ) from exc
+            finally:
+                con.close()
+        codes, uniq = pd.factorize(ids, use_na_sentinel=True)
+        names = np.array(
+            [self._strings.get(u, None if u is None else str(u)) for u in uniq] + [None],
+            dtype=object,
+        )
+        return pd.Series(names[codes], index=ids.index, dtype=object)
+
+
+def frame(rows: list[tuple], cols: list[str]) -> pd.DataFrame:
+    """Rows to columns: int64 where a column holds only integers, float64 where it holds only
+    numbers, else object (several times faster than DataFrame.from_records)."""
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    data = {}
+    for c, vals in zip(cols, zip(*rows, strict=True), strict=True):
+        try:
+            arr = np.array(vals)
+        except (OverflowError, ValueError):
+            arr = np.array(vals, dtype=object)
+        if arr.dtype.kind not in "if" or (  # None, text: keep the values
+            arr.dtype.kind == "f" and np.nanmax(np.abs(arr)) >= 2**53  # ints a float would round
+        ):
+            arr = np.array(vals, dtype=object)
+        data[c] = arr
+    return pd.DataFrame(data, copy=False)
+
+
+def table_columns(path: Path) -> dict[str, list[str]]:
+    """Every table of the file and its columns (validates the file as a side effect)."""
+    con = connect(path)
+    try:
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+    except sqlite3.DatabaseError as exc:
+        raise TraceFormatError(
+            path,
+            f"cannot read its table list: {exc}",
+            hint="the database is truncated or damaged; re-export it",
+        ) from exc
+    finally:
+        con.close()
+
+
+def int_or_none(v: object) -> int | None:
+    try:
+        return None if v is None or v != v else int(v)
+    except (TypeError, ValueError):
+        return None
