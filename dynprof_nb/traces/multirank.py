@@ -96,5 +96,10 @@ def _events_bytes(c: TraceWindow) -> int:
     return total
 
 
+def _events_release(c: TraceWindow) -> None:
+    """In a worker, once ``c``'s events are written for the parent: drop them there."""
+    c._cache.pop("events", None)
+
+
 def _parallel_events(children: list[TraceWindow]) -> None:
-    parallel.load_events(children, _events_load, _events_bytes)
+    parallel.load_events(children, _events_load, _events_bytes, release=_events_release)

@@ -35,13 +35,15 @@ Loaded = tuple[pd.DataFrame, dict, list]
 
 
 def load_events(children: list, load: Callable[[Any], Loaded],
-                size: Callable[[Any], int] = lambda c: 1, max_procs: int | None = None) -> None:
+                size: Callable[[Any], int] = lambda c: 1, max_procs: int | None = None,
+                release: Callable[[Any], None] = lambda c: None) -> None:
     """Load the events of every child window that has none yet, spread over this process and
     forked workers. ``load(child)`` loads the child's events in the calling process and returns
     (events, sources, chrome traces); a worker's result is handed to the parent's child with
-    ``child.adopt_events``. ``size(child)`` (bytes to parse) balances the shares. A child whose
-    load failed is left unloaded: the caller loads it in-process, in order, where its error is
-    raised with its own type and message. Warnings from workers are re-emitted here."""
+    ``child.adopt_events``. ``size(child)`` (bytes to parse) balances the shares;
+    ``release(child)`` lets a worker drop a frame once written, so it holds one at a time. A
+    child whose load failed is left unloaded: the caller loads it in-process, in order, where its
+    error is raised with its own type and message. Warnings from workers are re-emitted here."""
     todo = [c for c in children if not c.loaded("events")]
     procs = min(len(todo), max_procs or _cores())
     if procs < 2 or not hasattr(os, "fork"):
@@ -57,7 +59,7 @@ def load_events(children: list, load: Callable[[Any], Loaded],
             pid = os.fork()
             if pid == 0:  # the worker: never returns into the caller's code
                 recv.close()
-                _work([(i, todo[i], os.path.join(tmp, str(i))) for i in share], load, send)
+                _work([(i, todo[i], os.path.join(tmp, str(i))) for i in share], load, release, send)
             pids.append(pid)
             send.close()
             pipes.append(recv)
@@ -133,7 +135,8 @@ def _shares(sizes: list[int], procs: int) -> list[list[int]]:
     return [sorted(s) for s in out]
 
 
-def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded], send: Any) -> None:
+def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded],
+          release: Callable[[Any], None], send: Any) -> None:
     """In the forked worker: load each child and write its columns to its file, then send the
     headers of those that loaded and exit at once, so nothing of the parent's (atexit hooks,
     buffered output, finalizers) runs twice. A rank that failed has no header: the parent loads
@@ -148,6 +151,8 @@ def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded], send:
                 for t in chrome:
                     t.events = None  # never pickle the frame: it goes as raw columns
                 head = _write(path, ev)
+                del ev
+                release(child)
                 heads.append((i, (*head, sources, chrome,
                                   [(str(c.message), c.category) for c in caught])))
             except Exception:  # noqa: BLE001

@@ -53,12 +53,14 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
+@pytest.mark.parametrize(("ranks", "first", "parent"), [(3, {1}, [0, 2]), (4, {1, 3}, [2, 3])])
 def test_parent_and_worker_ranks_equal_a_serial_load(tmp_path: Path, fixtures: Path,
-                                                     scratch: Path):
-    root = _window(tmp_path / "w", fixtures, 3)
+                                                     scratch: Path, ranks: int, first: set[int],
+                                                     parent: list[int]):
+    root = _window(tmp_path / "w", fixtures, ranks)
     par, here = dynprof_nb.load_window(root), []
-    _load(par.children, here, {1}, scratch)
-    assert 1 not in here and here  # rank 1 came from a worker, the parent parsed the others
+    _load(par.children, here, first, scratch)
+    assert here == parent  # the parent parsed these, one worker the others (two, one by one)
     assert all(c.loaded("events") for c in par.children)
     ser = dynprof_nb.load_window(root)
     for a, b in zip(par.children, ser.children, strict=True):
