@@ -44,8 +44,8 @@ TABLE_STYLE = ("<style>table.dynprof-status td, table.dynprof-status th {padding
                " color: #c62828}</style>")
 WINDOW_KEYS = ("start_step", "stop_step")
 WINDOW_ROWS = 12  # newest windows listed
-FIELD_WIDTH = "330px"
-CELL_WIDTH = "345px"  # a field, plus room for its border
+FIELD_WIDTH = "320px"
+CELL_WIDTH = "335px"  # a field and its border: three fit JupyterLab's default notebook width
 LABEL_WIDTH = "150px"
 GRID_COLUMNS = f"repeat(auto-fill, {CELL_WIDTH})"
 ERROR_STYLE = ("display:block; white-space:nowrap; overflow:hidden; text-overflow:ellipsis;"

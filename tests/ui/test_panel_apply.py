@@ -15,7 +15,7 @@ from jobutil import wait_until
 
 import dynprof_nb
 from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.ui.panel import CONFLICT, Panel, _descendants, sections
+from dynprof_nb.ui.panel import CELL_WIDTH, CONFLICT, Panel, _descendants, sections
 
 
 @pytest.fixture(scope="module")
@@ -153,10 +153,12 @@ def test_errors_stay_under_their_field_in_a_fixed_height_line(p: Panel, job):
 
 def test_the_form_wraps_its_columns_instead_of_scrolling_sideways(p: Panel):
     """Three fixed 345 px columns were wider than JupyterLab's notebook (a scroll bar under
-    every section); the grid now holds as many columns as fit."""
+    every section); the grid now holds as many columns as fit, and three fit its default
+    width (about 1,050 px for a cell's output)."""
     grids = [w for w in _descendants(p) if isinstance(w, widgets.GridBox)]
     assert grids and {g.layout.grid_template_columns for g in grids} == {
-        "repeat(auto-fill, 345px)"}
+        f"repeat(auto-fill, {CELL_WIDTH})"}
+    assert 3 * int(CELL_WIDTH.removesuffix("px")) + 2 * 16 <= 1040
 
 
 def test_without_a_window_the_progress_line_says_so(p: Panel, job):
