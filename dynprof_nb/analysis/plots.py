@@ -637,6 +637,9 @@ def _stacked(ax: Any, st: pd.DataFrame, legend: bool) -> None:
         ax.set_xticks(x)
 
 
+LEGEND_IN = 2.3  # the step legend sits beside the bars: room for it, not taken from them
+
+
 def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "duration_us") -> Figure:
     """Step time split into computing / communication / free where known.
 
@@ -650,7 +653,8 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         return _empty("step breakdown", "no steps in this window")
     if not _multi_rank(st):
         st = st.sort_values("step")
-        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st))), 4), layout="constrained")
+        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st)) + LEGEND_IN), 4),
+                     layout="constrained")
         ax = fig.add_subplot()
         _stacked(ax, st, legend=True)
         ax.set_xlabel("step")
@@ -662,7 +666,8 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         heatmap = len(ranks) > 8 or nsteps > 30
     if not heatmap:
         fig = Figure(
-            figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps)), 1.2 + 1.7 * len(ranks)),
+            figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps) + LEGEND_IN),
+                     1.2 + 1.7 * len(ranks)),
             layout="constrained",
         )
         axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]

@@ -133,8 +133,10 @@ def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
     elif kind == "toggles":
         widget = Toggles(trait.choices, key, help_text)
     else:  # int and text: typed text, synced on every keystroke, parsed on Apply
-        hint = {"start_step": "step, or +N from now", "stop_step": "step, or +N from now"}
-        placeholder = hint.get(key) or ("comma-separated; empty = none"
+        # short enough to show whole in a 320 px field
+        hint = {"start_step": "step, or +N from now", "stop_step": "step, or +N from now",
+                "ranks": "e.g. 0,3; empty = all"}
+        placeholder = hint.get(key) or ("a,b,...; empty = none"
                                         if isinstance(trait.default_value, list) else "")
         widget = TextField(continuous_update=True, placeholder=placeholder, **common)
     widget.add_class(f"dynprof-field-{key}")
