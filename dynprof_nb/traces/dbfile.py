@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,13 +178,71 @@ class DbFile:
         )
         return self.query(sql, what or table, [c.alias for c in cols if c.kind == "str"])
 
-    def read_all(self, table: str) -> pd.DataFrame:
-        """Every column of ``table`` as stored (the analysis.db tables: plain values)."""
-        self.require(table, ())
-        return self.query(f'SELECT * FROM "{table}"', table)
+    def int_columns(self, table: str, cols: Sequence[Col]) -> dict[str, IntColumn] | None:
+        """Integer columns of ``table`` as numpy arrays, read column-wise: one aggregate query
+        whose ``group_concat`` per column numpy parses in C. At 100k rows this is 3x faster
+        than ``fetchall`` (which builds a Python tuple and int per value). A ``str`` column
+        comes back as its STRING_IDS ids (see :meth:`strings`). ``None`` when a value is not
+        an integer or NULL (text, real, blob), or the table is too large for one string: then
+        the caller reads it with :meth:`select`, which keeps such values as they are."""
+        self.require(table, [c.src for c in cols if c.required])
+        have = self.columns(table)
+        exprs = {
+            c.alias: (f"CAST(t.{c.src} AS INTEGER)" if c.kind == "ns" else f"t.{c.src}")
+            for c in cols
+            if c.src in have
+        }
+        # NOT INDEXED: every query scans the table in rowid order (a covering index would be
+        # scanned in its own order, and the NULL masks would not line up with the values)
+        src = f'"{table}" t NOT INDEXED'
+        # per column its values (group_concat skips NULLs) and its max: text and blobs sort
+        # above every number, so an integer max means none; a real fails the parse ("1.0")
+        parts = ["count(*)", *(f"group_concat({e}), max({e})" for e in exprs.values())]
+        row = self._one(f"SELECT {', '.join(parts)} FROM {src}", table)
+        if row is None:
+            return None
+        n, out, holes = row[0], {}, []
+        for i, alias in enumerate(exprs):
+            joined, top = row[1 + 2 * i : 3 + 2 * i]
+            if top is not None and type(top) is not int:
+                return None
+            values = _parse_ints(joined)
+            if values is None:
+                return None
+            if len(values) < n:
+                holes.append(alias)
+            out[alias] = IntColumn(values, None)
+        if holes:  # columns with NULLs: read again with the NULLs as 0, and where they are
+            parts = [
+                f"group_concat(ifnull({exprs[a]}, 0)), group_concat({exprs[a]} IS NULL)"
+                for a in holes
+            ]
+            row = self._one(f"SELECT {', '.join(parts)} FROM {src}", table) or ()
+            for i, alias in enumerate(holes):
+                values, mask = (_parse_ints(v) for v in row[2 * i : 2 * i + 2])
+                if values is None or mask is None or len(values) != n or len(mask) != n:
+                    return None
+                out[alias] = IntColumn(values, mask.astype(bool))
+        for c in cols:
+            if c.alias not in out:  # an optional column this file does not have: all NULL
+                out[c.alias] = IntColumn(np.zeros(n, "int64"), np.ones(n, bool))
+        return out
 
-    def resolve(self, ids: pd.Series) -> pd.Series:
-        """STRING_IDS ids to their strings (an unknown id stays as its own text)."""
+    def _one(self, sql: str, what: str) -> tuple | None:
+        """The one row of an aggregate query; None when it is too large for sqlite's strings."""
+        con = connect(self.path)
+        try:
+            return con.execute(sql).fetchone()
+        except sqlite3.DataError:  # string or blob too big: over ~50M rows in one column
+            return None
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(self.path, f"cannot read {what}: {exc}", hint=DAMAGED) from exc
+        finally:
+            con.close()
+
+    @property
+    def strings(self) -> dict[int, str]:
+        """STRING_IDS as id -> string (read once)."""
         if self._strings is None:
             con = connect(self.path)
             try:
@@ -196,12 +255,44 @@ class DbFile:
                 ) from exc
             finally:
                 con.close()
+        return self._strings
+
+    def read_all(self, table: str) -> pd.DataFrame:
+        """Every column of ``table`` as stored (the analysis.db tables: plain values)."""
+        self.require(table, ())
+        return self.query(f'SELECT * FROM "{table}"', table)
+
+    def resolve(self, ids: pd.Series) -> pd.Series:
+        """STRING_IDS ids to their strings (an unknown id stays as its own text)."""
+        strings = self.strings
         codes, uniq = pd.factorize(ids, use_na_sentinel=True)
         names = np.array(
-            [self._strings.get(u, None if u is None else str(u)) for u in uniq] + [None],
+            [strings.get(u, None if u is None else str(u)) for u in uniq] + [None],
             dtype=object,
         )
         return pd.Series(names[codes], index=ids.index, dtype=object)
+
+
+@dataclass(frozen=True)
+class IntColumn:
+    """A column read by :meth:`DbFile.int_columns`: int64 values (0 where NULL) and the NULL
+    mask (None when there is no NULL)."""
+
+    values: np.ndarray
+    mask: np.ndarray | None
+
+
+def _parse_ints(joined: str | None) -> np.ndarray | None:
+    """``group_concat`` text of integers to int64 (exact over the whole int64 range); None
+    when it holds anything else."""
+    if joined is None:  # no row, or every value NULL
+        return np.empty(0, "int64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns, and stops, at text it cannot parse
+        try:
+            return np.fromstring(joined, dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning):
+            return None
 
 
 def frame(rows: list[tuple], cols: list[str]) -> pd.DataFrame:
