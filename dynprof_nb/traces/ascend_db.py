@@ -242,8 +242,11 @@ class AscendDb:
             return schema.empty("kernels")
         comm = ascend_db_comm.comm_ops(self.db) if self.has("COMMUNICATION_OP") else None
         fast = ascend_db_kernels.kernels(self.db, comm, self.step_time())
-        if fast is not None:
-            return fast
+        return fast if fast is not None else self.kernels_generic(comm)
+
+    def kernels_generic(self, comm: pd.DataFrame | None) -> pd.DataFrame:
+        """``kernels`` read row-wise (any file; ``ascend_db_kernels`` is the fast path for the
+        files it covers, and must give the same frame)."""
         k = self._tasks()
         k = k[k["start_ns"].notna() & k["end_ns"].notna()]
         if comm is not None and len(comm):

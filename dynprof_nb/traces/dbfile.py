@@ -94,14 +94,22 @@ class DbFile:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._tables: dict[str, list[str]] | None = None
+        self._types: dict[str, dict[str, str]] = {}
         self._strings: dict[int, str] | None = None
 
     @property
     def tables(self) -> dict[str, list[str]]:
         """Table name -> its column names."""
         if self._tables is None:
-            self._tables = table_columns(self.path)
+            self._types = table_columns(self.path)
+            self._tables = {t: list(cols) for t, cols in self._types.items()}
         return self._tables
+
+    def int_affinity(self, table: str, col: str) -> bool:
+        """Whether ``col`` is declared an integer (then sqlite stores any text or real that is
+        a whole number as an integer, so only other text and reals stay non-integer)."""
+        _ = self.tables
+        return "INT" in self._types.get(table, {}).get(col, "").upper()
 
     def has(self, *tables: str) -> bool:
         return all(t in self.tables for t in tables)
@@ -195,21 +203,25 @@ class DbFile:
         # NOT INDEXED: every query scans the table in rowid order (a covering index would be
         # scanned in its own order, and the NULL masks would not line up with the values)
         src = f'"{table}" t NOT INDEXED'
-        # per column its values (group_concat skips NULLs) and its max: text and blobs sort
-        # above every number, so an integer max means none; a real fails the parse ("1.0")
-        parts = ["count(*)", *(f"group_concat({e}), max({e})" for e in exprs.values())]
+        # per column its values (group_concat skips NULLs) and how many there are (so a text
+        # "1,2" cannot pass for two); a column not declared an integer also its max: text and
+        # blobs sort above every number, so an integer max means there is none
+        checked = [c.alias for c in cols if c.alias in exprs and not self._plain_int(table, c)]
+        parts = ["count(*)", *(f"group_concat({e}), count({e})" for e in exprs.values())]
+        parts += [f"max({exprs[a]})" for a in checked]
         row = self._one(f"SELECT {', '.join(parts)} FROM {src}", table)
         if row is None:
             return None
         n, out, holes = row[0], {}, []
+        tops = row[1 + 2 * len(exprs) :]
+        if any(top is not None and type(top) is not int for top in tops):
+            return None
         for i, alias in enumerate(exprs):
-            joined, top = row[1 + 2 * i : 3 + 2 * i]
-            if top is not None and type(top) is not int:
-                return None
+            joined, count = row[1 + 2 * i], row[2 + 2 * i]
             values = _parse_ints(joined)
-            if values is None:
+            if values is None or len(values) != count:
                 return None
-            if len(values) < n:
+            if count < n:
                 holes.append(alias)
             out[alias] = IntColumn(values, None)
         if holes:  # columns with NULLs: read again with the NULLs as 0, and where they are
@@ -227,6 +239,11 @@ class DbFile:
             if c.alias not in out:  # an optional column this file does not have: all NULL
                 out[c.alias] = IntColumn(np.zeros(n, "int64"), np.ones(n, bool))
         return out
+
+    def _plain_int(self, table: str, col: Col) -> bool:
+        """Whether every non-NULL value of ``col`` prints as an integer or as something
+        ``_parse_ints`` refuses: a CAST, or a column declared an integer."""
+        return col.kind == "ns" or self.int_affinity(table, col.src)
 
     def _one(self, sql: str, what: str) -> tuple | None:
         """The one row of an aggregate query; None when it is too large for sqlite's strings."""
@@ -284,15 +301,22 @@ class IntColumn:
 
 def _parse_ints(joined: str | None) -> np.ndarray | None:
     """``group_concat`` text of integers to int64 (exact over the whole int64 range); None
-    when it holds anything else."""
+    when it holds anything else: a real ("1.5"), text, or a sign alone (which numpy reads as
+    0). The one thing it cannot tell from an integer is a BLOB of ASCII digits."""
     if joined is None:  # no row, or every value NULL
         return np.empty(0, "int64")
+    raw = joined.encode()
+    if raw.translate(None, b"0123456789,-"):
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy warns, and stops, at text it cannot parse
         try:
-            return np.fromstring(joined, dtype=np.int64, sep=",")
+            values = np.fromstring(joined, dtype=np.int64, sep=",")
         except (ValueError, DeprecationWarning):
             return None
+    if len(values) != raw.count(b",") + 1 or np.count_nonzero(values < 0) != raw.count(b"-"):
+        return None
+    return values
 
 
 def frame(rows: list[tuple], cols: list[str]) -> pd.DataFrame:
@@ -314,12 +338,13 @@ def frame(rows: list[tuple], cols: list[str]) -> pd.DataFrame:
     return pd.DataFrame(data, copy=False)
 
 
-def table_columns(path: Path) -> dict[str, list[str]]:
-    """Every table of the file and its columns (validates the file as a side effect)."""
+def table_columns(path: Path) -> dict[str, dict[str, str]]:
+    """Every table of the file and its columns with their declared types (validates the file
+    as a side effect)."""
     con = connect(path)
     try:
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+        return {n: {r[1]: r[2] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(
             path,
