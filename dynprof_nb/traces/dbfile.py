@@ -11,6 +11,7 @@ table and column).
 from __future__ import annotations
 
 import sqlite3
+import threading
 import urllib.parse
 import warnings
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ import pandas as pd
 from dynprof_nb.traces.errors import TraceFormatError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+_PARSE = threading.Lock()
 DAMAGED = "the database is truncated, damaged or of an unknown schema version; re-export it"
 
 
@@ -308,7 +310,7 @@ def _parse_ints(joined: str | None) -> np.ndarray | None:
     raw = joined.encode()
     if raw.translate(None, b"0123456789,-"):
         return None
-    with warnings.catch_warnings():
+    with _PARSE, warnings.catch_warnings():  # the lock: ranks are read in threads
         warnings.simplefilter("error")  # numpy warns, and stops, at text it cannot parse
         try:
             values = np.fromstring(joined, dtype=np.int64, sep=",")
