@@ -220,8 +220,8 @@ class DbFile:
             return None
         for i, alias in enumerate(exprs):
             joined, count = row[1 + 2 * i], row[2 + 2 * i]
-            values = _parse_ints(joined)
-            if values is None or len(values) != count:
+            values = _parse_ints(joined, count)
+            if values is None:
                 return None
             if count < n:
                 holes.append(alias)
@@ -233,8 +233,8 @@ class DbFile:
             ]
             row = self._one(f"SELECT {', '.join(parts)} FROM {src}", table) or ()
             for i, alias in enumerate(holes):
-                values, mask = (_parse_ints(v) for v in row[2 * i : 2 * i + 2])
-                if values is None or mask is None or len(values) != n or len(mask) != n:
+                values, mask = (_parse_ints(v, n) for v in row[2 * i : 2 * i + 2])
+                if values is None or mask is None:
                     return None
                 out[alias] = IntColumn(values, mask.astype(bool))
         for c in cols:
@@ -301,12 +301,13 @@ class IntColumn:
     mask: np.ndarray | None
 
 
-def _parse_ints(joined: str | None) -> np.ndarray | None:
-    """``group_concat`` text of integers to int64 (exact over the whole int64 range); None
-    when it holds anything else: a real ("1.5"), text, or a sign alone (which numpy reads as
-    0). The one thing it cannot tell from an integer is a BLOB of ASCII digits."""
+def _parse_ints(joined: str | None, n: int) -> np.ndarray | None:
+    """``group_concat`` text of ``n`` integers to int64 (exact over the whole int64 range); None
+    when it holds anything else: a real ("1.5"), text, a sign alone (which numpy reads as 0),
+    or another count of values. The one thing it cannot tell from an integer is a BLOB of
+    ASCII digits."""
     if joined is None:  # no row, or every value NULL
-        return np.empty(0, "int64")
+        return np.empty(0, "int64") if n == 0 else None
     raw = joined.encode()
     if raw.translate(None, b"0123456789,-"):
         return None
@@ -316,7 +317,7 @@ def _parse_ints(joined: str | None) -> np.ndarray | None:
             values = np.fromstring(joined, dtype=np.int64, sep=",")
         except (ValueError, DeprecationWarning):
             return None
-    if len(values) != raw.count(b",") + 1 or np.count_nonzero(values < 0) != raw.count(b"-"):
+    if len(values) != n or np.count_nonzero(values < 0) != raw.count(b"-"):
         return None
     return values
 

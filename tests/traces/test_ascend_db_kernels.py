@@ -158,9 +158,11 @@ def test_a_damaged_rank_read_in_a_thread_raises_naming_its_file(tmp_path: Path):
 
 def test_joined_integers_parse_exactly_or_not_at_all():
     lo, hi = -(2**63), 2**63 - 1
-    got = _parse_ints(f"{hi},{lo},1736407067950342548,-5,0,4294967295")
+    got = _parse_ints(f"{hi},{lo},1736407067950342548,-5,0,4294967295", 6)
     assert got.dtype == np.int64
     assert got.tolist() == [hi, lo, 1736407067950342548, -5, 0, 4294967295]
-    assert _parse_ints(None).tolist() == []
-    for text in ("1.5,2", "1,,2", "-,1", "1, 2", "+5", "1,abc", "0x10", "1-2", "1,2,"):
-        assert _parse_ints(text) is None, text
+    assert _parse_ints(None, 0).tolist() == []
+    assert _parse_ints(None, 1) is None and _parse_ints("1,2", 3) is None
+    for text in ("1.5,2", "1,,2", "-,1", "1, 2", "+5,1", "1,abc", "0x10,1", "1-2,1"):
+        assert _parse_ints(text, 2) is None, text
+    assert _parse_ints("1,2,", 3) is None  # a last value of '' (text)
