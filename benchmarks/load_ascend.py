@@ -10,7 +10,9 @@ interleaved and best of --repeat:
   - floor: a typed ``msgspec`` decode of the same bytes (the fields of the events frame)
 and checks that every complete event's ts_ns equals the exact value of its text. Then windows of
 2 and 4 such ranks (``rankN_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json``, hard links to the
-same file): ``load_window(root).events`` against one rank's ``load_trace`` in the same run.
+same file): ``load_window(root).events`` against one rank's ``load_trace`` in the same run, and
+against N separate one-rank processes started together (the floor: what N ranks cost on the
+cores this shared machine has free), after a line calibrating how many cores are free.
 
 Usage: .venv/bin/python benchmarks/load_ascend.py [--repeat 3] [--mb 85] [--ranks 2 4]
 """
@@ -80,6 +82,15 @@ t0, c0 = time.perf_counter(), time.process_time()
 with open(sys.argv[1], "rb") as fh:
     events = msgspec.json.decode(fh.read(), type=list[Event])
 done(t0, c0, rows=len(events))
+"""
+
+GANG = PRELUDE + r"""
+from dynprof_nb import load_trace
+print("ready", flush=True)
+sys.stdin.readline()  # every member starts its parse together
+t0, c0 = time.perf_counter(), time.process_time()
+ev = load_trace(sys.argv[1]).events
+done(t0, c0, rows=len(ev))
 """
 
 WINDOW = PRELUDE + r"""
@@ -153,6 +164,29 @@ def run(code: str, *args: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def gang(path: Path, n: int) -> dict:
+    """n separate processes loading one rank each, started together: what n ranks on this
+    machine's free cores cost with no window around them (the floor for a window of n)."""
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    procs = [subprocess.Popen([sys.executable, "-c", GANG, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=HERE.parent, env=env)
+             for _ in range(n)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outs = [json.loads(p.communicate(timeout=1200)[0].strip().splitlines()[-1])
+                for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return {"seconds": max(o["seconds"] for o in outs), "cpu": sum(o["cpu"] for o in outs),
+            "peak_mb": max(o["peak_mb"] for o in outs)}
+
+
 def best(runs: list[dict]) -> dict:
     return min(runs, key=lambda r: r["seconds"])
 
@@ -192,24 +226,44 @@ def main() -> None:
           f"ours / floor: {o['seconds'] / f['seconds']:.2f}x (target <= 3x); "
           f"cpu ours / floor {o['cpu'] / f['cpu']:.2f}x; "
           f"peak RSS / file {peak / size_mb:.2f} (target <= 3)")
-    cal = run(CALIBRATE)["seconds"]
-    print(f"two processes of 0.5 s CPU each take {cal:.2f} s here (about 0.5 s when two cores "
-          "are free): the windows below run on what other processes leave")
+    cal = min(run(CALIBRATE)["seconds"] for _ in range(max(1, args.repeat)))
+    load = os.getloadavg()
+    print(f"free cores: two processes of 0.5 s CPU each take {cal:.2f} s here (0.5 s when two "
+          f"cores are free): about {min(2.0, 1.0 / cal):.1f} of 2 free; load average "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {_cores()} cores")
+    ratios = []
     for ranks in args.ranks:
         root = window(path, ranks)
-        win, one = [], []
-        for _ in range(args.repeat):
+        win, one, sep = [], [], []
+        for _ in range(args.repeat):  # interleaved, best of each
             win.append(run(WINDOW, str(root)))
             one.append(run(OURS, str(path)))
-        w, s = best(win), best(one)
-        per_core = ranks / max(1, os.cpu_count() or 1)
+            sep.append(gang(path, ranks))
+        w, s, g = best(win), best(one), best(sep)
+        per_core = ranks / _cores()
+        ratios.append(f"{ranks} ranks {w['seconds'] / s['seconds']:.2f}x")
         print(f"window of {ranks} ranks ({root}, {w['rows']} rows, {w['ranks']} ranks): "
               f"load_window().events {w['seconds']:.2f} s vs one rank {s['seconds']:.2f} s "
-              f"= {w['seconds'] / s['seconds']:.2f}x one rank ({per_core:.1f} ranks per core); "
-              f"parent peak RSS {max(r['peak_mb'] for r in win):.0f} MiB, "
+              f"= {w['seconds'] / s['seconds']:.2f}x one rank ({per_core:.1f} ranks per core; "
+              f"runs: " + ", ".join(f"{r['seconds']:.2f}" for r in win) + "); "
+              f"{ranks} separate one-rank processes at once {g['seconds']:.2f} s "
+              f"= {g['seconds'] / s['seconds']:.2f}x one rank, window / them "
+              f"{w['seconds'] / g['seconds']:.2f}x; "
+              f"parent peak RSS {max(r['peak_mb'] for r in win):.0f} MiB "
+              f"= {max(r['peak_mb'] for r in win) / size_mb:.2f}x one file, "
               f"workers' {max(r['children_peak_mb'] for r in win):.0f} MiB each at most; cpu: "
               f"parent {w['cpu']:.2f} s, workers {w['children_cpu']:.2f} s in all, one rank "
               f"alone {s['cpu']:.2f} s")
+    if ratios:
+        print("window / one rank (best runs): " + ", ".join(ratios)
+              + f"; load average now {os.getloadavg()[0]:.2f}")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 if __name__ == "__main__":

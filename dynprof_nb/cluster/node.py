@@ -9,6 +9,7 @@ node are one. Of those workers exactly one agent acts (``ElectionLock``): the ke
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -40,7 +41,10 @@ def node_name(worker_name: object = None) -> str:
 
 
 class ElectionLock:
-    """One agent per node: a non-blocking ``flock`` on a file in the node's ``/dev/shm``."""
+    """One agent per node: a non-blocking ``flock`` on a file in the node's ``/dev/shm``. The
+    holder removes the file when it lets go, so a node keeps nothing once its agents stop; a
+    standby that then wins the lock on the removed file sees it is no longer the named one and
+    tries again on a fresh file (the usual lock-then-check-the-name dance)."""
 
     def __init__(self, directory: str = SHM_DIR) -> None:
         self.path = os.path.join(directory, f"dynprof_nb-agent.{os.getuid()}.lock")
@@ -51,16 +55,32 @@ class ElectionLock:
         """True when this agent is (now) the node's one acting agent."""
         if self.held:
             return True
+        for _ in range(3):  # the holder may remove the file between our open and our flock
+            try:
+                if self._fd < 0:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+            if self._names_our_file():
+                self.held = True
+                return True
+            os.close(self._fd)  # we locked a removed file: open the current one
+            self._fd = -1
+        return False
+
+    def _names_our_file(self) -> bool:
         try:
-            if self._fd < 0:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            named = os.stat(self.path)
+        except FileNotFoundError:
             return False
-        self.held = True
-        return True
+        mine = os.fstat(self._fd)
+        return (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
 
     def release(self) -> None:
         if self._fd >= 0:
+            if self.held:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)  # still ours: nobody else can hold it
             os.close(self._fd)  # closing the descriptor drops the lock
         self._fd, self.held = -1, False

@@ -1,68 +1,173 @@
-"""Load several ranks' events in parallel processes, frames coming back through shared memory.
+"""Load several ranks' events in parallel processes, frames coming back through tmpfs files.
 
-The JSON decode holds the GIL, so ranks parse in forked worker processes. Pickling a 300k-row
-events frame back through the pool's pipe costs about a quarter of its parse (four copies of
-every column plus pickling each category string); instead each worker writes the frame's
-column buffers (categorical codes, int64 times, the step mask) into one POSIX shared-memory
-block and sends only their layout and the small category tables. The parent copies the columns
-out once and unlinks the block.
+The JSON decode holds the GIL, so ranks parse in forked processes, and the parent parses its own
+share meanwhile rather than wait on an idle core: a 2-rank window on 2 cores forks one worker.
+Ranks are shared out by file size, largest first onto the least loaded process.
+
+Pickling a 300k-row events frame back costs about a quarter of its parse, so a worker writes the
+frame's column buffers (categorical codes, int64 times, the step mask) raw to a file in a private
+directory under /dev/shm (tmpfs: memory, not disk), and sends the parent, over a pipe only the
+two share, just the layout, the small category tables, the rank's sources, traces and warnings
+(as the process pool this replaces did), once its whole share is written, so it never waits on a
+parent still parsing. The parent reads each column once into its own array and deletes the file.
+
+Plain ``os.fork``, a pipe and files, no process pool or ``SharedMemory``: the pool costs its
+start-up, its queue threads and a pickled job per rank, and in Python 3.11 every
+``SharedMemory`` starts a resource-tracker interpreter in each process that creates or opens one
+(three Python start-ups for a 2-rank window).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import tempfile
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
-from multiprocessing.shared_memory import SharedMemory
+from multiprocessing import Pipe
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-_ALIGN = 64
+Loaded = tuple[pd.DataFrame, dict, list]
 
 
-def load_events(children: list, worker: Callable[[Any], tuple[pd.DataFrame, dict, list]],
-                job: Callable[[Any], Any], max_workers: int | None = None) -> None:
-    """Load the events of every child window that has none yet, one child per worker process
-    (handed over with ``child.adopt_events``). ``job(child)`` is the picklable description a
-    worker gets; ``worker(job)`` returns (events, sources, chrome traces) in the worker. A
-    child whose worker failed is left unloaded: the caller loads it in-process, where its error
-    is raised with its own type and message."""
+def load_events(children: list, load: Callable[[Any], Loaded],
+                size: Callable[[Any], int] = lambda c: 1, max_procs: int | None = None,
+                release: Callable[[Any], None] = lambda c: None) -> None:
+    """Load the events of every child window that has none yet, spread over this process and
+    forked workers. ``load(child)`` loads the child's events in the calling process and returns
+    (events, sources, chrome traces); a worker's result is handed to the parent's child with
+    ``child.adopt_events``. ``size(child)`` (bytes to parse) balances the shares;
+    ``release(child)`` lets a worker drop a frame once written, so it holds one at a time. A
+    child whose load failed is left unloaded: the caller loads it in-process, in order, where its
+    error is raised with its own type and message. Warnings from workers are re-emitted here."""
     todo = [c for c in children if not c.loaded("events")]
-    workers = min(len(todo), max_workers or os.cpu_count() or 1)
-    if len(todo) < 2 or workers < 2:
+    procs = min(len(todo), max_procs or _cores())
+    if procs < 2 or not hasattr(os, "fork"):
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-        futs = [pool.submit(_run, worker, job(c)) for c in todo]
-        for c, fut in zip(todo, futs, strict=True):
+    shares = _shares([size(c) for c in todo], procs)
+    need = sum(size(todo[i]) for s in shares[1:] for i in s) // 4  # a frame: ~1/10 of its JSON
+    tmp = tempfile.mkdtemp(prefix="dynprof_nb-", dir=_scratch(need))  # 0700: only we read it
+    pids: list[int] = []
+    pipes = []
+    try:
+        for share in shares[1:]:
+            recv, send = Pipe(duplex=False)
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns into the caller's code
+                recv.close()
+                _work([(i, todo[i], os.path.join(tmp, str(i))) for i in share], load, release, send)
+            pids.append(pid)
+            send.close()
+            pipes.append(recv)
+        for i in shares[0]:
             try:
-                packed, sources, chrome, caught = fut.result()
-            except Exception:  # noqa: BLE001  the child loads in this process and raises here
-                continue
-            ev = unpack_frame(packed)
-            for t in chrome:  # the frame travelled once; a one-trace window shares it again
-                t.events = ev if len(chrome) == 1 else None
-            c.adopt_events(ev, sources, chrome)
-            for msg, cat in caught:
-                warnings.warn(cat(msg), stacklevel=4)
+                load(todo[i])
+            except Exception:  # noqa: BLE001  the caller loads it again, in order, and raises
+                break
+        for recv in pipes:
+            try:
+                heads = recv.recv()
+            except (EOFError, OSError):  # the worker died: the caller loads its share
+                heads = []
+            for i, head in heads:
+                try:
+                    ev = _read(os.path.join(tmp, str(i)), *head[:3])
+                except (OSError, EOFError, ValueError):  # as if this rank had failed
+                    continue
+                sources, chrome, caught = head[3:]
+                for t in chrome:  # the frame travelled once; a one-trace window shares it again
+                    t.events = ev if len(chrome) == 1 else None
+                todo[i].adopt_events(ev, sources, chrome)
+                for msg, cat in caught:
+                    warnings.warn(cat(msg), stacklevel=4)
+        while pids:
+            try:
+                os.waitpid(pids[0], 0)
+            except ChildProcessError:  # reaped already (a SIGCHLD handler of the application)
+                pass
+            pids.pop(0)
+    finally:
+        for recv in pipes:
+            recv.close()
+        for pid in pids:  # interrupted: stop the workers we started
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(worker: Callable, job: Any) -> tuple:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ev, sources, chrome = worker(job)
-    for t in chrome:
-        t.events = None  # never pickle the frame: it goes through shared memory
-    return pack_frame(ev), sources, chrome, [(str(c.message), c.category) for c in caught]
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
 
 
-# ---- frames through shared memory ---------------------------------------------------------------
+def _scratch(need: int = 0) -> str | None:
+    """/dev/shm where there is one with ``need`` bytes free (tmpfs: the frames never touch a
+    disk; a container's is often only 64 MB), else the temp dir."""
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return None
+    room = st.f_bavail * st.f_frsize >= need
+    return shm if room and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def _shares(sizes: list[int], procs: int) -> list[list[int]]:
+    """Indexes of ``sizes`` split into ``procs`` lists of about equal sum, largest first onto the
+    least loaded; on a tie a worker (lists 1..) gets it, as the parent (list 0) also collects.
+    Each list is in index order, so the parent meets a failing rank in the caller's order."""
+    loads = [0] * procs
+    out: list[list[int]] = [[] for _ in range(procs)]
+    order = list(range(1, procs)) + [0]
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        p = min(order, key=lambda p: loads[p])
+        loads[p] += max(sizes[i], 1)
+        out[p].append(i)
+    return [sorted(s) for s in out]
+
+
+def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded],
+          release: Callable[[Any], None], send: Any) -> None:
+    """In the forked worker: load each child and write its columns to its file, then send the
+    headers of those that loaded and exit at once, so nothing of the parent's (atexit hooks,
+    buffered output, finalizers) runs twice. A rank that failed has no header: the parent loads
+    it in-process and raises its error there."""
+    code, heads = 0, []
+    try:
+        for i, child, path in jobs:
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    ev, sources, chrome = load(child)
+                for t in chrome:
+                    t.events = None  # never pickle the frame: it goes as raw columns
+                head = _write(path, ev)
+                del ev
+                release(child)
+                heads.append((i, (*head, sources, chrome,
+                                  [(str(c.message), c.category) for c in caught])))
+            except Exception:  # noqa: BLE001
+                code = 1
+        send.send(heads)
+    except BaseException:  # noqa: BLE001  interrupted, or the parent has gone
+        code = 2
+    finally:
+        os._exit(code)
+
+
+# ---- frames through files -----------------------------------------------------------------------
 
 def _buffers(frame: pd.DataFrame) -> tuple[list[tuple], list[np.ndarray]]:
-    """Per column: (name, kind, extra) specs and the numpy buffers to place in shared memory."""
+    """Per column: (name, kind, extra) specs and the numpy buffers to write raw."""
     specs, arrays = [], []
     for name in frame.columns:
         col = frame[name]
@@ -82,40 +187,40 @@ def _buffers(frame: pd.DataFrame) -> tuple[list[tuple], list[np.ndarray]]:
     return specs, arrays
 
 
-def pack_frame(frame: pd.DataFrame) -> tuple:
-    """Write ``frame``'s column buffers into a new shared-memory block; returns its description."""
+def _write(path: str, frame: pd.DataFrame) -> tuple[list, list, int]:
+    """Write ``frame``'s column buffers to ``path``; returns what :func:`_read` needs besides."""
     specs, arrays = _buffers(frame)
-    layout, offset = [], 0
-    for a in arrays:
-        layout.append((offset, a.dtype.str, a.shape[0]))
-        offset += -(-a.nbytes // _ALIGN) * _ALIGN
-    shm = SharedMemory(create=True, size=max(offset, 1))
-    try:
-        for (off, _, _), a in zip(layout, arrays, strict=True):
-            np.frombuffer(shm.buf, dtype=a.dtype, count=len(a), offset=off)[:] = a
-        name = shm.name
-    finally:
-        shm.close()
-    _forget(name)  # the parent unlinks it: this worker's exit must not
-    return name, specs, layout, len(frame)
+    with open(path, "xb") as fh:
+        for a in arrays:
+            fh.write(memoryview(a).cast("B"))
+    return specs, [(a.dtype.str, len(a)) for a in arrays], len(frame)
 
 
-def unpack_frame(packed: tuple) -> pd.DataFrame:
-    """The frame :func:`pack_frame` wrote; the block is unlinked once its columns are copied."""
-    name, specs, layout, nrows = packed
-    shm = SharedMemory(name=name)
-    try:
-        arrays = [np.frombuffer(shm.buf, dtype=np.dtype(d), count=n, offset=off).copy()
-                  for off, d, n in layout]
-    finally:
-        shm.close()
-        shm.unlink()
+def _read(path: str, specs: list, layout: list, nrows: int) -> pd.DataFrame:
+    """The frame :func:`_write` wrote to ``path`` (deleted as it is opened)."""
+    with open(path, "rb", buffering=0) as fh:
+        os.unlink(path)
+        arrays = []
+        for d, count in layout:
+            a = np.empty(count, dtype=np.dtype(d))
+            view, got = memoryview(a).cast("B"), 0
+            while got < len(view):
+                k = fh.readinto(view[got:])
+                if not k:
+                    raise EOFError(f"{path}: short column data")
+                got += k
+            arrays.append(a)
+    return _frame(specs, arrays, nrows)
+
+
+def _frame(specs: list[tuple], arrays: list[np.ndarray], nrows: int) -> pd.DataFrame:
     cols: dict[str, Any] = {}
     it = iter(arrays)
     for col, kind, extra in specs:
         if kind == "cat":
             cats, ordered = extra
-            cols[col] = pd.Categorical.from_codes(next(it), categories=cats, ordered=ordered)
+            dtype = pd.CategoricalDtype(cats, ordered=ordered)
+            cols[col] = pd.Categorical.from_codes(next(it), dtype=dtype, validate=False)
         elif kind == "Int64":
             values, mask = next(it), next(it)
             cols[col] = pd.arrays.IntegerArray(values, mask)
@@ -123,14 +228,4 @@ def unpack_frame(packed: tuple) -> pd.DataFrame:
             cols[col] = next(it)
         else:
             cols[col] = extra
-    return pd.DataFrame(cols, index=pd.RangeIndex(nrows))
-
-
-def _forget(name: str) -> None:
-    """Stop this process's resource tracker from unlinking a block the parent now owns."""
-    try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.unregister("/" + name.lstrip("/"), "shared_memory")
-    except (ImportError, KeyError, ValueError):
-        pass
+    return pd.DataFrame(cols, index=pd.RangeIndex(nrows), copy=False)

@@ -3,6 +3,7 @@ source, and an absent source still gives an empty frame with the right columns."
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 EVENTS = {"name": "category", "cat": "category", "ph": "category", "pid": "int64",
@@ -53,6 +54,12 @@ def conform(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
     return out[list(schema) + extra]
 
 
+def constant_int(value: int | None, n: int) -> pd.arrays.IntegerArray:
+    """An Int64 column of ``n`` copies of ``value`` (NA for None), without a list of n objects."""
+    return pd.arrays.IntegerArray(np.full(n, 0 if value is None else value, dtype="int64"),
+                                  np.full(n, value is None))
+
+
 def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Concatenate keeping categoricals categorical (pandas falls back to object otherwise)."""
     frames = [f for f in frames if f is not None]
@@ -63,12 +70,16 @@ def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
     cat_cols = [c for c in frames[0].columns
                 if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype)
                        for f in frames)]
-    if cat_cols:
-        frames = [f.copy() for f in frames]
-        for c in cat_cols:
-            cats = pd.Index([])
-            for f in frames:
-                cats = cats.union(f[c].cat.categories.astype(object), sort=False)
-            for f in frames:
-                f[c] = f[c].cat.set_categories(cats)
+    recoded: list[dict[str, pd.Categorical]] = [{} for _ in frames]
+    for c in cat_cols:
+        first = frames[0][c].dtype
+        if all(f[c].dtype == first and f[c].cat.categories.equals(first.categories)
+               for f in frames[1:]):
+            continue  # the same categories in the same order: the codes concatenate as they are
+        cats = pd.Index([])
+        for f in frames:
+            cats = cats.union(f[c].cat.categories.astype(object), sort=False)
+        for f, new in zip(frames, recoded, strict=True):
+            new[c] = f[c].cat.set_categories(cats)
+    frames = [f.assign(**new) if new else f for f, new in zip(frames, recoded, strict=True)]
     return pd.concat(frames, ignore_index=True)

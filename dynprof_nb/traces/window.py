@@ -117,7 +117,7 @@ class TraceWindow:
             try:
                 frame = schema.conform(getattr(self, f"_load_{kind}")(), kind)
                 if self.device is not None and "device" not in frame.columns:
-                    frame["device"] = pd.array([self.device] * len(frame), dtype="Int64")
+                    frame["device"] = schema.constant_int(self.device, len(frame))
                 self._cache[kind] = frame
             except (TraceFormatError, FileNotFoundError, MemoryError):
                 raise

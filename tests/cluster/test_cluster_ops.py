@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from jobutil import running_ranks, unique_job, wait_until
 
@@ -55,9 +58,30 @@ def test_apply_validates_as_a_job_does_and_maps_the_cluster_seq(tmp_path):
 def test_one_acting_agent_per_shm(tmp_path):
     first, second = ElectionLock(str(tmp_path)), ElectionLock(str(tmp_path))
     assert first.try_acquire() and not second.try_acquire()
-    first.release()  # the holder died: the standby takes over
+    first.release()  # the holder stopped: the standby takes over, on a fresh file
     assert second.try_acquire()
+    third = ElectionLock(str(tmp_path))
+    assert not third.try_acquire()  # still one acting agent after the hand-over
     second.release()
+    third.release()
+    assert list(tmp_path.iterdir()) == []  # a node keeps nothing once its agents stop
+
+
+def test_a_killed_agent_hands_over_and_its_lock_file_is_reused(tmp_path):
+    held = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from dynprof_nb.cluster.node import ElectionLock; "
+        f"assert ElectionLock({str(tmp_path)!r}).try_acquire(); print('held', flush=True); "
+        "time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert held.stdout.readline().strip() == "held"
+        standby = ElectionLock(str(tmp_path))
+        assert not standby.try_acquire()
+    finally:
+        held.kill()  # SIGKILL: no release, the file stays and the kernel drops the lock
+        held.wait()
+    assert standby.try_acquire()
+    standby.release()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_node_names(monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 from decimal import ROUND_HALF_UP, Decimal
@@ -238,15 +239,17 @@ def test_parallel_ranks_equal_serial(tmp_path: Path, fixtures: Path,
     assert not par.children[1]._chrome[0].counters.empty
 
 
-def test_frame_round_trips_through_shared_memory():
+def test_frame_round_trips_through_a_file(tmp_path: Path):
     frame = pd.DataFrame({
         "name": pd.Categorical(["a", "b", None, "a"]), "ts_ns": np.array([1, 2, 3, 2**62]),
         "step": pd.array([1, None, 3, None], dtype="Int64"), "x": [1.5, np.nan, 0.0, -1.0],
         "label": ["u", None, "w", "v"], "flag": [True, False, True, True]})
-    back = parallel.unpack_frame(parallel.pack_frame(frame))
+    path = str(tmp_path / "f")
+    back = parallel._read(path, *parallel._write(path, frame))
     pd.testing.assert_frame_equal(back, frame)
+    assert not os.path.exists(path)  # read once, deleted as it is read
     empty = frame.iloc[:0].reset_index(drop=True)
-    pd.testing.assert_frame_equal(parallel.unpack_frame(parallel.pack_frame(empty)), empty)
+    pd.testing.assert_frame_equal(parallel._read(path, *parallel._write(path, empty)), empty)
 
 
 def test_worker_error_is_raised_as_itself(tmp_path: Path, fixtures: Path):

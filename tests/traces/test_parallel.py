@@ -1,0 +1,121 @@
+"""Ranks loaded in parallel: the parent parses its share in-process while forked workers parse
+the rest; either way a rank's frame equals a serial load, a failing rank raises its own error,
+warnings from workers reach the caller, and no file is left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import dynprof_nb
+from dynprof_nb.traces import multirank, parallel
+from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning
+
+
+def _window(root: Path, fixtures: Path, ranks: int) -> Path:
+    src = sorted((fixtures / "ascend_real" / "text_level0").glob("rank*_ascend_pt"))
+    for r in range(ranks):
+        d = root / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+        d.mkdir(parents=True)
+        shutil.copy(src[r % len(src)] / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", d)
+    return root
+
+
+def _trace(root: Path, rank: int) -> Path:
+    return root / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+
+
+def _load(children: list, here: list, first: set[int], scratch: Path) -> None:
+    """parallel.load_events over ``children`` on two processes (whatever this machine has),
+    steering the ranks in ``first`` to the worker (the largest go to a worker first); ``here``
+    collects the ranks loaded in this process."""
+    pid = os.getpid()
+
+    def load(c):
+        if os.getpid() == pid:
+            here.append(c.rank)
+        return multirank._events_load(c)
+
+    parallel.load_events(children, load, lambda c: 100 if c.rank in first else 1, max_procs=2)
+    assert list(scratch.iterdir()) == []  # every frame file and the private directory are gone
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "scratch"
+    d.mkdir()
+    monkeypatch.setattr(parallel, "_scratch", lambda need: str(d))
+    return d
+
+
+@pytest.mark.parametrize(("ranks", "first", "parent"), [(3, {1}, [0, 2]), (4, {1, 3}, [2, 3])])
+def test_parent_and_worker_ranks_equal_a_serial_load(tmp_path: Path, fixtures: Path,
+                                                     scratch: Path, ranks: int, first: set[int],
+                                                     parent: list[int]):
+    root = _window(tmp_path / "w", fixtures, ranks)
+    par, here = dynprof_nb.load_window(root), []
+    _load(par.children, here, first, scratch)
+    assert here == parent  # the parent parsed these, one worker the others (two, one by one)
+    assert all(c.loaded("events") for c in par.children)
+    ser = dynprof_nb.load_window(root)
+    for a, b in zip(par.children, ser.children, strict=True):
+        pd.testing.assert_frame_equal(a._frame("events"), b._frame("events"))
+        assert a.sources["events"] == b.sources["events"]
+        assert a._chrome[0].meta == b._chrome[0].meta and a._chrome[0].meta
+    assert not par.children[1]._chrome[0].counters.empty  # the side tables came back too
+    pd.testing.assert_frame_equal(par.events, ser.events)
+
+
+@pytest.mark.parametrize("where", ["worker", "parent"])
+def test_a_failing_rank_raises_its_own_error(tmp_path: Path, fixtures: Path, scratch: Path,
+                                             where: str):
+    root = _window(tmp_path / "w", fixtures, 3)
+    _trace(root, 1).write_bytes(b"\x00\x01 not json")
+    w, here = dynprof_nb.load_window(root), []
+    _load(w.children, here, {1} if where == "worker" else {0}, scratch)
+    assert here == ([0, 2] if where == "worker" else [1])  # the parent stops at its failure
+    assert not w.children[1].loaded("events")  # left for the caller, which raises in order
+    assert w.children[0].loaded("events")
+    with pytest.raises(TraceFormatError, match="binary"):
+        w.events  # noqa: B018
+
+
+def test_a_workers_warnings_reach_the_caller(tmp_path: Path, fixtures: Path, scratch: Path):
+    root = _window(tmp_path / "w", fixtures, 2)
+    cut = _trace(root, 1)
+    data = cut.read_bytes()
+    cut.write_bytes(data[: len(data) * 2 // 3])  # truncated mid-array: repaired, with a warning
+    w, here = dynprof_nb.load_window(root), []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _load(w.children, here, {1}, scratch)
+    assert here == [0]
+    assert any(issubclass(c.category, TraceRepairWarning) and str(cut) in str(c.message)
+               for c in caught)
+    assert w.children[1].loaded("events") and len(w.children[1]._frame("events")) > 0
+
+
+def test_a_worker_that_dies_leaves_its_ranks_to_the_caller(tmp_path: Path, fixtures: Path,
+                                                           scratch: Path):
+    root = _window(tmp_path / "w", fixtures, 2)
+    w, pid = dynprof_nb.load_window(root), os.getpid()
+
+    def load(c):
+        if os.getpid() != pid:
+            os._exit(3)  # the worker is killed mid-parse (out of memory, say)
+        return multirank._events_load(c)
+
+    parallel.load_events(w.children, load, lambda c: 100 if c.rank == 1 else 1, max_procs=2)
+    assert list(scratch.iterdir()) == []
+    assert w.children[0].loaded("events") and not w.children[1].loaded("events")
+    pd.testing.assert_frame_equal(w.events, dynprof_nb.load_window(root).events)
+
+
+def test_scratch_is_tmpfs_only_where_the_frames_fit():
+    assert parallel._scratch(0) in ("/dev/shm", None)
+    assert parallel._scratch(1 << 62) is None  # no tmpfs that large: the temp dir instead
