@@ -4,6 +4,7 @@ conftest: every tests/ subfolder can import it by name, whatever conftest pytest
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,3 +62,14 @@ def write_builtin_window(root: Path, rank: int = 0, start: int = 1, stop: int = 
                           "ASCEND_PROFILER_OUTPUT/op_statistic.csv"]}
     (d / "window.json").write_text(json.dumps(manifest))
     return d
+
+
+def npu_text_window(root: Path, ranks: int) -> Path:
+    """A window of ``ranks`` real torch_npu ranks (trace_view.json only), made from the two
+    ranks of tests/data/ascend_real/text_level0 in turn."""
+    src = sorted((fixtures_dir() / "ascend_real" / "text_level0").glob("rank*_ascend_pt"))
+    for r in range(ranks):
+        d = root / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+        d.mkdir(parents=True)
+        shutil.copy(src[r % len(src)] / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", d)
+    return root

@@ -33,13 +33,21 @@ def _with_rank(frame: pd.DataFrame, window: Any) -> pd.DataFrame:
     )
 
 
-def _describe(frame: pd.DataFrame, keys: list[str], col: str = "duration_us") -> pd.DataFrame:
+def _describe(
+    frame: pd.DataFrame, keys: list[str], col: str = "duration_us", filled: tuple[str, ...] = ()
+) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=[*keys, *STAT_COLS])
     g = frame.groupby(keys, dropna=False, observed=True)[col]
     out = g.agg(["count", "sum", "mean", "std", "min", "median", "max"])
     out.columns = STAT_COLS
-    return out.reset_index().sort_values("sum_us", ascending=False, ignore_index=True)
+    out = out.reset_index()
+    if filled:  # a key made categorical only to group fast: give it as grouping by its values
+        # would (inferred from the objects), in that grouping's order (ties in sum_us keep it)
+        for c in filled:
+            out[c] = pd.Series(np.asarray(out[c].astype(object)), index=out.index)
+        out = out.sort_values(keys, kind="stable")
+    return out.sort_values("sum_us", ascending=False, ignore_index=True)
 
 
 def compute_ops(window: Any, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
@@ -50,17 +58,29 @@ def compute_ops(window: Any, per_rank: bool = True, by_name: bool = False) -> pd
     are a database's raw TASK rows read without COMPUTE_TASK_INFO (no op type, no core: that
     recipe has no row for such a rank either)."""
     k = _with_rank(window.kernels, window)
-    k = k[k["core"].astype(str) != "HCCL"]
-    if "task_type" in k:
-        k = k[~(k["type"].isna() & k["core"].isna() & k["task_type"].notna())]
-    k = k.assign(
-        type=k["type"].astype(object).fillna("N/A"), core=k["core"].astype(object).fillna("N/A")
-    )
     keys = (["name"] if by_name else []) + ["type", "core"]
     if by_name and "input_shapes" in k:
-        k = k.assign(input_shapes=k["input_shapes"].astype(object).fillna("N/A"))
         keys.append("input_shapes")
-    return _describe(k, (["rank"] if per_rank else []) + keys)
+    keys = (["rank"] if per_rank else []) + keys
+    # only the columns used, so the filters copy little (a window can have 100k's of kernels)
+    used = [*keys, "core", "type", "duration_us"] + (["task_type"] if "task_type" in k else [])
+    k = k[list(dict.fromkeys(used))]
+    k = k[(k["core"] != "HCCL").to_numpy(bool)]
+    if "task_type" in k:
+        k = k[~(k["type"].isna() & k["core"].isna() & k["task_type"].notna())]
+    fill = {c: _fill_na(k[c], "N/A") for c in ("type", "core", "input_shapes") if c in keys}
+    cats = tuple(c for c, v in fill.items() if isinstance(v.dtype, pd.CategoricalDtype))
+    return _describe(k.assign(**fill), keys, filled=cats)
+
+
+def _fill_na(col: pd.Series, value: str) -> pd.Series:
+    """``col`` with NA as ``value``; a categorical stays one (grouping by its codes is several
+    times faster than by strings), anything else becomes object as before."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        if value not in col.cat.categories and col.isna().any():
+            col = col.cat.add_categories([value])
+        return col.fillna(value) if col.isna().any() else col
+    return col.astype(object).fillna(value)
 
 
 def communication_ops(window: Any, per_rank: bool = True) -> pd.DataFrame:

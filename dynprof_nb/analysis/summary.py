@@ -423,7 +423,7 @@ class Summary:
         if not self.steps.empty:
             out.append(("Steps", self.steps, _fmt))
         if self.ranks is not None and len(self.ranks) > 1:
-            out.append(("Ranks", self.ranks, lambda v: f"{v:,.3f}"))
+            out.append(("Ranks", _pct(self.ranks, ["vs_fastest"]), _fmt))
         return out
 
     def __str__(self) -> str:

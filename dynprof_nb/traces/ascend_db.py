@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import ascend_db_comm, schema
+from dynprof_nb.traces import ascend_db_comm, ascend_db_kernels, schema
 from dynprof_nb.traces.dbfile import DbFile, connect, int_or_none, ns, raw, text
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning
 from dynprof_nb.traces.intervals import overlap_breakdown, steps_of, stream_wait
@@ -240,9 +240,15 @@ class AscendDb:
                 "no TASK or COMPUTE_TASK_INFO table: the kernel data was trimmed or not exported"
             )
             return schema.empty("kernels")
+        comm = ascend_db_comm.comm_ops(self.db) if self.has("COMMUNICATION_OP") else None
+        fast = ascend_db_kernels.kernels(self.db, comm, self.step_time())
+        return fast if fast is not None else self.kernels_generic(comm)
+
+    def kernels_generic(self, comm: pd.DataFrame | None) -> pd.DataFrame:
+        """``kernels`` read row-wise (any file; ``ascend_db_kernels`` is the fast path for the
+        files it covers, and must give the same frame)."""
         k = self._tasks()
         k = k[k["start_ns"].notna() & k["end_ns"].notna()]
-        comm = ascend_db_comm.comm_ops(self.db) if self.has("COMMUNICATION_OP") else None
         if comm is not None and len(comm):
             dev = k["device"].dropna()
             k = pd.concat(

@@ -11,7 +11,9 @@ table and column).
 from __future__ import annotations
 
 import sqlite3
+import threading
 import urllib.parse
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ import pandas as pd
 from dynprof_nb.traces.errors import TraceFormatError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+_PARSE = threading.Lock()
 DAMAGED = "the database is truncated, damaged or of an unknown schema version; re-export it"
 
 
@@ -93,14 +96,22 @@ class DbFile:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._tables: dict[str, list[str]] | None = None
+        self._types: dict[str, dict[str, str]] = {}
         self._strings: dict[int, str] | None = None
 
     @property
     def tables(self) -> dict[str, list[str]]:
         """Table name -> its column names."""
         if self._tables is None:
-            self._tables = table_columns(self.path)
+            self._types = table_columns(self.path)
+            self._tables = {t: list(cols) for t, cols in self._types.items()}
         return self._tables
+
+    def int_affinity(self, table: str, col: str) -> bool:
+        """Whether ``col`` is declared an integer (then sqlite stores any text or real that is
+        a whole number as an integer, so only other text and reals stay non-integer)."""
+        _ = self.tables
+        return "INT" in self._types.get(table, {}).get(col, "").upper()
 
     def has(self, *tables: str) -> bool:
         return all(t in self.tables for t in tables)
@@ -177,13 +188,80 @@ class DbFile:
         )
         return self.query(sql, what or table, [c.alias for c in cols if c.kind == "str"])
 
-    def read_all(self, table: str) -> pd.DataFrame:
-        """Every column of ``table`` as stored (the analysis.db tables: plain values)."""
-        self.require(table, ())
-        return self.query(f'SELECT * FROM "{table}"', table)
+    def int_columns(self, table: str, cols: Sequence[Col]) -> dict[str, IntColumn] | None:
+        """Integer columns of ``table`` as numpy arrays, read column-wise: one aggregate query
+        whose ``group_concat`` per column numpy parses in C. At 100k rows this is 3x faster
+        than ``fetchall`` (which builds a Python tuple and int per value). A ``str`` column
+        comes back as its STRING_IDS ids (see :meth:`strings`). ``None`` when a value is not
+        an integer or NULL (text, real, blob), or the table is too large for one string: then
+        the caller reads it with :meth:`select`, which keeps such values as they are."""
+        self.require(table, [c.src for c in cols if c.required])
+        have = self.columns(table)
+        exprs = {
+            c.alias: (f"CAST(t.{c.src} AS INTEGER)" if c.kind == "ns" else f"t.{c.src}")
+            for c in cols
+            if c.src in have
+        }
+        # NOT INDEXED: every query scans the table in rowid order (a covering index would be
+        # scanned in its own order, and the NULL masks would not line up with the values)
+        src = f'"{table}" t NOT INDEXED'
+        # per column its values (group_concat skips NULLs) and how many there are (so a text
+        # "1,2" cannot pass for two); a column not declared an integer also its max: text and
+        # blobs sort above every number, so an integer max means there is none
+        checked = [c.alias for c in cols if c.alias in exprs and not self._plain_int(table, c)]
+        parts = ["count(*)", *(f"group_concat({e}), count({e})" for e in exprs.values())]
+        parts += [f"max({exprs[a]})" for a in checked]
+        row = self._one(f"SELECT {', '.join(parts)} FROM {src}", table)
+        if row is None:
+            return None
+        n, out, holes = row[0], {}, []
+        tops = row[1 + 2 * len(exprs) :]
+        if any(top is not None and type(top) is not int for top in tops):
+            return None
+        for i, alias in enumerate(exprs):
+            joined, count = row[1 + 2 * i], row[2 + 2 * i]
+            values = _parse_ints(joined, count)
+            if values is None:
+                return None
+            if count < n:
+                holes.append(alias)
+            out[alias] = IntColumn(values, None)
+        if holes:  # columns with NULLs: read again with the NULLs as 0, and where they are
+            parts = [
+                f"group_concat(ifnull({exprs[a]}, 0)), group_concat({exprs[a]} IS NULL)"
+                for a in holes
+            ]
+            row = self._one(f"SELECT {', '.join(parts)} FROM {src}", table) or ()
+            for i, alias in enumerate(holes):
+                values, mask = (_parse_ints(v, n) for v in row[2 * i : 2 * i + 2])
+                if values is None or mask is None:
+                    return None
+                out[alias] = IntColumn(values, mask.astype(bool))
+        for c in cols:
+            if c.alias not in out:  # an optional column this file does not have: all NULL
+                out[c.alias] = IntColumn(np.zeros(n, "int64"), np.ones(n, bool))
+        return out
 
-    def resolve(self, ids: pd.Series) -> pd.Series:
-        """STRING_IDS ids to their strings (an unknown id stays as its own text)."""
+    def _plain_int(self, table: str, col: Col) -> bool:
+        """Whether every non-NULL value of ``col`` prints as an integer or as something
+        ``_parse_ints`` refuses: a CAST, or a column declared an integer."""
+        return col.kind == "ns" or self.int_affinity(table, col.src)
+
+    def _one(self, sql: str, what: str) -> tuple | None:
+        """The one row of an aggregate query; None when it is too large for sqlite's strings."""
+        con = connect(self.path)
+        try:
+            return con.execute(sql).fetchone()
+        except sqlite3.DataError:  # string or blob too big: over ~50M rows in one column
+            return None
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(self.path, f"cannot read {what}: {exc}", hint=DAMAGED) from exc
+        finally:
+            con.close()
+
+    @property
+    def strings(self) -> dict[int, str]:
+        """STRING_IDS as id -> string (read once)."""
         if self._strings is None:
             con = connect(self.path)
             try:
@@ -196,12 +274,52 @@ class DbFile:
                 ) from exc
             finally:
                 con.close()
+        return self._strings
+
+    def read_all(self, table: str) -> pd.DataFrame:
+        """Every column of ``table`` as stored (the analysis.db tables: plain values)."""
+        self.require(table, ())
+        return self.query(f'SELECT * FROM "{table}"', table)
+
+    def resolve(self, ids: pd.Series) -> pd.Series:
+        """STRING_IDS ids to their strings (an unknown id stays as its own text)."""
+        strings = self.strings
         codes, uniq = pd.factorize(ids, use_na_sentinel=True)
         names = np.array(
-            [self._strings.get(u, None if u is None else str(u)) for u in uniq] + [None],
+            [strings.get(u, None if u is None else str(u)) for u in uniq] + [None],
             dtype=object,
         )
         return pd.Series(names[codes], index=ids.index, dtype=object)
+
+
+@dataclass(frozen=True)
+class IntColumn:
+    """A column read by :meth:`DbFile.int_columns`: int64 values (0 where NULL) and the NULL
+    mask (None when there is no NULL)."""
+
+    values: np.ndarray
+    mask: np.ndarray | None
+
+
+def _parse_ints(joined: str | None, n: int) -> np.ndarray | None:
+    """``group_concat`` text of ``n`` integers to int64 (exact over the whole int64 range); None
+    when it holds anything else: a real ("1.5"), text, a sign alone (which numpy reads as 0),
+    or another count of values. The one thing it cannot tell from an integer is a BLOB of
+    ASCII digits."""
+    if joined is None:  # no row, or every value NULL
+        return np.empty(0, "int64") if n == 0 else None
+    raw = joined.encode()
+    if raw.translate(None, b"0123456789,-"):
+        return None
+    with _PARSE, warnings.catch_warnings():  # the lock: ranks are read in threads
+        warnings.simplefilter("error")  # numpy warns, and stops, at text it cannot parse
+        try:
+            values = np.fromstring(joined, dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning):
+            return None
+    if len(values) != n or np.count_nonzero(values < 0) != raw.count(b"-"):
+        return None
+    return values
 
 
 def frame(rows: list[tuple], cols: list[str]) -> pd.DataFrame:
@@ -223,12 +341,13 @@ def frame(rows: list[tuple], cols: list[str]) -> pd.DataFrame:
     return pd.DataFrame(data, copy=False)
 
 
-def table_columns(path: Path) -> dict[str, list[str]]:
-    """Every table of the file and its columns (validates the file as a side effect)."""
+def table_columns(path: Path) -> dict[str, dict[str, str]]:
+    """Every table of the file and its columns with their declared types (validates the file
+    as a side effect)."""
     con = connect(path)
     try:
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+        return {n: {r[1]: r[2] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(
             path,

@@ -22,6 +22,8 @@ def test_summary_notes_slow_step_and_slow_rank(tmp_path: Path):
     text = str(s)
     assert "step 4 took 2.3x the median" in text
     assert "rank 2 is the slowest by 25%" in text
+    ranks_table = text.split("Ranks:")[1]
+    assert "25.0%" in ranks_table  # vs_fastest read as a percentage, not 0.250
     html = s._repr_html_()
     assert "<table" in html and "rank 2 is the slowest" in html
     rv = ranks_view(w)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from ascend_variants import sql_rows
 from testdata import fixtures_dir
 
 import dynprof_nb
@@ -32,14 +33,6 @@ def _db(rank: int, root: Path = DB) -> Path:
     )
 
 
-def _sql(path: Path, q: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
-    try:
-        return con.execute(q).fetchall()
-    finally:
-        con.close()
-
-
 def test_db_window_loads_every_frame_from_the_db():
     w = dynprof_nb.load_window(DB)
     assert w.ranks == [0, 1] and w.devices == {0: 0, 1: 1} and w.format == "db"
@@ -54,7 +47,7 @@ def test_db_window_loads_every_frame_from_the_db():
 def test_db_kernels_are_the_raw_tasks_exactly():
     w = dynprof_nb.load_window(DB).rank_window(0)
     k = w.kernels
-    raw = _sql(
+    raw = sql_rows(
         _db(0),
         "SELECT t.startNs, t.endNs, s.value FROM COMPUTE_TASK_INFO c JOIN TASK t "
         "ON t.globalTaskId = c.globalTaskId JOIN STRING_IDS s ON s.id = c.name "
@@ -66,16 +59,16 @@ def test_db_kernels_are_the_raw_tasks_exactly():
     assert comp["duration_ns"].tolist() == [r[1] - r[0] for r in raw]
     assert comp["name"].astype(str).tolist() == [r[2] for r in raw]
     assert str(k["start_ns"].dtype) == "Int64" and str(k["name"].dtype) == "category"
-    ops = _sql(_db(0), "SELECT count(*) FROM COMMUNICATION_OP")[0][0]
+    ops = sql_rows(_db(0), "SELECT count(*) FROM COMMUNICATION_OP")[0][0]
     assert (k["core"] == "HCCL").sum() == ops == 4
     assert set(k["step"].dropna()) == {50}
 
 
 def test_text_integer_times_stay_exact():
     """PYTORCH_API stores startNs/endNs as TEXT: they must come out as exact int64."""
-    assert _sql(_db(0), "SELECT DISTINCT typeof(startNs) FROM PYTORCH_API") == [("text",)]
+    assert sql_rows(_db(0), "SELECT DISTINCT typeof(startNs) FROM PYTORCH_API") == [("text",)]
     ev = dynprof_nb.load_window(DB).rank_window(0).events
-    first = int(_sql(_db(0), "SELECT min(CAST(startNs AS INTEGER)) FROM PYTORCH_API")[0][0])
+    first = int(sql_rows(_db(0), "SELECT min(CAST(startNs AS INTEGER)) FROM PYTORCH_API")[0][0])
     py = ev[ev["cat"] == "pytorch_api"]
     assert py["ts_ns"].min() == first and py["ts_ns"].dtype == "int64"
 
@@ -99,7 +92,7 @@ def test_db_steps_equal_analysis_db_and_the_tasks():
     st = w.steps.set_index("rank")
     for r in (0, 1):
         ana = _db(r).parent / "analysis.db"
-        row = _sql(
+        row = sql_rows(
             ana,
             "SELECT step, computing, communication_not_overlapped, overlapped, "
             "communication, free FROM StepTraceTime",
@@ -107,7 +100,7 @@ def test_db_steps_equal_analysis_db_and_the_tasks():
         assert st.loc[r, "step"] == int(row[0])
         assert st.loc[r, "computing_us"] == pytest.approx(row[1])
         assert st.loc[r, "free_us"] == pytest.approx(row[5])
-        start = _sql(_db(r), "SELECT startNs FROM STEP_TIME")[0][0]
+        start = sql_rows(_db(r), "SELECT startNs FROM STEP_TIME")[0][0]
         assert st.loc[r, "start_ns"] == start
     from dynprof_nb.analysis.cluster import step_breakdown_from_tasks
 

@@ -7,7 +7,6 @@ import gzip
 import json
 import os
 import re
-import shutil
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from testdata import fixtures_dir
+from testdata import fixtures_dir, npu_text_window
 
 import dynprof_nb
 from dynprof_nb.traces import chrome, fastjson, parallel
@@ -216,18 +215,8 @@ def test_counters_and_memory_are_built_on_first_access():
 
 # ---- parallel ranks ---------------------------------------------------------------------------
 
-def _npu_window(root: Path, fixtures: Path, ranks: int) -> Path:
-    src = sorted((fixtures / "ascend_real" / "text_level0").glob("rank*_ascend_pt"))
-    for r in range(ranks):
-        d = root / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-        d.mkdir(parents=True)
-        shutil.copy(src[r % len(src)] / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", d)
-    return root
-
-
-def test_parallel_ranks_equal_serial(tmp_path: Path, fixtures: Path,
-                                     monkeypatch: pytest.MonkeyPatch):
-    root = _npu_window(tmp_path, fixtures, 3)
+def test_parallel_ranks_equal_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    root = npu_text_window(tmp_path, 3)
     par = dynprof_nb.load_window(root)
     ev = par.events
     assert all("events" in c._cache for c in par.children)
@@ -252,8 +241,8 @@ def test_frame_round_trips_through_a_file(tmp_path: Path):
     pd.testing.assert_frame_equal(parallel._read(path, *parallel._write(path, empty)), empty)
 
 
-def test_worker_error_is_raised_as_itself(tmp_path: Path, fixtures: Path):
-    root = _npu_window(tmp_path, fixtures, 2)
+def test_worker_error_is_raised_as_itself(tmp_path: Path):
+    root = npu_text_window(tmp_path, 2)
     bad = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
     bad.write_bytes(b"\x00\x01 not json")
     with pytest.raises(dynprof_nb.TraceFormatError, match="binary"):

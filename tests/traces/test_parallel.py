@@ -5,25 +5,16 @@ warnings from workers reach the caller, and no file is left behind."""
 from __future__ import annotations
 
 import os
-import shutil
 import warnings
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from testdata import npu_text_window
 
 import dynprof_nb
 from dynprof_nb.traces import multirank, parallel
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning
-
-
-def _window(root: Path, fixtures: Path, ranks: int) -> Path:
-    src = sorted((fixtures / "ascend_real" / "text_level0").glob("rank*_ascend_pt"))
-    for r in range(ranks):
-        d = root / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-        d.mkdir(parents=True)
-        shutil.copy(src[r % len(src)] / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", d)
-    return root
 
 
 def _trace(root: Path, rank: int) -> Path:
@@ -54,10 +45,9 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize(("ranks", "first", "parent"), [(3, {1}, [0, 2]), (4, {1, 3}, [2, 3])])
-def test_parent_and_worker_ranks_equal_a_serial_load(tmp_path: Path, fixtures: Path,
-                                                     scratch: Path, ranks: int, first: set[int],
-                                                     parent: list[int]):
-    root = _window(tmp_path / "w", fixtures, ranks)
+def test_parent_and_worker_ranks_equal_a_serial_load(tmp_path: Path, scratch: Path, ranks: int,
+                                                     first: set[int], parent: list[int]):
+    root = npu_text_window(tmp_path / "w", ranks)
     par, here = dynprof_nb.load_window(root), []
     _load(par.children, here, first, scratch)
     assert here == parent  # the parent parsed these, one worker the others (two, one by one)
@@ -72,9 +62,9 @@ def test_parent_and_worker_ranks_equal_a_serial_load(tmp_path: Path, fixtures: P
 
 
 @pytest.mark.parametrize("where", ["worker", "parent"])
-def test_a_failing_rank_raises_its_own_error(tmp_path: Path, fixtures: Path, scratch: Path,
+def test_a_failing_rank_raises_its_own_error(tmp_path: Path, scratch: Path,
                                              where: str):
-    root = _window(tmp_path / "w", fixtures, 3)
+    root = npu_text_window(tmp_path / "w", 3)
     _trace(root, 1).write_bytes(b"\x00\x01 not json")
     w, here = dynprof_nb.load_window(root), []
     _load(w.children, here, {1} if where == "worker" else {0}, scratch)
@@ -85,8 +75,8 @@ def test_a_failing_rank_raises_its_own_error(tmp_path: Path, fixtures: Path, scr
         w.events  # noqa: B018
 
 
-def test_a_workers_warnings_reach_the_caller(tmp_path: Path, fixtures: Path, scratch: Path):
-    root = _window(tmp_path / "w", fixtures, 2)
+def test_a_workers_warnings_reach_the_caller(tmp_path: Path, scratch: Path):
+    root = npu_text_window(tmp_path / "w", 2)
     cut = _trace(root, 1)
     data = cut.read_bytes()
     cut.write_bytes(data[: len(data) * 2 // 3])  # truncated mid-array: repaired, with a warning
@@ -100,9 +90,8 @@ def test_a_workers_warnings_reach_the_caller(tmp_path: Path, fixtures: Path, scr
     assert w.children[1].loaded("events") and len(w.children[1]._frame("events")) > 0
 
 
-def test_a_worker_that_dies_leaves_its_ranks_to_the_caller(tmp_path: Path, fixtures: Path,
-                                                           scratch: Path):
-    root = _window(tmp_path / "w", fixtures, 2)
+def test_a_worker_that_dies_leaves_its_ranks_to_the_caller(tmp_path: Path, scratch: Path):
+    root = npu_text_window(tmp_path / "w", 2)
     w, pid = dynprof_nb.load_window(root), os.getpid()
 
     def load(c):
