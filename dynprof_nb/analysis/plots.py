@@ -514,6 +514,9 @@ def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+_ADDRESS = r" at 0x[0-9a-fA-F]+"
+
+
 def top_ops(
     window: Any, n: int = 15, by: str = "self_us", what: str = "ops", per_rank: bool | None = None
 ) -> Figure:
@@ -532,6 +535,10 @@ def top_ops(
     if by not in ops:
         raise ValueError(f"by={by!r}: expected one of {[c for c in ops if c.endswith('_us')]}")
     title = "top device kernels" if what == "kernels" else "top operations"
+    # "<built-in method run_backward of ... object at 0xfffdc7cc1890>" differs per process:
+    # without the address the ranks' rows of one operation share one label
+    ops = ops.assign(name=ops["name"].astype(object).astype(str).str.replace(
+        _ADDRESS, "", regex=True))
     if not _multi_rank(ops):
         top = ops.groupby(ops["name"].astype(object))[by].sum().nlargest(n).iloc[::-1]
         fig = Figure(figsize=(9, 1.2 + 0.3 * len(top)), layout="constrained")
@@ -623,11 +630,14 @@ def _stacked(ax: Any, st: pd.DataFrame, legend: bool) -> None:
         else:
             ax.fill_between(x, bottom, bottom + vals, step="mid", label=name, color=color, lw=0)
         bottom = bottom + vals
-    if legend:
-        ax.legend(fontsize=8, loc="upper right")
+    if legend:  # beside the plot: inside, it covered the tallest bars
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_ylabel("ms")
     if bars and len(st) <= 30:
         ax.set_xticks(x)
+
+
+LEGEND_IN = 2.3  # the step legend sits beside the bars: room for it, not taken from them
 
 
 def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "duration_us") -> Figure:
@@ -643,7 +653,8 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         return _empty("step breakdown", "no steps in this window")
     if not _multi_rank(st):
         st = st.sort_values("step")
-        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st))), 4), layout="constrained")
+        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st)) + LEGEND_IN), 4),
+                     layout="constrained")
         ax = fig.add_subplot()
         _stacked(ax, st, legend=True)
         ax.set_xlabel("step")
@@ -655,7 +666,8 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         heatmap = len(ranks) > 8 or nsteps > 30
     if not heatmap:
         fig = Figure(
-            figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps)), 1.2 + 1.7 * len(ranks)),
+            figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps) + LEGEND_IN),
+                     1.2 + 1.7 * len(ranks)),
             layout="constrained",
         )
         axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
@@ -747,6 +759,7 @@ def memory_over_time(window: Any, align: str | None = None, component: str | Non
     mem = window.memory
     if mem.empty:
         return _empty("memory", "no memory records (was profile_memory on?)")
+    several_components = mem["name"].astype(object).dropna().nunique() > 1
     mem, component = _one_component(mem, component)
     rk = _rank_column(mem, window)
     ranks = sorted(set(rk.tolist()))
@@ -759,6 +772,7 @@ def memory_over_time(window: Any, align: str | None = None, component: str | Non
         else np.full(len(rk), offsets[ranks[0]])
     )
     dev = mem["device"].astype(object).fillna("?").astype(str).to_numpy()
+    dev = np.where(np.char.lower(dev.astype(str)) == "cpu:-1", "CPU", dev)  # Kineto's host
     groups = pd.DataFrame({"r": rk, "d": dev}).groupby(["r", "d"], sort=True).indices
     series = [(int(r), str(d), rows) for (r, d), rows in groups.items()]
     cols = [c for c in ("allocated_bytes", "reserved_bytes") if mem[c].notna().any()]
@@ -767,6 +781,7 @@ def memory_over_time(window: Any, align: str | None = None, component: str | Non
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
     many = len(series) > 8
+    drawn: set[str] = set()
     cmap = None
     if many:
         from matplotlib import colormaps
@@ -782,6 +797,9 @@ def memory_over_time(window: Any, align: str | None = None, component: str | Non
         for col, style in zip(cols, ("-", "--"), strict=False):
             v = mem[col].to_numpy()[order]
             ok = np.isfinite(v)
+            if col == "reserved_bytes" and not np.any(v[ok]):
+                continue  # nothing reserved recorded (a CPU trace): no flat line at zero
+            drawn.add(col)
             if ok.any():
                 ax.step(
                     t[ok],
@@ -802,7 +820,12 @@ def memory_over_time(window: Any, align: str | None = None, component: str | Non
     zero = f" (0 = start of step {how.rsplit(' ', 1)[-1]})" if align == "step" else ""
     ax.set_xlabel(f"time ({unit}){zero}")
     ax.set_ylabel("MiB")
-    styles = " (solid: allocated, dashed: reserved)" if len(cols) == 2 else ""
-    comp = f" · {component}" if component else ""
-    ax.set_title(f"memory over time{comp}, {len(series)} rank x device series{styles}", fontsize=10)
+    styles = " (solid: allocated, dashed: reserved)" if len(drawn) == 2 else ""
+    # the component only when there was a choice ("[memory]", Kineto's one event name, said
+    # nothing); the counts in words, not "2 rank x device series"
+    comp = f" · {component}" if component and several_components else ""
+    devices = len({d for _, d, _ in series})
+    who = f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}" if ranks != [-1] else ""
+    what = ", ".join(p for p in (who, f"{devices} device{'s' if devices != 1 else ''}") if p)
+    ax.set_title(f"memory over time{comp} · {what}{styles}", fontsize=10)
     return fig

@@ -59,6 +59,21 @@ def format_eta(seconds: float | None) -> str:
     return f"ETA {seconds / 3600:.1f} h"
 
 
+def _keep_texts_on_one_line(bar: Any) -> None:
+    """A widget bar's two texts keep their width and the bar takes what is left: by default
+    the texts shrank first, so "job x: window 31741-31750: 0%" and the ranks' steps wrapped
+    onto two ragged lines around the bar."""
+    container = getattr(bar, "container", None)
+    children = getattr(container, "children", ())
+    if len(children) != 3:
+        return
+    left, progress, right = children
+    for text in (left, right):
+        text.layout.flex = "0 0 auto"
+    progress.layout.flex = "1 1 auto"
+    progress.layout.min_width = "60px"
+
+
 class Progress:
     """One wait's progress: ``update()`` every poll, ``note()`` for an event, ``close()``.
 
@@ -97,9 +112,11 @@ class Progress:
                 return None
         else:
             from tqdm import tqdm
-        return tqdm(total=max(1, total), desc=self.desc, unit=self.unit, leave=True,
-                    file=None if self.mode == "notebook" else self._out,
-                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}{postfix}]")
+        bar = tqdm(total=max(1, total), desc=self.desc, unit=self.unit, leave=True,
+                   file=None if self.mode == "notebook" else self._out,
+                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}{postfix}]")
+        _keep_texts_on_one_line(bar)
+        return bar
 
     def update(self, done: int, total: int, phase: str = "", detail: str = "") -> None:
         """``done`` of ``total`` units; ``phase`` a word or two (a change is worth a line in a

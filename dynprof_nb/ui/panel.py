@@ -25,6 +25,7 @@ import base64
 import html
 import io
 import threading
+import warnings
 from typing import Any
 
 import ipywidgets as widgets
@@ -43,9 +44,10 @@ TABLE_STYLE = ("<style>table.dynprof-status td, table.dynprof-status th {padding
                " color: #c62828}</style>")
 WINDOW_KEYS = ("start_step", "stop_step")
 WINDOW_ROWS = 12  # newest windows listed
-FIELD_WIDTH = "330px"
-CELL_WIDTH = "345px"  # a field, plus room for its border
+FIELD_WIDTH = "320px"
+CELL_WIDTH = "335px"  # a field and its border: three fit JupyterLab's default notebook width
 LABEL_WIDTH = "150px"
+GRID_COLUMNS = f"repeat(auto-fill, {CELL_WIDTH})"
 ERROR_STYLE = ("display:block; white-space:nowrap; overflow:hidden; text-overflow:ellipsis;"
                " font-size:11px; line-height:14px; color:#c62828")
 CONFLICT = "changed since you loaded it"
@@ -131,8 +133,10 @@ def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
     elif kind == "toggles":
         widget = Toggles(trait.choices, key, help_text)
     else:  # int and text: typed text, synced on every keystroke, parsed on Apply
-        hint = {"start_step": "step, or +N from now", "stop_step": "step, or +N from now"}
-        placeholder = hint.get(key) or ("comma-separated; empty = none"
+        # short enough to show whole in a 320 px field
+        hint = {"start_step": "step, or +N from now", "stop_step": "step, or +N from now",
+                "ranks": "e.g. 0,3; empty = all"}
+        placeholder = hint.get(key) or ("a,b,...; empty = none"
                                         if isinstance(trait.default_value, list) else "")
         widget = TextField(continuous_update=True, placeholder=placeholder, **common)
     widget.add_class(f"dynprof-field-{key}")
@@ -245,8 +249,10 @@ class Panel(widgets.VBox):
             cells = [widgets.VBox([self.fields[k], self.errors[k]],
                                   layout=widgets.Layout(width=CELL_WIDTH, overflow="hidden"))
                      for k in keys]
+            # as many columns as fit (3 on a wide notebook): a fixed 3 overflowed JupyterLab's
+            # default notebook width and put a scroll bar under each section
             grid = widgets.GridBox(cells, layout=widgets.Layout(
-                grid_template_columns=f"repeat(3, {CELL_WIDTH})", grid_gap="2px 16px"))
+                grid_template_columns=GRID_COLUMNS, grid_gap="2px 16px"))
             if title == "Ascend":
                 box = widgets.Accordion([grid], titles=(
                     "Ascend: used by MindSpore and torch_npu on Ascend only",))
@@ -407,8 +413,10 @@ class Panel(widgets.VBox):
             text = errors.get(key)
             if text is None and keep:
                 continue
+            # under its field the key is redundant and pushed the useful end out of the line
+            short = text.removeprefix(f"{key}: ") if text else ""
             box.value = (f'<span style="{ERROR_STYLE}" title="{html.escape(text)}">'
-                         f"{html.escape(text)}</span>" if text else "")
+                         f"{html.escape(short)}</span>" if text else "")
 
     def _say(self, text: str, error: bool = False) -> None:
         color = "#c62828" if error else "#2e7d32"
@@ -428,12 +436,16 @@ class Panel(widgets.VBox):
             cfg = self.job.config
             self.progress.value = done / total if total else 0.0
             self.progress.bar_style = "success" if total and done >= total else "info"
-            window = f"steps {cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
             options = getattr(self.job, "window_options", {})
             only = (f"; this window only: {', '.join(f'{k}={_fmt(v)}' for k, v in options.items())}"
                     if options else "")
-            self.progress_label.value = (f"{window}: {done}/{total} rank-steps, "
-                                         f"generation {self.job.generation}{only}")
+            if cfg.has_window:
+                self.progress_label.value = (
+                    f"steps {cfg.start_step}-{cfg.stop_step}: {done}/{total} rank-steps, "
+                    f"generation {self.job.generation}{only}")
+            else:  # not "none: 0/0 rank-steps"
+                self.progress_label.value = (f"no window asked for (generation "
+                                             f"{self.job.generation})")
             if windows:
                 self._refresh_windows()
 
@@ -557,15 +569,21 @@ class Panel(widgets.VBox):
             out.append_stdout(f"could not load the windows to compare: {exc}\n")
             return None
         self.trace = b
-        out.append_stdout(f"a = {a.path}\nb = {b.path}\n")
-        warning = config_warning(a, b)
-        if warning:
-            out.append_stdout(f"warning: {warning}\n")
-        try:
-            table = compare(a, b)
-        except Exception as exc:
-            out.append_stdout(f"could not compare: {exc}\n")
-            return None
+        out.append_stdout(f"a = {_window_name(a)}\nb = {_window_name(b)}\n")
+        # a warning raised in a button's callback goes to stderr under the click's message,
+        # and the notebook then blanks this Output area: the panel says it here instead
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warning = config_warning(a, b)
+            if warning:
+                out.append_stdout(f"warning: {warning}\n")
+            try:
+                table = compare(a, b)
+            except Exception as exc:
+                out.append_stdout(f"could not compare: {exc}\n")
+                return None
+        for message in {str(w.message) for w in caught} - {warning}:
+            out.append_stdout(f"warning: {message}\n")
         out.append_display_data(table)
         return table
 
@@ -624,6 +642,18 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                  g["backend"] or "", g["config"] or ""]
         g["label"] = " · ".join(p for p in parts if p)
     return groups[::-1]
+
+
+def _window_name(trace: Any) -> str:
+    """``steps 435..444, ranks 0,1 (path)``: the ranks of one job share a root directory, so
+    the path alone does not tell two windows apart."""
+    steps = (f"steps {trace.start_step}..{trace.stop_step}"
+             if getattr(trace, "start_step", None) is not None else "")
+    try:
+        ranks = ", ranks " + ",".join(map(str, sorted(trace.ranks)))
+    except Exception:
+        ranks = ""
+    return f"{steps}{ranks} ({trace.path})" if steps else str(trace.path)
 
 
 def _descendants(widget: widgets.Widget) -> list[widgets.Widget]:

@@ -8,13 +8,14 @@ independent attach.
 
 from __future__ import annotations
 
+import ipywidgets as widgets
 import pytest
 from demojob import demo_job
 from jobutil import wait_until
 
 import dynprof_nb
 from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.ui.panel import CONFLICT, Panel, sections
+from dynprof_nb.ui.panel import CELL_WIDTH, CONFLICT, Panel, _descendants, sections
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +144,29 @@ def test_errors_stay_under_their_field_in_a_fixed_height_line(p: Panel, job):
     assert "not a number" in box.value and box.layout.height == "16px"
     assert "ellipsis" in box.value  # a long message is cut, its whole text in the tooltip
     assert {b.layout.height for b in p.errors.values()} == {"16px"}
+    # under its field the line starts with what is wrong, not the key again (the key made the
+    # browser cut "expected an integer >= -1" to "expected an integer >= -")
+    shown = box.value.split(">", 1)[1]
+    assert shown.startswith("&#x27;12x5&#x27; is not a number"), shown
+    assert 'title="stop_step: ' in box.value
+
+
+def test_the_form_wraps_its_columns_instead_of_scrolling_sideways(p: Panel):
+    """Three fixed 345 px columns were wider than JupyterLab's notebook (a scroll bar under
+    every section); the grid now holds as many columns as fit, and three fit its default
+    width (about 1,050 px for a cell's output)."""
+    grids = [w for w in _descendants(p) if isinstance(w, widgets.GridBox)]
+    assert grids and {g.layout.grid_template_columns for g in grids} == {
+        f"repeat(auto-fill, {CELL_WIDTH})"}
+    assert 3 * int(CELL_WIDTH.removesuffix("px")) + 2 * 16 <= 1040
+
+
+def test_without_a_window_the_progress_line_says_so(p: Panel, job):
+    job.stop()
+    p.refresh()
+    assert p.progress_label.value.startswith("no window asked for (generation "), \
+        p.progress_label.value
+    assert "none:" not in p.progress_label.value and "0/0" not in p.progress_label.value
 
 
 def test_ascend_only_keys_have_their_own_section():

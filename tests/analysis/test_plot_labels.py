@@ -1,0 +1,64 @@
+"""What the plots say, as seen in JupyterLab (issue 15's browser pass): no raw values in titles
+or legends ("[memory]", "cpu:-1"), no flat line for memory nobody recorded, one label per
+operation across ranks, a legend that does not cover the bars, no empty rows of ranks the
+window does not have. Real sample windows."""
+
+from __future__ import annotations
+
+import pandas as pd
+from testdata import REPO
+
+import dynprof_nb
+from dynprof_nb import samples
+from dynprof_nb.analysis import plots
+
+ASCEND = REPO / "tests" / "data" / "ascend_real"
+
+
+def test_cpu_memory_plot_names_the_host_and_draws_only_what_was_recorded():
+    fig = samples.load("pytorch_cpu").plot_memory()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["CPU allocated"], labels  # not "cpu:-1 allocated" + a flat "reserved"
+    title = ax.get_title()
+    assert "[memory]" not in title and "rank x device" not in title, title
+    assert "1 device" in title and "dashed" not in title, title
+
+
+def test_npu_memory_plot_keeps_its_component_and_both_lines():
+    ax = dynprof_nb.load_window(ASCEND / "db_level0").plot_memory().axes[0]
+    assert "PTA+GE" in ax.get_title() and "2 ranks, 2 devices" in ax.get_title()
+    assert "(solid: allocated, dashed: reserved)" in ax.get_title()
+
+
+def test_ops_that_differ_by_an_object_address_share_one_label():
+    w = dynprof_nb.load_window(ASCEND / "db_level0")
+    assert w.ops["name"].str.contains("run_backward").sum() == 2  # one per rank, two addresses
+    labels = [t.get_text() for t in w.plot_ops(n=40).axes[0].get_yticklabels()]
+    backward = [s for s in labels if "run_backward" in s]
+    assert len(backward) == 1 and "0x" not in backward[0], backward
+
+
+def test_step_legend_sits_beside_the_bars():
+    fig = samples.load("kineto_gpu").plot_steps()
+    legend = fig.axes[0].get_legend()
+    fig.canvas.draw()
+    box = legend.get_window_extent()
+    axes = fig.axes[0].get_window_extent()
+    assert box.x0 >= axes.x1 - 1, (box, axes)  # right of the plot area, not over a bar
+
+
+def test_bandwidth_rows_are_the_window_ranks():
+    w = dynprof_nb.load_window(ASCEND / "cluster_2rank")
+    m = w.communication_matrix()
+    ax = w.plot_bandwidth().axes[0]
+    rows = [int(t.get_text()) for t in ax.get_yticklabels()]
+    cols = [int(t.get_text()) for t in ax.get_xticklabels()]
+    assert rows == sorted(m["src_rank"].unique()) and len(rows) == 2, rows
+    assert cols == sorted(m["dst_rank"].unique()), cols
+
+
+def test_address_pattern_only_strips_addresses():
+    names = pd.Series(["<x object at 0xfffdc7cc1890>", "aten::mm", "at 0x is text"])
+    assert names.str.replace(plots._ADDRESS, "", regex=True).tolist() == [
+        "<x object>", "aten::mm", "at 0x is text"]
