@@ -54,6 +54,7 @@ bench: $(VENV)/.test $(VENV)/msprof/.stamp
 	$(BIN)/python benchmarks/idle_step.py
 	$(BIN)/python benchmarks/propagation.py
 	$(BIN)/python benchmarks/load_trace.py
+	$(BIN)/python benchmarks/load_ascend.py
 	$(BIN)/python benchmarks/load_db.py
 
 # N simulated nodes (Linux namespaces: needs root) x R ranks driven through Dask; see docs/cluster.md

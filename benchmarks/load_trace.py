@@ -108,7 +108,8 @@ def hta_python() -> str:
         return sys.executable
     env = OUT / "hta-venv"
     py = env / "bin" / "python"
-    if subprocess.run([str(py), "-c", "import hta"], capture_output=True).returncode != 0:
+    if not py.exists() or subprocess.run([str(py), "-c", "import hta"],
+                                         capture_output=True).returncode != 0:
         print("installing HolisticTraceAnalysis==0.5.0 into", env, flush=True)
         venv.create(env, with_pip=True)
         subprocess.run([str(py), "-m", "pip", "install", "-q", "HolisticTraceAnalysis==0.5.0"], check=True)
