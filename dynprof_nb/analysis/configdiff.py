@@ -22,6 +22,11 @@ class ConfigMismatchWarning(UserWarning):
     """Two windows being compared were recorded with configs whose overheads differ."""
 
 
+class WindowLengthWarning(UserWarning):
+    """Two windows being compared cover different numbers of steps or ranks (``compare`` then
+    compares per step per rank), or one has no steps (``compare`` falls back to totals)."""
+
+
 def window_config(window: Any) -> dict[str, Any] | None:
     """A window's recorded config: a ``TraceWindow``'s ``config``, or a dict as it is."""
     if window is None or isinstance(window, dict):
@@ -66,5 +71,6 @@ def config_line(window: Any) -> str:
     return f"recorded with {text}" if text else ""
 
 
-__all__ = ["ConfigMismatchWarning", "TIMING_KEYS", "config_delta", "config_line",
-           "config_warning", "timing_differences", "warn_if_configs_differ", "window_config"]
+__all__ = ["ConfigMismatchWarning", "TIMING_KEYS", "WindowLengthWarning", "config_delta",
+           "config_line", "config_warning", "timing_differences", "warn_if_configs_differ",
+           "window_config"]
