@@ -4,6 +4,8 @@ The stack tracer, memory and shape recording, and a higher profiler level all sl
 they record; comparing a window recorded with them against one recorded without measures the
 profiler, not the code (``forward`` 20x slower was ``with_stack``'s overhead). ``compare``
 warns with :func:`warn_if_configs_differ`; a summary header shows :func:`config_line`.
+Windows of different lengths compare per step per rank; ``compare`` says so with a
+``WindowLengthWarning`` (and falls back to totals, warning, for windows without steps).
 """
 
 from __future__ import annotations
