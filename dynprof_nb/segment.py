@@ -264,6 +264,28 @@ def _presence(fd: int, kind: int, wait: bool = False) -> bool:
     return True
 
 
+# Watching: a read lock on byte 1, held by every controller (a notebook's Job, an agent) for as
+# long as it has the segment open. Ranks do not take it, so a job whose ranks all died is stale
+# to its restarted ranks unless a controller still has it open: then the restarted ranks join
+# the segment the notebook is watching instead of leaving it on an orphan.
+_WATCH_BYTE = 1
+
+
+def _watch_lock(fd: int) -> None:
+    if _OFD_SETLK is not None:
+        flock = struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, _WATCH_BYTE, 1, 0)
+        fcntl.fcntl(fd, _OFD_SETLK, flock)
+
+
+def _watched_by_others(fd: int) -> bool:
+    """True if another open file holds the watch lock (a live controller has the segment)."""
+    if _OFD_SETLK is None:
+        return False
+    query = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _WATCH_BYTE, 1, 0)
+    answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, query)
+    return struct.unpack("hhqqi4x", answer)[0] != fcntl.F_UNLCK
+
+
 def _names_file(name: str, fd: int) -> bool:
     """True if the segment name still refers to the file open as ``fd``."""
     try:
@@ -437,10 +459,17 @@ class Segment:
     def is_stale(self) -> bool:
         """True when neither the creator, the last writer nor any rank is alive, and the
         segment is not a request waiting for its job (written, and no rank has come yet:
-        ``dynprof start JOB 20 30`` before the training starts)."""
-        if self.live_pids():
+        ``dynprof start JOB 20 30`` before the training starts), and no controller has it open
+        (see :meth:`watch`)."""
+        if self.live_pids() or _watched_by_others(self._fd):
             return False
         return not (self.words[H_GEN] > 0 and not self.slots())
+
+    def watch(self) -> None:
+        """Mark this process as a controller of the job for as long as it has the segment open:
+        ranks that restart after all of theirs died then join this segment (and its config)
+        rather than take it for stale. Dropped by the kernel with the open file."""
+        _watch_lock(self._fd)
 
     def live_pids(self) -> list[int]:
         w = self.words

@@ -369,6 +369,40 @@ def test_a_stale_segment_reclaimed_by_many_at_once_leaves_them_all_on_one(tmp_pa
         assert sum(e.count("reclaiming stale segment") for e in errs) == 1  # said once
 
 
+@pytest.mark.parametrize("how", ["killed", "closed"])
+def test_a_watching_notebook_keeps_its_job_through_a_restart_of_every_rank(tmp_path, how):
+    """The notebook attached and only read (no start, no set); every rank then died (or ended
+    and closed) and the job restarted. The restarted ranks must join the segment the notebook
+    is watching, not take it for stale and leave the notebook on an orphan that shows nothing
+    (what re-running the quickstart's setup cell did before any window was asked for)."""
+    job = unique_job("watch")
+    old = spawn_rank(job, 0, tmp_path, step_ms=3)
+    new = None
+    try:
+        control = wait_until(lambda: _attach_if_alive(job, old.pid), what="rank 0 up")
+        assert control.generation == 0  # read only: this controller never wrote
+        if how == "killed":
+            old.kill()
+            old.wait()
+        else:
+            finish(old)
+        wait_until(lambda: not control.live_slots(), what="the old rank gone")
+        new = spawn_rank(job, 0, tmp_path, step_ms=3)
+        wait_until(lambda: [s for s in control.live_slots() if s.pid == new.pid and s.step > 0],
+                   what="the restarted rank in the notebook's status", proc=new)
+        control.start("+3", "+5")  # and the notebook still drives it
+        control.wait(timeout=60, progress=False)
+        assert list(control.windows().status) == ["complete"]
+        control.close()
+        _, err = finish(new)
+        assert "reclaiming" not in err and "Traceback" not in err
+    finally:
+        for p in (old, new):
+            if p is not None and p.poll() is None:
+                p.kill()
+        segment.unlink(job)
+
+
 def _attach_if_alive(job: str, pid: int) -> dynprof_nb.Job | None:
     try:
         control = dynprof_nb.attach(job, create=False) if job in segment.list_jobs() else None

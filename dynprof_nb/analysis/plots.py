@@ -489,12 +489,15 @@ def _draw_steps(
             break
     pos = pos[keep]
     top = ax.secondary_xaxis("top")
+    of_rank = f" of rank {rk.min()}" if wall and len(set(rk.tolist())) > 1 else ""
+    if len(pos) == 1:  # a lone number over the corner reads as a tick value: name it there
+        top.set_xticks(pos.to_numpy(), [f"step {pos.index[0]}{of_rank} starts"], fontsize=7)
+        for label in top.get_xticklabels():
+            label.set_horizontalalignment("left")
+        return
     top.set_xticks(pos.to_numpy(), [str(s) for s in pos.index], fontsize=7)
     top.set_xlabel(
-        "step"
-        + (f" (every {stride}th labelled)" if stride > 1 else "")
-        + (f" of rank {rk.min()}" if wall and len(set(rk.tolist())) > 1 else ""),
-        fontsize=8,
+        "step" + (f" (every {stride}th labelled)" if stride > 1 else "") + of_rank, fontsize=8
     )
 
 

@@ -50,7 +50,7 @@ class Job(Controller):
     def open(cls, name: str, create: bool = True) -> Job:
         """The job ``name`` (with ``create``, also one whose segment does not exist yet)."""
         try:
-            return cls(name, Segment.open(name, create=False))
+            return cls(name, _watched(Segment.open(name, create=False)))
         except NoSuchJob as exc:
             if not create:
                 raise JobError(str(exc)) from None
@@ -62,7 +62,7 @@ class Job(Controller):
         """The segment, attaching now if the job has started since (creating it: ``create``)."""
         if self._segment is None:
             try:
-                self._segment = Segment.open(self.name, create=create)
+                self._segment = _watched(Segment.open(self.name, create=create))
             except NoSuchJob:
                 return None
             except SegmentError as exc:
@@ -428,3 +428,9 @@ def _detail(live: list[SlotView], pending: list[SlotView], cfg: ProfilerConfig) 
         if times and all(t == t for t in times):
             eta = max(times)
     return ", ".join(x for x in (steps, format_eta(eta)) if x)
+
+
+def _watched(seg: Segment) -> Segment:
+    """A controller's segment: ranks that restart join it rather than reclaim it as stale."""
+    seg.watch()
+    return seg

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import ascend_db_comm, ascend_db_kernels, schema
+from dynprof_nb.traces import ascend_db_comm, ascend_db_events, ascend_db_kernels, schema
 from dynprof_nb.traces.dbfile import DbFile, connect, int_or_none, ns, raw, text
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning
 from dynprof_nb.traces.intervals import overlap_breakdown, steps_of, stream_wait
@@ -314,66 +314,11 @@ class AscendDb:
 
     # ---- host API and memory ----------------------------------------------------------------
     def api_events(self) -> pd.DataFrame:
-        """PYTORCH_API and CANN_API (host) plus the device tasks as events rows."""
-        ev = []
-        for table, proc in (
-            ("PYTORCH_API", "Python"),
-            ("CANN_API", "CANN"),
-            ("MSTX_EVENTS", "MSTX"),
-        ):
-            cols = self.db.columns(table)
-            name_col = "name" if "name" in cols else ("message" if "message" in cols else None)
-            if not ({"startNs", "endNs"} <= set(cols) and name_col):
-                continue
-            df = self.db.select(
-                table,
-                [
-                    ns("startNs", "s"),
-                    ns("endNs", "e"),
-                    text(name_col, "name"),
-                    raw("globalTid", "tid"),
-                ],
-            )
-            df = df[df["s"].notna() & df["e"].notna()]
-            tidv = pd.to_numeric(df["tid"], errors="coerce").fillna(0).astype("int64")
-            ev.append(
-                pd.DataFrame(
-                    {
-                        "name": df["name"].astype(str),
-                        "cat": table.lower(),
-                        "ph": "X",
-                        "pid": 0,
-                        "tid": tidv,
-                        "process": proc,
-                        "thread": tidv.astype(str),
-                        "ts_ns": df["s"].astype("int64"),
-                        "dur_ns": (df["e"] - df["s"]).astype("int64"),
-                    }
-                )
-            )
-        if "TASK" in self.tables:
-            k = self.kernels()
-            ev.append(
-                pd.DataFrame(
-                    {
-                        "name": k["name"].astype(object),
-                        "cat": "device",
-                        "ph": "X",
-                        "pid": 1,
-                        "tid": k["stream"].fillna(-1).astype("int64"),
-                        "process": "Ascend Hardware",
-                        "thread": "Stream " + k["stream"].astype(str),
-                        "ts_ns": k["start_ns"].astype("int64"),
-                        "dur_ns": k["duration_ns"].astype("int64"),
-                    }
-                )
-            )
-        if not ev:
-            return schema.empty("events")
-        e = pd.concat(ev, ignore_index=True)
-        for c in ("name", "cat", "ph", "process", "thread"):
-            e[c] = e[c].astype("category")
-        return e.sort_values("ts_ns", ignore_index=True, kind="stable")
+        """PYTORCH_API, CANN_API and MSTX_EVENTS (host), the compute tasks and the
+        communication ops as events rows, with trace_view.json's processes, threads and
+        categories (see ``ascend_db_events``)."""
+        k = self.kernels() if "TASK" in self.tables else None
+        return ascend_db_events.events(self.db, k, self.rank_device()[1])
 
     def memory(self) -> pd.DataFrame:
         """MEMORY_RECORD (framework allocator totals) and OP_MEMORY (per-op alloc/release)."""

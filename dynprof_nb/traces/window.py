@@ -204,7 +204,9 @@ class TraceWindow:
         adb = self._dbreader()
         traces = self._traces() if adb is None else []
         if adb is not None:
-            ev = self._db_note("events", adb.api_events(), "PYTORCH_API, CANN_API and TASK")
+            ev = self._db_note(
+                "events", adb.api_events(), "PYTORCH_API, CANN_API, TASK and COMMUNICATION_OP"
+            )
             if ev.empty:
                 return schema.empty("events")
         elif traces:

@@ -5,6 +5,10 @@ window does not have. Real sample windows."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+from pathlib import Path
+
 import pandas as pd
 from testdata import REPO
 
@@ -31,8 +35,26 @@ def test_npu_memory_plot_keeps_its_component_and_both_lines():
     assert "(solid: allocated, dashed: reserved)" in ax.get_title()
 
 
-def test_ops_that_differ_by_an_object_address_share_one_label():
-    w = dynprof_nb.load_window(ASCEND / "db_level0")
+def _python_frames_only(tmp_path: Path) -> Path:
+    """The real 2-rank .db window keeping only its with_stack Python frames and its step: a
+    window of plain Python, whose frames are then its operations (with object addresses)."""
+    dest = tmp_path / "db_frames"
+    shutil.copytree(ASCEND / "db_level0", dest)
+    for db in dest.glob("rank*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db"):
+        con = sqlite3.connect(db)
+        con.execute(
+            "DELETE FROM PYTORCH_API WHERE type != (SELECT id FROM ENUM_API_TYPE WHERE "
+            "name = 'trace') AND name NOT IN (SELECT id FROM STRING_IDS WHERE value LIKE "
+            "'ProfilerStep%')"
+        )
+        con.execute("DROP TABLE CANN_API")
+        con.commit()
+        con.close()
+    return dest
+
+
+def test_ops_that_differ_by_an_object_address_share_one_label(tmp_path: Path):
+    w = dynprof_nb.load_window(_python_frames_only(tmp_path))
     assert w.ops["name"].str.contains("run_backward").sum() == 2  # one per rank, two addresses
     labels = [t.get_text() for t in w.plot_ops(n=40).axes[0].get_yticklabels()]
     backward = [s for s in labels if "run_backward" in s]

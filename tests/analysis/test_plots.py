@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import time
 import warnings
 from pathlib import Path
@@ -230,6 +231,33 @@ def test_real_npu_two_ranks(fixtures: Path):
     fig = w.plot_steps()
     save(fig, "steps_npu_2ranks")
     assert len(fig.axes) == 2  # one small panel per rank
+
+
+def test_real_npu_db_two_ranks_reads_like_the_text_window(fixtures: Path):
+    """The same script exported as .db: lanes named as in the text window (no raw global
+    tids, the communication ops on an HCCL lane), Python frames hidden with the same note, and
+    a one-step window says which step its lone step label is."""
+    w, _ = loaded(fixtures / "ascend_real" / "db_level0")
+    text, _ = loaded(fixtures / "ascend_real" / "text_level0")
+    fig = w.plot_timeline()
+    size = save(fig, "timeline_npu_db_2ranks")
+    assert size[0] <= MAX_W and size[1] <= MAX_H
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert not [lab for lab in labels if re.search(r"\d{9,}", lab)], labels  # no global tids
+    for r in (0, 1):
+        assert f"rank {r} · HCCL · Group 0 Communication" in labels
+        assert f"rank {r} · Ascend Hardware · Stream 2" in labels
+        pid = int(w.rank_window(r).events.query("process == 'Python'")["pid"].iloc[0])
+        assert f"rank {r} · Python · Thread {pid}" in labels  # the main thread
+    assert not any("thread -1" in lab for lab in labels)
+    note = ax.get_title(loc="left")
+    text_note = text.plot_timeline().axes[0].get_title(loc="left")
+    frames = "2,564 Python frames not drawn (python=True draws them)"
+    assert note.startswith(frames) and text_note.startswith(frames)
+    top = ax.child_axes[0]
+    assert [t.get_text() for t in top.get_xticklabels()] == ["step 50 starts"]
+    assert "Python frames" not in w.plot_timeline(python=True).axes[0].get_title(loc="left")
 
 
 def test_steps_stay_bounded_at_1000_steps(tmp_path: Path):

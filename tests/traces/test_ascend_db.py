@@ -69,7 +69,7 @@ def test_text_integer_times_stay_exact():
     assert sql_rows(_db(0), "SELECT DISTINCT typeof(startNs) FROM PYTORCH_API") == [("text",)]
     ev = dynprof_nb.load_window(DB).rank_window(0).events
     first = int(sql_rows(_db(0), "SELECT min(CAST(startNs AS INTEGER)) FROM PYTORCH_API")[0][0])
-    py = ev[ev["cat"] == "pytorch_api"]
+    py = ev[ev["process"] == "Python"]
     assert py["ts_ns"].min() == first and py["ts_ns"].dtype == "int64"
 
 
