@@ -18,10 +18,13 @@ def fixtures_dir() -> Path:
 
 def write_builtin_window(root: Path, rank: int = 0, start: int = 1, stop: int = 3,
                          step_us: float = 1000.0, slow_step: int | None = None,
-                         slow_factor: float = 3.0, status: str = "complete") -> Path:
+                         slow_factor: float = 3.0, status: str = "complete",
+                         extra_ops: dict[str, float] | None = None) -> Path:
     """A window in the built-in backend's format: window.json, trace.json (µs floats with ns
     digits, ProfilerStep#N user annotations, python functions, a Memory counter), plus
-    op_statistic.csv and step_trace_time.csv in Ascend column conventions."""
+    op_statistic.csv and step_trace_time.csv in Ascend column conventions. ``extra_ops``:
+    ``{name: µs}``, one call each per step after ``backward`` (they must fit in the last
+    tenth of a step)."""
     d = root / f"rank{rank}_start{start}_stop{stop}"
     (d / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
     base = 1_795_968_800_000_000.0  # µs since epoch
@@ -42,6 +45,11 @@ def write_builtin_window(root: Path, rank: int = 0, start: int = 1, stop: int = 
                    "ts": round(t + 2.002, 3), "dur": dur * 0.4})
         ev.append({"ph": "X", "cat": "user_annotation", "name": "backward", "pid": pid, "tid": tid,
                    "ts": round(t + 3.003 + dur * 0.4, 3), "dur": dur * 0.5})
+        at = t + 4.004 + dur * 0.9
+        for name, us in (extra_ops or {}).items():
+            ev.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": pid,
+                       "tid": tid, "ts": round(at, 3), "dur": us})
+            at += us + 0.5
         ev.append({"ph": "C", "name": "Memory", "pid": pid, "tid": tid, "ts": round(t + 5, 3),
                    "args": {"Allocated": 1_000_000 * step, "Reserved": 4_000_000}})
         rows.append(f"0,{step},{dur * 0.9:.3f},0,0,0,{dur * 0.1:.3f},0,0,0,0")

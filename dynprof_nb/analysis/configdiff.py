@@ -4,6 +4,8 @@ The stack tracer, memory and shape recording, and a higher profiler level all sl
 they record; comparing a window recorded with them against one recorded without measures the
 profiler, not the code (``forward`` 20x slower was ``with_stack``'s overhead). ``compare``
 warns with :func:`warn_if_configs_differ`; a summary header shows :func:`config_line`.
+Windows of different lengths compare per step per rank; ``compare`` says so with a
+``WindowLengthWarning`` (and falls back to totals, warning, for windows without steps).
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ TIMING_KEYS = ("with_stack", "profile_memory", "record_shapes", "profiler_level"
 
 class ConfigMismatchWarning(UserWarning):
     """Two windows being compared were recorded with configs whose overheads differ."""
+
+
+class WindowLengthWarning(UserWarning):
+    """Two windows being compared cover different numbers of steps or ranks (``compare`` then
+    compares per step per rank), or one has no steps (``compare`` falls back to totals)."""
 
 
 def window_config(window: Any) -> dict[str, Any] | None:
@@ -66,5 +73,6 @@ def config_line(window: Any) -> str:
     return f"recorded with {text}" if text else ""
 
 
-__all__ = ["ConfigMismatchWarning", "TIMING_KEYS", "config_delta", "config_line",
-           "config_warning", "timing_differences", "warn_if_configs_differ", "window_config"]
+__all__ = ["ConfigMismatchWarning", "TIMING_KEYS", "WindowLengthWarning", "config_delta",
+           "config_line", "config_warning", "timing_differences", "warn_if_configs_differ",
+           "window_config"]

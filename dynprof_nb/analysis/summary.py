@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,11 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.analysis.cluster import is_npu_window, npu_first
-from dynprof_nb.analysis.configdiff import config_line, warn_if_configs_differ
+from dynprof_nb.analysis.configdiff import (
+    WindowLengthWarning,
+    config_line,
+    warn_if_configs_differ,
+)
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec, is_communication
 
@@ -494,22 +499,77 @@ def ranks_view(window: Any) -> pd.DataFrame:
     return rank_table(window.steps)
 
 
+def window_length(window: Any) -> tuple[int, int, int]:
+    """``(steps, ranks, rank_steps)`` a window recorded, from its step table: ``steps`` is the
+    most any rank recorded (ranks count steps on their own, so their step numbers may
+    differ), ``rank_steps`` counts each (rank, step) pair once. ``(0, 0, 0)`` for a window
+    without steps (a bare trace)."""
+    steps = window.steps
+    if steps.empty or "step" not in steps:
+        return 0, 0, 0
+    if "rank" not in steps:
+        n = int(steps["step"].nunique())
+        return n, 1, n
+    per_rank = steps[["rank", "step"]].drop_duplicates().groupby("rank").size()
+    return int(per_rank.max()), len(per_rank), int(per_rank.sum())
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _basis(la: tuple[int, int, int], lb: tuple[int, int, int]) -> tuple[bool, str, bool]:
+    """Whether ``compare`` can go per step per rank for windows of lengths ``la`` and ``lb``
+    (``window_length``), the sentence that says what it compares, and whether that sentence
+    is a warning (the lengths differ, or a window has no steps)."""
+    (sa, ra, na), (sb, rb, nb) = la, lb
+    if na and nb:
+        da = f"{_plural(sa, 'step')} x {_plural(ra, 'rank')}"
+        db = f"{_plural(sb, 'step')} x {_plural(rb, 'rank')}"
+        if (sa, ra) == (sb, rb):
+            return True, f"per step per rank: both windows have {da}", False
+        return True, (f"the windows differ in length (a: {da}, b: {db}): calls and self time "
+                      "are compared per step per rank"), True
+    which = "neither window has" if not (na or nb) else f"window {'b' if na else 'a'} has no"
+    return False, (f"{which} steps (a bare trace): whole-window totals are compared, which "
+                   "is fair only when both windows cover the same work"), True
+
+
 def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
-    """Operations whose self time changed most from window ``a`` to window ``b`` (every rank's
-    time summed per name). Warns (``ConfigMismatchWarning``) when the two windows were recorded
-    with settings whose overheads differ, since the difference would then be the profiler's."""
+    """Operations whose self time changed most from window ``a`` to window ``b``, biggest
+    change first.
+
+    When both windows have steps the numbers are per step per rank (every rank's time summed
+    per name, divided by the window's (rank, step) pairs), so a 10-step window compares fairly
+    with a 5-step one, and a 2-rank window with a 1-rank one: columns ``calls_per_step_a/b``,
+    ``self_us_per_step_a/b``. When either has no steps the totals are compared (``calls_a/b``,
+    ``self_us_a/b``). ``delta_us`` (b - a) and ``ratio`` (b / a) are on the same basis;
+    ``table.attrs`` holds ``basis``, each window's ``steps_a``/``ranks_a``/... and a ``note``.
+
+    Warns ``ConfigMismatchWarning`` when the windows were recorded with settings whose
+    overheads differ (the difference would then be the profiler's), and
+    ``WindowLengthWarning`` when they differ in steps or ranks, or either has no steps."""
     warn_if_configs_differ(a, b)
+    la, lb = window_length(a), window_length(b)
+    per_step, note, warn = _basis(la, lb)
+    if warn:
+        warnings.warn(WindowLengthWarning(note), stacklevel=2)
+    div_a, div_b = (la[2], lb[2]) if per_step else (1, 1)
+    calls, self_us = ("calls_per_step", "self_us_per_step") if per_step else ("calls", "self_us")
     oa = ops_across_ranks(a.ops).set_index("name")
     ob = ops_across_ranks(b.ops).set_index("name")
     t = pd.DataFrame(
         {
-            "count_a": oa["count"],
-            "count_b": ob["count"],
-            "self_us_a": oa["self_us"],
-            "self_us_b": ob["self_us"],
+            f"{calls}_a": oa["count"] / div_a,
+            f"{calls}_b": ob["count"] / div_b,
+            f"{self_us}_a": oa["self_us"] / div_a,
+            f"{self_us}_b": ob["self_us"] / div_b,
         }
     ).fillna(0)
-    t["delta_us"] = t["self_us_b"] - t["self_us_a"]
-    t["ratio"] = t["self_us_b"] / t["self_us_a"].where(t["self_us_a"] > 0)
+    t["delta_us"] = t[f"{self_us}_b"] - t[f"{self_us}_a"]
+    t["ratio"] = t[f"{self_us}_b"] / t[f"{self_us}_a"].where(t[f"{self_us}_a"] > 0)
     t = t.reindex(t["delta_us"].abs().sort_values(ascending=False).index)
-    return t.head(top).rename_axis("name").reset_index()
+    t = t.head(top).rename_axis("name").reset_index()
+    t.attrs.update(basis="per step per rank" if per_step else "total", note=note,
+                   steps_a=la[0], ranks_a=la[1], steps_b=lb[0], ranks_b=lb[1])
+    return t

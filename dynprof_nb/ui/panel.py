@@ -549,8 +549,8 @@ class Panel(widgets.VBox):
 
     def compare(self, index: int) -> Any:
         """Compare window row ``index`` with the window loaded last (or, when that is the
-        same one or none, the window before it); warns when their configs differ in a key
-        that changes timings."""
+        same one or none, the window before it): per step per rank (``analysis.compare``),
+        saying so; warns when their configs differ in a key that changes timings."""
         from dynprof_nb.analysis.configdiff import config_warning
         from dynprof_nb.analysis.summary import compare
 
@@ -582,7 +582,12 @@ class Panel(widgets.VBox):
             except Exception as exc:
                 out.append_stdout(f"could not compare: {exc}\n")
                 return None
-        for message in {str(w.message) for w in caught} - {warning}:
+        # what the numbers are (per step per rank, or totals for bare traces): the note is
+        # also the text of compare's WindowLengthWarning, said once
+        note = table.attrs.get("note")
+        if note:
+            out.append_stdout(f"note: {note}\n")
+        for message in {str(w.message) for w in caught} - {warning, note}:
             out.append_stdout(f"warning: {message}\n")
         out.append_display_data(table)
         return table

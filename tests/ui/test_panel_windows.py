@@ -45,9 +45,11 @@ def test_one_row_per_window_with_its_config_and_compare_warns(job):
         assert re.search(r"b = steps \d+\.\.\d+, ranks 0,1 \(", text), text
         assert "warning: the two windows were recorded with different profiler settings: " \
                "with_stack (True vs False)" in text, text
-        # the table itself is analysis.compare's (multi-rank compare is issue 15 item 5's)
-        assert any("text/html" in o.get("data", {}) for o in p.output.outputs) \
-            or "could not compare" in text
+        # the table is analysis.compare's, per step per rank, and the panel says so
+        assert "note: per step per rank: both windows have 3 steps x 2 ranks" in text, text
+        tables = [o["data"]["text/html"] for o in p.output.outputs
+                  if "text/html" in o.get("data", {})]
+        assert len(tables) == 1 and "self_us_per_step_a" in tables[0], text
         p.window_rows.children[1].children[2].click()  # Summary of the older window
         text = "".join(o.get("text", "") for o in p.output.outputs)
         assert "recorded with with_stack=True" in text
