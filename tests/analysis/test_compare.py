@@ -125,8 +125,8 @@ def test_real_monitor_windows_of_different_lengths(tmp_path: Path):
     # machine is shared, so the truth is the recorded calls, not the 1.8 asked for)
     calls = {w: w.events[w.events["name"] == "allreduce"]["dur_ns"] for w in (a, b)}
     assert len(calls[a]) == 10 and len(calls[b]) == 5
-    assert calls[b].median() / calls[a].median() == pytest.approx(1.8, abs=0.2)
     per_call = calls[b].mean() / calls[a].mean()  # one call per step: per call is per step
+    # (the totals compare of before gave half of this: 5 calls of b against 10 of a)
     assert rows.loc["allreduce", "ratio"] == pytest.approx(per_call, rel=1e-6)
     assert (rows.loc["allreduce", ["calls_per_step_a", "calls_per_step_b"]] == 1).all()
 
