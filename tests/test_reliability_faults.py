@@ -390,9 +390,10 @@ def test_a_watching_notebook_keeps_its_job_through_a_restart_of_every_rank(tmp_p
         new = spawn_rank(job, 0, tmp_path, step_ms=3)
         wait_until(lambda: [s for s in control.live_slots() if s.pid == new.pid and s.step > 0],
                    what="the restarted rank in the notebook's status", proc=new)
-        control.start("+3", "+5")  # and the notebook still drives it
-        control.wait(timeout=60, progress=False)
-        assert list(control.windows().status) == ["complete"]
+        control.start("+100", "+102")  # and the notebook still drives it
+        status = control.wait(timeout=60, progress=False)
+        assert list(control.windows().status) == ["complete"], (status.to_string(),
+                                                                control.config.to_dict())
         control.close()
         _, err = finish(new)
         assert "reclaiming" not in err and "Traceback" not in err
