@@ -10,7 +10,6 @@ and memory frames are made of.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ import pandas as pd
 
 from dynprof_nb.traces import ascend_db_comm, ascend_db_events, ascend_db_kernels, schema
 from dynprof_nb.traces.dbfile import DbFile, connect, int_or_none, ns, raw, text
-from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning
+from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning, warn
 from dynprof_nb.traces.intervals import overlap_breakdown, steps_of, stream_wait
 
 __all__ = ["AscendDb", "connect", "overlap_breakdown", "read_profiler_info"]
@@ -54,7 +53,7 @@ class AscendDb:
 
     def _note_repair(self, note: str) -> None:
         self.notes.append(note)
-        warnings.warn(TraceRepairWarning(f"{self.path}: {note}"), stacklevel=4)
+        warn(TraceRepairWarning(f"{self.path}: {note}"), stacklevel=4)
 
     @property
     def tables(self) -> dict[str, list[str]]:
@@ -191,7 +190,7 @@ class AscendDb:
             self.notes.append(
                 "no COMPUTE_TASK_INFO table: kernels are every TASK row, named by their task type"
             )
-            warnings.warn(
+            warn(
                 TraceRepairWarning(
                     f"{self.path}: no COMPUTE_TASK_INFO table; kernels "
                     "are the raw TASK rows named by task type"

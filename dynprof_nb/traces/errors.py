@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -47,3 +51,29 @@ class TraceRepairWarning(UserWarning):
 
 class IncompleteWindowWarning(UserWarning):
     """A window directory was not completely written (manifest says incomplete, or a .tmp dir)."""
+
+
+# Warnings from reader threads. ``warnings`` filters are process-wide in Python 3.11 and
+# ``catch_warnings`` is not thread-safe, so a warning raised in a worker thread can meet another
+# thread's filters (an "error" filter, say) and become an exception there. A reader thread
+# collects its warnings instead, and the thread that started it re-emits them.
+_thread_bucket = threading.local()
+
+
+def warn(warning: Warning, stacklevel: int = 2) -> None:
+    """``warnings.warn`` for the readers; collected instead inside :func:`collected_warnings`."""
+    bucket = getattr(_thread_bucket, "warnings", None)
+    if bucket is not None:
+        bucket.append(warning)
+    else:
+        warnings.warn(warning, stacklevel=stacklevel + 1)
+
+
+@contextmanager
+def collected_warnings() -> Iterator[list[Warning]]:
+    """In a reader thread: the warnings :func:`warn` was given meanwhile, not emitted."""
+    _thread_bucket.warnings = bucket = []
+    try:
+        yield bucket
+    finally:
+        _thread_bucket.warnings = None

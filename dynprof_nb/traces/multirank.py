@@ -5,6 +5,7 @@ ranks' kernels read in threads (sqlite's queries run without it)."""
 from __future__ import annotations
 
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from . import parallel, schema
+from .errors import collected_warnings
 from .window import TraceWindow
 
 
@@ -118,7 +120,13 @@ def _threaded_db_frames(children: list[TraceWindow], kind: str) -> None:
     workers = min(len(todo), os.cpu_count() or 1)
     if workers < 2:
         return
+    def read(c: TraceWindow) -> list[Warning]:
+        with collected_warnings() as caught:
+            c._frame(kind)
+        return caught
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futs = [pool.submit(c._frame, kind) for c in todo]
+        futs = [pool.submit(read, c) for c in todo]
     for f in futs:
-        f.result()
+        for w in f.result():  # said here, in the caller's thread, in the ranks' order
+            warnings.warn(w, stacklevel=4)

@@ -19,7 +19,7 @@ from . import ascend, ascend_db, comm, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import MEMORY_CSVS, WindowFiles, find_file, find_window_files, job_rank
-from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning
+from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
 from .lazyframe import LazyFrame
 from .ops import op_table
 
@@ -168,9 +168,7 @@ class TraceWindow:
             for p in self._files.traces:
                 tr = load_chrome_trace(p)
                 if tr.repairs:
-                    warnings.warn(
-                        TraceRepairWarning(f"{p}: " + "; ".join(tr.repairs)), stacklevel=4
-                    )
+                    warn(TraceRepairWarning(f"{p}: " + "; ".join(tr.repairs)), stacklevel=4)
                 out.append(tr)
             self._chrome = out
         return self._chrome
