@@ -9,7 +9,6 @@ and memory frames are made of.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from dynprof_nb.traces.dbfile import DbFile, connect, int_or_none, ns, raw, text
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning, warn
 from dynprof_nb.traces.intervals import overlap_breakdown, steps_of, stream_wait
 
-__all__ = ["AscendDb", "connect", "overlap_breakdown", "read_profiler_info"]
+__all__ = ["AscendDb", "connect", "overlap_breakdown"]
 
 
 class AscendDb:
@@ -394,12 +393,3 @@ _TOTALS = ("TotalAllocated", "TotalReserved", "TotalActive")
 def _npu(dev: pd.Series) -> pd.Series:
     d = pd.to_numeric(dev, errors="coerce")
     return ("NPU:" + d.astype("Int64").astype(str)).where(d.notna(), "NPU")
-
-
-def read_profiler_info(path: Path) -> dict:
-    """profiler_info_N.json / profiler_metadata.json as a dict ({} if unreadable)."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}

@@ -193,7 +193,8 @@ def _is_profiler_db(name: str) -> bool:
     )
 
 
-def _json(path: Path) -> dict:
+def read_json_object(path: Path) -> dict:
+    """profiler_info_N.json / profiler_metadata.json as a dict ({} if unreadable)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -211,13 +212,13 @@ def job_rank(root: Path, traces: list[Path] = ()) -> tuple[int | None, str | Non
     profiler_info_N.json, then a ``rank<N>`` in the directory or trace name. Never the device
     id: a 4-rank job on devices 0, 1, 4, 5 has ranks 0-3."""
     for base in _bases(root):
-        meta = _json(base / "profiler_metadata.json")
+        meta = read_json_object(base / "profiler_metadata.json")
         args = meta.get("distributed_args")
         if isinstance(args, dict) and isinstance(args.get("rank"), int) and args["rank"] >= 0:
             return args["rank"], f"{base.name}/profiler_metadata.json distributed_args.rank"
     for base in _bases(root):
         for p in sorted(base.glob("profiler_info*.json")):
-            rid = _json(p).get("rank_id")
+            rid = read_json_object(p).get("rank_id")
             if isinstance(rid, int) and rid >= 0:
                 return rid, f"{p.name} rank_id"
             m = re.search(r"profiler_info_(\d+)", p.name)

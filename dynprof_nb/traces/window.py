@@ -15,10 +15,17 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_db, comm, derive, mindspore, schema
+from . import ascend, comm, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
-from .discover import MEMORY_CSVS, WindowFiles, find_file, find_window_files, job_rank
+from .discover import (
+    MEMORY_CSVS,
+    WindowFiles,
+    find_file,
+    find_window_files,
+    job_rank,
+    read_json_object,
+)
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
 from .lazyframe import LazyFrame
 from .ops import op_table
@@ -512,7 +519,7 @@ class TraceWindow:
     def _read_metadata(self, p: Path) -> None:
         """profiler_info_N.json / profiler_metadata.json / communication_group.json: no frames, but
         the rank (they are what says which rank a window is)."""
-        doc = ascend_db.read_profiler_info(p)
+        doc = read_json_object(p)
         if not doc and p.stat().st_size:
             raise TraceFormatError(
                 p,

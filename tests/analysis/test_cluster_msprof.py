@@ -8,13 +8,10 @@ DYNPROF_MSPROF_ANALYZE to use another install.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
+import msprof
 import pandas as pd
 import pytest
 from testdata import fixtures_dir
@@ -26,56 +23,18 @@ pytestmark = pytest.mark.timeout(600)
 
 DB = fixtures_dir() / "ascend_real" / "db_level0"
 RECIPES = ("compute_op_sum", "hccl_sum", "cluster_time_summary", "communication_time_sum")
-VERSION = "26.2.0"
-
-
-def msprof_analyze() -> Path:
-    env = os.environ.get("DYNPROF_MSPROF_ANALYZE")
-    exe = Path(env) if env else Path(sys.prefix) / "msprof" / "bin" / "msprof-analyze"
-    assert exe.is_file(), (
-        f"msprof-analyze {VERSION} not found at {exe}: run `make test` (it "
-        "installs it into .venv/msprof) or set DYNPROF_MSPROF_ANALYZE"
-    )
-    ver = subprocess.run(
-        [
-            str(exe.parent / "python"),
-            "-c",
-            "import importlib.metadata as m; print(m.version('msprof-analyze'))",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert ver.stdout.strip() == VERSION, ver
-    return exe
 
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory) -> dict:
     """Run msprof-analyze on a copy of the db window: each recipe, then its default cluster
     mode (which writes ClusterStepTraceTime, the step trace cluster_time_summary reads)."""
-    exe = msprof_analyze()
     root = tmp_path_factory.mktemp("msprof") / "db_level0"
     shutil.copytree(DB, root)
-    logs = {}
-    for recipe in RECIPES:
-        r = subprocess.run(
-            [str(exe), "cluster", "-d", str(root), "-m", recipe, "--export_type", "text"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert r.returncode == 0, (recipe, r.stdout[-2000:], r.stderr[-2000:])
-        logs[recipe] = r.stdout + r.stderr
-    r = subprocess.run(
-        [str(exe), "cluster", "-d", str(root)], capture_output=True, text=True, timeout=300
-    )
-    assert r.returncode == 0, r.stdout[-2000:]
+    logs = {recipe: msprof.run(root, recipe) for recipe in RECIPES}
+    msprof.run(root)
     out = root / "cluster_analysis_output"
-    con = sqlite3.connect(out / "cluster_analysis.db")
-    try:
-        step_trace = pd.read_sql_query("SELECT * FROM ClusterStepTraceTime", con)
-    finally:
-        con.close()
+    step_trace = msprof.cluster_step_trace(root)
     return {
         "root": root,
         "out": out,

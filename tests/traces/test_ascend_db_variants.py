@@ -6,15 +6,12 @@ what it lacks in ``sources``, and agrees with msprof-analyze 26.2.0 where it run
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sqlite3
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import ascend_variants as av
+import msprof
 import pandas as pd
 import pytest
 
@@ -26,29 +23,12 @@ pytestmark = pytest.mark.timeout(600)
 FRAMES = ("events", "kernels", "steps", "communication", "memory")
 
 
-def _msprof(root: Path, recipe: str | None) -> str:
-    """Run msprof-analyze 26.2.0 (its own venv, installed by ``make test``) on ``root``."""
-    env = os.environ.get("DYNPROF_MSPROF_ANALYZE")
-    exe = Path(env) if env else Path(sys.prefix) / "msprof" / "bin" / "msprof-analyze"
-    assert exe.is_file(), f"msprof-analyze not found at {exe}: run `make test`"
-    args = [str(exe), "cluster", "-d", str(root)]
-    if recipe:
-        args += ["-m", recipe, "--export_type", "text"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, (recipe, r.stdout[-2000:], r.stderr[-2000:])
-    return r.stdout + r.stderr
-
-
 def _oracle(root: Path) -> dict:
     """compute_op_sum and hccl_sum per rank, and the ClusterStepTraceTime of the default mode."""
     for recipe in ("compute_op_sum", "hccl_sum", None):
-        _msprof(root, recipe)
+        msprof.run(root, recipe)
     out = root / "cluster_analysis_output"
-    con = sqlite3.connect(out / "cluster_analysis.db")
-    try:
-        st = pd.read_sql_query("SELECT * FROM ClusterStepTraceTime", con)
-    finally:
-        con.close()
+    st = msprof.cluster_step_trace(root)
     st = st[st["type"] == "rank"].assign(
         rank=lambda f: f["index"].astype(int), step=lambda f: f["step"].astype(int)
     )
