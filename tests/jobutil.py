@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb import segment, windows
 
 TRAIN_LOOP = Path(__file__).with_name("train_loop.py")
 
@@ -83,3 +83,17 @@ def trace_steps(window_dir: str | Path) -> list[int]:
     data = json.loads((Path(window_dir) / "trace.json").read_text())
     return sorted(int(e["name"].split("#")[1]) for e in data["traceEvents"]
                   if e.get("name", "").startswith("ProfilerStep#"))
+
+
+def recorded_window(job: dynprof_nb.Job, start: str, stop: str, timeout: float,
+                    **options: Any) -> tuple[Path, dict[str, Any], int, int]:
+    """Start a window, wait for it, and check it is the job's one complete window, on exactly
+    the steps asked for: (its directory, its manifest, first step, last step)."""
+    job.start(start, stop, **options)
+    first, last = job.config.start_step, job.config.stop_step
+    job.wait(timeout=timeout, progress=False)
+    found = job.windows()
+    assert list(found.status) == ["complete"], job.status().to_string()
+    assert (found.start.iloc[0], found.stop.iloc[0]) == (first, last)
+    path = Path(found.path.iloc[0])
+    return path, windows.read_manifest(path), first, last

@@ -16,8 +16,7 @@ from framework_jobs import (
     mindspore_python,
     spawn_mindspore,
 )
-
-from dynprof_nb import windows
+from jobutil import recorded_window
 
 pytestmark = pytest.mark.slow
 
@@ -34,16 +33,9 @@ def ms_job(request, tmp_path: Path):
 @pytest.mark.parametrize("analyse_mode", [0, 1])
 def test_window_records_exactly_its_steps(ms_job, analyse_mode: int) -> None:
     job, proc = ms_job
-    job.start("+50", "+53", activities=["CPU"], analyse=True, analyse_mode=analyse_mode,
-              profile_memory=True, record_shapes=True)
-    first, last = job.config.start_step, job.config.stop_step
-    job.wait(timeout=180, progress=False)
-
-    found = job.windows()
-    assert list(found.status) == ["complete"], job.status().to_string()
-    assert (found.start.iloc[0], found.stop.iloc[0]) == (first, last)
-    path = Path(found.path.iloc[0])
-    manifest = windows.read_manifest(path)
+    path, manifest, first, last = recorded_window(
+        job, "+50", "+53", 180, activities=["CPU"], analyse=True, analyse_mode=analyse_mode,
+        profile_memory=True, record_shapes=True)
     assert manifest["backend"] == "mindspore" and manifest["status"] == "complete"
     # MindSpore's own output is inside the window, analysed before it was published
     (ms_dir,) = path.glob("*_ascend_ms")

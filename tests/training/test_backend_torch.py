@@ -16,6 +16,7 @@ from framework_jobs import (
     unique_job,
     wait_until,
 )
+from jobutil import recorded_window
 
 import dynprof_nb
 from dynprof_nb import segment, windows
@@ -43,16 +44,9 @@ def torch_job(tmp_path: Path):
 
 def test_window_from_another_process_records_exactly_its_steps(torch_job) -> None:
     job, proc = torch_job
-    job.start("+100", "+104", record_shapes=True)  # well ahead: a loaded machine lags
-    first, last = job.config.start_step, job.config.stop_step
-    job.wait(timeout=120, progress=False)
-
-    found = job.windows()
-    assert list(found.status) == ["complete"], job.status().to_string()
-    assert (found.start.iloc[0], found.stop.iloc[0]) == (first, last)
-    path = Path(found.path.iloc[0])
+    # well ahead: a loaded machine lags
+    path, manifest, first, last = recorded_window(job, "+100", "+104", 120, record_shapes=True)
     assert path.name == f"rank0_start{first}_stop{last}"
-    manifest = windows.read_manifest(path)
     assert manifest["backend"] == "torch" and manifest["status"] == "complete"
     trace = _trace(path)
     assert manifest["files"] == [trace.name]
