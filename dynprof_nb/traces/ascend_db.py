@@ -310,6 +310,10 @@ class AscendDb:
         """Per communication op and link: size, transit time, bandwidth."""
         return ascend_db_comm.links(self.db, self.ana, self.step_time())
 
+    def bandwidth(self) -> pd.DataFrame:
+        """Per communication op and transport: size, transit time, bandwidth."""
+        return ascend_db_comm.bandwidth(self.db, self.ana, self.step_time())
+
     # ---- host API and memory ----------------------------------------------------------------
     def api_events(self) -> pd.DataFrame:
         """PYTORCH_API, CANN_API and MSTX_EVENTS (host), the compute tasks and the

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, comm, derive, mindspore, schema
+from . import ascend, ascend_bandwidth, comm, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import (
@@ -85,6 +85,7 @@ class TraceWindow:
         self._chrome: list[ChromeTrace] | None = None
         self._adb: AscendDb | None = None
         self._links: pd.DataFrame | None = None
+        self._bandwidth: pd.DataFrame | None = None
         self.sources: dict[str, dict[str, Any]] = {}
         self.tables: dict[str, pd.DataFrame] = {}  # files kept as read, with no frame of their own
         self.manifest: dict | None = files.manifest
@@ -395,6 +396,31 @@ class TraceWindow:
                     f"or database (this rank has: {self._have()})",
                 }
         return self._links
+
+    def communication_bandwidth(self) -> pd.DataFrame:
+        """Per communication op and transport (HCCS, PCIE, SIO, SDMA = their total, RDMA):
+        size_mb, transit_us, bandwidth_gbps, large_packet_ratio, Ascend's "Communication
+        Bandwidth Info"; from communication.json, analysis.db or the database's HCCL tasks.
+        The communication frame's size_mb / bandwidth_gbps are its SDMA + RDMA rows."""
+        if self._bandwidth is None:
+            adb = self._dbreader()
+            p = self._files.communication
+            if adb is not None:
+                self._bandwidth = adb.bandwidth()
+                self.sources["bandwidth"] = {"files": [str(adb.path)], "format": "db"}
+            elif p is not None:
+                self._bandwidth = ascend.communication_bandwidth_json(p)
+                self.sources["bandwidth"] = {"files": [str(p)], "format": "text"}
+            else:
+                self._bandwidth = ascend_bandwidth.frame(
+                    pd.DataFrame(columns=ascend_bandwidth.COLUMNS)
+                )
+                self.sources["bandwidth"] = {
+                    "files": [],
+                    "missing": "no communication.json "
+                    f"or database (this rank has: {self._have()})",
+                }
+        return self._bandwidth
 
     # ---- cluster analyses (dynprof_nb.analysis.cluster, named in VIEWS) ----------------------
     def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
