@@ -422,6 +422,17 @@ class TraceWindow:
                 }
         return self._bandwidth
 
+    def memory_copies(self) -> pd.DataFrame:
+        """The device's asynchronous memory copies (MEMCPY_ASYNC tasks: start_ns, end_ns,
+        step) of a database window; empty for other formats."""
+        adb = self._dbreader()
+        if adb is not None:
+            return adb.memory_copies()
+        return pd.DataFrame(
+            {"start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64"),
+             "step": pd.Series(dtype="Int64")}
+        )
+
     # ---- cluster analyses (dynprof_nb.analysis.cluster, named in VIEWS) ----------------------
     def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
         """Device time by op type and core, per rank (msprof-analyze compute_op_sum)."""
