@@ -391,15 +391,28 @@ def step_breakdown_from_tasks(window: Any) -> pd.DataFrame:
 
 def communication_matrix(window: Any, step: int | None = None) -> pd.DataFrame:
     """Which links are slow? One row per (src_rank, dst_rank, transport): total size, transit
-    time and bandwidth over the window's ops (msprof-analyze ``communication_matrix`` /
-    ``slow_link``). Links reported by both ends are counted once."""
-    lk = window.communication_links()
+    time and bandwidth over the window's ops (msprof-analyze ``communication_matrix_sum``'s
+    "Total Op Info" rows, summed over steps; ``slow_link``). Links reported by both ends are
+    counted once.
+
+    Newer Ascend matrices (analysis.db CommAnalyzerMatrix, communication_matrix.json) hold
+    per-size categories (``allreduce-top1``, ``-middle``, ``-bottom1..3``, ``-total``), not
+    ops: only the ``-total`` rows are summed (adding every category counted the data about six
+    times). Their ranks are ranks within the group: they become global ranks through each
+    rank's own (LOCAL, src == dst) row, and links to a rank the window does not hold are left
+    out, as communication_matrix_sum does."""
+    lk = _with_rank(window.communication_links(), window)
     cols = ["src_rank", "dst_rank", "transport", "ops", "size_mb", "transit_us", "bandwidth_gbps"]
     if lk.empty:
         return pd.DataFrame(columns=cols)
     if step is not None:
         lk = lk[lk["step"] == step]
-    lk = lk.drop(columns=[c for c in ("rank",) if c in lk]).drop_duplicates(
+    lk = _global_ranks(lk)
+    name = lk["name"].astype(str)
+    totals = name.str.endswith("-total")
+    lk = lk[totals | ~name.str.contains(r"-(?:top|middle|bottom)\d*$", regex=True)]
+    lk = lk[totals.loc[lk.index] | ~lk["step"].isin(lk.loc[totals.loc[lk.index], "step"])]
+    lk = lk.drop(columns=["rank"]).drop_duplicates(
         ["step", "name", "group", "src_rank", "dst_rank", "transport"]
     )
     lk = lk[lk["src_rank"] != lk["dst_rank"]]
@@ -410,6 +423,29 @@ def communication_matrix(window: Any, step: int | None = None) -> pd.DataFrame:
     )
     out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
     return out.sort_values("bandwidth_gbps", ignore_index=True)[cols]
+
+
+def _global_ranks(lk: pd.DataFrame) -> pd.DataFrame:
+    """Links with group-local ranks mapped to the window's ranks where each rank's LOCAL row
+    (src == dst) says its local rank; unchanged where no group has such rows (older matrices
+    already use global ranks)."""
+    local = lk[(lk["src_rank"] == lk["dst_rank"]) & lk["group"].notna()]
+    if local.empty:
+        return lk
+    table = local.drop_duplicates(["group", "src_rank"]).set_index(["group", "src_rank"])["rank"]
+    mapped_groups = set(local["group"])
+    in_group = lk["group"].isin(mapped_groups)
+
+    def to_global(col: str) -> pd.Series:
+        key = pd.MultiIndex.from_arrays([lk["group"], lk[col]])
+        return pd.Series(table.reindex(key).to_numpy(), index=lk.index)
+
+    src, dst = to_global("src_rank"), to_global("dst_rank")
+    keep = ~in_group | (src.notna() & dst.notna())
+    out = lk.copy()
+    out.loc[in_group, "src_rank"] = src[in_group].astype("Int64")
+    out.loc[in_group, "dst_rank"] = dst[in_group].astype("Int64")
+    return out[keep]
 
 
 def slow_links(window: Any, threshold: float = 0.5) -> pd.DataFrame:
