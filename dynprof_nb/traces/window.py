@@ -447,6 +447,16 @@ class TraceWindow:
         (msprof-analyze's cluster_time_summary)."""
         return _view("cluster_step_breakdown")(self)
 
+    def step_trace(self) -> pd.DataFrame:
+        """msprof-analyze's ClusterStepTraceTime under its names (Computing, Free, Stage,
+        Bubble, Preparing ...) and definitions."""
+        return _view("step_trace")(self)
+
+    def time_summary(self) -> pd.DataFrame:
+        """msprof-analyze's cluster_time_summary under its names and definitions (whole-step
+        Step Time, Free without memory copies)."""
+        return _view("time_summary")(self)
+
     def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
         """Bandwidth per link and transport type (communication_matrix / slow_link)."""
         return _view("communication_matrix")(self, step=step)
@@ -650,6 +660,8 @@ VIEWS = {
     "compute_ops": "dynprof_nb.analysis.cluster:compute_ops",
     "communication_ops": "dynprof_nb.analysis.cluster:communication_ops",
     "cluster_step_breakdown": "dynprof_nb.analysis.cluster:step_breakdown",
+    "step_trace": "dynprof_nb.analysis.cluster:step_trace",
+    "time_summary": "dynprof_nb.analysis.cluster:time_summary",
     "communication_matrix": "dynprof_nb.analysis.cluster:communication_matrix",
     "slow_ranks": "dynprof_nb.analysis.cluster:slow_ranks",
     "rank_step_breakdown": "dynprof_nb.analysis.cluster_plots:rank_step_breakdown",
