@@ -137,9 +137,24 @@ def communication_by_op(window: Any) -> pd.DataFrame:
 
 def step_breakdown(window: Any) -> pd.DataFrame:
     """Where does each rank's step time go: computing, communication not overlapped with
-    computing, overlapped, free (idle)? One row per rank and step (msprof-analyze
-    ``cluster_time_summary`` / cluster_step_trace_time.csv). From step_trace_time.csv or
-    analysis.db where the window has them, else computed from the device tasks."""
+    computing, overlapped, free (idle)? One row per rank and step, from step_trace_time.csv or
+    analysis.db where the window has them, else computed from the device tasks.
+
+    Which definition each column follows (docs/definitions.md):
+
+    - ``computing_us``, ``communication_us``, ``overlapped_us``,
+      ``communication_not_overlapped_us``: torch_npu's step_trace_time / analysis.db
+      StepTraceTime, the same numbers as msprof-analyze's ClusterStepTraceTime and
+      cluster_time_summary (Computing, Communication, Overlapped, Communication(Not
+      Overlapped)).
+    - ``free_us``: StepTraceTime's Free = Stage - Computing - Communication(Not Overlapped);
+      it includes device memory copies. cluster_time_summary's Free(us) takes those copies
+      out: see :func:`time_summary`.
+    - ``duration_us``: Computing + Communication(Not Overlapped) + Free, i.e. StepTraceTime's
+      Stage (first device task to last) where the window has it; for a .db without
+      StepTraceTime it is the STEP_TIME span (cluster_time_summary's Step Time(us)).
+      :func:`step_trace` and :func:`time_summary` give each peer's own columns.
+    """
     st = _with_rank(window.steps, window)
     cols = [
         "rank",
@@ -169,6 +184,199 @@ def step_breakdown(window: Any) -> pd.DataFrame:
     return out
 
 
+# msprof-analyze ClusterStepTraceTime's columns (= torch_npu step_trace_time.csv's): ours -> its
+STEP_TRACE_NAMES = {
+    "step": "Step",
+    "computing_us": "Computing",
+    "communication_not_overlapped_us": "Communication(Not Overlapped)",
+    "overlapped_us": "Overlapped",
+    "communication_us": "Communication",
+    "free_us": "Free",
+    "stage_us": "Stage",
+    "bubble_us": "Bubble",
+    "communication_not_overlapped_and_exclude_receive_us": (
+        "Communication(Not Overlapped and Exclude Receive)"
+    ),
+    "preparing_us": "Preparing",
+}
+
+
+def step_trace(window: Any) -> pd.DataFrame:
+    """msprof-analyze's ClusterStepTraceTime (cluster_step_trace_time.csv), under its names and
+    definitions: one row per rank (Type "rank", Index = rank) and step, µs. Stage is the span
+    from the step's first device task to its last; Free = Stage - Computing -
+    Communication(Not Overlapped) (memory copies included); Bubble the pipeline receive time
+    (0 without pipeline parallelism); Preparing from the step's start (STEP_TIME) to its first
+    device task. Read from StepTraceTime / step_trace_time.csv where the window has them,
+    else computed from the device tasks by those definitions."""
+    st = _with_rank(window.steps, window).copy()
+    names = ["Step", "Type", "Index", *list(STEP_TRACE_NAMES.values())[1:]]
+    if st.empty:
+        return pd.DataFrame(columns=names)
+    if "communication_not_overlapped_us" not in st or st[
+        "communication_not_overlapped_us"
+    ].isna().all():
+        st["communication_not_overlapped_us"] = st["communication_us"] - st["overlapped_us"]
+    if "stage_us" not in st or st["stage_us"].isna().all():
+        st["stage_us"] = st["computing_us"] + st["communication_not_overlapped_us"] + st["free_us"]
+    if "stage_us" in st and "span_us" in st and st["free_us"].notna().all():
+        # a .db without StepTraceTime: its free is against the STEP_TIME span; Free is stage's
+        st["free_us"] = st["stage_us"] - st["computing_us"] - st["communication_not_overlapped_us"]
+    if "bubble_us" not in st:
+        st["bubble_us"] = np.nan
+    st["communication_not_overlapped_and_exclude_receive_us"] = (
+        st["communication_not_overlapped_us"] - st["bubble_us"].fillna(0)
+    )
+    if "preparing_us" not in st:
+        st["preparing_us"] = np.nan
+    out = st[["rank", *STEP_TRACE_NAMES]].rename(columns=STEP_TRACE_NAMES)
+    out.insert(1, "Type", "rank")
+    out = out.rename(columns={"rank": "Index"})[names]
+    return out.sort_values(["Index", "Step"], ignore_index=True)
+
+
+TIME_SUMMARY_NAMES = [
+    "Rank",
+    "Step",
+    "Step Time(us)",
+    "Computation(us)",
+    "Communication Not Overlap Computation(us)",
+    "Communication Overlap Computation(us)",
+    "Communication(us)",
+    "Free(us)",
+    "Communication Wait Stage Time(us)",
+    "Communication Transmit Stage Time(us)",
+    "Memory(us)",
+    "Memory Not Overlap Computation Communication(us)",
+]
+
+
+def time_summary(window: Any) -> pd.DataFrame:
+    """msprof-analyze's cluster_time_summary (cluster_time_summary_*.csv), under its names and
+    definitions, one row per rank and step (µs):
+
+    - Step Time: the whole step, STEP_TIME end - start (not Stage); where the window has no
+      STEP_TIME, Computation + Communication Not Overlap + Free, as that recipe falls back to.
+    - Computation, Communication (Not) Overlap Computation, Communication: StepTraceTime's.
+    - Memory: the summed durations of the step's MEMCPY_ASYNC tasks; Memory Not Overlap
+      Computation Communication: the part of them outside compute tasks and communication ops
+      (that recipe's sweep, repeated exactly, quirks included: see _memory_not_overlapped).
+    - Free: StepTraceTime's Free minus Memory Not Overlap (memory copies are not idle time).
+    - Communication Transmit Stage Time: per communication op (group, name, step), the
+      shortest duration any rank of the group took, summed per rank and step; Wait Stage Time:
+      each rank's duration minus that shortest one (time spent waiting for the slowest peer).
+      Both 0 with one rank, as in that recipe. The group's ranks are those of this window.
+    """
+    st = step_trace(window)
+    if st.empty:
+        return pd.DataFrame(columns=TIME_SUMMARY_NAMES)
+    steps = _with_rank(window.steps, window)
+    span = (
+        steps.set_index(["rank", "step"])["span_us"]
+        if "span_us" in steps
+        else pd.Series(dtype="float64")
+    )
+    out = pd.DataFrame(
+        {
+            "Rank": st["Index"].astype("int64"),
+            "Step": st["Step"].astype("int64"),
+            "Computation(us)": st["Computing"],
+            "Communication Not Overlap Computation(us)": st["Communication(Not Overlapped)"],
+            "Communication Overlap Computation(us)": st["Overlapped"],
+            "Communication(us)": st["Communication"],
+        }
+    )
+    key = pd.MultiIndex.from_frame(out[["Rank", "Step"]])
+    fallback = st["Computing"] + st["Communication(Not Overlapped)"] + st["Free"]
+    out["Step Time(us)"] = pd.Series(span.reindex(key).to_numpy(), index=out.index).fillna(
+        fallback
+    )
+    mem, mem_free = _memory_per_step(window)
+    out["Memory(us)"] = mem.reindex(key).fillna(0.0).to_numpy()
+    out["Memory Not Overlap Computation Communication(us)"] = (
+        mem_free.reindex(key).fillna(0.0).to_numpy()
+    )
+    out["Free(us)"] = st["Free"] - out["Memory Not Overlap Computation Communication(us)"]
+    wait, transmit = _wait_and_transmit(window)
+    out["Communication Wait Stage Time(us)"] = wait.reindex(key).fillna(0.0).to_numpy()
+    out["Communication Transmit Stage Time(us)"] = transmit.reindex(key).fillna(0.0).to_numpy()
+    return out[TIME_SUMMARY_NAMES]
+
+
+def _wait_and_transmit(window: Any) -> tuple[pd.Series, pd.Series]:
+    """(wait, transmit) µs per (rank, step): see :func:`time_summary`."""
+    c = _ops_only(_with_rank(window.communication, window))
+    c = c[c["step"].notna()]
+    empty = pd.Series(dtype="float64")
+    if c.empty or c["rank"].nunique() < 2:
+        return empty, empty
+    op = [c["group"].astype(str), c["name"].astype(str), c["step"]]
+    ranks_of_group = c.groupby(c["group"].astype(str))["rank"].transform("nunique")
+    ranks_of_op = c.groupby(op)["rank"].transform("nunique")
+    c = c[ranks_of_op == ranks_of_group]
+    op = [c["group"].astype(str), c["name"].astype(str), c["step"]]
+    shortest = c.groupby(op)["elapse_us"].transform("min")
+    g = c.assign(transmit=shortest, wait=c["elapse_us"] - shortest).groupby(["rank", "step"])
+    return g["wait"].sum(), g["transmit"].sum()
+
+
+def _memory_per_step(window: Any) -> tuple[pd.Series, pd.Series]:
+    """(Memory, Memory Not Overlap Computation Communication) µs per (rank, step)."""
+    copies = _with_rank(window.memory_copies(), window)
+    empty = pd.Series(dtype="float64")
+    if copies.empty:
+        return empty, empty
+    copies = copies[copies["step"].notna()]
+    mem = ((copies["end_ns"] - copies["start_ns"]) / 1000.0).groupby(
+        [copies["rank"], copies["step"]]
+    ).sum()
+    # compute tasks (type 0) and communication ops (1, the kernels of core HCCL: exact ns)
+    k = _with_rank(window.kernels, window)
+    k = k[k["step"].notna() & k["start_ns"].notna()]
+    k_start = k["start_ns"].astype("int64").to_numpy()
+    k_end = k_start + np.round(k["duration_us"].to_numpy("float64") * 1000).astype("int64")
+    is_comm = (k["core"].astype(str) == "HCCL").to_numpy(bool)
+    k = pd.DataFrame({"rank": k["rank"].to_numpy(), "step": k["step"].to_numpy(),
+                      "start": k_start, "end": k_end, "type": np.where(is_comm, 1, 0)})
+    k = k[(k["start"] != k["end"]) | (k["type"] == 1)]
+    m = pd.DataFrame({"rank": copies["rank"], "step": copies["step"],
+                      "start": copies["start_ns"], "end": copies["end_ns"], "type": 4})
+    allv = pd.concat([k, m], ignore_index=True).sort_values(
+        ["rank", "step", "start", "end"], kind="stable"
+    )
+    free = {
+        key: _memory_not_overlapped(part["start"].to_numpy("int64"),
+                                    part["end"].to_numpy("int64"), part["type"].to_numpy())
+        for key, part in allv.groupby(["rank", "step"])
+    }
+    idx = pd.MultiIndex.from_tuples(list(free), names=["rank", "step"])
+    return mem, pd.Series(list(free.values()), index=idx, dtype="float64")
+
+
+def _memory_not_overlapped(start: np.ndarray, end: np.ndarray, kind: np.ndarray) -> float:
+    """µs of memory copies (kind 4) outside compute (0) and communication (1), sorted by
+    start: msprof-analyze cluster_time_summary's sweep (get_memory_not_overlap) step for step,
+    so the numbers are its own (where two copies overlap it counts the later-ending one's
+    remainder only)."""
+    total = 0
+    cur_start = cur_end = int(start[0]) if len(start) else 0
+    cur_type = -1
+    for s, e, t in zip(start.tolist(), end.tolist(), kind.tolist(), strict=True):
+        if cur_type == 4:
+            stop = cur_end if s > cur_end else s
+            if cur_start < stop:
+                total += stop - cur_start
+        if s > cur_end:
+            cur_start, cur_end, cur_type = s, e, t
+        elif e > cur_end:
+            cur_start, cur_end, cur_type = cur_end, e, t
+        else:
+            cur_start = e
+    if cur_type == 4:
+        total += cur_end - cur_start
+    return total / 1000.0
+
+
 def step_breakdown_from_tasks(window: Any) -> pd.DataFrame:
     """The same breakdown recomputed from the device tasks alone (kernels and communication
     ops), to check a step_trace_time.csv / analysis.db against the raw tasks."""
@@ -183,15 +391,28 @@ def step_breakdown_from_tasks(window: Any) -> pd.DataFrame:
 
 def communication_matrix(window: Any, step: int | None = None) -> pd.DataFrame:
     """Which links are slow? One row per (src_rank, dst_rank, transport): total size, transit
-    time and bandwidth over the window's ops (msprof-analyze ``communication_matrix`` /
-    ``slow_link``). Links reported by both ends are counted once."""
-    lk = window.communication_links()
+    time and bandwidth over the window's ops (msprof-analyze ``communication_matrix_sum``'s
+    "Total Op Info" rows, summed over steps; ``slow_link``). Links reported by both ends are
+    counted once.
+
+    Newer Ascend matrices (analysis.db CommAnalyzerMatrix, communication_matrix.json) hold
+    per-size categories (``allreduce-top1``, ``-middle``, ``-bottom1..3``, ``-total``), not
+    ops: only the ``-total`` rows are summed (adding every category counted the data about six
+    times). Their ranks are ranks within the group: they become global ranks through each
+    rank's own (LOCAL, src == dst) row, and links to a rank the window does not hold are left
+    out, as communication_matrix_sum does."""
+    lk = _with_rank(window.communication_links(), window)
     cols = ["src_rank", "dst_rank", "transport", "ops", "size_mb", "transit_us", "bandwidth_gbps"]
     if lk.empty:
         return pd.DataFrame(columns=cols)
     if step is not None:
         lk = lk[lk["step"] == step]
-    lk = lk.drop(columns=[c for c in ("rank",) if c in lk]).drop_duplicates(
+    lk = _global_ranks(lk)
+    name = lk["name"].astype(str)
+    totals = name.str.endswith("-total")
+    lk = lk[totals | ~name.str.contains(r"-(?:top|middle|bottom)\d*$", regex=True)]
+    lk = lk[totals.loc[lk.index] | ~lk["step"].isin(lk.loc[totals.loc[lk.index], "step"])]
+    lk = lk.drop(columns=["rank"]).drop_duplicates(
         ["step", "name", "group", "src_rank", "dst_rank", "transport"]
     )
     lk = lk[lk["src_rank"] != lk["dst_rank"]]
@@ -202,6 +423,29 @@ def communication_matrix(window: Any, step: int | None = None) -> pd.DataFrame:
     )
     out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
     return out.sort_values("bandwidth_gbps", ignore_index=True)[cols]
+
+
+def _global_ranks(lk: pd.DataFrame) -> pd.DataFrame:
+    """Links with group-local ranks mapped to the window's ranks where each rank's LOCAL row
+    (src == dst) says its local rank; unchanged where no group has such rows (older matrices
+    already use global ranks)."""
+    local = lk[(lk["src_rank"] == lk["dst_rank"]) & lk["group"].notna()]
+    if local.empty:
+        return lk
+    table = local.drop_duplicates(["group", "src_rank"]).set_index(["group", "src_rank"])["rank"]
+    mapped_groups = set(local["group"])
+    in_group = lk["group"].isin(mapped_groups)
+
+    def to_global(col: str) -> pd.Series:
+        key = pd.MultiIndex.from_arrays([lk["group"], lk[col]])
+        return pd.Series(table.reindex(key).to_numpy(), index=lk.index)
+
+    src, dst = to_global("src_rank"), to_global("dst_rank")
+    keep = ~in_group | (src.notna() & dst.notna())
+    out = lk.copy()
+    out.loc[in_group, "src_rank"] = src[in_group].astype("Int64")
+    out.loc[in_group, "dst_rank"] = dst[in_group].astype("Int64")
+    return out[keep]
 
 
 def slow_links(window: Any, threshold: float = 0.5) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from . import schema
+from . import ascend_bandwidth, schema
 from ._time import NA_NS, str_us_to_ns
 from .dbfile import connect
 from .errors import TraceFormatError
@@ -238,9 +238,36 @@ def _json_object(path: str | Path, what: str) -> dict:
 
 
 def communication_json(path: str | Path) -> pd.DataFrame:
-    """Per-rank communication.json, or msprof-analyze's cluster_communication.json (adds rank)."""
+    """Per-rank communication.json, or msprof-analyze's cluster_communication.json (adds rank):
+    one row per op; ``size_mb`` / ``bandwidth_gbps`` follow :func:`ascend_bandwidth.op_totals`
+    (SDMA + RDMA over their own transit times), ``transit_us`` is the op's "Transit Time"."""
+    ops, bw = _communication_walk(path)
+    if ops.empty:
+        return schema.empty("communication")
+    tot = ascend_bandwidth.op_totals(bw, "_op")
+    for c in ("size_mb", "transport_transit_us", "bandwidth_gbps"):
+        ops[c] = ops["_op"].map(tot[c]).astype("float64")
+    ops["source"] = Path(path).name
+    return schema.conform(ops.drop(columns="_op"), "communication")
+
+
+def communication_bandwidth_json(path: str | Path) -> pd.DataFrame:
+    """communication.json's "Communication Bandwidth Info": one row per op and transport
+    (HCCS, PCIE, SIO, SDMA = their total, RDMA) with Ascend's own size, transit time,
+    bandwidth and large-packet ratio (see :mod:`ascend_bandwidth`)."""
+    ops, bw = _communication_walk(path)
+    if bw.empty:
+        return ascend_bandwidth.frame(pd.DataFrame(columns=ascend_bandwidth.COLUMNS))
+    keep = [c for c in ("rank", "kind") if c in ops]
+    bw = bw.merge(ops[["_op", "step", "name", "group", *keep]], on="_op", how="left")
+    return ascend_bandwidth.frame(bw.drop(columns="_op"))
+
+
+def _communication_walk(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per op, one row per op and transport), joined by ``_op``."""
     doc = _json_object(path, "communication.json")
     rows: list[dict] = []
+    bw_rows: list[dict] = []
 
     def walk(node: dict, ctx: dict) -> None:
         for key, val in node.items():
@@ -257,23 +284,21 @@ def communication_json(path: str | Path) -> pd.DataFrame:
             elif key in ("collective", "p2p"):
                 c["kind"] = key
             if "Communication Time Info" in val:
-                rows.append(_comm_row(val, c))
+                op = len(rows)
+                rows.append({"_op": op, **_comm_row(val, c)})
+                bw_rows.extend({"_op": op, **b} for b in _bandwidth_rows(val))
             else:
                 walk(val, c)
 
     walk(doc, {})
-    if not rows:
-        return schema.empty("communication")
-    out = pd.DataFrame(rows)
-    out["source"] = Path(path).name
-    return schema.conform(out, "communication")
+    return pd.DataFrame(rows), pd.DataFrame(
+        bw_rows, columns=["_op", "transport", "size_mb", "transit_us", "bandwidth_gbps",
+                          "large_packet_ratio"]
+    )
 
 
 def _comm_row(val: dict, ctx: dict) -> dict:
     t = val.get("Communication Time Info") or {}
-    bw = val.get("Communication Bandwidth Info") or {}
-    size = sum(float(v.get("Transit Size(MB)") or 0) for v in bw.values() if isinstance(v, dict))
-    transit_ms = t.get("Transit Time(ms)")
     start = t.get("Start Timestamp(us)")
     row = {
         "step": ctx.get("step"),
@@ -283,18 +308,31 @@ def _comm_row(val: dict, ctx: dict) -> dict:
         if isinstance(start, int | float)
         else (str_us_to_ns(start) if isinstance(start, str) else None),
         "elapse_us": _ms(t.get("Elapse Time(ms)")),
-        "transit_us": _ms(transit_ms),
+        "transit_us": _ms(t.get("Transit Time(ms)")),
         "wait_us": _ms(t.get("Wait Time(ms)")),
         "synchronization_us": _ms(t.get("Synchronization Time(ms)")),
         "idle_us": _ms(t.get("Idle Time(ms)")),
-        "size_mb": size,
-        "bandwidth_gbps": (size / float(transit_ms)) if transit_ms else np.nan,
     }
     if "rank" in ctx:
         row["rank"] = ctx["rank"]
     if "kind" in ctx:
         row["kind"] = ctx["kind"]
     return row
+
+
+def _bandwidth_rows(val: dict) -> list[dict]:
+    bw = val.get("Communication Bandwidth Info") or {}
+    return [
+        {
+            "transport": str(tr),
+            "size_mb": _float(v.get("Transit Size(MB)")),
+            "transit_us": _ms(v.get("Transit Time(ms)")),
+            "bandwidth_gbps": _float(v.get("Bandwidth(GB/s)")),
+            "large_packet_ratio": _float(v.get("Large Packet Ratio")),
+        }
+        for tr, v in bw.items()
+        if isinstance(v, dict)
+    ]
 
 
 def _ms(v: object) -> float:
@@ -388,6 +426,7 @@ __all__ = [
     "step_trace_time",
     "memory_csv",
     "communication_json",
+    "communication_bandwidth_json",
     "communication_matrix_json",
     "open_db",
     "NA_NS",

@@ -127,7 +127,9 @@ class AscendDb:
                 out[c + "_us"] = num(c)
         st = self.step_time()
         if len(st):
-            out["start_ns"] = out["step"].map(st.set_index("step")["start_ns"]).astype("Int64")
+            by = st.set_index("step")
+            out["start_ns"] = out["step"].map(by["start_ns"]).astype("Int64")
+            out["span_us"] = out["step"].map((by["end_ns"] - by["start_ns"]) / 1000.0)
         return schema.conform(out, "steps")
 
     def steps(self) -> pd.DataFrame:
@@ -164,12 +166,35 @@ class AscendDb:
         for s, a, b in st_raw[["step", "start_ns", "end_ns"]].itertuples(index=False):
             br = overlap_breakdown(k[(k["step"] == s)])
             br["stage_us"] = br["duration_us"]
-            br["duration_us"] = (b - a) / 1000.0
+            br["duration_us"] = br["span_us"] = (b - a) / 1000.0
+            ks = k.loc[k["step"] == s, "start_ns"]
+            br["preparing_us"] = (int(ks.min()) - a) / 1000.0 if len(ks) else np.nan
             br["free_us"] = (
                 br["duration_us"] - br["computing_us"] - br["communication_not_overlapped_us"]
             )
             rows.append({"step": s, "start_ns": a, **br})
         return schema.conform(pd.DataFrame(rows), "steps")
+
+    def memory_copies(self) -> pd.DataFrame:
+        """The device's MEMCPY_ASYNC tasks (start_ns, end_ns, step by their start), which
+        msprof-analyze's cluster_time_summary counts as Memory and takes out of Free."""
+        cols = ("start_ns", "end_ns")
+        if not self.has("TASK", "STRING_IDS"):
+            return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols}).assign(
+                step=pd.array([], dtype="Int64")
+            )
+        df = self.db.query(
+            "SELECT CAST(startNs AS INTEGER) AS start_ns, CAST(endNs AS INTEGER) AS end_ns "
+            "FROM TASK WHERE taskType = "
+            "(SELECT id FROM STRING_IDS WHERE value = 'MEMCPY_ASYNC') ORDER BY startNs",
+            what="the memory copy tasks (TASK)",
+        ).astype({"start_ns": "int64", "end_ns": "int64"})
+        st = self.step_time()
+        step = pd.array([pd.NA] * len(df), dtype="Int64")
+        for s, a, b in st[["step", "start_ns", "end_ns"]].itertuples(index=False):
+            inside = ((df["start_ns"] >= a) & (df["start_ns"] <= b)).to_numpy()
+            step[inside] = s
+        return df.assign(step=step)
 
     # ---- kernels ----------------------------------------------------------------------------
     def _tasks(self) -> pd.DataFrame:
@@ -309,6 +334,10 @@ class AscendDb:
     def links(self) -> pd.DataFrame:
         """Per communication op and link: size, transit time, bandwidth."""
         return ascend_db_comm.links(self.db, self.ana, self.step_time())
+
+    def bandwidth(self) -> pd.DataFrame:
+        """Per communication op and transport: size, transit time, bandwidth."""
+        return ascend_db_comm.bandwidth(self.db, self.ana, self.step_time())
 
     # ---- host API and memory ----------------------------------------------------------------
     def api_events(self) -> pd.DataFrame:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import schema
+from dynprof_nb.traces import ascend_bandwidth, schema
 from dynprof_nb.traces.dbfile import DbFile, enum, ns, raw, text
-from dynprof_nb.traces.intervals import steps_of, union_by
+from dynprof_nb.traces.intervals import steps_of
 
 # communication task types that wait rather than move data (the rest count as transit)
 WAIT_TASKS = ("Notify Wait", "Notify_Wait", "NOTIFY_WAIT")
@@ -24,6 +24,7 @@ SIGNAL_TASKS = (
 )
 TASK_COLUMNS = [
     "op_id",
+    "plane",
     "task",
     "start_ns",
     "end_ns",
@@ -66,6 +67,7 @@ def comm_tasks(db: DbFile) -> pd.DataFrame:
         [
             raw("globalTaskId", "gid", required=True),
             raw("opId", "op_id"),
+            raw("planeId", "plane"),
             text("taskType", "info_task"),
             raw("srcRank", "src_rank"),
             raw("dstRank", "dst_rank"),
@@ -97,7 +99,9 @@ def communication(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd
 
     analysis.db ``CommAnalyzerTime``/``CommAnalyzerBandwidth`` when present (the same numbers as
     communication.json); otherwise COMMUNICATION_OP with wait (Notify Wait tasks) and transit
-    (data-moving tasks) summed from its HCCL tasks.
+    (the union of the data-moving tasks) from its HCCL tasks. Either way ``size_mb`` and
+    ``bandwidth_gbps`` come from the per-transport rows of :func:`bandwidth` by the one rule of
+    :func:`ascend_bandwidth.op_totals`, as the text reader's do.
     """
     if ana is not None and "hccl_op_name" in ana.columns("CommAnalyzerTime"):
         return _analysis_comm(ana)
@@ -107,19 +111,17 @@ def communication(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd
     if ops.empty:
         return schema.empty("communication")
     tasks = comm_tasks(db)
-    wait = transit = size = pd.Series(dtype="float64")
+    wait = transit = pd.Series(dtype="float64")
+    tot = ascend_bandwidth.op_totals(pd.DataFrame(columns=["op_id", "transport"]), "op_id")
     if len(tasks) and tasks["op_id"].notna().any():
         kind = tasks["task"].astype(str)
         is_wait = kind.isin(WAIT_TASKS)
         moves = ~is_wait & ~kind.isin(SIGNAL_TASKS)
-        wait = union_by(tasks[is_wait])
-        transit = union_by(tasks[moves])
-        sz = pd.to_numeric(tasks["size_bytes"], errors="coerce")
-        ok = moves & (sz > 0)
-        size = (sz[ok] / 1e6).groupby(tasks["op_id"][ok]).sum()
+        main = _on_main_plane(tasks, is_wait)
+        wait = _summed(tasks[is_wait & main])
+        transit = _summed(tasks[moves & main])
+        tot = ascend_bandwidth.op_totals(_task_bandwidth(tasks), "op_id")
     op = ops["op_id"]
-    transit_us = op.map(transit).astype("float64")
-    size_mb = op.map(size).astype("float64")
     out = pd.DataFrame(
         {
             "step": steps_of(ops["start_ns"].to_numpy("int64"), step_time),
@@ -127,37 +129,131 @@ def communication(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd
             "group": ops["grp"],
             "start_ns": pd.array(ops["start_ns"], dtype="Int64"),
             "elapse_us": (ops["end_ns"] - ops["start_ns"]) / 1000.0,
-            "transit_us": transit_us,
+            "transit_us": op.map(transit).astype("float64"),
             "wait_us": op.map(wait).astype("float64"),
             "synchronization_us": np.nan,
             "idle_us": np.nan,
-            "size_mb": size_mb,
-            "bandwidth_gbps": size_mb / (transit_us / 1000.0),
+            "size_mb": op.map(tot["size_mb"]).astype("float64"),
+            "bandwidth_gbps": op.map(tot["bandwidth_gbps"]).astype("float64"),
             "source": db.path.name,
             "type": ops["type"],
             "op_id": ops["op_id"],
             "end_ns": ops["end_ns"],
             "data_type": ops["data_type"],
             "alg_type": ops["alg_type"],
+            "transport_transit_us": op.map(tot["transport_transit_us"]).astype("float64"),
         }
     )
     return schema.conform(out.sort_values("start_ns", ignore_index=True), "communication")
 
 
+def _on_main_plane(tasks: pd.DataFrame, is_wait: pd.Series) -> pd.Series:
+    """Whether each task is on its op's main plane, the one Ascend's op-level Transit / Wait
+    Time are read from: the lowest planeId of the op that waits on a peer (plane 0 may hold
+    only the copies within the device). The planes run in parallel, so the op's times are one
+    plane's, not all planes' together. Tasks of an op without plane ids are all "main"."""
+    plane = pd.to_numeric(tasks["plane"], errors="coerce")
+    if plane.isna().all():
+        return pd.Series(True, index=tasks.index)
+    waits = plane[is_wait].groupby(tasks["op_id"][is_wait]).min()
+    main = tasks["op_id"].map(waits).fillna(plane.groupby(tasks["op_id"]).transform("min"))
+    return (plane == main) | plane.isna()
+
+
+def _summed(tasks: pd.DataFrame) -> pd.Series:
+    """Per op_id, the summed task durations (µs) of one plane's tasks (they run one after
+    another: their sum is the time the plane spent)."""
+    return ((tasks["end_ns"] - tasks["start_ns"]) / 1000.0).groupby(tasks["op_id"]).sum()
+
+
+def _task_bandwidth(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Per op and transport from the raw HCCL tasks, as Ascend's analysis computes them: the
+    tasks that moved bytes to another rank, size summed and durations summed, by link (HCCS,
+    PCIE, SIO: transport SDMA) or RDMA, plus the SDMA total of the links. Copies within the
+    device (ON_CHIP / LOCAL, src == dst) are in none of them."""
+    sz = pd.to_numeric(tasks["size_bytes"], errors="coerce")
+    kind = tasks["task"].astype(str)
+    moves = ~kind.isin(WAIT_TASKS) & ~kind.isin(SIGNAL_TASKS) & (sz > 0)
+    src = pd.to_numeric(tasks["src_rank"], errors="coerce")
+    dst = pd.to_numeric(tasks["dst_rank"], errors="coerce")
+    transport = tasks["transport"].astype(str)
+    link = tasks["link"].astype(str)
+    on = np.where(
+        transport == "RDMA",
+        "RDMA",
+        np.where((transport == "SDMA") & link.isin(ascend_bandwidth.SDMA_LINKS), link, ""),
+    )
+    t = tasks.assign(
+        transport=on,
+        size_mb=sz / 1e6,
+        transit_us=(tasks["end_ns"] - tasks["start_ns"]) / 1000.0,
+    )[moves & (src != dst) & pd.Series(on != "", index=tasks.index)]
+    rows = (
+        t.groupby(["op_id", "transport"], sort=False)[["size_mb", "transit_us"]]
+        .sum()
+        .reset_index()
+    )
+    return ascend_bandwidth.with_sdma_total(rows, "op_id")
+
+
+def bandwidth(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd.DataFrame:
+    """Per communication op and transport (HCCS, PCIE, SIO, SDMA = their total, RDMA): size,
+    transit time, bandwidth; analysis.db ``CommAnalyzerBandwidth`` when present (the numbers of
+    communication.json), else summed from the HCCL tasks."""
+    if ana is not None and {"hccl_op_name", "transit_size"} <= set(
+        ana.columns("CommAnalyzerBandwidth")
+    ):
+        return _analysis_bandwidth(ana)
+    if not db.has("COMMUNICATION_OP"):
+        return ascend_bandwidth.frame(pd.DataFrame(columns=ascend_bandwidth.COLUMNS))
+    tasks = comm_tasks(db)
+    ops = comm_ops(db).set_index("op_id")
+    rows = _task_bandwidth(tasks) if len(tasks) else pd.DataFrame(
+        columns=["op_id", "transport", "size_mb", "transit_us"]
+    )
+    start = rows["op_id"].map(ops["start_ns"])
+    rows = rows.assign(
+        step=steps_of(start.fillna(0).to_numpy("int64"), step_time) if len(rows) else None,
+        name=rows["op_id"].map(ops["name"]),
+        group=rows["op_id"].map(ops["grp"]),
+        large_packet_ratio=np.nan,
+        bandwidth_gbps=np.nan,
+    )
+    return ascend_bandwidth.frame(rows)
+
+
+def _analysis_bandwidth(ana: DbFile) -> pd.DataFrame:
+    """CommAnalyzerBandwidth has one row per op, transport and packet size (the "Size
+    Distribution"); size, transit time and bandwidth repeat on each: one row per op and
+    transport."""
+    b = ana.read_all("CommAnalyzerBandwidth")
+    key = "transport_type" if "transport_type" in b else "band_type"
+    b = b.drop_duplicates(["hccl_op_name", "group_name", key, "step"][: 4 if "step" in b else 3])
+    return ascend_bandwidth.frame(
+        pd.DataFrame(
+            {
+                "step": b.get("step"),
+                "name": b["hccl_op_name"],
+                "group": b.get("group_name"),
+                "transport": b[key].astype(str),
+                "size_mb": b["transit_size"],
+                "transit_us": pd.to_numeric(b.get("transit_time"), errors="coerce") * 1000.0,
+                "bandwidth_gbps": b.get("bandwidth"),
+                "large_packet_ratio": b.get("large_packet_ratio"),
+                "kind": b.get("type"),
+            }
+        )
+    )
+
+
 def _analysis_comm(ana: DbFile) -> pd.DataFrame:
     t = ana.read_all("CommAnalyzerTime")
-    bw = ana.columns("CommAnalyzerBandwidth")
-    size = pd.Series(dtype="float64")
-    if {"hccl_op_name", "transit_size"} <= set(bw):
-        b = ana.read_all("CommAnalyzerBandwidth")
-        key = (
-            "transport_type"
-            if "transport_type" in b
-            else ("band_type" if "band_type" in b else None)
-        )
-        if key:
-            b = b[b[key].astype(str).isin(["SDMA", "RDMA"])]
-        size = pd.to_numeric(b["transit_size"], errors="coerce").groupby(b["hccl_op_name"]).sum()
+    tot = ascend_bandwidth.op_totals(pd.DataFrame(columns=["name", "group", "transport"]),
+                                     ["name", "group"])
+    if {"hccl_op_name", "transit_size"} <= set(ana.columns("CommAnalyzerBandwidth")):
+        tot = ascend_bandwidth.op_totals(_analysis_bandwidth(ana), ["name", "group"])
+    tot = tot.reset_index()
+    tot["group"] = tot["group"].astype(str)
 
     def ms(c: str) -> pd.Series:
         return (
@@ -169,7 +265,7 @@ def _analysis_comm(ana: DbFile) -> pd.DataFrame:
     start = t.get("start_timestamp")
     out = pd.DataFrame(
         {
-            "step": pd.to_numeric(t.get("step"), errors="coerce") if "step" in t else pd.NA,
+            "step": ascend_bandwidth.step_numbers(t["step"]) if "step" in t else pd.NA,
             "name": t["hccl_op_name"],
             "group": t.get("group_name"),
             "start_ns": None
@@ -183,11 +279,13 @@ def _analysis_comm(ana: DbFile) -> pd.DataFrame:
             "wait_us": ms("wait_time"),
             "synchronization_us": ms("synchronization_time"),
             "idle_us": ms("idle_time"),
-            "size_mb": t["hccl_op_name"].map(size).astype("float64"),
             "source": ana.path.name,
         }
     )
-    out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
+    key = out[["name", "group"]].astype(str)
+    m = key.merge(tot, on=["name", "group"], how="left")
+    for c in ("size_mb", "bandwidth_gbps", "transport_transit_us"):
+        out[c] = m[c].to_numpy("float64")
     if "type" in t:
         out["kind"] = t["type"]
     return schema.conform(out, "communication")
@@ -201,7 +299,7 @@ def links(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd.DataFra
     ):
         m = ana.read_all("CommAnalyzerMatrix")
         return links_frame(
-            m.get("step"),
+            ascend_bandwidth.step_numbers(m["step"]) if "step" in m else None,
             m.get("hccl_op_name"),
             m.get("group_name"),
             m["src_rank"],

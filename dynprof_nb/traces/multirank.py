@@ -82,6 +82,21 @@ class MultiRankWindow(TraceWindow):
                                                zip(self.ranks, self.children, strict=True)}}
         return self._links
 
+    def communication_bandwidth(self) -> pd.DataFrame:
+        if self._bandwidth is None:
+            parts = [c.communication_bandwidth().assign(rank=r)
+                     for r, c in zip(self.ranks, self.children, strict=True)]
+            self._bandwidth = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+            self.sources["bandwidth"] = {"ranks": {r: c.sources.get("bandwidth") for r, c in
+                                                   zip(self.ranks, self.children, strict=True)}}
+        return self._bandwidth
+
+    def memory_copies(self) -> pd.DataFrame:
+        parts = [c.memory_copies().assign(rank=r)
+                 for r, c in zip(self.ranks, self.children, strict=True)]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+            columns=["start_ns", "end_ns", "step", "rank"])
+
     def rank_window(self, rank: int) -> TraceWindow:
         return self.children[self.ranks.index(rank)]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, comm, derive, mindspore, schema
+from . import ascend, ascend_bandwidth, comm, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import (
@@ -85,6 +85,7 @@ class TraceWindow:
         self._chrome: list[ChromeTrace] | None = None
         self._adb: AscendDb | None = None
         self._links: pd.DataFrame | None = None
+        self._bandwidth: pd.DataFrame | None = None
         self.sources: dict[str, dict[str, Any]] = {}
         self.tables: dict[str, pd.DataFrame] = {}  # files kept as read, with no frame of their own
         self.manifest: dict | None = files.manifest
@@ -396,6 +397,42 @@ class TraceWindow:
                 }
         return self._links
 
+    def communication_bandwidth(self) -> pd.DataFrame:
+        """Per communication op and transport (HCCS, PCIE, SIO, SDMA = their total, RDMA):
+        size_mb, transit_us, bandwidth_gbps, large_packet_ratio, Ascend's "Communication
+        Bandwidth Info"; from communication.json, analysis.db or the database's HCCL tasks.
+        The communication frame's size_mb / bandwidth_gbps are its SDMA + RDMA rows."""
+        if self._bandwidth is None:
+            adb = self._dbreader()
+            p = self._files.communication
+            if adb is not None:
+                self._bandwidth = adb.bandwidth()
+                self.sources["bandwidth"] = {"files": [str(adb.path)], "format": "db"}
+            elif p is not None:
+                self._bandwidth = ascend.communication_bandwidth_json(p)
+                self.sources["bandwidth"] = {"files": [str(p)], "format": "text"}
+            else:
+                self._bandwidth = ascend_bandwidth.frame(
+                    pd.DataFrame(columns=ascend_bandwidth.COLUMNS)
+                )
+                self.sources["bandwidth"] = {
+                    "files": [],
+                    "missing": "no communication.json "
+                    f"or database (this rank has: {self._have()})",
+                }
+        return self._bandwidth
+
+    def memory_copies(self) -> pd.DataFrame:
+        """The device's asynchronous memory copies (MEMCPY_ASYNC tasks: start_ns, end_ns,
+        step) of a database window; empty for other formats."""
+        adb = self._dbreader()
+        if adb is not None:
+            return adb.memory_copies()
+        return pd.DataFrame(
+            {"start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64"),
+             "step": pd.Series(dtype="Int64")}
+        )
+
     # ---- cluster analyses (dynprof_nb.analysis.cluster, named in VIEWS) ----------------------
     def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
         """Device time by op type and core, per rank (msprof-analyze compute_op_sum)."""
@@ -409,6 +446,16 @@ class TraceWindow:
         """Per rank and step: computing, communication (not) overlapped, free
         (msprof-analyze's cluster_time_summary)."""
         return _view("cluster_step_breakdown")(self)
+
+    def step_trace(self) -> pd.DataFrame:
+        """msprof-analyze's ClusterStepTraceTime under its names (Computing, Free, Stage,
+        Bubble, Preparing ...) and definitions."""
+        return _view("step_trace")(self)
+
+    def time_summary(self) -> pd.DataFrame:
+        """msprof-analyze's cluster_time_summary under its names and definitions (whole-step
+        Step Time, Free without memory copies)."""
+        return _view("time_summary")(self)
 
     def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
         """Bandwidth per link and transport type (communication_matrix / slow_link)."""
@@ -613,6 +660,8 @@ VIEWS = {
     "compute_ops": "dynprof_nb.analysis.cluster:compute_ops",
     "communication_ops": "dynprof_nb.analysis.cluster:communication_ops",
     "cluster_step_breakdown": "dynprof_nb.analysis.cluster:step_breakdown",
+    "step_trace": "dynprof_nb.analysis.cluster:step_trace",
+    "time_summary": "dynprof_nb.analysis.cluster:time_summary",
     "communication_matrix": "dynprof_nb.analysis.cluster:communication_matrix",
     "slow_ranks": "dynprof_nb.analysis.cluster:slow_ranks",
     "rank_step_breakdown": "dynprof_nb.analysis.cluster_plots:rank_step_breakdown",

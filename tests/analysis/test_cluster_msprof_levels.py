@@ -1,0 +1,168 @@
+"""msprof-analyze 26.2.0 as the oracle on the Level1 and Level2 torch_npu .db windows (their
+analysis.db has the CommAnalyzer tables the communication recipes read): it runs
+communication_matrix_sum, communication_time_sum and cluster_time_summary (and its default mode,
+ClusterStepTraceTime) on a copy, and dynprof_nb's numbers for the same files must be its own:
+counts exact, times and ratios within 0.5%."""
+
+from __future__ import annotations
+
+import shutil
+
+import msprof
+import pandas as pd
+import pytest
+from testdata import fixtures_dir
+
+import dynprof_nb
+from dynprof_nb.analysis import cluster
+
+pytestmark = pytest.mark.timeout(600)
+
+RECIPES = ("communication_matrix_sum", "communication_time_sum", "cluster_time_summary")
+TOL = 5e-3
+
+
+@pytest.fixture(scope="module", params=["db_level1", "db_level2"])
+def oracle(request, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("msprof_levels") / request.param
+    shutil.copytree(fixtures_dir() / "ascend_real" / request.param, root)
+    for recipe in RECIPES:
+        msprof.run(root, recipe)
+    msprof.run(root)
+    return {
+        "out": root / "cluster_analysis_output",
+        "step_trace": msprof.cluster_step_trace(root),
+        "window": dynprof_nb.load_window(root),
+    }
+
+
+def _close(m: pd.DataFrame) -> None:
+    worst = m.filter(like="_rel_diff").abs().max().max()
+    assert worst < TOL, m.to_string()
+
+
+def test_communication_time_sum_per_op(oracle):
+    t = pd.read_csv(oracle["out"] / "CommunicationTimeSum" / "cluster_communication_time.csv")
+    ops = t[t["hccl_op_name"] != "Total Op Info"].rename(
+        columns={"rank_id": "rank", "hccl_op_name": "name"}
+    )
+    ops["step"] = ops["step"].str.removeprefix("step").astype(int)
+    for c in ("elapsed_time", "transit_time", "wait_time", "synchronization_time", "idle_time"):
+        ops[c] = ops[c] * 1000.0
+    ours = oracle["window"].communication
+    m = cluster.compare(
+        ours,
+        ops,
+        ["rank", "step", "name"],
+        {
+            "elapse_us": "elapsed_time",
+            "transit_us": "transit_time",
+            "wait_us": "wait_time",
+            "idle_us": "idle_time",
+        },
+    )
+    assert len(m) == len(ops) == len(ours) > 0 and m.notna().all().all()
+    _close(m)
+    # its per rank totals ("Total Op Info") and ratios
+    tot = t[t["hccl_op_name"] == "Total Op Info"].set_index("rank_id")
+    for r, part in ours.groupby("rank"):
+        assert part["elapse_us"].sum() == pytest.approx(tot.loc[r, "elapsed_time"] * 1e3, rel=TOL)
+        w, tr = part["wait_us"].sum(), part["transit_us"].sum()
+        assert w / (w + tr) == pytest.approx(tot.loc[r, "wait_time_ratio"], abs=1e-4)
+
+
+def test_communication_time_sum_bandwidth(oracle):
+    b = pd.read_csv(oracle["out"] / "CommunicationTimeSum" / "cluster_communication_bandwidth.csv")
+    per_op = b[b["hccl_op_name"] != "Total Op Info"].drop_duplicates(
+        ["rank_id", "hccl_op_name", "band_type"]
+    )
+    per_op = per_op.rename(
+        columns={"rank_id": "rank", "hccl_op_name": "name", "band_type": "transport"}
+    )
+    per_op["transit_us"] = per_op["transit_time"] * 1000.0
+    ours = oracle["window"].communication_bandwidth()
+    m = cluster.compare(
+        ours,
+        per_op,
+        ["rank", "name", "transport"],
+        {"size_mb": "transit_size", "transit_us": "transit_us", "bandwidth_gbps": "bandwidth"},
+    )
+    assert len(m) == len(per_op) == len(ours) > 0
+    _close(m)
+    # the op rows: size and bandwidth are the SDMA row's (SDMA totals the links: not summed twice)
+    sdma = per_op[per_op["transport"] == "SDMA"]
+    m = cluster.compare(
+        oracle["window"].communication,
+        sdma,
+        ["rank", "name"],
+        {"size_mb": "transit_size", "bandwidth_gbps": "bandwidth"},
+    )
+    assert len(m) == len(sdma)
+    _close(m)
+    # the per rank and transport totals ("Total Op Info": size sum over time sum)
+    tot = b[b["hccl_op_name"] == "Total Op Info"].drop_duplicates(["rank_id", "band_type"])
+    mine = ours.groupby(["rank", "transport"])[["size_mb", "transit_us"]].sum().reset_index()
+    mine["bandwidth_gbps"] = mine["size_mb"] / (mine["transit_us"] / 1000.0)
+    m = cluster.compare(
+        mine,
+        tot.rename(columns={"rank_id": "rank", "band_type": "transport"}),
+        ["rank", "transport"],
+        {"size_mb": "transit_size", "bandwidth_gbps": "bandwidth"},
+    )
+    assert len(m) == len(tot) > 0
+    _close(m)
+
+
+def test_communication_matrix_sum(oracle):
+    cm = pd.read_csv(oracle["out"] / "CommMatrixSum" / "cluster_communication_matrix.csv")
+    tot = cm[(cm["hccl_op_name"] == "Total Op Info") & (cm["src_rank"] != cm["dst_rank"])]
+    tot = tot.rename(columns={"transport_type": "transport"}).assign(
+        transit_us=lambda f: f["transit_time"] * 1000.0
+    )
+    ours = oracle["window"].communication_matrix()
+    m = cluster.compare(
+        ours,
+        tot,
+        ["src_rank", "dst_rank", "transport"],
+        {"size_mb": "transit_size", "transit_us": "transit_us", "bandwidth_gbps": "bandwidth"},
+    )
+    assert len(m) == len(tot) == len(ours) > 0
+    _close(m)
+
+
+def test_cluster_time_summary(oracle):
+    (csv,) = (oracle["out"] / "ClusterTimeSummary").glob("cluster_time_summary_*.csv")
+    theirs = pd.read_csv(csv)
+    ours = oracle["window"].time_summary()
+    assert list(ours.columns) == list(theirs.columns)
+    value_cols = [c for c in theirs.columns if c not in ("Rank", "Step")]
+    m = cluster.compare(ours, theirs, ["Rank", "Step"], {c: c for c in value_cols})
+    assert len(m) == len(theirs) == len(ours) > 0
+    _close(m)
+    # the step breakdown's own Free differs on purpose: memory copies are in it
+    br = oracle["window"].step_breakdown().set_index(["rank", "step"])
+    for row in theirs.itertuples(index=False):
+        free = br.loc[(row.Rank, row.Step), "free_us"]
+        assert free - row[7] == pytest.approx(row[11], rel=TOL)
+
+
+def test_cluster_step_trace_time(oracle):
+    st = oracle["step_trace"].query("type == 'rank'")
+    theirs = st.assign(Index=st["index"].astype(int), Step=st["step"].astype(int))
+    ours = oracle["window"].step_trace()
+    names = {
+        "Computing": "computing",
+        "Communication(Not Overlapped)": "communication_not_overlapped",
+        "Overlapped": "overlapped",
+        "Communication": "communication",
+        "Free": "free",
+        "Stage": "stage",
+        "Bubble": "bubble",
+        "Communication(Not Overlapped and Exclude Receive)": (
+            "communication_not_overlapped_and_exclude_receive"
+        ),
+        "Preparing": "preparing",
+    }
+    m = cluster.compare(ours, theirs, ["Index", "Step"], names)
+    assert len(m) == len(theirs) == len(ours) > 0
+    _close(m)
