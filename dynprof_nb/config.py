@@ -93,15 +93,20 @@ class StrictInt(_Checked):
     info_text = "an integer"
     widget = "int"
 
-    def __init__(self, default_value: int = 0, minimum: int | None = None, **kwargs: Any) -> None:
-        self.minimum = minimum
-        self.accepted = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    def __init__(self, default_value: int = 0, minimum: int | None = None,
+                 maximum: int | None = None, accepted: str | None = None,
+                 **kwargs: Any) -> None:
+        self.minimum, self.maximum = minimum, maximum
+        self.accepted = accepted or "an integer" + (
+            f" >= {minimum}" if minimum is not None else "")
         super().__init__(default_value, **kwargs)
 
     def validate(self, obj: Any, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             self.error(obj, value)
         if self.minimum is not None and value < self.minimum:
+            self.error(obj, value)
+        if self.maximum is not None and value > self.maximum:
             self.error(obj, value)
         if value > INT64_MAX:  # steps travel in the segment's int64 words
             raise ConfigError(f"{self.name}: got {value}; expected an integer <= {INT64_MAX}.")
@@ -306,8 +311,9 @@ class ProfilerConfig(HasTraits):
                              help="output formats", flag="export-type")
     analyse = StrictBool(False, help="run the framework's analysis after the window",
                          flag="analyse")
-    analyse_mode = StrictInt(-1, minimum=-1, help="-1 none, 0 sync, 1 async analysis",
-                             flag="analyse-mode")
+    analyse_mode = StrictInt(-1, minimum=-1, maximum=1,
+                             accepted="-1 (none), 0 (sync) or 1 (async)",
+                             help="-1 none, 0 sync, 1 async analysis", flag="analyse-mode")
     profile_memory = StrictBool(False, help="record memory", flag="memory")
     mstx = StrictBool(False, help="record user ranges (mstx / dynprof_nb.range)", flag="mstx")
     parallel_strategy = StrictBool(False, help="record the parallel strategy",
@@ -423,7 +429,11 @@ class ProfilerConfig(HasTraits):
         return self.start_step >= 1
 
     def validate(self) -> None:
-        """Check what no single key can: the window is (-1, -1) or 1 <= start <= stop."""
+        """Check every key again and what no single key can: the window is (-1, -1) or
+        1 <= start <= stop. Nothing returns before a key is checked, so a bad value can never
+        ride in on a config without a window and block every later one."""
+        for key in self.keys():  # a trait checks on assignment; set_trait(force) etc. do not
+            self.class_traits()[key].validate(self, getattr(self, key))
         start, stop = self.start_step, self.stop_step
         if start == -1 and stop == -1:
             return
@@ -436,9 +446,6 @@ class ProfilerConfig(HasTraits):
         if stop < start:
             raise ConfigError(f"stop_step: got {stop}, which is before start_step={start}; "
                               "the window is inclusive, so stop_step must be >= start_step.")
-        if self.analyse_mode not in (-1, 0, 1):
-            raise ConfigError(f"analyse_mode: got {self.analyse_mode}; expected -1 (none), "
-                              "0 (sync) or 1 (async).")
 
     def __repr__(self) -> str:
         changed = {k: v for k, v in self.to_dict().items() if v != _default(k)}

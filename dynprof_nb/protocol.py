@@ -9,6 +9,12 @@ A command's ``config`` is the *standing* config (what ``set`` made so, plus the 
 ``window`` holds the options given to ``start`` for that window only. A rank records the window
 with ``config`` updated by ``window`` and is back on the standing config when it ends, so
 ``start +5 +9 --stack`` does not leave the stack tracer on for every later window.
+
+``late`` says what a rank does with a window whose first step has already begun when the
+command reaches it: ``"skip"`` (the default: windows are exact, the rank says why it skipped)
+or ``"shift"`` (file mode, written by the relay of a MindSpore ``profiler_config.json``: the
+window begins at the rank's next step with the same length, as MindSpore's own ``step()`` does;
+see :func:`dynprof_nb.training.monitor.shifted_window`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from traitlets import TraitError
 from dynprof_nb.config import ConfigError, ProfilerConfig
 
 ACTIONS = ("start", "stop", "set")
+LATE = ("skip", "shift")  # what a rank does with a window that has begun when it arrives
 
 # Every backend names step N's span ``STEP_PREFIX + str(N)`` (N = the global, 1-based step), as
 # Kineto does; the readers find steps by it and torch's key_averages() folds them into
@@ -51,12 +58,15 @@ class Command:
     by: int = 0
     at: float = 0.0
     window: dict[str, Any] = field(default_factory=dict)
+    late: str = "skip"
 
     def encode(self) -> bytes:
         body = {"action": self.action, "config": self.config.to_dict(), "by": self.by,
                 "at": self.at}
         if self.window:
             body["window"] = self.window
+        if self.late != "skip":
+            body["late"] = self.late
         return json.dumps(body, separators=(",", ":")).encode()
 
     def window_config(self) -> ProfilerConfig:
@@ -65,11 +75,15 @@ class Command:
 
 
 def command(action: str, config: ProfilerConfig,
-            window: dict[str, Any] | None = None) -> Command:
-    """A command stamped with this process; ``window``: options for this window only."""
+            window: dict[str, Any] | None = None, late: str = "skip") -> Command:
+    """A command stamped with this process; ``window``: options for this window only;
+    ``late``: what a rank does with a window that has begun when it arrives (see above)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS}.")
-    return Command(action, config, os.getpid(), time.time(), window_options(config, window))
+    if late not in LATE:
+        raise ValueError(f"late: got {late!r}; expected one of {LATE}.")
+    return Command(action, config, os.getpid(), time.time(), window_options(config, window),
+                   late)
 
 
 def window_options(config: ProfilerConfig, window: dict[str, Any] | None) -> dict[str, Any]:
@@ -114,4 +128,8 @@ def decode(data: bytes) -> Command:
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"the job's config: {exc}") from None
-    return Command(raw["action"], cfg, by, float(at), window)
+    late = raw.get("late", "skip")
+    if late not in LATE:
+        raise ConfigError(f"the job's config has late={str(late)[:40]!r}; expected one of "
+                          f"{LATE}. Write it again with job.set() or job.start().")
+    return Command(raw["action"], cfg, by, float(at), window, late)

@@ -122,6 +122,24 @@ def new_manifest(*, job: str, rank: int, start: int, stop: int, backend: str,
     }
 
 
+def shifted_fields(asked: tuple[int, int], recorded: tuple[int, int],
+                   note: str) -> dict[str, Any]:
+    """Manifest keys of a window file mode moved (``monitor.shifted_window``). Its
+    ``start_step``/``stop_step`` are the steps recorded, as in every manifest; these say which
+    window was asked for and why it moved, and keep its directory named after the window asked
+    for (``rank0_start6_stop7``, the name MindSpore gives it and its own tests look for)."""
+    return {"requested_start_step": asked[0], "requested_stop_step": asked[1],
+            "shifted_by": recorded[0] - asked[0], "note": note}
+
+
+def name_steps(manifest: dict[str, Any]) -> tuple[int, int]:
+    """The steps a window's directory is named after: the window asked for when file mode
+    moved it, else the steps recorded."""
+    if manifest.get("shifted_by"):
+        return manifest["requested_start_step"], manifest["requested_stop_step"]
+    return manifest["start_step"], manifest["stop_step"]
+
+
 # keys that say where or which window, not how it was recorded
 _NOT_RECORDING_KEYS = ("start_step", "stop_step", "prof_path")
 
@@ -160,7 +178,7 @@ def publish(tmp: Path, manifest: dict[str, Any]) -> Path:
     manifest = dict(manifest, ended_at=manifest.get("ended_at") or time.time(),
                     files=list_files(tmp))
     write_manifest(tmp, manifest)
-    name = window_name(manifest["rank"], manifest["start_step"], manifest["stop_step"])
+    name = window_name(manifest["rank"], *name_steps(manifest))
     for n in range(1, 1000):
         final = tmp.parent / (name if n == 1 else f"{name}_{n}")
         if final.exists():

@@ -156,3 +156,23 @@ def test_a_typo_in_a_number_is_not_a_number():
         coerce_cli_value("with_stack", "maybe")
     assert coerce_cli_value("with_stack", "yes") is True
     assert coerce_cli_value("activities", '["NPU"]') == ["NPU"]
+
+
+@pytest.mark.parametrize("window", [{}, {"start_step": 3, "stop_step": 4}])
+def test_analyse_mode_is_checked_with_or_without_a_window(tmp_path, window):
+    """``analyse_mode: 5`` used to pass when the file had no window (validate returned before
+    checking it), and then every later window failed on it."""
+    (tmp_path / "profiler_config.json").write_text(json.dumps({"analyse_mode": 5, **window}))
+    with pytest.raises(ConfigError, match=r"analyse_mode: got 5 .*-1 \(none\), 0 \(sync\) or 1"):
+        ProfilerConfig.load(tmp_path)
+    with pytest.raises(ConfigError, match="analyse_mode"):
+        ProfilerConfig().update(analyse_mode=5, **window)
+    for mode in (-1, 0, 1):
+        assert ProfilerConfig(analyse_mode=mode, **window).analyse_mode == mode
+
+
+def test_validate_checks_every_key_again():
+    cfg = ProfilerConfig()
+    cfg._trait_values["analyse_mode"] = 5  # past the trait (as a subclass or a bug could)
+    with pytest.raises(ConfigError, match="analyse_mode: got 5"):
+        cfg.validate()

@@ -16,6 +16,15 @@ What file mode cannot do, because the original has no back-channel:
 * **no early stop** of a running window with MindSpore's own monitor: ``stop()`` writes
   ``start_step = stop_step = -1``, which cancels a window that has not begun; one that is
   recording runs to its ``stop_step``;
+* **a window written late is moved, not lost**: the file cannot be timed to a step, so a
+  window whose first step has begun when a rank reads it (and whose last has not ended)
+  starts at that rank's next step with the same length. MindSpore's own ``step()`` does this
+  (its documented example writes 6..7 after step 6 has run); a dynprof_nb rank (the drop-in,
+  or a Monitor with ``cfg_path``) does it for windows from the file, says so in its status
+  and in the window's manifest (``start_step``/``stop_step`` the steps recorded,
+  ``requested_start_step``/``requested_stop_step`` the window asked for, ``note`` why), and
+  keeps the directory named after the window asked for (``rank0_start6_stop7``). Windows
+  asked for from a notebook through the job segment stay exact;
 * **the same window twice**: MindSpore never triggers the same (start, stop) pair again, so
   ``start()`` refuses it with a message instead of waiting forever;
 * ``wait()`` can only watch the disk: it returns when a rank's window directory exists and has
@@ -108,24 +117,26 @@ class FileJob(Controller):
 
     def status(self) -> pd.DataFrame:
         """One row per rank that wrote the current window; the columns of ``Job.status()``,
-        with what file mode cannot know left ``<NA>`` (no live status: see the module doc)."""
+        with what file mode cannot know left ``<NA>`` (no live status: see the module doc).
+
+        A window is the current one by its directory's name (the window asked for), so one
+        a rank moved to later steps is found too; its ``error`` column says which steps it
+        recorded."""
         cfg = self.config
         frame = self.windows()
-        if cfg.has_window:
-            frame = frame[(frame.start == cfg.start_step) & (frame.stop == cfg.stop_step)]
-        else:
-            frame = frame.iloc[0:0]
+        asked = (cfg.start_step, cfg.stop_step)
         rows = [
             status_row(
                 rank=r.rank,
                 pid=None,
                 step=None,
                 state="written" if r.status == "complete" else "writing",
-                window=f"{r.start}-{r.stop}",
+                window=f"{asked[0]}-{asked[1]}",
                 generation=self._written,
-                error=r.error or "",
+                error=r.error or _moved(asked, (r.start, r.stop)),
             )
             for r in frame.itertuples()
+            if cfg.has_window and asked_window(r.path) == asked
         ]
         return status_frame(rows)
 
@@ -182,6 +193,25 @@ class FileJob(Controller):
             f"FileJob {self.path}: window {window}; file mode, no live status (the "
             "original has no back-channel)"
         )
+
+
+def asked_window(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The window a window directory was asked for, from its name (MindSpore's, or ours,
+    including the temporary and failed names)."""
+    name = Path(path).name
+    hidden = windows.TMP_RE.match(name) or windows.FAILED_RE.match(name)
+    m = windows.WINDOW_RE.match(hidden["name"] if hidden else name)
+    return (int(m["start"]), int(m["stop"])) if m else None
+
+
+def _moved(asked: tuple[int, int], recorded: tuple[int, int]) -> str:
+    """What the status says about a window whose recorded steps are not the ones asked."""
+    if recorded == asked:
+        return ""
+    if recorded[0] != asked[0]:
+        return (f"recorded steps {recorded[0]}-{recorded[1]}: window {asked[0]}-{asked[1]} "
+                "had begun when the rank read the file, so it started at the next step")
+    return f"recorded steps {recorded[0]}-{recorded[1]}: stopped early"
 
 
 def _file_step(key: str, value: int | str) -> int:

@@ -170,6 +170,22 @@ class Job(Controller):
         self._refuse_passed(first, last)
         return self._write("start", cfg, window=changes)
 
+    def start_from_file(self, cfg: ProfilerConfig) -> int:
+        """Write a window read from a MindSpore ``profiler_config.json`` (the relay does), with
+        file mode's rule: a rank that gets it after the window's first step has begun starts
+        it at its next step, with the same length, and says so (MindSpore's own ``step()``
+        does the same; an edit of a file cannot be timed to a step). Refused only when every
+        live rank has passed its last step. ``(-1, -1)`` is ``stop()``."""
+        if not cfg.has_window:
+            return self._write("stop", cfg)
+        slots = self.live_slots()
+        if slots and all(s.step > cfg.stop_step for s in slots):
+            where = ", ".join(f"rank {s.rank} at step {s.step}" for s in slots)
+            raise WindowRefused(
+                f"window {cfg.start_step}-{cfg.stop_step} has ended on every rank ({where}). "
+                "Write a later window into the file.")
+        return self._write("start", cfg, late="shift")
+
     def _current_step(self) -> int:
         now = time.time_ns()
         return max((s.estimated_step(now) for s in self.live_slots()), default=0)
@@ -216,9 +232,10 @@ class Job(Controller):
         return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)
 
     def _publish(
-        self, action: str, cfg: ProfilerConfig, window: dict[str, Any] | None = None
+        self, action: str, cfg: ProfilerConfig, window: dict[str, Any] | None = None,
+        late: str = "skip",
     ) -> int:
-        cmd = command(action, cfg, window)
+        cmd = command(action, cfg, window, late)
         gen = self._seg.write_config(cmd.encode())
         self._last_good, self._last_window = cfg.copy(), dict(cmd.window)
         return gen

@@ -9,8 +9,12 @@ segment's helper note, which ``job.status()`` shows as a row with ``rank`` -1 an
 
 What a change of the file means:
 
-* a new ``(start_step, stop_step)`` pair: ``job.start`` (or ``job.stop`` when it is -1, -1),
-  with the other keys in the same write;
+* a new ``(start_step, stop_step)`` pair: ``job.start_from_file`` (``job.stop`` when it is
+  -1, -1), with the other keys in the same write. This is file mode: a window whose first
+  step has begun when it reaches a rank starts at that rank's next step with the same length
+  and says so in the status and the window's manifest, whose directory keeps the name of the
+  window asked for (MindSpore's own ``step()`` does the same; a hand edit cannot be timed to a
+  step). Windows asked for from a notebook stay exact;
 * the same pair with other keys changed: ``job.set`` (the window is *not* armed again, as in
   MindSpore, where the same pair never triggers twice);
 * the relay's first look at a file without a window: ``job.set`` of its keys (a window asked
@@ -35,7 +39,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dynprof_nb.config import ConfigError, ProfilerConfig, config_file
@@ -45,6 +49,7 @@ from dynprof_nb.segment import pid_start_time
 log = logging.getLogger("dynprof_nb")
 
 POLL_INTERVAL_S = 0.5
+FIRST_LOOK_S = 2.0  # the most Relay.start() waits for its first look at the file
 WINDOW_KEYS = ("start_step", "stop_step")
 
 
@@ -70,6 +75,7 @@ class Relay:
         self._note = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._first_look = threading.Event()  # set once this relay polled (or lost the election)
 
     # -- one poll -------------------------------------------------------------------------
 
@@ -113,7 +119,7 @@ class Relay:
         elif last is None and not cfg.has_window:
             gen = self.job.set(**rest)
         else:
-            gen = self.job.set(**data)  # start (or stop for -1, -1) with the other keys
+            gen = self.job.start_from_file(cfg)  # start (or stop for -1, -1), file mode
         self.last = cfg
         if gen:
             self.generation = gen
@@ -145,15 +151,22 @@ class Relay:
                 self.poll()
             except Exception as exc:  # a relay must outlive any one bad poll
                 self._publish(f"relay error: {exc!r}")
+            self._first_look.set()
             self._stop.wait(self.poll_interval)
 
-    def start(self, elect: bool = False) -> Relay:
+    def start(self, elect: bool = False, first_look_s: float = FIRST_LOOK_S) -> Relay:
         """Run in a daemon thread. With ``elect``, only one process per node and job relays:
         the thread first waits for a node-local lock, so another process takes over when
-        the relaying one exits."""
+        the relaying one exits.
+
+        Returns once the relay has looked at the file (at most ``first_look_s``), or at once
+        where another process holds the lock: a window the file asks for before training
+        starts is then in the segment before the first step ends, as with MindSpore's
+        monitor, whose helper process reads the file as it starts."""
         target = self._run_elected if elect else self.run
         self._thread = threading.Thread(target=target, name="dynprof_nb-relay", daemon=True)
         self._thread.start()
+        self._first_look.wait(first_look_s)
         return self
 
     def stop(self) -> None:
@@ -166,10 +179,11 @@ class Relay:
 
     def _run_elected(self) -> None:
         try:
-            with relay_lock(self.job.name, self._stop) as acquired:
+            with relay_lock(self.job.name, self._stop, on_wait=self._first_look.set) as acquired:
                 if acquired:
                     self.run()
         except Exception as exc:
+            self._first_look.set()
             log.warning("dynprof_nb relay for job %r stopped: %r", self.job.name, exc)
 
     def __repr__(self) -> str:
@@ -178,10 +192,10 @@ class Relay:
 
 
 @contextlib.contextmanager
-def relay_lock(job: str, stop: threading.Event | None = None,
-               check: float = 0.25) -> Iterator[bool]:
+def relay_lock(job: str, stop: threading.Event | None = None, check: float = 0.25,
+               on_wait: Callable[[], object] | None = None) -> Iterator[bool]:
     """Hold the node-local relay lock of ``job``: waits until it is free (yields True) or
-    ``stop`` is set (yields False).
+    ``stop`` is set (yields False). ``on_wait`` is called once if the lock is held elsewhere.
 
     The kernel drops an ``flock`` when its process dies, so a crashed relay never blocks the
     next one.
@@ -195,6 +209,9 @@ def relay_lock(job: str, stop: threading.Event | None = None,
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 acquired = True
             except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                    on_wait = None
                 if stop is not None and stop.wait(check):
                     break
                 if stop is None:

@@ -10,7 +10,10 @@ The constructor is MindSpore's. The file at ``cfg_path`` keeps working (a relay 
 process per node mirrors it into the job segment), and the job is also a live dynprof_nb job:
 ``dynprof_nb.attach(job_name_for(cfg_path))`` gives status and windows, as does
 ``dynprof_nb.attach(cfg_path=...)`` for the file. Step numbering is exact in both call styles
-(the original records 21..31 for 20..30 in ``step()`` mode).
+(the original records 21..31 for 20..30 in ``step()`` mode), with file mode's one exception: a
+window the file asks for after its first step has begun starts at the next step with the same
+length, in the directory named after the window asked for, as MindSpore's ``step()`` does (see
+:mod:`dynprof_nb.control.filemode`).
 
 When MindSpore is installed the class is a ``mindspore.train.Callback`` (``Model.train``
 accepts only those), and so is a plain ``Monitor`` created in a process that has imported

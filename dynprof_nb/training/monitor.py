@@ -97,6 +97,9 @@ class Monitor:
     so ``Model.train(..., callbacks=[monitor])`` accepts it.
     """
 
+    _late = "skip"  # the current command's rule for a window that has begun (protocol.LATE)
+    _asked: tuple[int, int] | None = None  # the window asked for, when shifted_window moved it
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
         if "mindspore" in sys.modules:
             from dynprof_nb.training.callback import with_callback
@@ -146,12 +149,12 @@ class Monitor:
             self._report(f"dynprof_nb is off for this process: {exc}")
             return
         self._check_duplicate_rank()
+        if cfg_path is not None:  # first: the relay's first look at the file is in _advance(0)
+            self._start_relay(cfg_path, poll_interval)
         self._advance(0)  # apply a config written before the job started (a window at step 1)
         self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
                                       daemon=True)
         self._beat.start()
-        if cfg_path is not None:
-            self._start_relay(cfg_path, poll_interval)
 
     def _start_relay(self, cfg_path: str | os.PathLike[str], poll_interval: float | None) -> None:
         """Relay ``cfg_path``'s file into this job from one process per node (an election)."""
@@ -335,6 +338,7 @@ class Monitor:
         old, cfg = self.config, cmd.config
         self.config = cfg
         self.window_options = dict(cmd.window)
+        self._late = cmd.late
         if cmd.action == "stop":
             if self.state == "recording":
                 self._finish(n, stopped=True)
@@ -355,13 +359,21 @@ class Monitor:
     def _arm(self, n: int) -> None:
         cfg = self.window_config
         start, stop = cfg.start_step, cfg.stop_step
-        self.window = (start, stop)
+        self.window, self._asked = (start, stop), None
         self._words[self._base + S_START] = start
         self._words[self._base + S_STOP] = stop
         if cfg.ranks and self.rank not in cfg.ranks:
             self._set_state("excluded")
             log.info("dynprof_nb rank %d: not in ranks %s; window %d-%d is not profiled here",
                      self.rank, cfg.ranks, start, stop)
+            return
+        shifted = shifted_window(start, stop, n) if self._late == "shift" else None
+        if shifted is not None:  # file mode: begin at the next step, the same length
+            self._asked, self.window = (start, stop), shifted
+            self._words[self._base + S_START], self._words[self._base + S_STOP] = shifted
+            self._report(shift_note(self.rank, start, stop, n, shifted))
+            self._set_state("armed")
+            self._start(n)
             return
         if start <= n:
             length = stop - start
@@ -380,12 +392,15 @@ class Monitor:
         root = windows.output_root(cfg.prof_path, self.output_path)
         tmp = None
         try:
-            tmp = windows.create_window_dir(root, self.rank, start, stop)
+            tmp = windows.create_window_dir(root, self.rank, *(self._asked or self.window))
             backend_name = resolve_backend(self.backend)
             manifest = windows.new_manifest(job=self.job, rank=self.rank, start=start,
                                             stop=stop, backend=backend_name,
                                             config=cfg.to_dict(),
                                             window_options=self.window_options)
+            if self._asked is not None:
+                manifest.update(windows.shifted_fields(self._asked, self.window,
+                                                       self.last_error))
             windows.write_manifest(tmp, manifest)
             backend = make_backend(backend_name)
             backend.start(tmp, cfg, start, {"job": self.job, "rank": self.rank,
@@ -507,6 +522,27 @@ class Monitor:
                 words[base + S_BEAT_NS] = now
                 words[base + S_RATE] = int(rate * 1000)
                 last, last_ns = n, now
+
+
+def shifted_window(start: int, stop: int, n: int) -> tuple[int, int] | None:
+    """File mode's rule for a window that reaches a rank at the end of step ``n``, after its
+    first step had begun: it begins at step ``n + 1`` with the same length, as long as its
+    last step has not ended (``start <= n <= stop``); None when it has not begun (it is
+    exact) or has ended (it is skipped, with a message). MindSpore's own ``step()`` does the
+    same, so the window in its documented example, written after its first step ran, is
+    recorded rather than lost."""
+    if start <= n <= stop:
+        return n + 1, n + 1 + stop - start
+    return None
+
+
+def shift_note(rank: int, start: int, stop: int, n: int, shifted: tuple[int, int]) -> str:
+    """What the rank's status (and the window's manifest) says about a window
+    ``shifted_window`` moved."""
+    return (f"window {start}-{stop} from the config file reached this rank at the end of step "
+            f"{n}, after step {start} had begun: recording steps {shifted[0]}-{shifted[1]} "
+            f"instead (the same length, as MindSpore does) into "
+            f"{windows.window_name(rank, start, stop)}.")
 
 
 def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:

@@ -139,3 +139,83 @@ def test_monitor_with_cfg_path_relays_on_one_process(tmp_path: Path) -> None:
 
 def test_poll_interval_is_the_documented_one() -> None:
     assert POLL_INTERVAL_S == 0.5
+
+
+def test_file_mode_moves_a_window_that_has_begun_and_keeps_its_name(tmp_path: Path) -> None:
+    """MindSpore's documented step() example: the file asks for 2..5, and is edited to 6..7
+    after step 6 has run. MindSpore records both; so does a rank in file mode: 6..7 begins at
+    the next step with the same length, under the name asked for, and says so."""
+    name, cfg, out = unique_job("late"), tmp_path / "cfg", tmp_path / "out"
+    cfg.mkdir()
+    write_file(cfg, start_step=2, stop_step=5)
+    monitor = dynprof_nb.Monitor(job=name, output_path=out, backend="builtin", cfg_path=cfg,
+                                 poll_interval=0.05)
+    job = dynprof_nb.attach(name)
+    files = dynprof_nb.attach(cfg_path=cfg, prof_path=out)
+    try:
+        for _ in range(5):
+            monitor.step()  # the relay's first look came before step 1: 2..5 is exact
+        gen = job.generation
+        write_file(cfg, start_step=6, stop_step=7)
+        wait_until(lambda: job.generation > gen, what="the edit to be relayed")
+        monitor.step()  # step 6 ends: the window has begun, so it records 7..8
+        rank0 = job.status().iloc[0]
+        assert (rank0.state, rank0.window) == ("recording", "7-8"), job.status().to_string()
+        assert "recording steps 7-8 instead" in rank0.error
+        assert "rank0_start6_stop7" in rank0.error
+        for _ in range(9):
+            monitor.step()
+    finally:
+        monitor.close()
+        job.close()
+        segment.unlink(name)
+    assert sorted(p.name for p in out.iterdir()) == ["rank0_start2_stop5", "rank0_start6_stop7"]
+    assert trace_steps(out / "rank0_start2_stop5") == [2, 3, 4, 5]
+    assert trace_steps(out / "rank0_start6_stop7") == [7, 8]
+    manifest = json.loads((out / "rank0_start6_stop7" / "window.json").read_text())
+    assert (manifest["start_step"], manifest["stop_step"]) == (7, 8)  # the steps recorded
+    assert (manifest["requested_start_step"], manifest["requested_stop_step"]) == (6, 7)
+    assert manifest["shifted_by"] == 1 and "after step 6 had begun" in manifest["note"]
+    assert (files.config.start_step, files.config.stop_step) == (6, 7)
+    row = files.status().iloc[0]  # the file's view finds it by the name asked for
+    assert (row.state, row.window) == ("written", "6-7") and "recorded steps 7-8" in row.error
+    loaded = dynprof_nb.load_window(out / "rank0_start6_stop7")
+    assert (loaded.start_step, loaded.stop_step) == (7, 8)
+    assert list(loaded.steps.step) == [7, 8]
+
+
+def test_file_mode_still_skips_a_window_that_has_ended(tmp_path: Path) -> None:
+    name, cfg, out = unique_job("late"), tmp_path / "cfg", tmp_path / "out"
+    cfg.mkdir()
+    monitor = dynprof_nb.Monitor(job=name, output_path=out, backend="builtin", cfg_path=cfg,
+                                 poll_interval=0.05)
+    job = dynprof_nb.attach(name)
+    try:
+        for _ in range(8):
+            monitor.step()
+        write_file(cfg, start_step=3, stop_step=5)  # all of it ran before the edit
+        wait_until(lambda: "has ended on every rank" in relay_row(job)["error"],
+                   what="the relay to refuse the ended window")
+        monitor.step()
+    finally:
+        monitor.close()
+        job.close()
+        segment.unlink(name)
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_analyse_mode_out_of_range_is_refused_without_a_window(tmp_path: Path,
+                                                               job: dynprof_nb.Job) -> None:
+    """A file without a window used to let ``analyse_mode: 5`` in (the window check returned
+    first); it then blocked every later window. Every key is checked on every write."""
+    (tmp_path / "profiler_config.json").write_text(json.dumps({"analyse_mode": 5}))
+    relay = Relay(tmp_path, job)
+    assert relay.poll() is False
+    assert "analyse_mode: got 5" in relay_row(job)["error"]
+    write_file(tmp_path, start_step=10**6, stop_step=10**6 + 1, analyse_mode=1)
+    assert relay.poll() is True
+    assert (job.config.start_step, job.config.analyse_mode) == (10**6, 1)
+    assert relay_row(job)["error"] == ""
+    files = dynprof_nb.attach(cfg_path=tmp_path)
+    with pytest.raises(dynprof_nb.ConfigError, match="analyse_mode"):
+        files.set(start_step=-1, stop_step=-1, analyse_mode=5)

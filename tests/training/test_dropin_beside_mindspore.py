@@ -1,0 +1,123 @@
+"""The drop-in beside real MindSpore 2.7.0: MindSpore's own documented examples run once with
+MindSpore's ``DynamicProfilerMonitor`` and once with the drop-in (one import line apart), and
+must give the same windows, directories and files.
+
+The two runs are one process each, side by side (MindSpore's import is slow); each runs both
+call styles of ``tests/ms_documented_example.py``: ``step()`` with the file edited between two
+windows, and ``Model.train(callbacks=[dp])``. MindSpore itself is the oracle for what each
+window holds: the number of times each op ran in it (its ``cpu_op_execute_timestamp`` file).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from framework_jobs import marked_steps, mindspore_op_times, mindspore_python
+
+import dynprof_nb
+from dynprof_nb import segment, windows
+from dynprof_nb.training.dropin import job_name_for
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "ms_documented_example.py"
+OURS_ONLY = {windows.MANIFEST, "dynprof_steps.csv"}  # what the drop-in adds to a window
+
+
+def run_both(root: Path) -> dict[str, Path]:
+    """Run the example with each monitor at once; return each one's output root."""
+    procs = {}
+    for kind in ("mindspore", "dropin"):
+        (root / kind).mkdir(parents=True)
+        procs[kind] = subprocess.Popen(
+            [mindspore_python(), str(EXAMPLE), "--monitor", kind, "--root", str(root / kind)],
+            cwd=root / kind, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=_env())
+    outputs = {}
+    try:
+        for kind, proc in procs.items():
+            outputs[kind], _ = proc.communicate(timeout=400)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        for style in ("step", "callback"):
+            segment.unlink(job_name_for(root / "dropin" / style / "cfg"))
+    for kind, proc in procs.items():
+        assert proc.returncode == 0, f"{kind} run failed:\n{outputs[kind]}"
+        assert "done callback" in outputs[kind], outputs[kind]
+    return {kind: root / kind for kind in procs}
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GLOG_v="3")
+
+
+def shape(window: Path) -> set[str]:
+    """A window's files with what differs between any two runs (host, pid, time) masked."""
+    out = set()
+    for p in window.rglob("*"):
+        if p.is_file():
+            rel = str(p.relative_to(window))
+            rel = re.sub(r"^[^/]+_\d+_\d+_ascend_ms/", "HOST_PID_TIME_ascend_ms/", rel)
+            out.add(re.sub(r"profiler_\d+_\d+\.log$", "profiler_TIME_PID.log", rel))
+    return out
+
+
+def op_counts(window: Path) -> Counter[str]:
+    """How often each op ran in a window. The example builds a new optimizer every step, so
+    MindSpore numbers its ops by step (``ApplyMomentum-op6``): the number is dropped."""
+    counts: Counter[str] = Counter()
+    for name, times in mindspore_op_times(window).items():
+        counts[re.sub(r"-op\d+$", "", name)] += len(times)
+    return counts
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return run_both(tmp_path_factory.mktemp("ms_beside"))
+
+
+@pytest.mark.parametrize("style, names", [
+    ("step", ["rank0_start2_stop5", "rank0_start6_stop7"]),
+    ("callback", ["rank0_start3_stop5"]),
+])
+def test_same_windows_directories_and_files_as_mindspore(runs, style: str, names) -> None:
+    theirs, ours = (runs[k] / style / "prof" for k in ("mindspore", "dropin"))
+    assert sorted(p.name for p in theirs.iterdir()) == names  # what MindSpore's test looks for
+    assert sorted(p.name for p in ours.iterdir()) == names
+    for name in names:
+        mine = shape(ours / name)
+        assert OURS_ONLY <= mine
+        assert mine - OURS_ONLY == shape(theirs / name), name
+        assert "HOST_PID_TIME_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json" in mine
+        # the same number of steps: every op ran as often in our window as in MindSpore's
+        assert op_counts(ours / name) == op_counts(theirs / name), name
+        loaded = [dynprof_nb.load_window(d) for d in (ours / name, theirs / name)]
+        assert {re.sub(r"-op\d+$", "", n) for n in loaded[0].ops.name} == \
+            {re.sub(r"-op\d+$", "", n) for n in loaded[1].ops.name}
+
+
+def test_step_numbers_and_the_moved_window_say_what_was_recorded(runs) -> None:
+    step = runs["dropin"] / "step" / "prof"
+    assert sorted(marked_steps(step / "rank0_start2_stop5")) == [2, 3, 4, 5]  # exact
+    # 6..7 reached the rank during step 7 (MindSpore then records 8 and 9 too): moved
+    moved = windows.read_manifest(step / "rank0_start6_stop7")
+    assert sorted(marked_steps(step / "rank0_start6_stop7")) == [8, 9]
+    assert (moved["start_step"], moved["stop_step"], moved["status"]) == (8, 9, "complete")
+    assert (moved["requested_start_step"], moved["requested_stop_step"]) == (6, 7)
+    assert "recording steps 8-9 instead" in moved["note"]
+    callback = runs["dropin"] / "callback" / "prof" / "rank0_start3_stop5"
+    assert sorted(marked_steps(callback)) == [3, 4, 5]
+    # the file's view of the drop-in's job finds the moved window by the name asked for
+    files = dynprof_nb.attach(cfg_path=runs["dropin"] / "step" / "cfg")
+    files.settle_s = 0.0
+    row = files.status().iloc[0]
+    assert (row.state, row.window) == ("written", "6-7") and "recorded steps 8-9" in row.error
