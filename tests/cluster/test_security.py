@@ -320,15 +320,14 @@ def test_agents_refuse_a_scheduler_without_the_gate():
     from distributed import Client, LocalCluster
 
     name = unique_job("gate")
-    with LocalCluster(n_workers=1, processes=False, scheduler_kwargs={"dashboard": False},
-                      worker_dashboard_address=None) as cl, \
+    local = {"n_workers": 1, "processes": False, "protocol": "tcp://", "host": "127.0.0.1",
+             "dashboard_address": None}  # every server on 127.0.0.1
+    with LocalCluster(**local) as cl, \
             Client(cl, set_as_default=False) as client:
         with pytest.raises(JobError, match="runs no dynprof_nb gate") as err:
             dynprof_nb.attach(name, cluster=client)
         assert "--preload dynprof_nb.cluster.gate" in str(err.value)
-    with LocalCluster(n_workers=1, processes=False, worker_dashboard_address=None,
-                      scheduler_kwargs={"dashboard": False,
-                                        "preload": ["dynprof_nb.cluster.gate"]}) as cl, \
+    with LocalCluster(**local, scheduler_kwargs={"preload": ["dynprof_nb.cluster.gate"]}) as cl, \
             Client(cl, set_as_default=False) as client:
         job = dynprof_nb.attach(name, cluster=client)
         assert job.status().empty and job.generation == 0
