@@ -11,9 +11,10 @@ Dask's model is that whoever can reach the scheduler can run code on every worke
   process's uid and name) and an agent acts only for the user it runs as
   (:func:`refusal`), as a job's segment on one machine is its owner's alone.
 
-The uid a client sends is what that client says: it keeps honest users (and mistakes) apart on a
-shared cluster. Against someone who holds the cluster's certificate there is no defence inside
-Dask (they can run any code on the workers): the certificate is the key, give it to no one.
+The uid a client sends is what that client says, and any peer that may connect can run code
+on the workers, so it only keeps mistakes apart. The boundary between users is who may connect
+at all: one cluster per user, each server admitting only its owner
+(:mod:`dynprof_nb.cluster.gate`), and agents that refuse a cluster without that gate.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from dynprof_nb.cluster import gate
 from dynprof_nb.cluster.access import client_security, refusal, requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
 from dynprof_nb.cluster.ops import NodeOps
@@ -79,6 +80,7 @@ class Agent:
         self._sent: dict[str, tuple[Any, Any, float]] = {}
         self._seen: set[str] = set()
         self._client: Any = None
+        self._gate_ok = False
         self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
 
     def start(self) -> Agent:
@@ -88,6 +90,29 @@ class Agent:
     @property
     def address(self) -> str:
         return str(self.worker.address)
+
+    async def scheduler_refusal(self) -> str | None:
+        """Why this agent must not act on its cluster (its scheduler admits others), or
+        None; asked of the scheduler until it once answers with this agent's uid."""
+        if self._gate_ok:
+            return None
+        try:
+            answer = await getattr(self.worker.scheduler, gate.GATE_HANDLER)()
+        except Exception as exc:  # no such handler: an ungated scheduler
+            answer = exc
+        why = gate.scheduler_refusal(answer)
+        nanny = getattr(self.worker, "nanny", None)
+        if why is None and nanny:  # a nanny answers its own `run` handler too
+            try:
+                answer = await getattr(self.worker.rpc(nanny), gate.GATE_HANDLER)()
+            except Exception as exc:
+                answer = exc
+            if gate.scheduler_refusal(answer) is not None:
+                why = ("this worker's nanny runs no dynprof_nb gate (anyone who can reach it "
+                       "can run code as this user): start the worker with `--preload-nanny "
+                       "dynprof_nb.cluster.gate` too, or with --no-nanny.")
+        self._gate_ok = why is None
+        return None if why is None else f"node {self.ops.name}: refused: {why}"
 
     @property
     def leader(self) -> bool:
@@ -170,6 +195,16 @@ class Agent:
             return
         if not isinstance(cmd, dict) or "config" not in cmd:
             return
+        if not self._gate_ok:  # set by the first operation's check of the scheduler
+            try:
+                from distributed.utils import sync
+
+                why = sync(self.worker.loop, self.scheduler_refusal)
+            except Exception as exc:
+                why = f"cannot ask the scheduler whether it is gated ({exc!r})"
+            if why is not None:
+                log.warning("dynprof_nb agent: not catching up job %r: %s", job, why)
+                return
         why = refusal(cmd.get("user"), "catch up", job, self.ops.name)
         if why is not None:  # written by another user's client: not this agent's to apply
             log.warning("dynprof_nb agent: %s", why)
@@ -208,6 +243,7 @@ def start_agent(worker: Any) -> Agent:
     with _AGENTS_LOCK:
         agent = _AGENTS.get(worker.id)
         if agent is None:
+            gate.install(worker)  # a worker answers its own `run` handler: gate it first
             agent = _AGENTS[worker.id] = Agent(worker).start()
         return agent
 
@@ -229,7 +265,14 @@ async def call(op: str, payload: dict[str, Any], dask_worker: Any = None) -> dic
     agent = agent_of(dask_worker)
     if agent is None:
         return {"missing": True, "addr": getattr(dask_worker, "address", "")}
+    why = await agent.scheduler_refusal()
+    if why is not None:
+        raise UngatedCluster(why)
     return await asyncio.to_thread(agent.call, op, payload)
+
+
+class UngatedCluster(PermissionError):
+    """The agent's scheduler admits others than this agent's user (see :mod:`..gate`)."""
 
 
 class AgentPlugin(WorkerPlugin):

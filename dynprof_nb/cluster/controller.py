@@ -22,13 +22,21 @@ import logging
 import math
 import os
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.cluster.access import InsecureClusterError, check_transport, requester
-from dynprof_nb.cluster.agent import PLUGIN_NAME, AgentPlugin, call, command_variable, lock_name
+from dynprof_nb.cluster.agent import (
+    PLUGIN_NAME,
+    AgentPlugin,
+    UngatedCluster,
+    call,
+    command_variable,
+    lock_name,
+)
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.ops import NotYourJob
 from dynprof_nb.config import ProfilerConfig
@@ -37,9 +45,12 @@ from dynprof_nb.control.base import (
     WINDOW_EXTRA_COLUMNS,
     Controller,
     JobError,
+    WindowConflict,
     WindowRefused,
+    WindowReplaced,
     latest_window_paths,
     resolve_step,
+    window_conflict,
 )
 from dynprof_nb.control.status import status_frame
 from dynprof_nb.segment import SegmentError, check_job_name
@@ -150,26 +161,36 @@ class ClusterJob(Controller):
         return not any(self.feed.alive(key) for key in keys)
 
     def _ensure_agents(self, install: bool) -> None:
-        raw = self.client.run(call, "hello", {"user": requester()}, on_error="return")
-        if not raw:
-            raise JobError("the Dask cluster has no worker: start `dask worker SCHED --preload "
-                           "dynprof_nb.cluster.agent` on every node.")
-        bad = {a: r for a, r in raw.items() if isinstance(r, BaseException)}
-        if bad:
-            raise JobError("cannot reach the dynprof_nb agent on "
-                           + ", ".join(f"{a} ({r!r})" for a, r in bad.items())
-                           + ": install dynprof_nb[cluster] on every node.")
+        raw = self._hello()
         if any(isinstance(r, dict) and r.get("missing") for r in raw.values()):
             if not install:
                 raise JobError("some workers run no dynprof_nb agent: start them with "
                                "--preload dynprof_nb.cluster.agent.")
             self.client.register_plugin(AgentPlugin(), name=PLUGIN_NAME)
+            raw = self._hello()  # the new agents check their scheduler's gate too
         foreign = sorted({f"uid {r['uid']} ({r['user']})" for r in raw.values()
                           if isinstance(r, dict) and r.get("foreign")})
         if foreign and all(isinstance(r, dict) and r.get("foreign") for r in raw.values()):
             log.warning("dynprof_nb: every agent of this cluster runs as %s, not as you (%s): "
                         "they will refuse to drive job %r.", ", ".join(foreign),
                         requester()["name"], self.name)
+
+    def _hello(self) -> dict[str, Any]:
+        """Every worker's answer to ``hello``; raises JobError for none, an agent that
+        cannot be reached, or agents that refuse an ungated scheduler."""
+        raw = self.client.run(call, "hello", {"user": requester()}, on_error="return")
+        if not raw:
+            raise JobError("the Dask cluster has no worker: start `dask worker SCHED --preload "
+                           "dynprof_nb.cluster.agent` on every node.")
+        bad = {a: r for a, r in raw.items() if isinstance(r, BaseException)}
+        ungated = sorted({str(r) for r in bad.values() if isinstance(r, UngatedCluster)})
+        if ungated:  # one cluster per user: the agents refuse a scheduler that admits others
+            raise JobError(f"job {self.name!r}: " + "; ".join(ungated[:4]))
+        if bad:
+            raise JobError("cannot reach the dynprof_nb agent on "
+                           + ", ".join(f"{a} ({r!r})" for a, r in bad.items())
+                           + ": install dynprof_nb[cluster] on every node.")
+        return raw
 
     def refresh(self) -> None:
         """Pull every node's rows once (attach does; afterwards the agents push)."""
@@ -297,6 +318,7 @@ class ClusterJob(Controller):
                 raise WindowRefused(
                     f"window {first}-{last} has already begun on every rank ({where}). "
                     f"Ask for a later one, e.g. start('+5', '+{last - first + 5}').")
+            self._check_others(first, last, live)
             seq = self.generation + 1
             self.last_start = {"current": current, "margin_steps": margin, "shift": shift,
                                "rtt_s": round(rtt, 4), "window": (first, last),
@@ -317,6 +339,36 @@ class ClusterJob(Controller):
                     "Ask again with a larger '+k'.")
             self._remember(seq, "start", cfg)
         return seq
+
+    def _check_others(self, first: int, last: int, live: list[dict[str, Any]]) -> None:
+        """Refuse (:class:`WindowConflict`) a window while any live rank records one: a rank
+        takes no new window until its window ends, so this one could not be armed everywhere
+        (and cancelling it would end the other). Warn (:class:`WindowReplaced`) when it
+        replaces a window another controller armed."""
+        cmd = self._command() or {}
+        user = (cmd.get("user") or {}).get("name", "?")
+        asked = {}
+        cfg = cmd.get("config") or {}
+        if cmd.get("action") == "start" and cmd.get("by"):
+            mine = " (this process)" if cmd["by"] == os.getpid() else ""
+            asked[(cfg.get("start_step"), cfg.get("stop_step"))] = \
+                f"pid {cmd['by']}{mine}, user {user}"
+        recording = [(f"{r['rank']} on {r['node']}", *_window_of(r), r["step"]) for r in live
+                     if r["state"] == "recording" and _window_of(r)]
+        found = window_conflict(first, last, recording, asked, can_queue=False)
+        if found is not None:
+            raise WindowConflict(f"job {self.name!r}: {found[0]}")
+        armed = sorted({_window_of(r) for r in live if r["state"] == "armed"}
+                       - {(first, last), ()})
+        if armed and cmd.get("by") and cmd["by"] != os.getpid():
+            ranks = ", ".join(f"{r['rank']} on {r['node']}" for r in live
+                              if r["state"] == "armed")
+            windows = ", ".join(f"{a}-{b}" for a, b in armed)
+            warnings.warn(
+                f"job {self.name!r}: window {first}-{last} replaces window {windows}, which "
+                f"pid {cmd['by']} (user {user}, another controller) had armed on ranks "
+                f"{ranks}: that one will not be recorded. Tell its owner, or stop() and ask "
+                "for it again.", WindowReplaced, stacklevel=3)
 
     def _arm_budget(self, live: list[dict[str, Any]], first: int, current: int,
                     rtt: float) -> float:
@@ -464,6 +516,12 @@ class ClusterJob(Controller):
     def close(self) -> None:
         if self._own_client:
             self.client.close()
+
+
+def _window_of(row: dict[str, Any]) -> tuple[int, ...]:
+    """A status row's window as ``(start, stop)``, ``()`` when it has none."""
+    start, _, stop = str(row.get("window") or "").partition("-")
+    return (int(start), int(stop)) if start.isdigit() and stop.isdigit() else ()
 
 
 def _relative(value: int | str) -> bool:

@@ -25,6 +25,10 @@ def _window(job: str, path: str, user: Any) -> Any:
     if agent is None:
         raise RuntimeError("this worker runs no dynprof_nb agent (start it with "
                            "--preload dynprof_nb.cluster.agent).")
+    if not agent._gate_ok:  # checked by every operation; a read comes after one
+        raise PermissionError(f"node {agent.ops.name}: refused 'load': this cluster's "
+                              "scheduler was not found gated for this agent's user (see "
+                              "dynprof_nb.cluster.gate).")
     return load_window(agent.ops.window_path(job, path, user))
 
 

@@ -42,6 +42,22 @@ class WindowRefused(JobError, ValueError):
     """``start`` asked for a window that every live rank has already passed."""
 
 
+class WindowConflict(JobError, ValueError):
+    """``start`` asked for a window that overlaps one the ranks are recording now (another
+    controller's, or this one's): a rank records one window at a time, so the new one would
+    be skipped. The message names the window, its steps and its ranks, and what to do."""
+
+
+class WindowQueued(UserWarning):
+    """``start`` was accepted, but the ranks are recording another window: the new one arms
+    when that one ends."""
+
+
+class WindowReplaced(UserWarning):
+    """``start`` replaced a window another controller had armed (not begun): that one will
+    not be recorded."""
+
+
 class WaitInterrupted(KeyboardInterrupt):
     """Ctrl-C (or Jupyter's stop button) during ``wait()``: only the waiting stopped.
 
@@ -203,6 +219,55 @@ def latest_window_paths(frame: pd.DataFrame) -> list[str]:
                      & (complete.started_at >= latest.started_at - slack)]
     group = group.drop_duplicates("rank", keep="last").sort_values("rank")
     return list(group.path)
+
+
+def _ranks_text(labels: list[str], limit: int = 8) -> str:
+    more = f" and {len(labels) - limit} more" if len(labels) > limit else ""
+    return ", ".join(labels[:limit]) + more
+
+
+def window_conflict(first: int, last: int, recording: list[tuple[str, int, int, int]],
+                    asked_by: dict[tuple[int, int], str] | None = None,
+                    can_queue: bool = True) -> tuple[str, bool] | None:
+    """What to tell a controller asking for window ``first``-``last`` while ranks record.
+
+    ``recording``: ``(rank label, start, stop, step)`` of every live rank recording now
+    (the label: ``"3"``, or ``"3 on node1"``).
+    A rank records one window at a time and takes a new one only when it ends, so a window
+    that begins before every recorded one has ended would be skipped: ``(message, False)``,
+    a refusal. One that begins after it is queued, ``(message, True)``, where ``can_queue``
+    (a cluster window must be armed on every rank at once, so it cannot be). None when no
+    rank records. ``asked_by``: who asked for each recorded window, in words.
+    """
+    if not recording:
+        return None
+    groups: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for label, start, stop, step in recording:
+        groups.setdefault((start, stop), []).append((label, step))
+    parts = []
+    for (start, stop), ranks in sorted(groups.items()):
+        who = (asked_by or {}).get((start, stop))
+        one = len(ranks) == 1
+        parts.append(f"window {start}-{stop}, which rank{'' if one else 's'} "
+                     f"{_ranks_text([r for r, _ in ranks])} {'is' if one else 'are'} "
+                     "recording now (at step"
+                     f"{'s' if len(ranks) > 1 else ''} "
+                     f"{_ranks_text([str(s) for _, s in ranks])}"
+                     f"{f'; asked for by {who}' if who else ''})")
+    others = " and ".join(parts)
+    end = max(stop for _, stop in groups)
+    if can_queue and first > end:
+        return (f"window {first}-{last} is queued behind {others}: the ranks arm it when that "
+                f"ends at step {end}; wait() waits for both.", True)
+    length = last - first
+    why = ("a rank records one window at a time, so it would be skipped" if can_queue else
+           "a cluster window must be armed on every rank at once, and a rank takes no new "
+           "window until the one it records ends")
+    return (f"window {first}-{last} refused: it conflicts with {others}; {why}. Wait for "
+            f"that window to end (wait(), at step {end}) and start again, or stop() it first "
+            "(what it recorded is saved)"
+            + (f", or ask for one after it, e.g. start({end + 2}, {end + 2 + length})"
+               if can_queue else "") + ".", False)
 
 
 def absolute_step(key: str, value: int | str) -> int:

@@ -18,8 +18,12 @@ from dynprof_nb.control.base import (
     Controller,
     JobError,
     WaitInterrupted,
+    WindowConflict,
+    WindowQueued,
     WindowRefused,
+    WindowReplaced,
     resolve_step,
+    window_conflict,
 )
 from dynprof_nb.control.progress import Progress, format_eta
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
@@ -149,6 +153,7 @@ class Job(Controller):
             if not cfg.has_window:
                 return self._write("stop", cfg)
             self._refuse_passed(cfg.start_step, cfg.stop_step)
+            self._check_others(cfg.start_step, cfg.stop_step, cmd)
             # the pending window moved its stop: it keeps the options it was asked with
             same = cmd.config.has_window and cfg.start_step == cmd.config.start_step
             return self._write("start", cfg, window=cmd.window if same else {})
@@ -160,14 +165,20 @@ class Job(Controller):
 
         ``"+10"`` means ten steps after the most advanced live rank. ``changes`` apply to this
         window only (``set()`` makes a key standing). Refused, with the ranks' steps in the
-        message, when every live rank has already begun step ``start``.
+        message, when every live rank has already begun step ``start``
+        (:class:`WindowRefused`), or when it overlaps a window the ranks are recording, asked
+        for by another controller or by this one (:class:`WindowConflict`, naming that window
+        and its ranks). A window after the one being recorded is queued behind it, with a
+        :class:`WindowQueued` warning saying so.
         """
+        cmd = self._command(stacklevel=3)
         current = self._current_step()
         first = resolve_step("start", start, current)
         last = resolve_step("stop", stop, current)
-        cfg = self.config.update(start_step=first, stop_step=last)
+        cfg = cmd.config.update(start_step=first, stop_step=last)
         cfg.update(**changes)  # check the options before anything is written
         self._refuse_passed(first, last)
+        self._check_others(first, last, cmd)
         return self._write("start", cfg, window=changes)
 
     def start_from_file(self, cfg: ProfilerConfig) -> int:
@@ -198,6 +209,36 @@ class Job(Controller):
                 f"window {first}-{last} has already begun on every rank ({where}). "
                 f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
             )
+
+    def _check_others(self, first: int, last: int, cmd: Command) -> None:
+        """Tell the caller at once when the ranks are busy with another window: refuse
+        (:class:`WindowConflict`) a window that overlaps one they are recording, warn
+        (:class:`WindowQueued`) that one after it waits for it, and warn
+        (:class:`WindowReplaced`) when it replaces a window another process armed."""
+        live = self.live_slots()
+        recording = [(str(s.rank), s.start, s.stop, s.step) for s in live
+                     if s.state == "recording"]
+        asked = {}
+        if cmd.config.has_window and cmd.by:
+            mine = " (this process)" if cmd.by == os.getpid() else ""
+            asked[(cmd.config.start_step, cmd.config.stop_step)] = f"pid {cmd.by}{mine}"
+        found = window_conflict(first, last, recording, asked)
+        if found is not None:
+            message, queued = found
+            if not queued:
+                raise WindowConflict(message)
+            warnings.warn(f"job {self.name!r}: {message}", WindowQueued, stacklevel=3)
+            return
+        armed = sorted({(s.start, s.stop) for s in live if s.state == "armed"}
+                       - {(first, last)})
+        if armed and cmd.by and cmd.by != os.getpid():
+            ranks = ",".join(str(s.rank) for s in live if s.state == "armed")
+            windows = ", ".join(f"{a}-{b}" for a, b in armed)
+            warnings.warn(
+                f"job {self.name!r}: window {first}-{last} replaces window {windows}, which "
+                f"pid {cmd.by} (another controller) had armed on ranks {ranks}: that one will "
+                "not be recorded. Tell its owner, or stop() and ask for it again.",
+                WindowReplaced, stacklevel=3)
 
     def stop(self) -> int:
         """End an active window at once (what was recorded is saved) or cancel a pending one.

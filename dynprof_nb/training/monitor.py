@@ -332,6 +332,9 @@ class Monitor:
         if self.state == "recording" and cmd.action != "stop":
             self._pending = (gen, cmd)  # edits made during a window wait until it ends
             return
+        # a newer command supersedes one that waited for the window to end: a stop must not
+        # be followed by the older queued start (which would also report an older generation)
+        self._pending = None
         self._apply(cmd, gen, n)
 
     def _apply(self, cmd: Command, gen: int, n: int) -> None:

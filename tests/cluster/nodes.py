@@ -80,7 +80,8 @@ class Scheduler:
         tls_flags = ["--protocol", "tls", *tls.flags()] if tls else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--no-dashboard", "--no-show", "--scheduler-file", str(self.file), *tls_flags],
+             "--no-dashboard", "--no-show", "--scheduler-file", str(self.file),
+             "--preload", "dynprof_nb.cluster.gate", *tls_flags],
             stdout=self.log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
         deadline = time.monotonic() + 60
         while not self.file.exists() or not self.file.read_text().strip():
@@ -138,7 +139,8 @@ class SimNode:
         cmd = [sys.executable, "-m", "dask", "worker", self.scheduler, "--preload",
                "dynprof_nb.cluster.agent", "--death-timeout", "10", "--nthreads", "1",
                "--no-dashboard", "--host", "127.0.0.1",
-               "--nanny" if self.nanny else "--no-nanny"]
+               *(["--nanny", "--preload-nanny", "dynprof_nb.cluster.gate"] if self.nanny
+                 else ["--no-nanny"])]
         if self.name:
             cmd += ["--name", self.name]
         if self.tls:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import dynprof_nb
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.agent import call, command_variable
 from dynprof_nb.config import ConfigError
-from dynprof_nb.control.base import JobError
+from dynprof_nb.control.base import JobError, WindowConflict
 from dynprof_nb.control.status import STATUS_COLUMNS
 
 pytestmark = pytest.mark.timeout(300)
@@ -160,6 +161,36 @@ def test_two_notebooks_drive_one_job(cluster, job_on_nodes):
         assert a.config.profile_memory  # b's set kept a's keys
         st = a.wait(timeout=60, progress=False)
         assert (st.generation == gen2).all()
+    finally:
+        b.close()
+
+
+def test_second_notebooks_window_while_the_first_records_is_refused(cluster, job_on_nodes):
+    """Issue 20, item 6: B's start while A's window records is refused at once, naming A's
+    window and its ranks; A's window is not cancelled by it (a cancelled start sends stop to
+    every rank, which would end A's window) and goes on to complete on every rank."""
+    a = job_on_nodes
+    b = dynprof_nb.attach(a.name, cluster=cluster.client())
+    try:
+        running(b)
+        a.start("+10", "+150")
+        first, last = a.last_start["window"]
+        wait_until(lambda: (b.status().state == "recording").sum() == RANKS, 90,
+                   "every rank recording A's window")
+        gen = a.generation
+        for later in (("+5", "+9"), (last + 20, last + 25)):  # overlapping, or after it
+            with pytest.raises(WindowConflict) as err:
+                b.start(*later)
+            text = str(err.value)
+            assert f"conflicts with window {first}-{last}" in text and "recording now" in text
+            assert "on node0" in text and "on node3" in text and f"step {last}" in text
+            assert "stop()" in text and f"pid {os.getpid()}" in text
+        assert a.generation == b.generation == gen
+        assert (b.status().state == "recording").sum() == RANKS  # A's window goes on
+        a.stop()
+        a.wait(timeout=120, progress=False)
+        frame = a.windows()
+        assert len(frame[(frame.start == first) & (frame.status == "complete")]) == RANKS
     finally:
         b.close()
 
