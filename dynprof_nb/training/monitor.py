@@ -18,11 +18,15 @@ fast loop is *now*.
 
 from __future__ import annotations
 
+import atexit
+import collections
 import logging
 import os
+import signal
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,7 @@ from dynprof_nb.segment import (
     STATE,
     Segment,
 )
+from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 
 log = logging.getLogger("dynprof_nb")
@@ -51,6 +56,21 @@ UNREADABLE_S = 2.0  # a config unreadable this long means a writer died mid-writ
 UNREADABLE = ("could not read a consistent config for a while (did a writer die mid-write?); "
               "keeping the last good config. Write it again.")
 assert H_GEN == 4, "step() reads the generation at the literal index 4"
+
+# Bounds that protect the training job. The job's owner sets them (Monitor arguments or the
+# environment), not the notebook: they are what makes profiling safe to leave on.
+MEMORY_BUDGET_MB = 512  # per window; reaching it ends the window, which is then saved
+DISK_BUDGET_MB = 20_480  # all windows under the output root; over it, new windows are refused
+MAX_WINDOWS_PER_MINUTE = 30  # window starts per rank; a flood is refused, not recorded
+CLOSE_WAIT_S = 8.0  # close() waits this long for saves, then hands them off and says so
+EXIT_WAIT_S = 3.0  # the same on the way out of a dying process (exception, SIGTERM)
+
+
+def _env_number(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
 
 
 def rank_from_env() -> int:
@@ -107,8 +127,21 @@ class Monitor:
     def __init__(self, job: str = "default", rank: int | None = None,
                  output_path: str | os.PathLike[str] = "./dyn_profile_data",
                  backend: str = "auto", cfg_path: str | os.PathLike[str] | None = None,
-                 poll_interval: float | None = None) -> None:
+                 poll_interval: float | None = None, memory_budget_mb: float | None = None,
+                 disk_budget_mb: float | None = None,
+                 max_windows_per_minute: int | None = None) -> None:
         self._relay: Any = None
+        self.memory_budget_mb = memory_budget_mb or _env_number(
+            "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB)
+        self.disk_budget_mb = disk_budget_mb or _env_number(
+            "DYNPROF_NB_DISK_BUDGET_MB", DISK_BUDGET_MB)
+        self.max_windows_per_minute = int(max_windows_per_minute or _env_number(
+            "DYNPROF_NB_MAX_WINDOWS_PER_MINUTE", MAX_WINDOWS_PER_MINUTE))
+        self._starts: collections.deque[float] = collections.deque()
+        self._disk_over = ""  # why the last save found the output over its disk budget
+        self.handed_off: list[int] = []  # pids of writer processes left to finish windows
+        self.timings: dict[str, float] = {}  # the last window's start/stop/save costs (s)
+        self._pid = os.getpid()
         self.job = job
         self.rank = rank_from_env() if rank is None else int(rank)
         self.world_size = world_size_from_env()
@@ -135,6 +168,7 @@ class Monitor:
         self._savers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._handoff = threading.Event()
         try:
             resolve_backend(backend)
             self._seg = Segment.open(job)
@@ -150,6 +184,7 @@ class Monitor:
         self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
                                       daemon=True)
         self._beat.start()
+        _watch_exit(self)
         if cfg_path is not None:
             self._start_relay(cfg_path, poll_interval)
 
@@ -224,17 +259,22 @@ class Monitor:
     def step_count(self) -> int:
         return self._step
 
-    def close(self) -> None:
-        """End an active window (saving what was recorded), wait for saves, leave the slot."""
-        if self._closed.is_set():
+    def close(self, wait_s: float = CLOSE_WAIT_S, cut_short: str | None = None) -> None:
+        """End an active window (saving what was recorded), wait for saves, leave the slot.
+
+        Waits at most ``wait_s`` seconds for saves. A window still being written then is left
+        to its writer process, which outlives this one and publishes it (``handed_off``
+        lists their pids; the log and the rank's status say so). ``cut_short`` says why the
+        window ended early when the process is going away.
+        """
+        if self._closed.is_set() or os.getpid() != self._pid:
             return
         if self._relay is not None:
             self._relay.stop()
         try:
             if self.state == "recording":
-                self._finish(self._step, stopped=True)
-            for saver in list(self._savers):
-                saver.join()
+                self._finish(self._step, stopped=True, reason=cut_short)
+            self._wait_for_saves(wait_s)
         except Exception as exc:
             self._report(f"closing: {exc!r}")
         self._closed.set()
@@ -246,6 +286,24 @@ class Monitor:
             seg, self._seg = self._seg, None
             self._words = [0] * 16
             seg.close()
+
+    def _wait_for_saves(self, wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        for thread in list(self._savers):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if not any(t.is_alive() for t in self._savers):
+            return
+        self._handoff.set()  # savers waiting on a writer process stop waiting
+        for thread in list(self._savers):
+            thread.join(0.5)
+        if self.handed_off:
+            pids = ", ".join(map(str, self.handed_off))
+            self._report(f"close() waited {wait_s:.0f} s; the writer process (pid {pids}) "
+                         "finishes the window after this process ends and publishes it.")
+        still = [t for t in self._savers if t.is_alive()]
+        if still:
+            self._report(f"close() waited {wait_s:.0f} s; {len(still)} window(s) are still "
+                         "being saved on a thread of this process, which exits once they are.")
 
     def __enter__(self) -> Monitor:
         return self
@@ -267,9 +325,11 @@ class Monitor:
             with self._lock:
                 self._words[self._base + S_STEP] = n
                 if self.state == "recording":
-                    self._recording["backend"].step(n)
-                    if n >= self.window[1]:
-                        self._finish(n)
+                    backend = self._recording["backend"]
+                    backend.step(n)
+                    full = getattr(backend, "full", None)
+                    if n >= self.window[1] or full:
+                        self._finish(n, stopped=bool(full), reason=full)
                 if self._words[4] != self._applied:
                     self._read_config(n)
                 if self._pending is not None and self.state != "recording":
@@ -374,9 +434,33 @@ class Monitor:
         if n == start - 1:
             self._start(n)
 
+    def _refusal(self) -> str:
+        """Why no window may start now ("" when one may): too many starts lately, or the
+        output over its disk budget. Cheap: no clock read beyond one, no disk access."""
+        now = time.monotonic()
+        starts = self._starts
+        while starts and now - starts[0] > 60.0:
+            starts.popleft()
+        if len(starts) >= self.max_windows_per_minute:
+            return (f"{len(starts)} windows started on this rank in the last minute (the "
+                    f"Monitor's max_windows_per_minute={self.max_windows_per_minute}). "
+                    "Ask for longer windows, less often.")
+        if self._disk_over:
+            return self._disk_over
+        starts.append(now)
+        return ""
+
     def _start(self, n: int) -> None:
         cfg = self.window_config
         start, stop = self.window
+        refusal = self._refusal()
+        if refusal:
+            self._set_state("idle")
+            self._report(f"window {start}-{stop} refused: {refusal}")
+            if self._disk_over:
+                threading.Thread(target=self._recheck_disk, args=(cfg,), daemon=True).start()
+            return
+        t0 = time.perf_counter()
         root = windows.output_root(cfg.prof_path, self.output_path)
         tmp = None
         try:
@@ -388,8 +472,11 @@ class Monitor:
                                             window_options=self.window_options)
             windows.write_manifest(tmp, manifest)
             backend = make_backend(backend_name)
-            backend.start(tmp, cfg, start, {"job": self.job, "rank": self.rank,
-                                            "world_size": self.world_size})
+            t1 = time.perf_counter()
+            backend.start(tmp, cfg, start, {
+                "job": self.job, "rank": self.rank, "world_size": self.world_size,
+                "memory_budget": int(self.memory_budget_mb * 2**20)})
+            t2 = time.perf_counter()
         except Exception as exc:
             self._set_state("idle")
             self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
@@ -401,9 +488,23 @@ class Monitor:
                            "first": n + 1}
         self._seg.write_text(self._slot, "root", str(root))
         self._set_state("recording")
+        # the profiler's own start (torch, MindSpore) is counted apart from dynprof_nb's
+        self.timings = {"start_s": time.perf_counter() - t0 - (t2 - t1),
+                        "profiler_start_s": t2 - t1}
 
-    def _finish(self, n: int, stopped: bool = False) -> None:
-        """Stop the backend on this thread (quick); write the window on a saver thread."""
+    def _recheck_disk(self, cfg: ProfilerConfig) -> None:
+        """After a refusal for disk: measure again, so freed space lets the next window in."""
+        root = windows.output_root(cfg.prof_path, self.output_path)
+        if windows.output_bytes(root) < self.disk_budget_mb * 2**20:
+            self._disk_over = ""
+
+    def _finish(self, n: int, stopped: bool = False, reason: str | None = None) -> None:
+        """Stop the backend on this thread (quick); write the window on a saver thread.
+
+        ``reason`` says why the window ended before its last step (a budget, the process
+        exiting); it goes into the manifest (``stop_reason``) and the rank's status.
+        """
+        t0 = time.perf_counter()
         rec, self._recording = self._recording, None
         # "idle" is published only once the saver is registered (then it reads "saving"):
         # a controller's wait() must not see an idle rank between the stop and the save.
@@ -411,41 +512,95 @@ class Monitor:
         if rec is None:
             self._publish_state()
             return
+        t1 = time.perf_counter()
         try:
             rec["backend"].stop()
         except Exception as exc:  # keep what was recorded: save() may still write it
             self._report(f"stopping the profiler: {exc!r}")
+        t2 = time.perf_counter()
         if n < rec["first"]:  # stopped before its first step ended: nothing to keep
             _mark_failed(rec["dir"], "stopped before any step was recorded")
             self._publish_state()
             return
         manifest = dict(rec["manifest"], stop_step=n, stopped_early=stopped,
-                        ended_at=time.time())
-        saver = threading.Thread(target=self._save, args=(rec["backend"], rec["dir"], manifest),
-                                 name="dynprof_nb-save", daemon=False)
-        self._savers.append(saver)
+                        ended_at=time.time(), stop_reason=reason,
+                        disk_budget_bytes=int(self.disk_budget_mb * 2**20))
+        if reason:
+            self._report(f"window {manifest['start_step']}-{manifest['requested_stop_step']} "
+                         f"ended at step {n}: {reason}; what was recorded is saved.")
+        thread = threading.Thread(target=self._save, args=(rec["backend"], rec["dir"], manifest),
+                                  name="dynprof_nb-save", daemon=False)
+        self._savers.append(thread)
         self._publish_state()
-        saver.start()
+        thread.start()
+        self.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1),
+                            profiler_stop_s=t2 - t1)
 
     def _save(self, backend: Any, directory: Path, manifest: dict[str, Any]) -> None:
-        """Write and publish one window; failures mark it incomplete and are reported."""
+        """Write and publish one window; failures mark it incomplete and are reported.
+
+        Backends that can (``save_in_child``) are written by a forked child process, so the
+        training process keeps its GIL; the others on this thread, and the time their save
+        held it is kept in the manifest (``save_s``) and in ``timings``.
+        """
         try:
-            backend.save()
-            final = windows.publish(directory, dict(manifest, status="complete"))
+            if windows.output_bytes(directory.parent) >= manifest["disk_budget_bytes"]:
+                self._disk_over = (
+                    f"the windows under {directory.parent} are over the disk budget "
+                    f"({self.disk_budget_mb:.0f} MB, the Monitor's disk_budget_mb); nothing is "
+                    "deleted for you: remove old windows, or raise the budget")
+                raise OSError(self._disk_over)
+            if getattr(backend, "save_in_child", False) and saver.can_fork():
+                final = self._save_in_child(backend, directory, manifest)
+                if final is None:
+                    return
+            else:
+                t0 = time.perf_counter()
+                backend.save()
+                held = time.perf_counter() - t0
+                self.timings["save_s"] = held
+                final = windows.publish(directory, dict(manifest, status="complete",
+                                                        save_s=round(held, 3)))
             self.last_window = final
             if self._seg is not None:
                 self._seg.write_text(self._slot, "window", str(final))
             log.info("dynprof_nb rank %d: window %d-%d written to %s", self.rank,
                      manifest["start_step"], manifest["stop_step"], final)
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            kept = _mark_failed(directory, reason, manifest)
+            if isinstance(exc, WriterFailed):  # the writer process marked it already
+                reason, kept = exc.reason, exc.kept
+            else:
+                reason = f"{type(exc).__name__}: {exc}"
+                kept = _mark_failed(directory, reason, manifest)
             self._report(f"window {manifest['start_step']}-{manifest['stop_step']} could not "
                          f"be written ({reason}); it is kept as incomplete in {kept}.")
         finally:
             with self._lock:
                 self._savers.remove(threading.current_thread())
                 self._publish_state()
+
+    def _save_in_child(self, backend: Any, directory: Path,
+                       manifest: dict[str, Any]) -> Path | None:
+        """Fork the writer; wait for it unless close() gave up waiting (then None)."""
+        child = saver.fork_save(backend, directory, manifest)
+        self.timings["fork_s"] = child.fork_s
+        while True:
+            result = saver.wait(child, 0.1)
+            if result is not None:
+                break
+            if self._handoff.is_set():
+                self.handed_off.append(child.pid)
+                log.warning("dynprof_nb rank %d: window %d-%d is left to its writer process "
+                            "(pid %d), which publishes it after this process ends", self.rank,
+                            manifest["start_step"], manifest["stop_step"], child.pid)
+                return None
+        self.timings["write_s"] = time.monotonic() - child.forked_at
+        release = getattr(backend, "release", None)
+        if release is not None:
+            release()
+        if "error" in result:
+            raise WriterFailed(result["error"], result.get("path") or directory)
+        return Path(result["path"])
 
     def _abandon(self) -> None:
         rec, self._recording = self._recording, None
@@ -507,6 +662,71 @@ class Monitor:
                 words[base + S_BEAT_NS] = now
                 words[base + S_RATE] = int(rate * 1000)
                 last, last_ns = n, now
+
+
+class WriterFailed(Exception):
+    """The writer process could not write a window (it marked the window incomplete)."""
+
+    def __init__(self, reason: str, kept: str | Path) -> None:
+        super().__init__(reason)
+        self.reason, self.kept = reason, kept
+
+
+# -- a process that goes away mid-window still saves it ------------------------------------
+
+_live: weakref.WeakSet[Monitor] = weakref.WeakSet()
+_hooks = {"pid": 0}
+
+
+def _watch_exit(monitor: Monitor) -> None:
+    """Save a recording window, marked cut short, when the process exits without close().
+
+    ``atexit`` covers the end of the script, ``sys.exit``, an exception that escapes the
+    training loop and SIGINT (Python turns it into KeyboardInterrupt). SIGTERM (a scheduler's
+    preemption, SLURM's ``scancel``) kills a Python process without running atexit, so a
+    handler is installed when the process has none (SIG_DFL): it saves, then puts the
+    default back and re-sends SIGTERM, so the process still dies of SIGTERM as it would have.
+    A handler the job set itself is left alone: the job then exits its own way (and close()).
+    """
+    _live.add(monitor)
+    if _hooks["pid"] == os.getpid():
+        return
+    _hooks["pid"] = os.getpid()
+    atexit.register(_at_exit)
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: atexit only
+        pass
+
+
+def _exit_reason() -> str:
+    exc = getattr(sys, "last_value", None)
+    if exc is not None:
+        return (f"the process exited with {type(exc).__name__}: {exc}"[:200]
+                + " during the window")
+    return "the process exited during the window without Monitor.close()"
+
+
+def _close_all(reason: str) -> None:
+    for monitor in list(_live):
+        if monitor._pid == os.getpid():
+            try:
+                monitor.close(wait_s=EXIT_WAIT_S, cut_short=reason)
+            except Exception:  # nothing may stop the process from going away
+                pass
+
+
+def _at_exit() -> None:
+    if _hooks["pid"] == os.getpid():
+        _close_all(_exit_reason())
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if _hooks["pid"] == os.getpid():  # not in a forked child (a DataLoader worker)
+        _close_all("SIGTERM during the window (the process was being stopped)")
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:

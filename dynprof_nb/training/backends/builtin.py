@@ -38,6 +38,10 @@ except ImportError:  # pragma: no cover - orjson is a dependency, but stay depen
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_CATEGORY = "user_annotation"
+# What one recorded event costs in memory: the 5-tuple, its two timestamps and its list slot
+# (names are shared). Measured by tests/training/test_saves.py against the process's RSS.
+EVENT_BYTES = 160
+DEFAULT_MEMORY_BUDGET = 512 * 2**20
 COMM_CATEGORY = "communication"
 
 
@@ -45,6 +49,7 @@ class BuiltinBackend:
     """Records one window in memory and writes it on ``save()``."""
 
     name = "builtin"
+    save_in_child = True  # save() is plain Python over plain data: safe in a forked child
 
     def __init__(self) -> None:
         self.directory: Path | None = None
@@ -56,6 +61,9 @@ class BuiltinBackend:
         self._memory = False
         self._own_tracemalloc = False
         self._with_stack = False
+        self._names: dict[Any, str] = {}  # code object, (module, qualname) -> event name
+        self._max_events = DEFAULT_MEMORY_BUDGET // EVENT_BYTES
+        self.full: str | None = None  # why recording stopped before the window's end
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -64,6 +72,8 @@ class BuiltinBackend:
         self.directory = directory
         self.context = dict(context or {})
         self.config = config
+        budget = int(self.context.get("memory_budget", DEFAULT_MEMORY_BUDGET))
+        self._max_events = max(1, budget // EVENT_BYTES)
         self.base_ns = time.time_ns()
         self.base_perf = time.perf_counter_ns()
         self.main_tid = threading.get_native_id()
@@ -86,15 +96,23 @@ class BuiltinBackend:
             self._sample_memory(now)
         self.step_t0 = now
         self.next_step = step + 1
+        if self.full is None and self._size() >= self._max_events:
+            self._over_budget()
 
     def stop(self) -> None:
-        ranges.set_sink(None)
-        if self._with_stack:
-            sys.setprofile(None)
-            threading.setprofile(None)
+        self._detach()
         if self._own_tracemalloc:
             tracemalloc.stop()
+            self._own_tracemalloc = False
         self.end_perf = time.perf_counter_ns()
+
+    def release(self) -> None:
+        """Free the recording a little at a time (after a save in a child process): one
+        ``del`` of millions of tuples would hold the GIL, and training, for a long moment."""
+        for records in (self.events, self.memory, self.steps):
+            while records:
+                del records[-50_000:]
+                time.sleep(0.002)
 
     def save(self) -> list[str]:
         assert self.directory is not None, "save() before start()"
@@ -118,25 +136,61 @@ class BuiltinBackend:
         self.events.append((name, category, tid, t0, now - t0))
         if self._memory:
             self._sample_memory(now)
+        if len(self.events) >= self._max_events and self.full is None:
+            self._over_budget()
+
+    # -- the memory budget ----------------------------------------------------------------
+
+    def _size(self) -> int:
+        return len(self.events) + len(self.memory) + len(self.steps)
+
+    def _over_budget(self) -> None:
+        """Stop recording (the Monitor ends and saves the window at the next step)."""
+        budget_mb = self._max_events * EVENT_BYTES / 2**20
+        self.full = (f"memory budget reached ({budget_mb:.0f} MB, {self._size():,} events) at "
+                     f"step {self.next_step}")
+        self._detach()
+
+    def _detach(self) -> None:
+        ranges.set_sink(None)
+        if self._with_stack:
+            self._with_stack = False
+            sys.setprofile(None)
+            threading.setprofile(None)
 
     def _sample_memory(self, now: int) -> None:
         current, peak = tracemalloc.get_traced_memory()
         self.memory.append((now, current, peak))
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        """Called by Python on every call and return: keep it short. Names are built once
+        per function (formatting one per call made with_stack windows much slower)."""
         now = time.perf_counter_ns()
-        stack = self._stacks[threading.get_native_id()]
+        tid = threading.get_native_id()
+        stack = self._stacks[tid]
         if event == "call":
             code = frame.f_code
-            stack.append((f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): "
-                          f"{getattr(code, 'co_qualname', code.co_name)}", now))
+            name = self._names.get(code)
+            if name is None:
+                name = self._names[code] = (
+                    f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): "
+                    f"{getattr(code, 'co_qualname', code.co_name)}")
+            stack.append((name, now))
         elif event == "c_call":
-            module = getattr(arg, "__module__", None) or "builtins"
-            stack.append((f"<built-in> {module}.{getattr(arg, '__qualname__', repr(arg))}", now))
+            # keyed by module and qualname: a bound builtin (``lst.append``) is a new object
+            # at every access, so keying by the object would grow without end
+            key = (getattr(arg, "__module__", None), getattr(arg, "__qualname__", None))
+            name = self._names.get(key)
+            if name is None:
+                name = self._names[key] = (
+                    f"<built-in> {key[0] or 'builtins'}.{key[1] or repr(arg)}")
+            stack.append((name, now))
         elif stack:  # return, c_return, c_exception; calls begun before the window are skipped
             name, t0 = stack.pop()
-            self.events.append((name, "python_function", threading.get_native_id(), t0,
-                                now - t0))
+            events = self.events
+            events.append((name, "python_function", tid, t0, now - t0))
+            if len(events) >= self._max_events and self.full is None:
+                self._over_budget()
 
     # -- writing --------------------------------------------------------------------------
 
