@@ -22,6 +22,7 @@ import atexit
 import collections
 import logging
 import os
+import queue
 import signal
 import sys
 import threading
@@ -165,7 +166,10 @@ class Monitor:
         self._read_failures = 0
         self._read_failing_since = 0.0
         self._recording: dict[str, Any] | None = None
-        self._savers: list[threading.Thread] = []
+        self._saving = 0  # windows ended and not yet written
+        self._saving_in_thread = False  # a backend's save() runs on the window-I/O thread
+        self._saved = threading.Condition()
+        self._io: Any = None  # the window-I/O thread's queue (see _run_io)
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._handoff = threading.Event()
@@ -180,6 +184,10 @@ class Monitor:
             self._report(f"dynprof_nb is off for this process: {exc}")
             return
         self._check_duplicate_rank()
+        self._io = queue.SimpleQueue()
+        self._io_thread = threading.Thread(target=self._run_io, name="dynprof_nb-windows",
+                                           daemon=True)
+        self._io_thread.start()
         self._advance(0)  # apply a config written before the job started (a window at step 1)
         self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
                                       daemon=True)
@@ -274,7 +282,8 @@ class Monitor:
         try:
             if self.state == "recording":
                 self._finish(self._step, stopped=True, reason=cut_short)
-            self._wait_for_saves(wait_s)
+            if self._io is not None:
+                self._wait_for_saves(wait_s, dying=cut_short is not None)
         except Exception as exc:
             self._report(f"closing: {exc!r}")
         self._closed.set()
@@ -287,23 +296,25 @@ class Monitor:
             self._words = [0] * 16
             seg.close()
 
-    def _wait_for_saves(self, wait_s: float) -> None:
-        deadline = time.monotonic() + wait_s
-        for thread in list(self._savers):
-            thread.join(max(0.0, deadline - time.monotonic()))
-        if not any(t.is_alive() for t in self._savers):
+    def _wait_for_saves(self, wait_s: float, dying: bool) -> None:
+        """Let the window-I/O thread finish; after ``wait_s`` leave windows to their writer
+        processes. A save that runs in this process (MindSpore's) is waited for to its end,
+        unless the process is dying (then it is bounded too, and said so)."""
+        self._io.put(None)
+        self._io_thread.join(wait_s)
+        while self._io_thread.is_alive() and self._saving_in_thread and not dying:
+            self._io_thread.join(0.5)
+        if not self._io_thread.is_alive():
             return
-        self._handoff.set()  # savers waiting on a writer process stop waiting
-        for thread in list(self._savers):
-            thread.join(0.5)
+        self._handoff.set()  # a save waiting on its writer process stops waiting
+        self._io_thread.join(0.5)
         if self.handed_off:
             pids = ", ".join(map(str, self.handed_off))
             self._report(f"close() waited {wait_s:.0f} s; the writer process (pid {pids}) "
                          "finishes the window after this process ends and publishes it.")
-        still = [t for t in self._savers if t.is_alive()]
-        if still:
-            self._report(f"close() waited {wait_s:.0f} s; {len(still)} window(s) are still "
-                         "being saved on a thread of this process, which exits once they are.")
+        if self._io_thread.is_alive():
+            self._report(f"close() waited {wait_s:.0f} s; a window is still being saved on a "
+                         "thread of this process and is lost if the process ends first.")
 
     def __enter__(self) -> Monitor:
         return self
@@ -324,6 +335,8 @@ class Monitor:
         try:
             with self._lock:
                 self._words[self._base + S_STEP] = n
+                if self.state == "recording" and self._recording["failed"]:
+                    self._finish(n)  # its directory could not be made (reported)
                 if self.state == "recording":
                     backend = self._recording["backend"]
                     backend.step(n)
@@ -451,6 +464,9 @@ class Monitor:
         return ""
 
     def _start(self, n: int) -> None:
+        """Start the backend on this thread; the window's directory and manifest are made by
+        the window-I/O thread (a mkdir and an fsync cost milliseconds on a busy disk), unless
+        the backend needs its directory to start (MindSpore's profiler does)."""
         cfg = self.window_config
         start, stop = self.window
         refusal = self._refusal()
@@ -461,19 +477,19 @@ class Monitor:
                 threading.Thread(target=self._recheck_disk, args=(cfg,), daemon=True).start()
             return
         t0 = time.perf_counter()
-        root = windows.output_root(cfg.prof_path, self.output_path)
-        tmp = None
+        rec: dict[str, Any] = {"backend": None, "dir": None, "manifest": None,
+                               "first": n + 1, "failed": "", "config": cfg,
+                               "options": self.window_options, "window": (start, stop)}
         try:
-            tmp = windows.create_window_dir(root, self.rank, start, stop)
-            backend_name = resolve_backend(self.backend)
-            manifest = windows.new_manifest(job=self.job, rank=self.rank, start=start,
-                                            stop=stop, backend=backend_name,
-                                            config=cfg.to_dict(),
-                                            window_options=self.window_options)
-            windows.write_manifest(tmp, manifest)
-            backend = make_backend(backend_name)
+            backend = rec["backend"] = make_backend(resolve_backend(self.backend))
+            needs_dir = getattr(backend, "needs_directory_at_start", False)
+            if needs_dir:
+                self._open_window(rec)
+                if rec["failed"]:
+                    self._set_state("idle")
+                    return
             t1 = time.perf_counter()
-            backend.start(tmp, cfg, start, {
+            backend.start(rec["dir"], cfg, start, {
                 "job": self.job, "rank": self.rank, "world_size": self.world_size,
                 "memory_budget": int(self.memory_budget_mb * 2**20)})
             t2 = time.perf_counter()
@@ -481,16 +497,51 @@ class Monitor:
             self._set_state("idle")
             self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
                          "fix the cause and ask again.")
-            if tmp is not None:
-                _mark_failed(tmp, str(exc))
+            if rec["dir"] is not None:
+                _mark_failed(rec["dir"], str(exc))
             return
-        self._recording = {"backend": backend, "dir": tmp, "manifest": manifest,
-                           "first": n + 1}
-        self._seg.write_text(self._slot, "root", str(root))
+        self._recording = rec
+        if not needs_dir:
+            self._io.put((self._open_window, rec))
         self._set_state("recording")
         # the profiler's own start (torch, MindSpore) is counted apart from dynprof_nb's
         self.timings = {"start_s": time.perf_counter() - t0 - (t2 - t1),
                         "profiler_start_s": t2 - t1}
+
+    def _open_window(self, rec: dict[str, Any]) -> None:
+        """Make the window's temporary directory and its "recording" manifest. A failure is
+        reported as the window not starting; the training thread drops it at its next step."""
+        cfg, (start, stop) = rec["config"], rec["window"]
+        try:
+            root = windows.output_root(cfg.prof_path, self.output_path)
+            rec["dir"] = windows.create_window_dir(root, self.rank, start, stop)
+            rec["manifest"] = windows.new_manifest(
+                job=self.job, rank=self.rank, start=start, stop=stop,
+                backend=rec["backend"].name, config=cfg.to_dict(),
+                window_options=rec["options"])
+            windows.write_manifest(rec["dir"], rec["manifest"])
+            if hasattr(rec["backend"], "directory"):
+                rec["backend"].directory = rec["dir"]
+            if self._seg is not None:
+                self._seg.write_text(self._slot, "root", str(root))
+        except Exception as exc:
+            rec["failed"] = str(exc)
+            self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
+                         "fix the cause and ask again.")
+            if rec["dir"] is not None:
+                _mark_failed(rec["dir"], str(exc))
+
+    def _run_io(self) -> None:
+        """The window-I/O thread: opens and saves windows, in the order they were asked."""
+        while True:
+            job = self._io.get()
+            if job is None:
+                return
+            fn, *args = job
+            try:
+                fn(*args)
+            except Exception as exc:  # never lose the thread
+                self._report(f"window I/O: {exc!r}")
 
     def _recheck_disk(self, cfg: ProfilerConfig) -> None:
         """After a refusal for disk: measure again, so freed space lets the next window in."""
@@ -499,14 +550,14 @@ class Monitor:
             self._disk_over = ""
 
     def _finish(self, n: int, stopped: bool = False, reason: str | None = None) -> None:
-        """Stop the backend on this thread (quick); write the window on a saver thread.
+        """Stop the backend on this thread (quick); the window-I/O thread writes the window.
 
         ``reason`` says why the window ended before its last step (a budget, the process
         exiting); it goes into the manifest (``stop_reason``) and the rank's status.
         """
         t0 = time.perf_counter()
         rec, self._recording = self._recording, None
-        # "idle" is published only once the saver is registered (then it reads "saving"):
+        # "idle" is published only once the save is counted (then it reads "saving"):
         # a controller's wait() must not see an idle rank between the stop and the save.
         self.state = "idle"
         if rec is None:
@@ -518,33 +569,47 @@ class Monitor:
         except Exception as exc:  # keep what was recorded: save() may still write it
             self._report(f"stopping the profiler: {exc!r}")
         t2 = time.perf_counter()
-        if n < rec["first"]:  # stopped before its first step ended: nothing to keep
-            _mark_failed(rec["dir"], "stopped before any step was recorded")
+        if rec["failed"]:  # its directory could not be made (reported): nothing to save
             self._publish_state()
             return
-        manifest = dict(rec["manifest"], stop_step=n, stopped_early=stopped,
-                        ended_at=time.time(), stop_reason=reason,
-                        disk_budget_bytes=int(self.disk_budget_mb * 2**20))
+        if n < rec["first"]:  # stopped before its first step ended: nothing to keep
+            self._io.put((self._discard, rec, "stopped before any step was recorded"))
+            self._publish_state()
+            return
+        end = {"stop_step": n, "stopped_early": stopped, "ended_at": time.time(),
+               "stop_reason": reason, "disk_budget_bytes": int(self.disk_budget_mb * 2**20)}
         if reason:
-            self._report(f"window {manifest['start_step']}-{manifest['requested_stop_step']} "
-                         f"ended at step {n}: {reason}; what was recorded is saved.")
-        thread = threading.Thread(target=self._save, args=(rec["backend"], rec["dir"], manifest),
-                                  name="dynprof_nb-save", daemon=False)
-        self._savers.append(thread)
+            self._report(f"window {rec['window'][0]}-{rec['window'][1]} ended at step {n}: "
+                         f"{reason}; what was recorded is saved.")
+        with self._saved:
+            self._saving += 1
         self._publish_state()
-        thread.start()
+        self._io.put((self._save, rec, end))
         self.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1),
                             profiler_stop_s=t2 - t1)
 
-    def _save(self, backend: Any, directory: Path, manifest: dict[str, Any]) -> None:
+    def _discard(self, rec: dict[str, Any], reason: str) -> None:
+        if rec["dir"] is not None:
+            _mark_failed(rec["dir"], reason)
+
+    def wait_saved(self, timeout: float | None = None) -> bool:
+        """Wait until every window that ended has been written (or failed); False on timeout."""
+        with self._saved:
+            return self._saved.wait_for(lambda: self._saving == 0, timeout)
+
+    def _save(self, rec: dict[str, Any], end: dict[str, Any]) -> None:
         """Write and publish one window; failures mark it incomplete and are reported.
 
         Backends that can (``save_in_child``) are written by a forked child process, so the
         training process keeps its GIL; the others on this thread, and the time their save
         held it is kept in the manifest (``save_s``) and in ``timings``.
         """
+        backend, directory = rec["backend"], rec["dir"]
+        manifest = dict(rec["manifest"] or {}, **end)
         try:
-            if windows.output_bytes(directory.parent) >= manifest["disk_budget_bytes"]:
+            if rec["failed"] or directory is None:
+                return
+            if windows.output_bytes(directory.parent) >= end["disk_budget_bytes"]:
                 self._disk_over = (
                     f"the windows under {directory.parent} are over the disk budget "
                     f"({self.disk_budget_mb:.0f} MB, the Monitor's disk_budget_mb); nothing is "
@@ -555,6 +620,7 @@ class Monitor:
                 if final is None:
                     return
             else:
+                self._saving_in_thread = True
                 t0 = time.perf_counter()
                 backend.save()
                 held = time.perf_counter() - t0
@@ -575,9 +641,11 @@ class Monitor:
             self._report(f"window {manifest['start_step']}-{manifest['stop_step']} could not "
                          f"be written ({reason}); it is kept as incomplete in {kept}.")
         finally:
-            with self._lock:
-                self._savers.remove(threading.current_thread())
-                self._publish_state()
+            self._saving_in_thread = False
+            with self._saved:
+                self._saving -= 1
+                self._saved.notify_all()
+            self._publish_state()
 
     def _save_in_child(self, backend: Any, directory: Path,
                        manifest: dict[str, Any]) -> Path | None:
@@ -609,7 +677,7 @@ class Monitor:
                 rec["backend"].stop()
             except Exception:
                 pass
-            _mark_failed(rec["dir"], self.last_error)
+            self._io.put((self._discard, rec, self.last_error))
         self.state = "idle"
         self._schedule(0)
         try:
@@ -625,7 +693,7 @@ class Monitor:
 
     def _publish_state(self) -> None:
         state = self.state
-        if state == "idle" and self._savers:
+        if state == "idle" and self._saving:
             state = "saving"
         if self._seg is not None:
             self._words[self._base + S_STATE] = STATE[state]
@@ -703,8 +771,8 @@ def _watch_exit(monitor: Monitor) -> None:
 def _exit_reason() -> str:
     exc = getattr(sys, "last_value", None)
     if exc is not None:
-        return (f"the process exited with {type(exc).__name__}: {exc}"[:200]
-                + " during the window")
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return f"the process exited with {what[:200]} during the window"
     return "the process exited during the window without Monitor.close()"
 
 
