@@ -19,7 +19,7 @@ job, out, how = sys.argv[1:4]
 control = dynprof_nb.attach(job, create=True)
 control.start(3, 1_000_000)
 monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=out, backend="builtin")
-for n in range(1, 121):
+for _ in range(120):
     with dynprof_nb.range("work"):
         pass
     monitor.step()
