@@ -576,8 +576,16 @@ class Monitor:
             self._io.put((self._discard, rec, "stopped before any step was recorded"))
             self._publish_state()
             return
+        self.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1),
+                            profiler_stop_s=t2 - t1)
         end = {"stop_step": n, "stopped_early": stopped, "ended_at": time.time(),
-               "stop_reason": reason, "disk_budget_bytes": int(self.disk_budget_mb * 2**20)}
+               "stop_reason": reason, "disk_budget_bytes": int(self.disk_budget_mb * 2**20),
+               # what this window cost the training thread: dynprof_nb's part and the
+               # profiler's own (torch's stop processes its events there, seconds for big ones)
+               "training_thread_s": {k: round(v, 6) for k, v in self.timings.items()}}
+        if t2 - t1 > 0.1:
+            self._report(f"window {rec['window'][0]}-{n}: the profiler's own stop held the "
+                         f"training thread {t2 - t1:.2f} s (saving it does not).")
         if reason:
             self._report(f"window {rec['window'][0]}-{rec['window'][1]} ended at step {n}: "
                          f"{reason}; what was recorded is saved.")
@@ -585,8 +593,6 @@ class Monitor:
             self._saving += 1
         self._publish_state()
         self._io.put((self._save, rec, end))
-        self.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1),
-                            profiler_stop_s=t2 - t1)
 
     def _discard(self, rec: dict[str, Any], reason: str) -> None:
         if rec["dir"] is not None:
