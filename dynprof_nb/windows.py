@@ -224,6 +224,32 @@ def mark_failed(directory: Path, reason: str,
     return directory
 
 
+def output_bytes(root: str | os.PathLike[str]) -> int:
+    """Bytes taken by the windows under ``root`` (complete, recording or failed), for the
+    Monitor's disk budget. Only window directories count; nothing else in ``root`` does."""
+    total = 0
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return 0
+    for entry in entries:
+        name = entry.name
+        if not (WINDOW_RE.match(name) or TMP_RE.match(name) or FAILED_RE.match(name)):
+            continue
+        stack = [entry.path]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as inner:
+                    for item in inner:
+                        if item.is_dir(follow_symlinks=False):
+                            stack.append(item.path)
+                        elif item.is_file(follow_symlinks=False):
+                            total += item.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
+
+
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     try:
         with open(Path(directory) / MANIFEST, encoding="utf-8") as fh:

@@ -18,11 +18,16 @@ fast loop is *now*.
 
 from __future__ import annotations
 
+import atexit
+import collections
 import logging
 import os
+import queue
+import signal
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,7 @@ from dynprof_nb.segment import (
     STATE,
     Segment,
 )
+from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 
 log = logging.getLogger("dynprof_nb")
@@ -51,6 +57,21 @@ UNREADABLE_S = 2.0  # a config unreadable this long means a writer died mid-writ
 UNREADABLE = ("could not read a consistent config for a while (did a writer die mid-write?); "
               "keeping the last good config. Write it again.")
 assert H_GEN == 4, "step() reads the generation at the literal index 4"
+
+# Bounds that protect the training job. The job's owner sets them (Monitor arguments or the
+# environment), not the notebook: they are what makes profiling safe to leave on.
+MEMORY_BUDGET_MB = 512  # per window; reaching it ends the window, which is then saved
+DISK_BUDGET_MB = 20_480  # all windows under the output root; over it, new windows are refused
+MAX_WINDOWS_PER_MINUTE = 30  # window starts per rank; a flood is refused, not recorded
+CLOSE_WAIT_S = 8.0  # close() waits this long for saves, then hands them off and says so
+EXIT_WAIT_S = 3.0  # the same on the way out of a dying process (exception, SIGTERM)
+
+
+def _env_number(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
 
 
 def rank_from_env() -> int:
@@ -110,8 +131,21 @@ class Monitor:
     def __init__(self, job: str = "default", rank: int | None = None,
                  output_path: str | os.PathLike[str] = "./dyn_profile_data",
                  backend: str = "auto", cfg_path: str | os.PathLike[str] | None = None,
-                 poll_interval: float | None = None) -> None:
+                 poll_interval: float | None = None, memory_budget_mb: float | None = None,
+                 disk_budget_mb: float | None = None,
+                 max_windows_per_minute: int | None = None) -> None:
         self._relay: Any = None
+        self.memory_budget_mb = memory_budget_mb or _env_number(
+            "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB)
+        self.disk_budget_mb = disk_budget_mb or _env_number(
+            "DYNPROF_NB_DISK_BUDGET_MB", DISK_BUDGET_MB)
+        self.max_windows_per_minute = int(max_windows_per_minute or _env_number(
+            "DYNPROF_NB_MAX_WINDOWS_PER_MINUTE", MAX_WINDOWS_PER_MINUTE))
+        self._starts: collections.deque[float] = collections.deque()
+        self._disk_over = ""  # why the last save found the output over its disk budget
+        self.handed_off: list[int] = []  # pids of writer processes left to finish windows
+        self.timings: dict[str, float] = {}  # the last window's start/stop/save costs (s)
+        self._pid = os.getpid()
         self.job = job
         self.rank = rank_from_env() if rank is None else int(rank)
         self.world_size = world_size_from_env()
@@ -135,9 +169,13 @@ class Monitor:
         self._read_failures = 0
         self._read_failing_since = 0.0
         self._recording: dict[str, Any] | None = None
-        self._savers: list[threading.Thread] = []
+        self._saving = 0  # windows ended and not yet written
+        self._saving_in_thread = False  # a backend's save() runs on the window-I/O thread
+        self._saved = threading.Condition()
+        self._io: Any = None  # the window-I/O thread's queue (see _run_io)
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._handoff = threading.Event()
         try:
             resolve_backend(backend)
             self._seg = Segment.open(job)
@@ -149,12 +187,17 @@ class Monitor:
             self._report(f"dynprof_nb is off for this process: {exc}")
             return
         self._check_duplicate_rank()
+        self._io = queue.SimpleQueue()
+        self._io_thread = threading.Thread(target=self._run_io, name="dynprof_nb-windows",
+                                           daemon=True)
+        self._io_thread.start()
         if cfg_path is not None:  # first: the relay's first look at the file is in _advance(0)
             self._start_relay(cfg_path, poll_interval)
         self._advance(0)  # apply a config written before the job started (a window at step 1)
         self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
                                       daemon=True)
         self._beat.start()
+        _watch_exit(self)
 
     def _start_relay(self, cfg_path: str | os.PathLike[str], poll_interval: float | None) -> None:
         """Relay ``cfg_path``'s file into this job from one process per node (an election)."""
@@ -227,17 +270,23 @@ class Monitor:
     def step_count(self) -> int:
         return self._step
 
-    def close(self) -> None:
-        """End an active window (saving what was recorded), wait for saves, leave the slot."""
-        if self._closed.is_set():
+    def close(self, wait_s: float = CLOSE_WAIT_S, cut_short: str | None = None) -> None:
+        """End an active window (saving what was recorded), wait for saves, leave the slot.
+
+        Waits at most ``wait_s`` seconds for saves. A window still being written then is left
+        to its writer process, which outlives this one and publishes it (``handed_off``
+        lists their pids; the log and the rank's status say so). ``cut_short`` says why the
+        window ended early when the process is going away.
+        """
+        if self._closed.is_set() or os.getpid() != self._pid:
             return
         if self._relay is not None:
             self._relay.stop()
         try:
             if self.state == "recording":
-                self._finish(self._step, stopped=True)
-            for saver in list(self._savers):
-                saver.join()
+                self._finish(self._step, stopped=True, reason=cut_short)
+            if self._io is not None:
+                self._wait_for_saves(wait_s, dying=cut_short is not None)
         except Exception as exc:
             self._report(f"closing: {exc!r}")
         self._closed.set()
@@ -249,6 +298,26 @@ class Monitor:
             seg, self._seg = self._seg, None
             self._words = [0] * 16
             seg.close()
+
+    def _wait_for_saves(self, wait_s: float, dying: bool) -> None:
+        """Let the window-I/O thread finish; after ``wait_s`` leave windows to their writer
+        processes. A save that runs in this process (MindSpore's) is waited for to its end,
+        unless the process is dying (then it is bounded too, and said so)."""
+        self._io.put(None)
+        self._io_thread.join(wait_s)
+        while self._io_thread.is_alive() and self._saving_in_thread and not dying:
+            self._io_thread.join(0.5)
+        if not self._io_thread.is_alive():
+            return
+        self._handoff.set()  # a save waiting on its writer process stops waiting
+        self._io_thread.join(0.5)
+        if self.handed_off:
+            pids = ", ".join(map(str, self.handed_off))
+            self._report(f"close() waited {wait_s:.0f} s; the writer process (pid {pids}) "
+                         "finishes the window after this process ends and publishes it.")
+        if self._io_thread.is_alive():
+            self._report(f"close() waited {wait_s:.0f} s; a window is still being saved on a "
+                         "thread of this process and is lost if the process ends first.")
 
     def __enter__(self) -> Monitor:
         return self
@@ -269,10 +338,14 @@ class Monitor:
         try:
             with self._lock:
                 self._words[self._base + S_STEP] = n
+                if self.state == "recording" and self._recording["failed"]:
+                    self._finish(n)  # its directory could not be made (reported)
                 if self.state == "recording":
-                    self._recording["backend"].step(n)
-                    if n >= self.window[1]:
-                        self._finish(n)
+                    backend = self._recording["backend"]
+                    backend.step(n)
+                    full = getattr(backend, "full", None)
+                    if n >= self.window[1] or full:
+                        self._finish(n, stopped=bool(full), reason=full)
                 if self._words[4] != self._applied:
                     self._read_config(n)
                 if self._pending is not None and self.state != "recording":
@@ -389,81 +462,241 @@ class Monitor:
         if n == start - 1:
             self._start(n)
 
+    def _refusal(self) -> str:
+        """Why no window may start now ("" when one may): too many starts lately, or the
+        output over its disk budget. Cheap: no clock read beyond one, no disk access."""
+        now = time.monotonic()
+        starts = self._starts
+        while starts and now - starts[0] > 60.0:
+            starts.popleft()
+        if len(starts) >= self.max_windows_per_minute:
+            return (f"{len(starts)} windows started on this rank in the last minute (the "
+                    f"Monitor's max_windows_per_minute={self.max_windows_per_minute}). "
+                    "Ask for longer windows, less often.")
+        if self._disk_over:
+            return self._disk_over
+        starts.append(now)
+        return ""
+
     def _start(self, n: int) -> None:
+        """Start the backend on this thread; the window's directory and manifest are made by
+        the window-I/O thread (a mkdir and an fsync cost milliseconds on a busy disk), unless
+        the backend needs its directory to start (MindSpore's profiler does)."""
         cfg = self.window_config
         start, stop = self.window
-        root = windows.output_root(cfg.prof_path, self.output_path)
-        tmp = None
+        refusal = self._refusal()
+        if refusal:
+            self._set_state("idle")
+            self._report(f"window {start}-{stop} refused: {refusal}")
+            if self._disk_over:
+                threading.Thread(target=self._recheck_disk, args=(cfg,), daemon=True).start()
+            return
+        t0 = time.perf_counter()
+        rec: dict[str, Any] = {"backend": None, "dir": None, "manifest": None,
+                               "first": n + 1, "failed": "", "config": cfg,
+                               "options": self.window_options, "window": (start, stop),
+                               "asked": self._asked,
+                               "shift_note": self.last_error if self._asked else ""}
         try:
-            tmp = windows.create_window_dir(root, self.rank, *(self._asked or self.window))
-            backend_name = resolve_backend(self.backend)
-            manifest = windows.new_manifest(job=self.job, rank=self.rank, start=start,
-                                            stop=stop, backend=backend_name,
-                                            config=cfg.to_dict(),
-                                            window_options=self.window_options)
-            if self._asked is not None:
-                manifest.update(windows.shifted_fields(self._asked, self.window,
-                                                       self.last_error))
-            windows.write_manifest(tmp, manifest)
-            backend = make_backend(backend_name)
-            backend.start(tmp, cfg, start, {"job": self.job, "rank": self.rank,
-                                            "world_size": self.world_size})
+            backend = rec["backend"] = make_backend(resolve_backend(self.backend))
+            needs_dir = getattr(backend, "needs_directory_at_start", False)
+            if needs_dir:
+                self._open_window(rec)
+                if rec["failed"]:
+                    self._set_state("idle")
+                    return
+            t1 = time.perf_counter()
+            backend.start(rec["dir"], cfg, start, {
+                "job": self.job, "rank": self.rank, "world_size": self.world_size,
+                "memory_budget": int(self.memory_budget_mb * 2**20)})
+            t2 = time.perf_counter()
         except Exception as exc:
             self._set_state("idle")
             self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
                          "fix the cause and ask again.")
-            if tmp is not None:
-                _mark_failed(tmp, str(exc))
+            if rec["dir"] is not None:
+                _mark_failed(rec["dir"], str(exc))
             return
-        self._recording = {"backend": backend, "dir": tmp, "manifest": manifest,
-                           "first": n + 1}
-        self._seg.write_text(self._slot, "root", str(root))
+        self._recording = rec
+        if not needs_dir:
+            self._io.put((self._open_window, rec))
         self._set_state("recording")
+        # the profiler's own start (torch, MindSpore) is counted apart from dynprof_nb's
+        self.timings = {"start_s": time.perf_counter() - t0 - (t2 - t1),
+                        "profiler_start_s": t2 - t1}
 
-    def _finish(self, n: int, stopped: bool = False) -> None:
-        """Stop the backend on this thread (quick); write the window on a saver thread."""
+    def _open_window(self, rec: dict[str, Any]) -> None:
+        """Make the window's temporary directory and its "recording" manifest. A failure is
+        reported as the window not starting; the training thread drops it at its next step."""
+        cfg, (start, stop) = rec["config"], rec["window"]
+        try:
+            root = windows.output_root(cfg.prof_path, self.output_path)
+            # a window file mode moved keeps the name of the window asked for (MindSpore's)
+            rec["dir"] = windows.create_window_dir(root, self.rank,
+                                                   *(rec["asked"] or rec["window"]))
+            rec["manifest"] = windows.new_manifest(
+                job=self.job, rank=self.rank, start=start, stop=stop,
+                backend=rec["backend"].name, config=cfg.to_dict(),
+                window_options=rec["options"])
+            if rec["asked"] is not None:
+                rec["manifest"].update(windows.shifted_fields(rec["asked"], rec["window"],
+                                                              rec["shift_note"]))
+            windows.write_manifest(rec["dir"], rec["manifest"])
+            if hasattr(rec["backend"], "directory"):
+                rec["backend"].directory = rec["dir"]
+            if self._seg is not None:
+                self._seg.write_text(self._slot, "root", str(root))
+        except Exception as exc:
+            rec["failed"] = str(exc)
+            self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
+                         "fix the cause and ask again.")
+            if rec["dir"] is not None:
+                _mark_failed(rec["dir"], str(exc))
+
+    def _run_io(self) -> None:
+        """The window-I/O thread: opens and saves windows, in the order they were asked."""
+        while True:
+            job = self._io.get()
+            if job is None:
+                return
+            fn, *args = job
+            try:
+                fn(*args)
+            except Exception as exc:  # never lose the thread
+                self._report(f"window I/O: {exc!r}")
+
+    def _recheck_disk(self, cfg: ProfilerConfig) -> None:
+        """After a refusal for disk: measure again, so freed space lets the next window in."""
+        root = windows.output_root(cfg.prof_path, self.output_path)
+        if windows.output_bytes(root) < self.disk_budget_mb * 2**20:
+            self._disk_over = ""
+
+    def _finish(self, n: int, stopped: bool = False, reason: str | None = None) -> None:
+        """Stop the backend on this thread (quick); the window-I/O thread writes the window.
+
+        ``reason`` says why the window ended before its last step (a budget, the process
+        exiting); it goes into the manifest (``stop_reason``) and the rank's status.
+        """
+        t0 = time.perf_counter()
         rec, self._recording = self._recording, None
-        # "idle" is published only once the saver is registered (then it reads "saving"):
+        # "idle" is published only once the save is counted (then it reads "saving"):
         # a controller's wait() must not see an idle rank between the stop and the save.
         self.state = "idle"
         if rec is None:
             self._publish_state()
             return
+        t1 = time.perf_counter()
         try:
             rec["backend"].stop()
         except Exception as exc:  # keep what was recorded: save() may still write it
             self._report(f"stopping the profiler: {exc!r}")
-        if n < rec["first"]:  # stopped before its first step ended: nothing to keep
-            _mark_failed(rec["dir"], "stopped before any step was recorded")
+        t2 = time.perf_counter()
+        if rec["failed"]:  # its directory could not be made (reported): nothing to save
             self._publish_state()
             return
-        manifest = dict(rec["manifest"], stop_step=n, stopped_early=stopped,
-                        ended_at=time.time())
-        saver = threading.Thread(target=self._save, args=(rec["backend"], rec["dir"], manifest),
-                                 name="dynprof_nb-save", daemon=False)
-        self._savers.append(saver)
+        if n < rec["first"]:  # stopped before its first step ended: nothing to keep
+            self._io.put((self._discard, rec, "stopped before any step was recorded"))
+            self._publish_state()
+            return
+        self.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1),
+                            profiler_stop_s=t2 - t1)
+        end = {"stop_step": n, "stopped_early": stopped, "ended_at": time.time(),
+               "stop_reason": reason, "disk_budget_bytes": int(self.disk_budget_mb * 2**20),
+               # what this window cost the training thread: dynprof_nb's part and the
+               # profiler's own (torch's stop processes its events there, seconds for big ones)
+               "training_thread_s": {k: round(v, 6) for k, v in self.timings.items()}}
+        if t2 - t1 > 0.1:
+            self._report(f"window {rec['window'][0]}-{n}: the profiler's own stop held the "
+                         f"training thread {t2 - t1:.2f} s (saving it does not).")
+        if reason:
+            self._report(f"window {rec['window'][0]}-{rec['window'][1]} ended at step {n}: "
+                         f"{reason}; what was recorded is saved.")
+        with self._saved:
+            self._saving += 1
         self._publish_state()
-        saver.start()
+        self._io.put((self._save, rec, end))
 
-    def _save(self, backend: Any, directory: Path, manifest: dict[str, Any]) -> None:
-        """Write and publish one window; failures mark it incomplete and are reported."""
+    def _discard(self, rec: dict[str, Any], reason: str) -> None:
+        if rec["dir"] is not None:
+            _mark_failed(rec["dir"], reason)
+
+    def wait_saved(self, timeout: float | None = None) -> bool:
+        """Wait until every window that ended has been written (or failed); False on timeout."""
+        with self._saved:
+            return self._saved.wait_for(lambda: self._saving == 0, timeout)
+
+    def _save(self, rec: dict[str, Any], end: dict[str, Any]) -> None:
+        """Write and publish one window; failures mark it incomplete and are reported.
+
+        Backends that can (``save_in_child``) are written by a forked child process, so the
+        training process keeps its GIL; the others on this thread, and the time their save
+        held it is kept in the manifest (``save_s``) and in ``timings``.
+        """
+        backend, directory = rec["backend"], rec["dir"]
+        manifest = dict(rec["manifest"] or {}, **end)
         try:
-            backend.save()
-            final = windows.publish(directory, dict(manifest, status="complete"))
+            if rec["failed"] or directory is None:
+                return
+            if windows.output_bytes(directory.parent) >= end["disk_budget_bytes"]:
+                self._disk_over = (
+                    f"the windows under {directory.parent} are over the disk budget "
+                    f"({self.disk_budget_mb:.0f} MB, the Monitor's disk_budget_mb); nothing is "
+                    "deleted for you: remove old windows, or raise the budget")
+                raise OSError(self._disk_over)
+            if getattr(backend, "save_in_child", False) and saver.can_fork():
+                final = self._save_in_child(backend, directory, manifest)
+                if final is None:
+                    return
+            else:
+                self._saving_in_thread = True
+                t0 = time.perf_counter()
+                backend.save()
+                held = time.perf_counter() - t0
+                self.timings["save_s"] = held
+                final = windows.publish(directory, dict(manifest, status="complete",
+                                                        save_s=round(held, 3)))
             self.last_window = final
             if self._seg is not None:
                 self._seg.write_text(self._slot, "window", str(final))
             log.info("dynprof_nb rank %d: window %d-%d written to %s", self.rank,
                      manifest["start_step"], manifest["stop_step"], final)
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            kept = _mark_failed(directory, reason, manifest)
+            if isinstance(exc, WriterFailed):  # the writer process marked it already
+                reason, kept = exc.reason, exc.kept
+            else:
+                reason = f"{type(exc).__name__}: {exc}"
+                kept = _mark_failed(directory, reason, manifest)
             self._report(f"window {manifest['start_step']}-{manifest['stop_step']} could not "
                          f"be written ({reason}); it is kept as incomplete in {kept}.")
         finally:
-            with self._lock:
-                self._savers.remove(threading.current_thread())
-                self._publish_state()
+            self._saving_in_thread = False
+            with self._saved:
+                self._saving -= 1
+                self._saved.notify_all()
+            self._publish_state()
+
+    def _save_in_child(self, backend: Any, directory: Path,
+                       manifest: dict[str, Any]) -> Path | None:
+        """Fork the writer; wait for it unless close() gave up waiting (then None)."""
+        child = saver.fork_save(backend, directory, manifest)
+        self.timings["fork_s"] = child.fork_s
+        while True:
+            result = saver.wait(child, 0.1)
+            if result is not None:
+                break
+            if self._handoff.is_set():
+                self.handed_off.append(child.pid)
+                log.warning("dynprof_nb rank %d: window %d-%d is left to its writer process "
+                            "(pid %d), which publishes it after this process ends", self.rank,
+                            manifest["start_step"], manifest["stop_step"], child.pid)
+                return None
+        self.timings["write_s"] = time.monotonic() - child.forked_at
+        release = getattr(backend, "release", None)
+        if release is not None:
+            release()
+        if "error" in result:
+            raise WriterFailed(result["error"], result.get("path") or directory)
+        return Path(result["path"])
 
     def _abandon(self) -> None:
         rec, self._recording = self._recording, None
@@ -472,7 +705,7 @@ class Monitor:
                 rec["backend"].stop()
             except Exception:
                 pass
-            _mark_failed(rec["dir"], self.last_error)
+            self._io.put((self._discard, rec, self.last_error))
         self.state = "idle"
         self._schedule(0)
         try:
@@ -488,7 +721,7 @@ class Monitor:
 
     def _publish_state(self) -> None:
         state = self.state
-        if state == "idle" and self._savers:
+        if state == "idle" and self._saving:
             state = "saving"
         if self._seg is not None:
             self._words[self._base + S_STATE] = STATE[state]
@@ -546,6 +779,71 @@ def shift_note(rank: int, start: int, stop: int, n: int, shifted: tuple[int, int
             f"{n}, after step {start} had begun: recording steps {shifted[0]}-{shifted[1]} "
             f"instead (the same length, as MindSpore does) into "
             f"{windows.window_name(rank, start, stop)}.")
+
+
+class WriterFailed(Exception):
+    """The writer process could not write a window (it marked the window incomplete)."""
+
+    def __init__(self, reason: str, kept: str | Path) -> None:
+        super().__init__(reason)
+        self.reason, self.kept = reason, kept
+
+
+# -- a process that goes away mid-window still saves it ------------------------------------
+
+_live: weakref.WeakSet[Monitor] = weakref.WeakSet()
+_hooks = {"pid": 0}
+
+
+def _watch_exit(monitor: Monitor) -> None:
+    """Save a recording window, marked cut short, when the process exits without close().
+
+    ``atexit`` covers the end of the script, ``sys.exit``, an exception that escapes the
+    training loop and SIGINT (Python turns it into KeyboardInterrupt). SIGTERM (a scheduler's
+    preemption, SLURM's ``scancel``) kills a Python process without running atexit, so a
+    handler is installed when the process has none (SIG_DFL): it saves, then puts the
+    default back and re-sends SIGTERM, so the process still dies of SIGTERM as it would have.
+    A handler the job set itself is left alone: the job then exits its own way (and close()).
+    """
+    _live.add(monitor)
+    if _hooks["pid"] == os.getpid():
+        return
+    _hooks["pid"] = os.getpid()
+    atexit.register(_at_exit)
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: atexit only
+        pass
+
+
+def _exit_reason() -> str:
+    exc = getattr(sys, "last_value", None)
+    if exc is not None:
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return f"the process exited with {what[:200]} during the window"
+    return "the process exited during the window without Monitor.close()"
+
+
+def _close_all(reason: str) -> None:
+    for monitor in list(_live):
+        if monitor._pid == os.getpid():
+            try:
+                monitor.close(wait_s=EXIT_WAIT_S, cut_short=reason)
+            except Exception:  # nothing may stop the process from going away
+                pass
+
+
+def _at_exit() -> None:
+    if _hooks["pid"] == os.getpid():
+        _close_all(_exit_reason())
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if _hooks["pid"] == os.getpid():  # not in a forked child (a DataLoader worker)
+        _close_all("SIGTERM during the window (the process was being stopped)")
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:

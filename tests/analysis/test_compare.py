@@ -106,8 +106,7 @@ def test_real_monitor_windows_of_different_lengths(tmp_path: Path):
                 with dynprof_nb.range("allreduce"):
                     _busy(allreduce_ms)
                 monitor.step()
-            for saver in list(monitor._savers):
-                saver.join()
+            assert monitor.wait_saved(60)
 
         control.start(3, 12)
         run(14, 1.0)

@@ -39,8 +39,7 @@ def run(monitor, n: int) -> None:
         with dynprof_nb.range("work"):
             pass
         monitor.step()
-    for saver in list(monitor._savers):
-        saver.join()
+    assert monitor.wait_saved(60)
 
 
 def manifest(out, start: int, stop: int) -> dict:

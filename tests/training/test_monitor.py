@@ -45,8 +45,7 @@ def run_steps(monitor: dynprof_nb.Monitor, n: int, style: str = "step") -> None:
 
 
 def finished_windows(monitor: dynprof_nb.Monitor) -> None:
-    for saver in list(monitor._savers):
-        saver.join()
+    assert monitor.wait_saved(60)
 
 
 @pytest.mark.parametrize("style", ["step", "callback"])
@@ -162,8 +161,11 @@ def test_unwritable_output_is_reported_and_training_goes_on(job):
         control.start(3, 4, prof_path=str(out / "afile" / "below"))
     run_steps(monitor, 10)  # never raises
     assert monitor.step_count == 10
-    error = control.status().error[0]
+    # the window's directory is made off the training thread, so the report follows shortly
+    error = wait_until(lambda: control.status().error[0], 10, "the start failure report")
     assert "could not start" in error
+    run_steps(monitor, 2)
+    assert monitor.state == "idle"
     assert not list(out.rglob("rank0_start3_stop4"))
     monitor.close()
 

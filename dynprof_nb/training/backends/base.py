@@ -14,6 +14,17 @@ class BackendError(RuntimeError):
 
 @runtime_checkable
 class Backend(Protocol):
+    """Optional attributes the Monitor looks for:
+
+    * ``save_in_child`` (bool): ``save()`` may run in a forked child process (plain data,
+      no threads needed), so the training process never pays for it;
+    * ``needs_directory_at_start`` (bool): ``start`` needs the window's directory; otherwise
+      it may get ``None`` and ``directory`` is set before ``save()``;
+    * ``full`` (str | None): set when the window's memory budget (``context["memory_budget"]``,
+      bytes) is reached; the backend stops recording and the Monitor ends the window;
+    * ``release()``: free the recording after a save in a child, a little at a time.
+    """
+
     name: str
 
     def start(self, directory: Path, config: ProfilerConfig, first_step: int,

@@ -16,6 +16,7 @@ Ascend column conventions.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import os
 import sys
@@ -37,6 +38,10 @@ except ImportError:  # pragma: no cover - orjson is a dependency, but stay depen
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_CATEGORY = "user_annotation"
+# What one recorded event costs in memory: the 5-tuple, its two timestamps and its list slot
+# (names are shared). Measured by tests/training/test_saves.py against the process's RSS.
+EVENT_BYTES = 160
+DEFAULT_MEMORY_BUDGET = 512 * 2**20
 COMM_CATEGORY = "communication"
 
 
@@ -44,6 +49,7 @@ class BuiltinBackend:
     """Records one window in memory and writes it on ``save()``."""
 
     name = "builtin"
+    save_in_child = True  # save() is plain Python over plain data: safe in a forked child
 
     def __init__(self) -> None:
         self.directory: Path | None = None
@@ -55,6 +61,9 @@ class BuiltinBackend:
         self._memory = False
         self._own_tracemalloc = False
         self._with_stack = False
+        self._names: dict[Any, str] = {}  # code object, (module, qualname) -> event name
+        self._max_events = DEFAULT_MEMORY_BUDGET // EVENT_BYTES
+        self.full: str | None = None  # why recording stopped before the window's end
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -63,6 +72,8 @@ class BuiltinBackend:
         self.directory = directory
         self.context = dict(context or {})
         self.config = config
+        budget = int(self.context.get("memory_budget", DEFAULT_MEMORY_BUDGET))
+        self._max_events = max(1, budget // EVENT_BYTES)
         self.base_ns = time.time_ns()
         self.base_perf = time.perf_counter_ns()
         self.main_tid = threading.get_native_id()
@@ -85,15 +96,23 @@ class BuiltinBackend:
             self._sample_memory(now)
         self.step_t0 = now
         self.next_step = step + 1
+        if self.full is None and self._size() >= self._max_events:
+            self._over_budget()
 
     def stop(self) -> None:
-        ranges.set_sink(None)
-        if self._with_stack:
-            sys.setprofile(None)
-            threading.setprofile(None)
+        self._detach()
         if self._own_tracemalloc:
             tracemalloc.stop()
+            self._own_tracemalloc = False
         self.end_perf = time.perf_counter_ns()
+
+    def release(self) -> None:
+        """Free the recording a little at a time (after a save in a child process): one
+        ``del`` of millions of tuples would hold the GIL, and training, for a long moment."""
+        for records in (self.events, self.memory, self.steps):
+            while records:
+                del records[-50_000:]
+                time.sleep(0.002)
 
     def save(self) -> list[str]:
         assert self.directory is not None, "save() before start()"
@@ -117,25 +136,61 @@ class BuiltinBackend:
         self.events.append((name, category, tid, t0, now - t0))
         if self._memory:
             self._sample_memory(now)
+        if len(self.events) >= self._max_events and self.full is None:
+            self._over_budget()
+
+    # -- the memory budget ----------------------------------------------------------------
+
+    def _size(self) -> int:
+        return len(self.events) + len(self.memory) + len(self.steps)
+
+    def _over_budget(self) -> None:
+        """Stop recording (the Monitor ends and saves the window at the next step)."""
+        budget_mb = self._max_events * EVENT_BYTES / 2**20
+        self.full = (f"memory budget reached ({budget_mb:.0f} MB, {self._size():,} events) at "
+                     f"step {self.next_step}")
+        self._detach()
+
+    def _detach(self) -> None:
+        ranges.set_sink(None)
+        if self._with_stack:
+            self._with_stack = False
+            sys.setprofile(None)
+            threading.setprofile(None)
 
     def _sample_memory(self, now: int) -> None:
         current, peak = tracemalloc.get_traced_memory()
         self.memory.append((now, current, peak))
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        """Called by Python on every call and return: keep it short. Names are built once
+        per function (formatting one per call made with_stack windows much slower)."""
         now = time.perf_counter_ns()
-        stack = self._stacks[threading.get_native_id()]
+        tid = threading.get_native_id()
+        stack = self._stacks[tid]
         if event == "call":
             code = frame.f_code
-            stack.append((f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): "
-                          f"{getattr(code, 'co_qualname', code.co_name)}", now))
+            name = self._names.get(code)
+            if name is None:
+                name = self._names[code] = (
+                    f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): "
+                    f"{getattr(code, 'co_qualname', code.co_name)}")
+            stack.append((name, now))
         elif event == "c_call":
-            module = getattr(arg, "__module__", None) or "builtins"
-            stack.append((f"<built-in> {module}.{getattr(arg, '__qualname__', repr(arg))}", now))
+            # keyed by module and qualname: a bound builtin (``lst.append``) is a new object
+            # at every access, so keying by the object would grow without end
+            key = (getattr(arg, "__module__", None), getattr(arg, "__qualname__", None))
+            name = self._names.get(key)
+            if name is None:
+                name = self._names[key] = (
+                    f"<built-in> {key[0] or 'builtins'}.{key[1] or repr(arg)}")
+            stack.append((name, now))
         elif stack:  # return, c_return, c_exception; calls begun before the window are skipped
             name, t0 = stack.pop()
-            self.events.append((name, "python_function", threading.get_native_id(), t0,
-                                now - t0))
+            events = self.events
+            events.append((name, "python_function", tid, t0, now - t0))
+            if len(events) >= self._max_events and self.full is None:
+                self._over_budget()
 
     # -- writing --------------------------------------------------------------------------
 
@@ -221,10 +276,13 @@ class BuiltinBackend:
             w.writerow(["Device_id", "Step", "Computing", "Communication(Not Overlapped)",
                         "Overlapped", "Communication", "Free", "Stage", "Bubble",
                         "Communication(Not Overlapped and Exclude Receive)", "Preparing"])
+            comp_cover = Coverage([(a, b) for a, b, c in top if not c])
+            comm_cover = Coverage([(a, b) for a, b, c in top if c])
+            both_cover = Coverage([(a, b) for a, b, _ in top])
             for step, s0, s1 in self.steps:
-                comp = _union([(max(a, s0), min(b, s1)) for a, b, c in top if not c])
-                comm = _union([(max(a, s0), min(b, s1)) for a, b, c in top if c])
-                both = _union([(max(a, s0), min(b, s1)) for a, b, _ in top])
+                comp = comp_cover.within(s0, s1)
+                comm = comm_cover.within(s0, s1)
+                both = both_cover.within(s0, s1)
                 overlapped = comp + comm - both
                 free = (s1 - s0) - both
                 us = [v / 1000 for v in (comp, comm - overlapped, overlapped, comm, free,
@@ -245,14 +303,36 @@ class BuiltinBackend:
         return path
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
-    """Total length covered by a set of intervals (empty ones ignored)."""
-    total, end = 0, None
-    for a, b in sorted(i for i in intervals if i[1] > i[0]):
-        if end is None or a > end:
+class Coverage:
+    """The union of a set of intervals, asked "how much of [a, b] do you cover?" per step.
+
+    Merged and sorted once (n log n), then each question is two binary searches, so writing the
+    step trace is linear in the window's size: it used to clip every event against every step,
+    which made a 20k-step window take minutes to save.
+    """
+
+    def __init__(self, intervals: list[tuple[int, int]]) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.before: list[int] = []  # total length of the merged intervals before each one
+        total = 0
+        for a, b in sorted(i for i in intervals if i[1] > i[0]):
+            if self.ends and a <= self.ends[-1]:
+                if b > self.ends[-1]:
+                    total += b - self.ends[-1]
+                    self.ends[-1] = b
+                continue
+            self.before.append(total)
+            self.starts.append(a)
+            self.ends.append(b)
             total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
+
+    def _upto(self, t: int) -> int:
+        """Length covered in (-inf, t]."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        if i < 0:
+            return 0
+        return self.before[i] + min(t, self.ends[i]) - self.starts[i]
+
+    def within(self, a: int, b: int) -> int:
+        return self._upto(b) - self._upto(a) if b > a else 0

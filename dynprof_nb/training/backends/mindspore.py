@@ -95,6 +95,8 @@ class MindSporeBackend:
     """One window of MindSpore's profiler, started, stepped and stopped by the Monitor."""
 
     name = "mindspore"
+    needs_directory_at_start = True  # Profiler(output_path=...) writes there from the start
+    save_in_child = False  # its analysis forks workers of its own: it runs on the I/O thread
 
     def __init__(self) -> None:
         self.directory: Path | None = None

@@ -106,6 +106,9 @@ class TorchBackend:
     """One window of ``torch.profiler``: started, stepped and stopped by the Monitor."""
 
     name = "torch"
+    # export_chrome_trace holds the GIL for seconds on a big window; a forked child writes it
+    # (Kineto's results are plain C++ data by then: no thread of torch is needed)
+    save_in_child = True
 
     def __init__(self) -> None:
         self.directory: Path | None = None
@@ -116,6 +119,9 @@ class TorchBackend:
         self._open_step = 0
         self._last_step = 0  # last step that ended inside the window
         self._stop_step = 0
+        self.full: str | None = None  # why the window must end early (its memory budget)
+        self._budget = 0
+        self._rss0 = 0
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -125,6 +131,8 @@ class TorchBackend:
         self.context = dict(context or {})
         self.config = config
         self._stop_step = config.stop_step
+        self._budget = int(self.context.get("memory_budget", 0))
+        self._rss0 = _rss()
         self._last_step = first_step - 1
         module = _profiler_module()
         kwargs, self.notes = profiler_kwargs(config, module)
@@ -137,6 +145,11 @@ class TorchBackend:
     def step(self, step: int) -> None:
         self._close()
         self._last_step = step
+        if self._budget and step % 16 == 0 and _rss() - self._rss0 > self._budget:
+            # Kineto's buffers are not ours to count: the process's growth since the start
+            # stands for them (read every 16 steps: one small /proc read)
+            self.full = (f"memory budget reached ({self._budget / 2**20:.0f} MB of growth "
+                         f"since the window began) at step {step}")
         if step < self._stop_step:
             self._open(step + 1)
 
@@ -192,6 +205,14 @@ class TorchBackend:
                      "world_size": self.context.get("world_size")}))
         except Exception:  # metadata is a nicety; never lose the window over it
             pass
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _drop_steps_after(path: Path, last: int) -> None:

@@ -1,0 +1,249 @@
+"""Saving a window: linear in its length, off the training process, bounded at close()."""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jobutil import trace_steps, unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment, windows
+from dynprof_nb.training import monitor as monitor_module
+from dynprof_nb.training.backends.builtin import Coverage
+
+
+def brute_union(intervals: list[tuple[int, int]]) -> int:
+    """Length of a union of intervals, the obvious way (the reference for Coverage)."""
+    covered: set[int] = set()
+    for a, b in intervals:
+        covered.update(range(a, b))
+    return len(covered)
+
+
+def test_coverage_answers_like_the_obvious_union_for_every_step():
+    rng = random.Random(19)
+    for _ in range(200):
+        intervals = [(a, a + rng.randint(-3, 30)) for a in
+                     (rng.randint(0, 200) for _ in range(rng.randint(0, 25)))]
+        cover = Coverage(intervals)
+        for _ in range(10):
+            s0 = rng.randint(-10, 220)
+            s1 = s0 + rng.randint(0, 80)
+            clipped = [(max(a, s0), min(b, s1)) for a, b in intervals]
+            assert cover.within(s0, s1) == brute_union([c for c in clipped if c[1] > c[0]])
+
+
+# -- a process that goes away mid-window ----------------------------------------------------
+
+CRASH_LOOP = Path(__file__).with_name("crash_loop.py")
+
+
+@pytest.mark.parametrize("how", ["raise", "exit", "sigterm", "sigint"])
+def test_a_process_that_dies_mid_window_leaves_a_loadable_window(tmp_path, how):
+    job = unique_job(f"crash-{how}")
+    proc = subprocess.Popen([sys.executable, str(CRASH_LOOP), job, str(tmp_path), how],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if how.startswith("sig"):
+            assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+            proc.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        exit_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        segment.unlink(job)
+    expected = {"raise": 1, "exit": 3, "sigterm": -signal.SIGTERM,
+                "sigint": -signal.SIGINT}[how]
+    assert proc.returncode == expected, err  # the job still dies the way it would have
+    assert exit_s < monitor_module.EXIT_WAIT_S + 5, exit_s  # bounded: the writer outlives it
+    found = wait_until(lambda: [w for w in windows.find_windows([tmp_path], job)
+                                if w["status"] == "complete"], 30, "the saved window")
+    manifest = windows.read_manifest(found[0]["path"])
+    assert manifest["stopped_early"] and manifest["stop_step"] >= 120
+    reason = manifest["stop_reason"]
+    assert {"raise": "RuntimeError: the loss is nan", "exit": "without Monitor.close()",
+            "sigterm": "SIGTERM", "sigint": "KeyboardInterrupt"}[how] in reason
+    steps = trace_steps(Path(found[0]["path"]))
+    assert steps[:3] == [3, 4, 5] and steps[-1] == manifest["stop_step"]
+    assert len(dynprof_nb.load_window(found[0]["path"]).events) > 0
+
+
+# -- in one process: save time, close(), budgets, start cost -------------------------------
+
+@pytest.fixture
+def rank(tmp_path):
+    """A built-in rank of a fresh job, and a helper that records an n-step window on it."""
+    name = unique_job("saves")
+    control = dynprof_nb.attach(name, create=True)
+    made: list[dynprof_nb.Monitor] = []
+
+    def make(**kwargs):
+        made.append(dynprof_nb.Monitor(job=name, rank=0, output_path=tmp_path,
+                                       backend="builtin", **kwargs))
+        return made[-1]
+
+    yield control, make, tmp_path
+    for m in made:
+        m.close()
+    control.close()
+    segment.unlink(name)
+
+
+def steps(monitor, n: int) -> None:
+    for _ in range(n):
+        with dynprof_nb.range("work"):
+            pass
+        monitor.step()
+
+
+def record(control, monitor, length: int, **options) -> float:
+    """Record a ``length``-step window; return how long its save took after its last step."""
+    now = monitor.step_count
+    control.start(now + 3, now + 2 + length, **options)
+    steps(monitor, length + 1)
+    t0 = time.perf_counter()
+    steps(monitor, 1)  # the window's last step: the save begins
+    assert monitor.wait_saved(60)
+    return time.perf_counter() - t0
+
+
+def test_a_5000_step_window_saves_in_at_most_6x_a_1000_step_one(rank):
+    control, make, _ = rank
+    monitor = make(max_windows_per_minute=100)
+    small = min(record(control, monitor, 1000) for _ in range(2))
+    large = min(record(control, monitor, 5000) for _ in range(2))
+    assert large <= 6 * small, (small, large)
+    assert monitor.last_window is not None and trace_steps(monitor.last_window)[-1] > 5000
+
+
+def test_close_right_after_a_long_window_is_bounded_and_publishes_it(rank):
+    control, make, out = rank
+    monitor = make()
+    control.start(3, 20_002)
+    steps(monitor, 20_002)
+    t0 = time.monotonic()
+    monitor.close()
+    took = time.monotonic() - t0
+    assert took <= monitor_module.CLOSE_WAIT_S + 2, took
+    found = wait_until(lambda: [w for w in windows.find_windows([out]) if
+                                w["status"] == "complete"], 30, "the published window")
+    assert trace_steps(found[0]["path"])[-1] == 20_002
+
+
+def test_a_save_leaves_the_training_process_its_cpu(rank):
+    """The heavy part runs in a forked writer: the training process's other threads use a
+    small share of the save's time (what a GIL-holding saver thread would take from it)."""
+    control, make, _ = rank
+    monitor = make()
+    now = monitor.step_count
+    control.start(now + 3, now + 20_002)
+    steps(monitor, 20_001)
+    before_all = resource.getrusage(resource.RUSAGE_SELF)
+    before_me = resource.getrusage(resource.RUSAGE_THREAD)
+    t0 = time.perf_counter()
+    steps(monitor, 1)
+    while not monitor.wait_saved(0):
+        steps(monitor, 20)
+    wall = time.perf_counter() - t0
+    after_all = resource.getrusage(resource.RUSAGE_SELF)
+    after_me = resource.getrusage(resource.RUSAGE_THREAD)
+
+    def cpu(a, b):
+        return (b.ru_utime - a.ru_utime) + (b.ru_stime - a.ru_stime)
+
+    others = cpu(before_all, after_all) - cpu(before_me, after_me)
+    assert others <= 0.05 * wall + 0.02, (others, wall)  # 20 ms: the fork and the heartbeat
+    assert "write_s" in monitor.timings
+
+
+def test_a_with_stack_window_of_1e9_steps_stays_within_its_memory_budget(rank):
+    control, make, out = rank
+    budget_mb = 32
+    monitor = make(memory_budget_mb=budget_mb)
+
+    def leaf(x):
+        return x + 1
+
+    def work():
+        for i in range(50):
+            leaf(i)
+
+    control.start(monitor.step_count + 2, monitor.step_count + 10**9, with_stack=True)
+    monitor.step()
+    base = rss()
+    peak = base
+    deadline = time.monotonic() + 60
+    while monitor.state != "idle" or monitor.step_count < 3:
+        work()
+        monitor.step()
+        if monitor.step_count % 64 == 0:
+            peak = max(peak, rss())
+        assert time.monotonic() < deadline, "the budget never ended the window"
+    assert monitor.wait_saved(60)
+    assert peak - base <= 1.25 * budget_mb * 2**20, (peak - base) / 2**20
+    status = control.status()
+    assert "memory budget reached" in status.error[0]
+    window = windows.find_windows([out])[-1]
+    assert window["status"] == "complete"
+    manifest = windows.read_manifest(window["path"])
+    assert "memory budget reached (32 MB" in manifest["stop_reason"]
+    assert manifest["stop_step"] < 10**9 and manifest["stopped_early"]
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_starting_a_window_costs_less_than_the_io_it_no_longer_does(rank, tmp_path):
+    """The step that starts a window (and the one that stops it) do no disk I/O: their
+    median is below one directory + manifest write measured here, and their p99 below 5x."""
+    control, make, _ = rank
+    monitor = make(max_windows_per_minute=10**6)
+    starts, stops, io = [], [], []
+    for i in range(60):
+        now = monitor.step_count
+        control.start(now + 3, now + 4)
+        steps(monitor, 2)
+        t0 = time.perf_counter()
+        steps(monitor, 1)
+        starts.append(time.perf_counter() - t0)
+        steps(monitor, 1)
+        t0 = time.perf_counter()
+        steps(monitor, 1)
+        stops.append(time.perf_counter() - t0)
+        assert monitor.wait_saved(60)
+        t0 = time.perf_counter()
+        d = windows.create_window_dir(tmp_path / "io", 0, i + 1, i + 2)
+        windows.write_manifest(d, {"i": i})
+        io.append(time.perf_counter() - t0)
+    assert len(windows.find_windows([tmp_path])) == 60  # each one was a real window
+    ref = statistics.median(io)
+    for took in (starts, stops):
+        assert statistics.median(took) < ref, (statistics.median(took), ref)
+        assert statistics.quantiles(took, n=100)[98] < 5 * ref
+
+
+def test_a_flood_of_windows_is_refused_with_a_clear_error(rank):
+    control, make, out = rank
+    monitor = make(max_windows_per_minute=3)
+    for _ in range(5):
+        now = monitor.step_count
+        control.start(now + 3, now + 3)
+        steps(monitor, 4)
+        assert monitor.wait_saved(30)
+    error = control.status().error[0]
+    assert "refused: 3 windows started on this rank in the last minute" in error
+    assert "max_windows_per_minute=3" in error
+    assert len(windows.find_windows([out])) == 3
