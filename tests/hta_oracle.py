@@ -66,6 +66,10 @@ def main(path: str, include_last: bool) -> dict:
                                                 "min": float(r["min (us)"]),
                                                 "mean": float(r["mean (us)"])}
             for _, r in names.iterrows()}
+        # HTA's add_iteration fills GPU rows with stream > 0 only: stream 0 (ROCm's default
+        # stream) is left without an iteration
+        out["no_iteration"] = int(gpu["iteration"].isna().sum())
+        out["stream0"] = int(gpu["stream"].eq(0).sum())
         per = gpu.groupby("iteration")["dur"].agg(["size", "sum"])
         out["steps"] = {str(int(i)): {"count": int(r["size"]), "dur": float(r["sum"])}
                         for i, r in per.iterrows()}

@@ -8,7 +8,8 @@ Two choices differ between dynprof_nb and HTA, and both are arguments here:
   kernel's ``step`` is its launch's step). ``kernels="hta"``: HTA's ``Trace.load_traces()``
   set, every device row launched before the last step began (the last step is dropped as
   possibly incomplete; ``include_last_step=True`` keeps the kernels launched until it ended),
-  including those launched before the first step. dynprof_nb records exactly the asked steps
+  including those launched before the first step, and only rows with an ``args.stream``
+  (HTA leaves out MTIA's stream-less DMA requests). dynprof_nb records exactly the asked steps
   and each is complete, so its default keeps them all and nothing outside them.
 
 And one HTA habit is not followed: by default HTA rounds ns-resolution times inward to whole
@@ -40,6 +41,8 @@ def select(kernels: pd.DataFrame, steps: pd.DataFrame, kernels_sel: Selection = 
         return k[has_step] if has_step.any() else k
     if kernels_sel != "hta":
         raise ValueError(f"kernels={kernels_sel!r}: use 'steps' (dynprof_nb) or 'hta'")
+    if "stream_arg" in k:  # HTA files device activity by its args.stream: none, not counted
+        k = k[k["stream_arg"].notna()]
     parts = []
     for r, kr in _by_rank(k):
         st = steps[steps["rank"] == r] if "rank" in steps and r is not None else steps

@@ -96,6 +96,7 @@ class _LinkArgs(msgspec.Struct, gc=False):
     (written on the kernel and on ``record_param_comms``)."""
 
     correlation: Any = None
+    stream: Any = None
     collective: Any = msgspec.field(default=None, name="Collective name")
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
@@ -118,7 +119,7 @@ _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
 _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
-_LINK_KEYS = (b'"correlation"', b'msg nelems"')
+_LINK_KEYS = (b'"correlation"', b'msg nelems"', b'"stream"')
 #: the collective columns an events frame gets when some event carries them
 COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
 
@@ -404,7 +405,7 @@ class _Columns:
         """Keep the correlation / collective args of the rows that have them (a bytes search
         first: most events have neither, and decoding every ``args`` would cost the fast path)."""
         raws = [memoryview(e.args).tobytes() for e in sub]
-        hit = [i for i, r in enumerate(raws) if _LINK_KEYS[0] in r or _LINK_KEYS[1] in r]
+        hit = [i for i, r in enumerate(raws) if any(k in r for k in _LINK_KEYS)]
         if hit:
             try:
                 args = _DEC_LINK_ARGS.decode(b"[" + b",".join(raws[i] for i in hit) + b"]")
@@ -509,7 +510,8 @@ def _int_or_nan(v: Any) -> float:
 
 
 def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
-    """Add ``correlation`` and ``launch_ns`` (Kineto traces), and the collective columns (NCCL).
+    """Add ``correlation``, ``launch_ns`` and ``stream_arg`` (the ``args.stream`` HTA files
+    device activity by) to Kineto traces, and the collective columns (NCCL).
 
     ``launch_ns`` is set on each device row (``derive.DEVICE_CATS``): the ``ts_ns`` of the host
     event with the same correlation (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ``mtia``'s
@@ -521,6 +523,12 @@ def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
     n = len(ev)
     corr = np.array([_int_or_nan(a.correlation) if a is not None else np.nan
                      for a in acc.link_args], dtype=np.float64)
+    stream = np.array([_int_or_nan(a.stream) if a is not None else np.nan
+                       for a in acc.link_args], dtype=np.float64)
+    if (~np.isnan(stream)).any():
+        full_s = np.full(n, np.nan)
+        full_s[rows] = stream
+        ev["stream_arg"] = pd.array(full_s, dtype="Float64").astype("Int64")
     ok = ~np.isnan(corr)
     if ok.any():
         full = np.full(n, -1, np.int64)

@@ -108,9 +108,9 @@ def device_steps(events: pd.DataFrame, intervals: pd.DataFrame, steps: pd.array)
     the Chrome reader) belongs to the step that host event ran in, as HTA attributes kernels
     (``hta.common.trace.add_iteration``): the device runs behind the host, so its own time says
     the next step, or none. A device row with a correlation but no host event in the trace has
-    no step (HTA: iteration -1). A device row with no correlation at all (Ascend, MTIA's
-    uncorrelated command-processor events, a hand-made trace) keeps the step its own start time
-    falls in."""
+    no step (HTA: iteration -1), and so has a device row without a correlation in a trace whose
+    device rows are linked (MTIA's DMA requests). In a trace with no links at all (Ascend, a
+    hand-made trace) a device row keeps the step its own start time falls in."""
     if "launch_ns" not in events or "correlation" not in events:
         return steps
     linked = events["correlation"].notna().to_numpy() & device_mask(events).to_numpy()
@@ -120,6 +120,7 @@ def device_steps(events: pd.DataFrame, intervals: pd.DataFrame, steps: pd.array)
     by_launch = assign_steps(launch, intervals)
     by_launch[launch < 0] = pd.NA
     out = steps.copy()
+    out[device_mask(events).to_numpy() & ~linked] = pd.NA
     out[np.flatnonzero(linked)] = by_launch
     return out
 
@@ -242,7 +243,7 @@ def kernels_from_events(events: pd.DataFrame) -> pd.DataFrame:
             "step": dev["step"] if "step" in dev else pd.NA,
         }
     )
-    for col in ("correlation", "launch_ns"):
+    for col in ("correlation", "launch_ns", "stream_arg"):
         if col in dev:
             out[col] = dev[col]
     return schema.conform(out.reset_index(drop=True), "kernels")
