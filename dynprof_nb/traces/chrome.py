@@ -119,7 +119,6 @@ _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
 _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
-_LINK_KEYS = (b'"correlation"', b'msg nelems"', b'"stream"')
 #: the collective columns an events frame gets when some event carries them
 COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
 
@@ -402,18 +401,19 @@ class _Columns:
             )
 
     def _add_links(self, sub: list) -> None:
-        """Keep the correlation / collective args of the rows that have them (a bytes search
-        first: most events have neither, and decoding every ``args`` would cost the fast path)."""
-        raws = [memoryview(e.args).tobytes() for e in sub]
-        hit = [i for i, r in enumerate(raws) if any(k in r for k in _LINK_KEYS)]
-        if hit:
-            try:
-                args = _DEC_LINK_ARGS.decode(b"[" + b",".join(raws[i] for i in hit) + b"]")
-            except msgspec.DecodeError:  # args that are not an object: no links for this piece
-                args = None
-            if args is not None:
+        """Keep the correlation / stream / collective args of the rows that have them (one
+        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped)."""
+        try:
+            args = _DEC_LINK_ARGS.decode(_raw_list([e.args for e in sub]))
+        except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
+            args = None
+        if args is not None:
+            hit = [i for i, a in enumerate(args)
+                   if a is not None and (a.correlation is not None or a.stream is not None
+                                         or a.in_nelems is not None or a.out_nelems is not None)]
+            if hit:
                 self.link_rows.append(np.asarray(hit, np.int64) + self.n_rows)
-                self.link_args.extend(args)
+                self.link_args.extend(args[i] for i in hit)
         self.n_rows += len(sub)
 
     def finish(self, path: str, top: fastjson.Top, notes: list[str]) -> ChromeTrace:
