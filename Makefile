@@ -35,6 +35,14 @@ $(VENV)/msprof/.stamp: | $(BIN)/python
 	$(VENV)/msprof/bin/python -m pip install -q msprof-analyze==26.2.0
 	touch $@
 
+# HTA 0.5.0 (HolisticTraceAnalysis), the oracle of the Kineto/GPU numbers
+# (tests/analysis/test_hta_oracle.py runs it through tests/hta_oracle.py). Its own venv: it pins
+# pandas/numpy/plotly versions of its own.
+$(VENV)/hta/.stamp: | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/hta
+	$(VENV)/hta/bin/python -m pip install -q holistictraceanalysis==0.5.0
+	touch $@
+
 # The real-browser test drives Debian's chromium; Playwright never downloads a browser.
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
@@ -46,11 +54,11 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check dynprof_nb tests benchmarks
 
 # tests/ plus the notebooks, executed by nbval in this venv's Python
-test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp /usr/bin/chromium lint
+test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.stamp /usr/bin/chromium lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg tests notebooks
 
-bench: $(VENV)/.test $(VENV)/msprof/.stamp
+bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.stamp
 	$(BIN)/python benchmarks/idle_step.py
 	$(BIN)/python benchmarks/propagation.py
 	$(BIN)/python benchmarks/load_trace.py

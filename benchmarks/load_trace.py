@@ -106,6 +106,9 @@ def hta_python() -> str:
     probe = subprocess.run([sys.executable, "-c", "import hta"], capture_output=True)
     if probe.returncode == 0:
         return sys.executable
+    made = HERE.parent / ".venv" / "hta" / "bin" / "python"  # `make .venv/hta/.stamp`
+    if made.exists():
+        return str(made)
     env = OUT / "hta-venv"
     py = env / "bin" / "python"
     if not py.exists() or subprocess.run([str(py), "-c", "import hta"],

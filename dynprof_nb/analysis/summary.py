@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.analysis import gpu
 from dynprof_nb.analysis.cluster import is_npu_window, npu_first
 from dynprof_nb.analysis.configdiff import (
     WindowLengthWarning,
@@ -22,7 +23,7 @@ from dynprof_nb.analysis.configdiff import (
     warn_if_configs_differ,
 )
 from dynprof_nb.traces import schema
-from dynprof_nb.traces.comm import PatternSpec, is_communication
+from dynprof_nb.traces.comm import PatternSpec
 
 BREAKDOWN_COLUMNS = [
     "step",
@@ -110,69 +111,30 @@ def kernel_summary(kernels: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     return t.sort_values("total_us", ascending=False, ignore_index=True).head(top)
 
 
-def _coverage(starts: np.ndarray, ends: np.ndarray, kind: np.ndarray) -> tuple[float, float, float]:
-    """(busy, kind-0 busy, overlap of kind 0 with kind 1) in the same unit as the times, from one
-    sort of every start and end (no Python loop over intervals)."""
-    if not len(starts):
-        return 0.0, 0.0, 0.0
-    t = np.concatenate([starts, ends])
-    d = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
-    k = np.concatenate([kind, kind])
-    order = np.argsort(t, kind="stable")
-    t, d, k = t[order], d[order], k[order]
-    open0 = np.cumsum(np.where(k == 0, d, 0))
-    open1 = np.cumsum(np.where(k == 1, d, 0))
-    seg = np.diff(t)
-    a, b = open0[:-1] > 0, open1[:-1] > 0
-    return float(seg[a | b].sum()), float(seg[a].sum()), float(seg[a & b].sum())
-
-
 def device_table(
     kernels: pd.DataFrame, steps: pd.DataFrame, comm_patterns: PatternSpec = None
 ) -> pd.DataFrame:
-    """Per rank: how long the device was busy (any kernel running) and idle within the steps
-    (or the kernels' own span), and how much of its communication ran under computation.
-    ``comm_patterns``: which kernels are communication (a window's ``comm_patterns``; default
-    the session's, see :mod:`dynprof_nb.traces.comm`)."""
+    """Per rank, on HTA's temporal-breakdown definition (:func:`dynprof_nb.analysis.gpu.
+    temporal_breakdown`) over the device activity launched in the window's steps: ``span_ms``
+    from its first start to its last end (HTA's ``kernel_time``), ``busy_ms`` the union of all
+    of it (kernels, copies, sets, syncs, other accelerators' events), ``idle_ms`` the rest
+    (HTA's ``idle_time``), ``comm_ms`` the union of communication and ``comm_overlapped`` the
+    share of it under computation, copies and sets not counted as computation (HTA's
+    ``get_comm_comp_overlap``). HTA drops the last step; every step here is one the user asked
+    for and complete, so all count (``gpu.temporal_breakdown(..., kernels_sel="hta")`` is HTA's).
+    ``comm_patterns``: which kernels are communication (a window's ``comm_patterns``)."""
     cols = ["rank", "span_ms", "busy_ms", "idle_ms", "busy", "comm_ms", "comm_overlapped"]
-    k = kernels[kernels["start_ns"].notna()] if not kernels.empty else kernels
-    if k.empty:
+    if kernels.empty:
         return pd.DataFrame(columns=cols)
-    rk = k["rank"].to_numpy("int64") if "rank" in k else np.zeros(len(k), np.int64)
-    srk = steps["rank"].to_numpy("int64") if "rank" in steps else np.zeros(len(steps), np.int64)
-    start = k["start_ns"].to_numpy("int64")
-    end = start + (k["duration_us"].to_numpy("float64", na_value=0.0) * 1000).astype(np.int64)
-    comm = is_communication(k["name"], comm_patterns)
-    rows = []
-    for r in np.unique(rk):
-        m = rk == r
-        s, e = start[m], end[m]
-        st = steps[(srk == r)] if not steps.empty else steps
-        st = st[st["start_ns"].notna()] if not st.empty else st
-        if not st.empty:
-            lo = int(st["start_ns"].min())
-            ends = st["start_ns"].to_numpy("int64") + np.round(
-                st["duration_us"].to_numpy("float64", na_value=0.0) * 1000
-            ).astype(np.int64)
-            hi = int(ends.max())  # in int64: a float64 of epoch ns is only good to 256 ns
-        else:
-            lo, hi = int(s.min()), int(e.max())
-        s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
-        keep = e > s
-        busy, comm_busy, ov = _coverage(s[keep], e[keep], np.where(comm[m][keep], 0, 1))
-        span = max(hi - lo, 1)
-        rows.append(
-            (
-                int(r),
-                span / 1e6,
-                busy / 1e6,
-                (span - busy) / 1e6,
-                busy / span,
-                comm_busy / 1e6,
-                ov / comm_busy if comm_busy > 0 else np.nan,
-            )
-        )
-    return pd.DataFrame(rows, columns=cols)
+    tb = gpu.temporal_breakdown(kernels, steps, comm_patterns=comm_patterns)
+    if tb.empty:
+        return pd.DataFrame(columns=cols)
+    span = tb["kernel_time_us"] / 1e3
+    return pd.DataFrame({"rank": tb["rank"].astype("int64"), "span_ms": span,
+                         "busy_ms": tb["busy_us"] / 1e3, "idle_ms": tb["idle_time_us"] / 1e3,
+                         "busy": (tb["busy_us"] / 1e3) / span.where(span > 0),
+                         "comm_ms": tb["comm_us"] / 1e3,
+                         "comm_overlapped": tb["comm_overlap"]})[cols]
 
 
 def overhead_table(ops: pd.DataFrame) -> pd.DataFrame:
@@ -400,7 +362,7 @@ class Summary:
         if self.device is not None and not self.device.empty:
             out.append(
                 (
-                    "Device (busy = any kernel running, within the steps)",
+                    "Device (busy = device activity launched in the steps, over its own span)",
                     _pct(self.device, ["busy", "comm_overlapped"]),
                     _fmt,
                 )

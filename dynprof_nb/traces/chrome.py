@@ -25,6 +25,7 @@ import pandas as pd
 
 from dynprof_nb.traces import fastjson, schema
 from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
+from dynprof_nb.traces.derive import DEVICE_CATS
 from dynprof_nb.traces.errors import TraceFormatError
 from dynprof_nb.traces.repair import check_text_like, repair_json
 
@@ -89,6 +90,20 @@ class _LooseEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = _NULL
 
 
+class _LinkArgs(msgspec.Struct, gc=False):
+    """The ``args`` Kineto links host and device with (``correlation``: the launch on the host
+    and the device activity it launched share it) and the message of an NCCL collective
+    (written on the kernel and on ``record_param_comms``)."""
+
+    correlation: Any = None
+    stream: Any = None
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    dtype: Any = None
+
+
 class _MemArgs(msgspec.Struct, gc=False):
     """The args of Kineto ``[memory]`` instant events."""
 
@@ -103,6 +118,9 @@ _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
 _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
+_DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
+#: the collective columns an events frame gets when some event carries them
+COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
 
 
 class ChromeTrace:
@@ -329,6 +347,9 @@ class _Columns:
         self.meta_rows: list[tuple] = []
         self.counter_parts: list[tuple] = []
         self.memory_parts: list[tuple] = []
+        self.link_rows: list[np.ndarray] = []  # row numbers (in the events frame) with link args
+        self.link_args: list[_LinkArgs | None] = []
+        self.n_rows = 0
 
     def add(self, piece: bytes | memoryview) -> None:
         evs, loose = _decode_piece(piece)
@@ -360,6 +381,7 @@ class _Columns:
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
             c["ts"].append(ts[: len(idx)])
             c["dur"].append(_dur_ns([e.dur for e in sub], loose))
+            self._add_links(sub)
             mcode = self.name_t.get("[memory]")
             if mcode is not None:
                 sel = np.flatnonzero(name_c == mcode).tolist()
@@ -378,6 +400,22 @@ class _Columns:
                 )
             )
 
+    def _add_links(self, sub: list) -> None:
+        """Keep the correlation / stream / collective args of the rows that have them (one
+        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped)."""
+        try:
+            args = _DEC_LINK_ARGS.decode(_raw_list([e.args for e in sub]))
+        except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
+            args = None
+        if args is not None:
+            hit = [i for i, a in enumerate(args)
+                   if a is not None and (a.correlation is not None or a.stream is not None
+                                         or a.in_nelems is not None or a.out_nelems is not None)]
+            if hit:
+                self.link_rows.append(np.asarray(hit, np.int64) + self.n_rows)
+                self.link_args.extend(args[i] for i in hit)
+        self.n_rows += len(sub)
+
     def finish(self, path: str, top: fastjson.Top, notes: list[str]) -> ChromeTrace:
         c = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.cols.items()}
         base = top.baseTimeNanoseconds
@@ -389,6 +427,7 @@ class _Columns:
             ts = np.where(ts == NA_NS, NA_NS, ts + base)
         ph_counts = {str(k): int(n) for k, n in zip(self.ph_t, self.ph_count, strict=True)}
         ev = _events_frame(c, self, ts)
+        _link_columns(ev, self)
         meta = {
             "distributedInfo": top.distributedInfo,
             "baseTimeNanoseconds": top.baseTimeNanoseconds,
@@ -464,6 +503,64 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
     if len(ts) and (ts == NA_NS).any():
         frame["ts_ns"] = frame["ts_ns"].astype("Int64").mask(frame["ts_ns"] == NA_NS)
     return frame
+
+
+def _int_or_nan(v: Any) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else np.nan
+
+
+def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
+    """Add ``correlation``, ``launch_ns`` and ``stream_arg`` (the ``args.stream`` HTA files
+    device activity by) to Kineto traces, and the collective columns (NCCL).
+
+    ``launch_ns`` is set on each device row (``derive.DEVICE_CATS``): the ``ts_ns`` of the host
+    event with the same correlation (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ``mtia``'s
+    runtime call...), as HTA links them. Matching within one file keeps two files' (two ranks')
+    correlation ids apart."""
+    if not acc.link_rows:
+        return
+    rows = np.concatenate(acc.link_rows)
+    n = len(ev)
+    corr = np.array([_int_or_nan(a.correlation) if a is not None else np.nan
+                     for a in acc.link_args], dtype=np.float64)
+    stream = np.array([_int_or_nan(a.stream) if a is not None else np.nan
+                       for a in acc.link_args], dtype=np.float64)
+    if (~np.isnan(stream)).any():
+        full_s = np.full(n, np.nan)
+        full_s[rows] = stream
+        ev["stream_arg"] = pd.array(full_s, dtype="Float64").astype("Int64")
+    ok = ~np.isnan(corr)
+    if ok.any():
+        full = np.full(n, -1, np.int64)
+        full[rows[ok]] = corr[ok].astype(np.int64)
+        col = pd.array(full, dtype="Int64")
+        col[full < 0] = pd.NA
+        ev["correlation"] = col
+        cats = ev["cat"].astype(object).to_numpy()
+        is_dev = np.isin(cats, list(DEVICE_CATS)) & (ev["ph"].astype(object).to_numpy() == "X")
+        host = (~is_dev) & (full >= 0)
+        launch = pd.Series(ev["ts_ns"].to_numpy()[host], index=full[host])
+        launch = launch[~launch.index.duplicated(keep="first")]
+        dev = is_dev & (full >= 0)
+        out = np.full(n, -1, np.int64)
+        found = launch.reindex(full[dev])
+        out[np.flatnonzero(dev)] = found.fillna(-1).to_numpy(np.int64)
+        lcol = pd.array(out, dtype="Int64")
+        lcol[out < 0] = pd.NA
+        ev["launch_ns"] = lcol
+    coll = [i for i, a in enumerate(acc.link_args)
+            if a is not None and (a.in_nelems is not None or a.out_nelems is not None)]
+    if coll:
+        sel = rows[coll]
+        args = [acc.link_args[i] for i in coll]
+        for name in ("in_nelems", "out_nelems", "group_size"):
+            full = np.full(n, np.nan)
+            full[sel] = [_int_or_nan(getattr(a, name)) for a in args]
+            ev[name] = full
+        for name in ("collective", "dtype"):
+            obj = np.full(n, None, dtype=object)
+            obj[sel] = [None if getattr(a, name) is None else str(getattr(a, name)) for a in args]
+            ev[name] = pd.Categorical(obj)
 
 
 def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:

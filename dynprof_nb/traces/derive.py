@@ -3,6 +3,8 @@ the step column, device tasks, collectives, memory counters, step-time breakdown
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -11,7 +13,16 @@ from dynprof_nb.protocol import STEP_RE
 from . import comm as comm_names
 from . import schema
 
-DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+#: Every category Kineto writes for activity on a device: CUDA/ROCm kernels, copies and sets,
+#: the device side of a CUDA synchronisation (on the stream's lane, as HTA counts it), and MTIA's
+#: (Meta's accelerator) command processor events. Older Kineto spelled the first three capitalised.
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "cuda_sync",
+               "mtia_ccp_events"}
+MEMORY_CATS = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
+# HTA's (hta.utils.utils) kernel types: MEMORY is a name starting Memcpy/Memset/dma, and what is
+# neither communication nor memory is COMPUTATION unless it is a sync or an NCCL helper (OTHER).
+_MEMORY_NAME = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NOT_COMPUTE_NAME = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 DEVICE_PROCESSES = {"Ascend Hardware", "HCCL"}
 # host ranges that may be communication when a trace has no device events (CPU, gloo, built-in)
 # (not cpu_op: aten::broadcast_tensors is no broadcast)
@@ -22,6 +33,22 @@ OVERLAP_THREADS = {
     "Communication(Not Overlapped)": "_not_overlapped_us",
     "Free": "free_us",
 }
+
+
+def device_kinds(names: pd.Series, cats: pd.Series, comm: comm_names.PatternSpec = None
+                 ) -> np.ndarray:
+    """Per device row: "communication" (the communication patterns), "memory" (a copy or set:
+    its category or a Memcpy/Memset/dma name), "computation", or "other" (synchronisation and
+    NCCL helpers), HTA's ``get_kernel_type`` with dynprof_nb's communication patterns."""
+    text = names.astype(object).fillna("").astype(str)
+    uniq, inv = np.unique(text.to_numpy(dtype=object).astype(str), return_inverse=True)
+    kind_u = np.where([bool(_MEMORY_NAME.match(u)) for u in uniq], "memory",
+                      np.where([bool(_NOT_COMPUTE_NAME.match(u)) for u in uniq], "other",
+                               "computation")).astype(object)
+    kind = kind_u[np.asarray(inv).reshape(-1)] if len(uniq) else np.empty(0, object)
+    kind[cats.astype(object).isin(MEMORY_CATS).to_numpy()] = "memory"
+    kind[comm_names.is_communication(text, comm)] = "communication"
+    return kind
 
 
 def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
@@ -74,6 +101,30 @@ def assign_steps(ts_ns: np.ndarray, intervals: pd.DataFrame) -> pd.array:
     return arr
 
 
+def device_steps(events: pd.DataFrame, intervals: pd.DataFrame, steps: pd.array) -> pd.array:
+    """The ``step`` column with each device row moved to the step of its launch.
+
+    A Kineto device row whose ``correlation`` matches a host event (``launch_ns``, found by
+    the Chrome reader) belongs to the step that host event ran in, as HTA attributes kernels
+    (``hta.common.trace.add_iteration``): the device runs behind the host, so its own time says
+    the next step, or none. A device row with a correlation but no host event in the trace has
+    no step (HTA: iteration -1), and so has a device row without a correlation in a trace whose
+    device rows are linked (MTIA's DMA requests). In a trace with no links at all (Ascend, a
+    hand-made trace) a device row keeps the step its own start time falls in."""
+    if "launch_ns" not in events or "correlation" not in events:
+        return steps
+    linked = events["correlation"].notna().to_numpy() & device_mask(events).to_numpy()
+    if not linked.any():
+        return steps
+    launch = events["launch_ns"].to_numpy("int64", na_value=-1)[linked]
+    by_launch = assign_steps(launch, intervals)
+    by_launch[launch < 0] = pd.NA
+    out = steps.copy()
+    out[device_mask(events).to_numpy() & ~linked] = pd.NA
+    out[np.flatnonzero(linked)] = by_launch
+    return out
+
+
 def _union_us(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[float, list]:
     s = np.clip(starts, lo, hi)
     e = np.clip(ends, lo, hi)
@@ -120,8 +171,13 @@ def steps_from_events(
     events: pd.DataFrame, comm: comm_names.PatternSpec = None
 ) -> tuple[pd.DataFrame, str]:
     """Step table from the step marker spans, with the breakdown from the Overlap Analysis
-    process (Ascend) or from device compute/communication intervals (GPU/NPU); ``comm`` says
-    which kernel names are communication (see :mod:`dynprof_nb.traces.comm`)."""
+    process (Ascend) or from device intervals (GPU/NPU); ``comm`` says which kernel names are
+    communication (see :mod:`dynprof_nb.traces.comm`).
+
+    From device intervals, each within the step's host span: ``computing_us`` is the union of
+    computation (HTA's COMPUTATION: no copy, set, sync or communication), ``communication_us``
+    the union of communication, ``overlapped_us`` their intersection (HTA's comm/comp overlap,
+    per step), ``free_us`` the span with no device activity at all (copies count as busy)."""
     iv = step_intervals(events)
     if iv.empty:
         return schema.empty("steps"), "no step marker events"
@@ -151,15 +207,18 @@ def steps_from_events(
     dev = events[device_mask(events)]
     if dev.empty:
         return schema.conform(out, "steps"), how + " (no device events: no breakdown)"
-    comm = comm_names.is_communication(dev["name"], comm)
+    kinds = device_kinds(dev["name"], dev["cat"], comm)
+    comm = kinds == "communication"
+    comp = kinds == "computation"
     s_all = dev["ts_ns"].to_numpy(np.int64)
     e_all = s_all + dev["dur_ns"].to_numpy(np.int64)
     rows = []
     for lo, hi in zip(iv["start_ns"], iv["end_ns"], strict=True):
-        c_us, c_iv = _union_us(s_all[~comm], e_all[~comm], lo, hi)
+        c_us, c_iv = _union_us(s_all[comp], e_all[comp], lo, hi)
         m_us, m_iv = _union_us(s_all[comm], e_all[comm], lo, hi)
         ov = _overlap_len(c_iv, m_iv)
-        rows.append((c_us, m_us, ov, (hi - lo) / 1000.0 - (c_us + m_us - ov)))
+        busy_us = _union_us(s_all, e_all, lo, hi)[0]
+        rows.append((c_us, m_us, ov, (hi - lo) / 1000.0 - busy_us))
     out[["computing_us", "communication_us", "overlapped_us", "free_us"]] = rows
     return schema.conform(
         out, "steps"
@@ -184,6 +243,9 @@ def kernels_from_events(events: pd.DataFrame) -> pd.DataFrame:
             "step": dev["step"] if "step" in dev else pd.NA,
         }
     )
+    for col in ("correlation", "launch_ns", "stream_arg"):
+        if col in dev:
+            out[col] = dev[col]
     return schema.conform(out.reset_index(drop=True), "kernels")
 
 
@@ -218,7 +280,61 @@ def communication_from_events(
             "source": source,
         }
     )
+    if "in_nelems" in sel:
+        out = out.join(collective_sizes(sel))
     return schema.conform(out.reset_index(drop=True), "communication")
+
+
+#: bytes per element of the ``dtype`` names Kineto writes (c10's ScalarType names)
+DTYPE_BYTES = {"Byte": 1, "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+               "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "QInt8": 1, "QUInt8": 1,
+               "Short": 2, "Half": 2, "BFloat16": 2, "ComplexHalf": 4,
+               "Int": 4, "Float": 4, "QInt32": 4, "Long": 8, "Double": 8, "ComplexFloat": 8,
+               "ComplexDouble": 16, "UInt16": 2, "UInt32": 4, "UInt64": 8}
+
+#: nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md) per collective, for n ranks
+_BUS_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "_allgather_base": lambda n: (n - 1) / n,
+    "allgather_into_tensor_coalesced": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "_reduce_scatter_base": lambda n: (n - 1) / n,
+    "reduce_scatter_tensor_coalesced": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "alltoall_base": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "send": lambda n: 1.0,
+    "recv": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+
+
+def collective_sizes(rows: pd.DataFrame) -> pd.DataFrame:
+    """Message size and bandwidths of NCCL collectives from Kineto's ``args`` (``In/Out msg
+    nelems``, ``dtype``, ``Group size``, ``Collective name``), as nccl-tests defines them
+    (doc/PERFORMANCE.md): ``size_mb`` is the larger of the input and output buffers
+    (allreduce: the buffer; allgather: the gathered output; reducescatter: the scattered
+    input), ``algbw_gbps = size / time``, ``busbw_gbps = algbw x factor`` (allreduce 2(n-1)/n;
+    allgather, reducescatter, alltoall (n-1)/n; broadcast, reduce, send/recv 1) with n the group
+    size. ``bandwidth_gbps`` is the algorithm bandwidth. GB/s are 1e9 bytes a second; MB 1e6."""
+    elem = rows["dtype"].astype(object).map(DTYPE_BYTES).astype("float64")
+    n_el = np.fmax(rows["in_nelems"].to_numpy("float64"), rows["out_nelems"].to_numpy("float64"))
+    size = n_el * elem.to_numpy("float64")
+    secs = rows["dur_ns"].to_numpy("float64") / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        algbw = np.where(secs > 0, size / secs / 1e9, np.nan)
+    n = rows["group_size"].to_numpy("float64")
+    names = rows["collective"].astype(object).fillna("").str.lower().to_numpy(dtype=object)
+    factor = np.array([_BUS_FACTOR[c](g) if c in _BUS_FACTOR and g >= 1 else np.nan
+                       for c, g in zip(names, n, strict=True)], dtype="float64")
+    return pd.DataFrame({"collective": rows["collective"].astype(object).to_numpy(),
+                         "dtype": rows["dtype"].astype(object).to_numpy(),
+                         "group_size": rows["group_size"].astype("Int64").to_numpy(),
+                         "size_mb": size / 1e6, "bandwidth_gbps": algbw, "algbw_gbps": algbw,
+                         "busbw_gbps": algbw * factor}, index=rows.index)
 
 
 def memory_from_counters(counters: pd.DataFrame) -> pd.DataFrame:

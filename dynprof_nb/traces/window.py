@@ -238,9 +238,9 @@ class TraceWindow:
             )
             self.sources["events"]["files"].append(str(markers))
             self.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
-        ev["step"] = derive.assign_steps(
-            ev["ts_ns"].to_numpy("int64", na_value=0), derive.step_intervals(ev)
-        )
+        iv = derive.step_intervals(ev)
+        steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), iv)
+        ev["step"] = derive.device_steps(ev, iv, steps)
         return ev
 
     def _load_ops(self) -> pd.DataFrame:

@@ -30,7 +30,7 @@ def _raw_events(path: Path) -> list[dict]:
 
 
 def test_fixture_list_is_complete():
-    assert len(CHROME_FILES) == 11  # 8 Kineto + torch CPU + torch_npu + MindSpore trace_view
+    assert len(CHROME_FILES) == 12  # 9 Kineto + torch CPU + torch_npu + MindSpore trace_view
 
 
 @pytest.mark.parametrize("path", CHROME_FILES, ids=lambda p: p.name[:40])
