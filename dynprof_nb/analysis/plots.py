@@ -384,7 +384,8 @@ def timeline(
     ranks: Sequence[int] | None = None,
     legend: int = 10,
     python: bool | None = None,
-) -> Figure:
+    interactive: bool = False,
+) -> Figure | Any:
     """Complete events as bars, one lane per rank -> process -> thread/stream, nested events
     stacked by depth, steps shaded per rank and labelled once on top.
 
@@ -395,8 +396,14 @@ def timeline(
     (fewer levels first, then fewer ranks: the slowest and fastest are kept; pass ``ranks=`` to
     choose). Python stack frames are left out when the window has other events (they would
     bury its operations under levels of wrappers; ``python=True`` draws them). What is left out
-    is said under the title.
+    is said under the title. ``interactive=True``: a widget that zooms and pans in the
+    notebook, down to one kernel (:mod:`.timeline_view`).
     """
+    if interactive:
+        from dynprof_nb.analysis.timeline_view import TimelineView
+
+        return TimelineView(window, legend=legend, lanes=lanes, align=align,
+                            max_depth=max_depth, max_rows=max_rows, ranks=ranks, python=python)
     try:
         lay = timeline_layout(window, lanes, align, max_depth, max_rows, ranks, python)
     except NothingToDraw as e:

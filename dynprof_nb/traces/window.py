@@ -610,7 +610,8 @@ class TraceWindow:
         return _view("summary")(self)
 
     def plot_timeline(self, **kw: Any) -> Any:
-        """The ranks' events on a timeline (``dynprof_nb.analysis.plots.timeline``)."""
+        """The ranks' events on a timeline (``dynprof_nb.analysis.plots.timeline``);
+        ``interactive=True``: a widget that zooms and pans down to one kernel."""
         return _view("timeline")(self, **kw)
 
     def plot_ops(self, **kw: Any) -> Any:
