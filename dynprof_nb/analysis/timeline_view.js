@@ -76,7 +76,7 @@ function render({ model, el }) {
   let hi = full[1];
   // the last rectangles from the kernel, absolute times (ns on the aligned axis)
   let R = { n: 0, x0: new Float64Array(0), x1: new Float64Array(0), id: new Int32Array(0),
-            row: new Int32Array(0), name: new Int32Array(0) };
+            row: new Int32Array(0), name: new Int32Array(0), dur: new Float32Array(0) };
   let steps = null;
   let seq = 0;
   let inFlight = 0; // the seq of the request the kernel is answering, 0 when none
@@ -126,7 +126,7 @@ function render({ model, el }) {
       x1[i] = base + f[n + i];
     }
     R = { n, x0, x1, id: new Int32Array(buf, 8 * n, n), row: new Int32Array(buf, 12 * n, n),
-          name: new Int32Array(buf, 16 * n, n) };
+          name: new Int32Array(buf, 16 * n, n), dur: new Float32Array(buf, 20 * n, n) };
   }
 
   function draw() {
@@ -271,7 +271,7 @@ function render({ model, el }) {
     for (let i = 0; i < R.n; i++) {
       if (R.row[i] !== row) continue;
       if (R.x0[i] - px <= t && t <= Math.max(R.x1[i], R.x0[i] + px) + px) {
-        if (best < 0 || R.x1[i] - R.x0[i] < R.x1[best] - R.x0[best]) best = i;
+        if (best < 0 || R.dur[i] < R.dur[best]) best = i;
       }
     }
     return best;
@@ -336,7 +336,7 @@ function render({ model, el }) {
       return;
     }
     canvas.style.cursor = "pointer";
-    tip.textContent = `${names[R.name[i]]}\n${fmtDur(R.x1[i] - R.x0[i])} · ${laneOf(R.row[i])}`;
+    tip.textContent = `${names[R.name[i]]}\n${fmtDur(R.dur[i])} · ${laneOf(R.row[i])}`;
     tip.style.display = "block";
     tip.style.left = `${Math.min(mx + 14, width - 260)}px`;
     tip.style.top = `${my + 14}px`;

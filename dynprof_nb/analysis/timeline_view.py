@@ -119,7 +119,8 @@ class TimelineView(anywidget.AnyWidget):
     full = traitlets.List().tag(sync=True)
     steps = traitlets.Bytes(b"").tag(sync=True)
     # the front-end asks for a range: [lo_ns, hi_ns, pixels, seq]; the kernel answers with
-    # rects (x0, x1 as float32 ns from drawn["lo"]; id, row, name as int32; column by column)
+    # rects (x0, x1 as float32 ns from drawn["lo"]; id, row, name as int32; duration as
+    # float32 ns; column by column)
     view = traitlets.List().tag(sync=True)
     rects = traitlets.Bytes(b"").tag(sync=True)
     drawn = traitlets.Dict().tag(sync=True)
@@ -211,7 +212,7 @@ class TimelineView(anywidget.AnyWidget):
         payload = b"".join([
             x0.astype(np.float32).tobytes(), x1.astype(np.float32).tobytes(),
             idx.astype(np.int32).tobytes(), self.index.y[idx].astype(np.int32).tobytes(),
-            self._name_of[idx].tobytes(),
+            self._name_of[idx].tobytes(), self.index.dur[idx].astype(np.float32).tobytes(),
         ])
         ms = (time.perf_counter() - t) * 1000
         with self.hold_sync():
