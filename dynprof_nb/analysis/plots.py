@@ -384,8 +384,7 @@ def timeline(
     ranks: Sequence[int] | None = None,
     legend: int = 10,
     python: bool | None = None,
-    interactive: bool = False,
-) -> Figure | Any:
+) -> Figure:
     """Complete events as bars, one lane per rank -> process -> thread/stream, nested events
     stacked by depth, steps shaded per rank and labelled once on top.
 
@@ -396,14 +395,9 @@ def timeline(
     (fewer levels first, then fewer ranks: the slowest and fastest are kept; pass ``ranks=`` to
     choose). Python stack frames are left out when the window has other events (they would
     bury its operations under levels of wrappers; ``python=True`` draws them). What is left out
-    is said under the title. ``interactive=True``: a widget that zooms and pans in the
-    notebook, down to one kernel (:mod:`.timeline_view`).
+    is said under the title. The same timeline that zooms and pans in a notebook:
+    :class:`.timeline_view.TimelineView` (``w.plot_timeline(interactive=True)``).
     """
-    if interactive:
-        from dynprof_nb.analysis.timeline_view import TimelineView
-
-        return TimelineView(window, legend=legend, lanes=lanes, align=align,
-                            max_depth=max_depth, max_rows=max_rows, ranks=ranks, python=python)
     try:
         lay = timeline_layout(window, lanes, align, max_depth, max_rows, ranks, python)
     except NothingToDraw as e:
