@@ -77,3 +77,11 @@ def test_unknown_sample_names_the_ones_there_are():
 
     with pytest.raises(KeyError, match="ascend_text, ascend_db"):
         samples.path("ascend")
+
+
+def test_the_interactive_timelines_front_end_is_in_the_wheel(wheel):
+    """The widget's JS and CSS are files beside its module: without them in the wheel, an
+    installed dynprof_nb shows no interactive timeline (and nothing is fetched from the web)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for f in ("timeline_view.js", "timeline_view.css"):
+        assert f"dynprof_nb/analysis/{f}" in names

@@ -13,6 +13,7 @@ import math
 import re
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -167,32 +168,58 @@ def _rank_priority(window: Any, ranks: list[int]) -> list[int]:
     return out
 
 
-def timeline(
+class NothingToDraw(ValueError):
+    """The window has no complete events to put on a timeline (the reason is the message)."""
+
+
+@dataclass
+class TimelineLayout:
+    """What the timeline draws, before any per-pixel choice: every drawable event (complete,
+    in a shown lane, not nested too deep) sorted by row then start, with its row ``y`` (lane
+    base + depth), aligned start ``x0`` (ns from its rank's time zero) and duration; the
+    lanes (rank, process, thread, y0, rows) and what was left out. The static figure and the
+    interactive view (:mod:`.timeline_view`) both draw from it."""
+
+    names: pd.Series  # the window's event names, categorical: ``codes`` index its categories
+    lanes: pd.DataFrame
+    rows: int
+    index: np.ndarray  # row of each event in window.events
+    x0: np.ndarray
+    dur: np.ndarray
+    y: np.ndarray
+    codes: np.ndarray
+    lo: float
+    hi: float
+    offsets: dict[int, int]
+    align: str
+    how: str
+    n_all: int
+    n_drawable: int
+    hidden_frames: int
+    too_deep: int
+    cap: int
+    hidden_lanes: int
+    lanes_asked: int
+    shown_ranks: list[int]
+    all_ranks: list[int]
+
+
+def timeline_layout(
     window: Any,
-    max_events: int = 60_000,
     lanes: int = 6,
     align: str | None = None,
     max_depth: int = 4,
     max_rows: int = 64,
     ranks: Sequence[int] | None = None,
-    legend: int = 10,
     python: bool | None = None,
-) -> Figure:
-    """Complete events as bars, one lane per rank -> process -> thread/stream, nested events
-    stacked by depth, steps shaded per rank and labelled once on top.
-
-    ``align``: ``"step"`` (the default with several ranks) puts each rank on its own steps,
-    ``"wall"`` on wall-clock time. Where events crowd, the longest in each pixel of a row is
-    drawn, and at most ``max_events`` in all (the longest of each row), at most
-    ``lanes`` busiest lanes per rank, ``max_depth`` nesting levels and ``max_rows`` rows in all
-    (fewer levels first, then fewer ranks: the slowest and fastest are kept; pass ``ranks=`` to
-    choose). Python stack frames are left out when the window has other events (they would
-    bury its operations under levels of wrappers; ``python=True`` draws them). What is left out
-    is said under the title.
-    """
+) -> TimelineLayout:
+    """Lanes rank -> process -> thread/stream (the ``lanes`` busiest per rank), nested events
+    stacked by depth (at most ``max_depth`` levels and ``max_rows`` rows: fewer levels first,
+    then fewer ranks, the slowest and fastest kept), ranks aligned (see :func:`rank_offsets`).
+    Raises :class:`NothingToDraw` for a window without complete events."""
     ev = window.events
     if ev.empty:
-        return _empty("timeline", "no events")
+        raise NothingToDraw("no events")
     keep = (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()
     keep &= ~ev["process"].isin(list(_NOT_DRAWN_PROCESSES)).to_numpy()
     keep &= ~ev["cat"].isin(list(_NOT_DRAWN_CATS)).to_numpy()
@@ -211,7 +238,7 @@ def timeline(
         hidden_frames = int((keep & frames).sum())
         keep &= ~frames
     if not keep.any():
-        return _empty("timeline", "no complete events besides the step markers")
+        raise NothingToDraw("no complete events besides the step markers")
     idx = np.flatnonzero(keep)
     rank = _rank_column(ev, window)[idx]
     pid = pd.factorize(ev["pid"])[0][idx]  # pid/tid are strings in some Kineto traces
@@ -303,17 +330,87 @@ def timeline(
     for r, o in offsets.items():
         off[rank == r] = o
     x0 = (start[sel] - off[sel]).astype(np.float64)
-    x1 = x0 + dur[sel]
     lo = float(x0.min()) if len(sel) else 0.0
-    hi = float(x1.max()) if len(sel) else 1.0
+    hi = float((x0 + dur[sel]).max()) if len(sel) else 1.0
     y = base[lane_id[sel]] + depth[sel]
-    # Where events crowd, one per pixel of each row (the longest) is all the eye can see; a
-    # global "longest N" would instead keep one rank's slightly longer events and blank the rest.
+    order = np.lexsort((x0, y))  # row by row, in time: a row's events are a contiguous run
+    return TimelineLayout(
+        names=names, lanes=lanes_df, rows=n_rows, index=idx[sel[order]], x0=x0[order],
+        dur=dur[sel][order], y=y[order], codes=codes[sel][order], lo=lo, hi=hi, offsets=offsets,
+        align=align, how=how, n_all=n_all, n_drawable=n_drawable, hidden_frames=hidden_frames,
+        too_deep=too_deep, cap=cap, hidden_lanes=hidden_lanes, lanes_asked=lanes,
+        shown_ranks=shown_ranks, all_ranks=all_ranks)
+
+
+def lane_labels(lanes_df: pd.DataFrame) -> list[str]:
+    """ "rank R · [process ·] thread or stream" for each lane, the process only where a rank
+    has several."""
+    multi_proc = lanes_df.groupby("rank")["process"].nunique()
+    labels = []
+    for r in lanes_df.itertuples():
+        parts = [f"rank {r.rank}"] if r.rank >= 0 else []
+        if multi_proc[r.rank] > 1 and process_in_label(r.process):
+            parts.append(_short(r.process, 24))
+        parts.append(_short(r.thread or f"thread {r.tid}", 32))
+        labels.append(" · ".join(parts))
+    return labels
+
+
+def longest_per_pixel(
+    x0: np.ndarray, dur: np.ndarray, y: np.ndarray, lo: float, hi: float, pixels: int
+) -> np.ndarray:
+    """Indices of the longest event starting in each pixel of each row, for events sorted by
+    row then start (so a cell is a contiguous run: one pass, no sort). Where events crowd,
+    one per pixel is all the eye can see; a global "longest N" would instead keep one rank's
+    slightly longer events and blank the rest."""
+    if not len(x0):
+        return np.empty(0, np.int64)
+    px = np.clip(((x0 - lo) * (pixels / max(hi - lo, 1e-9))).astype(np.int64), 0, pixels - 1)
+    cell = y.astype(np.int64) * pixels + px
+    starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+    longest = np.maximum.reduceat(dur, starts)
+    run = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(cell)]))
+    hit = np.flatnonzero(dur == longest[run])
+    return hit[np.r_[True, run[hit][1:] != run[hit][:-1]]]  # the first longest of each cell
+
+
+def timeline(
+    window: Any,
+    max_events: int = 60_000,
+    lanes: int = 6,
+    align: str | None = None,
+    max_depth: int = 4,
+    max_rows: int = 64,
+    ranks: Sequence[int] | None = None,
+    legend: int = 10,
+    python: bool | None = None,
+) -> Figure:
+    """Complete events as bars, one lane per rank -> process -> thread/stream, nested events
+    stacked by depth, steps shaded per rank and labelled once on top.
+
+    ``align``: ``"step"`` (the default with several ranks) puts each rank on its own steps,
+    ``"wall"`` on wall-clock time. Where events crowd, the longest in each pixel of a row is
+    drawn, and at most ``max_events`` in all (the longest of each row), at most
+    ``lanes`` busiest lanes per rank, ``max_depth`` nesting levels and ``max_rows`` rows in all
+    (fewer levels first, then fewer ranks: the slowest and fastest are kept; pass ``ranks=`` to
+    choose). Python stack frames are left out when the window has other events (they would
+    bury its operations under levels of wrappers; ``python=True`` draws them). What is left out
+    is said under the title. The same timeline that zooms and pans in a notebook:
+    :class:`.timeline_view.TimelineView` (``w.plot_timeline(interactive=True)``).
+    """
+    try:
+        lay = timeline_layout(window, lanes, align, max_depth, max_rows, ranks, python)
+    except NothingToDraw as e:
+        return _empty("timeline", str(e))
+    names, lanes_df, n_rows, lo, hi = lay.names, lay.lanes, lay.rows, lay.lo, lay.hi
+    offsets, align, how, cap = lay.offsets, lay.align, lay.how, lay.cap
+    n_all, n_drawable, hidden_frames = lay.n_all, lay.n_drawable, lay.hidden_frames
+    too_deep, hidden_lanes = lay.too_deep, lay.hidden_lanes
+    shown_ranks, all_ranks = lay.shown_ranks, lay.all_ranks
+    x0, x1, y, dur, codes = lay.x0, lay.x0 + lay.dur, lay.y, lay.dur, lay.codes
+    sel = np.arange(len(x0))
     if len(sel) > 20_000:  # (below that, drawing them all is cheap and exact)
-        px = ((x0 - lo) / max(hi - lo, 1.0) * _PIXELS).astype(np.int64)
-        order = np.lexsort((-dur[sel], px, y))
-        cell = y[order] * (_PIXELS + 1) + px[order]
-        firsts = order[np.r_[True, cell[1:] != cell[:-1]]]
+        firsts = longest_per_pixel(x0, dur, y, lo, hi, _PIXELS)
     else:
         firsts = np.arange(len(sel))
     if len(firsts) > max_events:  # still too many: the longest of each row, rows alike
@@ -367,14 +464,7 @@ def timeline(
     )
     ax.set_xlim(lo - (hi - lo) * 0.005, hi + (hi - lo) * 0.005)
     ax.set_ylim(n_rows, 0)
-    multi_proc = lanes_df.groupby("rank")["process"].nunique()
-    labels = []
-    for r in lanes_df.itertuples():
-        parts = [f"rank {r.rank}"] if r.rank >= 0 else []
-        if multi_proc[r.rank] > 1 and process_in_label(r.process):
-            parts.append(_short(r.process, 24))
-        parts.append(_short(r.thread or f"thread {r.tid}", 32))
-        labels.append(" · ".join(parts))
+    labels = lane_labels(lanes_df)
     ax.set_yticks(
         ys + np.minimum(lanes_df["rows"].to_numpy(), 1) * 0.5,
         labels,

@@ -610,7 +610,12 @@ class TraceWindow:
         return _view("summary")(self)
 
     def plot_timeline(self, **kw: Any) -> Any:
-        """The ranks' events on a timeline (``dynprof_nb.analysis.plots.timeline``)."""
+        """The ranks' events on a timeline (``dynprof_nb.analysis.plots.timeline``);
+        ``interactive=True``: a widget that zooms and pans down to one kernel
+        (``dynprof_nb.analysis.timeline_view.TimelineView``)."""
+        if kw.pop("interactive", False):
+            kw.pop("max_events", None)  # the per-pixel choice bounds what any zoom sends
+            return _view("timeline_view")(self, **kw)
         return _view("timeline")(self, **kw)
 
     def plot_ops(self, **kw: Any) -> Any:
@@ -654,6 +659,7 @@ class TraceWindow:
 VIEWS = {
     "summary": "dynprof_nb.analysis.summary:summarize",
     "timeline": "dynprof_nb.analysis.plots:timeline",
+    "timeline_view": "dynprof_nb.analysis.timeline_view:TimelineView",
     "top_ops": "dynprof_nb.analysis.plots:top_ops",
     "step_breakdown": "dynprof_nb.analysis.plots:step_breakdown",
     "memory_over_time": "dynprof_nb.analysis.plots:memory_over_time",

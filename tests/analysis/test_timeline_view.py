@@ -1,0 +1,120 @@
+"""The interactive timeline's kernel side, on the 352k-event window of test_plots: the range
+choice is the static plot's choice (same lanes, same per-pixel rule), every event overlapping a
+range is found (checked against a plain scan), zooming to one kernel draws that kernel, a
+redraw costs a small fraction of the static full draw, a click gives the event's args from the
+trace file, and a frontend without widgets gets a PNG."""
+
+from __future__ import annotations
+
+import base64
+import io
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+from test_plots import ARTIFACTS, NCCL, loaded, replicate
+from testdata import fixtures_dir
+
+from dynprof_nb.analysis import plots
+from dynprof_nb.analysis.timeline_view import TimelineView
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    root = replicate(fixtures_dir() / NCCL, tmp_path_factory.mktemp("tv") / "w13", 13,
+                     skew_us=2_000_000)
+    w, _ = loaded(root)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return w, w.plot_timeline(interactive=True)
+
+
+def drawn_ids(view: TimelineView) -> np.ndarray:
+    n = view.drawn["count"]
+    return np.frombuffer(view.rects, np.int32, n, 8 * n)
+
+
+def test_visible_events_are_exactly_those_overlapping_the_range(big):
+    _, view = big
+    idx = view.index
+    lo, hi = view.full
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        a = rng.uniform(lo, hi)
+        b = a + (hi - lo) * 10 ** rng.uniform(-6, -0.5)
+        got = np.sort(idx.visible(a, b))
+        want = np.flatnonzero((idx.x0 < b) & (idx.x1 > a))
+        assert np.array_equal(got, want), (a, b)
+
+
+def test_whole_view_draws_what_the_static_plot_draws(big):
+    w, view = big
+    lay = view.tl
+    view.zoom(lay.lo, lay.hi, pixels=plots._PIXELS)  # the static plot's range and width
+    mine = set(lay.index[drawn_ids(view)].tolist())
+    static = plots.longest_per_pixel(lay.x0, lay.dur, lay.y, lay.lo, lay.hi, plots._PIXELS)
+    assert mine == set(lay.index[static].tolist())
+    assert view.drawn["visible"] == lay.n_drawable > view.drawn["count"]
+
+
+def test_zoom_to_one_kernel_and_redraws_cost_little(big):
+    w, view = big
+    idx = view.index
+    device = view.tl.lanes.loc[view.tl.lanes["device"], "y0"].to_numpy()
+    kernels = np.flatnonzero(np.isin(idx.y, device))
+    k = int(kernels[np.argsort(idx.dur[kernels])[len(kernels) // 2]])  # a median kernel
+    t = time.process_time()
+    plots.timeline(w).savefig(io.BytesIO(), format="png", dpi=100)
+    static = time.process_time() - t
+    lo, hi = view.full
+    centre, worst = idx.x0[k] + idx.dur[k] / 2, 0.0
+    while hi - lo > 3 * idx.dur[k]:
+        span = (hi - lo) / 4
+        lo, hi = centre - span / 2, centre + span / 2
+        t = time.process_time()
+        view.zoom(lo, hi)
+        view.zoom(lo + span / 3, hi + span / 3)  # and a pan
+        view.zoom(lo, hi)
+        worst = max(worst, (time.process_time() - t) / 3)
+    assert k in drawn_ids(view)  # one kernel fills the view
+    assert view.drawn["count"] <= 2 * view.tl.rows  # a few per row: the ones covering it
+    # a redraw is a searchsorted and a per-pixel max: ~1 ms against ~2 s for the full static
+    # timeline; a twentieth leaves room for a loaded machine
+    assert worst < static / 20, (worst, static)
+
+
+def test_a_click_gives_the_events_details_and_args(big):
+    w, view = big
+    i = int(np.argmax(view.index.dur))
+    view.selected = i
+    d = view.details
+    row = w.events.iloc[int(view.tl.index[i])]
+    assert d["name"] == row["name"] and d["rank"] == row["rank"]
+    assert d["thread/stream"] == row["thread"]
+    assert isinstance(d["args"], dict) and d["args"]  # read back from the Kineto file
+
+
+def test_without_widgets_the_display_is_a_png_of_the_view(big):
+    _, view = big
+    lo, hi = view.full
+    view.zoom(lo, lo + (hi - lo) / 10)
+    data, _ = view._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data
+    png = base64.b64decode(data["image/png"])
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "timeline_view_fallback.png").write_bytes(png)
+    h, w_px = imread(io.BytesIO(png)).shape[:2]
+    assert w_px <= 1400 and h <= 1500
+    assert "events drawn" in data["text/plain"]
+
+
+def test_small_window_draws_every_event(tmp_path: Path):
+    root = replicate(fixtures_dir() / NCCL, tmp_path / "w2", 2, skew_us=28_000_000)
+    w, _ = loaded(root)
+    view = w.plot_timeline(interactive=True, ranks=[0])
+    lo, hi = view.full
+    view.zoom(lo, lo + (hi - lo) / 1000)
+    assert view.drawn["count"] == view.drawn["visible"]  # few in range: all, exactly
