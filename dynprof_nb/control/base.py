@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
 # config: the keys a window was recorded with that differ from the defaults (windows.config_delta)
-WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config"]
+# reason: why the window was asked for (a trigger's sentence), "" for a person's window
+WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config", "reason"]
 # ranks' windows with the same steps that started this close together are one window (s)
 SAME_WINDOW_SLACK_S = 600
 

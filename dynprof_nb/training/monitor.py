@@ -43,6 +43,7 @@ from dynprof_nb.segment import (
     Segment,
 )
 from dynprof_nb.training.backends import make_backend, resolve_backend
+from dynprof_nb.training.steptimes import StepWatch
 
 log = logging.getLogger("dynprof_nb")
 
@@ -99,6 +100,7 @@ class Monitor:
 
     _late = "skip"  # the current command's rule for a window that has begun (protocol.LATE)
     _asked: tuple[int, int] | None = None  # the window asked for, when shifted_window moved it
+    _reason = ""  # why the current window was asked for (a trigger's sentence), for its manifest
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
         if "mindspore" in sys.modules:
@@ -339,6 +341,8 @@ class Monitor:
         self.config = cfg
         self.window_options = dict(cmd.window)
         self._late = cmd.late
+        if cmd.action == "start":
+            self._reason = cmd.reason
         if cmd.action == "stop":
             if self.state == "recording":
                 self._finish(n, stopped=True)
@@ -401,6 +405,8 @@ class Monitor:
             if self._asked is not None:
                 manifest.update(windows.shifted_fields(self._asked, self.window,
                                                        self.last_error))
+            if self._reason:
+                manifest["reason"] = self._reason
             windows.write_manifest(tmp, manifest)
             backend = make_backend(backend_name)
             backend.start(tmp, cfg, start, {"job": self.job, "rank": self.rank,
@@ -512,8 +518,10 @@ class Monitor:
     def _heartbeat(self) -> None:
         words, base = self._words, self._base
         last, last_ns, rate = self._step, time.time_ns(), 0.0
+        watch = StepWatch(self._seg, self._slot, self.rank, self._step, HEARTBEAT_S)
         while not self._closed.wait(HEARTBEAT_S):
             n = self._step
+            watch.beat(n, self.state)
             if n != last:
                 now = time.time_ns()
                 current = (n - last) * 1e9 / max(1, now - last_ns)
