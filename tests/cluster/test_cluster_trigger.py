@@ -10,7 +10,6 @@ import pytest
 from jobutil import unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import windows
 
 pytestmark = pytest.mark.timeout(300)
 SLOW_RANK = 2
