@@ -23,10 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from jobutil import finish, spawn_rank, wait_until  # noqa: E402
+
 import dynprof_nb  # noqa: E402
 from dynprof_nb import segment  # noqa: E402
 from dynprof_nb.training.steptimes import StepClock  # noqa: E402
-from jobutil import finish, spawn_rank, wait_until  # noqa: E402
 
 
 def ring_cost_us() -> float:
