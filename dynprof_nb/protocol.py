@@ -59,6 +59,7 @@ class Command:
     at: float = 0.0
     window: dict[str, Any] = field(default_factory=dict)
     late: str = "skip"
+    reason: str = ""  # why the window was asked for (a trigger's words); kept in its manifest
 
     def encode(self) -> bytes:
         body = {"action": self.action, "config": self.config.to_dict(), "by": self.by,
@@ -67,6 +68,8 @@ class Command:
             body["window"] = self.window
         if self.late != "skip":
             body["late"] = self.late
+        if self.reason:
+            body["reason"] = self.reason
         return json.dumps(body, separators=(",", ":")).encode()
 
     def window_config(self) -> ProfilerConfig:
@@ -75,15 +78,29 @@ class Command:
 
 
 def command(action: str, config: ProfilerConfig,
-            window: dict[str, Any] | None = None, late: str = "skip") -> Command:
+            window: dict[str, Any] | None = None, late: str = "skip",
+            reason: str = "") -> Command:
     """A command stamped with this process; ``window``: options for this window only;
-    ``late``: what a rank does with a window that has begun when it arrives (see above)."""
+    ``late``: what a rank does with a window that has begun when it arrives (see above);
+    ``reason``: why the window is asked for, kept in its manifest."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS}.")
     if late not in LATE:
         raise ValueError(f"late: got {late!r}; expected one of {LATE}.")
     return Command(action, config, os.getpid(), time.time(), window_options(config, window),
-                   late)
+                   late, check_reason(reason))
+
+
+REASON_LIMIT = 500
+
+
+def check_reason(reason: Any) -> str:
+    """A window's reason: a short string (a trigger's sentence, or a person's note)."""
+    if not isinstance(reason, str):
+        raise ConfigError(f"reason: got {type(reason).__name__}; expected a short text.")
+    if len(reason) > REASON_LIMIT:
+        raise ConfigError(f"reason: {len(reason)} characters; at most {REASON_LIMIT}.")
+    return reason
 
 
 def window_options(config: ProfilerConfig, window: dict[str, Any] | None) -> dict[str, Any]:
@@ -132,4 +149,5 @@ def decode(data: bytes) -> Command:
     if late not in LATE:
         raise ConfigError(f"the job's config has late={str(late)[:40]!r}; expected one of "
                           f"{LATE}. Write it again with job.set() or job.start().")
-    return Command(raw["action"], cfg, by, float(at), window, late)
+    return Command(raw["action"], cfg, by, float(at), window, late,
+                   check_reason(raw.get("reason", "")))

@@ -39,7 +39,7 @@ import time
 import weakref
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 try:  # CPython's own shm_open; used directly so no resource tracker ever unlinks our segment
@@ -51,8 +51,9 @@ log = logging.getLogger("dynprof_nb")
 
 MAGIC = int.from_bytes(b"DYNPROF\x01", "little")
 # 2: slots grew to 2 KiB so a full error message fits; 3: attached processes hold a presence
-# lock (a process of layout 2 would not, so the last one leaving could not see it)
-LAYOUT_VERSION = 3
+# lock (a process of layout 2 would not, so the last one leaving could not see it); 4: step-time
+# rings and the trigger region after the slots
+LAYOUT_VERSION = 4
 PREFIX = "dynprof_nb"
 HEADER_BYTES = 128
 CONFIG_CAPACITY = 64 * 1024
@@ -69,7 +70,21 @@ ROOT_BYTES = 640
 WINDOW_BYTES = 768
 CONFIG_OFFSET = HEADER_BYTES
 SLOTS_OFFSET = CONFIG_OFFSET + CONFIG_CAPACITY
-SEGMENT_BYTES = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
+SLOTS_END = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
+# Step-time rings (dynprof_nb.training.steptimes): one per slot, written only by that rank's
+# heartbeat thread: RING_HEADER_WORDS words of summary, then (step, end_ns) pairs.
+RING_OFFSET = SLOTS_END
+RING_BYTES = 4096
+RING_HEADER_WORDS = 8
+RING_ENTRIES = (RING_BYTES // 8 - RING_HEADER_WORDS) // 2
+# The trigger (dynprof_nb.control.trigger): numeric words, then its definition and the last
+# reason as text, each under the trigger's seqlock (T_SEQ).
+TRIGGER_OFFSET = RING_OFFSET + SLOT_COUNT * RING_BYTES
+TRIGGER_WORDS = 16
+TRIGGER_DEF_BYTES = 2048
+TRIGGER_REASON_BYTES = 1024
+TRIGGER_BYTES = TRIGGER_WORDS * 8 + TRIGGER_DEF_BYTES + TRIGGER_REASON_BYTES
+SEGMENT_BYTES = TRIGGER_OFFSET + TRIGGER_BYTES
 
 # header words (index into the int64 view)
 (
@@ -570,14 +585,15 @@ class Segment:
     def generation(self) -> int:
         return self.words[H_GEN]
 
-    def write_config(self, data: bytes) -> int:
-        """Publish new config bytes; returns the new generation."""
+    def write_config(self, data: bytes, locked: bool = False) -> int:
+        """Publish new config bytes; returns the new generation. ``locked``: the caller
+        already holds :meth:`write_lock` (a trigger checks and writes in one hold)."""
         if len(data) > CONFIG_LIMIT:
             raise SegmentError(
                 f"config is {len(data)} bytes; the segment holds at most {CONFIG_LIMIT}."
             )
         w = self.words
-        with self.write_lock():
+        with nullcontext() if locked else self.write_lock():
             seq = w[H_SEQ]
             if seq & 1:  # the previous writer died mid-write: its bytes are garbage anyway
                 seq += 1
@@ -669,6 +685,8 @@ class Segment:
                 )
             b = self.slot_base(index)
             self._bytes[b * 8 : (b * 8) + SLOT_BYTES] = bytes(SLOT_BYTES)
+            ring = self.ring_base(index) * 8
+            self._bytes[ring : ring + RING_BYTES] = bytes(RING_BYTES)
             w[b + S_RANK] = rank
             w[b + S_STATE] = STATE["idle"]
             w[b + S_START] = w[b + S_STOP] = -1
@@ -676,6 +694,40 @@ class Segment:
             w[b + S_PID_START] = my_start
             w[b + S_PID] = me
         return index
+
+    def ring_base(self, index: int) -> int:
+        """Index of the first word of slot ``index``'s step-time ring in ``words``."""
+        return (RING_OFFSET + index * RING_BYTES) // 8
+
+    @property
+    def trigger_base(self) -> int:
+        """Index of the trigger region's first word in ``words``."""
+        return TRIGGER_OFFSET // 8
+
+    def write_trigger_text(self, definition: str, reason: str) -> None:
+        """Write the trigger's definition and last reason under its seqlock (callers hold
+        the write lock: there is one writer at a time)."""
+        w, base = self.words, self.trigger_base
+        start = TRIGGER_OFFSET + TRIGGER_WORDS * 8
+        w[base] += 1
+        for text, size in ((definition, TRIGGER_DEF_BYTES), (reason, TRIGGER_REASON_BYTES)):
+            raw = text.encode("utf-8", "replace")[: size - 1]
+            self._bytes[start : start + size] = raw + bytes(size - len(raw))
+            start += size
+        w[base] += 1
+
+    def read_trigger_text(self) -> tuple[str, str]:
+        """(definition, last reason) from a consistent snapshot; ``("", "")`` if none."""
+        w, base = self.words, self.trigger_base
+        start = TRIGGER_OFFSET + TRIGGER_WORDS * 8
+        for _ in range(100):
+            seq = w[base]
+            raw = bytes(self._bytes[start : start + TRIGGER_DEF_BYTES + TRIGGER_REASON_BYTES])
+            if not seq & 1 and w[base] == seq:
+                parts = (raw[:TRIGGER_DEF_BYTES], raw[TRIGGER_DEF_BYTES:])
+                return tuple(p.split(b"\0", 1)[0].decode("utf-8", "replace") for p in parts)
+            time.sleep(0)
+        return "", ""
 
     def release_slot(self, index: int) -> None:
         b = self.slot_base(index)

@@ -298,6 +298,7 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                 "backend": manifest.get("backend"), "started_at": manifest.get("started_at"),
                 "ended_at": manifest.get("ended_at"), "error": manifest.get("error"),
                 "config": describe_config(manifest.get("config")),
+                "reason": manifest.get("reason") or "",
             })
     rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
     return rows

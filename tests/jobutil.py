@@ -24,9 +24,11 @@ def unique_job(prefix: str = "t") -> str:
 
 
 def spawn_rank(job: str, rank: int, out: Path, *, step_ms: float = 2.0, steps: int | None = None,
-               style: str = "step", backend: str = "builtin") -> subprocess.Popen:
+               style: str = "step", backend: str = "builtin",
+               extra: list[str] | None = None) -> subprocess.Popen:
     cmd = [sys.executable, str(TRAIN_LOOP), "--job", job, "--rank", str(rank), "--out",
-           str(out), "--step-ms", str(step_ms), "--style", style, "--backend", backend]
+           str(out), "--step-ms", str(step_ms), "--style", style, "--backend", backend,
+           *(extra or [])]
     if steps is not None:
         cmd += ["--steps", str(steps)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

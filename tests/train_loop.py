@@ -2,6 +2,7 @@
 
     python tests/train_loop.py --job J --rank R --out DIR [--step-ms 2] [--steps N]
                                [--style step|callback] [--backend builtin]
+                               [--slow-file PATH --slow-ms 60]
 
 Each iteration sleeps ``--step-ms`` inside a ``dynprof_nb.range("work")`` and then reports the
 step the way the chosen style does. On exit it prints ``steps=<n>`` so a test can tell the loop
@@ -11,6 +12,7 @@ kept running whatever happened to the profiler. SIGTERM ends the loop cleanly.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import time
 
@@ -36,6 +38,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10**9)
     p.add_argument("--style", choices=("step", "callback"), default="step")
     p.add_argument("--backend", default="builtin")
+    p.add_argument("--slow-file", default="",
+                   help="once this file exists, --slow-steps steps take --slow-ms each; their "
+                        "first and last step numbers are then written to FILE.done")
+    p.add_argument("--slow-ms", type=float, default=60.0)
+    p.add_argument("--slow-steps", type=int, default=20)
     args = p.parse_args()
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -43,14 +50,21 @@ def main() -> None:
                                  backend=args.backend)
     ctx = RunContext()
     done = 0
+    slow_from = None
     for n in range(1, args.steps + 1):
         if stop["now"]:
             break
         if args.style == "callback":
             ctx.cur_step_num = n
             monitor.step_begin(ctx)
+        if slow_from is None and args.slow_file and os.path.exists(args.slow_file):
+            slow_from = n
+        slow = slow_from is not None and n < slow_from + args.slow_steps
+        if slow_from is not None and n == slow_from + args.slow_steps:
+            with open(args.slow_file + ".done", "w") as fh:
+                fh.write(f"{slow_from} {n - 1}")
         with dynprof_nb.range("work"):
-            time.sleep(args.step_ms / 1000)
+            time.sleep((args.slow_ms if slow else args.step_ms) / 1000)
         if args.style == "callback":
             monitor.step_end(ctx)
         else:

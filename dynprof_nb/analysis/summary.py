@@ -354,7 +354,9 @@ class Summary:
                 else f"span {lo:,.1f}-{hi:,.1f} ms per rank"
             )
         line = f"{h['framework']} window: ranks {h['ranks'] or '-'}, steps {h['steps']}, {span}"
-        return f"{line}; {h['config']}" if h.get("config") else line
+        line = f"{line}; {h['config']}" if h.get("config") else line
+        # a triggered window leads with why it was recorded (the trigger's sentence)
+        return f"triggered because {h['reason']}: {line}" if h.get("reason") else line
 
     def _sections(self) -> list[tuple[str, pd.DataFrame, Any]]:
         """(title, table, float format) in reading order: device first, then host."""
@@ -437,6 +439,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         "span_ms": float(spans.max()) if len(spans) else 0.0,
         "span_by_rank": {int(r): float(v) for r, v in spans.items()} if "rank" in ev else {},
         "config": config_line(window),
+        "reason": window_reason(window),
     }
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
@@ -454,6 +457,12 @@ def summarize(window: Any, top: int = 10) -> Summary:
     )
     # an NPU window leads with device time, the communication share and the slow rank
     return npu_first(window, summary) if is_npu_window(window) else summary
+
+
+def window_reason(window: Any) -> str:
+    """Why the window was recorded (its manifest's ``reason``, set by a trigger), or ""."""
+    manifest = getattr(window, "manifest", None) or {}
+    return str(manifest.get("reason") or "")
 
 
 def ranks_view(window: Any) -> pd.DataFrame:

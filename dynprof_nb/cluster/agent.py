@@ -34,6 +34,7 @@ from dynprof_nb.cluster import gate
 from dynprof_nb.cluster.access import client_security, refusal, requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
 from dynprof_nb.cluster.ops import NodeOps
+from dynprof_nb.cluster.trigger import Firer
 
 log = logging.getLogger("dynprof_nb")
 
@@ -81,6 +82,7 @@ class Agent:
         self._seen: set[str] = set()
         self._client: Any = None
         self._gate_ok = False
+        self.firer = Firer(self.ops, self._scheduler_client)
         self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
 
     def start(self) -> Agent:
@@ -134,7 +136,7 @@ class Agent:
     def _run(self) -> None:
         last_alive = last_full = 0.0
         while not self._stop.is_set():
-            hurry = time.monotonic() < self._hurry_until
+            hurry = time.monotonic() < self._hurry_until or bool(self.firer.armed)
             self._wake.wait(HURRY_S if hurry else BEAT_S)
             self._wake.clear()
             if self._stop.is_set():
@@ -149,7 +151,10 @@ class Agent:
                     if job not in self._seen:
                         self._seen.add(job)
                         self._catch_up(job)
-                    self._push_rows(job, now, full)
+                    if full or now < self._hurry_until or not self.firer.armed:
+                        self._push_rows(job, now, full)
+                if leader and (full or self.firer.armed):
+                    self.firer.look(jobs)  # a rank's trigger request (cluster mode)
                 if now - last_alive >= ALIVE_EVERY_S:
                     self._emit(BEAT_TOPIC, {"node": self.ops.name, "key": self.ops.key,
                                             "addr": self.address, "leader": leader,
@@ -176,9 +181,9 @@ class Agent:
     def _emit(self, topic: str, msg: dict[str, Any]) -> None:
         self.worker.log_event(topic, msg)
 
-    def _catch_up(self, job: str) -> None:
-        """A job first seen here gets the cluster's current command (a late node)."""
-        from distributed import Client, Variable
+    def _scheduler_client(self) -> Any:
+        """This agent's own client to the scheduler (made once), or None if it fails."""
+        from distributed import Client
 
         if self._client is None:
             try:
@@ -186,9 +191,18 @@ class Agent:
                                       timeout=10,
                                       security=client_security(self.worker.security))
             except Exception as exc:  # say so: a late node would miss the current window
-                log.warning("dynprof_nb agent on %s: cannot read job %r's current command "
-                            "(a client to the scheduler failed: %r)", self.ops.name, job, exc)
-                return
+                log.warning("dynprof_nb agent on %s: a client to the scheduler failed: %r",
+                            self.ops.name, exc)
+        return self._client
+
+    def _catch_up(self, job: str) -> None:
+        """A job first seen here gets the cluster's current command (a late node)."""
+        from distributed import Variable
+
+        if self._scheduler_client() is None:
+            log.warning("dynprof_nb agent on %s: cannot read job %r's current command",
+                        self.ops.name, job)
+            return
         try:
             cmd = Variable(command_variable(job), client=self._client).get(timeout=0.5)
         except Exception:  # no command yet (or the scheduler is away): nothing to catch up

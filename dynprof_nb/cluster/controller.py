@@ -230,11 +230,13 @@ class ClusterJob(Controller):
         cmd = self._command()
         return ProfilerConfig.from_dict(cmd["config"]) if cmd else ProfilerConfig()
 
-    def _send(self, action: str, cfg: ProfilerConfig, seq: int, arm_wait_s: float = 0.0
-              ) -> tuple[list[dict[str, Any]], list[str]]:
-        answers, errors = self._run("apply", {"job": self.name, "action": action,
-                                              "config": cfg.to_dict(), "seq": seq,
-                                              "arm_wait_s": arm_wait_s})
+    def _send(self, action: str, cfg: ProfilerConfig, seq: int, arm_wait_s: float = 0.0,
+              reason: str = "") -> tuple[list[dict[str, Any]], list[str]]:
+        payload = {"job": self.name, "action": action, "config": cfg.to_dict(), "seq": seq,
+                   "arm_wait_s": arm_wait_s}
+        if reason:
+            payload["reason"] = reason
+        answers, errors = self._run("apply", payload)
         if not answers and not errors:
             raise JobError("no dynprof_nb agent answered: is any worker running?")
         return answers, errors
@@ -279,7 +281,8 @@ class ClusterJob(Controller):
         seconds = 2 * max(rtt_s, self._rtt) + 2 / min(rates) + MARGIN_SAFETY_S
         return math.ceil(max(rates) * seconds) + 1
 
-    def start(self, start: int | str, stop: int | str, **changes: Any) -> int:
+    def start(self, start: int | str, stop: int | str, *, reason: str = "",
+              **changes: Any) -> int:
         """Ask every rank of every node to record steps ``start``..``stop`` (inclusive).
 
         ``"+k"`` counts from the most advanced rank of the whole cluster; the window moves
@@ -324,7 +327,8 @@ class ClusterJob(Controller):
                                "rtt_s": round(rtt, 4), "window": (first, last),
                                "generation": seq}
             answers, errors = self._send("start", cfg, seq, self._arm_budget(live, first,
-                                                                             current, rtt))
+                                                                             current, rtt),
+                                         reason=reason)
             problems = errors + _not_armed(answers, first, last)
             self.last_start.update(ranks=sum(len(a["ranks"]) for a in answers),
                                    nodes=len(answers), armed=not problems)
@@ -382,10 +386,72 @@ class ClusterJob(Controller):
         keep = max(rtt, self._rtt) + 1 / min(rates) + MARGIN_SAFETY_S / 2
         return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
 
+    # -- step times and the trigger (dynprof_nb.cluster.trigger) -----------------------------
+
+    def trigger(self, slowdown: float | None = 2.0, steps: int = 10, cooldown_s: float = 600.0,
+                max_windows: int = 3, confirm: int = 1, disk_budget_mb: float | None = None,
+                **window_options: Any) -> dict[str, Any]:
+        """``Job.trigger`` across the cluster: the ranks of every node watch their steps; a
+        node's agent starts the window on every node at one step (see
+        :mod:`dynprof_nb.cluster.trigger`). ``trigger(None)`` disarms everywhere."""
+        from dynprof_nb.cluster import trigger as cluster_trigger
+        from dynprof_nb.control import trigger
+
+        d = None
+        if slowdown is not None:
+            try:
+                self.config.update(**window_options)
+                d = trigger.definition(slowdown, steps, cooldown_s, max_windows, confirm,
+                                       disk_budget_mb, mode="cluster", **window_options)
+            except (trigger.TriggerError, ValueError) as exc:
+                raise JobError(str(exc)) from None
+        cluster_trigger.store(self.client, self.name,
+                              {"definition": d, "fired": 0, "last_fire": 0.0} if d else None)
+        _, errors = self._run("trigger", {"job": self.name, "definition": d})
+        if errors:
+            raise JobError("the trigger could not be stored on: " + "; ".join(errors))
+        return self.triggers
+
+    @property
+    def triggers(self) -> dict[str, Any]:
+        """The job's trigger: options, windows fired across the cluster, the last reason."""
+        from dynprof_nb.cluster import trigger as cluster_trigger
+
+        value = cluster_trigger.read(self.client, self.name)
+        if value is None:
+            return {"armed": False}
+        d = value["definition"]
+        left = max(0.0, d["cooldown_s"] - (time.time() - value.get("last_fire", 0.0)))
+        fired = value.get("fired", 0)
+        state = "spent" if fired >= d["max_windows"] else "cooling down" if (
+            value.get("last_fire") and left > 0) else "watching"
+        return {"armed": True, "state": state,
+                **{k: v for k, v in d.items() if k != "window"},
+                "window_options": d.get("window", {}), "fired": fired,
+                "cooldown_left_s": round(left, 1) if value.get("last_fire") else 0.0,
+                "last_reason": value.get("last_reason", "")}
+
+    def step_times(self, last: int = 100) -> pd.DataFrame:
+        """Every node's ranks' last ``last`` step times (``Job.step_times``; ``end_s`` is on
+        each node's own monotonic clock)."""
+        from dynprof_nb.control import trigger
+
+        answers, errors = self._run("step_times", {"job": self.name, "last": int(last)})
+        if errors:
+            raise JobError("cannot read step times on: " + "; ".join(errors))
+        labels = self.feed.labels()
+        rows = [dict(r, node=labels.get(a["key"], a["node"])) for a in answers
+                for r in a["rows"]]
+        return trigger.step_frame(rows)
+
     # -- what the ranks do -------------------------------------------------------------------
 
     def _rows(self) -> list[dict[str, Any]]:
         return self.feed.rows(self.name)
+
+    def status_rows(self) -> list[dict[str, Any]]:
+        """The pushed rows behind ``status()``, as dicts (the agents' trigger reads them)."""
+        return self._rows()
 
     def status(self) -> pd.DataFrame:
         """One row per rank of every node, the usual columns plus ``node``; pushed by the

@@ -25,13 +25,15 @@ from typing import Any
 from dynprof_nb import windows
 from dynprof_nb.cluster.access import refusal, user_name
 from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.control import trigger
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.job import Job
 from dynprof_nb.control.status import age_s
-from dynprof_nb.protocol import ACTIONS
+from dynprof_nb.protocol import ACTIONS, check_reason
 from dynprof_nb.segment import check_job_name, list_jobs
+from dynprof_nb.training.steptimes import check_definition
 
-OPERATIONS = ("hello", "apply", "status", "windows")
+OPERATIONS = ("hello", "apply", "status", "windows", "trigger", "step_times")
 ARM_POLL_S = 0.005
 ARM_WAIT_MAX_S = 10.0
 
@@ -80,13 +82,14 @@ class NodeOps:
         return {"jobs": list_jobs()}
 
     def _op_apply(self, job: str, action: str, config: dict[str, Any], seq: int,
-                  arm_wait_s: float = 0.0) -> dict[str, Any]:
+                  arm_wait_s: float = 0.0, reason: str = "") -> dict[str, Any]:
         if action not in ACTIONS:
             raise OperationError(f"action {action!r}: expected one of {ACTIONS}.")
         cfg = ProfilerConfig.from_dict(config, strict=True)
         with self.job(job, create=True) as handle:
             with self._lock:
-                gen = handle._write(action, cfg)  # validate, then publish: as a local Job does
+                # validate, then publish: as a local Job does
+                gen = handle._write(action, cfg, reason=check_reason(reason))
                 self._seqs.setdefault(job, []).append((gen, int(seq)))
                 del self._seqs[job][:-64]
             slots = self._wait_applied(handle, gen, min(float(arm_wait_s), ARM_WAIT_MAX_S))
@@ -104,6 +107,23 @@ class NodeOps:
 
     def _op_windows(self, job: str) -> dict[str, Any]:
         return {"windows": self.window_rows(job)}
+
+    def _op_trigger(self, job: str, definition: dict[str, Any] | None) -> dict[str, Any]:
+        """Store (or, with None, clear) the job's trigger on this node, in cluster mode: the
+        node's ranks ask this node's agent, which starts the window on every node."""
+        d = None
+        if definition is not None:
+            d = check_definition(dict(definition, mode="cluster"))
+        with self.job(job, create=True) as handle:
+            trigger.arm(handle._seg, d)
+        return {"armed": d is not None}
+
+    def _op_step_times(self, job: str, last: int = 100) -> dict[str, Any]:
+        if job not in list_jobs():
+            return {"rows": []}
+        with self.job(job) as handle:
+            return {"rows": trigger.step_rows(handle._attached(create=False), int(last),
+                                              node=self.name)}
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -152,6 +172,8 @@ class NodeOps:
         try:
             with self.job(job) as handle:
                 slots = handle.slots()
+                seg = handle._attached(create=False)
+                steps = {s.index: trigger.recent_step_s(seg, s.index) for s in slots}
         except JobError:  # removed since it was listed
             return []
         now = time.time_ns()
@@ -165,7 +187,8 @@ class NodeOps:
                 "window": f"{s.start}-{s.stop}" if s.start >= 1 else "",
                 "generation": self.seq_of(job, s.applied), "local_gen": s.applied,
                 "heartbeat_age_s": age_s(now, s.heartbeat_ns), "alive": alive,
-                "error": s.error, "rate": s.rate_milli / 1000.0})
+                "error": s.error, "rate": s.rate_milli / 1000.0,
+                "step_s": steps.get(s.index) if alive else None})
         return rows
 
     def window_rows(self, job: str) -> list[dict[str, Any]]:

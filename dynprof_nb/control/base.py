@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
 # config: the keys a window was recorded with that differ from the defaults (windows.config_delta)
-WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config"]
+# reason: why the window was asked for (a trigger's sentence), "" for a person's window
+WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config", "reason"]
 # ranks' windows with the same steps that started this close together are one window (s)
 SAME_WINDOW_SLACK_S = 600
 
@@ -143,6 +144,29 @@ class Controller(ABC):
     def live_ranks(self) -> list[int]:
         """Ranks known to be running now (empty where the controller cannot see them)."""
         return []
+
+    def trigger(self, slowdown: float | None = 2.0, **options: Any) -> dict[str, Any]:
+        """Arm a window that starts by itself when a step slows (``Job.trigger``)."""
+        raise JobError(f"{type(self).__name__} cannot watch step times: a trigger needs the "
+                       "job's segment (attach(job)) or a cluster (attach(job, cluster=...)).")
+
+    @property
+    def triggers(self) -> dict[str, Any]:
+        """The job's trigger (``{"armed": False}`` where there can be none)."""
+        return {"armed": False}
+
+    def step_times(self, last: int = 100) -> pd.DataFrame:
+        """Every rank's last step times (``Job.step_times``); empty where none are kept."""
+        from dynprof_nb.control.trigger import step_frame
+
+        return step_frame([])
+
+    def plot_step_times(self, last: int = 100) -> Any:
+        """Ranks x recent steps as a heat map, stragglers marked (folded per node above 64
+        ranks): :func:`dynprof_nb.analysis.steptimes.plot_step_times`."""
+        from dynprof_nb.analysis.steptimes import plot_step_times
+
+        return plot_step_times(self.step_times(last))
 
     # -- what the ranks wrote ------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.control import trigger
 from dynprof_nb.control.base import (
     Controller,
     JobError,
@@ -28,6 +29,7 @@ from dynprof_nb.control.base import (
 from dynprof_nb.control.progress import Progress, format_eta
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.protocol import Command, command, decode
+from dynprof_nb.protocol import window_options as window_options_of
 from dynprof_nb.segment import NoSuchJob, Segment, SegmentError, SlotView
 
 if TYPE_CHECKING:
@@ -274,12 +276,52 @@ class Job(Controller):
 
     def _publish(
         self, action: str, cfg: ProfilerConfig, window: dict[str, Any] | None = None,
-        late: str = "skip",
+        late: str = "skip", reason: str = "",
     ) -> int:
-        cmd = command(action, cfg, window, late)
+        cmd = command(action, cfg, window, late, reason)
         gen = self._seg.write_config(cmd.encode())
         self._last_good, self._last_window = cfg.copy(), dict(cmd.window)
         return gen
+
+    # -- step times and the trigger (dynprof_nb.control.trigger) ------------------------------
+
+    def trigger(self, slowdown: float | None = 2.0, steps: int = 10, cooldown_s: float = 600.0,
+                max_windows: int = 3, confirm: int = 1, disk_budget_mb: float | None = None,
+                **window_options: Any) -> dict[str, Any]:
+        """Arm a window that starts by itself when a step slows; ``trigger(None)`` disarms.
+
+        When a rank's step takes more than ``slowdown`` x its own rolling median (``confirm``
+        observations in a row), or the job's median step is ``slowdown`` x its median now,
+        every rank records ``steps`` steps from one step just ahead of the most advanced
+        rank, with ``window_options`` (config keys, for that window only). At most
+        ``max_windows`` windows, ``cooldown_s`` apart, none while another window is pending
+        or recording (it waits), none once the job's windows use ``disk_budget_mb``. Stored
+        in the job: evaluated by the ranks themselves, with no notebook attached. Each
+        window's manifest and ``windows()`` row say why (``reason``). Returns ``triggers``.
+        """
+        if slowdown is None:
+            trigger.arm(self._seg, None)
+            return self.triggers
+        try:
+            window_options = window_options_of(self.config, window_options)  # bad: refused
+            d = trigger.definition(slowdown, steps, cooldown_s, max_windows, confirm,
+                                   disk_budget_mb, **window_options)
+        except (trigger.TriggerError, ConfigError) as exc:
+            raise JobError(str(exc)) from None
+        trigger.arm(self._seg, d)
+        return self.triggers
+
+    @property
+    def triggers(self) -> dict[str, Any]:
+        """The job's trigger: its options, its state (watching, cooling down, spent), the
+        windows it fired and the last reason; ``{"armed": False}`` when none."""
+        return trigger.describe(self._attached(create=False))
+
+    def step_times(self, last: int = 100) -> pd.DataFrame:
+        """Every rank's last ``last`` step times, measured without profiling: ``rank, node,
+        step, end_s, duration_s, kind`` (``kind`` "step": one step, exact to the 20 ms
+        heartbeat; "interval": the mean of the steps a heartbeat saw end together)."""
+        return trigger.step_frame(trigger.step_rows(self._attached(create=False), int(last)))
 
     # -- ranks ----------------------------------------------------------------------------
 
@@ -299,6 +341,9 @@ class Job(Controller):
         now = time.time_ns()
         slots = self.slots()
         rows = [slot_row(s, now) for s in slots]
+        seg = self._attached(create=False)
+        for s, row in zip(slots, rows, strict=True):
+            row["step_s"] = trigger.recent_step_s(seg, s.index) if row["alive"] else None
         claims: dict[int, list[int]] = {}
         for s, row in zip(slots, rows, strict=True):
             if row["alive"]:

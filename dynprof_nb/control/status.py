@@ -16,20 +16,22 @@ from dynprof_nb.segment import Segment, SlotView, process_alive
 if TYPE_CHECKING:
     import pandas as pd
 
+# step_s: the rank's recent median step time, from its heartbeat (no profiling); slow: that
+# against the job's median ("+35%"), see mark_slow
 STATUS_COLUMNS = ["rank", "node", "pid", "step", "state", "window", "generation",
-                  "heartbeat_age_s", "alive", "error"]
+                  "heartbeat_age_s", "alive", "error", "step_s", "slow"]
 # the node a local controller's ranks run on: this machine (a cluster controller names each)
 THIS_NODE = socket.gethostname()
 
 
 def status_row(*, rank: int, pid: Any, step: Any, state: str, window: str = "",
                generation: int = 0, heartbeat_age_s: Any = None, alive: Any = None,
-               error: str = "", node: str = THIS_NODE) -> dict[str, Any]:
+               error: str = "", node: str = THIS_NODE, step_s: Any = None) -> dict[str, Any]:
     """A row of ``status()``; what the controller cannot know is ``None`` (``<NA>`` in the
     frame), never made up."""
     return {"rank": rank, "node": node, "pid": pid, "step": step, "state": state, "window": window,
             "generation": generation, "heartbeat_age_s": heartbeat_age_s, "alive": alive,
-            "error": error}
+            "error": error, "step_s": step_s}
 
 
 def age_s(now_ns: int, then_ns: int) -> float:
@@ -70,8 +72,29 @@ def status_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows as the ``status()`` frame, columns in their documented order, unknowns ``<NA>``."""
     import pandas as pd
 
+    rows = mark_slow([dict(row) for row in rows])
     rows = [{k: pd.NA if v is None else v for k, v in row.items()} for row in rows]
     return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+
+
+def mark_slow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fill each row's ``slow``: its ``step_s`` against the median of the live rows', as
+    ``"+35%"`` ("" where either is unknown)."""
+    def known(v: Any) -> bool:
+        try:
+            return bool(v)
+        except TypeError:  # pd.NA
+            return False
+
+    values = sorted(r["step_s"] for r in rows if known(r.get("alive")) and known(r.get("step_s")))
+    n = len(values)
+    median = (values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2) if n else 0
+    for r in rows:
+        v = r.get("step_s")
+        r["slow"] = (f"{(v / median - 1) * 100:+.0f}%"
+                     if known(v) and median and known(r.get("alive")) else "")
+    return rows
+
 
 
 PAGE_ROWS = 64  # a status table longer than this is shown one row per node

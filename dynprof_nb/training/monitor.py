@@ -49,6 +49,7 @@ from dynprof_nb.segment import (
 )
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
+from dynprof_nb.training.steptimes import StepWatch
 
 log = logging.getLogger("dynprof_nb")
 
@@ -120,6 +121,7 @@ class Monitor:
 
     _late = "skip"  # the current command's rule for a window that has begun (protocol.LATE)
     _asked: tuple[int, int] | None = None  # the window asked for, when shifted_window moved it
+    _reason = ""  # why the current window was asked for (a trigger's sentence), for its manifest
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
         if "mindspore" in sys.modules:
@@ -415,6 +417,8 @@ class Monitor:
         self.config = cfg
         self.window_options = dict(cmd.window)
         self._late = cmd.late
+        if cmd.action == "start":
+            self._reason = cmd.reason
         if cmd.action == "stop":
             if self.state == "recording":
                 self._finish(n, stopped=True)
@@ -496,7 +500,8 @@ class Monitor:
                                "first": n + 1, "failed": "", "config": cfg,
                                "options": self.window_options, "window": (start, stop),
                                "asked": self._asked,
-                               "shift_note": self.last_error if self._asked else ""}
+                               "shift_note": self.last_error if self._asked else "",
+                               "reason": self._reason}
         try:
             backend = rec["backend"] = make_backend(resolve_backend(self.backend))
             needs_dir = getattr(backend, "needs_directory_at_start", False)
@@ -541,6 +546,8 @@ class Monitor:
             if rec["asked"] is not None:
                 rec["manifest"].update(windows.shifted_fields(rec["asked"], rec["window"],
                                                               rec["shift_note"]))
+            if rec["reason"]:  # why a trigger started this window
+                rec["manifest"]["reason"] = rec["reason"]
             windows.write_manifest(rec["dir"], rec["manifest"])
             if hasattr(rec["backend"], "directory"):
                 rec["backend"].directory = rec["dir"]
@@ -748,8 +755,10 @@ class Monitor:
     def _heartbeat(self) -> None:
         words, base = self._words, self._base
         last, last_ns, rate = self._step, time.time_ns(), 0.0
+        watch = StepWatch(self._seg, self._slot, self.rank, self._step, HEARTBEAT_S)
         while not self._closed.wait(HEARTBEAT_S):
             n = self._step
+            watch.beat(n, self.state)
             if n != last:
                 now = time.time_ns()
                 current = (n - last) * 1e9 / max(1, now - last_ns)

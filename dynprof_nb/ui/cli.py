@@ -26,6 +26,7 @@ from typing import Any
 from dynprof_nb.cluster.access import add_transport_flags
 from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
 from dynprof_nb.ui.commands import ARGUMENTS, CLI_COMMANDS, helps
+from dynprof_nb.ui.triggercmd import add_trigger_arguments, run_trigger
 
 WINDOW_KEYS = ("start_step", "stop_step")
 
@@ -134,9 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     relay.add_argument("--job", required=True, help="job to drive")
     relay.add_argument("--poll-interval", type=float, default=None,
                        help="seconds between looks at the file (default 0.5)")
+    trig = sub.add_parser("trigger", help=text["trigger"])
+    trig.add_argument("job")
+    add_trigger_arguments(trig)
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
-    for name in ("status", "stop", "windows", "start", "set", "wait"):  # the job on a cluster
+    for name in ("status", "stop", "windows", "start", "set", "wait", "trigger"):  # on a cluster
         sub.choices[name].add_argument(
             "--cluster", default=None, metavar="ADDR",
             help="the job on every node of this Dask scheduler (tls://host:8786)")
@@ -200,6 +204,8 @@ def _run(args: argparse.Namespace) -> int:
         print(frame.to_string(index=False) if len(frame) else "no windows yet")
     elif args.command == "wait":
         print(job.wait(timeout=args.timeout).to_string(index=False))
+    elif args.command == "trigger":
+        print(run_trigger(job, args))
     return 0
 
 

@@ -25,6 +25,8 @@ COMMANDS = {
     "relay": "mirror a profiler_config.json into a job (one per node), as MindSpore's monitor "
              "process does",
     "demo": "run the two-rank demo job and profile ten steps",
+    "trigger": "arm a window that starts by itself when a step slows (--slowdown 2 --steps 10), "
+               "disarm it (--off), or show it",
 }
 
 # arguments both spell the same way
@@ -35,8 +37,9 @@ ARGUMENTS = {
 }
 
 MAGIC_COMMANDS = ("jobs", "attach", "start", "stop", "set", "config", "status", "wait",
-                  "windows", "load", "summary", "panel")
-CLI_COMMANDS = ("jobs", "status", "stop", "windows", "start", "set", "wait", "relay", "demo")
+                  "windows", "load", "summary", "panel", "trigger")
+CLI_COMMANDS = ("jobs", "status", "stop", "windows", "start", "set", "wait", "relay", "demo",
+                "trigger")
 
 
 def helps(names: tuple[str, ...]) -> dict[str, str]:

@@ -28,6 +28,7 @@ from dynprof_nb.ui.cli import (
     parse_assignments,
 )
 from dynprof_nb.ui.commands import ARGUMENTS, MAGIC_COMMANDS, helps
+from dynprof_nb.ui.triggercmd import add_trigger_arguments, run_trigger
 
 __all__ = ["DynprofMagics", "load_ipython_extension"]
 
@@ -95,6 +96,7 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
     add_config_flags(p["start"], "options for this window only (set makes a key standing)")
     p["set"].add_argument("assignments", nargs="+", metavar="key=value")
+    add_trigger_arguments(p["trigger"])
     p["wait"].add_argument("--timeout", type=float, default=None, metavar="S")
     p["wait"].add_argument("--no-progress", action="store_true", help="no progress bar")
     for name in ("load", "summary"):
@@ -282,6 +284,9 @@ class DynprofMagics(Magics):
                 f"{format_changes(options)} (this window only)"
             )
         return job.config
+
+    def _do_trigger(self, args: argparse.Namespace) -> None:
+        print(run_trigger(self._need_job(), args))
 
     def _do_status(self, args: argparse.Namespace) -> Any:
         return self._need_job().status()

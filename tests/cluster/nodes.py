@@ -149,10 +149,11 @@ class SimNode:
         return self.worker
 
     def start_rank(self, job: str, rank: int, step_ms: float = 30.0,
-                   out: Path | None = None) -> subprocess.Popen:
+                   out: Path | None = None, extra: list[str] | None = None) -> subprocess.Popen:
+        """``extra``: more train_loop.py options (e.g. ``--slow-file``)."""
         proc = self.spawn([sys.executable, str(TRAIN_LOOP), "--job", job, "--rank", str(rank),
-                           "--out", str(out or self.out), "--step-ms", str(step_ms)],
-                          f"{job}.rank{rank}.log")
+                           "--out", str(out or self.out), "--step-ms", str(step_ms),
+                           *(extra or [])], f"{job}.rank{rank}.log")
         self.ranks[job, rank] = proc
         return proc
 

@@ -1,0 +1,103 @@
+"""The trigger on one node: detection latency and what the heartbeat's step-time ring costs.
+
+    python benchmarks/trigger.py [--ranks 4] [--step-ms 10] [--slow-ms 60] [--runs 3]
+
+Latency: real rank processes (tests/train_loop.py) at ``--step-ms``; the trigger is armed; one
+rank slows to ``--slow-ms``. Reported per run: the slow rank's steps from its first slow step to
+the window's first step (the fast ranks run on meanwhile: the window must start after all of
+them), and milliseconds from the end of the first slow step (the rank's ring) to the moment
+every rank recorded (the window's started_at on the last rank). Ring cost: one heartbeat's
+work (a counter read, an entry, three medians) timed in-process, as a share of the 20 ms
+heartbeat; it runs on the heartbeat thread, never in step().
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from jobutil import finish, spawn_rank, wait_until  # noqa: E402
+
+import dynprof_nb  # noqa: E402
+from dynprof_nb import segment  # noqa: E402
+from dynprof_nb.training.steptimes import StepClock  # noqa: E402
+
+
+def ring_cost_us() -> float:
+    seg = segment.Segment.open(f"bench-ring-{os.getpid()}")
+    try:
+        slot = seg.claim_slot(0)
+        clock = StepClock(seg.words, seg.ring_base(slot), 0)
+        state = {"n": 0, "t": time.monotonic_ns()}
+
+        def beat() -> None:
+            state["n"] += 2
+            state["t"] += 20_000_000
+            clock.observe(state["n"], state["t"])
+
+        return min(timeit.repeat(beat, number=20000, repeat=5)) / 20000 * 1e6
+    finally:
+        seg.close()
+        seg.unlink()
+
+
+def one_run(ranks: int, step_ms: float, slow_ms: float, out: Path) -> dict:
+    name = f"bench-trig-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    out.mkdir(parents=True, exist_ok=True)
+    slow = out / f"{name}.slow"
+    job = dynprof_nb.attach(name, create=True)
+    procs = [spawn_rank(name, r, out, step_ms=step_ms,
+                        extra=["--slow-file", str(slow), "--slow-ms", str(slow_ms),
+                               "--slow-steps", "20"] if r == 1 else None)
+             for r in range(ranks)]
+    try:
+        wait_until(lambda: len(job.live_slots()) == ranks
+                   and all(s.step > 40 for s in job.live_slots()), 60)
+        job.trigger(slowdown=2.0, steps=8)
+        time.sleep(0.3)
+        slow.touch()
+        wait_until(lambda: len(job.windows().query("status == 'complete'")) == ranks, 120)
+        found = job.windows()
+        first_slow = int(Path(f"{slow}.done").read_text().split()[0])
+        times = job.step_times(last=250)
+        mine = times[(times["rank"] == 1) & (times.step >= first_slow)].iloc[0]
+        # end_s is the monotonic clock; started_at is wall time: convert through "now"
+        offset = time.time() - time.monotonic()
+        started = found.started_at.max().timestamp()
+        return {"steps": int(found.start.iloc[0]) - first_slow,
+                "ms": round((started - (mine.end_s + offset)) * 1e3, 1),
+                "reason": found.reason.iloc[0]}
+    finally:
+        for p in procs:
+            finish(p)
+        job.close()
+        segment.unlink(name)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--step-ms", type=float, default=10.0)
+    p.add_argument("--slow-ms", type=float, default=60.0)
+    p.add_argument("--runs", type=int, default=3)
+    args = p.parse_args()
+    cost = ring_cost_us()
+    print(f"ring: {cost:.1f} us per heartbeat = {cost / 20000:.3%} of one core on the "
+          "heartbeat thread (nothing in step())")
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.runs):
+            r = one_run(args.ranks, args.step_ms, args.slow_ms, Path(tmp) / str(i))
+            print(f"run {i}: window starts {r['steps']} of the slow rank's steps after its "
+                  f"first slow step; every rank recording {r['ms']} ms after that step ended "
+                  f"({r['reason']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Step times as a picture: ranks x recent steps, stragglers marked (``plot_step_times``).
+
+Input: ``job.step_times()`` (``rank, node, step, end_s, duration_s, kind``). Above
+:data:`FOLD_RANKS` ranks the rows are nodes (each node's slowest rank per step), so 1,000 ranks
+stay one readable picture. A rank (or node) whose median is :data:`SLOW_MARK` over the job's
+median is a straggler: its label is red and starred.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+FOLD_RANKS = 64
+SLOW_MARK = 0.2
+RECENT_STEPS = 100
+
+
+def step_grid(frame: pd.DataFrame, steps: int = RECENT_STEPS) -> tuple[pd.DataFrame, list[bool]]:
+    """(rows x step table of duration_s, which rows are stragglers); rows are ranks, or
+    nodes above FOLD_RANKS ranks."""
+    if frame.empty:
+        return pd.DataFrame(), []
+    by = "node" if frame["rank"].nunique() > FOLD_RANKS else "rank"
+    recent = frame[frame.step > frame.step.max() - steps]
+    grid = recent.pivot_table(index=by, columns="step", values="duration_s", aggfunc="max")
+    medians = grid.median(axis=1)
+    job = medians.median()
+    slow = [bool(job and m > (1 + SLOW_MARK) * job) for m in medians]
+    return grid, slow
+
+
+def plot_step_times(frame: pd.DataFrame, steps: int = RECENT_STEPS, ax: Any = None) -> Any:
+    """A heat map of recent step times, rank (or node) by step; stragglers in red."""
+    import matplotlib.pyplot as plt
+
+    grid, slow = step_grid(frame, steps)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.3 * max(4, len(grid)) + 1.2))
+    if grid.empty:
+        ax.text(0.5, 0.5, "no step times yet", ha="center", va="center")
+        ax.set_axis_off()
+        return ax.figure
+    image = ax.imshow(grid.to_numpy() * 1e3, aspect="auto", cmap="viridis",
+                      interpolation="nearest")
+    ax.figure.colorbar(image, ax=ax, label="step time (ms)")
+    ax.set_yticks(range(len(grid)))
+    labels = [f"{'* ' if s else ''}{grid.index.name} {i}" for i, s in
+              zip(grid.index, slow, strict=True)]
+    ax.set_yticklabels(labels)
+    for tick, s in zip(ax.get_yticklabels(), slow, strict=True):
+        if s:
+            tick.set_color("red")
+    cols = list(grid.columns)
+    ticks = list(range(0, len(cols), max(1, len(cols) // 8)))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(cols[i]) for i in ticks])
+    ax.set_xlabel("step")
+    ax.set_title("step times (no profiling; * = straggler)")
+    return ax.figure

@@ -1,0 +1,348 @@
+"""Step times of a rank, and the trigger beside it: run by the rank's heartbeat thread.
+
+``step()`` never reads a clock. Every heartbeat (20 ms) the heartbeat thread looks at the step
+counter; when it moved, it writes ``(step, end_ns)`` (``time.monotonic_ns``) into this rank's
+ring in the segment (:data:`~dynprof_nb.segment.RING_ENTRIES` entries, one writer). A step
+longer than ten heartbeats is seen alone, so its duration is exact to one heartbeat; faster
+steps are seen a few at a time and the entry is their mean (``kind`` "interval").
+
+The trigger (:class:`TriggerWatch`) is evaluated on the same thread, so it works with no
+notebook attached: when this rank's step takes more than ``slowdown`` x its own rolling median
+(``confirm`` observations in a row, and at least one heartbeat longer than the median: the
+clock cannot tell less), or the job's median is ``slowdown`` x what it was when the trigger was
+armed, the rank writes a window request into the segment, under the segment's write lock, as a
+controller would: ``steps`` steps from a step just ahead of the most advanced rank. Across
+nodes (``mode`` "cluster") it writes only a request word, and the node agent starts the window
+on every node at one step. Nothing here raises into the heartbeat: the caller catches.
+
+The ring and trigger words are laid out here; the segment only reserves their bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections import deque
+from typing import Any
+
+from dynprof_nb.segment import RING_ENTRIES, RING_HEADER_WORDS, STATE, Segment
+
+log = logging.getLogger("dynprof_nb")
+
+# ring header words (relative to Segment.ring_base)
+R_COUNT, R_RECENT_NS, R_MEDIAN_NS, R_LAST_NS = range(4)
+RECENT = 5  # entries in the "recent" median (status' step_s)
+ROLLING = 64  # entries in a rank's rolling median (the trigger's reference)
+MIN_HISTORY = 8  # entries before a rank's median counts
+
+# trigger words (relative to Segment.trigger_base; word 0 is the text seqlock)
+T_GEN, T_FIRED, T_LAST_FIRE_NS, T_BASELINE_NS, T_REQ, T_REQ_DONE, T_ARMED_NS = range(1, 8)
+JOB_CHECK_S = 1.0  # how often a rank compares the job's median with the baseline
+DEFAULTS = {"slowdown": 2.0, "steps": 10, "cooldown_s": 600.0, "max_windows": 3,
+            "confirm": 1, "disk_budget_mb": None, "mode": "local", "window": {}}
+BUSY = (STATE["armed"], STATE["recording"], STATE["saving"])
+MARGIN_S = 0.05  # a window starts this far (at each rank's rate) ahead of every rank
+
+
+class TriggerError(ValueError):
+    """A trigger definition that cannot be used (the message says which value)."""
+
+
+def check_definition(raw: dict[str, Any]) -> dict[str, Any]:
+    """A trigger definition with defaults filled in, every value checked."""
+    unknown = sorted(set(raw) - set(DEFAULTS) - {"armed_at"})
+    if unknown:
+        raise TriggerError(f"trigger: unknown option {unknown[0]!r}; the options are "
+                           f"{sorted(DEFAULTS)} and the window's config keys.")
+    d = dict(DEFAULTS, **raw)
+
+    def number(key: str, low: float, integer: bool = False) -> None:
+        v = d[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v < low or (integer and int(v) != v):
+            kind = "a whole number" if integer else "a number"
+            raise TriggerError(f"trigger: {key}={v!r}; expected {kind} >= {low}.")
+        d[key] = int(v) if integer else float(v)
+
+    number("slowdown", 1.01)
+    number("steps", 1, integer=True)
+    number("cooldown_s", 0)
+    number("max_windows", 1, integer=True)
+    number("confirm", 1, integer=True)
+    if d["disk_budget_mb"] is not None:
+        number("disk_budget_mb", 0)
+    if d["mode"] not in ("local", "cluster"):
+        raise TriggerError(f"trigger: mode={d['mode']!r}; expected 'local' or 'cluster'.")
+    if not isinstance(d["window"], dict):
+        raise TriggerError("trigger: window options must be a dict of config keys.")
+    return d
+
+
+# -- the ring -----------------------------------------------------------------------------
+
+
+def write_entry(words: Any, ring: int, step: int, end_ns: int) -> None:
+    """Append one observation (the single writer: this rank's heartbeat thread)."""
+    i = words[ring + R_COUNT]
+    e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
+    words[e] = step
+    words[e + 1] = end_ns
+    words[ring + R_COUNT] = i + 1  # published last: a reader never sees a half entry
+
+
+def read_entries(words: Any, ring: int, last: int = RING_ENTRIES) -> list[tuple[int, int]]:
+    """Up to ``last`` + 1 newest ``(step, end_ns)`` entries, oldest first, none torn: those
+    the writer overwrote while we read are dropped."""
+    count = words[ring + R_COUNT]
+    n = min(count, RING_ENTRIES - 1, last + 1)
+    out = []
+    for i in range(count - n, count):
+        e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
+        out.append((words[e], words[e + 1]))
+    overwritten = words[ring + R_COUNT] - (RING_ENTRIES - 1) - (count - n)
+    return out[max(0, overwritten):]
+
+
+def durations(entries: list[tuple[int, int]]) -> list[tuple[int, int, float, str]]:
+    """``(step, end_ns, duration_s per step, kind)`` from consecutive entries."""
+    rows = []
+    for (s0, t0), (s1, t1) in zip(entries, entries[1:], strict=False):
+        if s1 > s0 and t1 >= t0:
+            rows.append((s1, t1, (t1 - t0) / 1e9 / (s1 - s0),
+                         "step" if s1 - s0 == 1 else "interval"))
+    return rows
+
+
+def _median(values: Any) -> float:
+    v = sorted(values)
+    n = len(v)
+    if not n:
+        return 0.0
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def job_median_ns(seg: Segment) -> float:
+    """The median of the live ranks' recent step times (0 when none has one yet)."""
+    values = [seg.words[seg.ring_base(s.index) + R_RECENT_NS] for s in seg.slots() if s.live]
+    return _median([v for v in values if v > 0])
+
+
+# -- the rank's side ----------------------------------------------------------------------
+
+
+class StepClock:
+    """Turns the step counter, seen once a heartbeat, into ring entries and medians."""
+
+    def __init__(self, words: Any, ring: int, step: int) -> None:
+        self.words, self.ring = words, ring
+        self.last_step, self.last_ns = step, time.monotonic_ns()
+        self.history: deque[float] = deque(maxlen=ROLLING)
+        self.recent: deque[float] = deque(maxlen=RECENT)
+        write_entry(words, ring, step, self.last_ns)
+
+    def observe(self, step: int, now_ns: int, counts: bool = True) -> tuple[float, float] | None:
+        """The per-step duration (ns) of the steps ended since the last look and the rolling
+        median before them, or None when no step ended. ``counts``: False while this rank
+        records a window (the profiler's own cost must not become the reference)."""
+        if step <= self.last_step:
+            if step < self.last_step:  # a restarted count (step_begin rewound it): start over
+                self.last_step, self.last_ns = step, now_ns
+            return None
+        per_step = (now_ns - self.last_ns) / (step - self.last_step)
+        write_entry(self.words, self.ring, step, now_ns)
+        self.last_step, self.last_ns = step, now_ns
+        median = _median(self.history) if len(self.history) >= MIN_HISTORY else 0.0
+        if counts:
+            self.history.append(per_step)
+        self.recent.append(per_step)
+        w, r = self.words, self.ring
+        w[r + R_RECENT_NS] = int(_median(self.recent))
+        w[r + R_MEDIAN_NS] = int(_median(self.history)) if self.history else 0
+        w[r + R_LAST_NS] = int(per_step)
+        return per_step, median
+
+
+class TriggerWatch:
+    """The trigger as one rank evaluates it, once a heartbeat (see the module docstring)."""
+
+    def __init__(self, seg: Segment, slot: int, rank: int, heartbeat_s: float) -> None:
+        self.seg, self.slot, self.rank = seg, slot, rank
+        self.heartbeat_ns = heartbeat_s * 1e9
+        self.gen = 0
+        self.definition: dict[str, Any] | None = None
+        self.text = ""
+        self.slow_run = 0
+        self.pending: str | None = None  # a reason waiting for a window to end
+        self.next_job_check = 0.0
+        self.last_error = ""
+
+    def _load(self) -> None:
+        gen = self.seg.words[self.seg.trigger_base + T_GEN]
+        if gen == self.gen:
+            return
+        self.gen, self.slow_run, self.pending = gen, 0, None
+        self.definition = None
+        if gen <= 0:
+            return
+        text, _ = self.seg.read_trigger_text()
+        if not text:  # disarmed
+            return
+        try:
+            self.definition, self.text = check_definition(json.loads(text)), text
+        except (ValueError, TypeError) as exc:  # another version's definition: say nothing
+            self.last_error = f"trigger definition unusable: {exc}"
+
+    def beat(self, step: int, seen: tuple[float, float] | None, state: str) -> str | None:
+        """One heartbeat's evaluation; returns what happened when a request was made (for
+        tests and the log), else None."""
+        self._load()
+        d = self.definition
+        if d is None:
+            return None
+        watching = state not in ("recording", "saving")
+        if seen is not None and watching:
+            per_step, median = seen
+            slow = (median > 0 and per_step > d["slowdown"] * median
+                    and per_step - median > self.heartbeat_ns)
+            self.slow_run = self.slow_run + 1 if slow else 0
+            if self.slow_run >= d["confirm"]:
+                self.pending = (f"rank {self.rank} step {step} took {per_step / 1e6:.0f} ms = "
+                                f"{per_step / median:.1f}x its median {median / 1e6:.1f} ms")
+                self.slow_run = 0
+        elif not watching:
+            self.slow_run = 0
+        now = time.monotonic()
+        if self.pending is None and now >= self.next_job_check:
+            self.next_job_check = now + JOB_CHECK_S
+            self.pending = self._job_slowdown(d)
+        if self.pending is None:
+            return None
+        outcome = fire(self.seg, self.gen, d, self.text, self.pending)
+        if outcome != "busy":  # fired, or not allowed now (cooldown, spent): forget it
+            self.pending = None
+        return outcome
+
+    def _job_slowdown(self, d: dict[str, Any]) -> str | None:
+        """The second condition: the job's median against its median when armed."""
+        w, tb = self.seg.words, self.seg.trigger_base
+        current = job_median_ns(self.seg)
+        if current <= 0:
+            return None
+        baseline = w[tb + T_BASELINE_NS]
+        if baseline <= 0:
+            with self.seg.write_lock():
+                if w[tb + T_BASELINE_NS] <= 0 and w[tb + T_GEN] == self.gen:
+                    w[tb + T_BASELINE_NS] = int(current)
+            return None
+        if current > d["slowdown"] * baseline:
+            return (f"the job's median step {current / 1e6:.0f} ms = "
+                    f"{current / baseline:.1f}x its median when armed {baseline / 1e6:.1f} ms "
+                    f"(seen by rank {self.rank})")
+        return None
+
+
+def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> str:
+    """Ask for the trigger's window, if its bounds allow: ``fired``, ``requested`` (cluster
+    mode: the agent starts it), ``busy`` (a window is pending or recording: try again),
+    ``cooldown``, ``spent`` (max_windows), ``disk`` (over the disk budget), ``disarmed``."""
+    from dynprof_nb.config import ProfilerConfig
+    from dynprof_nb.protocol import Command, command, decode
+
+    w, tb = seg.words, seg.trigger_base
+    with seg.write_lock():
+        if w[tb + T_GEN] != gen:
+            return "disarmed"
+        if w[tb + T_FIRED] >= d["max_windows"]:
+            return "spent"
+        now = time.monotonic_ns()
+        last = w[tb + T_LAST_FIRE_NS]
+        if last and now - last < d["cooldown_s"] * 1e9:
+            return "cooldown"
+        live = [s for s in seg.slots() if s.live]
+        if any(s.state in ("armed", "recording", "saving") for s in live):
+            return "busy"
+        if d["mode"] == "cluster":
+            if w[tb + T_REQ] != w[tb + T_REQ_DONE]:
+                return "busy"  # the agent has not taken the last request yet
+            seg.write_trigger_text(text, reason)
+            w[tb + T_REQ] += 1
+            return "requested"
+        got = seg.read_config(attempts=50)
+        cmd = Command("set", ProfilerConfig())
+        if got is not None and got[0] > 0:
+            cmd = decode(got[1])
+        wall = time.time_ns()
+        current = max((s.estimated_step(wall) for s in live), default=0)
+        if cmd.config.has_window and cmd.config.stop_step >= current:
+            return "busy"  # a window asked for and not yet over
+        if d["disk_budget_mb"] is not None and _disk_used_mb(live) >= d["disk_budget_mb"]:
+            w[tb + T_FIRED] = d["max_windows"]  # do not look again until re-armed
+            seg.write_trigger_text(text, f"not fired ({reason}): the job's windows use more "
+                                         f"than disk_budget_mb={d['disk_budget_mb']:g}")
+            return "disk"
+        first = first_step(live, wall)
+        cfg = cmd.config.update(start_step=first, stop_step=first + d["steps"] - 1)
+        new = command("start", cfg, d["window"], reason=reason)
+        w[tb + T_FIRED] += 1
+        w[tb + T_LAST_FIRE_NS] = now
+        seg.write_trigger_text(text, reason)
+        seg.write_config(new.encode(), locked=True)
+        return "fired"
+
+
+def first_step(live: list[Any], now_ns: int) -> int:
+    """The earliest step every live rank can still begin a window at: each rank reads a
+    request at the end of its next step, so two of its steps plus :data:`MARGIN_S` (at its own
+    rate) after where it probably is now, the latest of those."""
+    return max((s.estimated_step(now_ns) + math.ceil(s.rate_milli / 1000 * MARGIN_S) + 2
+                for s in live), default=1)
+
+
+def _disk_used_mb(live: list[Any]) -> float:
+    """Megabytes under the ranks' window roots (this job's windows live there)."""
+    total = 0
+    for root in {s.root for s in live if s.root}:
+        for parent, _, files in os.walk(root):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(parent, name)).st_size
+                except OSError:
+                    pass
+    return total / 1e6
+
+
+class StepWatch:
+    """What the Monitor's heartbeat thread calls once a beat: the ring, then the trigger.
+
+    Any failure is logged once and turns only this watch off: the heartbeat (and training)
+    go on."""
+
+    def __init__(self, seg: Segment | None, slot: int, rank: int, step: int,
+                 heartbeat_s: float) -> None:
+        self.clock = self.trigger = None
+        self.failed = False
+        if seg is None:
+            return
+        self.clock = StepClock(seg.words, seg.ring_base(slot), step)
+        self.trigger = TriggerWatch(seg, slot, rank, heartbeat_s)
+
+    def beat(self, step: int, state: str) -> None:
+        if self.clock is None or self.failed:
+            return
+        try:
+            quiet = state not in ("recording", "saving")  # the profiler's cost is not the job's
+            seen = self.clock.observe(step, time.monotonic_ns(), counts=quiet)
+            outcome = self.trigger.beat(step, seen, state)
+            if outcome in ("fired", "requested"):
+                log.info("dynprof_nb rank %d: trigger %s a window: %s", self.trigger.rank,
+                         outcome, self.trigger.text and self.seg_reason())
+        except Exception as exc:  # never into the heartbeat
+            self.failed = True
+            log.warning("dynprof_nb rank %s: step times and the trigger are off for this "
+                        "process: %r", getattr(self.trigger, "rank", "?"), exc)
+
+    def seg_reason(self) -> str:
+        return self.trigger.seg.read_trigger_text()[1]

@@ -1,0 +1,73 @@
+"""The trigger across simulated nodes: one rank slows, its node's agent starts the window on
+every node at one step (attach(job, cluster=client))."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from jobutil import unique_job, wait_until
+
+import dynprof_nb
+
+pytestmark = pytest.mark.timeout(300)
+SLOW_RANK = 2
+
+
+def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path: Path):
+    name = unique_job("cltrig")
+    slow = tmp_path / "slow"
+    for node in cluster.nodes:  # one rank per node, ranks 0..3, rank 2 slows
+        extra = (["--slow-file", str(slow), "--slow-ms", "60", "--slow-steps", "20"]
+                 if node.index == SLOW_RANK else None)
+        node.start_rank(name, node.index, step_ms=10, extra=extra)
+    job = dynprof_nb.attach(name, cluster=cluster.client())
+    try:
+        def ready():
+            st = job.status()
+            live = st[st.alive.astype(bool)]
+            return len(live) == 4 and (live.step > 40).all() and live.step_s.notna().all()
+
+        wait_until(ready, timeout=120, what="4 ranks on 4 nodes stepping")
+        armed = job.trigger(slowdown=2.0, steps=8)
+        assert armed["armed"] and armed["mode"] == "cluster" and armed["fired"] == 0
+        time.sleep(0.5)  # the agents see the armed trigger
+        slow.touch()
+        flagged = []
+        done = Path(f"{slow}.done")
+        deadline = time.monotonic() + 60
+        while not done.exists() and time.monotonic() < deadline:
+            st = job.status().set_index("rank")
+            text = st.loc[SLOW_RANK, "slow"]
+            if text and float(text.rstrip("%")) >= 100:
+                flagged.append(text)
+            time.sleep(0.1)
+        first_slow, last_slow = map(int, done.read_text().split())
+        assert flagged, "status() never showed the slow rank as slow while it was"
+
+        def complete():
+            found = job.windows()
+            found = found[found.status == "complete"]
+            return [found] if len(found) == 4 else None
+
+        found = wait_until(complete, timeout=120, what="the triggered window on 4 nodes")[0]
+        assert sorted(found["rank"]) == [0, 1, 2, 3]
+        assert found.node.nunique() == 4
+        assert len(set(zip(found.start, found.stop, strict=True))) == 1
+        assert (found.stop - found.start + 1 == 8).all()
+        assert all(f"rank {SLOW_RANK} step" in r for r in found.reason), list(found.reason)
+        assert job.triggers["fired"] == 1
+        assert f"rank {SLOW_RANK}" in job.triggers["last_reason"]
+
+        times = job.step_times(last=200)
+        assert set(times["rank"]) == {0, 1, 2, 3}
+        mine = times[(times["rank"] == SLOW_RANK) & times.step.between(first_slow, last_slow)]
+        others = times[times["rank"] != SLOW_RANK].duration_s.median()
+        assert len(mine) and mine.duration_s.median() > 3 * others, mine.to_string()
+        job.trigger(None)
+        assert job.triggers == {"armed": False}
+    finally:
+        cluster.stop_ranks(name)
+        job.close()
+

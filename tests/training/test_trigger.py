@@ -1,0 +1,101 @@
+"""A window that starts by itself: 4 real ranks at ~10 ms a step, one slows to ~60 ms."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from jobutil import finish, spawn_rank, unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment, windows
+from dynprof_nb.control.base import JobError
+
+SLOW_RANK = 2
+
+
+def _pct(text: str) -> float:
+    return float(text.rstrip("%")) if text else 0.0
+
+
+def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
+    name = unique_job("trig")
+    job = dynprof_nb.attach(name, create=True)
+    slow = tmp_path / "slow"
+    procs = [spawn_rank(name, r, tmp_path / "out", step_ms=10,
+                        extra=["--slow-file", str(slow), "--slow-ms", "60",
+                               "--slow-steps", "20"] if r == SLOW_RANK else None)
+             for r in range(4)]
+    try:
+        wait_until(lambda: len(job.live_slots()) == 4
+                   and all(s.step > 40 for s in job.live_slots()), timeout=60,
+                   what="4 ranks stepping")
+        armed = job.trigger(slowdown=2.0, steps=8)
+        assert armed["armed"] and armed["state"] == "watching" and armed["steps"] == 8
+        assert job.triggers["fired"] == 0
+        before = job.step_times(last=20)
+        assert set(before["rank"]) == {0, 1, 2, 3}
+        # ~10 ms steps seen by a 20 ms heartbeat: interval means, about 10 ms each
+        assert (before["kind"] == "interval").any()
+        normal = before["duration_s"].median()
+
+        ahead = max(s.step for s in job.live_slots())  # the most advanced rank, at the slowdown
+        slow.touch()
+        flagged = []
+        done = Path(f"{slow}.done")
+        deadline = time.monotonic() + 60
+        while not done.exists() and time.monotonic() < deadline:
+            st = job.status().set_index("rank")
+            if _pct(st.loc[SLOW_RANK, "slow"]) >= 100:
+                flagged.append(st.loc[SLOW_RANK, "slow"])
+            time.sleep(0.05)
+        first_slow, last_slow = map(int, done.read_text().split())
+        assert flagged, "status() never showed the slow rank as slow while it was"
+
+        def complete() -> bool:
+            found = job.windows()
+            return len(found[found.status == "complete"]) == 4
+
+        wait_until(complete, timeout=60, what="the triggered window on all 4 ranks")
+        found = job.windows()
+        assert sorted(found["rank"]) == [0, 1, 2, 3]
+        assert len(set(zip(found.start, found.stop, strict=True))) == 1
+        start, stop = found.start.iloc[0], found.stop.iloc[0]
+        assert stop - start + 1 == 8
+        # it starts within 30 steps of the slowdown, counted on the most advanced rank (ranks
+        # that started apart stay apart: the window must begin after every one of them)
+        assert start <= max(ahead, first_slow) + 30, (ahead, first_slow, start, stop)
+        assert all(f"rank {SLOW_RANK} step" in r for r in found.reason), list(found.reason)
+        manifest = windows.read_manifest(found.path.iloc[0])
+        assert manifest["reason"] == found.reason.iloc[0]
+        assert job.triggers["fired"] == 1
+
+        times = job.step_times(last=200)
+        mine = times[(times["rank"] == SLOW_RANK) & times.step.between(first_slow, last_slow)]
+        assert len(mine) and mine.duration_s.median() > 3 * normal, mine.to_string()
+        assert (mine["kind"] == "step").any()
+
+        job.trigger(None)
+        assert job.triggers == {"armed": False}
+    finally:
+        for p in procs:
+            finish(p)
+        job.close()
+        segment.unlink(name)
+
+
+def test_a_bad_trigger_is_refused_before_anything_is_stored() -> None:
+    name = unique_job("trigbad")
+    job = dynprof_nb.attach(name, create=True)
+    try:
+        with pytest.raises(JobError, match="slowdown"):
+            job.trigger(slowdown=0.5)
+        with pytest.raises(JobError, match="steps"):
+            job.trigger(steps=0)
+        with pytest.raises(JobError):
+            job.trigger(not_a_key=1)
+        assert job.triggers == {"armed": False}
+    finally:
+        job.close()
+        segment.unlink(name)
