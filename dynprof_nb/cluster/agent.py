@@ -21,7 +21,6 @@ itself when a worker has no agent). It serves every job on its node:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -30,11 +29,23 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from dynprof_nb.cluster import gate
+from dynprof_nb.cluster import gate, wire
 from dynprof_nb.cluster.access import client_security, refusal, requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
 from dynprof_nb.cluster.ops import NodeOps
 from dynprof_nb.cluster.trigger import Firer
+from dynprof_nb.cluster.wire import (  # noqa: F401  (call, UngatedCluster: this module's API)
+    AGENTS,
+    AGENTS_LOCK,
+    BEAT_TOPIC,
+    PLUGIN_NAME,
+    UngatedCluster,
+    agent_of,
+    call,
+    command_variable,
+    lock_name,
+    status_topic,
+)
 
 log = logging.getLogger("dynprof_nb")
 
@@ -45,29 +56,6 @@ HURRY_S = 0.02
 HURRY_FOR_S = 2.0
 ALIVE_EVERY_S = 1.0  # a beat at least this often, changed or not
 RESEND_EVERY_S = 5.0  # unchanged rows are sent again this often (a controller may have missed)
-# per user: an agent pushes on its own uid's channels and a notebook listens on its own, so two
-# users with a job of the same name on one cluster never see each other's rows or commands
-BEAT_TOPIC = f"dynprof_nb.beat.{os.getuid()}"
-PLUGIN_NAME = "dynprof_nb-agent"
-_AGENTS: dict[str, Agent] = {}
-_AGENTS_LOCK = threading.Lock()
-
-
-def status_topic(job: str) -> str:
-    """The event topic a job's status rows are pushed on (this process's user's job)."""
-    return f"dynprof_nb.status.{os.getuid()}.{job}"
-
-
-def command_variable(job: str) -> str:
-    """The Dask ``Variable`` holding a job's current command (seq, action, config)."""
-    return f"dynprof_nb.command.{os.getuid()}.{job}"
-
-
-def lock_name(job: str) -> str:
-    """The Dask ``Lock`` around each write of a job's command."""
-    return f"dynprof_nb.lock.{os.getuid()}.{job}"
-
-
 class Agent:
     """The agent of one worker: the node's operations, its beat thread and its election."""
 
@@ -82,7 +70,7 @@ class Agent:
         self._seen: set[str] = set()
         self._client: Any = None
         self._gate_ok = False
-        self.firer = Firer(self.ops, self._scheduler_client)
+        self.firer = Firer(self.ops, self._scheduler_client, _cluster_job)
         self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
 
     def start(self) -> Agent:
@@ -254,39 +242,19 @@ class Agent:
 
 def start_agent(worker: Any) -> Agent:
     """The worker's agent, started once (a preload and a plugin may both ask)."""
-    with _AGENTS_LOCK:
-        agent = _AGENTS.get(worker.id)
+    with AGENTS_LOCK:
+        agent = AGENTS.get(worker.id)
         if agent is None:
             gate.install(worker)  # a worker answers its own `run` handler: gate it first
-            agent = _AGENTS[worker.id] = Agent(worker).start()
+            agent = AGENTS[worker.id] = Agent(worker).start()
         return agent
 
 
 def stop_agent(worker: Any) -> None:
-    with _AGENTS_LOCK:
-        agent = _AGENTS.pop(worker.id, None)
+    with AGENTS_LOCK:
+        agent = AGENTS.pop(worker.id, None)
     if agent is not None:
         agent.stop()
-
-
-def agent_of(worker: Any) -> Agent | None:
-    return _AGENTS.get(getattr(worker, "id", None))
-
-
-async def call(op: str, payload: dict[str, Any], dask_worker: Any = None) -> dict[str, Any]:
-    """What ``Client.run`` runs on each worker: one operation of the worker's agent, on a
-    thread (so the worker's event loop keeps beating while a command waits for its ranks)."""
-    agent = agent_of(dask_worker)
-    if agent is None:
-        return {"missing": True, "addr": getattr(dask_worker, "address", "")}
-    why = await agent.scheduler_refusal()
-    if why is not None:
-        raise UngatedCluster(why)
-    return await asyncio.to_thread(agent.call, op, payload)
-
-
-class UngatedCluster(PermissionError):
-    """The agent's scheduler admits others than this agent's user (see :mod:`..gate`)."""
 
 
 class AgentPlugin(WorkerPlugin):
@@ -309,3 +277,17 @@ def dask_setup(worker: Any) -> None:
 
 def dask_teardown(worker: Any) -> None:
     stop_agent(worker)
+
+
+def _cluster_job(job: str, client: Any) -> Any:
+    """The ClusterJob a trigger firer starts its windows through (agents are in place)."""
+    from dynprof_nb.cluster.controller import ClusterJob
+
+    return ClusterJob(job, client, install=False)
+
+
+def _install_agents(client: Any) -> None:
+    client.register_plugin(AgentPlugin(), name=PLUGIN_NAME)
+
+
+wire.install_agents = _install_agents

@@ -28,17 +28,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dynprof_nb.cluster import wire
 from dynprof_nb.cluster.access import InsecureClusterError, check_transport, requester
-from dynprof_nb.cluster.agent import (
-    PLUGIN_NAME,
-    AgentPlugin,
-    UngatedCluster,
-    call,
-    command_variable,
-    lock_name,
-)
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.ops import NotYourJob
+from dynprof_nb.cluster.wire import UngatedCluster, call, command_variable, lock_name
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.base import (
     WINDOW_COLUMNS,
@@ -163,10 +157,11 @@ class ClusterJob(Controller):
     def _ensure_agents(self, install: bool) -> None:
         raw = self._hello()
         if any(isinstance(r, dict) and r.get("missing") for r in raw.values()):
-            if not install:
+            # install_agents is set when dynprof_nb.cluster.agent is imported (attach does)
+            if not install or wire.install_agents is None:
                 raise JobError("some workers run no dynprof_nb agent: start them with "
                                "--preload dynprof_nb.cluster.agent.")
-            self.client.register_plugin(AgentPlugin(), name=PLUGIN_NAME)
+            wire.install_agents(self.client)
             raw = self._hello()  # the new agents check their scheduler's gate too
         foreign = sorted({f"uid {r['uid']} ({r['user']})" for r in raw.values()
                           if isinstance(r, dict) and r.get("foreign")})

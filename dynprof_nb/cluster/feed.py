@@ -13,7 +13,7 @@ import time
 import weakref
 from typing import Any
 
-from dynprof_nb.cluster.agent import BEAT_TOPIC, status_topic
+from dynprof_nb.cluster.wire import BEAT_TOPIC, status_topic
 
 DEAD_AFTER_S = 3.0
 _FEEDS: weakref.WeakKeyDictionary[Any, Feed] = weakref.WeakKeyDictionary()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynprof_nb.cluster.agent import agent_of
+from dynprof_nb.cluster.wire import agent_of
 
 KERNEL_SUMMARY_COLUMNS = ["name", "count", "total_us", "avg_us", "max_us"]
 

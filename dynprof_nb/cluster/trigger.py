@@ -52,9 +52,12 @@ def store(client: Any, job: str, value: dict[str, Any] | None) -> None:
 class Firer:
     """An agent's trigger duties: look for its node's requests; start windows on a thread."""
 
-    def __init__(self, ops: Any, client_of: Any) -> None:
+    def __init__(self, ops: Any, client_of: Any, job_of: Any) -> None:
         self.ops = ops
         self.client_of = client_of  # () -> a distributed.Client to the scheduler, or None
+        # (job, client) -> a ClusterJob that installs nothing; given by the agent, so this
+        # module needs no import of the controller (which imports this one)
+        self.job_of = job_of
         self.jobs: dict[str, Any] = {}  # job -> its ClusterJob, made on the first request
         self.pending: dict[str, str] = {}  # job -> a reason waiting for a window to end
         self.armed: set[str] = set()
@@ -103,7 +106,6 @@ class Firer:
         """Start the trigger's window on every node if the cluster-wide bounds allow."""
         from distributed import Lock
 
-        from dynprof_nb.cluster.controller import ClusterJob
         from dynprof_nb.control import trigger
 
         client = self.client_of()
@@ -123,7 +125,7 @@ class Firer:
                 return "cooldown"
             cj = self.jobs.get(job)
             if cj is None:
-                cj = self.jobs[job] = ClusterJob(job, client, install=False)
+                cj = self.jobs[job] = self.job_of(job, client)
             cj.refresh()
             if any(r["alive"] and r["state"] in BUSY_STATES for r in cj.status_rows()):
                 return "busy"

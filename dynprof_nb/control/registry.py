@@ -48,6 +48,7 @@ def attach(job: str = "default", *, create: bool = False,
             raise JobError("cluster= drives the job segments on every node; cfg_path/prof_path "
                            "are file mode on this machine. Give one or the other.")
         # deferred: Dask is imported only by those who ask for a cluster
+        import dynprof_nb.cluster.agent  # noqa: F401  (so attach can install agents)
         from dynprof_nb.cluster.controller import attach_cluster
 
         return attach_cluster(job, cluster, security=security, allow_insecure=allow_insecure)

@@ -26,7 +26,7 @@ from typing import Any
 from dynprof_nb.cluster.access import add_transport_flags
 from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
 from dynprof_nb.ui.commands import ARGUMENTS, CLI_COMMANDS, helps
-from dynprof_nb.ui.triggercmd import add_trigger_arguments, run_trigger
+from dynprof_nb.ui.triggercmd import TRIGGER_OPTIONS_TITLE, add_trigger_arguments, run_trigger
 
 WINDOW_KEYS = ("start_step", "stop_step")
 
@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     trig = sub.add_parser("trigger", help=text["trigger"])
     trig.add_argument("job")
     add_trigger_arguments(trig)
+    add_config_flags(trig, TRIGGER_OPTIONS_TITLE)
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
     for name in ("status", "stop", "windows", "start", "set", "wait", "trigger"):  # on a cluster
@@ -205,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "wait":
         print(job.wait(timeout=args.timeout).to_string(index=False))
     elif args.command == "trigger":
-        print(run_trigger(job, args))
+        print(run_trigger(job, args, config_changes(args)))
     return 0
 
 

@@ -28,7 +28,7 @@ from dynprof_nb.ui.cli import (
     parse_assignments,
 )
 from dynprof_nb.ui.commands import ARGUMENTS, MAGIC_COMMANDS, helps
-from dynprof_nb.ui.triggercmd import add_trigger_arguments, run_trigger
+from dynprof_nb.ui.triggercmd import TRIGGER_OPTIONS_TITLE, add_trigger_arguments, run_trigger
 
 __all__ = ["DynprofMagics", "load_ipython_extension"]
 
@@ -97,6 +97,7 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     add_config_flags(p["start"], "options for this window only (set makes a key standing)")
     p["set"].add_argument("assignments", nargs="+", metavar="key=value")
     add_trigger_arguments(p["trigger"])
+    add_config_flags(p["trigger"], TRIGGER_OPTIONS_TITLE)
     p["wait"].add_argument("--timeout", type=float, default=None, metavar="S")
     p["wait"].add_argument("--no-progress", action="store_true", help="no progress bar")
     for name in ("load", "summary"):
@@ -286,7 +287,7 @@ class DynprofMagics(Magics):
         return job.config
 
     def _do_trigger(self, args: argparse.Namespace) -> None:
-        print(run_trigger(self._need_job(), args))
+        print(run_trigger(self._need_job(), args, config_changes(args)))
 
     def _do_status(self, args: argparse.Namespace) -> Any:
         return self._need_job().status()

@@ -9,9 +9,12 @@ HELP = ("arm a window that starts by itself when a step slows (--slowdown 2 --st
         "or disarm it (--off); no flags: show it")
 
 
-def add_trigger_arguments(parser: argparse.ArgumentParser) -> None:
-    from dynprof_nb.ui.cli import add_config_flags
+TRIGGER_OPTIONS_TITLE = "options for the triggered windows only"
 
+
+def add_trigger_arguments(parser: argparse.ArgumentParser) -> None:
+    """The trigger's own flags; the caller adds the config flags (``add_config_flags``, with
+    :data:`TRIGGER_OPTIONS_TITLE`) beside them."""
     parser.add_argument("--slowdown", type=float, default=None, metavar="X",
                         help="fire when a rank's step takes more than X times its own median "
                              "(or the job's median X times its median when armed); default 2")
@@ -26,17 +29,14 @@ def add_trigger_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--disk-budget-mb", type=float, default=None, metavar="MB",
                         help="fire no more once the job's windows use this much disk")
     parser.add_argument("--off", action="store_true", help="disarm the trigger")
-    add_config_flags(parser, "options for the triggered windows only")
 
 
-def run_trigger(job: Any, args: argparse.Namespace) -> str:
-    """Arm, disarm or show ``job``'s trigger as ``args`` say; what happened, in words."""
-    from dynprof_nb.ui.cli import config_changes
-
+def run_trigger(job: Any, args: argparse.Namespace, options: dict[str, Any]) -> str:
+    """Arm, disarm or show ``job``'s trigger as ``args`` say, its windows recorded with
+    ``options`` (the config flags given); what happened, in words."""
     if args.off:
         job.trigger(None)
         return f"job {job.name}: trigger disarmed"
-    options = config_changes(args)
     if args.slowdown is None and not options and args.steps == 10:
         return describe(job.triggers, job.name)
     t = job.trigger(slowdown=2.0 if args.slowdown is None else args.slowdown,
