@@ -11,6 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 import numpy as np
 
 NA_NS = np.iinfo(np.int64).min  # sentinel for "no timestamp" inside int64 arrays
+NS_MAX_US = "9223372036854775.807"  # the largest µs time int64 ns hold (2262-04-11 as Unix time)
 _NA_TEXT = {"", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-", "inf", "-inf", "Infinity"}
 # Above 2**43 µs a float64 cannot hold 3 decimal digits exactly.
 FLOAT_EXACT_LIMIT_US = float(2**43)
@@ -255,11 +256,12 @@ def _parse_block(b: np.ndarray, buf: bytes, starts: np.ndarray, lens: np.ndarray
         use_f = (pos_f >= 0) & (pos_f <= 2) & inside
         frac = np.where(use_f, d64 * _POW10[np.clip(2 - pos_f, 0, 2)], 0).sum(axis=1)
         rnd = ((pos_f == 3) & inside & (digit >= 5)).any(axis=1)
+        beyond = ok & (whole > _NS_LIMIT_US + 1)  # a number, but past int64 ns: stays NA
         ok &= whole <= _NS_LIMIT_US
         ok &= ~slow & ~null
         ns = np.where(ok, whole, 0) * 1000 + frac + rnd
         out[ok] = np.where(neg, -ns, ns)[ok]
-        slow |= ~ok & ~null
+        slow |= ~ok & ~null & ~beyond  # the edge of the range itself is checked exactly there
     for i in np.flatnonzero(slow):
         out[i] = _token_ns(buf[starts[i]:starts[i] + lens[i]])
     return out

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.traces import fastjson, schema
-from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
+from dynprof_nb.traces._time import NA_NS, NS_MAX_US, tokens_us_to_ns
 from dynprof_nb.traces.errors import TraceFormatError
 from dynprof_nb.traces.repair import check_text_like, repair_json
 
@@ -329,6 +329,17 @@ class _Columns:
         self.meta_rows: list[tuple] = []
         self.counter_parts: list[tuple] = []
         self.memory_parts: list[tuple] = []
+        self.bad_ts = 0  # ts tokens given but not a time int64 ns can hold
+        self.bad_ts_example = b""
+
+    def _unreadable_ts(self, tokens: list) -> None:
+        """Count the ts that were written but could not be read (a missing ts, or ``null``, is
+        not counted): a time beyond int64 ns (after 2262 as Unix µs) or junk. Their rows keep
+        ``ts_ns`` NA, and the trace says so in its repairs instead of leaving it silent."""
+        given = [t for t in tokens if t != _NULL]
+        if given and not self.bad_ts:
+            self.bad_ts_example = bytes(given[0])[:40]
+        self.bad_ts += len(given)
 
     def add(self, piece: bytes | memoryview) -> None:
         evs, loose = _decode_piece(piece)
@@ -349,6 +360,9 @@ class _Columns:
         csub = [evs[i] for i in cnt.tolist()]
         tsr = [e.ts for e in sub] + [e.ts for e in csub]  # only the rows that are kept
         ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
+        bad = np.flatnonzero(ts == NA_NS)
+        if len(bad):
+            self._unreadable_ts([tsr[i] for i in bad.tolist()])
         del tsr
         if len(idx):
             name_c = _codes([e.name for e in sub], self.name_t)
@@ -397,7 +411,18 @@ class _Columns:
             "deviceProperties": top.deviceProperties,
         }
         counters = (list(self.cnt_t), self.counter_parts)
+        if self.bad_ts:
+            notes = [*notes, _bad_ts_note(self.bad_ts, self.bad_ts_example)]
         return ChromeTrace(path, ev, meta, ph_counts, notes, base, counters, self.memory_parts)
+
+
+def _bad_ts_note(count: int, example: bytes) -> str:
+    return (
+        f"{count} events have a ts that is not a time dynprof_nb can hold (first: "
+        f"{example.decode('ascii', 'replace')}): their ts_ns is NA. Times are int64 ns, which "
+        f"reach ±{NS_MAX_US} µs (2262-04-11 as Unix time); a ts beyond that is a clock or "
+        "tool bug in the file"
+    )
 
 
 def _raw_list(raws: list) -> bytes:

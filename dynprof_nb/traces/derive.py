@@ -24,8 +24,16 @@ OVERLAP_THREADS = {
 }
 
 
+def timed(events: pd.DataFrame) -> pd.DataFrame:
+    """The events that have a time: a ts the reader could not hold (NA, said in the trace's
+    repairs) places its event in no step and no interval."""
+    ts = events["ts_ns"]
+    return events[ts.notna()] if ts.hasnans else events
+
+
 def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
     """(step, start_ns, end_ns) from the host-side step marker spans."""
+    events = timed(events)
     if events.empty:
         return pd.DataFrame(
             {
@@ -122,6 +130,7 @@ def steps_from_events(
     """Step table from the step marker spans, with the breakdown from the Overlap Analysis
     process (Ascend) or from device compute/communication intervals (GPU/NPU); ``comm`` says
     which kernel names are communication (see :mod:`dynprof_nb.traces.comm`)."""
+    events = timed(events)
     iv = step_intervals(events)
     if iv.empty:
         return schema.empty("steps"), "no step marker events"
