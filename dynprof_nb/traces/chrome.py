@@ -13,20 +13,19 @@ is re-encoded and fed through the same fast path.
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import fastjson, schema
+from dynprof_nb.traces import budget, fastjson, schema
 from dynprof_nb.traces._time import NA_NS, NS_MAX_US, tokens_us_to_ns
 from dynprof_nb.traces.errors import TraceFormatError
-from dynprof_nb.traces.repair import check_text_like, repair_json
+from dynprof_nb.traces.repair import check_text_like, first_byte, repair_json
 
 KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
 _NULL = msgspec.Raw(b"null")
@@ -149,35 +148,93 @@ class ChromeTrace:
 
 
 def read_bytes(path: str | Path) -> tuple[bytes, list[str]]:
-    """Read a file, gunzipping ``.gz`` (and keeping what a cut-short gzip stream gave)."""
+    """Read a file, gunzipping ``.gz`` (and keeping what a cut-short gzip stream gave).
+
+    Within the budgets of :mod:`.budget`: binary data is refused from the first megabyte, and
+    a gzip stream is inflated piece by piece and stopped at its limit (relative to the file and
+    absolute), so a small file that inflates to gigabytes never sits in memory whole."""
     path = Path(path)
     notes: list[str] = []
     with open(path, "rb") as fh:
-        data = fh.read()
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            d = zlib.decompressobj(wbits=47)
-            try:
-                out = d.decompress(data)
-            except zlib.error:
-                out = b""
-            if not out:
-                raise TraceFormatError(
-                    path,
-                    f"gzip data is corrupt ({exc})",
-                    offset=0,
-                    hint="re-copy the file or decompress it by hand",
-                ) from exc
-            notes.append(f"gzip stream cut short; kept the first {len(out)} decompressed bytes")
-            data = out
-    return data, notes
+        head = fh.read(budget.SNIFF_BYTES)
+        if head[:2] != b"\x1f\x8b":
+            size = os.fstat(fh.fileno()).st_size
+            sniff(head, path, size)
+            budget.check_memory(path, 3 * size, "reading this trace whole")
+            return head + fh.read(), notes
+        fh.seek(0)
+        return _inflate(fh, path, os.fstat(fh.fileno()).st_size)
+
+
+def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytes, list[str]]:
+    limit, words = budget.inflate_limit(path, compressed)
+    memory = budget.load_memory() // 3  # the text, then its pieces and columns beside it
+    out = bytearray()
+    d = zlib.decompressobj(wbits=47)
+    notes: list[str] = []
+    sniffed = False
+    pending = b""
+    try:
+        while True:
+            block = d.unconsumed_tail or pending or fh.read(1 << 20)
+            pending = b""
+            if not block:
+                if not d.eof:
+                    raise EOFError("compressed file ended before the end-of-stream marker")
+                break
+            out += d.decompress(block, 1 << 22)
+            if not sniffed and (len(out) >= budget.SNIFF_BYTES or d.eof):
+                sniff(bytes(out[: budget.SNIFF_BYTES]), path, len(out), inflated=True)
+                sniffed = True
+            if len(out) > limit:
+                raise budget.too_big(path, "gzip data inflates", words)
+            if len(out) > memory:
+                budget.check_memory(path, 3 * len(out), "inflating this trace")
+            if d.eof:  # another gzip member may follow (as gzip.decompress reads them)
+                pending = d.unused_data or fh.read(1 << 20)
+                if not pending.strip(b"\x00"):
+                    break
+                d = zlib.decompressobj(wbits=47)
+    except (EOFError, OSError, zlib.error) as exc:
+        if not out:
+            raise TraceFormatError(
+                path,
+                f"gzip data is corrupt ({exc})",
+                offset=0,
+                hint="re-copy the file or decompress it by hand",
+            ) from exc
+        notes.append(f"gzip stream cut short; kept the first {len(out)} decompressed bytes")
+    if not sniffed:
+        sniff(bytes(out[: budget.SNIFF_BYTES]), path, len(out), inflated=True)
+    return bytes(out), notes
+
+
+def sniff(head: bytes, path: str | Path, size: int, inflated: bool = False) -> None:
+    """Refuse an empty file, binary data in its first megabyte, or a first character that
+    cannot start JSON, before reading the rest (a 2 GB file of zeros is refused at once)."""
+    what = " (in its decompressed text)" if inflated else ""
+    if size == 0:
+        raise TraceFormatError(path, f"file is empty{what}", offset=0,
+                               hint="the profiler was probably stopped before it wrote the trace")
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise TraceFormatError(path, f"binary data where JSON text was expected{what}",
+                               offset=nul,
+                               hint="is this the right file? traces are .json or .json.gz")
+    first = first_byte(head)
+    if first and first not in (b"{", b"["):
+        raise TraceFormatError(path, f"not JSON: starts with {first!r}{what}", offset=0,
+                               hint="load_trace expects a Chrome trace JSON here")
 
 
 def load_chrome_trace(path: str | Path) -> ChromeTrace:
     """Parse a Chrome trace file (object or bare array form, plain or gzip) into frames."""
     path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(budget.SNIFF_BYTES)
+        if head[:2] != b"\x1f\x8b":
+            sniff(head, path, os.fstat(fh.fileno()).st_size)
+    del head
     streamed = _load_streaming(path)
     if streamed is not None:
         return streamed
