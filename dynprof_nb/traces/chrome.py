@@ -147,7 +147,7 @@ class ChromeTrace:
         return self._counters
 
 
-def read_bytes(path: str | Path) -> tuple[bytes, list[str]]:
+def read_bytes(path: str | Path) -> tuple[bytes | bytearray, list[str]]:
     """Read a file, gunzipping ``.gz`` (and keeping what a cut-short gzip stream gave).
 
     Within the budgets of :mod:`.budget`: binary data is refused from the first megabyte, and
@@ -166,7 +166,7 @@ def read_bytes(path: str | Path) -> tuple[bytes, list[str]]:
         return _inflate(fh, path, os.fstat(fh.fileno()).st_size)
 
 
-def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytes, list[str]]:
+def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytearray, list[str]]:
     limit, words = budget.inflate_limit(path, compressed)
     memory = budget.load_memory() // 3  # the text, then its pieces and columns beside it
     out = bytearray()
@@ -206,7 +206,7 @@ def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytes, list[str
         notes.append(f"gzip stream cut short; kept the first {len(out)} decompressed bytes")
     if not sniffed:
         sniff(bytes(out[: budget.SNIFF_BYTES]), path, len(out), inflated=True)
-    return bytes(out), notes
+    return out, notes  # not bytes(out): that would hold the text twice
 
 
 def sniff(head: bytes, path: str | Path, size: int, inflated: bool = False) -> None:
