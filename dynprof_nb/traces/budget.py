@@ -5,7 +5,7 @@ Trace files come from other machines and other people: a 4 MB ``.json.gz`` can i
 :class:`TraceFormatError` that names the file, the limit and the environment variable that
 raises it (read at each load, so ``os.environ[...] = ...`` in a notebook takes effect at once):
 
-``DYNPROF_NB_GZIP_RATIO`` (default 100)
+``DYNPROF_NB_GZIP_RATIO`` (default 50)
     a ``.gz`` may inflate to at most this many times its own size (real traces: 5-20x);
 ``DYNPROF_NB_MAX_TEXT`` (default 8 GiB, or half the memory when less)
     and to at most this many bytes, whatever its size;
@@ -62,7 +62,7 @@ def _available() -> int:
 
 
 def gzip_ratio() -> int:
-    return _env("DYNPROF_NB_GZIP_RATIO", 100)
+    return _env("DYNPROF_NB_GZIP_RATIO", 50)
 
 
 def max_text() -> int:
