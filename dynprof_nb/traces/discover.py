@@ -72,14 +72,12 @@ def _inside(p: Path, wf: WindowFiles) -> bool:
     """Whether ``p`` (a file or folder found in the window) really lies in it: a symlink to
     somewhere else (``/etc/passwd``, another user's folder) is noted in ``wf.outside`` and
     never read, so no reader can be pointed out of the window, nor quote such a file."""
-    if not p.is_symlink() and not any(q.is_symlink() for q in p.relative_to(wf.root).parents
-                                      if q != Path(".")):
-        return True
     try:
         p.resolve(strict=True).relative_to(wf.root.resolve())
         return True
     except (OSError, ValueError, RuntimeError):
-        wf.outside.append(p)
+        if p not in wf.outside:
+            wf.outside.append(p)
         return False
 
 
