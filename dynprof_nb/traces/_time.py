@@ -96,6 +96,7 @@ def us_values_to_ns(values: list) -> tuple[np.ndarray, bool]:
 
 # ---- vectorised exact parse of raw JSON tokens -------------------------------------------------
 
+_MAX_SHAPES = 8  # token lengths parsed one length at a time; more: the general path
 _MAX_WIDTH = 40  # longer tokens (never seen in real traces) take the per-token path
 _MAX_INT_DIGITS = 18  # 10**18 - 1 fits int64; the ns product is range-checked below
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
@@ -121,7 +122,7 @@ def tokens_us_to_ns(buf: bytes, lens: np.ndarray) -> np.ndarray:
             return same
     starts = np.cumsum(lens) - lens
     sizes, counts = np.unique(lens, return_counts=True)
-    if len(sizes) <= 8:  # a few token shapes (e.g. strings plus `null`): each one in bulk
+    if len(sizes) <= _MAX_SHAPES:  # a few token shapes (e.g. strings plus `null`): each in bulk
         pad = np.concatenate([b, np.zeros(int(sizes.max()), np.uint8)])
         for size, count in zip(sizes.tolist(), counts.tolist(), strict=True):
             rows = np.flatnonzero(lens == size) if count < n else np.arange(n)

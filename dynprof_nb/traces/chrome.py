@@ -160,7 +160,7 @@ def read_bytes(path: str | Path) -> tuple[bytes | bytearray, list[str]]:
         if head[:2] != b"\x1f\x8b":
             size = os.fstat(fh.fileno()).st_size
             sniff(head, path, size)
-            budget.check_memory(path, 3 * size, "reading this trace whole")
+            budget.check_memory(path, 2 * size, "reading this trace whole")
             return head + fh.read(), notes
         fh.seek(0)
         return _inflate(fh, path, os.fstat(fh.fileno()).st_size)
@@ -168,7 +168,7 @@ def read_bytes(path: str | Path) -> tuple[bytes | bytearray, list[str]]:
 
 def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytearray, list[str]]:
     limit, words = budget.inflate_limit(path, compressed)
-    memory = budget.load_memory() // 3  # the text, then its pieces and columns beside it
+    memory = budget.load_memory() // 2  # the text, then its pieces and columns beside it
     out = bytearray()
     d = zlib.decompressobj(wbits=47)
     notes: list[str] = []
@@ -189,7 +189,7 @@ def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytearray, list
             if len(out) > limit:
                 raise budget.too_big(path, "gzip data inflates", words)
             if len(out) > memory:
-                budget.check_memory(path, 3 * len(out), "inflating this trace")
+                budget.check_memory(path, 2 * len(out), "inflating this trace")
             if d.eof:  # another gzip member may follow (as gzip.decompress reads them)
                 pending = d.unused_data or fh.read(1 << 20)
                 if not pending.strip(b"\x00"):

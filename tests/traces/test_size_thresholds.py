@@ -70,6 +70,8 @@ THRESHOLDS = {
     "whole_small_pieces": [(fastjson, "PIECE_BYTES", 4096)],  # many cuts of the text in memory
     "careful_split": [(fastjson, "event_pieces", _careful), (fastjson, "SPLIT_EVENTS", 333)],
     "ts_block": [(_time, "_BLOCK", 97), (fastjson, "PIECE_BYTES", 1 << 16)],  # ts parse blocks
+    "ts_general": [(_time, "_MAX_SHAPES", 0)],  # every piece's ts through the general parse
+    "ts_one_by_one": [(_time, "_MAX_SHAPES", 0), (_time, "_MAX_WIDTH", 4)],  # token by token
 }
 
 
