@@ -314,6 +314,11 @@ class DbFile:
         if self._strings is None:
             con = connect(self.path)
             try:
+                n, size = con.execute(
+                    "SELECT count(*), coalesce(sum(length(value)), 0) FROM STRING_IDS"
+                ).fetchone()
+                # as Python strings in a dict: the text, plus ~100 bytes per entry
+                budget.check_memory(self.path, 2 * size + 100 * n, "reading its STRING_IDS")
                 self._strings = dict(con.execute("SELECT id, value FROM STRING_IDS").fetchall())
             except sqlite3.DatabaseError as exc:
                 raise read_error(self.path, "STRING_IDS", exc) from exc

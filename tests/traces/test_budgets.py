@@ -89,3 +89,15 @@ def test_a_symlink_inside_the_window_is_read(tmp_path: Path):
     with pytest.warns(TraceRepairWarning, match="symlink.*lead out of the window.*trace.json"):
         with pytest.raises(TraceFormatError, match="no trace files"):
             dynprof_nb.load_window(win)
+
+
+def test_database_string_table_within_the_load_memory_budget(monkeypatch: pytest.MonkeyPatch):
+    from testdata import fixtures_dir
+
+    db = next((fixtures_dir() / "ascend_real" / "db_level0").glob("rank0*/*/ascend_*.db"))
+    monkeypatch.setenv("DYNPROF_NB_LOAD_MEMORY", "10K")
+    with pytest.raises(TraceFormatError, match=r"reading its STRING_IDS would take about .*"
+                       "over the load budget of 10.0 KiB.*DYNPROF_NB_LOAD_MEMORY"):
+        dynprof_nb.load_trace(db).events  # noqa: B018
+    monkeypatch.delenv("DYNPROF_NB_LOAD_MEMORY")
+    assert len(dynprof_nb.load_trace(db).events) > 1000
