@@ -11,6 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 import numpy as np
 
 NA_NS = np.iinfo(np.int64).min  # sentinel for "no timestamp" inside int64 arrays
+NS_MAX_US = "9223372036854775.807"  # the largest µs time int64 ns hold (2262-04-11 as Unix time)
 _NA_TEXT = {"", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-", "inf", "-inf", "Infinity"}
 # Above 2**43 µs a float64 cannot hold 3 decimal digits exactly.
 FLOAT_EXACT_LIMIT_US = float(2**43)
@@ -95,6 +96,7 @@ def us_values_to_ns(values: list) -> tuple[np.ndarray, bool]:
 
 # ---- vectorised exact parse of raw JSON tokens -------------------------------------------------
 
+_MAX_SHAPES = 8  # token lengths parsed one length at a time; more: the general path
 _MAX_WIDTH = 40  # longer tokens (never seen in real traces) take the per-token path
 _MAX_INT_DIGITS = 18  # 10**18 - 1 fits int64; the ns product is range-checked below
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
@@ -120,7 +122,7 @@ def tokens_us_to_ns(buf: bytes, lens: np.ndarray) -> np.ndarray:
             return same
     starts = np.cumsum(lens) - lens
     sizes, counts = np.unique(lens, return_counts=True)
-    if len(sizes) <= 8:  # a few token shapes (e.g. strings plus `null`): each one in bulk
+    if len(sizes) <= _MAX_SHAPES:  # a few token shapes (e.g. strings plus `null`): each in bulk
         pad = np.concatenate([b, np.zeros(int(sizes.max()), np.uint8)])
         for size, count in zip(sizes.tolist(), counts.tolist(), strict=True):
             rows = np.flatnonzero(lens == size) if count < n else np.arange(n)
@@ -255,11 +257,12 @@ def _parse_block(b: np.ndarray, buf: bytes, starts: np.ndarray, lens: np.ndarray
         use_f = (pos_f >= 0) & (pos_f <= 2) & inside
         frac = np.where(use_f, d64 * _POW10[np.clip(2 - pos_f, 0, 2)], 0).sum(axis=1)
         rnd = ((pos_f == 3) & inside & (digit >= 5)).any(axis=1)
+        beyond = ok & (whole > _NS_LIMIT_US + 1)  # a number, but past int64 ns: stays NA
         ok &= whole <= _NS_LIMIT_US
         ok &= ~slow & ~null
         ns = np.where(ok, whole, 0) * 1000 + frac + rnd
         out[ok] = np.where(neg, -ns, ns)[ok]
-        slow |= ~ok & ~null
+        slow |= ~ok & ~null & ~beyond  # the edge of the range itself is checked exactly there
     for i in np.flatnonzero(slow):
         out[i] = _token_ns(buf[starts[i]:starts[i] + lens[i]])
     return out

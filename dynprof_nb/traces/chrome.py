@@ -13,21 +13,20 @@ is re-encoded and fed through the same fast path.
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import fastjson, schema
-from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
+from dynprof_nb.traces import budget, fastjson, schema
+from dynprof_nb.traces._time import NA_NS, NS_MAX_US, tokens_us_to_ns
 from dynprof_nb.traces.derive import DEVICE_CATS
 from dynprof_nb.traces.errors import TraceFormatError
-from dynprof_nb.traces.repair import check_text_like, repair_json
+from dynprof_nb.traces.repair import check_text_like, first_byte, repair_json
 
 KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
 _NULL = msgspec.Raw(b"null")
@@ -166,36 +165,94 @@ class ChromeTrace:
         return self._counters
 
 
-def read_bytes(path: str | Path) -> tuple[bytes, list[str]]:
-    """Read a file, gunzipping ``.gz`` (and keeping what a cut-short gzip stream gave)."""
+def read_bytes(path: str | Path) -> tuple[bytes | bytearray, list[str]]:
+    """Read a file, gunzipping ``.gz`` (and keeping what a cut-short gzip stream gave).
+
+    Within the budgets of :mod:`.budget`: binary data is refused from the first megabyte, and
+    a gzip stream is inflated piece by piece and stopped at its limit (relative to the file and
+    absolute), so a small file that inflates to gigabytes never sits in memory whole."""
     path = Path(path)
     notes: list[str] = []
     with open(path, "rb") as fh:
-        data = fh.read()
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            d = zlib.decompressobj(wbits=47)
-            try:
-                out = d.decompress(data)
-            except zlib.error:
-                out = b""
-            if not out:
-                raise TraceFormatError(
-                    path,
-                    f"gzip data is corrupt ({exc})",
-                    offset=0,
-                    hint="re-copy the file or decompress it by hand",
-                ) from exc
-            notes.append(f"gzip stream cut short; kept the first {len(out)} decompressed bytes")
-            data = out
-    return data, notes
+        head = fh.read(budget.SNIFF_BYTES)
+        if head[:2] != b"\x1f\x8b":
+            size = os.fstat(fh.fileno()).st_size
+            sniff(head, path, size)
+            budget.check_memory(path, 2 * size, "reading this trace whole")
+            return head + fh.read(), notes
+        fh.seek(0)
+        return _inflate(fh, path, os.fstat(fh.fileno()).st_size)
+
+
+def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytearray, list[str]]:
+    limit, words = budget.inflate_limit(path, compressed)
+    memory = budget.load_memory() // 2  # the text, then its pieces and columns beside it
+    out = bytearray()
+    d = zlib.decompressobj(wbits=47)
+    notes: list[str] = []
+    sniffed = False
+    pending = b""
+    try:
+        while True:
+            block = d.unconsumed_tail or pending or fh.read(1 << 20)
+            pending = b""
+            if not block:
+                if not d.eof:
+                    raise EOFError("compressed file ended before the end-of-stream marker")
+                break
+            out += d.decompress(block, 1 << 22)
+            if not sniffed and (len(out) >= budget.SNIFF_BYTES or d.eof):
+                sniff(bytes(out[: budget.SNIFF_BYTES]), path, len(out), inflated=True)
+                sniffed = True
+            if len(out) > limit:
+                raise budget.too_big(path, "gzip data inflates", words)
+            if len(out) > memory:
+                budget.check_memory(path, 2 * len(out), "inflating this trace")
+            if d.eof:  # another gzip member may follow (as gzip.decompress reads them)
+                pending = d.unused_data or fh.read(1 << 20)
+                if not pending.strip(b"\x00"):
+                    break
+                d = zlib.decompressobj(wbits=47)
+    except (EOFError, OSError, zlib.error) as exc:
+        if not out:
+            raise TraceFormatError(
+                path,
+                f"gzip data is corrupt ({exc})",
+                offset=0,
+                hint="re-copy the file or decompress it by hand",
+            ) from exc
+        notes.append(f"gzip stream cut short; kept the first {len(out)} decompressed bytes")
+    if not sniffed:
+        sniff(bytes(out[: budget.SNIFF_BYTES]), path, len(out), inflated=True)
+    return out, notes  # not bytes(out): that would hold the text twice
+
+
+def sniff(head: bytes, path: str | Path, size: int, inflated: bool = False) -> None:
+    """Refuse an empty file, binary data in its first megabyte, or a first character that
+    cannot start JSON, before reading the rest (a 2 GB file of zeros is refused at once)."""
+    what = " (in its decompressed text)" if inflated else ""
+    if size == 0:
+        raise TraceFormatError(path, f"file is empty{what}", offset=0,
+                               hint="the profiler was probably stopped before it wrote the trace")
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise TraceFormatError(path, f"binary data where JSON text was expected{what}",
+                               offset=nul,
+                               hint="is this the right file? traces are .json or .json.gz")
+    first = first_byte(head)
+    if first and first not in (b"{", b"["):
+        raise TraceFormatError(path, f"not JSON: starts with {first!r}{what}", offset=0,
+                               hint="load_trace expects a Chrome trace JSON here")
 
 
 def load_chrome_trace(path: str | Path) -> ChromeTrace:
     """Parse a Chrome trace file (object or bare array form, plain or gzip) into frames."""
     path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(budget.SNIFF_BYTES)
+        if head[:2] != b"\x1f\x8b":
+            sniff(head, path, os.fstat(fh.fileno()).st_size)
+    del head
     streamed = _load_streaming(path)
     if streamed is not None:
         return streamed
@@ -350,6 +407,17 @@ class _Columns:
         self.link_rows: list[np.ndarray] = []  # row numbers (in the events frame) with link args
         self.link_args: list[_LinkArgs | None] = []
         self.n_rows = 0
+        self.bad_ts = 0  # ts tokens given but not a time int64 ns can hold
+        self.bad_ts_example = b""
+
+    def _unreadable_ts(self, tokens: list) -> None:
+        """Count the ts that were written but could not be read (a missing ts, or ``null``, is
+        not counted): a time beyond int64 ns (after 2262 as Unix µs) or junk. Their rows keep
+        ``ts_ns`` NA, and the trace says so in its repairs instead of leaving it silent."""
+        given = [t for t in tokens if t != _NULL]
+        if given and not self.bad_ts:
+            self.bad_ts_example = bytes(given[0])[:40]
+        self.bad_ts += len(given)
 
     def add(self, piece: bytes | memoryview) -> None:
         evs, loose = _decode_piece(piece)
@@ -370,6 +438,9 @@ class _Columns:
         csub = [evs[i] for i in cnt.tolist()]
         tsr = [e.ts for e in sub] + [e.ts for e in csub]  # only the rows that are kept
         ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
+        bad = np.flatnonzero(ts == NA_NS)
+        if len(bad):
+            self._unreadable_ts([tsr[i] for i in bad.tolist()])
         del tsr
         if len(idx):
             name_c = _codes([e.name for e in sub], self.name_t)
@@ -436,7 +507,18 @@ class _Columns:
             "deviceProperties": top.deviceProperties,
         }
         counters = (list(self.cnt_t), self.counter_parts)
+        if self.bad_ts:
+            notes = [*notes, _bad_ts_note(self.bad_ts, self.bad_ts_example)]
         return ChromeTrace(path, ev, meta, ph_counts, notes, base, counters, self.memory_parts)
+
+
+def _bad_ts_note(count: int, example: bytes) -> str:
+    return (
+        f"{count} events have a ts that is not a time dynprof_nb can hold (first: "
+        f"{example.decode('ascii', 'replace')}): their ts_ns is NA. Times are int64 ns, which "
+        f"reach ±{NS_MAX_US} µs (2262-04-11 as Unix time); a ts beyond that is a clock or "
+        "tool bug in the file"
+    )
 
 
 def _raw_list(raws: list) -> bytes:

@@ -10,7 +10,11 @@ table and column).
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sqlite3
+import stat
+import tempfile
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,14 +23,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces.errors import TraceFormatError
+from dynprof_nb.traces import budget
+from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning, warn
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DAMAGED = "the database is truncated, damaged or of an unknown schema version; re-export it"
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
-    """Open read-only and immutable (never writes beside the file, works in read-only folders)."""
+def connect(path: str | Path, limit_values: bool = True) -> sqlite3.Connection:
+    """Open read-only and immutable (never writes beside the file, works in read-only folders).
+
+    A database with a non-empty ``-wal`` beside it is read from a private copy with that WAL
+    applied (:func:`committed`), so its committed content is what is read. With
+    ``limit_values``, SQLite refuses any string or blob longer than the value budget
+    (``DYNPROF_NB_DB_MAX_VALUE``)."""
     p = Path(path)
     try:
         with open(p, "rb") as fh:
@@ -40,9 +50,11 @@ def connect(path: str | Path) -> sqlite3.Connection:
             offset=0,
             hint="the profiler may still be writing it, or it is not a .db",
         )
-    uri = "file:" + urllib.parse.quote(str(p.resolve())) + "?immutable=1"
+    uri = "file:" + urllib.parse.quote(str(committed(p).resolve())) + "?immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        if limit_values:
+            con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, budget.db_max_value())
         con.execute("SELECT count(*) FROM sqlite_master").fetchall()
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(
@@ -52,6 +64,48 @@ def connect(path: str | Path) -> sqlite3.Connection:
             hint="the file is truncated or damaged; re-export it",
         ) from exc
     return con
+
+
+_WAL_COPIES: dict[tuple, Path] = {}
+
+
+def committed(p: Path) -> Path:
+    """``p`` itself, or when a non-empty ``-wal`` lies beside it (a live profiler's database,
+    or one copied with its WAL), a private copy (0700 temp dir, removed at exit) with the WAL
+    checkpointed into it: ``immutable=1`` alone would read the last checkpoint and silently miss
+    every commit since. Nothing is written beside ``p``. When the copy cannot be made, the file
+    is read as last checkpointed, with a warning that says so."""
+    wal = p.with_name(p.name + "-wal")
+    try:
+        ws, ds = wal.stat(), p.stat()
+    except OSError:
+        return p
+    if not ws.st_size or not stat.S_ISREG(ws.st_mode):
+        return p
+    key = (str(p.resolve()), ds.st_size, ds.st_mtime_ns, ws.st_size, ws.st_mtime_ns)
+    copy = _WAL_COPIES.get(key)
+    if copy is not None and copy.exists():
+        return copy
+    tmp = Path(tempfile.mkdtemp(prefix="dynprof_nb-wal-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    copy = tmp / "copy.db"
+    try:
+        shutil.copyfile(p, copy)
+        shutil.copyfile(wal, tmp / "copy.db-wal")
+        con = sqlite3.connect(copy)
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            con.execute("PRAGMA journal_mode=DELETE").fetchall()
+        finally:
+            con.close()
+    except (OSError, sqlite3.DatabaseError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        warn(TraceRepairWarning(
+            f"{p}: its write-ahead log {wal.name} was NOT applied ({exc}): reading the database "
+            "as last checkpointed, which misses what was committed since"), stacklevel=3)
+        return p
+    _WAL_COPIES[key] = copy
+    return copy
 
 
 @dataclass(frozen=True)
@@ -143,9 +197,7 @@ class DbFile:
             cols = [d[0] for d in cur.description]
             df = frame(cur.fetchall(), cols)
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(
-                self.path, f"cannot read {what or 'a table'}: {exc}", hint=DAMAGED
-            ) from exc
+            raise read_error(self.path, what or "a table", exc) from exc
         finally:
             con.close()
         if strings and "STRING_IDS" in self.tables:
@@ -246,7 +298,7 @@ class DbFile:
 
     def _one(self, sql: str, what: str) -> tuple | None:
         """The one row of an aggregate query; None when it is too large for sqlite's strings."""
-        con = connect(self.path)
+        con = connect(self.path, limit_values=False)
         try:
             return con.execute(sql).fetchone()
         except sqlite3.DataError:  # string or blob too big: over ~50M rows in one column
@@ -262,13 +314,14 @@ class DbFile:
         if self._strings is None:
             con = connect(self.path)
             try:
+                n, size = con.execute(
+                    "SELECT count(*), coalesce(sum(length(value)), 0) FROM STRING_IDS"
+                ).fetchone()
+                # as Python strings in a dict: the text, plus ~100 bytes per entry
+                budget.check_memory(self.path, 2 * size + 100 * n, "reading its STRING_IDS")
                 self._strings = dict(con.execute("SELECT id, value FROM STRING_IDS").fetchall())
             except sqlite3.DatabaseError as exc:
-                raise TraceFormatError(
-                    self.path,
-                    f"cannot read STRING_IDS: {exc}",
-                    hint="the database is truncated or damaged",
-                ) from exc
+                raise read_error(self.path, "STRING_IDS", exc) from exc
             finally:
                 con.close()
         return self._strings
@@ -350,8 +403,22 @@ def table_columns(path: Path) -> dict[str, dict[str, str]]:
     as a side effect)."""
     con = connect(path)
     try:
-        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {n: {r[1]: r[2] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
+        rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall()
+        out = {}
+        for name, sql in rows:
+            if (sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL":  # computed: never read
+                continue
+            cols = con.execute(f'PRAGMA table_xinfo("{name}")').fetchall()
+            made = [r[1] for r in cols if r[6] in (2, 3)]
+            if made:
+                raise TraceFormatError(
+                    path,
+                    f"{name}.{made[0]} is a generated column: SQLite computes it on every read, "
+                    "which can take any time and memory; profiler databases store their values",
+                    hint="refused; re-export the database from the profiler",
+                )
+            out[name] = {r[1]: r[2] for r in cols}
+        return out
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(
             path,
@@ -360,6 +427,18 @@ def table_columns(path: Path) -> dict[str, dict[str, str]]:
         ) from exc
     finally:
         con.close()
+
+
+def read_error(path: Path, what: str, exc: sqlite3.DatabaseError) -> TraceFormatError:
+    """The error for a failed read: the value budget named when SQLite refused a long value."""
+    if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
+        return TraceFormatError(
+            path,
+            f"cannot read {what}: a value is longer than the limit of "
+            f"{budget.human(budget.db_max_value())} per value",
+            hint="set DYNPROF_NB_DB_MAX_VALUE (e.g. 256M) to raise it",
+        )
+    return TraceFormatError(path, f"cannot read {what}: {exc}", hint=DAMAGED)
 
 
 def int_or_none(v: object) -> int | None:

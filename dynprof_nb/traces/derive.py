@@ -51,8 +51,16 @@ def device_kinds(names: pd.Series, cats: pd.Series, comm: comm_names.PatternSpec
     return kind
 
 
+def timed(events: pd.DataFrame) -> pd.DataFrame:
+    """The events that have a time: a ts the reader could not hold (NA, said in the trace's
+    repairs) places its event in no step and no interval."""
+    ts = events["ts_ns"]
+    return events[ts.notna()] if ts.hasnans else events
+
+
 def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
     """(step, start_ns, end_ns) from the host-side step marker spans."""
+    events = timed(events)
     if events.empty:
         return pd.DataFrame(
             {
@@ -178,6 +186,7 @@ def steps_from_events(
     computation (HTA's COMPUTATION: no copy, set, sync or communication), ``communication_us``
     the union of communication, ``overlapped_us`` their intersection (HTA's comm/comp overlap,
     per step), ``free_us`` the span with no device activity at all (copies count as busy)."""
+    events = timed(events)
     iv = step_intervals(events)
     if iv.empty:
         return schema.empty("steps"), "no step marker events"

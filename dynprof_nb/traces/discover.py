@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import TraceFormatError
+from .errors import TraceFormatError, TraceRepairWarning, warn
 
 WINDOW_RE = re.compile(r"^rank(\d+)_start(\d+)_stop(\d+)")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
@@ -56,31 +56,48 @@ class WindowFiles:
     # a lone file that feeds no frame: profiler_info / profiler_metadata / communication_group
     # JSON (read for the rank), or an Ascend table kept as read (``TraceWindow.tables``)
     metadata: Path | None = None
+    # symlinks that lead out of the window: never read (nor quoted in an error)
+    outside: list[Path] = field(default_factory=list)
     table: Path | None = None
 
 
-def _ascend_roots(root: Path) -> list[Path]:
+def _ascend_roots(root: Path, wf: WindowFiles) -> list[Path]:
     roots = [root]
     for pat in ASCEND_DIRS:
-        roots += sorted(p for p in root.glob(pat) if p.is_dir())
+        roots += sorted(p for p in root.glob(pat) if p.is_dir() and _inside(p, wf))
     return roots
+
+
+def _inside(p: Path, wf: WindowFiles) -> bool:
+    """Whether ``p`` (a file or folder found in the window) really lies in it: a symlink to
+    somewhere else (``/etc/passwd``, another user's folder) is noted in ``wf.outside`` and
+    never read, so no reader can be pointed out of the window, nor quote such a file."""
+    try:
+        p.resolve(strict=True).relative_to(wf.root.resolve())
+        return True
+    except (OSError, ValueError, RuntimeError):
+        if p not in wf.outside:
+            wf.outside.append(p)
+        return False
 
 
 def find_window_files(root: Path) -> WindowFiles:
     wf = WindowFiles(root=root)
     man = root / "window.json"
-    if man.is_file():
+    if man.is_file() and _inside(man, wf):
         try:
             wf.manifest = json.loads(man.read_text())
         except (OSError, ValueError):
             wf.manifest = None
-    for base in _ascend_roots(root):
+    for base in _ascend_roots(root, wf):
         out = base / "ASCEND_PROFILER_OUTPUT"
         for d in (base, out):
-            if not d.is_dir():
+            if not d.is_dir() or not _inside(d, wf):
                 continue
             for p in sorted(d.iterdir()):
                 n = p.name
+                if not _inside(p, wf):
+                    continue
                 if (
                     n in ("trace.json", "trace_view.json")
                     or n.endswith((".pt.trace.json", ".pt.trace.json.gz"))
@@ -102,11 +119,11 @@ def find_window_files(root: Path) -> WindowFiles:
                 elif _is_profiler_db(n) and (d.name == "ASCEND_PROFILER_OUTPUT" or d == root):
                     wf.db = wf.db or p
         fw = base / "FRAMEWORK"
-        if fw.is_dir():
-            for p in sorted(fw.iterdir()):
+        if fw.is_dir() and _inside(fw, wf):
+            for p in sorted(q for q in fw.iterdir() if _inside(q, wf)):
                 key = re.sub(r"_\d+$", "", p.stem)
                 wf.framework.setdefault(key, p)
-    if (root / "dynprof_steps.csv").is_file():
+    if (root / "dynprof_steps.csv").is_file() and _inside(root / "dynprof_steps.csv", wf):
         wf.step_markers = root / "dynprof_steps.csv"
     m = WINDOW_RE.match(root.name)
     if m:
@@ -121,14 +138,20 @@ def find_window_files(root: Path) -> WindowFiles:
         wf.incomplete = "it is still under a temporary name (being written, or its writer died)"
     if wf.db is None:
         for p in sorted(root.glob("PROF_*/mindstudio_profiler_output/msprof_*.db")):
-            wf.db = p
-            break
+            if _inside(p, wf):
+                wf.db = p
+                break
     if wf.rank is None:
         wf.rank, wf.rank_source = job_rank(root, wf.traces)
     else:
         wf.rank_source = "window.json" if (wf.manifest or {}).get("rank") is not None else "name"
     wf.device = _device(root)
     wf.framework_name = _framework(root, wf)
+    if wf.outside:
+        names = ", ".join(str(p.relative_to(root)) for p in wf.outside[:5])
+        warn(TraceRepairWarning(
+            f"{root}: not read: {len(wf.outside)} symlink(s) that lead out of the window "
+            f"({names}); dynprof_nb reads only files inside the window"), stacklevel=3)
     return wf
 
 

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+_MAX_MESSAGE = 2000
+
 
 class TraceFormatError(ValueError):
     """A trace file that cannot be read at all.
@@ -24,6 +26,9 @@ class TraceFormatError(ValueError):
         self.offset = offset
         self.line = line
         self.column = column
+        if len(message) > _MAX_MESSAGE:  # an error quoting a 16 MB value helps nobody
+            cut = len(message) - _MAX_MESSAGE
+            message = message[:_MAX_MESSAGE] + f"... ({cut} more characters)"
         where = ""
         if line is not None:
             where = f" at line {line}" + (f", column {column}" if column is not None else "")
