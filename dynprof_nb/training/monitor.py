@@ -109,6 +109,7 @@ class Monitor:
                  backend: str = "auto", cfg_path: str | os.PathLike[str] | None = None,
                  poll_interval: float | None = None) -> None:
         self._relay: Any = None
+        self._stacks: Any = None  # the stack-dump handler and side file (job.stacks())
         self.job = job
         self.rank = rank_from_env() if rank is None else int(rank)
         self.world_size = world_size_from_env()
@@ -150,6 +151,7 @@ class Monitor:
         self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
                                       daemon=True)
         self._beat.start()
+        self._stacks = _stack_recorder(self)
         if cfg_path is not None:
             self._start_relay(cfg_path, poll_interval)
 
@@ -238,6 +240,8 @@ class Monitor:
         except Exception as exc:
             self._report(f"closing: {exc!r}")
         self._closed.set()
+        if self._stacks is not None:
+            self._stacks.close()
         if self._seg is not None:
             self._beat.join()
             self.state = "closed"
@@ -507,6 +511,18 @@ class Monitor:
                 words[base + S_BEAT_NS] = now
                 words[base + S_RATE] = int(rate * 1000)
                 last, last_ns = n, now
+
+
+def _stack_recorder(monitor: Monitor) -> Any:
+    """Install the stack-dump handler once at start (see :mod:`~dynprof_nb.training.stackdump`);
+    None if it cannot be (training goes on without it)."""
+    try:
+        from dynprof_nb.training.stackdump import StackRecorder
+
+        return StackRecorder(monitor)
+    except Exception as exc:
+        log.warning("dynprof_nb: job.stacks() will not see this rank: %r", exc)
+        return None
 
 
 def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:
