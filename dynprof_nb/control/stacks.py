@@ -98,8 +98,8 @@ def read_side(job: str, slot: SlotView, directory: Path | None = None) -> dict[s
 
 
 class _Pending:
-    def __init__(self, slot: SlotView, fd: int) -> None:
-        self.slot, self.fd = slot, fd
+    def __init__(self, slot: SlotView, fd: int, side: dict[str, Any] | None) -> None:
+        self.slot, self.fd, self.side = slot, fd, side or {}
         self.size, self.since = 0, time.monotonic()
 
 
@@ -142,6 +142,7 @@ def collect(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S,
         seen.add(slot.pid)
         path = directory / dump_name(slot.pid, slot.pid_start)
         why = _refusal(slot, path)
+        side = read_side(job, slot, directory)  # before the signal: a rank may exit after it
         fd = -1
         if why is None:
             try:
@@ -158,7 +159,7 @@ def collect(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S,
         if why is not None:
             silent.append({"rank": slot.rank, "node": node, "pid": slot.pid, "why": why})
             continue
-        pending.append(_Pending(slot, fd))
+        pending.append(_Pending(slot, fd, side))
     rows: list[dict[str, Any]] = []
     try:
         while pending:
@@ -168,7 +169,7 @@ def collect(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S,
                 if size != p.size:
                     p.size, p.since = size, now
                 elif size and now - p.since >= SETTLE_S:
-                    rows += _rows_of(job, p, node, directory)
+                    rows += _rows_of(p, node)
                     pending.remove(p)
                     os.close(p.fd)
             if now >= deadline:
@@ -176,7 +177,7 @@ def collect(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S,
             time.sleep(POLL_S)
         for p in pending:  # past the deadline: what was written, and the rank named
             if p.size:
-                rows += _rows_of(job, p, node, directory)
+                rows += _rows_of(p, node)
             silent.append({"rank": p.slot.rank, "node": node, "pid": p.slot.pid,
                            "why": (f"dump incomplete after {timeout:g} s" if p.size else
                                    f"no dump within {timeout:g} s (stopped with SIGSTOP, "
@@ -198,11 +199,10 @@ def _lock(fd: int, deadline: float) -> None:
             time.sleep(POLL_S)
 
 
-def _rows_of(job: str, p: _Pending, node: str, directory: Path) -> list[dict[str, Any]]:
+def _rows_of(p: _Pending, node: str) -> list[dict[str, Any]]:
     os.lseek(p.fd, 0, os.SEEK_SET)
     text = os.read(p.fd, MAX_DUMP_BYTES).decode("utf-8", "replace")
-    side = read_side(job, p.slot, directory) or {}
-    names = side.get("threads") if isinstance(side.get("threads"), dict) else {}
+    names = p.side.get("threads") if isinstance(p.side.get("threads"), dict) else {}
     return [{"rank": p.slot.rank, "node": node, "pid": p.slot.pid, **row}
             for row in parse_dump(text, names)]
 
@@ -310,6 +310,16 @@ class HangWatch:
         if self.last is None:
             self.last = load_last(self.key)
         return self.last
+
+
+def progress_fields(job: str, slot: SlotView) -> dict[str, Any]:
+    """What a node agent adds to a rank's status row so a cluster controller can name a stall:
+    the median step time and when (wall clock) the rank last stepped; unchanged while stalled,
+    so they cost no extra status push."""
+    record = read_side(job, slot) if slot.state != "closed" else None
+    if not record:
+        return {}
+    return {"step_s": record.get("step_s"), "last_step_wall": record.get("last_step_wall")}
 
 
 def local_stall(job: str, slots: list[SlotView], hang_after: float, hang_min_s: float
