@@ -125,7 +125,7 @@ def install() -> Path | None:
             _HANDLER.users += 1
             return _HANDLER.path
         try:
-            if catches("self"):
+            if _HANDLER.fd < 0 and catches("self"):
                 raise RuntimeError(f"signal {STACK_SIGNAL} already has a handler in this "
                                    "process; not replacing it")
             directory = stack_dir()
@@ -141,25 +141,24 @@ def install() -> Path | None:
         except Exception as exc:
             log.warning("dynprof_nb: job.stacks() will not see this process: %s", exc)
             return None
+        if _HANDLER.fd >= 0:  # registered by an earlier Monitor: now writing to the new fd
+            os.close(_HANDLER.fd)
         _HANDLER.users, _HANDLER.fd, _HANDLER.path = 1, fd, path
         return path
 
 
 def uninstall() -> None:
-    """Drop one use; the last one unregisters the handler and removes the dump file."""
+    """Drop one use; the last one removes the dump file, so no controller signals this
+    process any more. The handler and its descriptor stay for the process's life: a signal
+    sent just before the file went must not meet the default action (terminate), and the
+    descriptor's number must not be reused by a file the handler would then write into."""
     with _LOCK:
         if not _HANDLER.users:
             return
         _HANDLER.users -= 1
-        if _HANDLER.users:
-            return
-        try:
-            faulthandler.unregister(STACK_SIGNAL)
-        except Exception:
-            pass
-        os.close(_HANDLER.fd)
-        _unlink(_HANDLER.path)
-        _HANDLER.fd, _HANDLER.path = -1, None
+        if not _HANDLER.users:
+            _unlink(_HANDLER.path)
+            _HANDLER.path = None
 
 
 def _sweep(directory: Path) -> None:
