@@ -32,6 +32,7 @@ from dynprof_nb.cluster import wire
 from dynprof_nb.cluster.access import InsecureClusterError, check_transport, requester
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.ops import NotYourJob
+from dynprof_nb.cluster.stacks import cluster_stacks, cluster_stall
 from dynprof_nb.cluster.wire import UngatedCluster, call, command_variable, lock_name
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.base import (
@@ -46,12 +47,14 @@ from dynprof_nb.control.base import (
     resolve_step,
     window_conflict,
 )
+from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, HANG_AFTER, HANG_MIN_S, HangWatch
 from dynprof_nb.control.status import status_frame
 from dynprof_nb.segment import SegmentError, check_job_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dynprof_nb.analysis.stacks import StackFrame
     from dynprof_nb.cluster.window import ClusterWindow
 
 log = logging.getLogger("dynprof_nb")
@@ -103,6 +106,9 @@ def _check(address: str, allow_insecure: bool) -> str:
 class ClusterJob(Controller):
     """A job whose ranks run on the nodes of a Dask cluster (the interface of ``Job``)."""
 
+    hang_after = HANG_AFTER  # see Job.hang_after
+    hang_min_s = HANG_MIN_S
+
     def __init__(self, name: str, client: Any, own_client: bool = False,
                  install: bool = True) -> None:
         from distributed import Lock, Variable
@@ -117,6 +123,7 @@ class ClusterJob(Controller):
         self.last_start: dict[str, Any] = {}
         self.unreachable: dict[str, str] = {}  # worker address -> the last error, dead nodes
         self.refused: dict[str, str] = {}  # worker address -> why its agent (another user's)
+        self._hang = HangWatch(f"@cluster.{name}")
         self.feed = feed_of(client)
         self.feed.watch(name)
         self._ensure_agents(install)
@@ -451,8 +458,22 @@ class ClusterJob(Controller):
     def status(self) -> pd.DataFrame:
         """One row per rank of every node, the usual columns plus ``node``; pushed by the
         agents, so reading it costs no round trip. A node not heard from for a few seconds
-        shows its ranks ``dead``."""
-        return status_frame(self._rows())
+        shows its ranks ``dead``. A stalled job says so in the live rows' ``error`` (see
+        :meth:`stacks`)."""
+        rows = self._rows()
+        found, since = cluster_stall(rows, self.hang_after, self.hang_min_s)
+        self._hang.note(found, rows, since, self.stacks)
+        return status_frame(rows)
+
+    def stacks(self, timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
+        """The stack of every thread of every live rank on every node, each node's agent
+        taking its own (see ``Job.stacks``); ranks no node answered for are in ``.silent``."""
+        return cluster_stacks(self, timeout)
+
+    @property
+    def last_stacks(self) -> StackFrame | None:
+        """The stacks taken when ``status()`` last found the job stalled, or None."""
+        return self._hang.last_stacks()
 
     def live_ranks(self) -> list[int]:
         return sorted({r["rank"] for r in self._rows() if r["alive"]})

@@ -2,7 +2,8 @@
 
 The cluster controller calls :meth:`NodeOps.call` with an operation name from
 :data:`OPERATIONS` and a payload of plain data (strings, numbers, dicts of them): apply a
-command to a job's segment, report a job's rank slots, list a job's windows, check a window path.
+command to a job's segment, report a job's rank slots, list a job's windows, check a window path,
+take the stacks of the job's ranks on this node.
 Reading a window's tables is a task (:mod:`dynprof_nb.cluster.reduce`) that first asks
 :meth:`NodeOps.window_path` whether the path is one of the job's windows on this node. A fixed
 surface is what lets the access check sit in one place: every operation names the requesting
@@ -28,12 +29,13 @@ from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control import trigger
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.job import Job
+from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, collect, progress_fields
 from dynprof_nb.control.status import age_s
 from dynprof_nb.protocol import ACTIONS, check_reason
 from dynprof_nb.segment import check_job_name, list_jobs
 from dynprof_nb.training.steptimes import check_definition
 
-OPERATIONS = ("hello", "apply", "status", "windows", "trigger", "step_times")
+OPERATIONS = ("hello", "apply", "status", "windows", "trigger", "step_times", "stacks")
 ARM_POLL_S = 0.005
 ARM_WAIT_MAX_S = 10.0
 
@@ -125,6 +127,16 @@ class NodeOps:
             return {"rows": trigger.step_rows(handle._attached(create=False), int(last),
                                               node=self.name)}
 
+    def _op_stacks(self, job: str, timeout_s: float = DUMP_TIMEOUT_S) -> dict[str, Any]:
+        """Every thread's stack of the job's live ranks on this node (see
+        :mod:`dynprof_nb.control.stacks`): rows, and the ranks that did not answer."""
+        if job not in list_jobs():
+            return {"rows": [], "silent": []}
+        with self.job(job) as handle:
+            slots = handle.live_slots()
+        rows, silent = collect(job, slots, min(float(timeout_s), DUMP_TIMEOUT_S), self.name)
+        return {"rows": rows, "silent": silent}
+
     # -- helpers ----------------------------------------------------------------------------
 
     def job(self, name: str, create: bool = False) -> Job:
@@ -181,6 +193,8 @@ class NodeOps:
         for s in slots:
             closed = s.state == "closed"
             alive = not closed and s.alive
+            extra = progress_fields(job, s)  # the stall's inputs, from the rank's side file
+            ring_s = steps.get(s.index) if alive else None  # from the step-time ring
             rows.append({
                 "rank": s.rank, "pid": s.pid, "step": s.step,
                 "state": s.state if alive or closed else "dead",
@@ -188,7 +202,8 @@ class NodeOps:
                 "generation": self.seq_of(job, s.applied), "local_gen": s.applied,
                 "heartbeat_age_s": age_s(now, s.heartbeat_ns), "alive": alive,
                 "error": s.error, "rate": s.rate_milli / 1000.0,
-                "step_s": steps.get(s.index) if alive else None})
+                "step_s": ring_s if ring_s is not None else extra.get("step_s"),
+                "last_step_wall": extra.get("last_step_wall")})
         return rows
 
     def window_rows(self, job: str) -> list[dict[str, Any]]:

@@ -168,6 +168,16 @@ class Controller(ABC):
 
         return plot_step_times(self.step_times(last))
 
+    def stacks(self, timeout: float = 5.0) -> Any:
+        """Every thread's stack of every live rank (``Job`` and ``ClusterJob`` take them)."""
+        raise JobError(f"{type(self).__name__} cannot take stacks: its ranks publish no pid "
+                       "(attach by job name, not by --cfg-path).")
+
+    @property
+    def last_stacks(self) -> Any:
+        """The stacks taken when the job was last found stalled (None where unsupported)."""
+        return None
+
     # -- what the ranks wrote ------------------------------------------------------------
 
     @abstractmethod

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.control import stacks as hangs
 from dynprof_nb.control import trigger
 from dynprof_nb.control.base import (
     Controller,
@@ -35,7 +36,10 @@ from dynprof_nb.segment import NoSuchJob, Segment, SegmentError, SlotView
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dynprof_nb.analysis.stacks import StackFrame
+
 BUSY_STATES = ("armed", "recording", "saving")
+HANG_AFTER, HANG_MIN_S = hangs.HANG_AFTER, hangs.HANG_MIN_S
 
 
 class Job(Controller):
@@ -46,9 +50,13 @@ class Job(Controller):
     a refused request (a bad value, a window already begun) leaves nothing behind.
     """
 
+    hang_after = HANG_AFTER  # a job has stalled after this x its median step time...
+    hang_min_s = HANG_MIN_S  # ...and at least this many seconds without a step
+
     def __init__(self, name: str, segment: Segment | None) -> None:
         self.name = name
         self._segment = segment
+        self._hang = hangs.HangWatch(name)
         self._last_good: ProfilerConfig | None = None
         self._last_window: dict[str, Any] = {}
 
@@ -363,10 +371,26 @@ class Job(Controller):
                     if not row["error"] or "also claimed" in row["error"]
                     else f"{note}; {row['error']}"
                 )
+        found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
+        self._hang.note(found, rows, since, self.stacks)
         seg = self._attached(create=False)
         if seg is not None:
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
         return status_frame(rows)
+
+    def stacks(self, timeout: float = hangs.DUMP_TIMEOUT_S) -> StackFrame:
+        """The Python stack of every thread of every live rank, taken now (even of a rank
+        stuck in C code): a DataFrame ``rank, node, pid, thread, depth, function, file, line``
+        (depth 0 = outermost frame); ranks that did not answer within ``timeout`` seconds are
+        in ``.silent``. ``.tree()`` shows which ranks differ. See :mod:`dynprof_nb.control.stacks`.
+        """
+        return hangs.take_stacks(self.name, self.live_slots(), timeout)
+
+    @property
+    def last_stacks(self) -> StackFrame | None:
+        """The stacks taken automatically when ``status()`` last found the job stalled (kept
+        on this machine, so a notebook attached later sees them too), or None."""
+        return self._hang.last_stacks()
 
     def duplicate_ranks(self) -> dict[int, list[int]]:
         """Ranks claimed by more than one live process: ``{rank: [pid, ...]}``."""

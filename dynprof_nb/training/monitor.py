@@ -148,6 +148,7 @@ class Monitor:
         self.handed_off: list[int] = []  # pids of writer processes left to finish windows
         self.timings: dict[str, float] = {}  # the last window's start/stop/save costs (s)
         self._pid = os.getpid()
+        self._stacks: Any = None  # the stack-dump handler and side file (job.stacks())
         self.job = job
         self.rank = rank_from_env() if rank is None else int(rank)
         self.world_size = world_size_from_env()
@@ -200,6 +201,7 @@ class Monitor:
                                       daemon=True)
         self._beat.start()
         _watch_exit(self)
+        self._stacks = _stack_recorder(self)
 
     def _start_relay(self, cfg_path: str | os.PathLike[str], poll_interval: float | None) -> None:
         """Relay ``cfg_path``'s file into this job from one process per node (an election)."""
@@ -292,6 +294,8 @@ class Monitor:
         except Exception as exc:
             self._report(f"closing: {exc!r}")
         self._closed.set()
+        if self._stacks is not None:
+            self._stacks.close()
         if self._seg is not None:
             self._beat.join()
             self.state = "closed"
@@ -853,6 +857,18 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         _close_all("SIGTERM during the window (the process was being stopped)")
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _stack_recorder(monitor: Monitor) -> Any:
+    """Install the stack-dump handler once at start (see :mod:`~dynprof_nb.training.stackdump`);
+    None if it cannot be (training goes on without it)."""
+    try:
+        from dynprof_nb.training.stackdump import StackRecorder
+
+        return StackRecorder(monitor)
+    except Exception as exc:
+        log.warning("dynprof_nb: job.stacks() will not see this rank: %r", exc)
+        return None
 
 
 def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:

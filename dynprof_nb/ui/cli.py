@@ -7,6 +7,7 @@
     dynprof set JOB key=value ... [--create]
     dynprof windows JOB
     dynprof wait JOB [--timeout S]
+    dynprof stacks JOB [--last] [--timeout S]
     dynprof relay --cfg-path DIR --job JOB [--poll-interval S]
     dynprof demo
 
@@ -129,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     wait = sub.add_parser("wait", help=text["wait"])
     wait.add_argument("job")
     wait.add_argument("--timeout", type=float, default=None)
+    stacks = sub.add_parser("stacks", help=text["stacks"])
+    stacks.add_argument("job")
+    stacks.add_argument("--last", action="store_true", help=ARGUMENTS["--last"])
+    stacks.add_argument("--timeout", type=float, default=5.0,
+                        help=ARGUMENTS["--timeout-stacks"])
     relay = sub.add_parser("relay", help=text["relay"])
     relay.add_argument("--cfg-path", required=True,
                        help="directory of profiler_config.json (or the file)")
@@ -141,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_flags(trig, TRIGGER_OPTIONS_TITLE)
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
-    for name in ("status", "stop", "windows", "start", "set", "wait", "trigger"):  # on a cluster
+    for name in ("status", "stop", "windows", "start", "set", "wait", "trigger",
+                 "stacks"):  # on a cluster
         sub.choices[name].add_argument(
             "--cluster", default=None, metavar="ADDR",
             help="the job on every node of this Dask scheduler (tls://host:8786)")
@@ -207,6 +214,15 @@ def _run(args: argparse.Namespace) -> int:
         print(job.wait(timeout=args.timeout).to_string(index=False))
     elif args.command == "trigger":
         print(run_trigger(job, args, config_changes(args)))
+    elif args.command == "stacks":
+        stacks = job.last_stacks if args.last else job.stacks(timeout=args.timeout)
+        if stacks is None:
+            print(f"job {args.job!r} has not been found stalled: no stacks were kept "
+                  f"(dynprof stacks {args.job} takes them now)")
+        else:
+            reason = stacks.attrs.get("reason")
+            print(f"{reason}\n" if reason else "", end="")
+            print(stacks.tree())
     return 0
 
 

@@ -21,6 +21,8 @@ COMMANDS = {
     "windows": "the job's windows on disk",
     "load": "load a window into a TraceWindow (latest by default)",
     "summary": "the summary of a window (latest by default)",
+    "stacks": "where every thread of every live rank is now (even a rank stuck in C code), "
+              "identical stacks merged into one tree, the odd ranks first",
     "panel": "the interactive panel: config form, live ranks, windows",
     "relay": "mirror a profiler_config.json into a job (one per node), as MindSpore's monitor "
              "process does",
@@ -34,12 +36,14 @@ ARGUMENTS = {
     "start": "first step (1-based), or +N steps from now",
     "stop": "last step, inclusive, or +N steps from now",
     "--create": "prepare the job if its ranks have not started yet",
+    "--last": "the stacks taken automatically when the job was last found stalled",
+    "--timeout-stacks": "seconds to wait for every rank's dump (the silent ones are named)",
 }
 
 MAGIC_COMMANDS = ("jobs", "attach", "start", "stop", "set", "config", "status", "wait",
-                  "windows", "load", "summary", "panel", "trigger")
-CLI_COMMANDS = ("jobs", "status", "stop", "windows", "start", "set", "wait", "relay", "demo",
-                "trigger")
+                  "windows", "load", "summary", "stacks", "panel", "trigger")
+CLI_COMMANDS = ("jobs", "status", "stop", "windows", "start", "set", "wait", "stacks", "relay",
+                "demo", "trigger")
 
 
 def helps(names: tuple[str, ...]) -> dict[str, str]:

@@ -107,6 +107,11 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
             default=None,
             help="a row number of 'windows' or a path; omitted = latest",
         )
+    p["stacks"].add_argument("--last", action="store_true", help=ARGUMENTS["--last"])
+    p["stacks"].add_argument("--timeout", type=float, default=5.0, metavar="S",
+                             help=ARGUMENTS["--timeout-stacks"])
+    p["stacks"].add_argument("-o", dest="name", default=None, metavar="NAME",
+                             help="also store the stacks DataFrame in variable NAME")
     p["load"].add_argument(
         "-o",
         dest="name",
@@ -308,6 +313,20 @@ class DynprofMagics(Magics):
 
     def _do_summary(self, args: argparse.Namespace) -> Any:
         return self._need_job().load(_window_arg(args.window)).summary()
+
+    def _do_stacks(self, args: argparse.Namespace) -> Any:
+        """The merged tree (HTML in a notebook); ``-o NAME`` keeps the frame itself."""
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"-o {args.name!r}: not a Python variable name.")
+        job = self._need_job()
+        stacks = job.last_stacks if args.last else job.stacks(timeout=args.timeout)
+        if stacks is None:
+            print(f"job {job.name!r} has not been found stalled: no stacks were kept. "
+                  "'%dynprof stacks' takes them now.")
+            return None
+        if args.name:
+            self.shell.user_ns[args.name] = stacks
+        return stacks.tree()
 
     def _do_panel(self, args: argparse.Namespace) -> Any:
         from dynprof_nb.ui.panel import panel

@@ -227,6 +227,11 @@ class Panel(widgets.VBox):
         self.revert_button = self._button("Revert", "reload the job's current config")
         self.stop_button = self._button("Stop", "end the window now (what was recorded is "
                                         "saved) or cancel a pending one", "warning")
+        self.stacks_button = self._button("Stacks", "where every thread of every live rank is "
+                                          "now (even a rank stuck in C code), merged")
+        self.stacks_frame: Any = None  # the last stacks taken with the Stacks button
+        self.stall = widgets.HTML()  # "stalled since step N (X s)" while the job is stalled
+        self.stall.add_class("dynprof-stall")
         self.message = widgets.HTML(layout=widgets.Layout(min_height="20px"))
         self.message.add_class("dynprof-message")
         self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="window",
@@ -243,6 +248,7 @@ class Panel(widgets.VBox):
         self.apply_button.on_click(lambda _b: self.apply())
         self.revert_button.on_click(lambda _b: self.revert())
         self.stop_button.on_click(lambda _b: self.stop())
+        self.stacks_button.on_click(lambda _b: self.stacks())
 
         boxes = []
         for title, keys in sections():
@@ -265,9 +271,11 @@ class Panel(widgets.VBox):
         super().__init__(children=[
             widgets.HTML(f"<b>dynprof</b> job <code>{html.escape(job.name)}</code>"),
             widgets.HBox([self.progress, self.progress_label]),
+            self.stall,
             self.ranks,
             *boxes,
-            widgets.HBox([self.apply_button, self.revert_button, self.stop_button]),
+            widgets.HBox([self.apply_button, self.revert_button, self.stop_button,
+                          self.stacks_button]),
             self.message,
             widgets.HTML("<b>Windows</b> (newest first)"), self.window_rows,
             self.output,
@@ -408,6 +416,22 @@ class Panel(widgets.VBox):
         self.refresh()
         return gen
 
+    def stacks(self) -> Any:
+        """Take every rank's stacks and show the merged tree below (kept in
+        ``self.stacks_frame``)."""
+        self.output.clear_output()
+        try:
+            frame = self.job.stacks()
+        except Exception as exc:
+            self._say(f"no stacks: {exc}", error=True)
+            return None
+        self.stacks_frame = frame
+        self.output.append_display_data(frame.tree())
+        self._say(f"stacks of {frame['rank'].nunique()} rank(s)"
+                  + (f", {len(frame.silent)} silent" if frame.silent else "")
+                  + "; in panel.stacks_frame")
+        return frame
+
     def _show_errors(self, errors: dict[str, str], keep: bool = False) -> None:
         for key, box in self.errors.items():
             text = errors.get(key)
@@ -432,6 +456,11 @@ class Panel(widgets.VBox):
                 index=False, border=0, na_rep="", classes="dynprof-status")
             if self.ranks.value != table:
                 self.ranks.value = table
+            stalled = [e for e in status["error"].fillna("") if "stalled since" in e]
+            banner = (f'<span style="{ERROR_STYLE}">{html.escape(stalled[0].split(";")[0])}'
+                      "</span>" if stalled else "")
+            if self.stall.value != banner:
+                self.stall.value = banner
             done, total = self.job.progress()
             cfg = self.job.config
             self.progress.value = done / total if total else 0.0

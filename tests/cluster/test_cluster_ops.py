@@ -23,7 +23,8 @@ def test_only_the_listed_operations_with_plain_payloads():
         ops.call("exec", {"code": "print(1)"})
     with pytest.raises(OperationError, match="payload must be a dict"):
         ops.call("status", ["job"])  # type: ignore[arg-type]
-    assert set(OPERATIONS) == {"hello", "apply", "status", "windows", "trigger", "step_times"}
+    assert set(OPERATIONS) == {"hello", "apply", "status", "windows", "trigger", "step_times",
+                               "stacks"}
     with pytest.raises(OperationError, match="action"):
         ops.call("apply", {"job": "x", "action": "rm", "config": {}, "seq": 1, "user": ME})
 

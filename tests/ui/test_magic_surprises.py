@@ -34,7 +34,7 @@ def completions(ip: InteractiveShell, text: str) -> list[str]:
 
 @pytest.mark.parametrize("text, expected", [
     ("%dynprof ", set(SUBCOMMANDS)),
-    ("%dynprof st", {"start", "status", "stop"}),
+    ("%dynprof st", {"start", "status", "stop", "stacks"}),
     ("%dynprof start +1 +2 --", None),
     ("%dynprof set profile_m", {"profile_memory="}),
     ("%%dynprof --st", {"--stack"}),

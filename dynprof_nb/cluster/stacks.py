@@ -1,0 +1,56 @@
+"""``ClusterJob.stacks()`` and the cluster's stall: every node's agent gathers its own ranks.
+
+Each acting agent runs the ``stacks`` operation (:meth:`~dynprof_nb.cluster.ops.NodeOps.call`),
+which signals only the job's live ranks on its node, as this user
+(:func:`dynprof_nb.control.stacks.collect`); the answers are merged here. A live rank of the
+pushed status table that no node answered for (its agent unreachable, its node dead) is named
+silent. The stall uses what the agents push with each row: the median step time and the wall
+clock of the rank's last step (nodes' clocks are assumed within a few seconds of each other,
+well under the 60 s floor).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, stall
+
+if TYPE_CHECKING:
+    from dynprof_nb.analysis.stacks import StackFrame
+    from dynprof_nb.cluster.controller import ClusterJob
+
+
+def cluster_stacks(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
+    from dynprof_nb.analysis.stacks import StackFrame
+
+    answers, errors = job._run("stacks", {"job": job.name, "timeout_s": float(timeout)})
+    labels = job.feed.labels()
+    rows: list[dict[str, Any]] = []
+    silent: list[dict[str, Any]] = []
+    answered: set[tuple[str, int]] = set()
+    for answer in answers:
+        node = labels.get(answer["key"], answer["node"])
+        for row in answer.get("rows", []):
+            rows.append(dict(row, node=node))
+            answered.add((node, row["pid"]))
+        for quiet in answer.get("silent", []):
+            silent.append(dict(quiet, node=node))
+            answered.add((node, quiet["pid"]))
+    why = "its node's agent did not answer" + (f" ({'; '.join(errors)})" if errors else "")
+    for row in job._rows():
+        if row.get("alive") and (row["node"], row["pid"]) not in answered:
+            silent.append({"rank": row["rank"], "node": row["node"], "pid": row["pid"],
+                           "why": why})
+    return StackFrame.from_rows(rows, silent, job=job.name)
+
+
+def cluster_stall(rows: list[dict[str, Any]], hang_after: float, hang_min_s: float
+                  ) -> tuple[tuple[int, float] | None, float]:
+    """The stall of the live ranks of the pushed rows, and the wall time of the last step."""
+    live = [r for r in rows if r.get("alive") is True]
+    records = [r if r.get("last_step_wall") is not None else None for r in live]
+    found = stall(records, time.time(), hang_after, hang_min_s, clock="last_step_wall")
+    since = max((float(r["last_step_wall"]) for r in live if r.get("last_step_wall")),
+                default=0.0)
+    return found, since

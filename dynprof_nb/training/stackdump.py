@@ -1,0 +1,252 @@
+"""The rank side of ``job.stacks()``: a faulthandler dump of every thread on a signal.
+
+A rank stuck in C code (a collective wait, ``time.sleep``, a blocking read, a C-level
+deadlock) never calls ``step()`` again and may never release the GIL, so nothing that needs
+the main thread or the GIL can say where it is. CPython's :mod:`faulthandler` can: its signal
+handler walks every thread's frames and writes them with ``write(2)``, without the GIL. At
+Monitor start each process registers it once for :data:`STACK_SIGNAL`, writing into a file it
+opens then (``O_APPEND``, so after the controller truncates the file the next dump starts at
+its beginning). Nothing is added to ``step()``.
+
+The signal is ``SIGRTMIN+7`` (41 on Linux/glibc). Real-time signals are used by none of torch
+elastic (SIGTERM, SIGINT, SIGHUP, SIGQUIT), SLURM (SIGTERM, SIGUSR1/2 via ``--signal``,
+SIGCONT, SIGKILL), MindSpore (SIGTERM, SIGINT, SIGSEGV...) or glibc (which reserves the two
+below SIGRTMIN). The handler is registered with ``chain=False``: chaining would re-raise the
+signal to the previous disposition, which for an unused real-time signal is the default
+action, *terminate*. If something else already catches the signal the handler is not
+installed (stacks are then unavailable for that rank; training is untouched), and a
+controller only ever signals a process whose ``/proc/PID/status`` shows the signal caught and
+whose dump file exists, so a process without the handler is never killed by it.
+
+Thread names cannot be read in a signal handler (that needs the GIL), so a small daemon thread
+writes ``{ident: name}`` into a side file once a second when it changed, together with the
+rank's step, when that step last changed and the median recent step time (what the controller
+uses to say a job has stalled; see :mod:`dynprof_nb.control.stacks`).
+
+Files live in a private per-user directory (``/dev/shm/dynprof_nb.<uid>.stacks``, mode 0700,
+owner-checked, never followed through a symlink): ``<pid>.<start>.stack`` (the dump) and
+``<job>.<rank>.<pid>.json`` (the side file).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import logging
+import os
+import signal
+import stat
+import statistics
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("dynprof_nb")
+
+STACK_SIGNAL = signal.SIGRTMIN + 7
+RECORD_EVERY_S = 1.0  # how often the side file is refreshed (when something changed)
+STEP_TIMES = 64  # the recent step times the median is taken over
+
+
+class StackDirError(RuntimeError):
+    """The private directory is not safe to use (another owner, too open, a symlink)."""
+
+
+def stack_dir(create: bool = True) -> Path:
+    """This user's private directory for stack dumps, created 0700 and checked every time:
+    owned by us, a real directory (not a symlink), no access for group or others."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    path = Path(base) / f"dynprof_nb.{os.getuid()}.stacks"
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise StackDirError(
+            f"{path} is not a private directory of uid {os.getuid()} (owner {info.st_uid}, "
+            f"mode {stat.filemode(info.st_mode)}): refusing to use it for stack dumps. "
+            "Remove it; dynprof_nb recreates it.")
+    return path
+
+
+def dump_name(pid: int, pid_start: int) -> str:
+    return f"{pid}.{pid_start}.stack"
+
+
+def side_name(job: str, rank: int, pid: int) -> str:
+    return f"{job}.{rank}.{pid}.json"
+
+
+def caught_signals(pid: int | str = "self") -> int:
+    """The ``SigCgt`` mask of a process: bit ``n-1`` set when signal ``n`` has a handler."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"SigCgt:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def catches(pid: int | str, signum: int = STACK_SIGNAL) -> bool:
+    return bool(caught_signals(pid) >> (signum - 1) & 1)
+
+
+def _start_time() -> int:
+    from dynprof_nb.segment import pid_start_time
+
+    return pid_start_time(os.getpid())
+
+
+class _Handler:
+    """The process's one registration (several Monitors in one process share it)."""
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.fd = -1
+        self.path: Path | None = None
+
+
+_HANDLER = _Handler()
+_LOCK = threading.Lock()
+
+
+def install() -> Path | None:
+    """Register the dump handler for this process (once; counted); the dump file's path, or
+    None when it cannot be installed (the reason is logged once, training goes on)."""
+    with _LOCK:
+        if _HANDLER.users:
+            _HANDLER.users += 1
+            return _HANDLER.path
+        try:
+            if _HANDLER.fd < 0 and catches("self"):
+                raise RuntimeError(f"signal {STACK_SIGNAL} already has a handler in this "
+                                   "process; not replacing it")
+            directory = stack_dir()
+            _sweep(directory)
+            path = directory / dump_name(os.getpid(), _start_time())
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                faulthandler.register(STACK_SIGNAL, file=fd, all_threads=True, chain=False)
+            except Exception:
+                os.close(fd)
+                raise
+        except Exception as exc:
+            log.warning("dynprof_nb: job.stacks() will not see this process: %s", exc)
+            return None
+        if _HANDLER.fd >= 0:  # registered by an earlier Monitor: now writing to the new fd
+            os.close(_HANDLER.fd)
+        _HANDLER.users, _HANDLER.fd, _HANDLER.path = 1, fd, path
+        return path
+
+
+def uninstall() -> None:
+    """Drop one use; the last one removes the dump file, so no controller signals this
+    process any more. The handler and its descriptor stay for the process's life: a signal
+    sent just before the file went must not meet the default action (terminate), and the
+    descriptor's number must not be reused by a file the handler would then write into."""
+    with _LOCK:
+        if not _HANDLER.users:
+            return
+        _HANDLER.users -= 1
+        if not _HANDLER.users:
+            _unlink(_HANDLER.path)
+            _HANDLER.path = None
+
+
+def _sweep(directory: Path) -> None:
+    """Remove files left by processes that died without closing (their pid is gone)."""
+    from dynprof_nb.segment import pid_alive
+
+    for entry in os.scandir(directory):
+        parts = entry.name.split(".")
+        pid = parts[0] if entry.name.endswith(".stack") else parts[-2] if len(parts) > 2 else ""
+        if pid.isdigit() and not pid_alive(int(pid)):
+            _unlink(Path(entry.path))
+
+
+def _unlink(path: Path | None) -> None:
+    if path is not None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+class StackRecorder:
+    """The side file of one Monitor: thread names, the step and its recent timing.
+
+    A daemon thread reads ``monitor.step_count`` once a second (no cost to ``step()``) and
+    rewrites the file only when the step or the threads changed, so a stalled rank writes
+    nothing. Step times are the time between two observed changes divided by the steps made.
+    """
+
+    def __init__(self, monitor: Any) -> None:
+        self.monitor = monitor
+        self.dump = install()
+        self.path: Path | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self.dump is None:
+            return
+        self.path = self.dump.parent / side_name(monitor.job, monitor.rank, os.getpid())
+        self._times: deque[float] = deque(maxlen=STEP_TIMES)
+        self._last = (monitor.step_count, time.monotonic(), time.time())
+        self._written: Any = None
+        self._write()
+        self._thread = threading.Thread(target=self._run, name="dynprof_nb-stacks",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(RECORD_EVERY_S):
+            try:
+                self._observe()
+            except Exception as exc:  # the recorder never takes the rank down
+                log.debug("dynprof_nb stack recorder: %r", exc)
+
+    def _observe(self) -> None:
+        n = self.monitor.step_count
+        last_n, last_mono, _ = self._last
+        if n != last_n:
+            now = time.monotonic()
+            if n > last_n:
+                self._times.append((now - last_mono) / (n - last_n))
+            self._last = (n, now, time.time())
+        self._write()
+
+    def record(self) -> dict[str, Any]:
+        n, mono, wall = self._last
+        threads = {str(t.ident): t.name for t in threading.enumerate() if t.ident}
+        return {"job": self.monitor.job, "rank": self.monitor.rank, "pid": os.getpid(),
+                "main": str(threading.main_thread().ident), "threads": threads,
+                "step": n, "last_step_mono": mono, "last_step_wall": wall,
+                "step_s": statistics.median(self._times) if self._times else None,
+                "signal": int(STACK_SIGNAL), "dump": str(self.dump)}
+
+    def _write(self) -> None:
+        rec = self.record()
+        if rec == self._written:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(rec, fh)
+        os.replace(tmp, self.path)
+        self._written = rec
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+        if self.dump is not None:
+            _unlink(self.path)
+            uninstall()
+            self.dump = None

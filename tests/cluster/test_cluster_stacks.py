@@ -1,0 +1,82 @@
+"""ClusterJob.stacks() and the named stall on 2 simulated nodes: a real 2-rank DDP job (gloo),
+rank 0 on node0 and rank 1 on node1, rank 1 sleeping before its backward pass."""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jobutil import unique_job, wait_until
+from nodes import REPO, SimCluster
+
+import dynprof_nb
+from dynprof_nb.control.stacks import DUMP_TIMEOUT_S
+
+pytestmark = pytest.mark.timeout(300)
+DDP_JOB = REPO / "tests" / "ddp_hang_job.py"
+HANG_STEP = 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main_thread(stacks, rank: int) -> list[str]:
+    rows = stacks[(stacks["rank"] == rank) & (stacks.thread == "MainThread")]
+    return list(rows.sort_values("depth").function)
+
+
+def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
+    name = unique_job("clddp")
+    port = free_port()
+    with SimCluster(tmp_path, nodes=2) as sim:
+        procs = []
+        for rank, node in enumerate(sim.nodes):
+            procs.append(node.spawn(
+                ["env", f"RANK={rank}", "LOCAL_RANK=0", "WORLD_SIZE=2",
+                 "MASTER_ADDR=127.0.0.1", f"MASTER_PORT={port}", sys.executable, str(DDP_JOB),
+                 "--job", name, "--out", str(node.out), "--steps", "20",
+                 "--hang-step", str(HANG_STEP), "--hang-s", "10"], f"{name}.rank{rank}.log"))
+        job = dynprof_nb.attach(name, cluster=sim.client())
+        try:
+            def at_the_hang():
+                st = job.status()
+                live = st[st.alive.astype(bool)]
+                return len(live) == 2 and (live.step == HANG_STEP - 1).all()
+
+            wait_until(at_the_hang, 120, "both ranks at the hang")
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            stacks = job.stacks()
+            assert time.monotonic() - t0 < DUMP_TIMEOUT_S + 1.0
+            assert stacks.silent == []
+            assert dict(zip(stacks["rank"], stacks.node, strict=True)) == {0: "node0",
+                                                                          1: "node1"}
+            assert "backward" in main_thread(stacks, 0)
+            assert main_thread(stacks, 1)[-1] == "rank1_sleeps"
+            groups = [g["ranks"] for g in stacks.tree().groups if g["thread"] == "MainThread"]
+            assert sorted(groups) == [[0], [1]]
+
+            job.hang_after, job.hang_min_s = 20.0, 1.0
+
+            def stalled():
+                st = job.status()
+                return st.error.str.contains(f"stalled since step {HANG_STEP - 1}").all()
+
+            wait_until(stalled, 8, "the cluster stall to be named")
+            assert main_thread(job.last_stacks, 1)[-1] == "rank1_sleeps"
+            for proc in procs:  # training resumed after the hang and ran to its end
+                assert proc.wait(timeout=90) == 0
+            logs = [(node.dir / f"{name}.rank{r}.log").read_text()
+                    for r, node in enumerate(sim.nodes)]
+            sums = [re.search(r"done 20 checksum (\S+)", text) for text in logs]
+            assert all(sums), logs
+            assert sums[0].group(1) == sums[1].group(1)
+        finally:
+            job.close()
