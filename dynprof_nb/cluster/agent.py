@@ -149,7 +149,7 @@ class Agent:
                                             "jobs": jobs, "t": time.time()})
                     last_alive = now
             except Exception as exc:  # the agent outlives any one bad beat
-                log.warning("dynprof_nb agent on %s: %r", self.ops.name, exc)
+                log.warning("dynprof_nb agent on %s: %r", self.ops.name, exc, exc_info=True)
 
     def _push_rows(self, job: str, now: float, full: bool) -> None:
         """Send the job's rows if what a command changes changed (any look), or anything

@@ -23,7 +23,7 @@ writes ``{ident: name}`` into a side file once a second when it changed, togethe
 rank's step, when that step last changed and the median recent step time (what the controller
 uses to say a job has stalled; see :mod:`dynprof_nb.control.stacks`).
 
-Files live in a private per-user directory (``/dev/shm/dynprof_nb.<uid>.stacks``, mode 0700,
+Files live in a private per-user directory (``/dev/shm/dynprof_nb-stacks.<uid>``, mode 0700,
 owner-checked, never followed through a symlink): ``<pid>.<start>.stack`` (the dump) and
 ``<job>.<rank>.<pid>.json`` (the side file).
 """
@@ -59,7 +59,8 @@ def stack_dir(create: bool = True) -> Path:
     """This user's private directory for stack dumps, created 0700 and checked every time:
     owned by us, a real directory (not a symlink), no access for group or others."""
     base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    path = Path(base) / f"dynprof_nb.{os.getuid()}.stacks"
+    # not "dynprof_nb.<uid>.<name>": that is a job segment's name, and list_jobs() would list it
+    path = Path(base) / f"dynprof_nb-stacks.{os.getuid()}"
     if create:
         try:
             os.mkdir(path, 0o700)

@@ -244,3 +244,15 @@ def test_monitor_start_installs_the_handler_once_and_close_removes_its_file():
 
 def stat_mode(path: Path) -> int:
     return os.lstat(path).st_mode & 0o777
+
+
+def test_the_stack_directory_is_never_listed_as_a_job():
+    """The private stack directory sits in /dev/shm beside the segments; named like one, it was
+    listed as a job 'stacks' whose shm_open failed with EINVAL in every agent beat, so no
+    node pushed its status rows."""
+    from dynprof_nb.segment import list_jobs
+    from dynprof_nb.training.stackdump import stack_dir
+
+    path = stack_dir()
+    assert path.is_dir()
+    assert path.name not in list_jobs() and "stacks" not in list_jobs()
