@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgba
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from dynprof_nb.analysis.figure import Figure
 from dynprof_nb.protocol import STEP_RE
 from dynprof_nb.traces.derive import DEVICE_CATS, DEVICE_PROCESSES
 
