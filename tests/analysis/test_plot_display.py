@@ -52,7 +52,8 @@ def _result(kc, code: str) -> dict:
 
 @pytest.mark.parametrize("window,method", [(w, m) for w, ms in PLOTS.items() for m in ms])
 def test_a_returned_figure_is_an_image_in_a_fresh_kernel(kernel, window, method):
-    data = _result(kernel, f"import dynprof_nb\nfrom dynprof_nb import samples\n{window}.{method}()")
+    code = f"import dynprof_nb\nfrom dynprof_nb import samples\n{window}.{method}()"
+    data = _result(kernel, code)
     assert "image/png" in data, data.get("text/plain")
     pixels = imread(io.BytesIO(base64.b64decode(data["image/png"])), format="png")
     assert pixels.shape[0] > 100 and pixels.shape[1] > 300
