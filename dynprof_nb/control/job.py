@@ -43,6 +43,11 @@ class Job(Controller):
     def __init__(self, name: str, segment: Segment | None) -> None:
         self.name = name
         self._segment = segment
+        self._closed = False
+        # a person's handle (registry.attach): its close() also removes a job no rank joined.
+        # Internal handles (a cluster node's one-operation handle, a relay) never do: their
+        # window is for ranks that have not started yet.
+        self.removes_unjoined = False
         self._last_good: ProfilerConfig | None = None
         self._last_window: dict[str, Any] = {}
 
@@ -60,6 +65,8 @@ class Job(Controller):
 
     def _attached(self, create: bool) -> Segment | None:
         """The segment, attaching now if the job has started since (creating it: ``create``)."""
+        if self._closed:
+            raise JobError(closed_message(self.name))
         if self._segment is None:
             try:
                 self._segment = _watched(Segment.open(self.name, create=create))
@@ -168,7 +175,33 @@ class Job(Controller):
         cfg = self.config.update(start_step=first, stop_step=last)
         cfg.update(**changes)  # check the options before anything is written
         self._refuse_passed(first, last)
-        return self._write("start", cfg, window=changes)
+        self._refuse_no_rank_asked(cfg.update(**changes).ranks)
+        gen = self._write("start", cfg, window=changes)
+        return Generation(gen, f"window {first}-{last} asked for; {self.no_rank_note() or ''}"
+                          .rstrip("; "))
+
+    def no_rank_note(self) -> str:
+        """Why no window will come yet, for a job no rank has joined (a prepared job, or a
+        typo given to ``--create``); ``""`` when some rank has."""
+        if self.slots():
+            return ""
+        from dynprof_nb.control.registry import close_job_names
+
+        near = close_job_names(self.name)
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        return (f"no rank has joined job {self.name!r} yet: nothing is recorded until ranks "
+                f"start with Monitor(job={self.name!r}).{hint}")
+
+    def _refuse_no_rank_asked(self, ranks: list[int]) -> None:
+        """``ranks=[7]`` on a job whose live ranks are 0 and 1 excludes every rank: no window
+        would ever be written, so it is refused (ranks not running yet are fine)."""
+        live = self.live_ranks()
+        if ranks and live and not set(ranks) & set(live):
+            raise JobError(
+                f"ranks {','.join(map(str, ranks))}: job {self.name!r} has no such live rank "
+                f"(live ranks: {','.join(map(str, live))}), so no window would be written. "
+                "Ask for ranks among those, or leave ranks out (all ranks)."
+            )
 
     def _current_step(self) -> int:
         now = time.time_ns()
@@ -185,19 +218,25 @@ class Job(Controller):
 
     def stop(self) -> int:
         """End an active window at once (what was recorded is saved) or cancel a pending one.
-        ``describe_stop()`` beforehand says which."""
-        cfg = self.config.update(start_step=-1, stop_step=-1)
-        return self._write("stop", cfg)
+        ``describe_stop()`` beforehand says which. With no window asked for there is nothing
+        to stop: nothing is written and the generation stays as it is."""
+        cfg = self.config
+        if not cfg.has_window:
+            return self.generation
+        return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
 
     def describe_stop(self) -> str:
-        """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing."""
+        """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing
+        (said before ``stop()``: what it will do, not what it did)."""
         cfg = self.config
         busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
         if not busy:
             if cfg.has_window:
+                why = ("no rank has joined the job" if not self.slots()
+                       else "it had ended or was skipped")
                 return (
-                    f"nothing was recording or armed (window {cfg.start_step}-"
-                    f"{cfg.stop_step} had ended or was skipped); cleared it"
+                    f"window {cfg.start_step}-{cfg.stop_step} is not recording or armed on "
+                    f"any rank ({why}): stop takes it off the config"
                 )
             return "nothing to stop: no window is pending or recording"
         by_state: dict[str, list[str]] = {}
@@ -260,6 +299,10 @@ class Job(Controller):
                     if not row["error"] or "also claimed" in row["error"]
                     else f"{note}; {row['error']}"
                 )
+        if not self.config.has_window:  # the header says "no window asked for": so do the rows
+            for row in rows:
+                if row["state"] not in BUSY_STATES:
+                    row["window"] = ""
         seg = self._attached(create=False)
         if seg is not None:
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
@@ -370,6 +413,8 @@ class Job(Controller):
     # -- display --------------------------------------------------------------------------
 
     def _describe(self) -> str:
+        if self._closed:
+            return f"Job {self.name!r}: closed (attach again: dynprof_nb.attach({self.name!r}))"
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
         return (
@@ -385,10 +430,56 @@ class Job(Controller):
         """Refresh the helper note's heartbeat without rewriting it."""
         self._seg.beat_note()
 
+    def _repr_html_(self) -> str:
+        if self._closed:
+            return f"<p><b>{self._describe()}</b></p>"
+        return super()._repr_html_()
+
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called: every other use says so, with how to attach again."""
+        return self._closed
+
     def close(self) -> None:
-        """Detach; the last process to leave a finished job removes its segment."""
-        if self._segment is not None:
-            self._segment.close()
+        """Detach (once; later uses of this handle say it is closed). The last process to
+        leave a finished job removes its segment. A handle from ``attach()`` also removes a
+        job that no rank ever joined (a typo given to ``--create``): if it asked for a window,
+        a warning says the window went with it."""
+        if self._closed:
+            return
+        seg = self._segment
+        asked = self.config if seg is not None and not seg.slots() else None
+        self._segment, self._closed = None, True
+        removed = seg is not None and seg.close(unjoined=self.removes_unjoined)
+        if removed and asked and asked.has_window:
+            warnings.warn(f"job {self.name!r}: no rank ever joined it; its window "
+                          f"{asked.start_step}-{asked.stop_step} went with its last handle. "
+                          "To prepare a window for ranks yet to start, keep the handle open "
+                          "until they do.", stacklevel=2)
+
+
+class Generation(int):
+    """The generation ``start`` wrote, an int that also says in its repr what was asked
+    (``job.start(...)`` in a cell shows that, not a bare ``1``)."""
+
+    note: str
+
+    def __new__(cls, value: int, note: str) -> Generation:
+        gen = super().__new__(cls, value)
+        gen.note = note
+        return gen
+
+    def __repr__(self) -> str:
+        return f"<generation {int(self)}: {self.note}>"
+
+    def __str__(self) -> str:  # f"{gen}" stays the number
+        return int.__repr__(self)
+
+
+def closed_message(name: str) -> str:
+    """The one line a closed handle answers with."""
+    return (f"job {name!r}: this handle is closed (job.close() was called); attach again: "
+            f"job = dynprof_nb.attach({name!r}), or %dynprof attach {name}")
 
 
 def _window_progress(slot: SlotView, cfg: ProfilerConfig, target: int) -> int:

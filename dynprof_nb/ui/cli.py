@@ -87,7 +87,16 @@ def describe_start(job: Any, generation: int, options: dict[str, Any]) -> str:
     text = f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {generation})"
     if options:
         text += f"; this window only: {format_changes(options)}"
-    return text
+    note = getattr(job, "no_rank_note", lambda: "")()
+    return f"{text}\n{note}" if note else text
+
+
+def stop_and_describe(job: Any) -> str:
+    """Stop, and say what it ended or cancelled (or that there was nothing to stop)."""
+    before = job.generation
+    what = job.describe_stop()
+    gen = job.stop()
+    return f"{what} (generation {gen}{', unchanged' if gen == before else ''})"
 
 
 def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
@@ -190,8 +199,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.wait:
             print(job.wait().to_string(index=False))
     elif args.command == "stop":
-        what = job.describe_stop()
-        print(f"{what} (generation {job.stop()})")
+        print(stop_and_describe(job))
     elif args.command == "set":
         changes = parse_assignments(args.assignments)
         print(f"standing config: {format_changes(changes)} (generation {job.set(**changes)})")

@@ -26,6 +26,7 @@ from dynprof_nb.ui.cli import (
     describe_start,
     format_changes,
     parse_assignments,
+    stop_and_describe,
 )
 from dynprof_nb.ui.commands import ARGUMENTS, MAGIC_COMMANDS, helps
 
@@ -245,6 +246,9 @@ class DynprofMagics(Magics):
         if args.prof_path is not None:
             raise UsageError("--prof-path goes with --cfg-path (file mode).")
         name = args.job or _only_live_job()
+        current = self.job
+        if getattr(current, "name", None) == name and not getattr(current, "closed", True):
+            return current  # the cell run again: the same handle, not a second one
         try:
             job = registry.attach(name, create=args.create)
         except JobError as exc:
@@ -263,9 +267,7 @@ class DynprofMagics(Magics):
         return None
 
     def _do_stop(self, args: argparse.Namespace) -> None:
-        job = self._need_job()
-        what = job.describe_stop()
-        print(f"{what} (generation {job.stop()})")
+        print(stop_and_describe(self._need_job()))
 
     def _do_set(self, args: argparse.Namespace) -> None:
         changes = parse_assignments(args.assignments)
