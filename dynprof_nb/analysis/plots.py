@@ -22,6 +22,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
 from dynprof_nb.analysis.figure import Figure
+from dynprof_nb.analysis.summary import people_names
 from dynprof_nb.protocol import STEP_RE
 from dynprof_nb.traces.derive import DEVICE_CATS, DEVICE_PROCESSES
 
@@ -540,7 +541,7 @@ def top_ops(
     title = "top device kernels" if what == "kernels" else "top operations"
     # "<built-in method run_backward of ... object at 0xfffdc7cc1890>" differs per process:
     # without the address the ranks' rows of one operation share one label
-    ops = ops.assign(name=ops["name"].astype(object).astype(str).str.replace(
+    ops = ops.assign(name=people_names(ops["name"]).astype(str).str.replace(
         _ADDRESS, "", regex=True))
     if not _multi_rank(ops):
         top = ops.groupby(ops["name"].astype(object))[by].sum().nlargest(n).iloc[::-1]
