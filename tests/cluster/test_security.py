@@ -180,8 +180,7 @@ def as_other_user(argv: list[str], home: Path) -> list[str]:
     there is reachable, and nothing changes for any other process."""
     setpriv = shutil.which("setpriv")
     assert setpriv, "setpriv (util-linux) is needed to run a process as another user"
-    stash = home / "mounts"
-    stash.mkdir(exist_ok=True)
+    stash = Path(tempfile.mkdtemp(prefix="mounts-", dir=home))  # one per process started
     script = (f"{reachable_script(needed_paths(), stash)}exec {setpriv} --reuid={OTHER_UID} "
               f'--regid={OTHER_GID} --clear-groups --inh-caps=-all "$0" "$@"')
     return ["unshare", "--mount", "--fork", "sh", "-c", script, *argv]
