@@ -48,6 +48,7 @@ class Job(Controller):
         # Internal handles (a cluster node's one-operation handle, a relay) never do: their
         # window is for ranks that have not started yet.
         self.removes_unjoined = False
+        self._roots_seen: set[Path] = set()  # every output root this handle saw a rank use
         self._last_good: ProfilerConfig | None = None
         self._last_window: dict[str, Any] = {}
 
@@ -259,6 +260,8 @@ class Job(Controller):
     ) -> int:
         cmd = command(action, cfg, window)
         gen = self._seg.write_config(cmd.encode())
+        if os.path.isabs(cfg.prof_path):  # where the next windows go: remembered from now on
+            self._roots_seen.add(Path(cfg.prof_path))
         self._last_good, self._last_window = cfg.copy(), dict(cmd.window)
         return gen
 
@@ -266,7 +269,13 @@ class Job(Controller):
 
     def slots(self) -> list[SlotView]:
         seg = self._attached(create=False)
-        return [] if seg is None else sorted(seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
+        slots = [] if seg is None else sorted(seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
+        for s in slots:  # a slot names only its current root: remember the earlier ones
+            if s.root:
+                self._roots_seen.add(Path(s.root))
+            if s.window:
+                self._roots_seen.add(Path(s.window).parent)
+        return slots
 
     def live_slots(self) -> list[SlotView]:
         return [s for s in self.slots() if s.live]
@@ -402,13 +411,14 @@ class Job(Controller):
     # -- windows --------------------------------------------------------------------------
 
     def roots(self) -> list[Path]:
-        """Directories the ranks write windows into (their slots say so)."""
-        roots = {Path(s.root) for s in self.slots() if s.root}
-        roots |= {Path(s.window).parent for s in self.slots() if s.window}
+        """Directories the ranks write windows into (their slots say so), and every one this
+        handle saw them write into before: a window recorded under another ``prof_path``
+        stays listed once ``prof_path`` is set back."""
+        self.slots()  # what the slots name now joins what was seen
         prof = self.config.prof_path
         if os.path.isabs(prof):
-            roots.add(Path(prof))
-        return sorted(roots)
+            self._roots_seen.add(Path(prof))
+        return sorted(self._roots_seen)
 
     # -- display --------------------------------------------------------------------------
 

@@ -149,3 +149,30 @@ def test_ranks_naming_no_live_rank_are_refused(ip, magics, ranks):
     assert gen == before + 1 and repr(gen).startswith(f"<generation {gen}: window ")
     assert f"{gen}" == str(before + 1)
     ranks.stop()
+
+
+def test_windows_under_another_prof_path_stay_listed(ranks, tmp_path):
+    """prof_path set to another directory for one window, then set back: both windows (and
+    the panel's rows) stay listed."""
+    from dynprof_nb.ui.panel import Panel, window_groups
+
+    default = ranks.config.prof_path
+    elsewhere = tmp_path / "elsewhere"
+    ranks.set(prof_path=str(elsewhere))
+    ranks.start("+5", "+6")
+    ranks.wait(timeout=60, progress=False)
+    ranks.set(prof_path=default)
+    ranks.start("+5", "+6")
+    ranks.wait(timeout=60, progress=False)
+    frame = ranks.windows()
+    done = frame[frame.status == "complete"]
+    assert (done.path.str.startswith(str(elsewhere))).sum() == 2, frame  # both ranks' there
+    assert (~done.path.str.startswith(str(elsewhere))).sum() >= 2, frame
+    older = done[done.path.str.startswith(str(elsewhere))]
+    assert sorted(ranks.load(list(older.path)).ranks) == [0, 1]  # as the README shows
+    p = Panel(ranks, poll=False)
+    try:
+        p.refresh(windows=True)
+        assert len(window_groups(ranks.windows())) >= 2 and len(p.windows) >= 2
+    finally:
+        p.close()
