@@ -91,6 +91,23 @@ def describe_start(job: Any, generation: int, options: dict[str, Any]) -> str:
     return f"{text}\n{note}" if note else text
 
 
+def nothing_to_wait_for(job: Any) -> str:
+    """Why ``wait`` would return at once, in words (``""`` when there is something to wait
+    for, or the controller cannot see its ranks)."""
+    from dynprof_nb.control.job import BUSY_STATES
+
+    live_slots = getattr(job, "live_slots", None)
+    live = live_slots() if live_slots is not None else []
+    gen = job.generation
+    if not live or any(s.applied < gen or s.state in BUSY_STATES for s in live):
+        return ""
+    cfg = job.config
+    if cfg.has_window:
+        return (f"nothing to wait for: window {cfg.start_step}-{cfg.stop_step} is over on every "
+                "live rank (see windows)")
+    return "nothing to wait for: no window is asked for (start one first)"
+
+
 def stop_and_describe(job: Any) -> str:
     """Stop, and say what it ended or cancelled (or that there was nothing to stop)."""
     before = job.generation
@@ -207,6 +224,9 @@ def _run(args: argparse.Namespace) -> int:
         frame = job.windows()
         print(frame.to_string(index=False) if len(frame) else "no windows yet")
     elif args.command == "wait":
+        idle = nothing_to_wait_for(job)
+        if idle:
+            print(idle)
         print(job.wait(timeout=args.timeout).to_string(index=False))
     return 0
 

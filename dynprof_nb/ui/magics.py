@@ -25,6 +25,7 @@ from dynprof_nb.ui.cli import (
     config_changes,
     describe_start,
     format_changes,
+    nothing_to_wait_for,
     parse_assignments,
     stop_and_describe,
 )
@@ -289,7 +290,11 @@ class DynprofMagics(Magics):
         return self._need_job().status()
 
     def _do_wait(self, args: argparse.Namespace) -> Any:
-        return self._need_job().wait(timeout=args.timeout, progress=not args.no_progress)
+        job = self._need_job()
+        idle = nothing_to_wait_for(job)
+        if idle:
+            print(idle)
+        return job.wait(timeout=args.timeout, progress=not args.no_progress)
 
     def _do_windows(self, args: argparse.Namespace) -> Any:
         return self._need_job().windows()

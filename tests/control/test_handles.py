@@ -137,6 +137,21 @@ def test_stop_with_nothing_to_stop_writes_nothing_and_rows_match_the_header(rank
     assert (ranks.status().window == "").all()  # "no window asked for": no row says one
 
 
+def test_wait_with_nothing_pending_says_so(ip, magics, ranks):
+    ip.run_line_magic("dynprof", f"attach {ranks.name}")
+    ranks.stop()
+    wait_until(lambda: all(s.applied == ranks.generation for s in ranks.live_slots()),
+               what="the ranks to apply the stop")
+    with capture_output() as out:
+        ip.run_line_magic("dynprof", "wait --no-progress")
+    assert "nothing to wait for: no window is asked for" in out.stdout, out.stdout
+    ranks.start("+100000", "+100009")
+    with capture_output() as out, pytest.raises(UsageError, match="still waiting"):
+        ip.run_line_magic("dynprof", "wait --timeout 0.5 --no-progress")
+    assert "nothing to wait for" not in out.stdout  # a window is pending: it waits
+    ranks.stop()
+
+
 def test_ranks_naming_no_live_rank_are_refused(ip, magics, ranks):
     before = ranks.generation
     with pytest.raises(JobError, match=r"ranks 7: .*no such live rank \(live ranks: 0,1\)"):
