@@ -174,9 +174,9 @@ class Job(Controller):
         first = resolve_step("start", start, current)
         last = resolve_step("stop", stop, current)
         cfg = self.config.update(start_step=first, stop_step=last)
-        cfg.update(**changes)  # check the options before anything is written
+        asked = cfg.update(**changes)  # check the options before anything is written
         self._refuse_passed(first, last)
-        self._refuse_no_rank_asked(cfg.update(**changes).ranks)
+        self._refuse_no_rank_asked(asked.ranks)
         gen = self._write("start", cfg, window=changes)
         return Generation(gen, f"window {first}-{last} asked for; {self.no_rank_note() or ''}"
                           .rstrip("; "))
