@@ -504,7 +504,25 @@ class Segment:
         """A request is pending: the config was written and no rank has applied it yet (a
         window asked for before the job starts, say). It keeps the segment for the ranks."""
         gen = self.words[H_GEN]
-        return gen > 0 and max((s.applied for s in self.slots()), default=0) < gen
+        slots = self.slots()
+        if slots:
+            return gen > 0 and max(s.applied for s in slots) < gen
+        return gen > 0 and self._asks_something()
+
+    def _asks_something(self) -> bool:
+        """No rank has joined: is anything written for the ranks to come (a window, a standing
+        key off its default)? A job prepared by mistake and then stopped asks nothing, and
+        the last process to leave removes it."""
+        from dynprof_nb.protocol import decode  # the segment holds bytes; this reads them once
+
+        got = self.read_config()
+        if got is None or not got[1]:
+            return got is None  # mid-write: keep it
+        try:
+            cfg = decode(got[1]).config
+        except Exception:  # bytes no controller wrote: keep them for a person to look at
+            return True
+        return cfg.has_window or cfg.to_dict() != type(cfg)().to_dict()
 
     def finished(self, exiting: bool = False) -> bool:
         """Nothing left to do: every rank has closed (or is gone) and no request is pending.
@@ -514,7 +532,7 @@ class Segment:
             s.live and not (exiting and s.pid == me) for s in self.slots()
         )
 
-    def _tidy(self, exiting: bool = False) -> bool:
+    def _tidy(self, exiting: bool = False, unjoined: bool = False) -> bool:
         """On leaving: remove the name if no other process is attached and the job is finished.
 
         We let go of our own presence first, then try for it exclusively, so that of several
@@ -530,7 +548,7 @@ class Segment:
         try:
             if (
                 self.words[H_MAGIC] == MAGIC
-                and self.finished(exiting)
+                and (self.finished(exiting) or (unjoined and not self.slots()))
                 and _names_file(self.name, self._fd)
             ):
                 _shm_unlink(self.name)
@@ -540,12 +558,13 @@ class Segment:
             _presence(self._fd, fcntl.F_UNLCK)
         return self.removed
 
-    def close(self, tidy: bool = True) -> bool:
+    def close(self, tidy: bool = True, unjoined: bool = False) -> bool:
         """Detach. The segment stays for the other processes of the job; the last process to
-        leave a finished job (see :meth:`finished`) removes it. True if this call removed it."""
+        leave a finished job (see :meth:`finished`) removes it, and with ``unjoined`` also one
+        that no rank ever joined, whatever it asks. True if this call removed it."""
         if self._fd < 0:
             return False
-        removed = self._tidy() if tidy else False
+        removed = self._tidy(unjoined=unjoined) if tidy else False
         _OPEN.discard(self)
         if os.getpid() == self._opener:
             _presence(self._fd, fcntl.F_UNLCK)  # the mapping may outlive the fd (BufferError)

@@ -8,7 +8,9 @@
     # the same script switched to dynprof_nb by one import line (the drop-in)
     python examples/train_mindspore.py --monitor dropin --cfg-path ./cfg &
 
-Then, from a notebook: ``dynprof_nb.attach("ms-demo")`` (our Monitor) or
+From a notebook cell, start it with ``subprocess.Popen([...], start_new_session=True)`` (and
+``stdout``/``stderr`` to a file): the stop button interrupts the kernel's whole process group,
+and a job outside it keeps training. Then, from a notebook: ``dynprof_nb.attach("ms-demo")`` (our Monitor) or
 ``dynprof_nb.attach(cfg_path="./cfg")`` (file mode, either monitor class).
 """
 

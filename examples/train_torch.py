@@ -3,6 +3,13 @@ it from a notebook (or ``dynprof start JOB +5 +9``).
 
     python examples/train_torch.py --job torch-demo --steps 100000 &
 
+or from a notebook cell, in a session of its own so that the stop button (which interrupts the
+kernel's whole process group) never reaches it, with its output in a file, not in the cells:
+
+    >>> log = open("train_torch.log", "a")
+    >>> proc = subprocess.Popen([sys.executable, "examples/train_torch.py", "--job", "torch-demo"],
+    ...                         stdout=log, stderr=log, start_new_session=True)
+
     >>> job = dynprof_nb.attach("torch-demo")
     >>> job.start("+5", "+9", record_shapes=True); job.wait()
     >>> job.load().ops.head()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import cluster
+from dynprof_nb.analysis.figure import Figure
 
 PARTS = [
     ("computing_us", "computing", "#4C72B0"),

@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgba
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from dynprof_nb.analysis.figure import Figure
+from dynprof_nb.analysis.summary import OUTSIDE_RANGES, people_names
 from dynprof_nb.protocol import STEP_RE
 from dynprof_nb.traces.derive import DEVICE_CATS, DEVICE_PROCESSES
 
@@ -67,6 +68,50 @@ def _empty(title: str, why: str) -> Figure:
 def _short(text: str, n: int = 60) -> str:
     text = str(text)
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _distinct_labels(texts: Sequence[str], n: int = 30) -> list[str]:
+    """Labels of at most ``n`` characters that stay distinct: two long names cut to the same
+    head keep their ends as well (``aten::convolution…ackward``), else a number."""
+    labels = [_short(t, n) for t in texts]
+    for i, t in enumerate(texts):
+        if labels.count(labels[i]) > 1 and len(str(t)) > n:
+            labels[i] = str(t)[: n // 2 - 1] + "…" + str(t)[-(n - n // 2):]
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            labels[i] = f"{label} ({seen[label]})"
+    return labels
+
+
+def _ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st ..."""
+    last = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{last}"
+
+
+def _display_names(names: pd.Series) -> pd.Series:
+    """Operation names as every plot shows them: the step marker's row named for what it is,
+    and object addresses left out ("<built-in method ... at 0x7f..>" differs per process)."""
+    return people_names(names).astype(str).str.replace(_ADDRESS, "", regex=True)
+
+
+def op_colors(window: Any) -> dict[str, str]:
+    """One colour per operation across every plot of a window: the names with the most time
+    in its events (step markers aside) get the palette in order; the rest are grey. The
+    timeline and the ops plot both colour by it, so an op is one colour everywhere."""
+    ev = window.events
+    if ev.empty:
+        return {}
+    keep = (ev["ph"] == "X") & ~ev["process"].astype(object).isin(_NOT_DRAWN_PROCESSES)
+    keep &= ~ev["cat"].astype(object).isin(_NOT_DRAWN_CATS | {"python_function"})
+    ev = ev[keep]
+    names = _display_names(ev["name"].astype(object))
+    weight = ev["dur_ns"].groupby(names.to_numpy()).sum()
+    weight = weight[[not STEP_RE.match(n) and n != OUTSIDE_RANGES for n in weight.index]]
+    top = weight[weight > 0].nlargest(len(_PALETTE)).index
+    return {name: _PALETTE[i] for i, name in enumerate(top)}
 
 
 def _multi_rank(frame: pd.DataFrame) -> bool:
@@ -425,12 +470,16 @@ def timeline(
     x0, x1, lo, hi = x0 / scale, x1 / scale, lo / scale, hi / scale
     x1 = np.maximum(x1, x0 + (hi - lo) / (2 * _PIXELS))  # short events stay visible
 
-    # colours: the operations with the most drawn time get their own, the rest are grey
+    # colours: each operation's own across the window's plots (op_colors); the legend lists
+    # the coloured ones with the most drawn time here, the rest are grey
     weight = np.bincount(codes[sel], weights=dur[sel], minlength=len(names.cat.categories))
-    top = [int(c) for c in np.argsort(-weight)[:legend] if weight[c] > 0]
+    shown_as = _display_names(pd.Series(names.cat.categories.astype(object))).tolist()
+    palette = op_colors(window)
+    top = [int(c) for c in np.argsort(-weight) if weight[c] > 0 and shown_as[c] in palette]
+    top = top[:legend]
     color_of = np.tile(np.array(to_rgba(_OTHER)), (len(names.cat.categories), 1))
-    for i, c in enumerate(top):
-        color_of[c] = to_rgba(_PALETTE[i % len(_PALETTE)])
+    for c in top:
+        color_of[c] = to_rgba(palette[shown_as[c]])
 
     height = min(MAX_HEIGHT_IN, 1.9 + 0.22 * n_rows + 0.22 * math.ceil((len(top) + 1) / 4))
     fig = Figure(figsize=(WIDTH_IN, height), layout="constrained")
@@ -504,11 +553,9 @@ def timeline(
             textwrap.fill("; ".join(left_out), 125), fontsize=8, loc="left", color="#444444"
         )
     if top:
-        cats_ = names.cat.categories
-        handles = [
-            Patch(color=_PALETTE[i % len(_PALETTE)], label=_short(cats_[c], 30))
-            for i, c in enumerate(top)
-        ]
+        labels = _distinct_labels([shown_as[c] for c in top], 30)
+        handles = [Patch(color=palette[shown_as[c]], label=label)
+                   for c, label in zip(top, labels, strict=True)]
         if len(top) < np.count_nonzero(weight):
             handles.append(Patch(color=_OTHER, label="other"))
         fig.legend(
@@ -587,7 +634,8 @@ def _draw_steps(
         return
     top.set_xticks(pos.to_numpy(), [str(s) for s in pos.index], fontsize=7)
     top.set_xlabel(
-        "step" + (f" (every {stride}th labelled)" if stride > 1 else "") + of_rank, fontsize=8
+        "step" + (f" (every {_ordinal(stride)} labelled)" if stride > 1 else "") + of_rank,
+        fontsize=8,
     )
 
 
@@ -630,13 +678,14 @@ def top_ops(
     title = "top device kernels" if what == "kernels" else "top operations"
     # "<built-in method run_backward of ... object at 0xfffdc7cc1890>" differs per process:
     # without the address the ranks' rows of one operation share one label
-    ops = ops.assign(name=ops["name"].astype(object).astype(str).str.replace(
-        _ADDRESS, "", regex=True))
+    ops = ops.assign(name=_display_names(ops["name"]))
+    palette = op_colors(window) if what == "ops" else {}
     if not _multi_rank(ops):
         top = ops.groupby(ops["name"].astype(object))[by].sum().nlargest(n).iloc[::-1]
         fig = Figure(figsize=(9, 1.2 + 0.3 * len(top)), layout="constrained")
         ax = fig.add_subplot()
-        ax.barh([_short(s) for s in top.index], top.to_numpy() / 1000.0, color="#4c72b0")
+        ax.barh(_distinct_labels(list(top.index), 60), top.to_numpy() / 1000.0,
+                color=[palette.get(s, "#4c72b0" if not palette else _OTHER) for s in top.index])
         ax.set_xlabel(f"{label} (ms)")
         ax.set_title(title)
         return fig
@@ -654,7 +703,7 @@ def top_ops(
     mean = wide.mean(axis=1)
     order = mean.nlargest(n).index[::-1]
     wide, mean = wide.loc[order], mean.loc[order]
-    yl = [_short(s) for s in order]
+    yl = _distinct_labels(list(order), 60)
     per_rank = nr <= 4 if per_rank is None else per_rank
     fig = Figure(
         figsize=(9, 1.4 + (0.18 * nr + 0.12 if per_rank else 0.3) * len(order)),

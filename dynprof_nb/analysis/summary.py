@@ -22,6 +22,7 @@ from dynprof_nb.analysis.configdiff import (
     config_line,
     warn_if_configs_differ,
 )
+from dynprof_nb.protocol import STEP_FOLDED
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec
 
@@ -46,6 +47,17 @@ def step_breakdown(steps: pd.DataFrame) -> pd.DataFrame:
         return table.reset_index()
     cols = [c for c in BREAKDOWN_COLUMNS if c in steps and steps[c].notna().any()]
     return steps[cols].reset_index(drop=True)
+
+
+# what the folded step marker's self time is: the time in a step outside every range and op
+OUTSIDE_RANGES = "(in a step, outside any range)"
+
+
+def people_names(names: pd.Series) -> pd.Series:
+    """Op names as the tables and plots show them: ``ProfilerStep*`` (the ``ops`` frame keeps
+    it as torch's key_averages does) is no operation; its self time is the steps' time outside
+    every range, and it is labelled so."""
+    return names.astype(object).replace({STEP_FOLDED: OUTSIDE_RANGES})
 
 
 def ops_across_ranks(ops: pd.DataFrame) -> pd.DataFrame:
@@ -220,8 +232,10 @@ def notes_for(
     ops: pd.DataFrame,
     ranks: pd.DataFrame | None = None,
     slow_factor: float = 1.5,
+    device: bool = True,
 ) -> list[str]:
-    """Plain-language findings a user would otherwise compute by hand."""
+    """Plain-language findings a user would otherwise compute by hand. ``device``: the window
+    has device kernels (without them there is no device to call idle)."""
     notes: list[str] = []
     if not steps.empty and steps["duration_us"].notna().any():
         by = (
@@ -244,7 +258,7 @@ def notes_for(
             if tot > 0 and not_ov / tot >= 0.05:
                 notes.append(f"communication not overlapped: {not_ov / tot:.0%} of step time")
         free = steps.get("free_us")
-        if free is not None and free.notna().any():
+        if device and free is not None and free.notna().any():
             tot = steps["duration_us"].sum()
             if tot > 0 and free.sum() / tot >= 0.2:
                 notes.append(f"device idle (free) for {free.sum() / tot:.0%} of step time")
@@ -441,6 +455,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         "config": config_line(window),
         "reason": window_reason(window),
     }
+    ops = ops.assign(name=people_names(ops["name"])) if not ops.empty else ops
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
     kernels = device = overhead = None
@@ -451,7 +466,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         device = device_table(k, steps, getattr(window, "comm_patterns", None))
         overhead = overhead_table(ops)
         notes = device_notes(device, overhead, kernels, steps)
-    notes += notes_for(steps, ops, ranks)
+    notes += notes_for(steps, ops, ranks, device=not k.empty)
     summary = Summary(
         header, top_ops, step_breakdown(steps), ranks, notes, kernels, device, overhead
     )
@@ -541,6 +556,7 @@ def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
     t["ratio"] = t[f"{self_us}_b"] / t[f"{self_us}_a"].where(t[f"{self_us}_a"] > 0)
     t = t.reindex(t["delta_us"].abs().sort_values(ascending=False).index)
     t = t.head(top).rename_axis("name").reset_index()
+    t["name"] = people_names(t["name"])
     t.attrs.update(basis="per step per rank" if per_step else "total", note=note,
                    steps_a=la[0], ranks_a=la[1], steps_b=lb[0], ranks_b=lb[1])
     return t

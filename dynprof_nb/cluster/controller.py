@@ -47,6 +47,7 @@ from dynprof_nb.control.base import (
     resolve_step,
     window_conflict,
 )
+from dynprof_nb.control.progress import Progress
 from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, HANG_AFTER, HANG_MIN_S, HangWatch
 from dynprof_nb.control.status import status_frame
 from dynprof_nb.segment import SegmentError, check_job_name
@@ -491,11 +492,9 @@ class ClusterJob(Controller):
         finished its window (reads the pushed table). ``TimeoutError`` names the laggards."""
         target, cfg = self.generation, self.config
         deadline = None if timeout is None else time.monotonic() + timeout
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=1, desc=f"job {self.name}", unit="step", leave=True)
+        window = f"window {cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "config"
+        # the one reporter: a bar for a person, a few lines in a log (no carriage returns)
+        report = Progress(f"job {self.name}: {window}", enabled=progress, unit="rank-step")
         try:
             while True:
                 rows = self._rows()
@@ -505,13 +504,19 @@ class ClusterJob(Controller):
                                    "training side, then wait.")
                 pending = [r for r in live if r["generation"] < target
                            or r["state"] in BUSY_STATES]
-                if bar is not None and cfg.has_window and live:
-                    length = cfg.stop_step - cfg.start_step + 1
-                    bar.total = max(1, length * len(live))
-                    bar.n = sum(_done(r, cfg, target) for r in live)
-                    bar.refresh()
                 if not pending:
+                    report.close("done")
                     return self.status()
+                if live:
+                    length = cfg.stop_step - cfg.start_step + 1 if cfg.has_window else 0
+                    states = {r["state"] if r["generation"] >= target else "applying"
+                              for r in pending}
+                    phase = next((x for x in ("applying", "armed", "recording", "saving")
+                                  if x in states), "waiting")
+                    nodes = len({r["node"] for r in live})
+                    report.update(sum(_done(r, cfg, target) for r in live) if length else 0,
+                                  length * len(live), phase,
+                                  f"{len(live)} ranks on {nodes} node{'s' if nodes > 1 else ''}")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError(
@@ -521,8 +526,7 @@ class ClusterJob(Controller):
                         + ". The window goes on; call wait() again or stop().")
                 self.feed.wait_for(lambda: False, min(0.25, left if left else 0.25))
         finally:
-            if bar is not None:
-                bar.close()
+            report.close()
 
     # -- what the ranks wrote ------------------------------------------------------------
 

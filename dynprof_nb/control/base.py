@@ -197,9 +197,11 @@ class Controller(ABC):
             frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
         return frame
 
-    def load(self, window: int | str | os.PathLike[str] | None = None) -> TraceWindow:
+    def load(self, window: int | str | os.PathLike[str] | list[str] | None = None
+             ) -> TraceWindow:
         """Load a window into a ``TraceWindow``: the latest complete one by default, every rank
-        of it together; an int picks a row of ``windows()``; a path loads that directory."""
+        of it together; an int picks a row of ``windows()``; a path loads that directory, a
+        list of paths those ranks together (an older window with all its ranks)."""
         from dynprof_nb.traces import load_window
 
         frame = self.windows()

@@ -57,6 +57,12 @@ class Job(Controller):
         self.name = name
         self._segment = segment
         self._hang = hangs.HangWatch(name)
+        self._closed = False
+        # a person's handle (registry.attach): its close() also removes a job no rank joined.
+        # Internal handles (a cluster node's one-operation handle, a relay) never do: their
+        # window is for ranks that have not started yet.
+        self.removes_unjoined = False
+        self._roots_seen: set[Path] = set()  # every output root this handle saw a rank use
         self._last_good: ProfilerConfig | None = None
         self._last_window: dict[str, Any] = {}
 
@@ -74,6 +80,8 @@ class Job(Controller):
 
     def _attached(self, create: bool) -> Segment | None:
         """The segment, attaching now if the job has started since (creating it: ``create``)."""
+        if self._closed:
+            raise JobError(closed_message(self.name))
         if self._segment is None:
             try:
                 self._segment = _watched(Segment.open(self.name, create=create))
@@ -186,10 +194,36 @@ class Job(Controller):
         first = resolve_step("start", start, current)
         last = resolve_step("stop", stop, current)
         cfg = cmd.config.update(start_step=first, stop_step=last)
-        cfg.update(**changes)  # check the options before anything is written
+        asked = cfg.update(**changes)  # check the options before anything is written
         self._refuse_passed(first, last)
+        self._refuse_no_rank_asked(asked.ranks)
         self._check_others(first, last, cmd)
-        return self._write("start", cfg, window=changes)
+        gen = self._write("start", cfg, window=changes)
+        return Generation(gen, f"window {first}-{last} asked for; {self.no_rank_note() or ''}"
+                          .rstrip("; "))
+
+    def no_rank_note(self) -> str:
+        """Why no window will come yet, for a job no rank has joined (a prepared job, or a
+        typo given to ``--create``); ``""`` when some rank has."""
+        if self.slots():
+            return ""
+        from dynprof_nb.control.registry import close_job_names
+
+        near = close_job_names(self.name)
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        return (f"no rank has joined job {self.name!r} yet: nothing is recorded until ranks "
+                f"start with Monitor(job={self.name!r}).{hint}")
+
+    def _refuse_no_rank_asked(self, ranks: list[int]) -> None:
+        """``ranks=[7]`` on a job whose live ranks are 0 and 1 excludes every rank: no window
+        would ever be written, so it is refused (ranks not running yet are fine)."""
+        live = self.live_ranks()
+        if ranks and live and not set(ranks) & set(live):
+            raise JobError(
+                f"ranks {','.join(map(str, ranks))}: job {self.name!r} has no such live rank "
+                f"(live ranks: {','.join(map(str, live))}), so no window would be written. "
+                "Ask for ranks among those, or leave ranks out (all ranks)."
+            )
 
     def start_from_file(self, cfg: ProfilerConfig) -> int:
         """Write a window read from a MindSpore ``profiler_config.json`` (the relay does), with
@@ -252,19 +286,25 @@ class Job(Controller):
 
     def stop(self) -> int:
         """End an active window at once (what was recorded is saved) or cancel a pending one.
-        ``describe_stop()`` beforehand says which."""
-        cfg = self.config.update(start_step=-1, stop_step=-1)
-        return self._write("stop", cfg)
+        ``describe_stop()`` beforehand says which. With no window asked for there is nothing
+        to stop: nothing is written and the generation stays as it is."""
+        cfg = self.config
+        if not cfg.has_window:
+            return self.generation
+        return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
 
     def describe_stop(self) -> str:
-        """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing."""
+        """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing
+        (said before ``stop()``: what it will do, not what it did)."""
         cfg = self.config
         busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
         if not busy:
             if cfg.has_window:
+                why = ("no rank has joined the job" if not self.slots()
+                       else "it had ended or was skipped")
                 return (
-                    f"nothing was recording or armed (window {cfg.start_step}-"
-                    f"{cfg.stop_step} had ended or was skipped); cleared it"
+                    f"window {cfg.start_step}-{cfg.stop_step} is not recording or armed on "
+                    f"any rank ({why}): stop takes it off the config"
                 )
             return "nothing to stop: no window is pending or recording"
         by_state: dict[str, list[str]] = {}
@@ -288,6 +328,8 @@ class Job(Controller):
     ) -> int:
         cmd = command(action, cfg, window, late, reason)
         gen = self._seg.write_config(cmd.encode())
+        if os.path.isabs(cfg.prof_path):  # where the next windows go: remembered from now on
+            self._roots_seen.add(Path(cfg.prof_path))
         self._last_good, self._last_window = cfg.copy(), dict(cmd.window)
         return gen
 
@@ -335,7 +377,13 @@ class Job(Controller):
 
     def slots(self) -> list[SlotView]:
         seg = self._attached(create=False)
-        return [] if seg is None else sorted(seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
+        slots = [] if seg is None else sorted(seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
+        for s in slots:  # a slot names only its current root: remember the earlier ones
+            if s.root:
+                self._roots_seen.add(Path(s.root))
+            if s.window:
+                self._roots_seen.add(Path(s.window).parent)
+        return slots
 
     def live_slots(self) -> list[SlotView]:
         return [s for s in self.slots() if s.live]
@@ -373,6 +421,10 @@ class Job(Controller):
                 )
         found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
         self._hang.note(found, rows, since, self.stacks)
+        if not self.config.has_window:  # the header says "no window asked for": so do the rows
+            for row in rows:
+                if row["state"] not in BUSY_STATES:
+                    row["window"] = ""
         seg = self._attached(create=False)
         if seg is not None:
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
@@ -486,17 +538,20 @@ class Job(Controller):
     # -- windows --------------------------------------------------------------------------
 
     def roots(self) -> list[Path]:
-        """Directories the ranks write windows into (their slots say so)."""
-        roots = {Path(s.root) for s in self.slots() if s.root}
-        roots |= {Path(s.window).parent for s in self.slots() if s.window}
+        """Directories the ranks write windows into (their slots say so), and every one this
+        handle saw them write into before: a window recorded under another ``prof_path``
+        stays listed once ``prof_path`` is set back."""
+        self.slots()  # what the slots name now joins what was seen
         prof = self.config.prof_path
         if os.path.isabs(prof):
-            roots.add(Path(prof))
-        return sorted(roots)
+            self._roots_seen.add(Path(prof))
+        return sorted(self._roots_seen)
 
     # -- display --------------------------------------------------------------------------
 
     def _describe(self) -> str:
+        if self._closed:
+            return f"Job {self.name!r}: closed (attach again: dynprof_nb.attach({self.name!r}))"
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
         return (
@@ -512,10 +567,56 @@ class Job(Controller):
         """Refresh the helper note's heartbeat without rewriting it."""
         self._seg.beat_note()
 
+    def _repr_html_(self) -> str:
+        if self._closed:
+            return f"<p><b>{self._describe()}</b></p>"
+        return super()._repr_html_()
+
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called: every other use says so, with how to attach again."""
+        return self._closed
+
     def close(self) -> None:
-        """Detach; the last process to leave a finished job removes its segment."""
-        if self._segment is not None:
-            self._segment.close()
+        """Detach (once; later uses of this handle say it is closed). The last process to
+        leave a finished job removes its segment. A handle from ``attach()`` also removes a
+        job that no rank ever joined (a typo given to ``--create``): if it asked for a window,
+        a warning says the window went with it."""
+        if self._closed:
+            return
+        seg = self._segment
+        asked = self.config if seg is not None and not seg.slots() else None
+        self._segment, self._closed = None, True
+        removed = seg is not None and seg.close(unjoined=self.removes_unjoined)
+        if removed and asked and asked.has_window:
+            warnings.warn(f"job {self.name!r}: no rank ever joined it; its window "
+                          f"{asked.start_step}-{asked.stop_step} went with its last handle. "
+                          "To prepare a window for ranks yet to start, keep the handle open "
+                          "until they do.", stacklevel=2)
+
+
+class Generation(int):
+    """The generation ``start`` wrote, an int that also says in its repr what was asked
+    (``job.start(...)`` in a cell shows that, not a bare ``1``)."""
+
+    note: str
+
+    def __new__(cls, value: int, note: str) -> Generation:
+        gen = super().__new__(cls, value)
+        gen.note = note
+        return gen
+
+    def __repr__(self) -> str:
+        return f"<generation {int(self)}: {self.note}>"
+
+    def __str__(self) -> str:  # f"{gen}" stays the number
+        return int.__repr__(self)
+
+
+def closed_message(name: str) -> str:
+    """The one line a closed handle answers with."""
+    return (f"job {name!r}: this handle is closed (job.close() was called); attach again: "
+            f"job = dynprof_nb.attach({name!r}), or %dynprof attach {name}")
 
 
 def _window_progress(slot: SlotView, cfg: ProfilerConfig, target: int) -> int:

@@ -62,11 +62,13 @@ def attach(job: str = "default", *, create: bool = False,
         if job not in list_jobs():
             raise JobError(unknown_job_message(job))
     try:
-        return Job.open(job, create=create)
+        handle = Job.open(job, create=create)
     except JobError as exc:
         if not create and job not in list_jobs():  # it was stale and is gone now
             raise JobError(f"{exc} {unknown_job_message(job)}") from None
         raise
+    handle.removes_unjoined = True  # a person's handle: a job no rank joined goes with it
+    return handle
 
 
 def unknown_job_message(job: str) -> str:
@@ -75,10 +77,17 @@ def unknown_job_message(job: str) -> str:
     live = list(frame[frame.live > 0].job) if len(frame) else []
     others = (f"live jobs: {', '.join(live)}" if live else "no job on this machine has live "
               "ranks")
-    close = difflib.get_close_matches(job, list(frame.job) if len(frame) else [], n=1)
+    close = close_job_names(job, frame)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return (f"no job named {job!r} on this machine ({others}).{hint} To prepare it before its "
             "ranks start, attach with create=True (--create).")
+
+
+def close_job_names(job: str, frame: pd.DataFrame | None = None) -> list[str]:
+    """Other jobs on this machine whose names are close to ``job`` (a typo's intended name)."""
+    frame = jobs() if frame is None else frame
+    names = [n for n in (frame.job if len(frame) else []) if n != job]
+    return difflib.get_close_matches(job, names, n=1)
 
 
 def jobs(verbose: bool = False) -> pd.DataFrame:

@@ -89,7 +89,33 @@ def describe_start(job: Any, generation: int, options: dict[str, Any]) -> str:
     text = f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {generation})"
     if options:
         text += f"; this window only: {format_changes(options)}"
-    return text
+    note = getattr(job, "no_rank_note", lambda: "")()
+    return f"{text}\n{note}" if note else text
+
+
+def nothing_to_wait_for(job: Any) -> str:
+    """Why ``wait`` would return at once, in words (``""`` when there is something to wait
+    for, or the controller cannot see its ranks)."""
+    from dynprof_nb.control.job import BUSY_STATES
+
+    live_slots = getattr(job, "live_slots", None)
+    live = live_slots() if live_slots is not None else []
+    gen = job.generation
+    if not live or any(s.applied < gen or s.state in BUSY_STATES for s in live):
+        return ""
+    cfg = job.config
+    if cfg.has_window:
+        return (f"nothing to wait for: window {cfg.start_step}-{cfg.stop_step} is over on every "
+                "live rank (see windows)")
+    return "nothing to wait for: no window is asked for (start one first)"
+
+
+def stop_and_describe(job: Any) -> str:
+    """Stop, and say what it ended or cancelled (or that there was nothing to stop)."""
+    before = job.generation
+    what = job.describe_stop()
+    gen = job.stop()
+    return f"{what} (generation {gen}{', unchanged' if gen == before else ''})"
 
 
 def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
@@ -202,8 +228,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.wait:
             print(job.wait().to_string(index=False))
     elif args.command == "stop":
-        what = job.describe_stop()
-        print(f"{what} (generation {job.stop()})")
+        print(stop_and_describe(job))
     elif args.command == "set":
         changes = parse_assignments(args.assignments)
         print(f"standing config: {format_changes(changes)} (generation {job.set(**changes)})")
@@ -211,6 +236,9 @@ def _run(args: argparse.Namespace) -> int:
         frame = job.windows()
         print(frame.to_string(index=False) if len(frame) else "no windows yet")
     elif args.command == "wait":
+        idle = nothing_to_wait_for(job)
+        if idle:
+            print(idle)
         print(job.wait(timeout=args.timeout).to_string(index=False))
     elif args.command == "trigger":
         print(run_trigger(job, args, config_changes(args)))

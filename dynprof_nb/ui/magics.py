@@ -25,7 +25,9 @@ from dynprof_nb.ui.cli import (
     config_changes,
     describe_start,
     format_changes,
+    nothing_to_wait_for,
     parse_assignments,
+    stop_and_describe,
 )
 from dynprof_nb.ui.commands import ARGUMENTS, MAGIC_COMMANDS, helps
 from dynprof_nb.ui.triggercmd import TRIGGER_OPTIONS_TITLE, add_trigger_arguments, run_trigger
@@ -253,6 +255,9 @@ class DynprofMagics(Magics):
         if args.prof_path is not None:
             raise UsageError("--prof-path goes with --cfg-path (file mode).")
         name = args.job or _only_live_job()
+        current = self.job
+        if getattr(current, "name", None) == name and not getattr(current, "closed", True):
+            return current  # the cell run again: the same handle, not a second one
         try:
             job = registry.attach(name, create=args.create)
         except JobError as exc:
@@ -271,9 +276,7 @@ class DynprofMagics(Magics):
         return None
 
     def _do_stop(self, args: argparse.Namespace) -> None:
-        job = self._need_job()
-        what = job.describe_stop()
-        print(f"{what} (generation {job.stop()})")
+        print(stop_and_describe(self._need_job()))
 
     def _do_set(self, args: argparse.Namespace) -> None:
         changes = parse_assignments(args.assignments)
@@ -298,7 +301,11 @@ class DynprofMagics(Magics):
         return self._need_job().status()
 
     def _do_wait(self, args: argparse.Namespace) -> Any:
-        return self._need_job().wait(timeout=args.timeout, progress=not args.no_progress)
+        job = self._need_job()
+        idle = nothing_to_wait_for(job)
+        if idle:
+            print(idle)
+        return job.wait(timeout=args.timeout, progress=not args.no_progress)
 
     def _do_windows(self, args: argparse.Namespace) -> Any:
         return self._need_job().windows()
@@ -393,9 +400,11 @@ def _is_user_error(exc: Exception) -> bool:
 
 
 def candidates(text: str) -> list[str] | None:
-    """What may follow in a ``%dynprof`` / ``%%dynprof`` line typed up to the cursor: the
-    subcommands, job names after ``attach``, options, config keys after ``set``. ``None`` when
-    the line is not ours (other completers then run as usual)."""
+    """What may follow in a ``%dynprof`` / ``%%dynprof`` line typed up to the cursor, as whole
+    words: the subcommands, job names after ``attach``, options, config keys after ``set``,
+    and a key's own values after its option (``--level Level1``) or its ``=``
+    (``profiler_level=Level1``). ``None`` when the line is not ours (other completers then
+    run as usual)."""
     stripped = text.lstrip()
     try:
         words = shlex.split(stripped, posix=False) if stripped else []
@@ -408,7 +417,9 @@ def candidates(text: str) -> list[str] | None:
     if len(words) == 1:
         return None  # still typing the magic's name: IPython completes it
     if words[0] == "%%dynprof":
-        return _flags(build_cell_parser())
+        cell = build_cell_parser()
+        values = _option_values(cell, words[1:])
+        return values if values is not None else _flags(cell)
     words = words[1:]
     if len(words) <= 1:
         return list(SUBCOMMANDS)
@@ -418,11 +429,56 @@ def candidates(text: str) -> list[str] | None:
 
         return list_jobs()
     if command == "set" and not current.startswith("-"):
+        key, eq, value = current.partition("=")
+        if eq and key in ProfilerConfig.keys():
+            return _with_prefix(f"{key}={value}", _key_values(key), _is_list(key))
         return [f"{k}=" for k in ProfilerConfig.keys()]
     subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    if command in subs and current.startswith("-"):
-        return _flags(subs[command])
+    if command in subs:
+        values = _option_values(subs[command], words[1:])
+        if values is not None:
+            return values
+        if current.startswith("-"):
+            return _flags(subs[command])
     return []
+
+
+def _key_values(key: str) -> list[str]:
+    """The values a config key takes, as typed: its choices, or true/false."""
+    trait = ProfilerConfig.class_traits()[key]
+    if getattr(trait, "widget", "") == "checkbox":
+        return ["true", "false"]
+    return list(getattr(trait, "choices", None) or ())
+
+
+def _is_list(key: str) -> bool:
+    return isinstance(ProfilerConfig.class_traits()[key].default_value, list)
+
+
+def _with_prefix(current: str, values: list[str], is_list: bool) -> list[str]:
+    """``values`` as whole words for the word being typed: after ``key=`` (and, in a comma
+    list, after the values already given: ``activities=CPU,`` offers ``activities=CPU,NPU``)."""
+    cut = current.rfind(",") if is_list else -1
+    head = current[:(cut if cut >= 0 else current.find("=")) + 1]
+    return [head + v for v in values]
+
+
+def _option_values(parser: argparse.ArgumentParser, words: list[str]) -> list[str] | None:
+    """The values of the option just before the word being typed (``--level L``), or None
+    when that word is not an option's value (or the option's values are free text)."""
+    if len(words) < 2 or not words[-2].startswith("-") or words[-1].startswith("-"):
+        return None
+    action = next((a for a in parser._actions if words[-2] in a.option_strings), None)
+    if action is None or action.nargs == 0:
+        return None
+    if action.choices:
+        return list(action.choices)
+    if action.dest in ProfilerConfig.keys() and _key_values(action.dest):
+        values = _key_values(action.dest)
+        if _is_list(action.dest) and "," in words[-1]:
+            return _with_prefix(words[-1], values, True)
+        return values
+    return None
 
 
 def complete(_shell: Any, event: Any) -> list[str]:
@@ -441,11 +497,16 @@ def _matcher() -> Any:
 
     @context_matcher()
     def dynprof_matcher(context: Any) -> dict[str, Any]:
-        found = candidates(context.text_until_cursor)
+        text = context.text_until_cursor
+        found = candidates(text)
         if found is None:
             return {"completions": [], "suppress": False}
+        # the candidates are whole words; IPython's token may be only the end of the word
+        # (after "=" or ","): complete the token with the rest of each word
+        word = "" if text.endswith((" ", "\t")) else text.split()[-1]
         token = context.token
-        shown = [c for c in found if c.startswith(token)]
+        cut = len(word) - len(token) if word.endswith(token) else 0
+        shown = [c[cut:] for c in found if c.startswith(word[:cut] + token)]
         return {
             "completions": [SimpleCompletion(text=c, type="dynprof") for c in shown],
             "suppress": True,

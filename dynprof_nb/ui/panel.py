@@ -245,6 +245,7 @@ class Panel(widgets.VBox):
         self.window_rows.add_class("dynprof-windows")
         self.windows: list[dict[str, Any]] = []  # what window_rows shows, newest first
         self.output = widgets.Output()
+        self.output.add_class("dynprof-output")
         self.apply_button.on_click(lambda _b: self.apply())
         self.revert_button.on_click(lambda _b: self.revert())
         self.stop_button.on_click(lambda _b: self.stop())
@@ -557,8 +558,7 @@ class Panel(widgets.VBox):
     def show(self, index: int | None = None, summary: bool = True) -> Any:
         """Load window row ``index`` (default: the latest complete window) into
         ``self.trace`` and render it below: its summary and plots, or just the window."""
-        out = self.output
-        out.clear_output()
+        out = _cleared(self.output)
         try:
             trace = self._load(index)
         except Exception as exc:
@@ -583,8 +583,7 @@ class Panel(widgets.VBox):
         from dynprof_nb.analysis.configdiff import config_warning
         from dynprof_nb.analysis.summary import compare
 
-        out = self.output
-        out.clear_output()
+        out = _cleared(self.output)
         try:
             b = self._load(index)
             a = self.trace
@@ -688,6 +687,16 @@ def _window_name(trace: Any) -> str:
     except Exception:
         ranks = ""
     return f"{steps}{ranks} ({trace.path})" if steps else str(trace.path)
+
+
+def _cleared(out: widgets.Output) -> widgets.Output:
+    """``out`` emptied through its state only. ``Output.clear_output()`` sends a clear_output
+    message that the frontend answers by writing its (empty) outputs back to the kernel: when
+    that write-back arrives after what the button's callback appended since (it does after a
+    Summary, whose images keep the frontend busy), it erased the first lines, Compare's a=/b=
+    labels and its config warning. Setting the state is one ordered update with no echo."""
+    out.outputs = ()
+    return out
 
 
 def _descendants(widget: widgets.Widget) -> list[widgets.Widget]:

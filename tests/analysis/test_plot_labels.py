@@ -84,3 +84,34 @@ def test_address_pattern_only_strips_addresses():
     names = pd.Series(["<x object at 0xfffdc7cc1890>", "aten::mm", "at 0x is text"])
     assert names.str.replace(plots._ADDRESS, "", regex=True).tolist() == [
         "<x object>", "aten::mm", "at 0x is text"]
+
+
+def test_an_op_is_one_colour_in_every_plot_of_a_window():
+    from matplotlib.colors import to_hex
+
+    w = samples.load("pytorch_cpu")
+    palette = plots.op_colors(w)
+    timeline = w.plot_timeline()
+    legend = {t.get_text(): to_hex(h.get_facecolor())
+              for t, h in zip(timeline.legends[0].get_texts(),
+                              timeline.legends[0].legend_handles, strict=True)}
+    ops = w.plot_ops().axes[0]
+    bars = {t.get_text(): to_hex(b.get_facecolor())
+            for t, b in zip(ops.get_yticklabels(), ops.patches, strict=True)}
+    both = (set(legend) & set(bars)) - {"other"}
+    assert len(both) >= 3, (legend, bars)
+    for name in both:
+        assert legend[name] == bars[name] == palette[name], name
+
+
+def test_long_names_cut_to_the_same_head_keep_distinct_labels():
+    names = ["aten::convolution_backward_input_" + "x" * 20,
+             "aten::convolution_backward_input_" + "y" * 20, "short"]
+    labels = plots._distinct_labels(names, 30)
+    assert len(set(labels)) == 3 and all(len(x) <= 34 for x in labels), labels
+    assert labels[2] == "short"
+
+
+def test_step_labels_say_every_2nd_not_2th():
+    assert [plots._ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 102)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "102nd"]

@@ -76,3 +76,29 @@ def test_plots_return_figures(tmp_path: Path, fixtures: Path, plot: str):
         assert fig.axes
         fig.savefig(tmp_path / f"{plot}.png")
         assert (tmp_path / f"{plot}.png").stat().st_size > 1000
+
+
+def test_the_step_marker_is_never_listed_as_an_operation():
+    """``ProfilerStep*`` in ``ops`` (as torch's key_averages has it) is the steps' time outside
+    every op: the summary, the ops plot and compare say so instead of naming it an op."""
+    from dynprof_nb import samples
+    from dynprof_nb.analysis.summary import OUTSIDE_RANGES
+
+    w = samples.load("pytorch_cpu")
+    assert "ProfilerStep*" in set(w.ops["name"])  # the peer's row stays in the frame
+    s = w.summary()
+    assert "ProfilerStep*" not in set(s.top_ops["name"]) and "ProfilerStep" not in str(s)
+    assert OUTSIDE_RANGES in set(s.top_ops["name"])
+    labels = [t.get_text() for t in w.plot_ops().axes[0].get_yticklabels()]
+    assert not [t for t in labels if "ProfilerStep" in t] and OUTSIDE_RANGES in labels
+    assert not any("device idle" in n for n in s.notes)  # a CPU-only window has no device
+
+
+def test_no_device_idle_note_without_a_device(tmp_path):
+    from dynprof_nb.analysis.summary import notes_for
+
+    w = dynprof_nb.load_window(write_builtin_window(tmp_path))  # a CPU-only window
+    steps = w.steps.assign(free_us=w.steps["duration_us"] * 0.5)  # half its step time "free"
+    assert w.kernels.empty
+    assert not any("device idle" in n for n in notes_for(steps, w.ops, device=False))
+    assert any("device idle (free) for 50%" in n for n in notes_for(steps, w.ops, device=True))

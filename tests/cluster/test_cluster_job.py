@@ -52,7 +52,7 @@ def manifests(frame) -> list[dict]:
 
 @pytest.mark.parametrize("job_on_nodes", ["", "shared"], indirect=True,
                          ids=["node-disks", "shared-fs"])
-def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes):
+def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes, capfd):
     job = job_on_nodes
     st = job.status()
     assert list(st.columns) == STATUS_COLUMNS
@@ -63,8 +63,13 @@ def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes):
     first, last = job.last_start["window"]
     assert last - first == 4 and job.last_start["ranks"] == RANKS
     assert job.generation == gen and job.config.start_step == first
-    done = job.wait(timeout=120, progress=False)
+    capfd.readouterr()
+    done = job.wait(timeout=120)  # stderr is no terminal here: a few lines, as in a log
     assert (done.generation >= gen).all() and len(done) == RANKS
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(f"job {job.name}: window")]
+    assert "\r" not in err and 1 <= len(lines) <= 12, err
+    assert f" done {5 * RANKS}/{5 * RANKS} rank-steps in " in lines[-1], err
 
     frame = job.windows()
     frame = frame[(frame.start == first) & (frame.status == "complete")]

@@ -220,6 +220,33 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
                    ).to_be_visible()
             image.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "panel_summary.png"))
+
+            # Summary, then Compare (the order a person clicks): Compare keeps its a=/b= labels
+            # and the warning that the two windows were recorded with different configs
+            job = dynprof_nb.attach(lab.job, create=False)
+            try:
+                job.stop()  # the far window applied above: never reached
+                job.start("+5", "+9")  # recorded with the standing with_stack/shapes/mstx
+                job.wait(timeout=120, progress=False)
+            finally:
+                job.close()
+            expect(panel.locator(".dynprof-window-row")).to_have_count(2, timeout=60_000)
+            rows = panel.locator(".dynprof-window-row")
+            expect(rows.first).to_contain_text("ranks 2/2 complete", timeout=60_000)
+            rows.nth(1).get_by_role("button", name="Summary").click()
+            expect(panel.locator(".jp-OutputArea-output img").first).to_be_visible(
+                timeout=60_000)
+            rows.first.get_by_role("button", name="Compare").click()
+            shown = panel.locator(".dynprof-output")
+            expect(shown).to_contain_text("a = ", timeout=60_000)
+            expect(shown).to_contain_text("b = ")
+            expect(shown).to_contain_text("recorded with different profiler settings",
+                                          timeout=10_000)
+            expect(shown.locator("table").first).to_be_visible()
+            page.wait_for_timeout(2000)  # nothing blanks the labels afterwards
+            expect(shown).to_contain_text("a = ")
+            shown.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "panel_compare.png"))
         finally:
             browser.close()
     assert (ARTIFACTS / "panel.png").stat().st_size > 10_000

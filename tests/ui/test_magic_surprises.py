@@ -39,6 +39,15 @@ def completions(ip: InteractiveShell, text: str) -> list[str]:
     ("%dynprof set profile_m", {"profile_memory="}),
     ("%%dynprof --st", {"--stack"}),
     ("%dynprof wait --", {"--timeout", "--no-progress", "--help"}),
+    # a key's own values, after its option or its "=" (not keywords, magics, file names)
+    ("%dynprof start +5 +10 --level ", {"LevelNone", "Level0", "Level1", "Level2"}),
+    ("%dynprof start +5 +10 --level Level", {"LevelNone", "Level0", "Level1", "Level2"}),
+    ("%dynprof set profiler_level=", {"LevelNone", "Level0", "Level1", "Level2"}),
+    ("%dynprof set profiler_level=Level1", {"Level1"}),
+    ("%dynprof set activities=CPU,", {"CPU", "NPU", "GPU"}),
+    ("%dynprof set with_stack=", {"true", "false"}),
+    ("%%dynprof --backend ", {"builtin", "torch", "mindspore", "auto"}),
+    ("%%dynprof --level L", {"LevelNone", "Level0", "Level1", "Level2"}),
 ])
 def test_completion_offers_only_the_magics_candidates(ip, text, expected) -> None:
     found = completions(ip, text)

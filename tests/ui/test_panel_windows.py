@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 from demojob import demo_job
+from ipywidgets.widgets import widget_output
 from jobutil import wait_until
 
 from dynprof_nb.analysis.configdiff import ConfigMismatchWarning
@@ -21,7 +22,7 @@ def job(tmp_path_factory: pytest.TempPathFactory):
         yield j
 
 
-def test_one_row_per_window_with_its_config_and_compare_warns(job):
+def test_one_row_per_window_with_its_config_and_compare_warns(job, monkeypatch):
     job.start("+5", "+7", with_stack=True)  # this window only
     job.wait(timeout=120, progress=False)
     job.start("+5", "+7")  # back on the standing config
@@ -54,5 +55,16 @@ def test_one_row_per_window_with_its_config_and_compare_warns(job):
         text = "".join(o.get("text", "") for o in p.output.outputs)
         assert "recorded with with_stack=True" in text
         wait_until(lambda: sorted(p.trace.ranks) == [0, 1], what="both ranks loaded")
+        # then Compare: the area is emptied through its state, never by a clear_output
+        # message (JupyterLab answers that one by writing its outputs back, which erased the
+        # labels and the warning once a Summary had filled the area)
+        sent = []
+        monkeypatch.setattr(widget_output, "clear_output", lambda *a, **k: sent.append(a))
+        p.window_rows.children[0].children[3].click()
+        assert sent == []
+        text = "".join(o.get("text", "") for o in p.output.outputs)
+        assert text.startswith("a = steps ") and "\nb = steps " in text, text
+        assert "warning: the two windows were recorded with different profiler settings" in text
+        assert not any("image/png" in o.get("data", {}) for o in p.output.outputs)
     finally:
         p.close()
