@@ -12,6 +12,7 @@ from train_loop import RunContext
 
 import dynprof_nb
 from dynprof_nb import segment
+from dynprof_nb.control.base import JobError
 
 
 @pytest.fixture
@@ -89,12 +90,22 @@ def test_passed_start_is_reported_in_the_slot_not_ignored(job):
 
 def test_excluded_rank_reports_excluded_and_records_nothing(job):
     name, control, out = job
+    included = dynprof_nb.Monitor(job=name, rank=0, output_path=out, backend="builtin")
     monitor = dynprof_nb.Monitor(job=name, rank=3, output_path=out, backend="builtin")
-    control.start(3, 4, ranks=[0, 1])
+    control.start(3, 4, ranks=[0, 1])  # (ranks=[0, 1] with rank 3 alone live is refused)
     run_steps(monitor, 2)
-    assert control.status().state[0] == "excluded"
+    assert control.status().set_index("rank").state[3] == "excluded"
     run_steps(monitor, 5)
     assert not list(out.glob("rank3_*"))
+    monitor.close()
+    included.close()
+
+
+def test_a_window_for_no_live_rank_is_refused(job):
+    name, control, out = job
+    monitor = dynprof_nb.Monitor(job=name, rank=3, output_path=out, backend="builtin")
+    with pytest.raises(JobError, match="no such live rank"):
+        control.start(3, 4, ranks=[0, 1])
     monitor.close()
 
 
