@@ -152,3 +152,30 @@ def test_load_ext_finds_the_magics_hook():
     from dynprof_nb.ui.magics import load_ipython_extension
 
     assert dynprof_nb.load_ipython_extension is load_ipython_extension
+
+
+def test_traces_imports_and_names_nothing_of_analysis():
+    """The analysis builds on the readers, never the other way: no import, and no module path in
+    a string (a dispatch table the import graph could not see)."""
+    graph = import_graph()
+    up = {m: sorted(d for d in deps if d.startswith("dynprof_nb.analysis"))
+          for m, deps in graph.items() if m.startswith("dynprof_nb.traces")}
+    assert not {m: d for m, d in up.items() if d}
+    named = [p.name for p in (PACKAGE / "traces").rglob("*.py")
+             if "dynprof_nb.analysis" in p.read_text()]
+    assert named == []
+
+
+def test_window_shortcuts_come_from_the_analysis_side():
+    from dynprof_nb.analysis.summary import summarize
+    from dynprof_nb.traces import shortcuts
+
+    code = ("import sys\nfrom dynprof_nb.traces.window import TraceWindow\n"
+            "print(any(m.startswith('dynprof_nb.analysis') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"  # loading the readers registers nothing yet
+    w = dynprof_nb.load_trace(PACKAGE / "samples" / "pytorch_cpu" /
+                              "rank0.1795968823191922673.pt.trace.json")
+    assert str(w.summary()) == str(summarize(w))
+    assert set(shortcuts._REGISTERED) >= {"summary", "timeline", "slow_ranks", "bandwidth_heatmap"}

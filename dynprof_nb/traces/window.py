@@ -7,9 +7,7 @@ processes (the JSON decode holds the GIL, so threads would not help).
 
 from __future__ import annotations
 
-import importlib
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from .discover import (
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
 from .lazyframe import LazyFrame
 from .ops import op_table
+from .shortcuts import WindowShortcuts
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 
@@ -48,7 +47,7 @@ _CONTENT_ERRORS = (
 )
 
 
-class TraceWindow:
+class TraceWindow(WindowShortcuts):
     """DataFrames of one window: ``events``, ``ops``, ``steps``, ``kernels``, ``memory``,
     ``communication``; each is loaded on first access and cached.
 
@@ -64,6 +63,9 @@ class TraceWindow:
       synchronization_us, idle_us, size_mb, bandwidth_gbps, source
 
     Times: ``*_ns`` are exact int64 nanoseconds; ``*_us`` are float microseconds.
+
+    Its summary, plots and cluster analyses (``summary()``, ``plot_timeline()``, ...) are
+    :class:`~dynprof_nb.traces.shortcuts.WindowShortcuts`, provided by the analysis side.
 
     Which kernels and ranges count as communication (in ``steps`` and ``communication`` when
     they are derived from events) is ``comm_patterns``, fixed when the window is loaded
@@ -433,46 +435,6 @@ class TraceWindow:
              "step": pd.Series(dtype="Int64")}
         )
 
-    # ---- cluster analyses (dynprof_nb.analysis.cluster, named in VIEWS) ----------------------
-    def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
-        """Device time by op type and core, per rank (msprof-analyze compute_op_sum)."""
-        return _view("compute_ops")(self, per_rank=per_rank, by_name=by_name)
-
-    def communication_ops(self, per_rank: bool = True) -> pd.DataFrame:
-        """Communication ops per rank: count, time, wait, transit, bandwidth (hccl_sum)."""
-        return _view("communication_ops")(self, per_rank=per_rank)
-
-    def step_breakdown(self) -> pd.DataFrame:
-        """Per rank and step: computing, communication (not) overlapped, free
-        (msprof-analyze's cluster_time_summary)."""
-        return _view("cluster_step_breakdown")(self)
-
-    def step_trace(self) -> pd.DataFrame:
-        """msprof-analyze's ClusterStepTraceTime under its names (Computing, Free, Stage,
-        Bubble, Preparing ...) and definitions."""
-        return _view("step_trace")(self)
-
-    def time_summary(self) -> pd.DataFrame:
-        """msprof-analyze's cluster_time_summary under its names and definitions (whole-step
-        Step Time, Free without memory copies)."""
-        return _view("time_summary")(self)
-
-    def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
-        """Bandwidth per link and transport type (communication_matrix / slow_link)."""
-        return _view("communication_matrix")(self, step=step)
-
-    def slow_ranks(self) -> pd.DataFrame:
-        """Per rank against the median rank, with a plain-language note (slow_rank)."""
-        return _view("slow_ranks")(self)
-
-    def plot_rank_steps(self, **kw: Any) -> Any:
-        """Each rank's step time, stacked by what it spent it on."""
-        return _view("rank_step_breakdown")(self, **kw)
-
-    def plot_bandwidth(self, **kw: Any) -> Any:
-        """A rank x rank bandwidth heat map of the window's communication links."""
-        return _view("bandwidth_heatmap")(self, **kw)
-
     # ---- reading ----------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> TraceWindow:
@@ -602,34 +564,6 @@ class TraceWindow:
             if self.framework == "chrome" and procs & {"Ascend Hardware", "CANN", "CPU OP"}:
                 self.framework = "ascend"
 
-    # ---- views ------------------------------------------------------------------------------
-    # Summaries and plots live in dynprof_nb.analysis, which builds on this package; a window
-    # names them here and imports them on first use, so reading traces never loads matplotlib.
-    def summary(self) -> Any:
-        """Header, top operations, step breakdown and plain-language notes (HTML and text)."""
-        return _view("summary")(self)
-
-    def plot_timeline(self, **kw: Any) -> Any:
-        """The ranks' events on a timeline (``dynprof_nb.analysis.plots.timeline``);
-        ``interactive=True``: a widget that zooms and pans down to one kernel
-        (``dynprof_nb.analysis.timeline_view.TimelineView``)."""
-        if kw.pop("interactive", False):
-            kw.pop("max_events", None)  # the per-pixel choice bounds what any zoom sends
-            return _view("timeline_view")(self, **kw)
-        return _view("timeline")(self, **kw)
-
-    def plot_ops(self, **kw: Any) -> Any:
-        """The top operations, across ranks (``dynprof_nb.analysis.plots.top_ops``)."""
-        return _view("top_ops")(self, **kw)
-
-    def plot_steps(self, **kw: Any) -> Any:
-        """The step breakdown (``dynprof_nb.analysis.plots.step_breakdown``)."""
-        return _view("step_breakdown")(self, **kw)
-
-    def plot_memory(self, **kw: Any) -> Any:
-        """Memory per rank and device (``dynprof_nb.analysis.plots.memory_over_time``)."""
-        return _view("memory_over_time")(self, **kw)
-
     def loaded(self, kind: str) -> bool:
         """Whether frame ``kind`` has been read already."""
         return kind in self._cache
@@ -654,27 +588,3 @@ class TraceWindow:
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"
 
-
-# The analyses a window offers as methods, by name: imported on first use (see "views").
-VIEWS = {
-    "summary": "dynprof_nb.analysis.summary:summarize",
-    "timeline": "dynprof_nb.analysis.plots:timeline",
-    "timeline_view": "dynprof_nb.analysis.timeline_view:TimelineView",
-    "top_ops": "dynprof_nb.analysis.plots:top_ops",
-    "step_breakdown": "dynprof_nb.analysis.plots:step_breakdown",
-    "memory_over_time": "dynprof_nb.analysis.plots:memory_over_time",
-    "compute_ops": "dynprof_nb.analysis.cluster:compute_ops",
-    "communication_ops": "dynprof_nb.analysis.cluster:communication_ops",
-    "cluster_step_breakdown": "dynprof_nb.analysis.cluster:step_breakdown",
-    "step_trace": "dynprof_nb.analysis.cluster:step_trace",
-    "time_summary": "dynprof_nb.analysis.cluster:time_summary",
-    "communication_matrix": "dynprof_nb.analysis.cluster:communication_matrix",
-    "slow_ranks": "dynprof_nb.analysis.cluster:slow_ranks",
-    "rank_step_breakdown": "dynprof_nb.analysis.cluster_plots:rank_step_breakdown",
-    "bandwidth_heatmap": "dynprof_nb.analysis.cluster_plots:bandwidth_heatmap",
-}
-
-
-def _view(name: str) -> Callable[..., Any]:
-    module, func = VIEWS[name].split(":")
-    return getattr(importlib.import_module(module), func)
