@@ -86,9 +86,13 @@ if TYPE_CHECKING:  # what editors and type checkers see behind the lazy names
 # nothing itself (IPython's code is loaded only in a kernel that asks for the magics)
 _HOOKS = {"load_ipython_extension": "ui.magics"}
 # what a higher layer adds to a lower one, imported when the lower one first asks for it
-# (``dynprof_nb.traces.shortcuts``: a window's summary and plots), so traces/ names no module of
-# analysis/ and reading a trace never loads matplotlib
-_EXTENSIONS = {"window_shortcuts": ("analysis.shortcuts",)}
+# (``dynprof_nb.traces.shortcuts``: a window's summary and plots, so traces/ names no module of
+# analysis/ and reading a trace never loads matplotlib; ``control.registry``: attach(cluster=)
+# from cluster/, so control/ and cluster/ make no cycle and Dask loads only for a cluster)
+_EXTENSIONS = {
+    "window_shortcuts": ("analysis.shortcuts",),
+    "cluster_attach": ("cluster.controller",),
+}
 # subpackages reachable as attributes without an import of their own (dynprof_nb.samples.path)
 _SUBPACKAGES = ("samples",)
 

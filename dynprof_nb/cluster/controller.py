@@ -52,6 +52,7 @@ from dynprof_nb.control.base import (
     resolve_step,
     window_conflict,
 )
+from dynprof_nb.control.registry import register_cluster_attach
 from dynprof_nb.control.status import status_frame
 from dynprof_nb.segment import SegmentError, check_job_name
 
@@ -619,3 +620,6 @@ def _done(row: dict[str, Any], cfg: ProfilerConfig, target: int) -> int:
     if row["generation"] >= target and row["state"] not in BUSY_STATES:
         return length
     return max(0, min(length, row["step"] - cfg.start_step + 1))
+
+
+register_cluster_attach(attach_cluster)  # what dynprof_nb.attach(cluster=...) calls
