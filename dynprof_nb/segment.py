@@ -781,16 +781,6 @@ class Segment:
         w = self.words
         return [self.read_slot(i) for i in range(SLOT_COUNT) if w[self.slot_base(i) + S_PID] != 0]
 
-    def forget_dead_slots(self) -> int:
-        """Free the slots of processes that are gone; returns how many."""
-        n = 0
-        with self.write_lock():
-            for slot in self.slots():
-                if not slot.alive:
-                    self.words[self.slot_base(slot.index) + S_PID] = 0
-                    n += 1
-        return n
-
 
 _TEXT_FIELDS = {
     "error": (ERROR_OFFSET, ERROR_BYTES),

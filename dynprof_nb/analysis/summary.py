@@ -182,21 +182,6 @@ def span_by_rank(events: pd.DataFrame) -> pd.Series:
 # ---- summaries -----------------------------------------------------------------------------
 
 
-def step_stats(steps: pd.DataFrame) -> dict[str, Any]:
-    if steps.empty or steps["duration_us"].isna().all():
-        return {}
-    d = steps["duration_us"]
-    med = float(d.median())
-    return {
-        "count": int(len(d)),
-        "median_us": med,
-        "mean_us": float(d.mean()),
-        "max_us": float(d.max()),
-        "slowest_step": int(steps.loc[d.idxmax(), "step"]),
-        "slowest_ratio": float(d.max() / med) if med > 0 else float("nan"),
-    }
-
-
 def rank_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Step time per rank: median and total step time, and how much slower than the fastest."""
     if steps.empty or "rank" not in steps:

@@ -137,7 +137,6 @@ class ClusterJob(Controller):
         raw = self.client.run(call, op, dict(payload, user=requester()), on_error="return")
         rtt = time.monotonic() - t0
         self._rtt = rtt if not self._rtt else 0.7 * self._rtt + 0.3 * rtt
-        self._last_rtt = rtt
         answers, errors, refused = [], [], {}
         for addr, answer in raw.items():
             if isinstance(answer, NotYourJob):  # another user's agent: not this job's node

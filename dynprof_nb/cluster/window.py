@@ -34,8 +34,6 @@ from dynprof_nb.traces import schema
 from dynprof_nb.traces.lazyframe import LazyFrame
 from dynprof_nb.traces.schema import concat_frames
 
-BIG_FRAMES = ("events", "kernels", "memory", "communication")
-
 
 class ClusterWindow:
     """The ranks' windows of one recording: ``ranks``, ``nodes`` (rank -> node),
