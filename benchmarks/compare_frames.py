@@ -68,6 +68,18 @@ def _call(out: dict, key: str, fn) -> None:
         out[key + ".warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
 
 
+def _split_provenance(value: Any, into: list) -> Any:
+    """``value`` (a sources dict) without the provenance keys of its notes, which go to ``into``."""
+    if isinstance(value, dict):
+        if "files" in value:
+            into.append({k: value[k] for k in ("source", "path") if k in value})
+        return {k: _split_provenance(v, into) for k, v in value.items()
+                if not ("files" in value and k in ("source", "path"))}
+    if isinstance(value, list):
+        return [_split_provenance(v, into) for v in value]
+    return value
+
+
 def window_digest(load, path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     holder: dict[str, Any] = {}
@@ -91,7 +103,11 @@ def window_digest(load, path: Path) -> dict[str, Any]:
         "format": w.format, "start": w.start_step, "stop": w.stop_step,
         "devices": getattr(w, "devices", None), "config": w.config,
     }
-    out["sources"] = w.sources
+    # the provenance TraceWindow adds to each note (issue 24: "source", "path") is kept apart,
+    # so the notes themselves compare with a digest taken before it existed
+    provenance: list = []
+    out["sources"] = _split_provenance(w.sources, provenance)
+    out["provenance"] = provenance
     out["repr"] = repr(w)
     _call(out, "summary", lambda: str(w.summary()))
     return out
@@ -142,6 +158,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--against", type=Path, help="an earlier digest to compare with")
+    ap.add_argument("--new", default="provenance",
+                    help="comma-separated keys the earlier digest may lack (added since)")
     args = ap.parse_args()
     digest = digest_all()
     args.out.write_text(json.dumps(digest, indent=1, sort_keys=True))
@@ -149,9 +167,11 @@ def main() -> int:
     if args.against is None:
         return 0
     before = json.loads(args.against.read_text())
+    new = set(filter(None, args.new.split(",")))
     diffs = [(w, k) for w in sorted(set(before) | set(digest))
              for k in sorted(set(before.get(w, {})) | set(digest.get(w, {})))
-             if before.get(w, {}).get(k) != digest.get(w, {}).get(k)]
+             if before.get(w, {}).get(k) != digest.get(w, {}).get(k)
+             and not (k in new and k not in before.get(w, {}))]
     for w, k in diffs[:40]:
         print(f"DIFFERS {w} [{k}]:\n  before {before.get(w, {}).get(k)!s:.300}\n"
               f"  after  {digest.get(w, {}).get(k)!s:.300}")

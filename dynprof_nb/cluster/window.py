@@ -107,6 +107,15 @@ class ClusterWindow:
 
     # -- dask.dataframe: the big tables stay on the nodes -----------------------------------
 
+    def frame(self, kind: str) -> Any:
+        """Frame ``kind`` of every rank, a ``dask.dataframe`` (the ``Window`` protocol)."""
+        return self._frame(kind)
+
+    @property
+    def sources(self) -> dict[str, Any]:
+        """Per rank, the window directory its node reads (each node's loader notes stay there)."""
+        return {"ranks": {r: {"files": [p]} for r, p in self.paths.items()}}
+
     def _frame(self, kind: str) -> Any:
         if kind not in self._dask:
             import dask.dataframe as dd

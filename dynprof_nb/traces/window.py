@@ -8,6 +8,7 @@ processes (the JSON decode holds the GIL, so threads would not help).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarnin
 from .lazyframe import LazyFrame
 from .ops import op_table
 from .shortcuts import WindowShortcuts
+from .sources import Source, lone_file_reader, source_of
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 
@@ -125,7 +127,8 @@ class TraceWindow(WindowShortcuts):
     def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:
             try:
-                frame = schema.conform(getattr(self, f"_load_{kind}")(), kind)
+                frame = schema.conform(_LOADERS[kind](self), kind)
+                self._provenance(kind)
                 if self.device is not None and "device" not in frame.columns:
                     frame["device"] = schema.constant_int(self.device, len(frame))
                 self._cache[kind] = frame
@@ -138,6 +141,26 @@ class TraceWindow(WindowShortcuts):
                     hint="the file is damaged or not in the layout this reader knows",
                 ) from exc
         return self._cache[kind]
+
+    def frame(self, kind: str) -> pd.DataFrame:
+        """Frame ``kind`` (one of ``FRAMES``), read on first use (the :class:`Window` protocol)."""
+        if kind not in _LOADERS:
+            raise KeyError(f"no frame {kind!r}; a window has {', '.join(FRAMES)}")
+        return self._frame(kind)
+
+    def _provenance(self, kind: str) -> None:
+        """Say in ``sources[kind]`` which registered source built the frame and how: ``read``
+        from a file of a source that provides it, ``derived`` from the events (ops computed
+        from a trace) or from a source that does not provide the frame."""
+        note = self.sources.get(kind)
+        if not note or not note.get("files"):
+            return
+        src = source_of(note["files"][0])
+        if src is not None:
+            note["source"] = src.name
+            from_events = kind != "events" and note["files"] == self.sources.get(
+                "events", {}).get("files")
+            note["path"] = "derived" if from_events or kind not in src.frames else "read"
 
     def _note(
         self,
@@ -444,6 +467,9 @@ class TraceWindow(WindowShortcuts):
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
+        own = lone_file_reader(p)
+        if own is not None:
+            return cls._from_source_file(p, own, comm_patterns)
         w = cls(p, find_file(p), comm_patterns=comm_patterns)
         try:
             w._read_lone_file()
@@ -455,6 +481,24 @@ class TraceWindow(WindowShortcuts):
                 f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
                 hint="the file is damaged or not in the layout this reader knows",
             ) from exc
+        return w
+
+    @classmethod
+    def _from_source_file(
+        cls, p: Path, src: Source, comm_patterns: comm.PatternSpec
+    ) -> TraceWindow:
+        """A lone file of a registered source that reads its own frames."""
+        w = cls(p, WindowFiles(root=p.parent, framework_name=src.name),
+                comm_patterns=comm_patterns)
+        frames, path = src.read_file(p)
+        for kind in FRAMES:
+            if kind in frames:
+                w._cache[kind] = schema.conform(frames[kind], kind)
+                w.sources[kind] = {"files": [str(p)], "missing": None, "notes": [],
+                                   "format": "text", "source": src.name, "path": path}
+            else:
+                w._cache[kind] = schema.empty(kind)
+                w._note(kind, missing=f"{p.name} ({src.name}) holds no {kind}")
         return w
 
     @classmethod
@@ -588,3 +632,13 @@ class TraceWindow(WindowShortcuts):
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"
 
+
+# frame kind -> the method that reads it (explicit, so "find usages" reaches each loader)
+_LOADERS: dict[str, Callable[[TraceWindow], pd.DataFrame]] = {
+    "events": TraceWindow._load_events,
+    "ops": TraceWindow._load_ops,
+    "steps": TraceWindow._load_steps,
+    "kernels": TraceWindow._load_kernels,
+    "memory": TraceWindow._load_memory,
+    "communication": TraceWindow._load_communication,
+}
