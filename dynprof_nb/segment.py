@@ -6,7 +6,7 @@ Layout (all integers little-endian int64 unless noted, so a slot field is one al
     config   128..       config bytes (JSON, opaque here) under a seqlock, with a CRC32
     slots    ...         SLOT_COUNT fixed rank slots: numbers, error text, output root, window
 
-Why this shape (the original's flaws, REFERENCE §1):
+Why this shape (the flaws of MindSpore's DynamicProfilerMonitor):
 
 * one segment per *job name* and user (``dynprof_nb.<uid>.<job>``), never per hour;
 * the config is guarded by a seqlock plus a CRC, so a reader never sees a torn config, and
