@@ -1,7 +1,8 @@
 """Readers for Ascend ASCEND_PROFILER_OUTPUT files: CSVs, communication.json and the SQLite db.
 
-Column names follow torch_npu / MindSpore's own exports; timestamps are parsed from text so they stay exact (kernel
-start times carry a trailing tab and 16 significant digits, more than float64 holds).
+Column names follow torch_npu's and MindSpore's own exports; timestamps are parsed from text
+so they stay exact (kernel start times carry a trailing tab and 16 significant digits, more
+than float64 holds).
 """
 
 from __future__ import annotations
