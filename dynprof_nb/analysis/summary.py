@@ -426,8 +426,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         "config": config_line(window),
         "reason": window_reason(window),
     }
-    top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
-    top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
+    top_ops = top_ops_table(ops, top)
     kernels = device = overhead = None
     notes: list[str] = []
     k = window.kernels
@@ -442,6 +441,21 @@ def summarize(window: Any, top: int = 10) -> Summary:
     )
     # an NPU window leads with device time, the communication share and the slow rank
     return npu_first(window, summary) if is_npu_window(window) else summary
+
+
+def top_ops_table(ops: pd.DataFrame, top: int) -> pd.DataFrame:
+    """The summary's operator table: the ``top`` first rows of ``ops``, share in percent."""
+    top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
+    top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
+    return top_ops
+
+
+def host_summary(header: dict[str, Any], steps: pd.DataFrame, ops: pd.DataFrame,
+                 ranks: pd.DataFrame | None, top: int = 10) -> Summary:
+    """The summary without its device part, from frames already reduced (a cluster's nodes
+    send op totals and steps, not kernels)."""
+    return Summary(header, top_ops_table(ops, top), step_breakdown(steps), ranks,
+                   notes_for(steps, ops, ranks))
 
 
 def window_reason(window: Any) -> str:

@@ -21,13 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from dynprof_nb.analysis.summary import (
-    Summary,
-    notes_for,
-    ops_across_ranks,
-    rank_table,
-    step_breakdown,
-)
+from dynprof_nb.analysis.summary import Summary, host_summary, ops_across_ranks, rank_table
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
 from dynprof_nb.traces import schema
@@ -100,10 +94,7 @@ class ClusterWindow:
         ranks = rank_table(steps) if len(steps) else None
         header = {"framework": self.framework, "ranks": self.ranks, "span_ms": span_ms,
                   "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-"}
-        top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
-        top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
-        return Summary(header, top_ops, step_breakdown(steps), ranks,
-                       notes_for(steps, ops, ranks))
+        return host_summary(header, steps, ops, ranks, top)
 
     # -- dask.dataframe: the big tables stay on the nodes -----------------------------------
 
