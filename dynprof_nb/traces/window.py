@@ -468,10 +468,10 @@ class TraceWindow(WindowShortcuts):
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
         own = lone_file_reader(p)
-        if own is not None:
-            return cls._from_source_file(p, own, comm_patterns)
-        w = cls(p, find_file(p), comm_patterns=comm_patterns)
         try:
+            if own is not None:
+                return cls._from_source_file(p, own, comm_patterns)
+            w = cls(p, find_file(p), comm_patterns=comm_patterns)
             w._read_lone_file()
         except (TraceFormatError, FileNotFoundError, MemoryError):
             raise

@@ -64,3 +64,18 @@ def test_a_saved_key_averages_table_is_its_own_source(tmp_path):
         assert ops.loc[name, "total_us"] == pytest.approx(e.cpu_time_total, rel=2e-3, abs=1e-3)
     assert w.sources["ops"]["source"] == "key_averages"
     assert w.events.empty and "holds no events" in w.sources["events"]["missing"]
+
+
+def test_a_damaged_key_averages_table_is_a_trace_format_error(tmp_path):
+    from dynprof_nb.traces import TraceFormatError
+
+    path = tmp_path / "key_averages.txt"
+    rule = "-" * 10 + "  " + "-" * 12 + "  " + "-" * 12 + "  " + "-" * 12
+    header = f"{'Name':>10}  {'Self CPU':>12}  {'CPU total':>12}  {'# of Calls':>12}"
+    row = f"{'aten::mm':>10}  {'12.5parsecs':>12}  {'1.000ms':>12}  {'3':>12}"
+    path.write_text("\n".join([rule, header, rule, row, rule]) + "\n")
+    with pytest.raises(TraceFormatError, match="cannot read it: ValueError: not a time"):
+        dynprof_nb.load_trace(path)
+    path.write_text("just text\n")
+    with pytest.raises(TraceFormatError, match="not a key_averages"):
+        dynprof_nb.load_trace(path)
