@@ -6,7 +6,7 @@ Layout (all integers little-endian int64 unless noted, so a slot field is one al
     config   128..       config bytes (JSON, opaque here) under a seqlock, with a CRC32
     slots    ...         SLOT_COUNT fixed rank slots: numbers, error text, output root, window
 
-Why this shape (the original's flaws, REFERENCE §1):
+Why this shape (the flaws of MindSpore's DynamicProfilerMonitor):
 
 * one segment per *job name* and user (``dynprof_nb.<uid>.<job>``), never per hour;
 * the config is guarded by a seqlock plus a CRC, so a reader never sees a torn config, and
@@ -799,16 +799,6 @@ class Segment:
         """Every claimed slot (live or dead), in slot order."""
         w = self.words
         return [self.read_slot(i) for i in range(SLOT_COUNT) if w[self.slot_base(i) + S_PID] != 0]
-
-    def forget_dead_slots(self) -> int:
-        """Free the slots of processes that are gone; returns how many."""
-        n = 0
-        with self.write_lock():
-            for slot in self.slots():
-                if not slot.alive:
-                    self.words[self.slot_base(slot.index) + S_PID] = 0
-                    n += 1
-        return n
 
 
 _TEXT_FIELDS = {

@@ -1,13 +1,17 @@
 """The layout keeps its promises: no import cycles, a light training side, an honest facade.
 
 Cycles are found by reading every import statement of every module (deferred imports inside
-functions included, ``if TYPE_CHECKING:`` blocks excluded), so a cycle cannot hide in a function
-body. The training-side check runs in a fresh interpreter, as a training rank would.
+functions included, ``if TYPE_CHECKING:`` blocks excluded), ``importlib.import_module("...")``
+calls and every string that is a module path (``"dynprof_nb.x.y"`` or ``"dynprof_nb.x.y:name"``
+in a dispatch table), so a cycle cannot hide in a function body or a string. Between
+subpackages too: ``control`` -> ``cluster`` -> ``control`` is a cycle even through different
+modules. The training-side check runs in a fresh interpreter, as a training rank would.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +19,7 @@ from pathlib import Path
 import dynprof_nb
 
 PACKAGE = Path(dynprof_nb.__file__).resolve().parent
+MODULE_PATH = re.compile(r"dynprof_nb(?:\.\w+)+(?::\w+)?")
 HEAVY = ("pandas", "numpy", "IPython", "ipywidgets", "matplotlib", "dask", "distributed")
 
 
@@ -29,11 +34,28 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+def _is_import_module(func: ast.AST) -> bool:
+    return (isinstance(func, ast.Name) and func.id == "import_module") or (
+        isinstance(func, ast.Attribute) and func.attr == "import_module")
+
+
 def imported_modules(path: Path, modules: set[str]) -> set[str]:
     """Package modules ``path`` imports anywhere except under ``if TYPE_CHECKING:``."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
+
+    def named(text: str, anchor: str | None = None) -> None:
+        """A module named by a string: absolute, or relative to ``anchor`` (import_module's)."""
+        if text.startswith(".") and anchor is not None:
+            parts = anchor.split(".")
+            dots = len(text) - len(text.lstrip("."))
+            text = ".".join(parts[: len(parts) - (dots - 1)] + [text.lstrip(".")])
+        text = text.split(":")[0]
+        while text and text not in modules:  # "pkg.module.attr": the module
+            text = text.rpartition(".")[0]
+        if text:
+            found.add(text)
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node):
@@ -52,6 +74,13 @@ def imported_modules(path: Path, modules: set[str]) -> set[str]:
             submodules = [n for n in names if n in modules]
             # ``from pkg import module`` imports the module; ``from pkg import obj`` the package
             found.update(submodules if len(submodules) == len(names) else [base, *submodules])
+        elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                named(first.value, package)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and MODULE_PATH.fullmatch(node.value)):
+            named(node.value)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -63,6 +92,21 @@ def import_graph() -> dict[str, set[str]]:
     paths = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(p) for p in paths}
     return {module_name(p): imported_modules(p, modules) for p in paths}
+
+
+def subpackage(module: str) -> str:
+    """``dynprof_nb.traces.window`` -> ``dynprof_nb.traces``; a top-level module is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def subpackage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        if module == "dynprof_nb":  # the facade names everything, lazily, for users
+            continue
+        edges = out.setdefault(subpackage(module), set())
+        edges.update(subpackage(d) for d in deps if d != "dynprof_nb")
+    return {k: v - {k} for k, v in out.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -93,6 +137,40 @@ def test_the_graph_sees_deferred_imports():
     # Monitor imports the relay inside Monitor._start_relay only (for cost): still an edge
     assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.monitor"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_the_graph_reads_string_imports():
+    modules = {"dynprof_nb.a", "dynprof_nb.a.b", "dynprof_nb.c", "dynprof_nb.c.d"}
+    src = PACKAGE / "c" / "d.py"
+    code = ('import importlib\nT = {"x": "dynprof_nb.a.b:func"}\n'
+            'def f():\n    return importlib.import_module("..a", __name__)\n'
+            'DOC = "see dynprof_nb.c for more"\n')
+    tree_modules = set()
+    original = Path.read_text
+    try:
+        Path.read_text = lambda self, *a, **k: code if self == src else original(self, *a, **k)
+        tree_modules = imported_modules(src, modules)
+    finally:
+        Path.read_text = original
+    assert tree_modules == {"dynprof_nb.a.b", "dynprof_nb.a"}
+    graph = {"dynprof_nb.x.m": {"dynprof_nb.y.n"}, "dynprof_nb.y.k": {"dynprof_nb.x.j"}}
+    assert find_cycle(subpackage_graph(graph)) == ["dynprof_nb.x", "dynprof_nb.y", "dynprof_nb.x"]
+
+
+# Edges between subpackages that are known to close a cycle, each with why it is still there:
+# the rank starts the relay (control/relay.py) in Monitor._start_relay, while control/trigger.py
+# and cluster/ops.py read the ring and trigger words laid out in training/steptimes.py; the fix
+# (those words beside the segment's layout, a shared module) waits for segment.py's rework.
+KNOWN_SUBPACKAGE_EDGES = {("dynprof_nb.training", "dynprof_nb.control")}
+
+
+def test_no_import_cycles_between_subpackages():
+    graph = subpackage_graph(import_graph())
+    for src, dst in KNOWN_SUBPACKAGE_EDGES:
+        assert dst in graph[src], f"{src} -> {dst} is gone: drop it from KNOWN_SUBPACKAGE_EDGES"
+        graph[src].discard(dst)
+    cycle = find_cycle(graph)
+    assert cycle is None, "subpackage import cycle: " + " -> ".join(cycle)
 
 
 def test_no_import_cycles():
@@ -152,3 +230,30 @@ def test_load_ext_finds_the_magics_hook():
     from dynprof_nb.ui.magics import load_ipython_extension
 
     assert dynprof_nb.load_ipython_extension is load_ipython_extension
+
+
+def test_traces_imports_and_names_nothing_of_analysis():
+    """The analysis builds on the readers, never the other way: no import, and no module path in
+    a string (a dispatch table the import graph could not see)."""
+    graph = import_graph()
+    up = {m: sorted(d for d in deps if d.startswith("dynprof_nb.analysis"))
+          for m, deps in graph.items() if m.startswith("dynprof_nb.traces")}
+    assert not {m: d for m, d in up.items() if d}
+    named = [p.name for p in (PACKAGE / "traces").rglob("*.py")
+             if "dynprof_nb.analysis" in p.read_text()]
+    assert named == []
+
+
+def test_window_shortcuts_come_from_the_analysis_side():
+    from dynprof_nb.analysis.summary import summarize
+    from dynprof_nb.traces import shortcuts
+
+    code = ("import sys\nfrom dynprof_nb.traces.window import TraceWindow\n"
+            "print(any(m.startswith('dynprof_nb.analysis') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"  # loading the readers registers nothing yet
+    w = dynprof_nb.load_trace(PACKAGE / "samples" / "pytorch_cpu" /
+                              "rank0.1795968823191922673.pt.trace.json")
+    assert str(w.summary()) == str(summarize(w))
+    assert set(shortcuts._REGISTERED) >= {"summary", "timeline", "slow_ranks", "bandwidth_heatmap"}

@@ -194,21 +194,6 @@ def span_by_rank(events: pd.DataFrame) -> pd.Series:
 # ---- summaries -----------------------------------------------------------------------------
 
 
-def step_stats(steps: pd.DataFrame) -> dict[str, Any]:
-    if steps.empty or steps["duration_us"].isna().all():
-        return {}
-    d = steps["duration_us"]
-    med = float(d.median())
-    return {
-        "count": int(len(d)),
-        "median_us": med,
-        "mean_us": float(d.mean()),
-        "max_us": float(d.max()),
-        "slowest_step": int(steps.loc[d.idxmax(), "step"]),
-        "slowest_ratio": float(d.max() / med) if med > 0 else float("nan"),
-    }
-
-
 def rank_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Step time per rank: median and total step time, and how much slower than the fastest."""
     if steps.empty or "rank" not in steps:
@@ -455,9 +440,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         "config": config_line(window),
         "reason": window_reason(window),
     }
-    ops = ops.assign(name=people_names(ops["name"])) if not ops.empty else ops
-    top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
-    top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
+    top_ops = top_ops_table(ops, top)
     kernels = device = overhead = None
     notes: list[str] = []
     k = window.kernels
@@ -472,6 +455,23 @@ def summarize(window: Any, top: int = 10) -> Summary:
     )
     # an NPU window leads with device time, the communication share and the slow rank
     return npu_first(window, summary) if is_npu_window(window) else summary
+
+
+def top_ops_table(ops: pd.DataFrame, top: int) -> pd.DataFrame:
+    """The summary's operator table: the ``top`` first rows of ``ops``, share in percent, with
+    the names people read (``ProfilerStep*`` is the time in a step outside any range)."""
+    ops = ops.assign(name=people_names(ops["name"])) if not ops.empty else ops
+    top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
+    top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
+    return top_ops
+
+
+def host_summary(header: dict[str, Any], steps: pd.DataFrame, ops: pd.DataFrame,
+                 ranks: pd.DataFrame | None, top: int = 10) -> Summary:
+    """The summary without its device part, from frames already reduced (a cluster's nodes
+    send op totals and steps, not kernels)."""
+    return Summary(header, top_ops_table(ops, top), step_breakdown(steps), ranks,
+                   notes_for(steps, ops, ranks))
 
 
 def window_reason(window: Any) -> str:

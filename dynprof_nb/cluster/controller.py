@@ -48,6 +48,7 @@ from dynprof_nb.control.base import (
     window_conflict,
 )
 from dynprof_nb.control.progress import Progress
+from dynprof_nb.control.registry import register_cluster_attach
 from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, HANG_AFTER, HANG_MIN_S, HangWatch
 from dynprof_nb.control.status import status_frame
 from dynprof_nb.segment import SegmentError, check_job_name
@@ -138,7 +139,6 @@ class ClusterJob(Controller):
         raw = self.client.run(call, op, dict(payload, user=requester()), on_error="return")
         rtt = time.monotonic() - t0
         self._rtt = rtt if not self._rtt else 0.7 * self._rtt + 0.3 * rtt
-        self._last_rtt = rtt
         answers, errors, refused = [], [], {}
         for addr, answer in raw.items():
             if isinstance(answer, NotYourJob):  # another user's agent: not this job's node
@@ -639,3 +639,6 @@ def _done(row: dict[str, Any], cfg: ProfilerConfig, target: int) -> int:
     if row["generation"] >= target and row["state"] not in BUSY_STATES:
         return length
     return max(0, min(length, row["step"] - cfg.start_step + 1))
+
+
+register_cluster_attach(attach_cluster)  # what dynprof_nb.attach(cluster=...) calls

@@ -21,20 +21,12 @@ from typing import Any
 
 import pandas as pd
 
-from dynprof_nb.analysis.summary import (
-    Summary,
-    notes_for,
-    ops_across_ranks,
-    rank_table,
-    step_breakdown,
-)
+from dynprof_nb.analysis.summary import Summary, host_summary, ops_across_ranks, rank_table
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.lazyframe import LazyFrame
 from dynprof_nb.traces.schema import concat_frames
-
-BIG_FRAMES = ("events", "kernels", "memory", "communication")
 
 
 class ClusterWindow:
@@ -102,12 +94,18 @@ class ClusterWindow:
         ranks = rank_table(steps) if len(steps) else None
         header = {"framework": self.framework, "ranks": self.ranks, "span_ms": span_ms,
                   "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-"}
-        top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
-        top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
-        return Summary(header, top_ops, step_breakdown(steps), ranks,
-                       notes_for(steps, ops, ranks))
+        return host_summary(header, steps, ops, ranks, top)
 
     # -- dask.dataframe: the big tables stay on the nodes -----------------------------------
+
+    def frame(self, kind: str) -> Any:
+        """Frame ``kind`` of every rank, a ``dask.dataframe`` (the ``Window`` protocol)."""
+        return self._frame(kind)
+
+    @property
+    def sources(self) -> dict[str, Any]:
+        """Per rank, the window directory its node reads (each node's loader notes stay there)."""
+        return {"ranks": {r: {"files": [p]} for r, p in self.paths.items()}}
 
     def _frame(self, kind: str) -> Any:
         if kind not in self._dask:

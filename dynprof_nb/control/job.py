@@ -7,6 +7,7 @@ ranks' slots back as a DataFrame.
 
 from __future__ import annotations
 
+import difflib
 import os
 import time
 import warnings
@@ -207,9 +208,10 @@ class Job(Controller):
         typo given to ``--create``); ``""`` when some rank has."""
         if self.slots():
             return ""
-        from dynprof_nb.control.registry import close_job_names
+        from dynprof_nb.segment import list_jobs  # (registry's close_job_names imports Job)
 
-        near = close_job_names(self.name)
+        near = difflib.get_close_matches(self.name, [n for n in list_jobs() if n != self.name],
+                                         n=1)
         hint = f" Did you mean {near[0]!r}?" if near else ""
         return (f"no rank has joined job {self.name!r} yet: nothing is recorded until ranks "
                 f"start with Monitor(job={self.name!r}).{hint}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.control.base import Controller, JobError
@@ -21,6 +22,25 @@ if TYPE_CHECKING:
 
 JOBS_COLUMNS = ["job", "ranks", "live", "generation"]
 log = logging.getLogger("dynprof_nb")
+
+ClusterAttach = Callable[..., Controller]
+# ``attach(cluster=...)``: registered by the cluster package, which builds on this one, when it is
+# imported (the facade's extensions import it on first use: Dask only for those who ask), so
+# control/ imports nothing of cluster/
+_CLUSTER: dict[str, ClusterAttach] = {}
+
+
+def register_cluster_attach(func: ClusterAttach) -> None:
+    """Make ``func(job, cluster, security=, allow_insecure=)`` what ``attach(cluster=)`` calls."""
+    _CLUSTER["attach"] = func
+
+
+def _cluster_attach() -> ClusterAttach:
+    if "attach" not in _CLUSTER:
+        from dynprof_nb import _extend
+
+        _extend("cluster_attach")
+    return _CLUSTER["attach"]
 
 
 def attach(job: str = "default", *, create: bool = False,
@@ -47,11 +67,7 @@ def attach(job: str = "default", *, create: bool = False,
         if cfg_path is not None or prof_path is not None:
             raise JobError("cluster= drives the job segments on every node; cfg_path/prof_path "
                            "are file mode on this machine. Give one or the other.")
-        # deferred: Dask is imported only by those who ask for a cluster
-        import dynprof_nb.cluster.agent  # noqa: F401  (so attach can install agents)
-        from dynprof_nb.cluster.controller import attach_cluster
-
-        return attach_cluster(job, cluster, security=security, allow_insecure=allow_insecure)
+        return _cluster_attach()(job, cluster, security=security, allow_insecure=allow_insecure)
     if cfg_path is not None:
         return FileJob(cfg_path, prof_path=prof_path)
     if not create:

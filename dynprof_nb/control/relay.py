@@ -1,6 +1,6 @@
 """The relay: mirror a MindSpore ``profiler_config.json`` into a job segment.
 
-This is the original's monitor-process role (REFERENCE §1): a hand-edited file, or one on a
+This is the role of MindSpore's own DynamicProfilerMonitor process: a hand-edited file, or one on a
 shared filesystem read by one relay per node, drives the job. Unlike the original it writes
 through :class:`~dynprof_nb.job.Job`, so the file is validated once, here, and an invalid file
 never replaces the last good config: the relay keeps it and publishes the error in the job

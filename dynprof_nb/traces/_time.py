@@ -13,8 +13,6 @@ import numpy as np
 NA_NS = np.iinfo(np.int64).min  # sentinel for "no timestamp" inside int64 arrays
 NS_MAX_US = "9223372036854775.807"  # the largest µs time int64 ns hold (2262-04-11 as Unix time)
 _NA_TEXT = {"", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-", "inf", "-inf", "Infinity"}
-# Above 2**43 µs a float64 cannot hold 3 decimal digits exactly.
-FLOAT_EXACT_LIMIT_US = float(2**43)
 
 
 def str_us_to_ns(text: str | bytes) -> int | None:
@@ -44,54 +42,6 @@ def parse_scaled(text: str | bytes, digits: int) -> int | None:
     if not value.is_finite():
         return None
     return int(value.to_integral_value(rounding=ROUND_HALF_UP))
-
-
-def _floats_to_ns(a: np.ndarray) -> np.ndarray:
-    bad = ~np.isfinite(a)
-    if bad.any():
-        a = np.where(bad, 0.0, a)
-    whole = np.floor(a)
-    ns = whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
-    if bad.any():
-        ns[bad] = NA_NS
-    return ns
-
-
-def _one_to_ns(v: object) -> int:
-    if v is None or isinstance(v, bool):
-        return NA_NS
-    if isinstance(v, int):
-        return v * 1000
-    if isinstance(v, float):
-        if v != v or v in (float("inf"), float("-inf")):
-            return NA_NS
-        return int(_floats_to_ns(np.array([v]))[0])
-    if isinstance(v, str | bytes):
-        r = str_us_to_ns(v)
-        return NA_NS if r is None else r
-    return NA_NS
-
-
-def us_values_to_ns(values: list) -> tuple[np.ndarray, bool]:
-    """Convert a list of µs values to int64 ns (NA_NS where missing).
-
-    Returns ``(ns, lossy)``: ``lossy`` is True when large decimal numbers came in as float64 and
-    may have lost their nanosecond digits, so the caller can re-read them as raw text.
-    """
-    if not values:
-        return np.empty(0, dtype=np.int64), False
-    try:
-        a = np.asarray(values)
-    except (ValueError, OverflowError):
-        a = np.asarray(values, dtype=object)
-    kind = a.dtype.kind
-    if kind in "iu":
-        return a.astype(np.int64) * 1000, False
-    if kind == "f":
-        finite = a[np.isfinite(a)]
-        lossy = bool(finite.size) and float(np.abs(finite).max()) >= FLOAT_EXACT_LIMIT_US
-        return _floats_to_ns(a), lossy
-    return np.fromiter((_one_to_ns(v) for v in values), dtype=np.int64, count=len(values)), False
 
 
 # ---- vectorised exact parse of raw JSON tokens -------------------------------------------------

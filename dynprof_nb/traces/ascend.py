@@ -1,13 +1,13 @@
 """Readers for Ascend ASCEND_PROFILER_OUTPUT files: CSVs, communication.json and the SQLite db.
 
-Column names follow REFERENCE §2; timestamps are parsed from text so they stay exact (kernel
-start times carry a trailing tab and 16 significant digits, more than float64 holds).
+Column names follow torch_npu's and MindSpore's own exports; timestamps are parsed from text
+so they stay exact (kernel start times carry a trailing tab and 16 significant digits, more
+than float64 holds).
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from pathlib import Path
 
 import msgspec
@@ -16,7 +16,6 @@ import pandas as pd
 
 from . import ascend_bandwidth, schema
 from ._time import NA_NS, str_us_to_ns
-from .dbfile import connect
 from .errors import TraceFormatError
 
 MB = 1024 * 1024
@@ -412,14 +411,6 @@ def _float(v: object) -> float:
         return np.nan
 
 
-# ---- SQLite (ascend_{mindspore,pytorch}_profiler_{rank}.db) ---------------------------------
-
-
-def open_db(path: str | Path) -> sqlite3.Connection:
-    """Read-only and immutable: never writes -wal/-shm beside the file (see dbfile)."""
-    return connect(path)
-
-
 __all__ = [
     "kernel_details",
     "op_statistic",
@@ -428,6 +419,5 @@ __all__ = [
     "communication_json",
     "communication_bandwidth_json",
     "communication_matrix_json",
-    "open_db",
     "NA_NS",
 ]

@@ -38,7 +38,6 @@ INFO_COLS = [
     raw("blockDim", "block_dim"),
     raw("inputShapes", "input_shapes"),
 ]
-STRING_COLS = ("name", "type", "core", "task_type", "input_shapes")
 
 
 def kernels(db: DbFile, comm: pd.DataFrame | None, step_time: pd.DataFrame) -> pd.DataFrame | None:

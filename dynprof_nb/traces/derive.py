@@ -12,6 +12,7 @@ from dynprof_nb.protocol import STEP_RE
 
 from . import comm as comm_names
 from . import schema
+from .intervals import intersect_us, union_us
 
 #: Every category Kineto writes for activity on a device: CUDA/ROCm kernels, copies and sets,
 #: the device side of a CUDA synchronisation (on the stream's lane, as HTA counts it), and MTIA's
@@ -133,39 +134,14 @@ def device_steps(events: pd.DataFrame, intervals: pd.DataFrame, steps: pd.array)
     return out
 
 
-def _union_us(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[float, list]:
+def _union_us(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int
+              ) -> tuple[float, tuple[np.ndarray, np.ndarray]]:
+    """The union (µs, and its merged intervals) of the intervals clipped to [lo, hi)."""
     s = np.clip(starts, lo, hi)
     e = np.clip(ends, lo, hi)
     keep = e > s
-    s, e = s[keep], e[keep]
-    if not len(s):
-        return 0.0, []
-    order = np.argsort(s, kind="stable")
-    merged = []
-    cs, ce = s[order[0]], e[order[0]]
-    for a, b in zip(s[order[1:]], e[order[1:]], strict=True):
-        if a <= ce:
-            ce = max(ce, b)
-        else:
-            merged.append((cs, ce))
-            cs, ce = a, b
-    merged.append((cs, ce))
-    return sum(b - a for a, b in merged) / 1000.0, merged
-
-
-def _overlap_len(a: list, b: list) -> float:
-    i = j = 0
-    total = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total / 1000.0
+    total, merged_s, merged_e = union_us(s[keep], e[keep])
+    return total, (merged_s, merged_e)
 
 
 def device_mask(events: pd.DataFrame) -> pd.Series:
@@ -225,7 +201,7 @@ def steps_from_events(
     for lo, hi in zip(iv["start_ns"], iv["end_ns"], strict=True):
         c_us, c_iv = _union_us(s_all[comp], e_all[comp], lo, hi)
         m_us, m_iv = _union_us(s_all[comm], e_all[comm], lo, hi)
-        ov = _overlap_len(c_iv, m_iv)
+        ov = intersect_us(*c_iv, *m_iv)
         busy_us = _union_us(s_all, e_all, lo, hi)[0]
         rows.append((c_us, m_us, ov, (hi - lo) / 1000.0 - busy_us))
     out[["computing_us", "communication_us", "overlapped_us", "free_us"]] = rows

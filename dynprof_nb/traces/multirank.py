@@ -48,7 +48,7 @@ class MultiRankWindow(TraceWindow):
                 _threaded_db_frames(self.children, kind)
             parts = []
             for r, c in zip(self.ranks, self.children, strict=True):
-                f = c._frame(kind)
+                f = c.frame(kind)
                 f = f.assign(rank=r)
                 if "device" not in f.columns:  # memory's device is its device string already
                     f["device"] = schema.constant_int(c.device, len(f))

@@ -7,7 +7,6 @@ processes (the JSON decode holds the GIL, so threads would not help).
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,8 @@ from .discover import (
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
 from .lazyframe import LazyFrame
 from .ops import op_table
+from .shortcuts import WindowShortcuts
+from .sources import Source, lone_file_reader, source_of
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 
@@ -48,7 +49,7 @@ _CONTENT_ERRORS = (
 )
 
 
-class TraceWindow:
+class TraceWindow(WindowShortcuts):
     """DataFrames of one window: ``events``, ``ops``, ``steps``, ``kernels``, ``memory``,
     ``communication``; each is loaded on first access and cached.
 
@@ -64,6 +65,9 @@ class TraceWindow:
       synchronization_us, idle_us, size_mb, bandwidth_gbps, source
 
     Times: ``*_ns`` are exact int64 nanoseconds; ``*_us`` are float microseconds.
+
+    Its summary, plots and cluster analyses (``summary()``, ``plot_timeline()``, ...) are
+    :class:`~dynprof_nb.traces.shortcuts.WindowShortcuts`, provided by the analysis side.
 
     Which kernels and ranges count as communication (in ``steps`` and ``communication`` when
     they are derived from events) is ``comm_patterns``, fixed when the window is loaded
@@ -123,7 +127,8 @@ class TraceWindow:
     def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:
             try:
-                frame = schema.conform(getattr(self, f"_load_{kind}")(), kind)
+                frame = schema.conform(_LOADERS[kind](self), kind)
+                self._provenance(kind)
                 if self.device is not None and "device" not in frame.columns:
                     frame["device"] = schema.constant_int(self.device, len(frame))
                 self._cache[kind] = frame
@@ -136,6 +141,26 @@ class TraceWindow:
                     hint="the file is damaged or not in the layout this reader knows",
                 ) from exc
         return self._cache[kind]
+
+    def frame(self, kind: str) -> pd.DataFrame:
+        """Frame ``kind`` (one of ``FRAMES``), read on first use (the :class:`Window` protocol)."""
+        if kind not in _LOADERS:
+            raise KeyError(f"no frame {kind!r}; a window has {', '.join(FRAMES)}")
+        return self._frame(kind)
+
+    def _provenance(self, kind: str) -> None:
+        """Say in ``sources[kind]`` which registered source built the frame and how: ``read``
+        from a file of a source that provides it, ``derived`` from the events (ops computed
+        from a trace) or from a source that does not provide the frame."""
+        note = self.sources.get(kind)
+        if not note or not note.get("files"):
+            return
+        src = source_of(note["files"][0])
+        if src is not None:
+            note["source"] = src.name
+            from_events = kind != "events" and note["files"] == self.sources.get(
+                "events", {}).get("files")
+            note["path"] = "derived" if from_events or kind not in src.frames else "read"
 
     def _note(
         self,
@@ -433,46 +458,6 @@ class TraceWindow:
              "step": pd.Series(dtype="Int64")}
         )
 
-    # ---- cluster analyses (dynprof_nb.analysis.cluster, named in VIEWS) ----------------------
-    def compute_ops(self, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
-        """Device time by op type and core, per rank (msprof-analyze compute_op_sum)."""
-        return _view("compute_ops")(self, per_rank=per_rank, by_name=by_name)
-
-    def communication_ops(self, per_rank: bool = True) -> pd.DataFrame:
-        """Communication ops per rank: count, time, wait, transit, bandwidth (hccl_sum)."""
-        return _view("communication_ops")(self, per_rank=per_rank)
-
-    def step_breakdown(self) -> pd.DataFrame:
-        """Per rank and step: computing, communication (not) overlapped, free
-        (msprof-analyze's cluster_time_summary)."""
-        return _view("cluster_step_breakdown")(self)
-
-    def step_trace(self) -> pd.DataFrame:
-        """msprof-analyze's ClusterStepTraceTime under its names (Computing, Free, Stage,
-        Bubble, Preparing ...) and definitions."""
-        return _view("step_trace")(self)
-
-    def time_summary(self) -> pd.DataFrame:
-        """msprof-analyze's cluster_time_summary under its names and definitions (whole-step
-        Step Time, Free without memory copies)."""
-        return _view("time_summary")(self)
-
-    def communication_matrix(self, step: int | None = None) -> pd.DataFrame:
-        """Bandwidth per link and transport type (communication_matrix / slow_link)."""
-        return _view("communication_matrix")(self, step=step)
-
-    def slow_ranks(self) -> pd.DataFrame:
-        """Per rank against the median rank, with a plain-language note (slow_rank)."""
-        return _view("slow_ranks")(self)
-
-    def plot_rank_steps(self, **kw: Any) -> Any:
-        """Each rank's step time, stacked by what it spent it on."""
-        return _view("rank_step_breakdown")(self, **kw)
-
-    def plot_bandwidth(self, **kw: Any) -> Any:
-        """A rank x rank bandwidth heat map of the window's communication links."""
-        return _view("bandwidth_heatmap")(self, **kw)
-
     # ---- reading ----------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> TraceWindow:
@@ -482,8 +467,11 @@ class TraceWindow:
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
-        w = cls(p, find_file(p), comm_patterns=comm_patterns)
+        own = lone_file_reader(p)
         try:
+            if own is not None:
+                return cls._from_source_file(p, own, comm_patterns)
+            w = cls(p, find_file(p), comm_patterns=comm_patterns)
             w._read_lone_file()
         except (TraceFormatError, FileNotFoundError, MemoryError):
             raise
@@ -493,6 +481,24 @@ class TraceWindow:
                 f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
                 hint="the file is damaged or not in the layout this reader knows",
             ) from exc
+        return w
+
+    @classmethod
+    def _from_source_file(
+        cls, p: Path, src: Source, comm_patterns: comm.PatternSpec
+    ) -> TraceWindow:
+        """A lone file of a registered source that reads its own frames."""
+        w = cls(p, WindowFiles(root=p.parent, framework_name=src.name),
+                comm_patterns=comm_patterns)
+        frames, path = src.read_file(p)
+        for kind in FRAMES:
+            if kind in frames:
+                w._cache[kind] = schema.conform(frames[kind], kind)
+                w.sources[kind] = {"files": [str(p)], "missing": None, "notes": [],
+                                   "format": "text", "source": src.name, "path": path}
+            else:
+                w._cache[kind] = schema.empty(kind)
+                w._note(kind, missing=f"{p.name} ({src.name}) holds no {kind}")
         return w
 
     @classmethod
@@ -602,34 +608,6 @@ class TraceWindow:
             if self.framework == "chrome" and procs & {"Ascend Hardware", "CANN", "CPU OP"}:
                 self.framework = "ascend"
 
-    # ---- views ------------------------------------------------------------------------------
-    # Summaries and plots live in dynprof_nb.analysis, which builds on this package; a window
-    # names them here and imports them on first use, so reading traces never loads matplotlib.
-    def summary(self) -> Any:
-        """Header, top operations, step breakdown and plain-language notes (HTML and text)."""
-        return _view("summary")(self)
-
-    def plot_timeline(self, **kw: Any) -> Any:
-        """The ranks' events on a timeline (``dynprof_nb.analysis.plots.timeline``);
-        ``interactive=True``: a widget that zooms and pans down to one kernel
-        (``dynprof_nb.analysis.timeline_view.TimelineView``)."""
-        if kw.pop("interactive", False):
-            kw.pop("max_events", None)  # the per-pixel choice bounds what any zoom sends
-            return _view("timeline_view")(self, **kw)
-        return _view("timeline")(self, **kw)
-
-    def plot_ops(self, **kw: Any) -> Any:
-        """The top operations, across ranks (``dynprof_nb.analysis.plots.top_ops``)."""
-        return _view("top_ops")(self, **kw)
-
-    def plot_steps(self, **kw: Any) -> Any:
-        """The step breakdown (``dynprof_nb.analysis.plots.step_breakdown``)."""
-        return _view("step_breakdown")(self, **kw)
-
-    def plot_memory(self, **kw: Any) -> Any:
-        """Memory per rank and device (``dynprof_nb.analysis.plots.memory_over_time``)."""
-        return _view("memory_over_time")(self, **kw)
-
     def loaded(self, kind: str) -> bool:
         """Whether frame ``kind`` has been read already."""
         return kind in self._cache
@@ -655,26 +633,12 @@ class TraceWindow:
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"
 
 
-# The analyses a window offers as methods, by name: imported on first use (see "views").
-VIEWS = {
-    "summary": "dynprof_nb.analysis.summary:summarize",
-    "timeline": "dynprof_nb.analysis.plots:timeline",
-    "timeline_view": "dynprof_nb.analysis.timeline_view:TimelineView",
-    "top_ops": "dynprof_nb.analysis.plots:top_ops",
-    "step_breakdown": "dynprof_nb.analysis.plots:step_breakdown",
-    "memory_over_time": "dynprof_nb.analysis.plots:memory_over_time",
-    "compute_ops": "dynprof_nb.analysis.cluster:compute_ops",
-    "communication_ops": "dynprof_nb.analysis.cluster:communication_ops",
-    "cluster_step_breakdown": "dynprof_nb.analysis.cluster:step_breakdown",
-    "step_trace": "dynprof_nb.analysis.cluster:step_trace",
-    "time_summary": "dynprof_nb.analysis.cluster:time_summary",
-    "communication_matrix": "dynprof_nb.analysis.cluster:communication_matrix",
-    "slow_ranks": "dynprof_nb.analysis.cluster:slow_ranks",
-    "rank_step_breakdown": "dynprof_nb.analysis.cluster_plots:rank_step_breakdown",
-    "bandwidth_heatmap": "dynprof_nb.analysis.cluster_plots:bandwidth_heatmap",
+# frame kind -> the method that reads it (explicit, so "find usages" reaches each loader)
+_LOADERS: dict[str, Callable[[TraceWindow], pd.DataFrame]] = {
+    "events": TraceWindow._load_events,
+    "ops": TraceWindow._load_ops,
+    "steps": TraceWindow._load_steps,
+    "kernels": TraceWindow._load_kernels,
+    "memory": TraceWindow._load_memory,
+    "communication": TraceWindow._load_communication,
 }
-
-
-def _view(name: str) -> Callable[..., Any]:
-    module, func = VIEWS[name].split(":")
-    return getattr(importlib.import_module(module), func)

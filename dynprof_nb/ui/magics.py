@@ -20,6 +20,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from dynprof_nb.cluster.access import add_transport_flags, security_from_args
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.base import JobError, WaitInterrupted
+from dynprof_nb.training.backends import BACKENDS as TRAINING_BACKENDS
 from dynprof_nb.ui.cli import (
     add_config_flags,
     config_changes,
@@ -35,7 +36,7 @@ from dynprof_nb.ui.triggercmd import TRIGGER_OPTIONS_TITLE, add_trigger_argument
 __all__ = ["DynprofMagics", "load_ipython_extension"]
 
 SUBCOMMANDS = helps(MAGIC_COMMANDS)
-BACKENDS = ("builtin", "torch", "mindspore", "auto")
+BACKENDS = (*TRAINING_BACKENDS, "auto")  # the training side's list, one source
 
 
 class _Exit(Exception):

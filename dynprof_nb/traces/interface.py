@@ -1,0 +1,30 @@
+"""The public ``Window`` protocol: what a notebook (and the analysis side) may rely on from any
+window, one rank's (:class:`~dynprof_nb.traces.window.TraceWindow`), several ranks'
+(:class:`~dynprof_nb.traces.multirank.MultiRankWindow`) or a cluster's
+(``dynprof_nb.cluster.window.ClusterWindow``), so none reaches into another's private fields."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Window(Protocol):
+    """A recorded window: its frames by kind, its ranks, where each frame came from."""
+
+    framework: str
+    start_step: int | None
+    stop_step: int | None
+
+    def frame(self, kind: str) -> Any:
+        """Frame ``kind`` (``events``, ``ops``, ``steps``, ``kernels``, ``memory``,
+        ``communication``), read on first use."""
+        ...
+
+    @property
+    def ranks(self) -> list[int]: ...
+
+    @property
+    def sources(self) -> dict[str, Any]:
+        """Per frame kind: which files (and which registered source) built it."""
+        ...
