@@ -154,7 +154,7 @@ class NodeOps:
                 slots = handle.slots()
         except JobError:  # removed since it was listed
             return []
-        now = time.time_ns()
+        now = time.monotonic_ns()
         rows = []
         for s in slots:
             closed = s.state == "closed"

@@ -171,7 +171,7 @@ class Job(Controller):
         return self._write("start", cfg, window=changes)
 
     def _current_step(self) -> int:
-        now = time.time_ns()
+        now = time.monotonic_ns()
         return max((s.estimated_step(now) for s in self.live_slots()), default=0)
 
     def _refuse_passed(self, first: int, last: int) -> None:
@@ -238,7 +238,7 @@ class Job(Controller):
     def status(self) -> pd.DataFrame:
         """One row per rank: ``rank, pid, step, state, window, generation, heartbeat_age_s,
         alive, error``. Dead ranks stay listed (``alive`` False) until they are replaced."""
-        now = time.time_ns()
+        now = time.monotonic_ns()
         slots = self.slots()
         rows = [slot_row(s, now) for s in slots]
         claims: dict[int, list[int]] = {}
@@ -418,7 +418,7 @@ def _detail(live: list[SlotView], pending: list[SlotView], cfg: ProfilerConfig) 
     steps += " ..." if len(live) > 6 else ""
     eta = None
     if cfg.has_window:
-        now = time.time_ns()
+        now = time.monotonic_ns()
         times = []
         for s in pending:
             rate = s.rate_milli / 1000
