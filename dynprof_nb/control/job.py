@@ -59,7 +59,16 @@ class Job(Controller):
             raise JobError(str(exc)) from None
 
     def _attached(self, create: bool) -> Segment | None:
-        """The segment, attaching now if the job has started since (creating it: ``create``)."""
+        """The segment, attaching now if the job has started since (creating it: ``create``).
+
+        A segment truncated, removed or replaced under us (its ranks republish it) is left for
+        the one now under the job's name, so a notebook never drives an orphan."""
+        if self._segment is not None and self._lost(self._segment):
+            old, self._segment = self._segment, None
+            try:
+                old.close(tidy=False)
+            except (OSError, SegmentError):
+                pass
         if self._segment is None:
             try:
                 self._segment = _watched(Segment.open(self.name, create=create))
@@ -68,6 +77,13 @@ class Job(Controller):
             except SegmentError as exc:
                 raise JobError(str(exc)) from None
         return self._segment
+
+    @staticmethod
+    def _lost(seg: Segment) -> bool:
+        try:
+            return bool(seg.problem())
+        except (OSError, SegmentError):
+            return True
 
     @property
     def _seg(self) -> Segment:
