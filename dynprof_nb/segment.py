@@ -122,6 +122,11 @@ class NoSuchJob(SegmentError):
     """No segment by that name (asked not to create one)."""
 
 
+class DamagedSegment(SegmentError):
+    """A file under a job's segment name that is not a usable segment (cut short, garbage, a
+    planted file): that one job's problem, reported with what is wrong, never anyone else's."""
+
+
 class SegmentLost(SegmentError):
     """The segment file was cut short under us (``truncate`` by a cleanup script, say)."""
 
@@ -492,7 +497,8 @@ class Segment:
                 if fd is None:
                     continue  # somebody created it between our two calls: attach to theirs
                 return cls(job, fd, created=True)
-            seg = cls._attach_fd(job, name, fd, logging.DEBUG if quiet else logging.WARNING)
+            seg = cls._attach_fd(job, name, fd, logging.DEBUG if quiet else logging.WARNING,
+                                 repair=create)
             if seg is not None:
                 return seg
             if not create and not os.path.lexists(_shm_path(name)):
@@ -504,8 +510,12 @@ class Segment:
 
     @classmethod
     def _attach_fd(
-        cls, job: str, name: str, fd: int, level: int = logging.WARNING
+        cls, job: str, name: str, fd: int, level: int = logging.WARNING, repair: bool = True
     ) -> Segment | None:
+        """The segment open as ``fd`` when it is usable; None when it was reclaimed (try
+        again). A damaged one nobody uses is reclaimed when ``repair`` (a rank, a writer that
+        would create the job) and refused with :class:`DamagedSegment` otherwise (a listing
+        or an attach must not destroy what a person may want to look at)."""
         st = os.fstat(fd)
         if st.st_uid != os.getuid():
             os.close(fd)
@@ -522,6 +532,10 @@ class Segment:
         if st.st_size < SEGMENT_BYTES:
             # Segments are linked into place whole (see _shm_create): this one was cut short
             # (truncate) or is a foreign file. Nothing in it can be trusted.
+            if not repair:
+                os.close(fd)
+                raise DamagedSegment(f"segment {name} is damaged: {st.st_size} bytes, not "
+                                     f"{SEGMENT_BYTES} (truncated, or not a segment).")
             if _reclaim(name, fd):
                 log.log(
                     level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size
@@ -542,9 +556,25 @@ class Segment:
                     f"segment {name} has another layout (version {layout}) and is in use "
                     f"by pids {live}; use another job name or stop those processes."
                 )
+            if not repair:
+                seg.close(tidy=False)
+                what = "no dynprof_nb magic number" if magic != MAGIC else f"layout {layout}"
+                raise DamagedSegment(f"segment {name} is damaged or foreign ({what}, nobody "
+                                     "uses it).")
             if _reclaim(name, seg._fd):
                 log.log(level, "dynprof_nb: reclaiming segment %s with an old layout or no "
                         "magic number", name)
+            seg.close(tidy=False)
+            return None
+        damage = seg.damage()
+        if damage:
+            live = seg.live_pids()
+            if live or not repair:
+                seg.close(tidy=False)
+                users = f"in use by pids {live}" if live else "nobody uses it"
+                raise DamagedSegment(f"segment {name} is damaged: {damage} ({users}).")
+            if _reclaim(name, seg._fd):
+                log.log(level, "dynprof_nb: reclaiming damaged segment %s: %s", name, damage)
             seg.close(tidy=False)
             return None
         if seg.is_stale():
@@ -558,6 +588,27 @@ class Segment:
             seg.close(tidy=False)
             return None
         return seg
+
+    def damage(self) -> str:
+        """What makes this segment's content impossible ("" when it is sound): words no
+        dynprof_nb process writes (a slot count, a config length or a pid out of range)."""
+        head = struct.unpack("<14q", self._bytes[0:112])
+        if head[H_SLOTS] != SLOT_COUNT:
+            return f"its header counts {head[H_SLOTS]} slots, not {SLOT_COUNT}"
+        if not 0 <= head[H_LEN] <= CONFIG_CAPACITY or head[H_GEN] < 0 or head[H_SEQ] < 0:
+            return (f"its config header is garbage (length {head[H_LEN]}, generation "
+                    f"{head[H_GEN]}, sequence {head[H_SEQ]})")
+        for who in (H_CREATOR, H_WRITER):
+            if not 0 <= head[who] <= PID_LIMIT:
+                return f"its header names pid {head[who]}, which cannot exist"
+        area = self._slot_area()
+        for i in range(SLOT_COUNT):
+            pid, rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
+            if pid == 0:
+                continue
+            if not 0 < pid <= PID_LIMIT or not 0 <= state < len(STATES) or rank < 0:
+                return f"rank slot {i} is garbage (pid {pid}, rank {rank}, state {state})"
+        return ""
 
     def problem(self) -> str:
         """What is wrong with this open segment as a rank holding it sees it ("" when

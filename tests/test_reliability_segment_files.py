@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,83 @@ def test_ranks_survive_any_operation_on_their_segment_file(tmp_path: Path, opera
             finish(proc)
         control.close()
         segment.unlink(job)
+
+
+def _plant_garbage(job: str) -> str:
+    """A 0600 segment with the right magic and layout and random content after them."""
+    raw = bytearray(os.urandom(segment.SEGMENT_BYTES))
+    raw[:16] = segment.MAGIC.to_bytes(8, "little") + segment.LAYOUT_VERSION.to_bytes(8, "little")
+    path = segment.SHM_DIR + segment.segment_name(job)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, raw)
+    os.close(fd)
+    return path
+
+
+def _plant_old_layout(job: str) -> str:
+    """A segment of layout 2 whose creator (this process) is alive."""
+    raw = bytearray(segment.SEGMENT_BYTES)
+    for index, value in ((segment.H_MAGIC, segment.MAGIC), (segment.H_LAYOUT, 2),
+                         (segment.H_SLOTS, segment.SLOT_COUNT),
+                         (segment.H_CREATOR, os.getpid()),
+                         (segment.H_CREATOR_START, segment.pid_start_time(os.getpid()))):
+        raw[index * 8:index * 8 + 8] = value.to_bytes(8, "little")
+    path = segment.SHM_DIR + segment.segment_name(job)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, raw)
+    os.close(fd)
+    return path
+
+
+def test_damaged_segments_are_each_their_own_jobs_problem(tmp_path: Path) -> None:
+    """Garbage, an older layout still in use, a short file, a FIFO and a symlink at segment
+    names, beside a live job: jobs() lists every one (owner, what is wrong), attach of the live
+    job works, attach of a damaged or unknown name is a JobError, and the CLI lists them and
+    removes the caller's damaged ones (a symlink, never its target)."""
+    live = unique_job("live")
+    names = {kind: unique_job(kind) for kind in ("garbage", "oldlayout", "short", "fifo", "link")}
+    paths = [_plant_garbage(names["garbage"]), _plant_old_layout(names["oldlayout"])]
+    for kind in ("short", "fifo", "link"):
+        paths.append(segment.SHM_DIR + segment.segment_name(names[kind]))
+    Path(paths[2]).write_bytes(b"not a segment")
+    os.chmod(paths[2], 0o600)
+    os.mkfifo(paths[3], 0o600)
+    target = tmp_path / "target"
+    target.write_text("secret")
+    os.symlink(target, paths[4])
+    rank = spawn_rank(live, 0, tmp_path, step_ms=2.0)
+    try:
+        wait_until(lambda: live in segment.list_jobs(), what="the live job", proc=rank)
+        listed = dynprof_nb.jobs().set_index("job")
+        assert listed.loc[live, "problem"] == "" and listed.loc[live, "owner"] == os.getuid()
+        for kind, name in names.items():
+            assert name in listed.index, f"{kind} segment not listed:\n{listed}"
+            assert listed.loc[name, "problem"], f"{kind} segment listed as sound"
+            assert listed.loc[name, "owner"] == os.getuid()
+        assert "garbage" in listed.loc[names["garbage"], "problem"]
+        assert "layout" in listed.loc[names["oldlayout"], "problem"]
+        assert "symbolic link" in listed.loc[names["link"], "problem"]
+        control = dynprof_nb.attach(live)
+        wait_until(lambda: control.live_slots(), what="the live rank", proc=rank)
+        control.set(with_stack=True)
+        for name in (*names.values(), unique_job("unknown")):
+            with pytest.raises(dynprof_nb.JobError):
+                dynprof_nb.attach(name)
+        control.close()
+        cli = [sys.executable, "-m", "dynprof_nb.ui.cli", "jobs"]
+        shown = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+        assert live in shown.stdout and f"damaged: {names['garbage']}" in shown.stdout
+        removed = subprocess.run([*cli, "--remove-damaged"], capture_output=True, text=True,
+                                 timeout=60)
+        assert removed.returncode == 0, removed.stderr
+        assert not any(os.path.lexists(p) for p in paths), removed.stdout
+        assert target.read_text() == "secret"
+        after = set(dynprof_nb.jobs().job)  # other tests' jobs may be listed too
+        assert live in after and not after & set(names.values())
+    finally:
+        finish(rank)
+        for path in paths:
+            if os.path.lexists(path):
+                os.unlink(path)
+        segment.unlink(live)

@@ -24,7 +24,7 @@ from dynprof_nb.control.base import (
 from dynprof_nb.control.progress import Progress, format_eta
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.protocol import Command, command, decode
-from dynprof_nb.segment import NoSuchJob, Segment, SegmentError, SlotView
+from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError, SlotView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +74,10 @@ class Job(Controller):
                 self._segment = _watched(Segment.open(self.name, create=create))
             except NoSuchJob:
                 return None
+            except DamagedSegment as exc:
+                if create:
+                    raise JobError(str(exc)) from None
+                return None  # replaced under us: the ranks republish theirs over it
             except SegmentError as exc:
                 raise JobError(str(exc)) from None
         return self._segment
