@@ -53,8 +53,9 @@ def _open_dir(path: str) -> int:
     st = os.fstat(fd)
     if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
         os.close(fd)
-        raise LockError(_foreign(path, f"belongs to uid {st.st_uid} with mode "
-                                       f"{oct(stat.S_IMODE(st.st_mode))}"))
+        raise LockError(f"dynprof_nb's private lock directory {path} belongs to uid "
+                        f"{st.st_uid} with mode {oct(stat.S_IMODE(st.st_mode))}; refusing to use "
+                        "it. Remove it (as its owner or root) and retry.")
     return fd
 
 
