@@ -634,7 +634,7 @@ class Segment:
         overwritten)."""
         try:
             raw = _read_at(self._fd, 0, SEGMENT_BYTES)
-        except SegmentError:
+        except (OSError, SegmentError):
             return None
         return raw if struct.unpack_from("<q", raw)[0] == MAGIC else None
 
@@ -643,17 +643,19 @@ class Segment:
         under the name when it is usable (another rank may have republished first), else a
         new one made from what this segment still holds (config, slots), or, when it was cut
         short, from the config ``keep`` (generation, bytes) the caller last applied. Closes
-        this one. Raises SegmentError when the name is taken by something unusable."""
+        this one once the other is open. Raises SegmentError when the name is taken by
+        something unusable (this one then stays open)."""
         content = self.snapshot()
         if content is None and keep is not None:
             content = _fresh_with_config(*keep)
         if content is not None:
             content = _with_creator(content)
-        try:
+        new = Segment.open(self.job, create=True, quiet=True, content=content)
+        try:  # only now: if that failed, the caller keeps this one and tries again later
             self.close(tidy=False)
         except OSError:
             pass
-        return Segment.open(self.job, create=True, quiet=True, content=content)
+        return new
 
     def is_stale(self) -> bool:
         """True when neither the creator, the last writer nor any rank is alive, and the

@@ -76,7 +76,7 @@ def test_ranks_survive_any_operation_on_their_segment_file(tmp_path: Path, opera
         wait_until(republished, timeout=30, what="the ranks to republish their segment",
                    proc=procs[0])
         assert control.config.with_stack, "the republished segment lost the standing config"
-        control.start("+20", "+30")
+        control.start("+150", "+160")  # a lead a loaded 2-core machine keeps at 1 ms a step
         first, last = control.config.start_step, control.config.stop_step
         control.wait(timeout=60, progress=False)
         found = control.windows()
@@ -172,3 +172,23 @@ def test_damaged_segments_are_each_their_own_jobs_problem(tmp_path: Path) -> Non
             if os.path.lexists(path):
                 os.unlink(path)
         segment.unlink(live)
+
+
+def test_the_doorbell_cannot_be_shrunk_and_rings_only_with_its_token() -> None:
+    """The word step() reads: nobody can truncate its memfd (not through /proc either), and a
+    writer rings it only when the slot's token matches what it holds."""
+    bell = segment.Doorbell(unique_job("bell"))
+    try:
+        for fd in (bell.fd, os.open(f"/proc/self/fd/{bell.fd}", os.O_RDWR)):
+            with pytest.raises(PermissionError):
+                os.ftruncate(fd, 0)
+        view = segment.SlotView(index=0, pid=os.getpid(), rank=0, step=0, state="idle",
+                                start=-1, stop=-1, applied=0, heartbeat_ns=0,
+                                pid_start=segment.pid_start_time(os.getpid()), error="",
+                                error_generation=0, root="", window="", bell_fd=bell.fd,
+                                bell_token=bell.token + 1)
+        assert not segment.ring(view, 7) and bell.words[segment.BELL_GEN] == 0
+        view.bell_token = bell.token
+        assert segment.ring(view, 7) and bell.words[segment.BELL_GEN] == 7
+    finally:
+        bell.close()

@@ -142,6 +142,7 @@ class Monitor:
         self._doorbell: Doorbell | None = None
         self._kept: tuple[int, bytes] | None = None  # the last config read: (generation, bytes)
         self.segment_problem = ""  # what happened to the segment, while it is not mended
+        self._suspect = False  # rung with a generation our segment lacks: check it now
         self._base = 0
         self._seg: Segment | None = None
         self._slot = -1
@@ -358,6 +359,8 @@ class Monitor:
         if self.last_error == UNREADABLE:
             self._clear_error()  # it reads again: the report no longer holds
         gen, data = got
+        if gen < self._bell[BELL_GEN]:
+            self._suspect = True  # rung for a segment we are not on (republished by another)
         self._applied = gen
         self._kept = got
         try:
@@ -545,7 +548,7 @@ class Monitor:
             try:
                 words, base = self._words, self._base
                 gen = words[H_GEN]
-                if gen != self._bell[BELL_GEN]:
+                if gen > self._bell[BELL_GEN]:
                     self._bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
                 n = self._step
                 if n != last:
@@ -558,7 +561,7 @@ class Monitor:
                     last, last_ns = n, now
             except (OSError, SegmentError):
                 beats = CHECK_EVERY  # the segment is in trouble: check it now
-            if beats >= CHECK_EVERY:
+            if beats >= CHECK_EVERY or self._suspect:
                 beats = 0
                 self._check_segment()
 
@@ -573,8 +576,13 @@ class Monitor:
         except (OSError, SegmentError) as exc:
             problem = f"cannot be read ({exc})"
         if not problem:
-            if self.segment_problem:
-                self.segment_problem = ""
+            self.segment_problem = ""
+            if self._suspect:  # a ring from a writer on another segment; ours is sound
+                self._suspect = False
+                try:
+                    self._bell[BELL_GEN] = self._words[H_GEN]
+                except (OSError, SegmentError):
+                    pass
             return
         with self._lock:
             if self._closed.is_set():
@@ -591,7 +599,7 @@ class Monitor:
                                 "republished yet (%s); training goes on, retrying.", self.job,
                                 self.rank, problem, exc)
                 return
-            self.segment_problem = ""
+            self.segment_problem, self._suspect = "", False
             log.warning("dynprof_nb job %r rank %d: the job segment %s; republished it and "
                         "rejoined. Training went on.", self.job, self.rank, problem)
             self._republish_slot()
