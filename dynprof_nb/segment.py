@@ -1031,7 +1031,9 @@ def _open_bell(slot: SlotView) -> int | None:
     """The doorbell of ``slot``'s rank, opened through ``/proc/<pid>/fd/<n>`` and checked
     (ours, its size, its magic and the slot's token); None when it cannot be reached or is
     not the one the slot names (the rank's heartbeat then catches up)."""
-    if slot.state == "closed" or not slot.alive or not 0 < slot.bell_fd < 1 << 20:
+    # pid_alive, not slot.alive: the token already tells a reused pid apart, and a writer
+    # need not read every rank's /proc/<pid>/stat before each write
+    if slot.state == "closed" or not pid_alive(slot.pid) or not 0 < slot.bell_fd < 1 << 20:
         return None
     try:
         fd = os.open(f"/proc/{slot.pid}/fd/{slot.bell_fd}", os.O_RDWR | os.O_CLOEXEC)
