@@ -47,6 +47,11 @@ $(VENV)/hta/.stamp: | $(BIN)/python
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
 
+# A rank whose wall clock is stepped mid-run (tests/test_reliability_clock.py) runs under
+# Debian's libfaketime.
+/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1:
+	apt-get update && apt-get install -y faketime libfaketime
+
 demo: $(VENV)/.base
 	$(BIN)/dynprof demo
 
@@ -54,7 +59,8 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check dynprof_nb tests benchmarks
 
 # tests/ plus the notebooks, executed by nbval in this venv's Python
-test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.stamp /usr/bin/chromium lint
+test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.stamp /usr/bin/chromium \
+		/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg tests notebooks
 

@@ -19,7 +19,17 @@ Why this shape (the flaws of MindSpore's DynamicProfilerMonitor):
   open-file-description lock, which the kernel drops when the process dies), so the last
   process to leave can tell it is the last: it removes the segment when the job is finished
   (no rank left that has not closed, no request that no rank has applied). A finished job
-  leaves nothing in ``/dev/shm``.
+  leaves nothing in ``/dev/shm``;
+* nobody maps the segment file. Any process of the user can truncate, replace or remove it,
+  and a mapping of a truncated file raises SIGBUS in whoever touches it (a training rank
+  included). So the segment is read and written with ``pread``/``pwrite``, where a truncated
+  file is a short read (:class:`SegmentLost`), never a signal. The one word a rank reads per
+  step lives in its :class:`Doorbell`, a sealed ``memfd`` (it cannot shrink, so its mapping
+  cannot fault) that writers ring through ``/proc/<pid>/fd/<n>`` and the rank's heartbeat
+  thread also keeps in step with the segment;
+* a segment is created under a temporary name, initialised, then linked into place, so a
+  segment under its job's name is always whole: anything shorter is damage, never a creator
+  still at work.
 
 This module knows bytes, not config keys: it never parses the JSON it carries.
 """
@@ -33,6 +43,7 @@ import logging
 import mmap
 import os
 import re
+import secrets
 import stat
 import struct
 import time
@@ -41,11 +52,6 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-
-try:  # CPython's own shm_open; used directly so no resource tracker ever unlinks our segment
-    import _posixshmem
-except ImportError:  # pragma: no cover - non-POSIX
-    _posixshmem = None
 
 log = logging.getLogger("dynprof_nb")
 
@@ -110,6 +116,7 @@ S_PID, S_RANK, S_STEP, S_STATE, S_START, S_STOP, S_APPLIED, S_BEAT_NS, S_PID_STA
 )
 S_ERR_GEN = 10  # generation the error text belongs to
 S_RATE = 11  # steps per second x 1000, as the rank's heartbeat thread last measured it
+S_BELL_FD, S_BELL_TOKEN = 12, 13  # the rank's doorbell: its fd number and token (see Doorbell)
 TEXT_OFFSET = SLOT_WORDS * 8
 ERROR_OFFSET = TEXT_OFFSET
 ROOT_OFFSET = ERROR_OFFSET + ERROR_BYTES
@@ -130,6 +137,15 @@ class NoSuchJob(SegmentError):
     """No segment by that name (asked not to create one)."""
 
 
+class DamagedSegment(SegmentError):
+    """A file under a job's segment name that is not a usable segment (cut short, garbage, a
+    planted file): that one job's problem, reported with what is wrong, never anyone else's."""
+
+
+class SegmentLost(SegmentError):
+    """The segment file was cut short under us (``truncate`` by a cleanup script, say)."""
+
+
 def check_job_name(job: str) -> str:
     if not isinstance(job, str) or not _JOB_NAME.match(job):
         raise SegmentError(
@@ -143,8 +159,11 @@ def segment_name(job: str) -> str:
     return f"/{PREFIX}.{os.getuid()}.{check_job_name(job)}"
 
 
+PID_LIMIT = 1 << 22  # the kernel's largest pid_max: a word above it is not a pid
+
+
 def pid_alive(pid: int) -> bool:
-    if pid <= 0:
+    if not 0 < pid <= PID_LIMIT:  # garbage in a damaged segment must not reach os.kill
         return False
     try:
         os.kill(pid, 0)
@@ -197,6 +216,8 @@ class SlotView:
     root: str
     window: str
     rate_milli: int = 0
+    bell_fd: int = 0
+    bell_token: int = 0
 
     @property
     def alive(self) -> bool:
@@ -215,21 +236,130 @@ class SlotView:
         return self.step + int(self.rate_milli / 1000 * age)
 
 
-def _shm_open(name: str, create: bool) -> int:
-    flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-    if _posixshmem is not None:
-        return _posixshmem.shm_open(name, flags, mode=0o600)
-    return os.open("/dev/shm" + name, flags | os.O_NOFOLLOW, 0o600)  # pragma: no cover
+SHM_DIR = "/dev/shm"
+_OPEN_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _shm_path(name: str) -> str:
+    return SHM_DIR + name
+
+
+def _shm_open(name: str) -> int:
+    """Open the segment ``name`` without following a link or blocking on a FIFO; anything that
+    is not a plain file is refused (a planted symlink, FIFO or directory)."""
+    try:
+        fd = os.open(_shm_path(name), _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SegmentError(f"{_shm_path(name)} is a symbolic link, not a job segment; "
+                               "refusing to follow it. Remove it, or use another job "
+                               "name.") from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO, errno.EACCES, errno.EPERM):
+            raise SegmentError(f"{_shm_path(name)} cannot be opened as a job segment "
+                               f"({exc.strerror}). Remove it, or use another job "
+                               "name.") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise SegmentError(f"{_shm_path(name)} is not a plain file (mode "
+                           f"{stat.filemode(st.st_mode)}); refusing it. Remove it, or use "
+                           "another job name.")
+    return fd
+
+
+def _shm_create(name: str, content: bytes | None = None) -> int | None:
+    """A new, whole segment under ``name``: made under a temporary name, sized, initialised
+    (by ``content`` when given, a copy of a lost segment), then linked into place. Returns its
+    fd, or None if a segment by that name appeared first (attach to that one)."""
+    # not under the jobs' prefix, so list_jobs() never sees a segment still being made
+    tmp = f"{SHM_DIR}/.{PREFIX}-new.{os.getuid()}.{os.getpid()}.{secrets.token_hex(6)}"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.ftruncate(fd, SEGMENT_BYTES)
+        if content is not None:
+            os.pwrite(fd, content[:SEGMENT_BYTES], 0)
+        else:
+            header = struct.pack("<8q", MAGIC, LAYOUT_VERSION, SLOT_COUNT, 0, 0, 0, 0,
+                                 time.time_ns())
+            os.pwrite(fd, header, 0)
+            os.pwrite(fd, struct.pack("<2q", os.getpid(), 0), H_CREATOR * 8)
+            os.pwrite(fd, struct.pack("<q", pid_start_time(os.getpid())), H_CREATOR_START * 8)
+        try:
+            os.link(tmp, _shm_path(name))
+        except FileExistsError:
+            os.close(fd)
+            return None
+        return fd
+    except BaseException:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        raise
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
 
 
 def _shm_unlink(name: str) -> None:
     try:
-        if _posixshmem is not None:
-            _posixshmem.shm_unlink(name)
-        else:  # pragma: no cover
-            os.unlink("/dev/shm" + name)
+        os.unlink(_shm_path(name))
     except FileNotFoundError:
         pass
+
+
+def _read_at(fd: int, offset: int, size: int) -> bytes:
+    raw = os.pread(fd, size, offset)
+    if len(raw) != size:
+        raise SegmentLost(f"the job segment was cut short (truncated to {os.fstat(fd).st_size} "
+                          "bytes by another process).")
+    return raw
+
+
+class _Words:
+    """The segment's int64 words, each access a ``pread``/``pwrite`` (never a mapping: see the
+    module docstring). ``words[i]`` and ``words[i] = v`` as on a memoryview."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __getitem__(self, index: int) -> int:
+        return int.from_bytes(_read_at(self.fd, index * 8, 8), "little", signed=True)
+
+    def __setitem__(self, index: int, value: int) -> None:
+        os.pwrite(self.fd, int(value).to_bytes(8, "little", signed=True), index * 8)
+
+
+class _Bytes:
+    """The segment's bytes, by ``pread``/``pwrite``: ``data[a:b]`` and ``data[a:b] = raw``."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __getitem__(self, key: slice | int) -> bytes | int:
+        if isinstance(key, slice):
+            start, stop, _ = key.indices(SEGMENT_BYTES)
+            return _read_at(self.fd, start, max(0, stop - start))
+        return _read_at(self.fd, key, 1)[0]
+
+    def __setitem__(self, key: slice | int, value: bytes | int) -> None:
+        if isinstance(key, slice):
+            start, stop, _ = key.indices(SEGMENT_BYTES)
+            data = bytes(value)
+            if len(data) != stop - start:
+                raise ValueError("a segment slice assignment must keep the size")
+        else:
+            start, data = key, bytes([value])
+        os.pwrite(self.fd, data, start)
 
 
 def _reclaim(name: str, fd: int) -> bool:
@@ -242,12 +372,7 @@ def _reclaim(name: str, fd: int) -> bool:
     """
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        try:
-            current = os.stat("/dev/shm" + name)
-        except FileNotFoundError:
-            return False
-        mine = os.fstat(fd)
-        if (current.st_dev, current.st_ino) != (mine.st_dev, mine.st_ino):
+        if not _names_file(name, fd):
             return False
         _shm_unlink(name)
         return True
@@ -304,8 +429,8 @@ def _watched_by_others(fd: int) -> bool:
 def _names_file(name: str, fd: int) -> bool:
     """True if the segment name still refers to the file open as ``fd``."""
     try:
-        current = os.stat("/dev/shm" + name)
-    except FileNotFoundError:
+        current = os.stat(_shm_path(name), follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
         return False
     mine = os.fstat(fd)
     return (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino)
@@ -353,9 +478,8 @@ class Segment:
         self._fd = fd
         self._opener = os.getpid()  # a forked child shares our open file: it must not unlock it
         _presence(fd, fcntl.F_RDLCK, wait=True)  # waits out a last leaver removing the name
-        self._map = mmap.mmap(fd, SEGMENT_BYTES)
-        self._bytes = memoryview(self._map)
-        self.words = self._bytes.cast("q")
+        self._bytes = _Bytes(fd)
+        self.words = _Words(fd)
         _OPEN.add(self)
         # dropped without close(): leave all the same (at exit, _leave_at_exit does)
         self._finalizer = weakref.finalize(self, _leave_dropped, job, fd, self._opener)
@@ -364,36 +488,35 @@ class Segment:
     # -- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, job: str, *, create: bool = True, quiet: bool = False) -> Segment:
+    def open(cls, job: str, *, create: bool = True, quiet: bool = False,
+             content: bytes | None = None) -> Segment:
         """Attach to the job's segment, creating it when missing (and ``create``).
 
         A segment whose processes are all dead is reclaimed (one log line, at debug level when
-        ``quiet``); one with a live process is never replaced. A segment owned by another user
-        is refused. Without ``create``, a missing job raises :class:`NoSuchJob`.
+        ``quiet``); one with a live process is never replaced. A segment owned by another user,
+        or anything that is not a plain 0600 file, is refused. Without ``create``, a missing
+        job raises :class:`NoSuchJob`. ``content``: what a new segment starts as (a rank
+        republishing the segment it had, see :meth:`republish`).
         """
         name = segment_name(job)
         for _ in range(5):
             try:
-                fd = _shm_open(name, create=False)
+                fd = _shm_open(name)
             except FileNotFoundError:
                 if not create:
                     raise NoSuchJob(
                         f"no job named {job!r} on this machine: start the training side "
                         "(Monitor) first, or check the name with dynprof_nb.jobs()."
                     ) from None
-                try:
-                    fd = _shm_open(name, create=True)
-                except FileExistsError:
+                fd = _shm_create(name, content)
+                if fd is None:
                     continue  # somebody created it between our two calls: attach to theirs
-                os.fchmod(fd, 0o600)
-                os.ftruncate(fd, SEGMENT_BYTES)
-                seg = cls(job, fd, created=True)
-                seg._initialise()
-                return seg
-            seg = cls._attach_fd(job, name, fd, logging.DEBUG if quiet else logging.WARNING)
+                return cls(job, fd, created=True)
+            seg = cls._attach_fd(job, name, fd, logging.DEBUG if quiet else logging.WARNING,
+                                 repair=create)
             if seg is not None:
                 return seg
-            if not create and not os.path.exists("/dev/shm" + name):
+            if not create and not os.path.lexists(_shm_path(name)):
                 raise NoSuchJob(
                     f"no job named {job!r} on this machine (its segment was stale "
                     "or finished and is gone): start the training side first."
@@ -402,8 +525,12 @@ class Segment:
 
     @classmethod
     def _attach_fd(
-        cls, job: str, name: str, fd: int, level: int = logging.WARNING
+        cls, job: str, name: str, fd: int, level: int = logging.WARNING, repair: bool = True
     ) -> Segment | None:
+        """The segment open as ``fd`` when it is usable; None when it was reclaimed (try
+        again). A damaged one nobody uses is reclaimed when ``repair`` (a rank, a writer that
+        would create the job) and refused with :class:`DamagedSegment` otherwise (a listing
+        or an attach must not destroy what a person may want to look at)."""
         st = os.fstat(fd)
         if st.st_uid != os.getuid():
             os.close(fd)
@@ -418,11 +545,12 @@ class Segment:
                 "refusing to attach. Remove it (dynprof_nb.segment.unlink) and restart."
             )
         if st.st_size < SEGMENT_BYTES:
-            # A creator that died between create and truncate, or a foreign file.
-            if st.st_size == 0 and time.time() - st.st_mtime < 2.0:
+            # Segments are linked into place whole (see _shm_create): this one was cut short
+            # (truncate) or is a foreign file. Nothing in it can be trusted.
+            if not repair:
                 os.close(fd)
-                time.sleep(0.01)  # its creator is still initialising it
-                return None
+                raise DamagedSegment(f"segment {name} is damaged: {st.st_size} bytes, not "
+                                     f"{SEGMENT_BYTES} (truncated, or not a segment).")
             if _reclaim(name, fd):
                 log.log(
                     level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size
@@ -434,20 +562,34 @@ class Segment:
             seg.close(tidy=False)
             return None
         w = seg.words
-        for _ in range(200):  # the creator writes MAGIC last; wait briefly for it
-            if w[H_MAGIC] == MAGIC:
-                break
-            time.sleep(0.005)
-        if w[H_MAGIC] != MAGIC or w[H_LAYOUT] != LAYOUT_VERSION:
-            live = seg.live_pids()
+        magic, layout = w[H_MAGIC], w[H_LAYOUT]
+        if magic != MAGIC or layout != LAYOUT_VERSION:
+            live = seg.live_pids() if magic == MAGIC else []
             if live:
                 seg.close(tidy=False)
                 raise SegmentError(
-                    f"segment {name} has another layout (version {w[H_LAYOUT]}) and is in use "
+                    f"segment {name} has another layout (version {layout}) and is in use "
                     f"by pids {live}; use another job name or stop those processes."
                 )
+            if not repair:
+                seg.close(tidy=False)
+                what = "no dynprof_nb magic number" if magic != MAGIC else f"layout {layout}"
+                raise DamagedSegment(f"segment {name} is damaged or foreign ({what}, nobody "
+                                     "uses it).")
             if _reclaim(name, seg._fd):
-                log.log(level, "dynprof_nb: reclaiming segment %s with an old layout", name)
+                log.log(level, "dynprof_nb: reclaiming segment %s with an old layout or no "
+                        "magic number", name)
+            seg.close(tidy=False)
+            return None
+        damage = seg.damage()
+        if damage:
+            live = seg.live_pids()
+            if live or not repair:
+                seg.close(tidy=False)
+                users = f"in use by pids {live}" if live else "nobody uses it"
+                raise DamagedSegment(f"segment {name} is damaged: {damage} ({users}).")
+            if _reclaim(name, seg._fd):
+                log.log(level, "dynprof_nb: reclaiming damaged segment %s: %s", name, damage)
             seg.close(tidy=False)
             return None
         if seg.is_stale():
@@ -462,14 +604,73 @@ class Segment:
             return None
         return seg
 
-    def _initialise(self) -> None:
-        w = self.words
-        w[H_LAYOUT] = LAYOUT_VERSION
-        w[H_SLOTS] = SLOT_COUNT
-        w[H_CREATED] = time.time_ns()
-        w[H_CREATOR] = os.getpid()
-        w[H_CREATOR_START] = pid_start_time(os.getpid())
-        w[H_MAGIC] = MAGIC
+    def damage(self) -> str:
+        """What makes this segment's content impossible ("" when it is sound): words no
+        dynprof_nb process writes (a slot count, a config length or a pid out of range)."""
+        head = struct.unpack("<14q", self._bytes[0:112])
+        if head[H_SLOTS] != SLOT_COUNT:
+            return f"its header counts {head[H_SLOTS]} slots, not {SLOT_COUNT}"
+        if not 0 <= head[H_LEN] <= CONFIG_CAPACITY or head[H_GEN] < 0 or head[H_SEQ] < 0:
+            return (f"its config header is garbage (length {head[H_LEN]}, generation "
+                    f"{head[H_GEN]}, sequence {head[H_SEQ]})")
+        for who in (H_CREATOR, H_WRITER):
+            if not 0 <= head[who] <= PID_LIMIT:
+                return f"its header names pid {head[who]}, which cannot exist"
+        area = self._slot_area()
+        for i in range(SLOT_COUNT):
+            pid, rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
+            if pid == 0:
+                continue
+            if not 0 < pid <= PID_LIMIT or not 0 <= state < len(STATES) or rank < 0:
+                return f"rank slot {i} is garbage (pid {pid}, rank {rank}, state {state})"
+        return ""
+
+    def problem(self) -> str:
+        """What is wrong with this open segment as a rank holding it sees it ("" when
+        nothing): cut short, overwritten, or no longer under its name. A changed mode is
+        mended here (we own the file), not reported."""
+        st = os.fstat(self._fd)
+        if st.st_size < SEGMENT_BYTES:
+            return f"was truncated to {st.st_size} bytes"
+        if not _names_file(self.name, self._fd):
+            what = "replaced by another file" if os.path.lexists(_shm_path(self.name)) else \
+                "removed"
+            return f"was {what}"
+        if self.words[H_MAGIC] != MAGIC:
+            return "was overwritten"
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            os.fchmod(self._fd, 0o600)
+            log.warning("dynprof_nb: the segment of job %r had mode %o; set it back to 0600",
+                        self.job, stat.S_IMODE(st.st_mode))
+        return ""
+
+    def snapshot(self) -> bytes | None:
+        """The whole segment's bytes, or None when they cannot be trusted (cut short,
+        overwritten)."""
+        try:
+            raw = _read_at(self._fd, 0, SEGMENT_BYTES)
+        except (OSError, SegmentError):
+            return None
+        return raw if struct.unpack_from("<q", raw)[0] == MAGIC else None
+
+    def republish(self, keep: tuple[int, bytes] | None = None) -> Segment:
+        """This job's segment again, after :meth:`problem` found this one lost: the one now
+        under the name when it is usable (another rank may have republished first), else a
+        new one made from what this segment still holds (config, slots), or, when it was cut
+        short, from the config ``keep`` (generation, bytes) the caller last applied. Closes
+        this one once the other is open. Raises SegmentError when the name is taken by
+        something unusable (this one then stays open)."""
+        content = self.snapshot()
+        if content is None and keep is not None:
+            content = _fresh_with_config(*keep)
+        if content is not None:
+            content = _with_creator(content)
+        new = Segment.open(self.job, create=True, quiet=True, content=content)
+        try:  # only now: if that failed, the caller keeps this one and tries again later
+            self.close(tidy=False)
+        except OSError:
+            pass
+        return new
 
     def is_stale(self) -> bool:
         """True when neither the creator, the last writer nor any rank is alive, and the
@@ -547,7 +748,7 @@ class Segment:
             return False
         try:
             if (
-                self.words[H_MAGIC] == MAGIC
+                self.snapshot() is not None  # a damaged file is left to the next reclaim
                 and (self.finished(exiting) or (unjoined and not self.slots()))
                 and _names_file(self.name, self._fd)
             ):
@@ -567,13 +768,7 @@ class Segment:
         removed = self._tidy(unjoined=unjoined) if tidy else False
         _OPEN.discard(self)
         if os.getpid() == self._opener:
-            _presence(self._fd, fcntl.F_UNLCK)  # the mapping may outlive the fd (BufferError)
-        self.words.release()
-        self._bytes.release()
-        try:
-            self._map.close()
-        except BufferError:  # a caller still holds a view; the map goes with the process
-            pass
+            _presence(self._fd, fcntl.F_UNLCK)
         self._finalizer.detach()
         os.close(self._fd)
         self._fd = -1
@@ -611,6 +806,16 @@ class Segment:
             raise SegmentError(
                 f"config is {len(data)} bytes; the segment holds at most {CONFIG_LIMIT}."
             )
+        # each rank sees the write at its next step: its doorbell is rung right after the
+        # generation, with descriptors opened beforehand so nothing slow sits in between
+        bells = [fd for fd in map(_open_bell, self.slots()) if fd is not None]
+        try:
+            return self._write_config(data, bells, locked)
+        finally:
+            for fd in bells:
+                os.close(fd)
+
+    def _write_config(self, data: bytes, bells: list[int], locked: bool) -> int:
         w = self.words
         with nullcontext() if locked else self.write_lock():
             seq = w[H_SEQ]
@@ -624,6 +829,12 @@ class Segment:
             w[H_WRITER_START] = pid_start_time(os.getpid())
             w[H_GEN] = gen = w[H_GEN] + 1
             w[H_SEQ] = seq + 2
+            word = struct.pack("<q", gen)
+            for fd in bells:
+                try:
+                    os.pwrite(fd, word, BELL_GEN * 8)
+                except OSError:
+                    pass
         return gen
 
     def read_config(self, attempts: int = 1000) -> tuple[int, bytes] | None:
@@ -656,20 +867,20 @@ class Segment:
         w[H_NOTE_SEQ] += 1
         self._bytes[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES] = raw + bytes(NOTE_BYTES - len(raw))
         w[H_NOTE_SEQ] += 1
-        w[H_NOTE_BEAT_NS] = time.time_ns()
+        w[H_NOTE_BEAT_NS] = time.monotonic_ns()
 
     def beat_note(self) -> None:
-        self.words[H_NOTE_BEAT_NS] = time.time_ns()
+        self.words[H_NOTE_BEAT_NS] = time.monotonic_ns()
 
     def read_note(self) -> tuple[str, int]:
         """(text, heartbeat ns) of the helper note; ``("", 0)`` when no helper wrote one."""
         w = self.words
-        for _ in range(100):
+        for attempt in range(150):  # a writer preempted mid-note on a loaded machine: ~50 ms
             seq = w[H_NOTE_SEQ]
             raw = bytes(self._bytes[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES]).split(b"\0", 1)[0]
             if not seq & 1 and w[H_NOTE_SEQ] == seq:
                 return raw.decode("utf-8", "replace"), w[H_NOTE_BEAT_NS]
-            time.sleep(0)
+            time.sleep(0 if attempt < 100 else 0.001)
         return "", w[H_NOTE_BEAT_NS]
 
     # -- slots ------------------------------------------------------------------------------
@@ -685,15 +896,16 @@ class Segment:
         w = self.words
         with self.write_lock():
             free = reuse = dead = None
+            area = self._slot_area()
             for i in range(SLOT_COUNT):
-                b = self.slot_base(i)
-                pid = w[b + S_PID]
+                pid, slot_rank = struct.unpack_from("<2q", area, i * SLOT_BYTES)
                 if pid == 0:
                     free = i if free is None else free
                     continue
-                if process_alive(pid, w[b + S_PID_START]):
+                pid_start = struct.unpack_from("<q", area, i * SLOT_BYTES + S_PID_START * 8)[0]
+                if process_alive(pid, pid_start):
                     continue
-                if w[b + S_RANK] == rank and reuse is None:
+                if slot_rank == rank and reuse is None:
                     reuse = i
                 elif dead is None:
                     dead = i
@@ -709,7 +921,7 @@ class Segment:
             w[b + S_RANK] = rank
             w[b + S_STATE] = STATE["idle"]
             w[b + S_START] = w[b + S_STOP] = -1
-            w[b + S_BEAT_NS] = time.time_ns()
+            w[b + S_BEAT_NS] = time.monotonic_ns()
             w[b + S_PID_START] = my_start
             w[b + S_PID] = me
         return index
@@ -763,18 +975,20 @@ class Segment:
         self._bytes[start : start + size] = raw + bytes(size - len(raw))
         w[b + S_SEQ] += 1
 
-    def read_slot(self, index: int) -> SlotView:
+    def read_slot(self, index: int, raw: bytes | None = None) -> SlotView:
+        """Slot ``index``; ``raw``: its bytes as :meth:`slots` just read them all at once."""
         b = self.slot_base(index)
         w = self.words
         for _ in range(100):
-            seq = w[b + S_SEQ]
-            nums = [w[b + k] for k in range(SLOT_WORDS)]
-            texts = {
-                f: bytes(self._bytes[b * 8 + off : b * 8 + off + size]).split(b"\0", 1)[0]
-                for f, (off, size) in _TEXT_FIELDS.items()
-            }
+            if raw is None:
+                raw = _read_at(self._fd, b * 8, SLOT_BYTES)
+            nums = struct.unpack_from(f"<{SLOT_WORDS}q", raw)
+            seq = nums[S_SEQ]
+            texts = {f: raw[off : off + size].split(b"\0", 1)[0]
+                     for f, (off, size) in _TEXT_FIELDS.items()}
             if not seq & 1 and w[b + S_SEQ] == seq:
                 break
+            raw = None
             time.sleep(0)
         state = nums[S_STATE]
         return SlotView(
@@ -793,12 +1007,22 @@ class Segment:
             root=texts["root"].decode("utf-8", "replace"),
             window=texts["window"].decode("utf-8", "replace"),
             rate_milli=nums[S_RATE],
+            bell_fd=nums[S_BELL_FD],
+            bell_token=nums[S_BELL_TOKEN],
         )
 
+    def _slot_area(self) -> bytes:
+        return _read_at(self._fd, SLOTS_OFFSET, SLOT_COUNT * SLOT_BYTES)
+
     def slots(self) -> list[SlotView]:
-        """Every claimed slot (live or dead), in slot order."""
-        w = self.words
-        return [self.read_slot(i) for i in range(SLOT_COUNT) if w[self.slot_base(i) + S_PID] != 0]
+        """Every claimed slot (live or dead), in slot order (one read of the slot area)."""
+        area = self._slot_area()
+        views = []
+        for i in range(SLOT_COUNT):
+            off = i * SLOT_BYTES
+            if struct.unpack_from("<q", area, off + S_PID * 8)[0] != 0:
+                views.append(self.read_slot(i, area[off : off + SLOT_BYTES]))
+        return views
 
 
 _TEXT_FIELDS = {
@@ -806,6 +1030,103 @@ _TEXT_FIELDS = {
     "root": (ROOT_OFFSET, ROOT_BYTES),
     "window": (WINDOW_OFFSET, WINDOW_BYTES),
 }
+
+
+def _fresh_with_config(generation: int, data: bytes) -> bytes:
+    """A new segment's bytes holding ``data`` as config generation ``generation``."""
+    raw = bytearray(SEGMENT_BYTES)
+    data = data[:CONFIG_LIMIT]
+    struct.pack_into("<8q", raw, 0, MAGIC, LAYOUT_VERSION, SLOT_COUNT, 0, generation, len(data),
+                     zlib.crc32(data), time.time_ns())
+    raw[CONFIG_OFFSET : CONFIG_OFFSET + len(data)] = data
+    return bytes(raw)
+
+
+def _with_creator(content: bytes) -> bytes:
+    """``content`` with this process as its creator (the one that republished it)."""
+    raw = bytearray(content)
+    struct.pack_into("<q", raw, H_CREATOR * 8, os.getpid())
+    struct.pack_into("<q", raw, H_CREATOR_START * 8, pid_start_time(os.getpid()))
+    return bytes(raw)
+
+
+# -- the doorbell: the one word a rank reads per step ------------------------------------------
+
+BELL_BYTES = 4096
+BELL_MAGIC = int.from_bytes(b"DYNBELL\x01", "little")
+BELL_GEN = 4  # Monitor.step() reads this literal index
+_SEALS = 0x0002 | 0x0004 | 0x0001  # F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL
+_F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+
+
+class Doorbell:
+    """A rank's private word of shared memory that cannot fault.
+
+    A ``memfd`` sealed against shrinking and growing: no process, this user's included, can
+    truncate it, so reading its mapping can never raise SIGBUS (which reading a mapping of a
+    ``/dev/shm`` file can, once anyone truncates that file). Writers ring it through
+    ``/proc/<pid>/fd/<n>`` (published in the rank's slot, with a random token it checks);
+    the rank's heartbeat thread also copies the segment's generation into it, for a writer
+    that cannot reach ``/proc`` of the rank.
+    """
+
+    def __init__(self, job: str) -> None:
+        self.fd = os.memfd_create(f"dynprof_nb.bell.{job}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(self.fd, BELL_BYTES)
+        fcntl.fcntl(self.fd, _F_ADD_SEALS, _SEALS)
+        self.token = secrets.randbits(62) + 1
+        self._map = mmap.mmap(self.fd, BELL_BYTES)
+        self.words = memoryview(self._map).cast("q")
+        self.words[0], self.words[1] = BELL_MAGIC, self.token
+
+    def close(self) -> None:
+        """Leaves the mapping in place (``step()`` may still read it on another thread):
+        it goes with the process."""
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def _open_bell(slot: SlotView) -> int | None:
+    """The doorbell of ``slot``'s rank, opened through ``/proc/<pid>/fd/<n>`` and checked
+    (ours, its size, its magic and the slot's token); None when it cannot be reached or is
+    not the one the slot names (the rank's heartbeat then catches up)."""
+    # pid_alive, not slot.alive: the token already tells a reused pid apart, and a writer
+    # need not read every rank's /proc/<pid>/stat before each write
+    if slot.state == "closed" or not pid_alive(slot.pid) or not 0 < slot.bell_fd < 1 << 20:
+        return None
+    try:
+        fd = os.open(f"/proc/{slot.pid}/fd/{slot.bell_fd}", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.getuid() and st.st_size == BELL_BYTES and stat.S_ISREG(st.st_mode):
+            if struct.unpack("<2q", os.pread(fd, 16, 0)) == (BELL_MAGIC, slot.bell_token):
+                fd, mine = -1, fd
+                return mine
+    except (OSError, struct.error):
+        pass
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return None
+
+
+def ring(slot: SlotView, generation: int) -> bool:
+    """Tell the rank of ``slot`` that config ``generation`` is there; False when its doorbell
+    cannot be reached or is not the one the slot names."""
+    fd = _open_bell(slot)
+    if fd is None:
+        return False
+    try:
+        os.pwrite(fd, struct.pack("<q", generation), BELL_GEN * 8)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def list_jobs() -> list[str]:

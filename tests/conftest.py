@@ -23,7 +23,7 @@ def leftover_segments(since_ns: int, before: set[str]) -> list[str]:
         if name in before:
             continue
         try:
-            fd = segment._shm_open(segment.segment_name(name), create=False)
+            fd = segment._shm_open(segment.segment_name(name))
         except (FileNotFoundError, segment.SegmentError):
             continue
         if os.fstat(fd).st_size < segment.SEGMENT_BYTES:

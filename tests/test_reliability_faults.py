@@ -366,7 +366,7 @@ def test_a_stale_segment_reclaimed_by_many_at_once_leaves_them_all_on_one(tmp_pa
         finally:
             errs = [p.communicate("bye\n", timeout=30)[1] for p in procs]
             segment.unlink(job)
-        assert sum(e.count("reclaiming stale segment") for e in errs) == 1  # said once
+        assert sum(e.count("reclaiming stale segment") for e in errs) == 1, errs  # said once
 
 
 @pytest.mark.parametrize("how", ["killed", "closed"])

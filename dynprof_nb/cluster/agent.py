@@ -111,7 +111,8 @@ class Agent:
     def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         """One operation, if this agent is its node's acting agent."""
         if not self.leader:
-            return {"node": self.ops.name, "key": self.ops.key, "standby": True}
+            return {"node": self.ops.name, "key": self.ops.key, "standby": True,
+                    "why": self.election.why}
         try:
             return self.ops.call(op, payload)
         finally:

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
+
+from dynprof_nb.locks import LockError, holder, open_lock
+
+log = logging.getLogger("dynprof_nb")
 
 SHM_DIR = "/dev/shm"
 NODE_ENV = "DYNPROF_NODE"
@@ -41,15 +46,23 @@ def node_name(worker_name: object = None) -> str:
 
 
 class ElectionLock:
-    """One agent per node: a non-blocking ``flock`` on a file in the node's ``/dev/shm``. The
-    holder removes the file when it lets go, so a node keeps nothing once its agents stop; a
-    standby that then wins the lock on the removed file sees it is no longer the named one and
-    tries again on a fresh file (the usual lock-then-check-the-name dance)."""
+    """One agent per node: a non-blocking ``flock`` on a file in this user's private lock
+    directory in the node's ``/dev/shm`` (see :mod:`dynprof_nb.locks`: nobody else can plant,
+    follow or hold it). The holder removes the file when it lets go, so a node keeps nothing
+    once its agents stop; a standby that then wins the lock on the removed file sees it is no
+    longer the named one and tries again on a fresh file (the usual lock-then-check-the-name
+    dance). ``why`` says why this agent is not acting (who holds the lock, or what is wrong
+    with the directory), for the standby's answer and the log."""
 
-    def __init__(self, directory: str = SHM_DIR) -> None:
-        self.path = os.path.join(directory, f"dynprof_nb-agent.{os.getuid()}.lock")
+    NAME = "agent.lock"
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory or os.path.join(SHM_DIR, f"dynprof_nb.{os.getuid()}"),
+                                 self.NAME)
         self._fd = -1
         self.held = False
+        self.why = ""
 
     def try_acquire(self) -> bool:
         """True when this agent is (now) the node's one acting agent."""
@@ -58,16 +71,28 @@ class ElectionLock:
         for _ in range(3):  # the holder may remove the file between our open and our flock
             try:
                 if self._fd < 0:
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+                    self._fd = open_lock(self.NAME, self.directory)
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except BlockingIOError:
+                who = holder(self._fd)
+                self._say(f"standby: the node's agent lock {self.path} is held by "
+                          f"{who or 'another process'}")
+                return False
+            except (OSError, LockError) as exc:
+                self._say(f"cannot take the node's agent lock: {exc}")
                 return False
             if self._names_our_file():
-                self.held = True
+                self.held, self.why = True, ""
                 return True
             os.close(self._fd)  # we locked a removed file: open the current one
             self._fd = -1
         return False
+
+    def _say(self, why: str) -> None:
+        """Keep ``why``; log it when it changes (a standby is told once, not every beat)."""
+        if why != self.why:
+            self.why = why
+            log.warning("dynprof_nb agent (pid %d): %s", os.getpid(), why)
 
     def _names_our_file(self) -> bool:
         try:

@@ -188,7 +188,7 @@ class NodeOps:
                 steps = {s.index: trigger.recent_step_s(seg, s.index) for s in slots}
         except JobError:  # removed since it was listed
             return []
-        now = time.time_ns()
+        now = time.monotonic_ns()
         rows = []
         for s in slots:
             closed = s.state == "closed"

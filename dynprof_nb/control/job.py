@@ -32,7 +32,7 @@ from dynprof_nb.control.progress import Progress, format_eta
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.protocol import Command, command, decode
 from dynprof_nb.protocol import window_options as window_options_of
-from dynprof_nb.segment import NoSuchJob, Segment, SegmentError, SlotView
+from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError, SlotView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,17 +80,37 @@ class Job(Controller):
             raise JobError(str(exc)) from None
 
     def _attached(self, create: bool) -> Segment | None:
-        """The segment, attaching now if the job has started since (creating it: ``create``)."""
+        """The segment, attaching now if the job has started since (creating it: ``create``).
+
+        A segment truncated, removed or replaced under us (its ranks republish it) is left for
+        the one now under the job's name, so a notebook never drives an orphan."""
         if self._closed:
             raise JobError(closed_message(self.name))
+        if self._segment is not None and self._lost(self._segment):
+            old, self._segment = self._segment, None
+            try:
+                old.close(tidy=False)
+            except (OSError, SegmentError):
+                pass
         if self._segment is None:
             try:
                 self._segment = _watched(Segment.open(self.name, create=create))
             except NoSuchJob:
                 return None
+            except DamagedSegment as exc:
+                if create:
+                    raise JobError(str(exc)) from None
+                return None  # replaced under us: the ranks republish theirs over it
             except SegmentError as exc:
                 raise JobError(str(exc)) from None
         return self._segment
+
+    @staticmethod
+    def _lost(seg: Segment) -> bool:
+        try:
+            return bool(seg.problem())
+        except (OSError, SegmentError):
+            return True
 
     @property
     def _seg(self) -> Segment:
@@ -244,7 +264,7 @@ class Job(Controller):
         return self._write("start", cfg, late="shift")
 
     def _current_step(self) -> int:
-        now = time.time_ns()
+        now = time.monotonic_ns()
         return max((s.estimated_step(now) for s in self.live_slots()), default=0)
 
     def _refuse_passed(self, first: int, last: int) -> None:
@@ -396,7 +416,7 @@ class Job(Controller):
     def status(self) -> pd.DataFrame:
         """One row per rank: ``rank, pid, step, state, window, generation, heartbeat_age_s,
         alive, error``. Dead ranks stay listed (``alive`` False) until they are replaced."""
-        now = time.time_ns()
+        now = time.monotonic_ns()
         slots = self.slots()
         rows = [slot_row(s, now) for s in slots]
         seg = self._attached(create=False)
@@ -648,7 +668,7 @@ def _detail(live: list[SlotView], pending: list[SlotView], cfg: ProfilerConfig) 
     steps += " ..." if len(live) > 6 else ""
     eta = None
     if cfg.has_window:
-        now = time.time_ns()
+        now = time.monotonic_ns()
         times = []
         for s in pending:
             rate = s.rate_milli / 1000

@@ -15,12 +15,20 @@ from typing import TYPE_CHECKING, Any
 from dynprof_nb.control.base import Controller, JobError
 from dynprof_nb.control.filemode import FileJob
 from dynprof_nb.control.job import Job
-from dynprof_nb.segment import Segment, SegmentError, check_job_name, list_jobs
+from dynprof_nb.segment import (
+    PREFIX,
+    SHM_DIR,
+    NoSuchJob,
+    Segment,
+    SegmentError,
+    check_job_name,
+    list_jobs,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-JOBS_COLUMNS = ["job", "ranks", "live", "generation"]
+JOBS_COLUMNS = ["job", "ranks", "live", "generation", "owner", "problem"]
 log = logging.getLogger("dynprof_nb")
 
 ClusterAttach = Callable[..., Controller]
@@ -107,11 +115,16 @@ def close_job_names(job: str, frame: pd.DataFrame | None = None) -> list[str]:
 
 
 def jobs(verbose: bool = False) -> pd.DataFrame:
-    """This user's jobs on this machine: ``job, ranks, live, generation``.
+    """This user's jobs on this machine: ``job, ranks, live, generation, owner, problem``.
 
     Looking also tidies: a segment whose processes are all gone is reclaimed, and one whose
     job is finished (every rank closed, no request pending) is removed when nobody else has
     it open. Neither is listed. That is logged only with ``verbose``.
+
+    A segment that cannot be used (garbage, cut short, another layout, another owner, a
+    planted symlink or FIFO under a job's name) is that job's problem only: it is listed with
+    its ``owner`` uid and what is wrong in ``problem`` (empty for a sound job), and left in
+    place; :func:`remove_damaged` removes those that are yours.
     """
     import pandas as pd
 
@@ -119,14 +132,22 @@ def jobs(verbose: bool = False) -> pd.DataFrame:
     for name in list_jobs():
         try:
             seg = Segment.open(name, create=False, quiet=not verbose)
-        except (SegmentError, OSError, ValueError):
+        except NoSuchJob:
+            continue  # stale or finished, reclaimed by looking
+        except Exception as exc:  # one bad segment is its own job's problem
+            rows.append(_damaged_row(name, exc))
             continue
         try:
             slots = seg.slots()
             row = {"job": name, "ranks": len(slots), "live": sum(s.live for s in slots),
-                   "generation": seg.generation}
+                   "generation": seg.generation, "owner": os.getuid(), "problem": ""}
+        except Exception as exc:
+            row = _damaged_row(name, exc)
         finally:
-            removed = seg.close()
+            try:
+                removed = seg.close()
+            except Exception:
+                removed = False
         if removed:
             if verbose:
                 log.warning("dynprof_nb: job %r is finished (no live rank, no pending request); "
@@ -136,4 +157,36 @@ def jobs(verbose: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=JOBS_COLUMNS)
 
 
-__all__ = ["JobError", "attach", "jobs", "unknown_job_message"]
+def _damaged_row(name: str, exc: BaseException) -> dict[str, Any]:
+    reason = str(exc) if isinstance(exc, SegmentError) else f"{type(exc).__name__}: {exc}"
+    return {"job": name, "ranks": 0, "live": 0, "generation": 0,
+            "owner": _owner(name), "problem": reason or type(exc).__name__}
+
+
+def _owner(name: str) -> int:
+    try:
+        return os.lstat(SHM_DIR + f"/{PREFIX}.{os.getuid()}.{name}").st_uid
+    except OSError:
+        return -1
+
+
+def remove_damaged(frame: pd.DataFrame | None = None) -> list[str]:
+    """Remove the damaged job segments (rows of :func:`jobs` with a ``problem``) that belong
+    to you; returns their names. Another user's file is never touched: its owner must."""
+    frame = jobs() if frame is None else frame
+    removed = []
+    for row in frame[frame.problem != ""].itertuples():
+        if row.owner != os.getuid():
+            continue
+        try:
+            os.unlink(SHM_DIR + f"/{PREFIX}.{os.getuid()}.{row.job}")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("dynprof_nb: cannot remove the damaged segment of %r: %s", row.job, exc)
+            continue
+        removed.append(row.job)
+    return removed
+
+
+__all__ = ["JobError", "attach", "jobs", "remove_damaged", "unknown_job_message"]

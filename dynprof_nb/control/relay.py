@@ -35,15 +35,14 @@ import fcntl
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from dynprof_nb.config import ConfigError, ProfilerConfig, config_file
 from dynprof_nb.control.job import Job
+from dynprof_nb.locks import holder, open_lock
 from dynprof_nb.segment import pid_start_time
 
 log = logging.getLogger("dynprof_nb")
@@ -198,12 +197,13 @@ def relay_lock(job: str, stop: threading.Event | None = None, check: float = 0.2
     ``stop`` is set (yields False). ``on_wait`` is called once if the lock is held elsewhere.
 
     The kernel drops an ``flock`` when its process dies, so a crashed relay never blocks the
-    next one.
+    next one. The lock file is in this user's private lock directory (see
+    :mod:`dynprof_nb.locks`), so no other user can plant it or hold it; while another relay
+    holds it, the log says which process, once.
     """
-    path = Path(tempfile.gettempdir()) / f"dynprof_nb.{os.getuid()}.{job}.relay.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_lock(f"relay.{job}.lock")
     try:
-        acquired = False
+        acquired, told = False, ""
         while not acquired:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -212,6 +212,11 @@ def relay_lock(job: str, stop: threading.Event | None = None, check: float = 0.2
                 if on_wait is not None:
                     on_wait()
                     on_wait = None
+                who = holder(fd) or "another process"
+                if who != told:
+                    told = who
+                    log.warning("dynprof_nb relay for job %r: standby, %s relays it on this "
+                                "node; taking over when it stops.", job, who)
                 if stop is not None and stop.wait(check):
                     break
                 if stop is None:

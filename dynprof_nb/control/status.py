@@ -60,7 +60,7 @@ def relay_rows(seg: Segment, now_ns: int | None = None) -> list[dict[str, Any]]:
         note = None
     if not isinstance(note, dict) or note.get("role") != "relay":
         return []
-    now_ns = time.time_ns() if now_ns is None else now_ns
+    now_ns = time.monotonic_ns() if now_ns is None else now_ns
     alive = process_alive(int(note.get("pid", 0)), int(note.get("pid_start", 0)))
     return [status_row(
         rank=-1, pid=note.get("pid", 0), step=0, state="relay" if alive else "dead",

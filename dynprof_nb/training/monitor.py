@@ -7,13 +7,20 @@ MindSpore's callback mode alike.
 
 The training loop comes first. An idle ``step()`` bumps a counter and compares one word of
 shared memory with the generation it last applied (while a window is armed or recording, the
-comparison is made to fail so each step also checks the window's boundaries). Everything else
+comparison is made to fail so each step also checks the window's boundaries). That word is in
+the rank's own sealed ``memfd`` (a :class:`~dynprof_nb.segment.Doorbell`), never in a mapping of
+the ``/dev/shm`` segment: anyone can truncate that file, and touching a mapping of a truncated
+file kills the process with SIGBUS. Everything else
 (parsing a new config, starting and stopping a backend, writing files) happens only on the
 steps where something changed, and nothing ever raises into the caller: problems go to this
 rank's status slot and to the log, once. A small daemon thread copies the step counter and a
 heartbeat into the slot every 20 ms, so the controller sees progress without the hot path
 paying for a clock read; it also publishes the step rate so the controller can tell where a
-fast loop is *now*.
+fast loop is *now*. Every rate, heartbeat and wait is on the monotonic clock (the system-wide
+``CLOCK_MONOTONIC``, comparable between processes): a wall clock stepped by NTP or an operator
+must not turn into a rate of billions of steps a second. The same thread checks the segment
+every few beats: one truncated, removed, replaced or chmod-ed under the job is reported and
+republished (its config kept), and the rank trains on.
 """
 
 from __future__ import annotations
@@ -35,9 +42,12 @@ from dynprof_nb import windows
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.protocol import Command, decode
 from dynprof_nb.segment import (
+    BELL_GEN,
     H_GEN,
     S_APPLIED,
     S_BEAT_NS,
+    S_BELL_FD,
+    S_BELL_TOKEN,
     S_ERR_GEN,
     S_RATE,
     S_START,
@@ -45,7 +55,9 @@ from dynprof_nb.segment import (
     S_STEP,
     S_STOP,
     STATE,
+    Doorbell,
     Segment,
+    SegmentError,
 )
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
@@ -54,10 +66,11 @@ from dynprof_nb.training.steptimes import StepWatch
 log = logging.getLogger("dynprof_nb")
 
 HEARTBEAT_S = 0.02
+CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whole and named
 UNREADABLE_S = 2.0  # a config unreadable this long means a writer died mid-write
 UNREADABLE = ("could not read a consistent config for a while (did a writer die mid-write?); "
               "keeping the last good config. Write it again.")
-assert H_GEN == 4, "step() reads the generation at the literal index 4"
+assert BELL_GEN == 4, "step() reads the generation at the literal index 4"
 
 # Bounds that protect the training job. The job's owner sets them (Monitor arguments or the
 # environment), not the notebook: they are what makes profiling safe to leave on.
@@ -165,6 +178,11 @@ class Monitor:
         self._watch = 0  # what step() compares the segment's generation with (see _schedule)
         self._next = -1
         self._words: Any = [0] * 16  # stands in for the segment when there is none
+        self._bell: Any = [0] * 16  # stands in for the doorbell when there is none
+        self._doorbell: Doorbell | None = None
+        self._kept: tuple[int, bytes] | None = None  # the last config read: (generation, bytes)
+        self.segment_problem = ""  # what happened to the segment, while it is not mended
+        self._suspect = False  # rung with a generation our segment lacks: check it now
         self._base = 0
         self._seg: Segment | None = None
         self._slot = -1
@@ -182,9 +200,10 @@ class Monitor:
         try:
             resolve_backend(backend)
             self._seg = Segment.open(job)
-            self._slot = self._seg.claim_slot(self.rank)
-            self._base = self._seg.slot_base(self._slot)
-            self._words = self._seg.words
+            self._doorbell = Doorbell(job)
+            self._bell = self._doorbell.words
+            self._bell[BELL_GEN] = self._seg.generation
+            self._join_slot()
         except Exception as exc:
             self._seg = None
             self._report(f"dynprof_nb is off for this process: {exc}")
@@ -202,6 +221,20 @@ class Monitor:
         self._beat.start()
         _watch_exit(self)
         self._stacks = _stack_recorder(self)
+
+    def _join_slot(self, keep: int = -1) -> None:
+        """Claim this rank's slot (``keep``: the slot this process already holds there, as in
+        a segment republished from a copy of ours) and publish the doorbell in it."""
+        seg = self._seg
+        if keep >= 0 and seg.words[seg.slot_base(keep)] == os.getpid():
+            self._slot = keep
+        else:
+            self._slot = seg.claim_slot(self.rank)
+        self._base = seg.slot_base(self._slot)
+        self._words = seg.words
+        if self._doorbell is not None:
+            self._words[self._base + S_BELL_TOKEN] = self._doorbell.token
+            self._words[self._base + S_BELL_FD] = self._doorbell.fd
 
     def _start_relay(self, cfg_path: str | os.PathLike[str], poll_interval: float | None) -> None:
         """Relay ``cfg_path``'s file into this job from one process per node (an election)."""
@@ -240,7 +273,7 @@ class Monitor:
     def step(self) -> None:
         """Call once at the end of every training iteration."""
         self._step += 1
-        if self._words[4] != self._watch:
+        if self._bell[4] != self._watch:
             self._advance(self._step)
 
     # -- MindSpore's callback protocol --------------------------------------------------------
@@ -299,11 +332,16 @@ class Monitor:
         if self._seg is not None:
             self._beat.join()
             self.state = "closed"
-            self._words[self._base + S_STEP] = self._step
-            self._publish_state()
             seg, self._seg = self._seg, None
+            try:
+                self._words[self._base + S_STEP] = self._step
+                seg.words[self._base + S_STATE] = STATE["closed"]
+                seg.close()
+            except (OSError, SegmentError) as exc:  # a lost segment: nothing to tidy
+                log.debug("dynprof_nb: closing job %r's segment: %r", self.job, exc)
             self._words = [0] * 16
-            seg.close()
+            if self._doorbell is not None:
+                self._doorbell.close()
 
     def _wait_for_saves(self, wait_s: float, dying: bool) -> None:
         """Let the window-I/O thread finish; after ``wait_s`` leave windows to their writer
@@ -339,7 +377,7 @@ class Monitor:
     # -- the slow path: only on steps where something changed --------------------------------
 
     def _advance(self, n: int) -> None:
-        if n != self._next and self._words[4] == self._applied:
+        if n != self._next and self._bell[4] == self._applied:
             return  # armed, and neither the window's boundary nor a new config: nothing to do
         try:
             with self._lock:
@@ -352,7 +390,7 @@ class Monitor:
                     full = getattr(backend, "full", None)
                     if n >= self.window[1] or full:
                         self._finish(n, stopped=bool(full), reason=full)
-                if self._words[4] != self._applied:
+                if self._bell[4] != self._applied:
                     self._read_config(n)
                 if self._pending is not None and self.state != "recording":
                     gen, cmd = self._pending
@@ -385,7 +423,10 @@ class Monitor:
         failures = self._read_failures
         if failures and n % (1 << min(failures, 10)):
             return  # a writer is slow or died mid-write: retry with backoff, not every step
-        got = self._seg.read_config(attempts=50)
+        try:
+            got = self._seg.read_config(attempts=50)
+        except SegmentError:  # cut short under us: the heartbeat republishes it
+            got = None
         if got is None:
             # On a loaded machine a live writer can be preempted mid-write for a few ms, so
             # only a failure that lasts (seconds, over several retries) is worth reporting.
@@ -400,7 +441,10 @@ class Monitor:
         if self.last_error == UNREADABLE:
             self._clear_error()  # it reads again: the report no longer holds
         gen, data = got
+        if gen < self._bell[BELL_GEN]:
+            self._suspect = True  # rung for a segment we are not on (republished by another)
         self._applied = gen
+        self._kept = got
         try:
             cmd = decode(data)
         except ConfigError as exc:
@@ -757,20 +801,95 @@ class Monitor:
             self._seg.write_text(self._slot, "error", "")
 
     def _heartbeat(self) -> None:
-        words, base = self._words, self._base
-        last, last_ns, rate = self._step, time.time_ns(), 0.0
-        watch = StepWatch(self._seg, self._slot, self.rank, self._step, HEARTBEAT_S)
+        """Every HEARTBEAT_S: publish the step, a heartbeat and the step rate (all on the
+        monotonic clock), keep the doorbell in step with the segment, and every CHECK_EVERY
+        beats check the segment itself. Nothing here may end the thread."""
+        last, last_ns, rate, beats = self._step, time.monotonic_ns(), 0.0, 0
+        watch, watched = None, None  # the step-time ring's writer, remade for a new segment
         while not self._closed.wait(HEARTBEAT_S):
-            n = self._step
-            watch.beat(n, self.state)
-            if n != last:
-                now = time.time_ns()
-                current = (n - last) * 1e9 / max(1, now - last_ns)
-                rate = current if rate == 0 else 0.7 * rate + 0.3 * current
-                words[base + S_STEP] = n
-                words[base + S_BEAT_NS] = now
-                words[base + S_RATE] = int(rate * 1000)
-                last, last_ns = n, now
+            beats += 1
+            try:
+                words, base = self._words, self._base
+                if self._seg is not watched:  # first beat, or the segment was republished
+                    watched = self._seg
+                    watch = StepWatch(watched, self._slot, self.rank, self._step, HEARTBEAT_S)
+                watch.beat(self._step, self.state)
+                gen = words[H_GEN]
+                if gen > self._bell[BELL_GEN]:
+                    self._bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
+                n = self._step
+                if n != last:
+                    now = time.monotonic_ns()
+                    current = (n - last) * 1e9 / max(1, now - last_ns)
+                    rate = current if rate == 0 else 0.7 * rate + 0.3 * current
+                    words[base + S_STEP] = n
+                    words[base + S_BEAT_NS] = now
+                    words[base + S_RATE] = int(rate * 1000)
+                    last, last_ns = n, now
+            except (OSError, SegmentError):
+                beats = CHECK_EVERY  # the segment is in trouble: check it now
+            if beats >= CHECK_EVERY or self._suspect:
+                beats = 0
+                self._check_segment()
+
+    def _check_segment(self) -> None:
+        """Mend a segment that was truncated, removed, replaced or overwritten under the job:
+        republish it (config and slots kept when they can be) and rejoin it, saying so once
+        in the log; while that is impossible, say why and keep training."""
+        try:
+            problem = self._seg.problem()
+            if not problem and self._words[self._base] != os.getpid():
+                problem = "lost this rank's slot"
+        except (OSError, SegmentError) as exc:
+            problem = f"cannot be read ({exc})"
+        if not problem:
+            self.segment_problem = ""
+            if self._suspect:  # a ring from a writer on another segment; ours is sound
+                self._suspect = False
+                try:
+                    self._bell[BELL_GEN] = self._words[H_GEN]
+                except (OSError, SegmentError):
+                    pass
+            return
+        with self._lock:
+            if self._closed.is_set():
+                return
+            old = self._seg
+            try:
+                self._seg = old.republish(self._kept)
+                self._join_slot(keep=self._slot)
+            except (OSError, SegmentError) as exc:
+                self._seg = old
+                if problem != self.segment_problem:
+                    self.segment_problem = problem
+                    log.warning("dynprof_nb job %r rank %d: the job segment %s and cannot be "
+                                "republished yet (%s); training goes on, retrying.", self.job,
+                                self.rank, problem, exc)
+                return
+            self.segment_problem, self._suspect = "", False
+            log.warning("dynprof_nb job %r rank %d: the job segment %s; republished it and "
+                        "rejoined. Training went on.", self.job, self.rank, problem)
+            self._republish_slot()
+
+    def _republish_slot(self) -> None:
+        """Write this rank's status into a (re)joined slot: what a new segment does not hold."""
+        w, b = self._words, self._base
+        w[b + S_STEP] = self._step
+        w[b + S_APPLIED] = self._applied
+        if self.window is not None:
+            w[b + S_START], w[b + S_STOP] = self.window
+        self._publish_state()
+        if self.last_error:
+            self._seg.write_text(self._slot, "error", self.last_error)
+            w[b + S_ERR_GEN] = self._applied
+        if self.last_window is not None:
+            self._seg.write_text(self._slot, "window", str(self.last_window))
+        gen = w[H_GEN]
+        self._bell[BELL_GEN] = gen
+        if gen < self._applied:  # a new segment with no config: nothing to apply
+            self._applied = gen
+            if self._watch >= 0:
+                self._watch = gen
 
 
 def shifted_window(start: int, stop: int, n: int) -> tuple[int, int] | None:

@@ -274,7 +274,7 @@ def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> s
         cmd = Command("set", ProfilerConfig())
         if got is not None and got[0] > 0:
             cmd = decode(got[1])
-        wall = time.time_ns()
+        wall = time.monotonic_ns()  # heartbeats are on the monotonic clock
         current = max((s.estimated_step(wall) for s in live), default=0)
         if cmd.config.has_window and cmd.config.stop_step >= current:
             return "busy"  # a window asked for and not yet over

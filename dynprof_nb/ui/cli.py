@@ -20,6 +20,7 @@ Ctrl-C during ``wait`` stops only the waiting.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -129,6 +130,38 @@ def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
     return changes
 
 
+def _jobs(verbose: bool, remove: bool) -> int:
+    """``dynprof jobs``: the table; damaged segments listed with what is wrong, and with
+    ``-v`` an offer to remove those that are yours (``--remove-damaged``: no question)."""
+    from dynprof_nb.control.registry import jobs, remove_damaged
+
+    frame = jobs(verbose=verbose)
+    if not len(frame):
+        print("no jobs on this machine")
+        return 0
+    sound = frame[frame.problem == ""]
+    damaged = frame[frame.problem != ""]
+    if len(sound):
+        print(sound.drop(columns=["owner", "problem"]).to_string(index=False))
+    for row in damaged.itertuples():
+        print(f"damaged: {row.job} (owner uid {row.owner}): {row.problem}")
+    mine = damaged[damaged.owner == os.getuid()]
+    if not len(mine) or not (verbose or remove):
+        if len(mine):
+            print("dynprof jobs -v offers to remove your damaged segments.")
+        return 0
+    names = ", ".join(mine.job)
+    if not remove:
+        if not sys.stdin.isatty():
+            print(f"remove them with: dynprof jobs --remove-damaged ({names})")
+            return 0
+        answer = input(f"remove your damaged segments {names}? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            return 0
+    print(f"removed: {', '.join(remove_damaged(frame)) or 'nothing'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dynprof", description="Profile windows of a running training job.")
@@ -137,7 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_p = sub.add_parser("jobs", help=text["jobs"] + " (and quietly remove the segments "
                             "of finished or crashed ones)")
     jobs_p.add_argument("-v", "--verbose", action="store_true",
-                        help="say which segments were removed")
+                        help="say which segments were removed, and offer to remove your "
+                        "damaged ones")
+    jobs_p.add_argument("--remove-damaged", action="store_true",
+                        help="remove the damaged segments that are yours, without asking")
     for name in ("status", "stop", "windows"):
         sub.add_parser(name, help=text[name]).add_argument("job")
     start = sub.add_parser("start", help=text["start"])
@@ -197,14 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from dynprof_nb.control.registry import attach, jobs
+    from dynprof_nb.control.registry import attach
 
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
     if args.command == "jobs":
-        frame = jobs(verbose=args.verbose)
-        print(frame.to_string(index=False) if len(frame) else "no jobs on this machine")
-        return 0
+        return _jobs(args.verbose, args.remove_damaged)
     if args.command == "demo":
         from dynprof_nb.ui.demo import run_demo
 

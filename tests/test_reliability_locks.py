@@ -1,0 +1,139 @@
+"""Reliability matrix, locks on a shared machine: another local user (a real uid 65534 process)
+plants symlinks at every lock path dynprof_nb uses or used, holds locks there, and squats the
+private lock directory's name. Nothing is followed, nothing waits in silence: the agent's
+election and the file-mode relay's lock work, or say exactly what is in the way and whose it
+is. See docs/reliability.md and dynprof_nb/locks.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from jobutil import unique_job, wait_until
+
+from dynprof_nb import locks
+from dynprof_nb.cluster.node import ElectionLock
+from dynprof_nb.control.relay import relay_lock
+
+NOBODY = 65534
+pytestmark = pytest.mark.timeout(120)
+
+# What the other user runs: plant each path as a symlink to a file it wants us to create, or
+# as a file it holds an flock on, then wait to be killed.
+SQUATTER = textwrap.dedent("""
+    import fcntl, os, sys, time
+    held = []
+    for kind, path, target in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):
+        if kind == "link":
+            os.symlink(target, path)
+        elif kind == "dir":
+            os.mkdir(path, 0o700)
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held.append(fd)
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+def _as_nobody(*plants: tuple[str, str, str]) -> subprocess.Popen:
+    if os.getuid() != 0:
+        pytest.fail("this test needs root to run a process as another user")
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to run a process as another user"
+    args = [a for plant in plants for a in plant]
+    proc = subprocess.Popen([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                             "--clear-groups", sys.executable, "-c", SQUATTER, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", proc.stderr.read()
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait(timeout=30)
+
+
+def test_planted_links_and_held_locks_at_every_lock_path_are_neither_followed_nor_waited_on():
+    """uid 65534 plants symlinks at the agent's and relay's old shared lock paths and holds
+    flocks on files at others; the agent election and the relay lock still work at once,
+    in the private directory, and no link target is created."""
+    job = unique_job("locks")
+    uid = os.getuid()
+    bait = Path(tempfile.mkdtemp(prefix="dynprof-bait-"))
+    os.chmod(bait, 0o777)
+    shm, tmp = "/dev/shm", tempfile.gettempdir()
+    old_paths = [f"{shm}/dynprof_nb-agent.{uid}.lock", f"{tmp}/dynprof_nb.{uid}.{job}.relay.lock"]
+    held = [f"{shm}/dynprof_nb-agent.{uid}.held", f"{tmp}/dynprof_nb.{uid}.{job}.held"]
+    for path in old_paths + held:
+        if os.path.lexists(path):
+            os.unlink(path)
+    squatter = _as_nobody(*[("link", p, str(bait / f"made{i}")) for i, p in
+                            enumerate(old_paths)], *[("hold", p, "-") for p in held])
+    try:
+        election = ElectionLock()
+        assert election.try_acquire(), election.why
+        assert Path(election.path).parent == Path(locks.private_dir())
+        with relay_lock(job, threading.Event()) as acquired:
+            assert acquired
+        election.release()
+        assert not list(bait.iterdir()), "a planted symlink was followed"
+        private = os.lstat(locks.private_dir())
+        assert private.st_uid == uid and private.st_mode & 0o777 == 0o700
+    finally:
+        _stop(squatter)
+        for path in old_paths + held:
+            if os.path.lexists(path):
+                os.unlink(path)
+        shutil.rmtree(bait)
+
+
+@pytest.mark.parametrize("kind", ["link", "dir"])
+def test_a_squatted_private_lock_directory_is_refused_and_reported_with_its_owner(kind):
+    """The one name another user could take first, the private directory's, in a sticky
+    world-writable directory like /dev/shm: a symlink or a directory of theirs is refused
+    with a LockError naming it and its owner; the election says so instead of waiting."""
+    base = Path(tempfile.mkdtemp(prefix="dynprof-shm-"))
+    os.chmod(base, 0o1777)
+    name = base / f"dynprof_nb.{os.getuid()}"
+    target = base / "elsewhere"
+    squatter = _as_nobody((kind, str(name), str(target)))
+    try:
+        with pytest.raises(locks.LockError, match=str(NOBODY) if kind == "dir" else "symlink"):
+            locks.private_dir(str(base))
+        election = ElectionLock(str(name))
+        assert not election.try_acquire()
+        assert str(name) in election.why and "refusing" in election.why
+        assert not target.exists(), "a planted symlink was followed"
+    finally:
+        _stop(squatter)
+        shutil.rmtree(base)
+
+
+def test_a_standby_names_the_process_that_holds_the_lock(tmp_path):
+    """Two agents of one user on a node: the standby's ``why`` names the acting one's pid."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from dynprof_nb.cluster.node import ElectionLock; "
+         f"assert ElectionLock({str(tmp_path)!r}).try_acquire(); print('held', flush=True); "
+         "time.sleep(600)"], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        standby = ElectionLock(str(tmp_path))
+        assert not standby.try_acquire()
+        assert f"pid {holder.pid}" in standby.why, standby.why
+    finally:
+        holder.kill()
+        holder.wait()
+    wait_until(lambda: ElectionLock(str(tmp_path)).try_acquire(), what="the handover")
