@@ -44,7 +44,7 @@ JOB_CHECK_S = 1.0  # how often a rank compares the job's median with the baselin
 DEFAULTS = {"slowdown": 2.0, "steps": 10, "cooldown_s": 600.0, "max_windows": 3,
             "confirm": 1, "disk_budget_mb": None, "mode": "local", "window": {}}
 BUSY = (STATE["armed"], STATE["recording"], STATE["saving"])
-MARGIN_S = 0.05  # a window starts this far (at each rank's rate) ahead of every rank
+MARGIN_S = 0.03  # a window starts this far (at each rank's rate) ahead of every rank
 
 
 class TriggerError(ValueError):

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jobutil import unique_job, wait_until
+from jobutil import WITHIN_STEPS, steps_at, trigger_placement, unique_job, wait_until
 
 import dynprof_nb
 
@@ -34,6 +34,7 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
         assert armed["armed"] and armed["mode"] == "cluster" and armed["fired"] == 0
         time.sleep(0.5)  # the agents see the armed trigger
         slow.touch()
+        touched = time.monotonic()  # the simulated nodes share this machine's clock
         flagged = []
         done = Path(f"{slow}.done")
         deadline = time.monotonic() + 60
@@ -56,6 +57,13 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
         assert found.node.nunique() == 4
         assert len(set(zip(found.start, found.stop, strict=True))) == 1
         assert (found.stop - found.start + 1 == 8).all()
+        # the harness: complete within 30 steps of the slowdown, counted on the most advanced
+        # rank (see tests/training/test_trigger.py)
+        start, stop = int(found.start.iloc[0]), int(found.stop.iloc[0])
+        ahead = max(steps_at(job.step_times(last=250), touched).values())
+        placed = trigger_placement(start, stop, first_slow, ahead)
+        print("placement", placed, job.triggers.get("last_start"))
+        assert stop <= max(ahead, first_slow) + WITHIN_STEPS, (placed, job.triggers)
         assert all(f"rank {SLOW_RANK} step" in r for r in found.reason), list(found.reason)
         assert job.triggers["fired"] == 1
         assert f"rank {SLOW_RANK}" in job.triggers["last_reason"]
