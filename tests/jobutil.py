@@ -99,3 +99,20 @@ def recorded_window(job: dynprof_nb.Job, start: str, stop: str, timeout: float,
     assert (found.start.iloc[0], found.stop.iloc[0]) == (first, last)
     path = Path(found.path.iloc[0])
     return path, windows.read_manifest(path), first, last
+
+
+WITHIN_STEPS = 30  # the issue's harness: a complete triggered window within 30 steps
+
+
+def steps_at(times: Any, t: float) -> dict[int, int]:
+    """Each rank's step at monotonic time ``t``, from ``job.step_times()`` rows (the last
+    step that had ended by then)."""
+    return {int(rank): int(rows[rows.end_s <= t].step.max()) for rank, rows
+            in times.groupby("rank") if (rows.end_s <= t).any()}
+
+
+def trigger_placement(start: int, stop: int, first_slow: int, ahead: int) -> dict[str, int]:
+    """Where a triggered window lies against the slowdown: in the slow rank's steps (from
+    its first slow step) and in the most advanced rank's (from its step at the slowdown)."""
+    return {"start_after_slow": start - first_slow, "stop_after_slow": stop - first_slow,
+            "start_after_ahead": start - ahead, "stop_after_ahead": stop - ahead}

@@ -13,7 +13,8 @@ itself when a worker has no agent). It serves every job on its node:
   shown dead by the controller);
 * **late joiners**: the first time the agent sees a job's segment on its node it reads the job's
   current command from the job's Dask ``Variable`` (:func:`command_variable`) and applies it, so
-  a node that joins late arms the same window as the others;
+  a node that joins late arms the same window as the others, and the job's armed trigger
+  (:mod:`dynprof_nb.cluster.trigger`);
 * **one per node**: workers that share ``/dev/shm`` elect one acting agent
   (:class:`~dynprof_nb.cluster.node.ElectionLock`); the others answer ``standby`` and take over
   when it dies.
@@ -192,6 +193,7 @@ class Agent:
             log.warning("dynprof_nb agent on %s: cannot read job %r's current command",
                         self.ops.name, job)
             return
+        self._catch_up_trigger(job)
         try:
             cmd = Variable(command_variable(job), client=self._client).get(timeout=0.5)
         except Exception:  # no command yet (or the scheduler is away): nothing to catch up
@@ -226,6 +228,29 @@ class Agent:
         except Exception as exc:
             log.warning("dynprof_nb agent on %s: catching up job %r: %s", self.ops.name, job,
                         exc)
+
+    def _catch_up_trigger(self, job: str) -> None:
+        """A job first seen here gets the cluster's armed trigger (a node that joined after
+        ``trigger(...)``): its ranks then ask this agent for a window like the others'. The
+        Variable is named with this user's uid, so it holds only this user's trigger."""
+        from dynprof_nb.cluster import trigger as cluster_trigger
+        from dynprof_nb.control import trigger
+
+        value = cluster_trigger.read(self._client, job)
+        if value is None:
+            return
+        try:
+            with self.ops.job(job) as handle:
+                seg = handle._attached(create=False)
+                if seg is not None and trigger.describe(seg).get("armed"):
+                    return  # already here (the arming fan-out reached this node)
+            self.ops.call("trigger", {"job": job, "definition": value["definition"],
+                                      "user": requester()})
+            log.info("dynprof_nb agent on %s: job %r caught up with its trigger",
+                     self.ops.name, job)
+        except Exception as exc:
+            log.warning("dynprof_nb agent on %s: catching up job %r's trigger: %s",
+                        self.ops.name, job, exc)
 
     def stop(self) -> None:
         self._stop.set()

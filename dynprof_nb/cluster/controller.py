@@ -63,6 +63,10 @@ log = logging.getLogger("dynprof_nb")
 ARMED_STATES = ("armed", "recording", "excluded")
 BUSY_STATES = ("armed", "recording", "saving")
 MARGIN_SAFETY_S = 0.5  # on top of two fan-outs and two steps of the slowest rank (s)
+# a triggered window's safety time instead: this many measured fan-outs, within these bounds
+# (a slowdown is worth profiling while it lasts; see docs/trigger.md)
+TRIGGER_SAFETY_RTTS = 3
+TRIGGER_SAFETY_MIN_S = 0.03
 ARM_WAIT_MAX_S = 10.0
 LOCK_TIMEOUT_S = 30.0
 RATE_HORIZON_S = 5.0
@@ -274,23 +278,36 @@ class ClusterJob(Controller):
 
     # -- same step everywhere ----------------------------------------------------------------
 
-    def margin_steps(self, rows: list[dict[str, Any]], rtt_s: float) -> int:
+    def margin_steps(self, rows: list[dict[str, Any]], rtt_s: float,
+                     safety_s: float = MARGIN_SAFETY_S) -> int:
         """Steps between the most advanced rank and the earliest safe start: two fan-outs
         (send, answer) plus two steps of the slowest rank (it reads a command at a step's end)
-        plus :data:`MARGIN_SAFETY_S`, at the fastest rank's step rate."""
+        plus ``safety_s`` (:data:`MARGIN_SAFETY_S`; a trigger's: :meth:`trigger_safety_s`), at
+        the fastest rank's step rate."""
         rates = [r["rate"] for r in rows if r.get("rate")]
         if not rates:
             return 2
-        seconds = 2 * max(rtt_s, self._rtt) + 2 / min(rates) + MARGIN_SAFETY_S
+        seconds = 2 * max(rtt_s, self._rtt) + 2 / min(rates) + safety_s
         return math.ceil(max(rates) * seconds) + 1
 
+    def trigger_safety_s(self, rtt_s: float) -> float:
+        """The safety time of a window a trigger starts: :data:`TRIGGER_SAFETY_RTTS` fan-outs
+        as measured now (the larger of this one and the running mean), at least
+        :data:`TRIGGER_SAFETY_MIN_S`, at most :data:`MARGIN_SAFETY_S`. The same-step,
+        all-or-nothing rule is unchanged: an agent answers only once its ranks armed, and a
+        cancel still has one fan-out, one slow step and half this time before the start."""
+        rtt = max(rtt_s, self._rtt)
+        return min(MARGIN_SAFETY_S, max(TRIGGER_SAFETY_MIN_S, TRIGGER_SAFETY_RTTS * rtt))
+
     def start(self, start: int | str, stop: int | str, *, reason: str = "",
-              **changes: Any) -> int:
+              triggered: bool = False, **changes: Any) -> int:
         """Ask every rank of every node to record steps ``start``..``stop`` (inclusive).
 
         ``"+k"`` counts from the most advanced rank of the whole cluster; the window moves
         later (keeping its length) if ``k`` is inside the safety margin, and
-        ``last_start`` says what was measured and chosen. Returns the new generation, once
+        ``last_start`` says what was measured and chosen. ``triggered``: a trigger's window,
+        whose safety time is measured (:meth:`trigger_safety_s`), not fixed. Returns the new
+        generation, once
         every live rank has armed the same window; raises ``JobError`` after cancelling it
         everywhere otherwise.
         """
@@ -311,7 +328,8 @@ class ClusterJob(Controller):
             current = max((_estimated(r, rtt) for r in live), default=0)
             first = resolve_step("start", start, current)
             last = resolve_step("stop", stop, current)
-            margin = self.margin_steps(live, rtt)
+            safety = self.trigger_safety_s(rtt) if triggered else MARGIN_SAFETY_S
+            margin = self.margin_steps(live, rtt, safety)
             shift = 0
             if _relative(start) and first < current + margin:
                 shift = current + margin - first
@@ -327,11 +345,10 @@ class ClusterJob(Controller):
             self._check_others(first, last, live)
             seq = self.generation + 1
             self.last_start = {"current": current, "margin_steps": margin, "shift": shift,
-                               "rtt_s": round(rtt, 4), "window": (first, last),
-                               "generation": seq}
-            answers, errors = self._send("start", cfg, seq, self._arm_budget(live, first,
-                                                                             current, rtt),
-                                         reason=reason)
+                               "rtt_s": round(rtt, 4), "safety_s": round(safety, 4),
+                               "window": (first, last), "generation": seq}
+            budget = self._arm_budget(live, first, current, rtt, safety)
+            answers, errors = self._send("start", cfg, seq, budget, reason=reason)
             problems = errors + _not_armed(answers, first, last)
             self.last_start.update(ranks=sum(len(a["ranks"]) for a in answers),
                                    nodes=len(answers), armed=not problems)
@@ -378,7 +395,7 @@ class ClusterJob(Controller):
                 "for it again.", WindowReplaced, stacklevel=3)
 
     def _arm_budget(self, live: list[dict[str, Any]], first: int, current: int,
-                    rtt: float) -> float:
+                    rtt: float, safety_s: float = MARGIN_SAFETY_S) -> float:
         """How long an agent may wait for its ranks to read the window: until the fastest
         rank is one fan-out, one slow step and half the safety time from the start, so that
         a cancel still reaches every rank before it begins."""
@@ -386,7 +403,7 @@ class ClusterJob(Controller):
         if not rates:
             return ARM_WAIT_MAX_S
         to_start = (first - 1 - current) / max(rates)
-        keep = max(rtt, self._rtt) + 1 / min(rates) + MARGIN_SAFETY_S / 2
+        keep = max(rtt, self._rtt) + 1 / min(rates) + safety_s / 2
         return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
 
     # -- step times and the trigger (dynprof_nb.cluster.trigger) -----------------------------
@@ -432,7 +449,8 @@ class ClusterJob(Controller):
                 **{k: v for k, v in d.items() if k != "window"},
                 "window_options": d.get("window", {}), "fired": fired,
                 "cooldown_left_s": round(left, 1) if value.get("last_fire") else 0.0,
-                "last_reason": value.get("last_reason", "")}
+                "last_reason": value.get("last_reason", ""),
+                "last_start": value.get("last_start", {})}
 
     def step_times(self, last: int = 100) -> pd.DataFrame:
         """Every node's ranks' last ``last`` step times (``Job.step_times``; ``end_s`` is on

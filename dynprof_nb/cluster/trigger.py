@@ -22,6 +22,7 @@ log = logging.getLogger("dynprof_nb")
 
 POLL_S = 0.02  # how often an agent looks for a request while its node has an armed trigger
 BUSY_STATES = ("armed", "recording", "saving")
+CANCEL_RETRIES = 2  # a triggered window cancelled everywhere is asked again this many times
 
 
 def trigger_variable(job: str) -> str:
@@ -61,6 +62,7 @@ class Firer:
         self.jobs: dict[str, Any] = {}  # job -> its ClusterJob, made on the first request
         self.pending: dict[str, str] = {}  # job -> a reason waiting for a window to end
         self.armed: set[str] = set()
+        self.cancelled: dict[str, int] = {}  # job -> windows cancelled in a row (retried)
         self._busy = threading.Lock()
 
     def look(self, jobs: list[str]) -> bool:
@@ -90,11 +92,22 @@ class Firer:
         return bool(armed)
 
     def _fire(self, job: str, reason: str) -> None:
+        from dynprof_nb.control.base import JobError
+
         try:
             outcome = self.fire(job, reason)
             log.info("dynprof_nb agent on %s: trigger of job %r: %s (%s)", self.ops.name,
                      job, outcome, reason)
+            self.cancelled.pop(job, None)
             if outcome == "busy":
+                self.pending.setdefault(job, reason)
+        except JobError as exc:  # cancelled everywhere (a rank did not arm in time)
+            tries = self.cancelled[job] = self.cancelled.get(job, 0) + 1
+            again = tries <= CANCEL_RETRIES
+            log.warning("dynprof_nb agent on %s: the trigger's window of job %r was not "
+                        "armed everywhere%s: %s", self.ops.name, job,
+                        ", trying again" if again else "", exc)
+            if again:
                 self.pending.setdefault(job, reason)
         except Exception as exc:
             log.warning("dynprof_nb agent on %s: the trigger of job %r could not start a "
@@ -107,7 +120,9 @@ class Firer:
         from distributed import Lock
 
         from dynprof_nb.control import trigger
+        from dynprof_nb.control.base import WindowConflict
 
+        t0 = time.monotonic()
         client = self.client_of()
         if client is None:
             return "no client"
@@ -126,12 +141,19 @@ class Firer:
             cj = self.jobs.get(job)
             if cj is None:
                 cj = self.jobs[job] = self.job_of(job, client)
-            cj.refresh()
+            # the pushed rows (at most a beat old) tell a window in the way; start()'s own
+            # fan-out refuses one that began since (WindowConflict): no extra fan-out here
             if any(r["alive"] and r["state"] in BUSY_STATES for r in cj.status_rows()):
                 return "busy"
-            cj.start("+1", f"+{d['steps']}", reason=reason, **d.get("window", {}))
+            try:
+                cj.start("+1", f"+{d['steps']}", reason=reason, triggered=True,
+                         **d.get("window", {}))
+            except WindowConflict:
+                return "busy"
             store(client, job, dict(value, fired=value.get("fired", 0) + 1,
-                                    last_fire=time.time(), last_reason=reason))
+                                    last_fire=time.time(), last_reason=reason,
+                                    last_start=dict(cj.last_start, fired_s=round(
+                                        time.monotonic() - t0, 4))))
         finally:
             lock.release()
         with self.ops.job(job) as handle:

@@ -61,6 +61,7 @@ from dynprof_nb.segment import (
 )
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
+from dynprof_nb.training.history import History, adopt
 from dynprof_nb.training.steptimes import StepWatch
 
 log = logging.getLogger("dynprof_nb")
@@ -148,8 +149,12 @@ class Monitor:
                  backend: str = "auto", cfg_path: str | os.PathLike[str] | None = None,
                  poll_interval: float | None = None, memory_budget_mb: float | None = None,
                  disk_budget_mb: float | None = None,
-                 max_windows_per_minute: int | None = None) -> None:
+                 max_windows_per_minute: int | None = None,
+                 history_steps: int | None = None) -> None:
         self._relay: Any = None
+        # the last K steps' ranges, kept between windows (built-in backend; history.py)
+        k = int(history_steps or _env_number("DYNPROF_NB_HISTORY_STEPS", 0))
+        self._history = History(k) if k > 0 else None
         self.memory_budget_mb = memory_budget_mb or _env_number(
             "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB)
         self.disk_budget_mb = disk_budget_mb or _env_number(
@@ -209,6 +214,8 @@ class Monitor:
             self._report(f"dynprof_nb is off for this process: {exc}")
             return
         self._check_duplicate_rank()
+        if self._history is not None:
+            self._history.attach()
         self._io = queue.SimpleQueue()
         self._io_thread = threading.Thread(target=self._run_io, name="dynprof_nb-windows",
                                            daemon=True)
@@ -377,6 +384,8 @@ class Monitor:
     # -- the slow path: only on steps where something changed --------------------------------
 
     def _advance(self, n: int) -> None:
+        if self._history is not None and self.state != "recording":
+            self._history.step(n)
         if n != self._next and self._bell[4] == self._applied:
             return  # armed, and neither the window's boundary nor a new config: nothing to do
         try:
@@ -417,7 +426,7 @@ class Monitor:
             self._next = self.window[0] - 1
         else:
             self._next = -1
-        self._watch = -1 if self._next >= 0 else self._applied
+        self._watch = -1 if self._next >= 0 or self._history is not None else self._applied
 
     def _read_config(self, n: int) -> None:
         failures = self._read_failures
@@ -570,6 +579,8 @@ class Monitor:
             if rec["dir"] is not None:
                 _mark_failed(rec["dir"], str(exc))
             return
+        if self._history is not None:  # the window begins with the steps kept before it
+            rec["history"] = adopt(backend, self._history.take())
         self._recording = rec
         if not needs_dir:
             self._io.put((self._open_window, rec))
@@ -594,6 +605,8 @@ class Monitor:
             if rec["asked"] is not None:
                 rec["manifest"].update(windows.shifted_fields(rec["asked"], rec["window"],
                                                               rec["shift_note"]))
+            if rec.get("history"):  # steps kept before the window (history_steps)
+                rec["manifest"]["history_steps"] = list(rec["history"])
             if rec["reason"]:  # why a trigger started this window
                 rec["manifest"]["reason"] = rec["reason"]
             windows.write_manifest(rec["dir"], rec["manifest"])
@@ -646,6 +659,8 @@ class Monitor:
         except Exception as exc:  # keep what was recorded: save() may still write it
             self._report(f"stopping the profiler: {exc!r}")
         t2 = time.perf_counter()
+        if self._history is not None:
+            self._history.attach()
         if rec["failed"]:  # its directory could not be made (reported): nothing to save
             self._publish_state()
             return

@@ -44,7 +44,7 @@ JOB_CHECK_S = 1.0  # how often a rank compares the job's median with the baselin
 DEFAULTS = {"slowdown": 2.0, "steps": 10, "cooldown_s": 600.0, "max_windows": 3,
             "confirm": 1, "disk_budget_mb": None, "mode": "local", "window": {}}
 BUSY = (STATE["armed"], STATE["recording"], STATE["saving"])
-MARGIN_S = 0.05  # a window starts this far (at each rank's rate) ahead of every rank
+MARGIN_S = 0.03  # a window starts this far (at each rank's rate) ahead of every rank
 
 
 class TriggerError(ValueError):
@@ -141,6 +141,7 @@ class StepClock:
         self.last_step, self.last_ns = step, time.monotonic_ns()
         self.history: deque[float] = deque(maxlen=ROLLING)
         self.recent: deque[float] = deque(maxlen=RECENT)
+        self.median = 0.0  # the rolling median once MIN_HISTORY steps are in it, else 0
         write_entry(words, ring, step, self.last_ns)
 
     def observe(self, step: int, now_ns: int, counts: bool = True) -> tuple[float, float] | None:
@@ -160,9 +161,16 @@ class StepClock:
         self.recent.append(per_step)
         w, r = self.words, self.ring
         w[r + R_RECENT_NS] = int(_median(self.recent))
+        self.median = _median(self.history) if len(self.history) >= MIN_HISTORY else 0.0
         w[r + R_MEDIAN_NS] = int(_median(self.history)) if self.history else 0
         w[r + R_LAST_NS] = int(per_step)
         return per_step, median
+
+    def running(self, now_ns: int) -> tuple[int, float, float]:
+        """The step in progress: ``(step, ns it has run at least, the rolling median)``; the
+        time is counted from the look that saw the last step end, so it is never more than
+        the step has really run."""
+        return self.last_step + 1, now_ns - self.last_ns, self.median
 
 
 class TriggerWatch:
@@ -176,6 +184,7 @@ class TriggerWatch:
         self.text = ""
         self.slow_run = 0
         self.pending: str | None = None  # a reason waiting for a window to end
+        self.flagged = 0  # a step that tripped the trigger while it ran (not counted again)
         self.next_job_check = 0.0
         self.last_error = ""
 
@@ -183,7 +192,7 @@ class TriggerWatch:
         gen = self.seg.words[self.seg.trigger_base + T_GEN]
         if gen == self.gen:
             return
-        self.gen, self.slow_run, self.pending = gen, 0, None
+        self.gen, self.slow_run, self.pending, self.flagged = gen, 0, None, 0
         self.definition = None
         if gen <= 0:
             return
@@ -195,9 +204,16 @@ class TriggerWatch:
         except (ValueError, TypeError) as exc:  # another version's definition: say nothing
             self.last_error = f"trigger definition unusable: {exc}"
 
-    def beat(self, step: int, seen: tuple[float, float] | None, state: str) -> str | None:
+    def _slow(self, d: dict[str, Any], took: float, median: float) -> bool:
+        return (median > 0 and took > d["slowdown"] * median
+                and took - median > self.heartbeat_ns)
+
+    def beat(self, step: int, seen: tuple[float, float] | None, state: str,
+             running: tuple[int, float, float] | None = None) -> str | None:
         """One heartbeat's evaluation; returns what happened when a request was made (for
-        tests and the log), else None."""
+        tests and the log), else None. ``running``: the step in progress (StepClock.running),
+        so that with ``confirm=1`` a slow step trips while it runs, not only once it ends
+        (at 10 ms steps that is ~3 steps of the other ranks sooner)."""
         self._load()
         d = self.definition
         if d is None:
@@ -205,8 +221,10 @@ class TriggerWatch:
         watching = state not in ("recording", "saving")
         if seen is not None and watching:
             per_step, median = seen
-            slow = (median > 0 and per_step > d["slowdown"] * median
-                    and per_step - median > self.heartbeat_ns)
+            if self.flagged and step >= self.flagged:  # the step that tripped while it ran
+                self.flagged, slow = 0, False
+            else:
+                slow = self._slow(d, per_step, median)
             self.slow_run = self.slow_run + 1 if slow else 0
             if self.slow_run >= d["confirm"]:
                 self.pending = (f"rank {self.rank} step {step} took {per_step / 1e6:.0f} ms = "
@@ -214,6 +232,12 @@ class TriggerWatch:
                 self.slow_run = 0
         elif not watching:
             self.slow_run = 0
+        elif (running is not None and d["confirm"] == 1 and self.pending is None
+              and not self.flagged and self._slow(d, running[1], running[2])):
+            at, took, median = running
+            self.flagged = at
+            self.pending = (f"rank {self.rank} step {at} took {took / 1e6:.0f} ms so far = "
+                            f"{took / median:.1f}x its median {median / 1e6:.1f} ms")
         now = time.monotonic()
         if self.pending is None and now >= self.next_job_check:
             self.next_job_check = now + JOB_CHECK_S
@@ -334,8 +358,10 @@ class StepWatch:
             return
         try:
             quiet = state not in ("recording", "saving")  # the profiler's cost is not the job's
-            seen = self.clock.observe(step, time.monotonic_ns(), counts=quiet)
-            outcome = self.trigger.beat(step, seen, state)
+            now = time.monotonic_ns()
+            seen = self.clock.observe(step, now, counts=quiet)
+            running = self.clock.running(now) if seen is None else None
+            outcome = self.trigger.beat(step, seen, state, running)
             if outcome in ("fired", "requested"):
                 log.info("dynprof_nb rank %d: trigger %s a window: %s", self.trigger.rank,
                          outcome, self.trigger.text and self.seg_reason())

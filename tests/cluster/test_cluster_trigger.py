@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jobutil import unique_job, wait_until
+from jobutil import WITHIN_STEPS, steps_at, trigger_placement, unique_job, wait_until
 
 import dynprof_nb
 
@@ -34,6 +34,7 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
         assert armed["armed"] and armed["mode"] == "cluster" and armed["fired"] == 0
         time.sleep(0.5)  # the agents see the armed trigger
         slow.touch()
+        touched = time.monotonic()  # the simulated nodes share this machine's clock
         flagged = []
         done = Path(f"{slow}.done")
         deadline = time.monotonic() + 60
@@ -56,6 +57,13 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
         assert found.node.nunique() == 4
         assert len(set(zip(found.start, found.stop, strict=True))) == 1
         assert (found.stop - found.start + 1 == 8).all()
+        # the harness: complete within 30 steps of the slowdown, counted on the most advanced
+        # rank (see tests/training/test_trigger.py)
+        start, stop = int(found.start.iloc[0]), int(found.stop.iloc[0])
+        ahead = max(steps_at(job.step_times(last=250), touched).values())
+        placed = trigger_placement(start, stop, first_slow, ahead)
+        print("placement", placed, job.triggers.get("last_start"))
+        assert stop <= max(ahead, first_slow) + WITHIN_STEPS, (placed, job.triggers)
         assert all(f"rank {SLOW_RANK} step" in r for r in found.reason), list(found.reason)
         assert job.triggers["fired"] == 1
         assert f"rank {SLOW_RANK}" in job.triggers["last_reason"]
@@ -71,3 +79,46 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
         cluster.stop_ranks(name)
         job.close()
 
+
+
+def test_a_node_that_joins_after_arming_picks_up_the_trigger(cluster, tmp_path: Path):
+    name = unique_job("cllate")
+    for node in cluster.nodes:
+        node.start_rank(name, node.index, step_ms=10)
+    job = dynprof_nb.attach(name, cluster=cluster.client())
+    late = None
+    try:
+        job.trigger(slowdown=2.0, steps=6)
+        late = cluster.add_node()  # after arming: only the agent's catch-up can arm it
+        cluster.wait_workers(len(cluster.nodes))
+        slow = tmp_path / "late-slow"
+        rank = late.index
+        late.start_rank(name, rank, step_ms=10,
+                        extra=["--slow-file", str(slow), "--slow-ms", "60", "--slow-steps", "20"])
+
+        def ready():
+            st = job.status()
+            mine = st[st["rank"] == rank]
+            return len(mine) and bool(mine.alive.iloc[0]) and mine.step.iloc[0] > 40 \
+                and mine.step_s.notna().all()
+
+        wait_until(ready, timeout=120, what="the late node's rank stepping")
+        time.sleep(0.3)
+        slow.touch()
+
+        def complete():
+            found = job.windows()
+            found = found[found.status == "complete"]
+            return [found] if len(found) == len(cluster.nodes) else None
+
+        found = wait_until(complete, timeout=120, what="the late rank's triggered window")[0]
+        assert rank in set(found["rank"])
+        assert len(set(zip(found.start, found.stop, strict=True))) == 1
+        assert all(f"rank {rank} step" in r for r in found.reason), list(found.reason)
+        job.trigger(None)
+    finally:
+        cluster.stop_ranks(name)
+        job.close()
+        if late is not None:
+            late.close()
+            cluster.nodes.remove(late)

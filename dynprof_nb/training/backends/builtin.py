@@ -89,6 +89,16 @@ class BuiltinBackend:
             sys.setprofile(self._profile)
         ranges.set_sink(self)
 
+    def adopt_history(self, kept: list[Any]) -> None:
+        """Begin the window with steps kept before it (dynprof_nb.training.history): their
+        markers and ranges, the clock's origin moved back to the first of them."""
+        first = kept[0][1]
+        if first < self.base_perf:
+            self.base_ns -= self.base_perf - first
+            self.base_perf = first
+        self.steps[:0] = [(n, t0, t1) for n, t0, t1, _ in kept]
+        self.events[:0] = [e for *_, events in kept for e in events]
+
     def step(self, step: int) -> None:
         now = time.perf_counter_ns()
         self.steps.append((step, self.step_t0, now))
