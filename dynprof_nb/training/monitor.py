@@ -300,7 +300,11 @@ class Monitor:
             self._relay.stop()
         try:
             if self.state == "recording":
-                self._finish(self._step, stopped=True, reason=cut_short)
+                # the last step the backend was told of: a signal handler can run between
+                # step()'s count and its _advance, and the step counted was never recorded
+                rec = self._recording or {}
+                self._finish(rec.get("last", rec.get("first", 1) - 1), stopped=True,
+                             reason=cut_short)
             if self._io is not None:
                 self._wait_for_saves(wait_s, dying=cut_short is not None)
         except Exception as exc:
@@ -360,6 +364,7 @@ class Monitor:
                     self._finish(n)  # its directory could not be made (reported)
                 if self.state == "recording":
                     backend = self._recording["backend"]
+                    self._recording["last"] = n  # for a window cut short (see close)
                     backend.step(n)
                     full = getattr(backend, "full", None)
                     if n >= self.window[1] or full:
@@ -672,12 +677,23 @@ class Monitor:
                     return
             else:
                 self._saving_in_thread = True
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), time.thread_time()
                 backend.save()
                 held = time.perf_counter() - t0
-                self.timings["save_s"] = held
+                # this thread's CPU time bounds how long the save held the GIL, so how long
+                # it can have stalled the training thread (MindSpore's analysis is Python)
+                gil = time.thread_time() - cpu0
+                self.timings.update(save_s=held, save_gil_s=gil)
+                thread_s = dict(manifest.get("training_thread_s") or {},
+                                save_gil_s=round(gil, 6))
+                if gil > 0.1:
+                    self._report(f"window {manifest['start_step']}-{manifest['stop_step']}: "
+                                 f"saving it held this process's GIL up to {gil:.2f} s of "
+                                 f"{held:.2f} s (the profiler's analysis); training steps "
+                                 "waited for it.")
                 final = windows.publish(directory, dict(manifest, status="complete",
-                                                        save_s=round(held, 3)))
+                                                        save_s=round(held, 3),
+                                                        training_thread_s=thread_s))
             self.last_window = final
             if self._seg is not None:
                 self._seg.write_text(self._slot, "window", str(final))
