@@ -3,9 +3,10 @@
 For the built-in and the torch backends:
 
 * idle ``step()`` against an empty method call;
-* starting and stopping a window: the training thread's cost of the step that starts (and
-  the one that stops) a window, median and p99 over many windows, with the profiler's own
-  start/stop (torch's) counted apart;
+* starting and stopping a window: the training thread's cost of the step that reads the
+  request (decodes and checks the command), the one that starts the window and the one that
+  stops it, median and p99 over many windows, with the profiler's own start/stop (torch's)
+  counted apart;
 * 1k / 5k / 20k-step windows (one range per step): how long the save takes, the ratio of
   each to the 1k one, how long ``close()`` takes right after the stop, and the training
   throughput while the save runs against the throughput before the window;
@@ -90,12 +91,14 @@ class Rank:
 def start_stop_cost(rank: Rank, windows_n: int) -> dict[str, float]:
     """Per window of 2 steps: the training thread's time in the step() that starts it and
     the one that stops it (minus the profiler's own start/stop)."""
-    starts, stops, prof = [], [], []
+    starts, stops, prof, reads = [], [], [], []
     m = rank.monitor
     for _ in range(windows_n):
         now = m.step_count
         rank.control.start(now + 3, now + 4)
-        rank.steps(1)  # the rank reads the request
+        t0 = time.perf_counter()
+        m.step()  # the rank reads and checks the request
+        reads.append(time.perf_counter() - t0)
         while m.step_count < now + 1:
             rank.steps(1)
         t0 = time.perf_counter()
@@ -114,7 +117,10 @@ def start_stop_cost(rank: Rank, windows_n: int) -> dict[str, float]:
             "start_p99_us": q(starts, n=100)[98] * 1e6,
             "stop_median_us": statistics.median(stops) * 1e6,
             "stop_p99_us": q(stops, n=100)[98] * 1e6,
-            "profiler_start_stop_median_us": statistics.median(prof) * 1e6}
+            "read_median_us": statistics.median(reads) * 1e6,
+            "read_p99_us": q(reads, n=100)[98] * 1e6,
+            "profiler_start_stop_median_us": statistics.median(prof) * 1e6,
+            "profiler_start_stop_p99_us": q(prof, n=100)[98] * 1e6}
 
 
 def save_cost(rank: Rank, length: int) -> dict[str, float]:
@@ -181,6 +187,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,5000,20000")
     parser.add_argument("--flips", type=int, default=200)
     parser.add_argument("--budget-mb", type=float, default=64)
+    parser.add_argument("--only-start-stop", action="store_true",
+                        help="idle step and window start/stop only (no saves, no memory)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     for backend in args.backends.split(","):
@@ -199,10 +207,13 @@ def main() -> None:
                   "p99 {start_p99_us:.0f} µs".format(**cost))
             print("window stop, training thread   : median {stop_median_us:.0f} µs, "
                   "p99 {stop_p99_us:.0f} µs".format(**cost))
+            print("request read, training thread  : median {read_median_us:.0f} µs, "
+                  "p99 {read_p99_us:.0f} µs".format(**cost))
             print("profiler's own start+stop      : median "
-                  "{profiler_start_stop_median_us:.0f} µs".format(**cost))
+                  "{profiler_start_stop_median_us:.0f} µs, p99 "
+                  "{profiler_start_stop_p99_us:.0f} µs".format(**cost))
             first = None
-            for length in sizes:
+            for length in [] if args.only_start_stop else sizes:
                 got = save_cost(rank, length)
                 first = first or got["save_s"]
                 print(f"{length:>6}-step window: save {got['save_s']:6.2f} s "
@@ -210,6 +221,8 @@ def main() -> None:
                       f"during the save {got['throughput_ratio']:.1%} of before "
                       f"({got['steps_during_save']} steps), {rank.monitor.timings}")
             rank.close()
+        if args.only_start_stop:
+            continue
         took = close_after_stop(backend, sizes[-1])
         print(f"close() right after a {sizes[-1]}-step window: {took:.2f} s")
         mem = stack_window_memory(backend, args.budget_mb, 60)

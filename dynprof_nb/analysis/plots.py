@@ -870,7 +870,7 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
 
 # ---- memory ------------------------------------------------------------------------------------
 
-_TOTAL_COMPONENTS = ("PTA+GE", "APP", "PTA", "PYTHON", "Memory")
+_TOTAL_COMPONENTS = ("PTA+GE", "APP", "PTA", "PROCESS", "PYTHON", "Memory")
 
 
 def _one_component(mem: pd.DataFrame, component: str | None) -> tuple[pd.DataFrame, str]:

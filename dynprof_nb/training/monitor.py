@@ -133,9 +133,19 @@ class Monitor:
     so ``Model.train(..., callbacks=[monitor])`` accepts it.
     """
 
-    _late = "skip"  # the current command's rule for a window that has begun (protocol.LATE)
-    _asked: tuple[int, int] | None = None  # the window asked for, when shifted_window moved it
-    _reason = ""  # why the current window was asked for (a trigger's sentence), for its manifest
+    # Every attribute is a slot. A slot read is one indexed load, and an instance without a
+    # dict makes ``monitor.step`` itself a plain method lookup. With a dict, Monitor's ~45
+    # attributes overflow CPython's shared-key dicts (30 keys), every attribute read in step()
+    # became a hashed lookup and so did finding the method: 3.4x an empty call, not < 3x.
+    __slots__ = (
+        "__weakref__", "_step", "_words", "_watch", "_next", "_applied", "_base", "_seg",
+        "_slot", "_pending", "_read_failures", "_read_failing_since", "_recording", "_saving",
+        "_saving_in_thread", "_saved", "_io", "_io_thread", "_beat", "_lock", "_closed",
+        "_handoff", "_relay", "_starts", "_disk_over", "_pid", "_stacks", "_late", "_asked",
+        "_reason", "memory_budget_mb", "disk_budget_mb", "max_windows_per_minute",
+        "handed_off", "timings", "job", "rank", "world_size", "output_path", "backend",
+        "config", "window_options", "state", "window", "last_window", "last_error",
+        "_bell", "_doorbell", "_kept", "_suspect", "segment_problem", "_history")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
         if "mindspore" in sys.modules:
@@ -155,6 +165,9 @@ class Monitor:
         # the last K steps' ranges, kept between windows (built-in backend; history.py)
         k = int(history_steps or _env_number("DYNPROF_NB_HISTORY_STEPS", 0))
         self._history = History(k) if k > 0 else None
+        self._late = "skip"  # the current command's rule for a window that has begun (LATE)
+        self._asked: tuple[int, int] | None = None  # the window asked for, if shifted
+        self._reason = ""  # why the current window was asked for (a trigger's), for its manifest
         self.memory_budget_mb = memory_budget_mb or _env_number(
             "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB)
         self.disk_budget_mb = disk_budget_mb or _env_number(
@@ -328,7 +341,11 @@ class Monitor:
             self._relay.stop()
         try:
             if self.state == "recording":
-                self._finish(self._step, stopped=True, reason=cut_short)
+                # the last step the backend was told of: a signal handler can run between
+                # step()'s count and its _advance, and the step counted was never recorded
+                rec = self._recording or {}
+                self._finish(rec.get("last", rec.get("first", 1) - 1), stopped=True,
+                             reason=cut_short)
             if self._io is not None:
                 self._wait_for_saves(wait_s, dying=cut_short is not None)
         except Exception as exc:
@@ -395,6 +412,7 @@ class Monitor:
                     self._finish(n)  # its directory could not be made (reported)
                 if self.state == "recording":
                     backend = self._recording["backend"]
+                    self._recording["last"] = n  # for a window cut short (see close)
                     backend.step(n)
                     full = getattr(backend, "full", None)
                     if n >= self.window[1] or full:
@@ -719,12 +737,23 @@ class Monitor:
                     return
             else:
                 self._saving_in_thread = True
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), time.thread_time()
                 backend.save()
                 held = time.perf_counter() - t0
-                self.timings["save_s"] = held
+                # this thread's CPU time bounds how long the save held the GIL, so how long
+                # it can have stalled the training thread (MindSpore's analysis is Python)
+                gil = time.thread_time() - cpu0
+                self.timings.update(save_s=held, save_gil_s=gil)
+                thread_s = dict(manifest.get("training_thread_s") or {},
+                                save_gil_s=round(gil, 6))
+                if gil > 0.1:
+                    self._report(f"window {manifest['start_step']}-{manifest['stop_step']}: "
+                                 f"saving it held this process's GIL up to {gil:.2f} s of "
+                                 f"{held:.2f} s (the profiler's analysis); training steps "
+                                 "waited for it.")
                 final = windows.publish(directory, dict(manifest, status="complete",
-                                                        save_s=round(held, 3)))
+                                                        save_s=round(held, 3),
+                                                        training_thread_s=thread_s))
             self.last_window = final
             if self._seg is not None:
                 self._seg.write_text(self._slot, "window", str(final))

@@ -4,6 +4,7 @@ MindSpore venv) driven from this process, in step() and Model.train callback sty
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -69,6 +70,7 @@ def test_config_maps_onto_profiler_arguments() -> None:
     """Every key reaches its real MindSpore type (checked in the MindSpore venv)."""
     script = """
 import json
+import os
 from dynprof_nb.training.backends.mindspore import profiler_kwargs, analysis_mode
 from dynprof_nb.config import ProfilerConfig
 cfg = ProfilerConfig(profiler_level="Level2", activities=["CPU", "NPU"], aic_metrics="L2Cache",
@@ -95,3 +97,27 @@ print(json.dumps(out))
     assert got["with_stack"] is True and got["data_simplification"] is False
     assert got["output_path"] == "/tmp/x"
     assert (got["mode"], got["no_analysis"]) == ("async", None)
+
+
+def test_memory_budget_and_the_analysis_cost_are_reported() -> None:
+    """In real MindSpore: a window of 1e9 steps on a job that grows 1 MB a step ends at its
+    16 MB budget (RSS growth, checked every 16 steps as for torch), saved with its reason in
+    the manifest and the status; a window analysed after its end says in its manifest what
+    it cost the training thread (MindSpore's stop there; the CPU time its analysis took on
+    the window-I/O thread, which bounds how long it held the GIL, under the save's wall
+    time)."""
+    run = subprocess.run([mindspore_python(), str(EXAMPLES.parent / "benchmarks" /
+                                                  "mindspore_cost.py"),
+                          "--budget-mb", "16", "--grow-mb", "1", "--steps", "10"],
+                         check=True, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "GLOG_v": "3"}, cwd=EXAMPLES.parent)
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    budget, analyse = got["budget"], got["analyse"]
+    assert budget["ended_by_budget"] and budget["steps"] < 100, budget
+    assert "memory budget reached (16 MB of growth" in budget["stop_reason"]
+    assert "memory budget reached" in budget["status_error"]
+    assert budget["rss_growth_over_budget"] < 2.5  # the budget + 16 steps' growth at most
+    assert analyse["status"] == "complete"
+    thread_s = analyse["training_thread_s"]
+    assert {"profiler_start_s", "profiler_stop_s", "save_gil_s"} <= set(thread_s)
+    assert 0 < thread_s["save_gil_s"] <= analyse["save_s"] + 0.01

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from dynprof_nb.config import ProfilerConfig
+
+BUDGET_CHECK_STEPS = 16  # a framework's buffers are not ours to count: RSS growth stands for them
+
+
+def process_rss() -> int:
+    """This process's resident memory in bytes (one small /proc read); 0 where unknown."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def growth_over_budget(rss0: int, budget: int, step: int) -> str | None:
+    """The ``full`` reason once the process has grown by more than ``budget`` bytes since the
+    window began (``rss0``), checked every ``BUDGET_CHECK_STEPS`` steps; else None."""
+    if not budget or step % BUDGET_CHECK_STEPS or process_rss() - rss0 <= budget:
+        return None
+    return (f"memory budget reached ({budget / 2**20:.0f} MB of growth since the window "
+            f"began) at step {step}")
 
 
 class BackendError(RuntimeError):

@@ -32,6 +32,10 @@ MindSpore on CPU writes no step markers, so ``save()`` also writes ``protocol.ST
 wall-clock ns like MindSpore's own timestamps) and one row per ``dynprof_nb.range``. With
 ``mstx`` on, ranges also go to ``mindspore.profiler.mstx`` (recorded by MindSpore on Ascend).
 
+The memory budget (``context["memory_budget"]``) is MindSpore's buffers and ours together: the
+process's RSS growth since the window began, checked every 16 steps (as for torch); reached,
+the window ends and is saved with the reason (``full``).
+
 MindSpore's profiler is a process-wide singleton: a window cannot start while the previous
 one is still being analysed; that start is refused with a message (training goes on).
 """
@@ -60,7 +64,7 @@ from dynprof_nb.protocol import STEPS_FILE, step_marker
 from dynprof_nb.training import ranges
 from dynprof_nb.windows import MANIFEST
 
-from .base import BackendError
+from .base import BackendError, growth_over_budget, process_rss
 
 PASSED_AS_IS = ("profile_memory", "mstx", "parallel_strategy", "with_stack",
                 "data_simplification", "l2_cache", "record_shapes", "sys_io",
@@ -106,6 +110,9 @@ class MindSporeBackend:
         self._holding = False
         self._recorded = 0
         self._step_t0 = 0
+        self.full: str | None = None  # why the window must end early (its memory budget)
+        self._budget = 0
+        self._rss0 = 0
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -119,6 +126,8 @@ class MindSporeBackend:
             self.directory = directory
             self.context = dict(context or {})
             self.config = config
+            self._budget = int(self.context.get("memory_budget", 0))
+            self._rss0 = process_rss()
             self._prof = Profiler(start_profile=False, **profiler_kwargs(config, directory))
             self._prof.start()
         except Exception:
@@ -134,6 +143,8 @@ class MindSporeBackend:
                            threading.get_native_id()))
         self._step_t0 = now
         self._recorded += 1
+        if self.full is None:
+            self.full = growth_over_budget(self._rss0, self._budget, step)
 
     def stop(self) -> None:
         ranges.set_sink(None)

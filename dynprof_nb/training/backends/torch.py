@@ -43,7 +43,7 @@ from dynprof_nb.config import LEVELS, ProfilerConfig
 from dynprof_nb.protocol import STEP_PREFIX, step_marker
 from dynprof_nb.training import ranges
 
-from .base import BackendError
+from .base import BackendError, growth_over_budget, process_rss
 
 
 def _profiler_module() -> Any:
@@ -132,7 +132,7 @@ class TorchBackend:
         self.config = config
         self._stop_step = config.stop_step
         self._budget = int(self.context.get("memory_budget", 0))
-        self._rss0 = _rss()
+        self._rss0 = process_rss()
         self._last_step = first_step - 1
         module = _profiler_module()
         kwargs, self.notes = profiler_kwargs(config, module)
@@ -145,11 +145,8 @@ class TorchBackend:
     def step(self, step: int) -> None:
         self._close()
         self._last_step = step
-        if self._budget and step % 16 == 0 and _rss() - self._rss0 > self._budget:
-            # Kineto's buffers are not ours to count: the process's growth since the start
-            # stands for them (read every 16 steps: one small /proc read)
-            self.full = (f"memory budget reached ({self._budget / 2**20:.0f} MB of growth "
-                         f"since the window began) at step {step}")
+        if self.full is None:  # Kineto's buffers: the process's growth stands for them
+            self.full = growth_over_budget(self._rss0, self._budget, step)
         if step < self._stop_step:
             self._open(step + 1)
 
@@ -205,14 +202,6 @@ class TorchBackend:
                      "world_size": self.context.get("world_size")}))
         except Exception:  # metadata is a nicety; never lose the window over it
             pass
-
-
-def _rss() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _drop_steps_after(path: Path, last: int) -> None:
