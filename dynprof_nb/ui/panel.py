@@ -13,6 +13,8 @@
   reflows.
 * A live table of ranks and the window's progress, refreshed by a background poller that only
   sets widget traits (it never prints or displays) and stops when the panel is closed.
+* A "Step times" section: the ranks' recent step times as a heat map (at most once a second,
+  drawn off the refresh) and the trigger's Arm / Disarm (``dynprof_nb.ui.steppanel``).
 * One row per window (steps, ranks done/total, the config it was recorded with) with
   **Load**, **Summary** and **Compare**, rendering into an Output area.
 
@@ -33,6 +35,7 @@ import traitlets
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.status import status_view
+from dynprof_nb.ui.steppanel import StepTimesSection
 from dynprof_nb.windows import describe_config
 
 __all__ = ["Panel", "panel"]
@@ -246,6 +249,7 @@ class Panel(widgets.VBox):
         self.windows: list[dict[str, Any]] = []  # what window_rows shows, newest first
         self.output = widgets.Output()
         self.output.add_class("dynprof-output")
+        self.step_section = StepTimesSection(job, self._say)
         self.apply_button.on_click(lambda _b: self.apply())
         self.revert_button.on_click(lambda _b: self.revert())
         self.stop_button.on_click(lambda _b: self.stop())
@@ -278,6 +282,7 @@ class Panel(widgets.VBox):
             widgets.HBox([self.apply_button, self.revert_button, self.stop_button,
                           self.stacks_button]),
             self.message,
+            self.step_section,
             widgets.HTML("<b>Windows</b> (newest first)"), self.window_rows,
             self.output,
         ])
@@ -462,6 +467,7 @@ class Panel(widgets.VBox):
                       "</span>" if stalled else "")
             if self.stall.value != banner:
                 self.stall.value = banner
+            self.step_section.refresh()
             done, total = self.job.progress()
             cfg = self.job.config
             self.progress.value = done / total if total else 0.0
@@ -536,6 +542,7 @@ class Panel(widgets.VBox):
         stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+        self.step_section.wait(timeout=5)
         for link in self.links:
             link.unlink()
         for widget in _descendants(self):

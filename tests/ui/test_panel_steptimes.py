@@ -1,0 +1,116 @@
+"""The panel's "Step times" section as a person uses it: the trigger's fields typed, Arm and
+Disarm clicked, against real rank processes; the live heat map is a real PNG, redrawn at most
+once a second, and not redrawn when the step times did not change."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+from jobutil import finish, running_ranks, unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment
+from dynprof_nb.control.job import Job
+from dynprof_nb.ui.panel import Panel
+from dynprof_nb.ui.steppanel import HEAT_PERIOD_S
+
+REPO = Path(__file__).resolve().parents[2]
+PARKED = """
+import sys, time, dynprof_nb
+m = dynprof_nb.Monitor(job=sys.argv[1], rank=0)
+for _ in range(30):
+    time.sleep(0.03)
+    m.step()
+time.sleep(60)
+"""
+
+
+def png_shape(data: bytes) -> tuple[int, ...]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "the heat map is a PNG"
+    return matplotlib.image.imread(io.BytesIO(data), format="png").shape
+
+
+def test_arm_and_disarm_from_the_panel(tmp_path: Path) -> None:
+    with running_ranks(unique_job("panelstep"), tmp_path, ranks=2, step_ms=10) as (job, _):
+        panel = Panel(job, poll=False)
+        try:
+            section = panel.step_section
+            assert "not armed" in section.trigger_state.value
+            section.slowdown.set_state({"value": 3.5})  # as the browser sends a typed value
+            section.steps.set_state({"value": 6})
+            section.arm_button.click()
+            other = dynprof_nb.attach(job.name, create=False)  # what the ranks see
+            try:
+                state = other.triggers
+            finally:
+                other.close()
+            assert state["armed"] and state["slowdown"] == 3.5 and state["steps"] == 6, state
+            assert "armed (watching)" in section.trigger_state.value
+            assert "fired 0/" in section.trigger_state.value
+            assert "trigger armed" in panel.message.value
+            section.slowdown.set_state({"value": 0.5})  # a slowdown that is no slowdown
+            section.arm_button.click()
+            assert "trigger not armed" in panel.message.value
+            assert job.triggers["slowdown"] == 3.5, "a refused arm leaves the trigger as it was"
+            section.disarm_button.click()
+            assert job.triggers == {"armed": False}
+            assert "not armed" in section.trigger_state.value
+            assert "trigger disarmed" in panel.message.value
+
+            changes: list[float] = []
+            section.heat.observe(lambda _c: changes.append(time.monotonic()), "value")
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 2.5 * HEAT_PERIOD_S:  # refreshes as fast as it can
+                panel.refresh()
+                time.sleep(0.01)
+            section.wait()
+            elapsed = time.monotonic() - t0
+            height, width, _ = png_shape(section.heat.value)
+            assert height > 100 and width > 300
+            assert 2 <= len(changes) <= elapsed / HEAT_PERIOD_S + 1, (changes, elapsed)
+            gaps = [b - a for a, b in zip(changes, changes[1:], strict=False)]
+            assert all(g > 0.5 * HEAT_PERIOD_S for g in gaps), gaps
+        finally:
+            panel.close()
+
+
+@pytest.fixture
+def parked():
+    """One real rank that made 30 steps and then stops stepping: its step times stay put."""
+    name = unique_job("panelpark")
+    proc = subprocess.Popen([sys.executable, "-c", PARKED, name], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    job = Job.open(name)
+    try:
+        wait_until(lambda: [s.step for s in job.live_slots()] == [30], 30, "30 steps", proc)
+        yield job
+    finally:
+        finish(proc)
+        job.close()
+        segment.unlink(name)
+
+
+def test_unchanged_step_times_are_not_redrawn(parked: Job) -> None:
+    panel = Panel(parked, poll=False)
+    try:
+        section = panel.step_section
+        wait_until(lambda: panel.refresh() or section.wait() or section.renders, 10,
+                   "the first heat map")
+        assert png_shape(section.heat.value)
+        first = section.heat.value
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5 * HEAT_PERIOD_S:
+            panel.refresh()
+            time.sleep(0.05)
+        section.wait()
+        assert section.renders == 1 and section.heat.value == first
+    finally:
+        panel.close()
