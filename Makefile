@@ -57,6 +57,7 @@ demo: $(VENV)/.base
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check dynprof_nb tests benchmarks
+	$(BIN)/ruff format --check dynprof_nb
 
 # tests/ plus the notebooks, executed by nbval in this venv's Python
 test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.stamp /usr/bin/chromium \

@@ -32,6 +32,7 @@ def config_file(cfg_path: str | os.PathLike[str]) -> Path:
     path = Path(cfg_path).expanduser()
     return path if path.suffix == ".json" else path / CONFIG_FILE
 
+
 LEVELS = ("LevelNone", "Level0", "Level1", "Level2")
 ACTIVITIES = ("CPU", "NPU", "GPU")
 AIC_METRICS = (
@@ -65,8 +66,7 @@ class _Checked(TraitType):
     widget = "text"  # the kind of field that edits it: text, int, checkbox, dropdown, toggles
     choices: tuple[str, ...] | None = None
 
-    def __init__(self, default_value: Any = None, flag: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, default_value: Any = None, flag: str | None = None, **kwargs: Any) -> None:
         super().__init__(default_value, **kwargs)
         if flag:
             self.tag(flag=flag)  # the option name the CLI, magic and panel use
@@ -93,12 +93,16 @@ class StrictInt(_Checked):
     info_text = "an integer"
     widget = "int"
 
-    def __init__(self, default_value: int = 0, minimum: int | None = None,
-                 maximum: int | None = None, accepted: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        default_value: int = 0,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        accepted: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.minimum, self.maximum = minimum, maximum
-        self.accepted = accepted or "an integer" + (
-            f" >= {minimum}" if minimum is not None else "")
+        self.accepted = accepted or "an integer" + (f" >= {minimum}" if minimum is not None else "")
         super().__init__(default_value, **kwargs)
 
     def validate(self, obj: Any, value: Any) -> int:
@@ -148,8 +152,13 @@ class Choice(_Checked):
 
     widget = "dropdown"
 
-    def __init__(self, choices: tuple[str, ...], default_value: str,
-                 legacy: dict[int, str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        choices: tuple[str, ...],
+        default_value: str,
+        legacy: dict[int, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.choices = choices
         self.legacy = legacy or {}
         self.accepted = "one of " + ", ".join(repr(c) for c in choices)
@@ -184,9 +193,14 @@ class ChoiceList(_TextList):
 
     widget = "toggles"
 
-    def __init__(self, choices: tuple[str, ...], default_value: list[str],
-                 legacy: dict[int, list[str]] | None = None, allow_empty: bool = True,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        choices: tuple[str, ...],
+        default_value: list[str],
+        legacy: dict[int, list[str]] | None = None,
+        allow_empty: bool = True,
+        **kwargs: Any,
+    ) -> None:
         self.choices = choices
         self.legacy = legacy or {}
         self.allow_empty = allow_empty
@@ -206,11 +220,14 @@ class ChoiceList(_TextList):
             self.error(obj, value)
         out: list[str] = []
         for item in value:
-            match = next((c for c in self.choices
-                          if isinstance(item, str) and item.lower() == c.lower()), None)
+            match = next(
+                (c for c in self.choices if isinstance(item, str) and item.lower() == c.lower()),
+                None,
+            )
             if match is None:
-                raise ConfigError(f"{self.name}: {item!r} in {value!r} is not accepted; "
-                                  f"expected {self.accepted}.")
+                raise ConfigError(
+                    f"{self.name}: {item!r} in {value!r} is not accepted; expected {self.accepted}."
+                )
             if match not in out:
                 out.append(match)
         if not out and not self.allow_empty:
@@ -262,8 +279,9 @@ class RankList(_TextList):
         try:
             return [int(w) for w in words]
         except ValueError:
-            raise ConfigError(f"{self.name}: got {s!r}; expected rank numbers like 0,1,3.") \
-                from None
+            raise ConfigError(
+                f"{self.name}: got {s!r}; expected rank numbers like 0,1,3."
+            ) from None
 
     def make_dynamic_default(self) -> list[int]:
         return []
@@ -297,37 +315,65 @@ class ProfilerConfig(HasTraits):
 
     start_step = StrictInt(-1, minimum=-1, help="first step of the window (1-based); -1 = none")
     stop_step = StrictInt(-1, minimum=-1, help="last step of the window, inclusive; -1 = none")
-    profiler_level = Choice(LEVELS, "Level0", legacy={-1: "LevelNone", 0: "Level0", 1: "Level1",
-                                                       2: "Level2"},
-                            help="how much to collect", flag="level")
-    activities = ChoiceList(ACTIVITIES, ["CPU", "NPU"], allow_empty=False,
-                            legacy={0: ["CPU", "NPU"], 1: ["CPU"], 2: ["NPU"]},
-                            help="devices to profile", flag="activities")
-    aic_metrics = Choice(AIC_METRICS, "AiCoreNone",
-                         legacy={-1: "AiCoreNone", **{i: m for i, m in enumerate(AIC_METRICS[1:])}},
-                         help="AI Core hardware counters (Ascend)", flag="aic-metrics")
-    export_type = ChoiceList(EXPORT_TYPES, ["text"], allow_empty=False,
-                             legacy={0: ["text"], 1: ["db"], 2: ["text", "db"]},
-                             help="output formats", flag="export-type")
-    analyse = StrictBool(False, help="run the framework's analysis after the window",
-                         flag="analyse")
-    analyse_mode = StrictInt(-1, minimum=-1, maximum=1,
-                             accepted="-1 (none), 0 (sync) or 1 (async)",
-                             help="-1 none, 0 sync, 1 async analysis", flag="analyse-mode")
+    profiler_level = Choice(
+        LEVELS,
+        "Level0",
+        legacy={-1: "LevelNone", 0: "Level0", 1: "Level1", 2: "Level2"},
+        help="how much to collect",
+        flag="level",
+    )
+    activities = ChoiceList(
+        ACTIVITIES,
+        ["CPU", "NPU"],
+        allow_empty=False,
+        legacy={0: ["CPU", "NPU"], 1: ["CPU"], 2: ["NPU"]},
+        help="devices to profile",
+        flag="activities",
+    )
+    aic_metrics = Choice(
+        AIC_METRICS,
+        "AiCoreNone",
+        legacy={-1: "AiCoreNone", **{i: m for i, m in enumerate(AIC_METRICS[1:])}},
+        help="AI Core hardware counters (Ascend)",
+        flag="aic-metrics",
+    )
+    export_type = ChoiceList(
+        EXPORT_TYPES,
+        ["text"],
+        allow_empty=False,
+        legacy={0: ["text"], 1: ["db"], 2: ["text", "db"]},
+        help="output formats",
+        flag="export-type",
+    )
+    analyse = StrictBool(
+        False, help="run the framework's analysis after the window", flag="analyse"
+    )
+    analyse_mode = StrictInt(
+        -1,
+        minimum=-1,
+        maximum=1,
+        accepted="-1 (none), 0 (sync) or 1 (async)",
+        help="-1 none, 0 sync, 1 async analysis",
+        flag="analyse-mode",
+    )
     profile_memory = StrictBool(False, help="record memory", flag="memory")
     mstx = StrictBool(False, help="record user ranges (mstx / dynprof_nb.range)", flag="mstx")
-    parallel_strategy = StrictBool(False, help="record the parallel strategy",
-                                   flag="parallel-strategy")
+    parallel_strategy = StrictBool(
+        False, help="record the parallel strategy", flag="parallel-strategy"
+    )
     with_stack = StrictBool(False, help="record Python call stacks", flag="stack")
-    data_simplification = StrictBool(True, help="drop intermediate data after analysis",
-                                     flag="simplify")
+    data_simplification = StrictBool(
+        True, help="drop intermediate data after analysis", flag="simplify"
+    )
     l2_cache = StrictBool(False, help="collect L2 cache data (Ascend)", flag="l2-cache")
     record_shapes = StrictBool(False, help="record operator input shapes", flag="shapes")
     sys_io = StrictBool(False, help="collect NIC/RoCE data (Ascend)", flag="sys-io")
-    sys_interconnection = StrictBool(False, help="collect HCCS/PCIe data (Ascend)",
-                                     flag="sys-interconnection")
-    prof_path = Text("./", help="output root; wins over the monitor's output_path",
-                     flag="prof-path")
+    sys_interconnection = StrictBool(
+        False, help="collect HCCS/PCIe data (Ascend)", flag="sys-interconnection"
+    )
+    prof_path = Text(
+        "./", help="output root; wins over the monitor's output_path", flag="prof-path"
+    )
     mstx_domain_include = StrList(help="only these mstx domains", flag="mstx-include")
     mstx_domain_exclude = StrList(help="all mstx domains but these", flag="mstx-exclude")
     host_sys = ChoiceList(HOST_SYS, [], help="host system data to collect", flag="host-sys")
@@ -398,9 +444,11 @@ class ProfilerConfig(HasTraits):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path} is not valid JSON at line {exc.lineno} column "
-                              f"{exc.colno}: {exc.msg}. Fix the file; the last good config "
-                              "stays in force.") from exc
+            raise ConfigError(
+                f"{path} is not valid JSON at line {exc.lineno} column "
+                f"{exc.colno}: {exc.msg}. Fix the file; the last good config "
+                "stays in force."
+            ) from exc
         return cls.from_dict(data)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -443,14 +491,19 @@ class ProfilerConfig(HasTraits):
         if start == -1 and stop == -1:
             return
         if start == 0:
-            raise ConfigError("start_step: got 0; steps are 1-based, the first step is 1 "
-                              "(-1 means no window).")
+            raise ConfigError(
+                "start_step: got 0; steps are 1-based, the first step is 1 (-1 means no window)."
+            )
         if start == -1:
-            raise ConfigError(f"start_step: got -1 with stop_step={stop}; set both, "
-                              "e.g. start_step=20, stop_step=30.")
+            raise ConfigError(
+                f"start_step: got -1 with stop_step={stop}; set both, "
+                "e.g. start_step=20, stop_step=30."
+            )
         if stop < start:
-            raise ConfigError(f"stop_step: got {stop}, which is before start_step={start}; "
-                              "the window is inclusive, so stop_step must be >= start_step.")
+            raise ConfigError(
+                f"stop_step: got {stop}, which is before start_step={start}; "
+                "the window is inclusive, so stop_step must be >= start_step."
+            )
 
     def __repr__(self) -> str:
         changed = {k: v for k, v in self.to_dict().items() if v != _default(k)}
@@ -482,8 +535,7 @@ _TRAITS: dict[str, TraitType] = {}
 def _traits() -> dict[str, TraitType]:
     """The config's traits by key, in MindSpore's order (``ranks`` last); built once."""
     if not _TRAITS:
-        _TRAITS.update((k, v) for k, v in vars(ProfilerConfig).items()
-                       if isinstance(v, TraitType))
+        _TRAITS.update((k, v) for k, v in vars(ProfilerConfig).items() if isinstance(v, TraitType))
     return _TRAITS
 
 
@@ -505,7 +557,8 @@ def _same(value: Any, default: Any) -> bool:
         return False
     if isinstance(value, list):
         return len(value) == len(default) and all(
-            type(a) is type(b) and a == b for a, b in zip(value, default, strict=True))
+            type(a) is type(b) and a == b for a, b in zip(value, default, strict=True)
+        )
     return value == default
 
 

@@ -47,15 +47,18 @@ def _open_dir(path: str) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise LockError(_foreign(path, "is not a directory (a planted symlink or "
-                                           "file?)")) from None
+            raise LockError(
+                _foreign(path, "is not a directory (a planted symlink or file?)")
+            ) from None
         raise
     st = os.fstat(fd)
     if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
         os.close(fd)
-        raise LockError(f"dynprof_nb's private lock directory {path} belongs to uid "
-                        f"{st.st_uid} with mode {oct(stat.S_IMODE(st.st_mode))}; refusing to use "
-                        "it. Remove it (as its owner or root) and retry.")
+        raise LockError(
+            f"dynprof_nb's private lock directory {path} belongs to uid "
+            f"{st.st_uid} with mode {oct(stat.S_IMODE(st.st_mode))}; refusing to use "
+            "it. Remove it (as its owner or root) and retry."
+        )
     return fd
 
 
@@ -64,8 +67,10 @@ def _foreign(path: str, what: str) -> str:
         owner = f", owner uid {os.lstat(path).st_uid}"
     except OSError:
         owner = ""
-    return (f"dynprof_nb's private lock directory {path} {what}{owner}; refusing to use it. "
-            f"Remove it (as its owner or root) and retry.")
+    return (
+        f"dynprof_nb's private lock directory {path} {what}{owner}; refusing to use it. "
+        f"Remove it (as its owner or root) and retry."
+    )
 
 
 def open_lock(name: str, directory: str | None = None) -> int:
@@ -73,12 +78,15 @@ def open_lock(name: str, directory: str | None = None) -> int:
     directory), never through a symbolic link."""
     dir_fd = _open_dir(directory or private_dir())
     try:
-        return os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                       dir_fd=dir_fd)
+        return os.open(
+            name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
+        )
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise LockError(f"the lock file {name} in {directory or private_dir()} is a "
-                            "symbolic link; refusing to follow it. Remove it.") from None
+            raise LockError(
+                f"the lock file {name} in {directory or private_dir()} is a "
+                "symbolic link; refusing to follow it. Remove it."
+            ) from None
         raise
     finally:
         os.close(dir_fd)

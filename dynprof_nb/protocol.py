@@ -62,8 +62,12 @@ class Command:
     reason: str = ""  # why the window was asked for (a trigger's words); kept in its manifest
 
     def encode(self) -> bytes:
-        body = {"action": self.action, "config": self.config.to_dict(), "by": self.by,
-                "at": self.at}
+        body = {
+            "action": self.action,
+            "config": self.config.to_dict(),
+            "by": self.by,
+            "at": self.at,
+        }
         if self.window:
             body["window"] = self.window
         if self.late != "skip":
@@ -77,9 +81,13 @@ class Command:
         return self.config.update(**self.window) if self.window else self.config
 
 
-def command(action: str, config: ProfilerConfig,
-            window: dict[str, Any] | None = None, late: str = "skip",
-            reason: str = "") -> Command:
+def command(
+    action: str,
+    config: ProfilerConfig,
+    window: dict[str, Any] | None = None,
+    late: str = "skip",
+    reason: str = "",
+) -> Command:
     """A command stamped with this process; ``window``: options for this window only;
     ``late``: what a rank does with a window that has begun when it arrives (see above);
     ``reason``: why the window is asked for, kept in its manifest."""
@@ -87,8 +95,15 @@ def command(action: str, config: ProfilerConfig,
         raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS}.")
     if late not in LATE:
         raise ValueError(f"late: got {late!r}; expected one of {LATE}.")
-    return Command(action, config, os.getpid(), time.time(), window_options(config, window),
-                   late, check_reason(reason))
+    return Command(
+        action,
+        config,
+        os.getpid(),
+        time.time(),
+        window_options(config, window),
+        late,
+        check_reason(reason),
+    )
 
 
 REASON_LIMIT = 500
@@ -109,12 +124,15 @@ def window_options(config: ProfilerConfig, window: dict[str, Any] | None) -> dic
     if not window:
         return {}
     if not isinstance(window, dict):
-        raise ConfigError(f"the window's options must be a JSON object, got "
-                          f"{type(window).__name__}; write the command again.")
+        raise ConfigError(
+            f"the window's options must be a JSON object, got "
+            f"{type(window).__name__}; write the command again."
+        )
     steps = sorted({"start_step", "stop_step"} & set(window))
     if steps:
-        raise ConfigError(f"{steps[0]}: the window's steps are in the config, not among the "
-                          "window's options.")
+        raise ConfigError(
+            f"{steps[0]}: the window's steps are in the config, not among the window's options."
+        )
     full = config.update(**window)
     return {k: getattr(full, k) for k in window}
 
@@ -128,16 +146,24 @@ def decode(data: bytes) -> Command:
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ConfigError(f"the job's config is not valid JSON ({str(exc)[:120]}); write it "
-                          "again.") from None
+        raise ConfigError(
+            f"the job's config is not valid JSON ({str(exc)[:120]}); write it again."
+        ) from None
     if not isinstance(raw, dict) or raw.get("action") not in ACTIONS:
-        raise ConfigError("the job's config has no valid action; write it again with "
-                          "job.set() or job.start().")
+        raise ConfigError(
+            "the job's config has no valid action; write it again with job.set() or job.start()."
+        )
     by, at = raw.get("by") or 0, raw.get("at") or 0.0
-    if (isinstance(by, bool) or not isinstance(by, int)
-            or isinstance(at, bool) or not isinstance(at, (int, float))):
-        raise ConfigError(f"the job's config has a bad writer stamp (by={str(by)[:40]!r}, "
-                          f"at={str(at)[:40]!r}); write it again with job.set() or job.start().")
+    if (
+        isinstance(by, bool)
+        or not isinstance(by, int)
+        or isinstance(at, bool)
+        or not isinstance(at, (int, float))
+    ):
+        raise ConfigError(
+            f"the job's config has a bad writer stamp (by={str(by)[:40]!r}, "
+            f"at={str(at)[:40]!r}); write it again with job.set() or job.start()."
+        )
     try:
         cfg = ProfilerConfig.from_dict(raw.get("config") or {}, strict=True)
         window = window_options(cfg, raw.get("window"))
@@ -147,7 +173,10 @@ def decode(data: bytes) -> Command:
         raise ConfigError(f"the job's config: {exc}") from None
     late = raw.get("late", "skip")
     if late not in LATE:
-        raise ConfigError(f"the job's config has late={str(late)[:40]!r}; expected one of "
-                          f"{LATE}. Write it again with job.set() or job.start().")
-    return Command(raw["action"], cfg, by, float(at), window, late,
-                   check_reason(raw.get("reason", "")))
+        raise ConfigError(
+            f"the job's config has late={str(late)[:40]!r}; expected one of "
+            f"{LATE}. Write it again with job.set() or job.start()."
+        )
+    return Command(
+        raw["action"], cfg, by, float(at), window, late, check_reason(raw.get("reason", ""))
+    )

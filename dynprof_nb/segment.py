@@ -251,20 +251,26 @@ def _shm_open(name: str) -> int:
         fd = os.open(_shm_path(name), _OPEN_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise SegmentError(f"{_shm_path(name)} is a symbolic link, not a job segment; "
-                               "refusing to follow it. Remove it, or use another job "
-                               "name.") from None
+            raise SegmentError(
+                f"{_shm_path(name)} is a symbolic link, not a job segment; "
+                "refusing to follow it. Remove it, or use another job "
+                "name."
+            ) from None
         if exc.errno in (errno.EISDIR, errno.ENXIO, errno.EACCES, errno.EPERM):
-            raise SegmentError(f"{_shm_path(name)} cannot be opened as a job segment "
-                               f"({exc.strerror}). Remove it, or use another job "
-                               "name.") from None
+            raise SegmentError(
+                f"{_shm_path(name)} cannot be opened as a job segment "
+                f"({exc.strerror}). Remove it, or use another job "
+                "name."
+            ) from None
         raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise SegmentError(f"{_shm_path(name)} is not a plain file (mode "
-                           f"{stat.filemode(st.st_mode)}); refusing it. Remove it, or use "
-                           "another job name.")
+        raise SegmentError(
+            f"{_shm_path(name)} is not a plain file (mode "
+            f"{stat.filemode(st.st_mode)}); refusing it. Remove it, or use "
+            "another job name."
+        )
     return fd
 
 
@@ -281,8 +287,9 @@ def _shm_create(name: str, content: bytes | None = None) -> int | None:
         if content is not None:
             os.pwrite(fd, content[:SEGMENT_BYTES], 0)
         else:
-            header = struct.pack("<8q", MAGIC, LAYOUT_VERSION, SLOT_COUNT, 0, 0, 0, 0,
-                                 time.time_ns())
+            header = struct.pack(
+                "<8q", MAGIC, LAYOUT_VERSION, SLOT_COUNT, 0, 0, 0, 0, time.time_ns()
+            )
             os.pwrite(fd, header, 0)
             os.pwrite(fd, struct.pack("<2q", os.getpid(), 0), H_CREATOR * 8)
             os.pwrite(fd, struct.pack("<q", pid_start_time(os.getpid())), H_CREATOR_START * 8)
@@ -316,8 +323,10 @@ def _shm_unlink(name: str) -> None:
 def _read_at(fd: int, offset: int, size: int) -> bytes:
     raw = os.pread(fd, size, offset)
     if len(raw) != size:
-        raise SegmentLost(f"the job segment was cut short (truncated to {os.fstat(fd).st_size} "
-                          "bytes by another process).")
+        raise SegmentLost(
+            f"the job segment was cut short (truncated to {os.fstat(fd).st_size} "
+            "bytes by another process)."
+        )
     return raw
 
 
@@ -488,8 +497,9 @@ class Segment:
     # -- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, job: str, *, create: bool = True, quiet: bool = False,
-             content: bytes | None = None) -> Segment:
+    def open(
+        cls, job: str, *, create: bool = True, quiet: bool = False, content: bytes | None = None
+    ) -> Segment:
         """Attach to the job's segment, creating it when missing (and ``create``).
 
         A segment whose processes are all dead is reclaimed (one log line, at debug level when
@@ -512,8 +522,9 @@ class Segment:
                 if fd is None:
                     continue  # somebody created it between our two calls: attach to theirs
                 return cls(job, fd, created=True)
-            seg = cls._attach_fd(job, name, fd, logging.DEBUG if quiet else logging.WARNING,
-                                 repair=create)
+            seg = cls._attach_fd(
+                job, name, fd, logging.DEBUG if quiet else logging.WARNING, repair=create
+            )
             if seg is not None:
                 return seg
             if not create and not os.path.lexists(_shm_path(name)):
@@ -549,8 +560,10 @@ class Segment:
             # (truncate) or is a foreign file. Nothing in it can be trusted.
             if not repair:
                 os.close(fd)
-                raise DamagedSegment(f"segment {name} is damaged: {st.st_size} bytes, not "
-                                     f"{SEGMENT_BYTES} (truncated, or not a segment).")
+                raise DamagedSegment(
+                    f"segment {name} is damaged: {st.st_size} bytes, not "
+                    f"{SEGMENT_BYTES} (truncated, or not a segment)."
+                )
             if _reclaim(name, fd):
                 log.log(
                     level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size
@@ -574,11 +587,15 @@ class Segment:
             if not repair:
                 seg.close(tidy=False)
                 what = "no dynprof_nb magic number" if magic != MAGIC else f"layout {layout}"
-                raise DamagedSegment(f"segment {name} is damaged or foreign ({what}, nobody "
-                                     "uses it).")
+                raise DamagedSegment(
+                    f"segment {name} is damaged or foreign ({what}, nobody uses it)."
+                )
             if _reclaim(name, seg._fd):
-                log.log(level, "dynprof_nb: reclaiming segment %s with an old layout or no "
-                        "magic number", name)
+                log.log(
+                    level,
+                    "dynprof_nb: reclaiming segment %s with an old layout or no magic number",
+                    name,
+                )
             seg.close(tidy=False)
             return None
         damage = seg.damage()
@@ -611,8 +628,10 @@ class Segment:
         if head[H_SLOTS] != SLOT_COUNT:
             return f"its header counts {head[H_SLOTS]} slots, not {SLOT_COUNT}"
         if not 0 <= head[H_LEN] <= CONFIG_CAPACITY or head[H_GEN] < 0 or head[H_SEQ] < 0:
-            return (f"its config header is garbage (length {head[H_LEN]}, generation "
-                    f"{head[H_GEN]}, sequence {head[H_SEQ]})")
+            return (
+                f"its config header is garbage (length {head[H_LEN]}, generation "
+                f"{head[H_GEN]}, sequence {head[H_SEQ]})"
+            )
         for who in (H_CREATOR, H_WRITER):
             if not 0 <= head[who] <= PID_LIMIT:
                 return f"its header names pid {head[who]}, which cannot exist"
@@ -633,15 +652,19 @@ class Segment:
         if st.st_size < SEGMENT_BYTES:
             return f"was truncated to {st.st_size} bytes"
         if not _names_file(self.name, self._fd):
-            what = "replaced by another file" if os.path.lexists(_shm_path(self.name)) else \
-                "removed"
+            what = (
+                "replaced by another file" if os.path.lexists(_shm_path(self.name)) else "removed"
+            )
             return f"was {what}"
         if self.words[H_MAGIC] != MAGIC:
             return "was overwritten"
         if stat.S_IMODE(st.st_mode) != 0o600:
             os.fchmod(self._fd, 0o600)
-            log.warning("dynprof_nb: the segment of job %r had mode %o; set it back to 0600",
-                        self.job, stat.S_IMODE(st.st_mode))
+            log.warning(
+                "dynprof_nb: the segment of job %r had mode %o; set it back to 0600",
+                self.job,
+                stat.S_IMODE(st.st_mode),
+            )
         return ""
 
     def snapshot(self) -> bytes | None:
@@ -984,8 +1007,10 @@ class Segment:
                 raw = _read_at(self._fd, b * 8, SLOT_BYTES)
             nums = struct.unpack_from(f"<{SLOT_WORDS}q", raw)
             seq = nums[S_SEQ]
-            texts = {f: raw[off : off + size].split(b"\0", 1)[0]
-                     for f, (off, size) in _TEXT_FIELDS.items()}
+            texts = {
+                f: raw[off : off + size].split(b"\0", 1)[0]
+                for f, (off, size) in _TEXT_FIELDS.items()
+            }
             if not seq & 1 and w[b + S_SEQ] == seq:
                 break
             raw = None
@@ -1036,8 +1061,19 @@ def _fresh_with_config(generation: int, data: bytes) -> bytes:
     """A new segment's bytes holding ``data`` as config generation ``generation``."""
     raw = bytearray(SEGMENT_BYTES)
     data = data[:CONFIG_LIMIT]
-    struct.pack_into("<8q", raw, 0, MAGIC, LAYOUT_VERSION, SLOT_COUNT, 0, generation, len(data),
-                     zlib.crc32(data), time.time_ns())
+    struct.pack_into(
+        "<8q",
+        raw,
+        0,
+        MAGIC,
+        LAYOUT_VERSION,
+        SLOT_COUNT,
+        0,
+        generation,
+        len(data),
+        zlib.crc32(data),
+        time.time_ns(),
+    )
     raw[CONFIG_OFFSET : CONFIG_OFFSET + len(data)] = data
     return bytes(raw)
 

@@ -61,7 +61,8 @@ def check_output_root(root: Path) -> None:
         if stat.S_ISLNK(st.st_mode) and st.st_uid not in (me, 0):
             raise PermissionError(
                 f"prof_path goes through a symlink of uid {st.st_uid} (this process is uid "
-                f"{me}); refusing to follow another user's symlink {path}")
+                f"{me}); refusing to follow another user's symlink {path}"
+            )
     target = real  # the nearest directory of the link's target that can be looked at
     while True:
         try:
@@ -74,7 +75,8 @@ def check_output_root(root: Path) -> None:
     if owner not in (me, 0):
         raise PermissionError(
             f"prof_path is a symlink into uid {owner}'s directory (this process is uid {me}); "
-            f"refusing to write there. Use a directory you own, not {root} -> {target}")
+            f"refusing to write there. Use a directory you own, not {root} -> {target}"
+        )
 
 
 def create_window_dir(root: Path, rank: int, start: int, stop: int) -> Path:
@@ -108,28 +110,48 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
         raise
 
 
-def new_manifest(*, job: str, rank: int, start: int, stop: int, backend: str,
-                 config: dict[str, Any],
-                 window_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def new_manifest(
+    *,
+    job: str,
+    rank: int,
+    start: int,
+    stop: int,
+    backend: str,
+    config: dict[str, Any],
+    window_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``config`` is what the window records with; ``window_options`` the keys of it that
     ``start`` gave for this window only (the rest was the job's standing config)."""
     return {
-        "job": job, "rank": rank, "pid": os.getpid(), "host": socket.gethostname(),
-        "start_step": start, "stop_step": stop, "requested_stop_step": stop,
-        "started_at": time.time(), "ended_at": None, "backend": backend, "config": config,
+        "job": job,
+        "rank": rank,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "start_step": start,
+        "stop_step": stop,
+        "requested_stop_step": stop,
+        "started_at": time.time(),
+        "ended_at": None,
+        "backend": backend,
+        "config": config,
         "window_options": dict(window_options or {}),
-        "status": "recording", "files": [], "error": None,
+        "status": "recording",
+        "files": [],
+        "error": None,
     }
 
 
-def shifted_fields(asked: tuple[int, int], recorded: tuple[int, int],
-                   note: str) -> dict[str, Any]:
+def shifted_fields(asked: tuple[int, int], recorded: tuple[int, int], note: str) -> dict[str, Any]:
     """Manifest keys of a window file mode moved (``monitor.shifted_window``). Its
     ``start_step``/``stop_step`` are the steps recorded, as in every manifest; these say which
     window was asked for and why it moved, and keep its directory named after the window asked
     for (``rank0_start6_stop7``, the name MindSpore gives it and its own tests look for)."""
-    return {"requested_start_step": asked[0], "requested_stop_step": asked[1],
-            "shifted_by": recorded[0] - asked[0], "note": note}
+    return {
+        "requested_start_step": asked[0],
+        "requested_stop_step": asked[1],
+        "shifted_by": recorded[0] - asked[0],
+        "note": note,
+    }
 
 
 def name_steps(manifest: dict[str, Any]) -> tuple[int, int]:
@@ -150,8 +172,11 @@ def config_delta(config: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(config, dict):
         return {}
     traits = ProfilerConfig.class_traits()
-    return {k: v for k, v in config.items()
-            if k in traits and k not in _NOT_RECORDING_KEYS and v != traits[k].default()}
+    return {
+        k: v
+        for k, v in config.items()
+        if k in traits and k not in _NOT_RECORDING_KEYS and v != traits[k].default()
+    }
 
 
 def describe_config(config: dict[str, Any] | None) -> str:
@@ -162,21 +187,24 @@ def describe_config(config: dict[str, Any] | None) -> str:
     delta = config_delta(config)
     if not delta:
         return "defaults"
-    return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
-                     for k, v in delta.items())
+    return ", ".join(
+        f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in delta.items()
+    )
 
 
 def list_files(directory: Path) -> list[str]:
     return sorted(
-        str(p.relative_to(directory)) for p in directory.rglob("*")
+        str(p.relative_to(directory))
+        for p in directory.rglob("*")
         if p.is_file() and p.name != MANIFEST and not p.name.startswith(".window.")
     )
 
 
 def publish(tmp: Path, manifest: dict[str, Any]) -> Path:
     """Finish a window: manifest last, then rename to its public name. Returns the final path."""
-    manifest = dict(manifest, ended_at=manifest.get("ended_at") or time.time(),
-                    files=list_files(tmp))
+    manifest = dict(
+        manifest, ended_at=manifest.get("ended_at") or time.time(), files=list_files(tmp)
+    )
     write_manifest(tmp, manifest)
     name = window_name(manifest["rank"], *name_steps(manifest))
     for n in range(1, 1000):
@@ -193,8 +221,7 @@ def publish(tmp: Path, manifest: dict[str, Any]) -> Path:
     raise FileExistsError(f"too many windows named {name} in {tmp.parent}")
 
 
-def mark_failed(directory: Path, reason: str,
-                manifest: dict[str, Any] | None = None) -> Path:
+def mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:
     """Leave a failed window listed as ``incomplete``; returns where it now is.
 
     The manifest says so if the disk lets us write it; the directory is also renamed from
@@ -287,18 +314,28 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                 rank, start, stop = (int(public[k]) for k in ("rank", "start", "stop"))
             else:
                 writer = int(tmp["pid"])
-                recording = (tmp.re is TMP_RE and pid_alive(writer)
-                             and manifest.get("status", "recording") == "recording")
+                recording = (
+                    tmp.re is TMP_RE
+                    and pid_alive(writer)
+                    and manifest.get("status", "recording") == "recording"
+                )
                 status = "recording" if recording else "incomplete"
                 m = WINDOW_RE.match(tmp["name"])
                 rank, start, stop = (int(m[k]) for k in ("rank", "start", "stop"))
-            rows.append({
-                "rank": manifest.get("rank", rank), "start": manifest.get("start_step", start),
-                "stop": manifest.get("stop_step", stop), "status": status, "path": str(path),
-                "backend": manifest.get("backend"), "started_at": manifest.get("started_at"),
-                "ended_at": manifest.get("ended_at"), "error": manifest.get("error"),
-                "config": describe_config(manifest.get("config")),
-                "reason": manifest.get("reason") or "",
-            })
+            rows.append(
+                {
+                    "rank": manifest.get("rank", rank),
+                    "start": manifest.get("start_step", start),
+                    "stop": manifest.get("stop_step", stop),
+                    "status": status,
+                    "path": str(path),
+                    "backend": manifest.get("backend"),
+                    "started_at": manifest.get("started_at"),
+                    "ended_at": manifest.get("ended_at"),
+                    "error": manifest.get("error"),
+                    "config": describe_config(manifest.get("config")),
+                    "reason": manifest.get("reason") or "",
+                }
+            )
     rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
     return rows

@@ -213,9 +213,10 @@ def step_trace(window: Any) -> pd.DataFrame:
     names = ["Step", "Type", "Index", *list(STEP_TRACE_NAMES.values())[1:]]
     if st.empty:
         return pd.DataFrame(columns=names)
-    if "communication_not_overlapped_us" not in st or st[
-        "communication_not_overlapped_us"
-    ].isna().all():
+    if (
+        "communication_not_overlapped_us" not in st
+        or st["communication_not_overlapped_us"].isna().all()
+    ):
         st["communication_not_overlapped_us"] = st["communication_us"] - st["overlapped_us"]
     if "stage_us" not in st or st["stage_us"].isna().all():
         st["stage_us"] = st["computing_us"] + st["communication_not_overlapped_us"] + st["free_us"]
@@ -224,9 +225,9 @@ def step_trace(window: Any) -> pd.DataFrame:
         st["free_us"] = st["stage_us"] - st["computing_us"] - st["communication_not_overlapped_us"]
     if "bubble_us" not in st:
         st["bubble_us"] = np.nan
-    st["communication_not_overlapped_and_exclude_receive_us"] = (
-        st["communication_not_overlapped_us"] - st["bubble_us"].fillna(0)
-    )
+    st["communication_not_overlapped_and_exclude_receive_us"] = st[
+        "communication_not_overlapped_us"
+    ] - st["bubble_us"].fillna(0)
     if "preparing_us" not in st:
         st["preparing_us"] = np.nan
     out = st[["rank", *STEP_TRACE_NAMES]].rename(columns=STEP_TRACE_NAMES)
@@ -288,9 +289,7 @@ def time_summary(window: Any) -> pd.DataFrame:
     )
     key = pd.MultiIndex.from_frame(out[["Rank", "Step"]])
     fallback = st["Computing"] + st["Communication(Not Overlapped)"] + st["Free"]
-    out["Step Time(us)"] = pd.Series(span.reindex(key).to_numpy(), index=out.index).fillna(
-        fallback
-    )
+    out["Step Time(us)"] = pd.Series(span.reindex(key).to_numpy(), index=out.index).fillna(fallback)
     mem, mem_free = _memory_per_step(window)
     out["Memory(us)"] = mem.reindex(key).fillna(0.0).to_numpy()
     out["Memory Not Overlap Computation Communication(us)"] = (
@@ -327,26 +326,43 @@ def _memory_per_step(window: Any) -> tuple[pd.Series, pd.Series]:
     if copies.empty:
         return empty, empty
     copies = copies[copies["step"].notna()]
-    mem = ((copies["end_ns"] - copies["start_ns"]) / 1000.0).groupby(
-        [copies["rank"], copies["step"]]
-    ).sum()
+    mem = (
+        ((copies["end_ns"] - copies["start_ns"]) / 1000.0)
+        .groupby([copies["rank"], copies["step"]])
+        .sum()
+    )
     # compute tasks (type 0) and communication ops (1, the kernels of core HCCL: exact ns)
     k = _with_rank(window.kernels, window)
     k = k[k["step"].notna() & k["start_ns"].notna()]
     k_start = k["start_ns"].astype("int64").to_numpy()
     k_end = k_start + np.round(k["duration_us"].to_numpy("float64") * 1000).astype("int64")
     is_comm = (k["core"].astype(str) == "HCCL").to_numpy(bool)
-    k = pd.DataFrame({"rank": k["rank"].to_numpy(), "step": k["step"].to_numpy(),
-                      "start": k_start, "end": k_end, "type": np.where(is_comm, 1, 0)})
+    k = pd.DataFrame(
+        {
+            "rank": k["rank"].to_numpy(),
+            "step": k["step"].to_numpy(),
+            "start": k_start,
+            "end": k_end,
+            "type": np.where(is_comm, 1, 0),
+        }
+    )
     k = k[(k["start"] != k["end"]) | (k["type"] == 1)]
-    m = pd.DataFrame({"rank": copies["rank"], "step": copies["step"],
-                      "start": copies["start_ns"], "end": copies["end_ns"], "type": 4})
+    m = pd.DataFrame(
+        {
+            "rank": copies["rank"],
+            "step": copies["step"],
+            "start": copies["start_ns"],
+            "end": copies["end_ns"],
+            "type": 4,
+        }
+    )
     allv = pd.concat([k, m], ignore_index=True).sort_values(
         ["rank", "step", "start", "end"], kind="stable"
     )
     free = {
-        key: _memory_not_overlapped(part["start"].to_numpy("int64"),
-                                    part["end"].to_numpy("int64"), part["type"].to_numpy())
+        key: _memory_not_overlapped(
+            part["start"].to_numpy("int64"), part["end"].to_numpy("int64"), part["type"].to_numpy()
+        )
         for key, part in allv.groupby(["rank", "step"])
     }
     idx = pd.MultiIndex.from_tuples(list(free), names=["rank", "step"])

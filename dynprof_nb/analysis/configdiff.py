@@ -16,8 +16,19 @@ from typing import Any
 from dynprof_nb.windows import config_delta, describe_config
 
 # keys that change what a profiled step costs (and so the timings of the window)
-TIMING_KEYS = ("with_stack", "profile_memory", "record_shapes", "profiler_level", "activities",
-               "aic_metrics", "l2_cache", "mstx", "sys_io", "sys_interconnection", "host_sys")
+TIMING_KEYS = (
+    "with_stack",
+    "profile_memory",
+    "record_shapes",
+    "profiler_level",
+    "activities",
+    "aic_metrics",
+    "l2_cache",
+    "mstx",
+    "sys_io",
+    "sys_interconnection",
+    "host_sys",
+)
 
 
 class ConfigMismatchWarning(UserWarning):
@@ -52,9 +63,11 @@ def config_warning(a: Any, b: Any) -> str | None:
     if not diff:
         return None
     keys = ", ".join(f"{k} ({va} vs {vb})" for k, (va, vb) in diff.items())
-    return (f"the two windows were recorded with different profiler settings: {keys}. "
-            "Their timings include different profiler overheads; record both with the same "
-            "options to compare the code.")
+    return (
+        f"the two windows were recorded with different profiler settings: {keys}. "
+        "Their timings include different profiler overheads; record both with the same "
+        "options to compare the code."
+    )
 
 
 def warn_if_configs_differ(a: Any, b: Any) -> str | None:
@@ -73,6 +86,14 @@ def config_line(window: Any) -> str:
     return f"recorded with {text}" if text else ""
 
 
-__all__ = ["ConfigMismatchWarning", "TIMING_KEYS", "WindowLengthWarning", "config_delta",
-           "config_line", "config_warning", "timing_differences", "warn_if_configs_differ",
-           "window_config"]
+__all__ = [
+    "ConfigMismatchWarning",
+    "TIMING_KEYS",
+    "WindowLengthWarning",
+    "config_delta",
+    "config_line",
+    "config_warning",
+    "timing_differences",
+    "warn_if_configs_differ",
+    "window_config",
+]

@@ -30,8 +30,12 @@ from dynprof_nb.traces.derive import device_kinds
 Selection = Literal["steps", "hta"]
 
 
-def select(kernels: pd.DataFrame, steps: pd.DataFrame, kernels_sel: Selection = "steps",
-           include_last_step: bool = False) -> pd.DataFrame:
+def select(
+    kernels: pd.DataFrame,
+    steps: pd.DataFrame,
+    kernels_sel: Selection = "steps",
+    include_last_step: bool = False,
+) -> pd.DataFrame:
     """The device rows a breakdown counts (see the module docstring)."""
     k = kernels[kernels["start_ns"].notna()] if not kernels.empty else kernels
     if k.empty:
@@ -51,9 +55,10 @@ def select(kernels: pd.DataFrame, steps: pd.DataFrame, kernels_sel: Selection = 
             parts.append(kr)
             continue
         last = st.loc[st["start_ns"].idxmax()]
-        bound = int(last["start_ns"]) + (round(float(last["duration_us"]) * 1000)
-                                         if include_last_step else 0)
-        launch = (kr["launch_ns"] if "launch_ns" in kr else pd.Series(pd.NA, index=kr.index))
+        bound = int(last["start_ns"]) + (
+            round(float(last["duration_us"]) * 1000) if include_last_step else 0
+        )
+        launch = kr["launch_ns"] if "launch_ns" in kr else pd.Series(pd.NA, index=kr.index)
         corr = kr["correlation"] if "correlation" in kr else pd.Series(pd.NA, index=kr.index)
         # a correlated kernel counts by its launch (none found: HTA drops it); an uncorrelated
         # device row by its own start, as HTA keeps it among the host events
@@ -107,19 +112,33 @@ def _intersection(a: np.ndarray, b: np.ndarray) -> int:
     return int(total)
 
 
-def temporal_breakdown(kernels: pd.DataFrame, steps: pd.DataFrame, *,
-                       comm_patterns: comm_names.PatternSpec = None,
-                       kernels_sel: Selection = "steps", include_last_step: bool = False
-                       ) -> pd.DataFrame:
+def temporal_breakdown(
+    kernels: pd.DataFrame,
+    steps: pd.DataFrame,
+    *,
+    comm_patterns: comm_names.PatternSpec = None,
+    kernels_sel: Selection = "steps",
+    include_last_step: bool = False,
+) -> pd.DataFrame:
     """Per rank, HTA's ``get_temporal_breakdown``: ``kernel_time_us`` from the first device
     activity's start to the last one's end; ``idle_time_us`` the part of it with no activity
     at all; ``compute_time_us`` the union of computation kernels (HTA's COMPUTATION: no copy,
     set, sync or communication); ``non_compute_time_us`` the rest (copies, communication not
     under computation...). Also ``comm_us`` (union of communication) and ``comm_overlap``
     (HTA's ``get_comm_comp_overlap`` ratio: communication time under computation / ``comm_us``)."""
-    cols = ["rank", "kernel_time_us", "busy_us", "idle_time_us", "compute_time_us",
-            "non_compute_time_us", "comm_us", "comm_overlap", "idle_time_pctg",
-            "compute_time_pctg", "non_compute_time_pctg"]
+    cols = [
+        "rank",
+        "kernel_time_us",
+        "busy_us",
+        "idle_time_us",
+        "compute_time_us",
+        "non_compute_time_us",
+        "comm_us",
+        "comm_overlap",
+        "idle_time_pctg",
+        "compute_time_pctg",
+        "non_compute_time_pctg",
+    ]
     k = select(kernels, steps, kernels_sel, include_last_step)
     rows = []
     for r, kr in _by_rank(k):
@@ -132,20 +151,35 @@ def temporal_breakdown(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         comm = _union(s[kinds == "communication"], e[kinds == "communication"])
         span = int(every[-1, 1] - every[0, 0]) if len(every) else 0
         busy, comp_t, comm_t = _length(every), _length(comp), _length(comm)
-        rows.append((0 if r is None else r, span / 1e3, busy / 1e3, (span - busy) / 1e3,
-                     comp_t / 1e3, (busy - comp_t) / 1e3, comm_t / 1e3,
-                     _intersection(comp, comm) / comm_t if comm_t else np.nan))
+        rows.append(
+            (
+                0 if r is None else r,
+                span / 1e3,
+                busy / 1e3,
+                (span - busy) / 1e3,
+                comp_t / 1e3,
+                (busy - comp_t) / 1e3,
+                comm_t / 1e3,
+                _intersection(comp, comm) / comm_t if comm_t else np.nan,
+            )
+        )
     out = pd.DataFrame(rows, columns=cols[:8])
     for name in ("idle_time", "compute_time", "non_compute_time"):
-        out[f"{name}_pctg"] = 100 * out[f"{name}_us"] / out["kernel_time_us"].where(
-            out["kernel_time_us"] > 0)
+        out[f"{name}_pctg"] = (
+            100 * out[f"{name}_us"] / out["kernel_time_us"].where(out["kernel_time_us"] > 0)
+        )
     return out[cols]
 
 
-def kernel_type_breakdown(kernels: pd.DataFrame, steps: pd.DataFrame, *,
-                          comm_patterns: comm_names.PatternSpec = None,
-                          kernels_sel: Selection = "steps", include_last_step: bool = False,
-                          hta_truncation: bool = False) -> pd.DataFrame:
+def kernel_type_breakdown(
+    kernels: pd.DataFrame,
+    steps: pd.DataFrame,
+    *,
+    comm_patterns: comm_names.PatternSpec = None,
+    kernels_sel: Selection = "steps",
+    include_last_step: bool = False,
+    hta_truncation: bool = False,
+) -> pd.DataFrame:
     """HTA's ``get_gpu_kernel_breakdown`` kernel-type table (``include_memory_kernels=True``):
     device time by which kinds run at that moment, ``COMPUTATION``, ``COMMUNICATION``,
     ``MEMORY`` and "A overlapping B" (each moment counted once, summed over ranks), with
@@ -188,8 +222,7 @@ def step_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     ``iteration`` column of its trace frame, grouped)."""
     k = kernels[kernels["step"].notna()]
     keys = ["rank", "step"] if "rank" in k else ["step"]
-    return (k.groupby(keys)["duration_us"].agg(count="size", total_us="sum")
-            .reset_index())
+    return k.groupby(keys)["duration_us"].agg(count="size", total_us="sum").reset_index()
 
 
 __all__ = ["kernel_type_breakdown", "select", "step_kernels", "temporal_breakdown"]

@@ -39,8 +39,10 @@ def write(window: Any, path: str | Path, align: str | None = None) -> Path:
     ev = window.events
     ev = ev[ev["ts_ns"].notna() & ev["ph"].isin(["X", "i", "I"])]
     if ev.empty:
-        raise ValueError(f"{window.path}: no events to write (this window has only aggregate "
-                         "tables; load the window's trace files to see a timeline)")
+        raise ValueError(
+            f"{window.path}: no events to write (this window has only aggregate "
+            "tables; load the window's trace files to see a timeline)"
+        )
     rank = ev["rank"].to_numpy("int64") if "rank" in ev else np.zeros(len(ev), np.int64)
     ranks = sorted(set(rank.tolist()))
     first = {r: int(ev["ts_ns"].to_numpy("int64")[rank == r].min()) for r in ranks}
@@ -56,10 +58,16 @@ def write(window: Any, path: str | Path, align: str | None = None) -> Path:
     thread_key = pd.MultiIndex.from_arrays([pid, ev["tid"].astype(str).to_numpy()])
     tid, threads = pd.factorize(thread_key)
     pid, tid = pid + 1, tid + 1
-    out = pd.DataFrame({"name": ev["name"].astype(object).fillna("").to_numpy(),
-                        "cat": ev["cat"].astype(object).fillna("").to_numpy(),
-                        "ph": ev["ph"].astype(object).to_numpy(), "pid": pid, "tid": tid,
-                        "ts": ts_us})
+    out = pd.DataFrame(
+        {
+            "name": ev["name"].astype(object).fillna("").to_numpy(),
+            "cat": ev["cat"].astype(object).fillna("").to_numpy(),
+            "ph": ev["ph"].astype(object).to_numpy(),
+            "pid": pid,
+            "tid": tid,
+            "ts": ts_us,
+        }
+    )
     is_x = (out["ph"] == "X").to_numpy()
     complete = out[is_x].assign(dur=ev["dur_ns"].to_numpy("float64", na_value=0.0)[is_x] / 1000.0)
     instant = out[~is_x].assign(ph="i", s="t")
@@ -71,14 +79,38 @@ def write(window: Any, path: str | Path, align: str | None = None) -> Path:
     meta = []
     for p, i in first_p.items():
         label = str(pnames[i]) or f"pid {procs[p - 1][1]}"
-        meta.append({"ph": "M", "name": "process_name", "pid": int(p), "tid": 0,
-                     "args": {"name": f"rank {rank[i]} · {label}" if multi and
-                              process_in_label(label) else label}})
-        meta.append({"ph": "M", "name": "process_sort_index", "pid": int(p), "tid": 0,
-                     "args": {"sort_index": int(p)}})
+        meta.append(
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": int(p),
+                "tid": 0,
+                "args": {
+                    "name": f"rank {rank[i]} · {label}"
+                    if multi and process_in_label(label)
+                    else label
+                },
+            }
+        )
+        meta.append(
+            {
+                "ph": "M",
+                "name": "process_sort_index",
+                "pid": int(p),
+                "tid": 0,
+                "args": {"sort_index": int(p)},
+            }
+        )
     for t, i in first_t.items():
-        meta.append({"ph": "M", "name": "thread_name", "pid": int(pid[i]), "tid": int(t),
-                     "args": {"name": str(tnames[i]) or f"thread {threads[t - 1][1]}"}})
+        meta.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": int(pid[i]),
+                "tid": int(t),
+                "args": {"name": str(tnames[i]) or f"thread {threads[t - 1][1]}"},
+            }
+        )
     body = ",".join(x for x in (json.dumps(meta)[1:-1], _records(complete), _records(instant)) if x)
     text = '{"displayTimeUnit":"ns","traceEvents":[' + body + "]}"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,9 +130,11 @@ class PerfettoFile:
         self.events = events
 
     def __repr__(self) -> str:
-        return (f"Wrote {self.path} ({self.events:,} events). Open {PERFETTO_URL} and drop the "
-                "file on it (or 'Open trace file'); Perfetto reads it in your browser, nothing "
-                "is uploaded.")
+        return (
+            f"Wrote {self.path} ({self.events:,} events). Open {PERFETTO_URL} and drop the "
+            "file on it (or 'Open trace file'); Perfetto reads it in your browser, nothing "
+            "is uploaded."
+        )
 
     def _repr_html_(self) -> str:
         try:
@@ -108,15 +142,18 @@ class PerfettoFile:
         except ValueError:
             href = str(self.path)
         size = self.path.stat().st_size / 2**20 if self.path.exists() else 0.0
-        return (f"<div>Wrote <a href='{html.escape(href)}' download>{html.escape(self.path.name)}"
-                f"</a> ({self.events:,} events, {size:.1f} MiB). Open "
-                f"<a href='{PERFETTO_URL}' target='_blank' rel='noopener'>ui.perfetto.dev</a> "
-                "and drop the file on it (or <i>Open trace file</i>). Perfetto reads the file "
-                "in your browser; nothing is uploaded.</div>")
+        return (
+            f"<div>Wrote <a href='{html.escape(href)}' download>{html.escape(self.path.name)}"
+            f"</a> ({self.events:,} events, {size:.1f} MiB). Open "
+            f"<a href='{PERFETTO_URL}' target='_blank' rel='noopener'>ui.perfetto.dev</a> "
+            "and drop the file on it (or <i>Open trace file</i>). Perfetto reads the file "
+            "in your browser; nothing is uploaded.</div>"
+        )
 
 
-def open_in_perfetto(window: Any, path: str | Path | None = None,
-                     align: str | None = None) -> PerfettoFile:
+def open_in_perfetto(
+    window: Any, path: str | Path | None = None, align: str | None = None
+) -> PerfettoFile:
     """Write the window for Perfetto (default ``<window dir name>.perfetto.json`` in the
     current directory) and say how to open it."""
     if path is None:

@@ -76,7 +76,7 @@ def _distinct_labels(texts: Sequence[str], n: int = 30) -> list[str]:
     labels = [_short(t, n) for t in texts]
     for i, t in enumerate(texts):
         if labels.count(labels[i]) > 1 and len(str(t)) > n:
-            labels[i] = str(t)[: n // 2 - 1] + "…" + str(t)[-(n - n // 2):]
+            labels[i] = str(t)[: n // 2 - 1] + "…" + str(t)[-(n - n // 2) :]
     seen: dict[str, int] = {}
     for i, label in enumerate(labels):
         seen[label] = seen.get(label, 0) + 1
@@ -380,11 +380,29 @@ def timeline_layout(
     y = base[lane_id[sel]] + depth[sel]
     order = np.lexsort((x0, y))  # row by row, in time: a row's events are a contiguous run
     return TimelineLayout(
-        names=names, lanes=lanes_df, rows=n_rows, index=idx[sel[order]], x0=x0[order],
-        dur=dur[sel][order], y=y[order], codes=codes[sel][order], lo=lo, hi=hi, offsets=offsets,
-        align=align, how=how, n_all=n_all, n_drawable=n_drawable, hidden_frames=hidden_frames,
-        too_deep=too_deep, cap=cap, hidden_lanes=hidden_lanes, lanes_asked=lanes,
-        shown_ranks=shown_ranks, all_ranks=all_ranks)
+        names=names,
+        lanes=lanes_df,
+        rows=n_rows,
+        index=idx[sel[order]],
+        x0=x0[order],
+        dur=dur[sel][order],
+        y=y[order],
+        codes=codes[sel][order],
+        lo=lo,
+        hi=hi,
+        offsets=offsets,
+        align=align,
+        how=how,
+        n_all=n_all,
+        n_drawable=n_drawable,
+        hidden_frames=hidden_frames,
+        too_deep=too_deep,
+        cap=cap,
+        hidden_lanes=hidden_lanes,
+        lanes_asked=lanes,
+        shown_ranks=shown_ranks,
+        all_ranks=all_ranks,
+    )
 
 
 def lane_labels(lanes_df: pd.DataFrame) -> list[str]:
@@ -554,8 +572,10 @@ def timeline(
         )
     if top:
         labels = _distinct_labels([shown_as[c] for c in top], 30)
-        handles = [Patch(color=palette[shown_as[c]], label=label)
-                   for c, label in zip(top, labels, strict=True)]
+        handles = [
+            Patch(color=palette[shown_as[c]], label=label)
+            for c, label in zip(top, labels, strict=True)
+        ]
         if len(top) < np.count_nonzero(weight):
             handles.append(Patch(color=_OTHER, label="other"))
         fig.legend(
@@ -684,8 +704,11 @@ def top_ops(
         top = ops.groupby(ops["name"].astype(object))[by].sum().nlargest(n).iloc[::-1]
         fig = Figure(figsize=(9, 1.2 + 0.3 * len(top)), layout="constrained")
         ax = fig.add_subplot()
-        ax.barh(_distinct_labels(list(top.index), 60), top.to_numpy() / 1000.0,
-                color=[palette.get(s, "#4c72b0" if not palette else _OTHER) for s in top.index])
+        ax.barh(
+            _distinct_labels(list(top.index), 60),
+            top.to_numpy() / 1000.0,
+            color=[palette.get(s, "#4c72b0" if not palette else _OTHER) for s in top.index],
+        )
         ax.set_xlabel(f"{label} (ms)")
         ax.set_title(title)
         return fig
@@ -795,8 +818,10 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         return _empty("step breakdown", "no steps in this window")
     if not _multi_rank(st):
         st = st.sort_values("step")
-        fig = Figure(figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st)) + LEGEND_IN), 4),
-                     layout="constrained")
+        fig = Figure(
+            figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * len(st)) + LEGEND_IN), 4),
+            layout="constrained",
+        )
         ax = fig.add_subplot()
         _stacked(ax, st, legend=True)
         ax.set_xlabel("step")
@@ -808,8 +833,10 @@ def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "durat
         heatmap = len(ranks) > 8 or nsteps > 30
     if not heatmap:
         fig = Figure(
-            figsize=(min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps) + LEGEND_IN),
-                     1.2 + 1.7 * len(ranks)),
+            figsize=(
+                min(WIDTH_IN, max(6.0, 2 + 0.25 * nsteps) + LEGEND_IN),
+                1.2 + 1.7 * len(ranks),
+            ),
             layout="constrained",
         )
         axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]

@@ -21,9 +21,12 @@ def _plots(name: str) -> Shortcut:
     def call(w: Any, **kw: Any) -> Any:
         from . import plots
 
-        return {"timeline": plots.timeline, "top_ops": plots.top_ops,
-                "step_breakdown": plots.step_breakdown,
-                "memory_over_time": plots.memory_over_time}[name](w, **kw)
+        return {
+            "timeline": plots.timeline,
+            "top_ops": plots.top_ops,
+            "step_breakdown": plots.step_breakdown,
+            "memory_over_time": plots.memory_over_time,
+        }[name](w, **kw)
 
     return call
 
@@ -38,11 +41,15 @@ def _cluster(name: str) -> Shortcut:
     def call(w: Any, **kw: Any) -> Any:
         from . import cluster
 
-        return {"compute_ops": cluster.compute_ops, "communication_ops": cluster.communication_ops,
-                "cluster_step_breakdown": cluster.step_breakdown,
-                "step_trace": cluster.step_trace, "time_summary": cluster.time_summary,
-                "communication_matrix": cluster.communication_matrix,
-                "slow_ranks": cluster.slow_ranks}[name](w, **kw)
+        return {
+            "compute_ops": cluster.compute_ops,
+            "communication_ops": cluster.communication_ops,
+            "cluster_step_breakdown": cluster.step_breakdown,
+            "step_trace": cluster.step_trace,
+            "time_summary": cluster.time_summary,
+            "communication_matrix": cluster.communication_matrix,
+            "slow_ranks": cluster.slow_ranks,
+        }[name](w, **kw)
 
     return call
 
@@ -51,8 +58,10 @@ def _cluster_plots(name: str) -> Shortcut:
     def call(w: Any, **kw: Any) -> Any:
         from . import cluster_plots
 
-        return {"rank_step_breakdown": cluster_plots.rank_step_breakdown,
-                "bandwidth_heatmap": cluster_plots.bandwidth_heatmap}[name](w, **kw)
+        return {
+            "rank_step_breakdown": cluster_plots.rank_step_breakdown,
+            "bandwidth_heatmap": cluster_plots.bandwidth_heatmap,
+        }[name](w, **kw)
 
     return call
 
@@ -61,9 +70,18 @@ SHORTCUTS: dict[str, Shortcut] = {
     "summary": _summary,
     "timeline_view": _timeline_view,
     **{n: _plots(n) for n in ("timeline", "top_ops", "step_breakdown", "memory_over_time")},
-    **{n: _cluster(n) for n in ("compute_ops", "communication_ops", "cluster_step_breakdown",
-                                "step_trace", "time_summary", "communication_matrix",
-                                "slow_ranks")},
+    **{
+        n: _cluster(n)
+        for n in (
+            "compute_ops",
+            "communication_ops",
+            "cluster_step_breakdown",
+            "step_trace",
+            "time_summary",
+            "communication_matrix",
+            "slow_ranks",
+        )
+    },
     **{n: _cluster_plots(n) for n in ("rank_step_breakdown", "bandwidth_heatmap")},
 }
 

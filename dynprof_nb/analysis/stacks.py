@@ -25,8 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-STACK_COLUMNS = ["rank", "node", "pid", "thread", "depth", "function", "file", "line",
-                 "thread_id"]
+STACK_COLUMNS = ["rank", "node", "pid", "thread", "depth", "function", "file", "line", "thread_id"]
 
 
 def rank_set(ranks: set[int] | list[int]) -> str:
@@ -47,8 +46,11 @@ def _label(function: str, file: str, line: Any) -> str:
     if not file:
         return function
     where = os.path.basename(file)
-    return f"{function} ({where}:{line})" if line is not None and line == line else \
-        f"{function} ({where})"
+    return (
+        f"{function} ({where}:{line})"
+        if line is not None and line == line
+        else f"{function} ({where})"
+    )
 
 
 @dataclass
@@ -74,9 +76,12 @@ class StackTree:
         if len(frame):
             ordered = frame.sort_values(["rank", "pid", "thread_id", "depth"])
             for (rank, _pid, thread, _tid), rows in ordered.groupby(
-                    ["rank", "pid", "thread", "thread_id"], sort=False):
-                labels = tuple(_label(f, p, ln) for f, p, ln in
-                               zip(rows["function"], rows["file"], rows["line"], strict=True))
+                ["rank", "pid", "thread", "thread_id"], sort=False
+            ):
+                labels = tuple(
+                    _label(f, p, ln)
+                    for f, p, ln in zip(rows["function"], rows["file"], rows["line"], strict=True)
+                )
                 root = self.roots.setdefault(thread, Node(thread))
                 root.ranks.add(int(rank))
                 node = root
@@ -86,8 +91,8 @@ class StackTree:
                 stacks.setdefault((thread, labels), set()).add(int(rank))
         self.groups = sorted(
             ({"thread": t, "ranks": sorted(r), "stack": list(s)} for (t, s), r in stacks.items()),
-            key=lambda g: (g["thread"] != "MainThread", g["thread"], len(g["ranks"]),
-                           g["ranks"]))
+            key=lambda g: (g["thread"] != "MainThread", g["thread"], len(g["ranks"]), g["ranks"]),
+        )
 
     def _threads(self) -> list[Node]:
         return sorted(self.roots.values(), key=lambda n: (n.label != "MainThread", n.label))
@@ -109,8 +114,10 @@ class StackTree:
         for group in self.groups:
             if group["thread"] != "MainThread":
                 continue
-            lines.append(f"{len(group['ranks'])} {rank_set(group['ranks'])}: "
-                         + " → ".join(x.split(" (")[0] for x in group["stack"]))
+            lines.append(
+                f"{len(group['ranks'])} {rank_set(group['ranks'])}: "
+                + " → ".join(x.split(" (")[0] for x in group["stack"])
+            )
         if lines:
             lines.append("")
         for root in self._threads():
@@ -134,20 +141,28 @@ class StackTree:
             ranks = html.escape(rank_set(child.ranks))
             inner = self._html(last)
             summary = f"<code>{label}</code> <b>[{ranks}]</b>"
-            parts.append(f"<li><details open><summary>{summary}</summary>{inner}</details></li>"
-                         if inner else f"<li>{summary}</li>")
-        return f"<ul style='list-style:none;padding-left:1.2em'>{''.join(parts)}</ul>" \
-            if parts else ""
+            parts.append(
+                f"<li><details open><summary>{summary}</summary>{inner}</details></li>"
+                if inner
+                else f"<li>{summary}</li>"
+            )
+        return (
+            f"<ul style='list-style:none;padding-left:1.2em'>{''.join(parts)}</ul>" if parts else ""
+        )
 
     def _repr_html_(self) -> str:
         out = []
         for root in self._threads():
-            out.append(f"<details open><summary><b>{html.escape(root.label)}</b> "
-                       f"[{html.escape(rank_set(root.ranks))}]</summary>{self._html(root)}"
-                       "</details>")
+            out.append(
+                f"<details open><summary><b>{html.escape(root.label)}</b> "
+                f"[{html.escape(rank_set(root.ranks))}]</summary>{self._html(root)}"
+                "</details>"
+            )
         for s in self.silent:
-            out.append(f"<div style='color:#b00'>rank {s['rank']} (pid {s['pid']} on "
-                       f"{html.escape(str(s['node']))}): silent: {html.escape(s['why'])}</div>")
+            out.append(
+                f"<div style='color:#b00'>rank {s['rank']} (pid {s['pid']} on "
+                f"{html.escape(str(s['node']))}): silent: {html.escape(s['why'])}</div>"
+            )
         return "".join(out) or "<i>no stacks (no live rank answered)</i>"
 
     def __str__(self) -> str:
@@ -168,8 +183,9 @@ class StackFrame(pd.DataFrame):
         return StackFrame
 
     @classmethod
-    def from_rows(cls, rows: list[dict[str, Any]], silent: list[dict[str, Any]] | None = None,
-                  **attrs: Any) -> StackFrame:
+    def from_rows(
+        cls, rows: list[dict[str, Any]], silent: list[dict[str, Any]] | None = None, **attrs: Any
+    ) -> StackFrame:
         frame = cls(pd.DataFrame(rows, columns=STACK_COLUMNS))
         frame["line"] = frame["line"].astype("Int64")
         frame.silent = list(silent or [])
@@ -180,10 +196,14 @@ class StackFrame(pd.DataFrame):
         return StackTree(self, getattr(self, "silent", []))
 
     def to_json_text(self) -> str:
-        rows = [{k: (None if v is pd.NA else v) for k, v in r.items()}
-                for r in pd.DataFrame(self).astype(object).to_dict("records")]
-        return json.dumps({"rows": rows, "silent": getattr(self, "silent", []),
-                           "attrs": dict(self.attrs)}, default=str)
+        rows = [
+            {k: (None if v is pd.NA else v) for k, v in r.items()}
+            for r in pd.DataFrame(self).astype(object).to_dict("records")
+        ]
+        return json.dumps(
+            {"rows": rows, "silent": getattr(self, "silent", []), "attrs": dict(self.attrs)},
+            default=str,
+        )
 
     @classmethod
     def from_json_text(cls, text: str) -> StackFrame:

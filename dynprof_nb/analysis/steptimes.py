@@ -42,12 +42,12 @@ def plot_step_times(frame: pd.DataFrame, steps: int = RECENT_STEPS, ax: Any = No
         ax.text(0.5, 0.5, "no step times yet", ha="center", va="center")
         ax.set_axis_off()
         return ax.figure
-    image = ax.imshow(grid.to_numpy() * 1e3, aspect="auto", cmap="viridis",
-                      interpolation="nearest")
+    image = ax.imshow(grid.to_numpy() * 1e3, aspect="auto", cmap="viridis", interpolation="nearest")
     ax.figure.colorbar(image, ax=ax, label="step time (ms)")
     ax.set_yticks(range(len(grid)))
-    labels = [f"{'* ' if s else ''}{grid.index.name} {i}" for i, s in
-              zip(grid.index, slow, strict=True)]
+    labels = [
+        f"{'* ' if s else ''}{grid.index.name} {i}" for i, s in zip(grid.index, slow, strict=True)
+    ]
     ax.set_yticklabels(labels)
     for tick, s in zip(ax.get_yticklabels(), slow, strict=True):
         if s:

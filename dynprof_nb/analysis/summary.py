@@ -142,11 +142,17 @@ def device_table(
     if tb.empty:
         return pd.DataFrame(columns=cols)
     span = tb["kernel_time_us"] / 1e3
-    return pd.DataFrame({"rank": tb["rank"].astype("int64"), "span_ms": span,
-                         "busy_ms": tb["busy_us"] / 1e3, "idle_ms": tb["idle_time_us"] / 1e3,
-                         "busy": (tb["busy_us"] / 1e3) / span.where(span > 0),
-                         "comm_ms": tb["comm_us"] / 1e3,
-                         "comm_overlapped": tb["comm_overlap"]})[cols]
+    return pd.DataFrame(
+        {
+            "rank": tb["rank"].astype("int64"),
+            "span_ms": span,
+            "busy_ms": tb["busy_us"] / 1e3,
+            "idle_ms": tb["idle_time_us"] / 1e3,
+            "busy": (tb["busy_us"] / 1e3) / span.where(span > 0),
+            "comm_ms": tb["comm_us"] / 1e3,
+            "comm_overlapped": tb["comm_overlap"],
+        }
+    )[cols]
 
 
 def overhead_table(ops: pd.DataFrame) -> pd.DataFrame:
@@ -466,12 +472,18 @@ def top_ops_table(ops: pd.DataFrame, top: int) -> pd.DataFrame:
     return top_ops
 
 
-def host_summary(header: dict[str, Any], steps: pd.DataFrame, ops: pd.DataFrame,
-                 ranks: pd.DataFrame | None, top: int = 10) -> Summary:
+def host_summary(
+    header: dict[str, Any],
+    steps: pd.DataFrame,
+    ops: pd.DataFrame,
+    ranks: pd.DataFrame | None,
+    top: int = 10,
+) -> Summary:
     """The summary without its device part, from frames already reduced (a cluster's nodes
     send op totals and steps, not kernels)."""
-    return Summary(header, top_ops_table(ops, top), step_breakdown(steps), ranks,
-                   notes_for(steps, ops, ranks))
+    return Summary(
+        header, top_ops_table(ops, top), step_breakdown(steps), ranks, notes_for(steps, ops, ranks)
+    )
 
 
 def window_reason(window: Any) -> str:
@@ -514,11 +526,23 @@ def _basis(la: tuple[int, int, int], lb: tuple[int, int, int]) -> tuple[bool, st
         db = f"{_plural(sb, 'step')} x {_plural(rb, 'rank')}"
         if (sa, ra) == (sb, rb):
             return True, f"per step per rank: both windows have {da}", False
-        return True, (f"the windows differ in length (a: {da}, b: {db}): calls and self time "
-                      "are compared per step per rank"), True
+        return (
+            True,
+            (
+                f"the windows differ in length (a: {da}, b: {db}): calls and self time "
+                "are compared per step per rank"
+            ),
+            True,
+        )
     which = "neither window has" if not (na or nb) else f"window {'b' if na else 'a'} has no"
-    return False, (f"{which} steps (a bare trace): whole-window totals are compared, which "
-                   "is fair only when both windows cover the same work"), True
+    return (
+        False,
+        (
+            f"{which} steps (a bare trace): whole-window totals are compared, which "
+            "is fair only when both windows cover the same work"
+        ),
+        True,
+    )
 
 
 def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
@@ -557,6 +581,12 @@ def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
     t = t.reindex(t["delta_us"].abs().sort_values(ascending=False).index)
     t = t.head(top).rename_axis("name").reset_index()
     t["name"] = people_names(t["name"])
-    t.attrs.update(basis="per step per rank" if per_step else "total", note=note,
-                   steps_a=la[0], ranks_a=la[1], steps_b=lb[0], ranks_b=lb[1])
+    t.attrs.update(
+        basis="per step per rank" if per_step else "total",
+        note=note,
+        steps_a=la[0],
+        ranks_a=la[1],
+        steps_b=lb[0],
+        ranks_b=lb[1],
+    )
     return t

@@ -145,7 +145,8 @@ class TimelineView(anywidget.AnyWidget):
         super().__init__(
             title=self._title(),
             note=self._note(),
-            zero=f" (0 = start of step {lay.how.rsplit(' ', 1)[-1]})" if lay.align == "step"
+            zero=f" (0 = start of step {lay.how.rsplit(' ', 1)[-1]})"
+            if lay.align == "step"
             else "",
             lanes=lane_rows,
             rows=lay.rows,
@@ -175,8 +176,10 @@ class TimelineView(anywidget.AnyWidget):
         if lay.hidden_lanes:
             out.append(f"{lay.hidden_lanes} quieter lanes hidden (lanes={lay.lanes_asked})")
         if len(lay.shown_ranks) < len(lay.all_ranks):
-            out.append(f"{len(lay.shown_ranks)} of {len(lay.all_ranks)} ranks shown, the "
-                       "slowest and fastest (ranks=[...] to choose)")
+            out.append(
+                f"{len(lay.shown_ranks)} of {len(lay.all_ranks)} ranks shown, the "
+                "slowest and fastest (ranks=[...] to choose)"
+            )
         return "; ".join(out)
 
     def _step_bands(self) -> bytes:
@@ -209,16 +212,28 @@ class TimelineView(anywidget.AnyWidget):
         margin = hi - lo  # far outside the view, float32 offsets would lose the edges
         x0 = np.clip(self.index.x0[idx], lo - margin, hi + margin) - lo
         x1 = np.clip(self.index.x1[idx], lo - margin, hi + margin) - lo
-        payload = b"".join([
-            x0.astype(np.float32).tobytes(), x1.astype(np.float32).tobytes(),
-            idx.astype(np.int32).tobytes(), self.index.y[idx].astype(np.int32).tobytes(),
-            self._name_of[idx].tobytes(), self.index.dur[idx].astype(np.float32).tobytes(),
-        ])
+        payload = b"".join(
+            [
+                x0.astype(np.float32).tobytes(),
+                x1.astype(np.float32).tobytes(),
+                idx.astype(np.int32).tobytes(),
+                self.index.y[idx].astype(np.int32).tobytes(),
+                self._name_of[idx].tobytes(),
+                self.index.dur[idx].astype(np.float32).tobytes(),
+            ]
+        )
         ms = (time.perf_counter() - t) * 1000
         with self.hold_sync():
             self.rects = payload
-            self.drawn = {"seq": seq, "lo": lo, "hi": hi, "pixels": pixels, "count": len(idx),
-                          "visible": visible, "select_ms": round(ms, 2)}
+            self.drawn = {
+                "seq": seq,
+                "lo": lo,
+                "hi": hi,
+                "pixels": pixels,
+                "count": len(idx),
+                "visible": visible,
+                "select_ms": round(ms, 2),
+            }
 
     @property
     def visible_range(self) -> tuple[float, float]:
@@ -267,28 +282,45 @@ class TimelineView(anywidget.AnyWidget):
         idx, _ = self.index.select(lo, hi, pixels)
         scale, unit = plots._time_unit(hi - lo) if hi - lo > 2e6 else (1e3, "µs")
         lay = self.tl
-        fig = Figure(figsize=(plots.WIDTH_IN, min(plots.MAX_HEIGHT_IN, 1.6 + 0.2 * lay.rows)),
-                     layout="constrained")
+        fig = Figure(
+            figsize=(plots.WIDTH_IN, min(plots.MAX_HEIGHT_IN, 1.6 + 0.2 * lay.rows)),
+            layout="constrained",
+        )
         ax = fig.add_subplot()
         x0 = np.maximum(self.index.x0[idx], lo) / scale
-        x1 = np.maximum(np.minimum(self.index.x1[idx], hi) / scale,
-                        x0 + (hi - lo) / scale / (2 * pixels))
+        x1 = np.maximum(
+            np.minimum(self.index.x1[idx], hi) / scale, x0 + (hi - lo) / scale / (2 * pixels)
+        )
         y = self.index.y[idx].astype(np.float64)
-        verts = np.stack([np.stack([x0, y + 0.08], 1), np.stack([x0, y + 0.92], 1),
-                          np.stack([x1, y + 0.92], 1), np.stack([x1, y + 0.08], 1)], 1)
+        verts = np.stack(
+            [
+                np.stack([x0, y + 0.08], 1),
+                np.stack([x0, y + 0.92], 1),
+                np.stack([x1, y + 0.92], 1),
+                np.stack([x1, y + 0.08], 1),
+            ],
+            1,
+        )
         colours = np.array(self.colors, dtype=object)[self._name_of[idx]]
-        ax.add_collection(PolyCollection(verts, facecolors=list(colours), linewidths=0,
-                                         antialiaseds=False))
+        ax.add_collection(
+            PolyCollection(verts, facecolors=list(colours), linewidths=0, antialiaseds=False)
+        )
         ax.set_xlim(lo / scale, hi / scale)
         ax.set_ylim(lay.rows, 0)
-        ax.set_yticks([lane["y0"] + 0.5 for lane in self.lanes],
-                      [lane["label"] for lane in self.lanes],
-                      fontsize=8 if len(self.lanes) <= 24 else 6)
+        ax.set_yticks(
+            [lane["y0"] + 0.5 for lane in self.lanes],
+            [lane["label"] for lane in self.lanes],
+            fontsize=8 if len(self.lanes) <= 24 else 6,
+        )
         ax.tick_params(axis="y", length=0)
         ax.set_xlabel(f"time ({unit}){self.zero}")
         fig.suptitle(self.title, fontsize=11)
-        ax.set_title(f"{len(idx):,} of {lay.n_drawable:,} events drawn (the longest in each "
-                     "pixel); open the notebook in JupyterLab to zoom", fontsize=8, loc="left")
+        ax.set_title(
+            f"{len(idx):,} of {lay.n_drawable:,} events drawn (the longest in each "
+            "pixel); open the notebook in JupyterLab to zoom",
+            fontsize=8,
+            loc="left",
+        )
         return fig
 
     def _png(self) -> str:
@@ -298,8 +330,10 @@ class TimelineView(anywidget.AnyWidget):
 
     def __repr__(self) -> str:
         lo, hi = self.visible_range
-        return (f"<TimelineView {self.title}: {lo / 1e6:.3f}-{hi / 1e6:.3f} ms shown, "
-                f"{self.drawn.get('count', 0):,} events drawn>")
+        return (
+            f"<TimelineView {self.title}: {lo / 1e6:.3f}-{hi / 1e6:.3f} ms shown, "
+            f"{self.drawn.get('count', 0):,} events drawn>"
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)  # anywidget: (data, metadata)

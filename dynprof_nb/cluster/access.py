@@ -57,17 +57,24 @@ def requester() -> dict[str, Any]:
 def refusal(user: Any, op: str, job: str | None, node: str) -> str | None:
     """Why this agent (running as this process's uid) refuses ``user``'s operation, or None."""
     mine = os.getuid()
-    if not isinstance(user, dict) or not isinstance(user.get("uid"), int) \
-            or isinstance(user.get("uid"), bool):
-        return (f"node {node}: refused {op!r}: the request does not say which user sends it "
-                "(an older dynprof_nb client?). Use the same dynprof_nb version everywhere.")
+    if (
+        not isinstance(user, dict)
+        or not isinstance(user.get("uid"), int)
+        or isinstance(user.get("uid"), bool)
+    ):
+        return (
+            f"node {node}: refused {op!r}: the request does not say which user sends it "
+            "(an older dynprof_nb client?). Use the same dynprof_nb version everywhere."
+        )
     if user["uid"] == mine:
         return None
     what = f"job {job!r}" if job else "its jobs"
-    return (f"node {node}: refused {op!r} on {what}: this agent runs as uid {mine} "
-            f"({user_name(mine)}) and acts only on that user's jobs; the request came from uid "
-            f"{user['uid']} ({user.get('name', '?')}). Each user drives their own jobs with "
-            "their own workers (see docs/cluster.md, 'Who may drive a job').")
+    return (
+        f"node {node}: refused {op!r} on {what}: this agent runs as uid {mine} "
+        f"({user_name(mine)}) and acts only on that user's jobs; the request came from uid "
+        f"{user['uid']} ({user.get('name', '?')}). Each user drives their own jobs with "
+        "their own workers (see docs/cluster.md, 'Who may drive a job')."
+    )
 
 
 def _scheme_host(address: str) -> tuple[str, str]:
@@ -94,12 +101,14 @@ def is_loopback(host: str) -> bool:
 
 
 def insecure_message(address: str) -> str:
-    return (f"{address} is a plain-text scheduler address off this machine: anyone who can "
-            "reach that scheduler can run code on every worker, start windows on every rank "
-            "and read every trace, and every command and trace summary crosses the network "
-            "unencrypted. Use a tls:// scheduler with certificates (attach(..., "
-            "security=Security(...)), docs/cluster.md), or pass allow_insecure=True "
-            "(--insecure) if this network is yours alone.")
+    return (
+        f"{address} is a plain-text scheduler address off this machine: anyone who can "
+        "reach that scheduler can run code on every worker, start windows on every rank "
+        "and read every trace, and every command and trace summary crosses the network "
+        "unencrypted. Use a tls:// scheduler with certificates (attach(..., "
+        "security=Security(...)), docs/cluster.md), or pass allow_insecure=True "
+        "(--insecure) if this network is yours alone."
+    )
 
 
 def check_transport(address: str, allow_insecure: bool = False) -> str:
@@ -124,38 +133,65 @@ def client_security(security: Any) -> Any:
     present one too."""
     from distributed.security import Security
 
-    if security is None or getattr(security, "tls_client_cert", None) \
-            or not getattr(security, "tls_worker_cert", None):
+    if (
+        security is None
+        or getattr(security, "tls_client_cert", None)
+        or not getattr(security, "tls_worker_cert", None)
+    ):
         return security
-    return Security(require_encryption=True, tls_ca_file=security.tls_ca_file,
-                    tls_client_cert=security.tls_worker_cert,
-                    tls_client_key=security.tls_worker_key,
-                    tls_min_version=security.tls_min_version)
+    return Security(
+        require_encryption=True,
+        tls_ca_file=security.tls_ca_file,
+        tls_client_cert=security.tls_worker_cert,
+        tls_client_key=security.tls_worker_key,
+        tls_min_version=security.tls_min_version,
+    )
 
 
 def add_transport_flags(parser: Any) -> None:
     """``--insecure`` and Dask's ``--tls-ca-file/--tls-cert/--tls-key`` on a CLI parser."""
-    parser.add_argument("--insecure", action="store_true",
-                        help="allow a plain tcp:// scheduler off this machine (anyone who can "
-                        "reach it can drive the job and run code on every worker)")
-    parser.add_argument("--tls-ca-file", default=None, metavar="FILE",
-                        help="the cluster's CA certificate (with a tls:// scheduler)")
-    parser.add_argument("--tls-cert", default=None, metavar="FILE",
-                        help="this client's certificate (signed by that CA)")
-    parser.add_argument("--tls-key", default=None, metavar="FILE",
-                        help="this client's private key (keep it 0600)")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a plain tcp:// scheduler off this machine (anyone who can "
+        "reach it can drive the job and run code on every worker)",
+    )
+    parser.add_argument(
+        "--tls-ca-file",
+        default=None,
+        metavar="FILE",
+        help="the cluster's CA certificate (with a tls:// scheduler)",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="FILE",
+        help="this client's certificate (signed by that CA)",
+    )
+    parser.add_argument(
+        "--tls-key", default=None, metavar="FILE", help="this client's private key (keep it 0600)"
+    )
 
 
 def security_from_args(args: Any) -> Any:
     """A ``Security`` from the ``--tls-*`` flags, or None (then Dask's config applies)."""
-    files = (getattr(args, "tls_ca_file", None), getattr(args, "tls_cert", None),
-             getattr(args, "tls_key", None))
+    files = (
+        getattr(args, "tls_ca_file", None),
+        getattr(args, "tls_cert", None),
+        getattr(args, "tls_key", None),
+    )
     if not any(files):
         return None
     if not all(files):
-        raise ValueError("--tls-ca-file, --tls-cert and --tls-key go together (the cluster's "
-                         "CA and this client's certificate and key).")
+        raise ValueError(
+            "--tls-ca-file, --tls-cert and --tls-key go together (the cluster's "
+            "CA and this client's certificate and key)."
+        )
     from distributed.security import Security
 
-    return Security(require_encryption=True, tls_ca_file=files[0], tls_client_cert=files[1],
-                    tls_client_key=files[2])
+    return Security(
+        require_encryption=True,
+        tls_ca_file=files[0],
+        tls_client_cert=files[1],
+        tls_client_key=files[2],
+    )

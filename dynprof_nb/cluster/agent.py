@@ -57,6 +57,8 @@ HURRY_S = 0.02
 HURRY_FOR_S = 2.0
 ALIVE_EVERY_S = 1.0  # a beat at least this often, changed or not
 RESEND_EVERY_S = 5.0  # unchanged rows are sent again this often (a controller may have missed)
+
+
 class Agent:
     """The agent of one worker: the node's operations, its beat thread and its election."""
 
@@ -99,9 +101,11 @@ class Agent:
             except Exception as exc:
                 answer = exc
             if gate.scheduler_refusal(answer) is not None:
-                why = ("this worker's nanny runs no dynprof_nb gate (anyone who can reach it "
-                       "can run code as this user): start the worker with `--preload-nanny "
-                       "dynprof_nb.cluster.gate` too, or with --no-nanny.")
+                why = (
+                    "this worker's nanny runs no dynprof_nb gate (anyone who can reach it "
+                    "can run code as this user): start the worker with `--preload-nanny "
+                    "dynprof_nb.cluster.gate` too, or with --no-nanny."
+                )
         self._gate_ok = why is None
         return None if why is None else f"node {self.ops.name}: refused: {why}"
 
@@ -112,8 +116,12 @@ class Agent:
     def call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         """One operation, if this agent is its node's acting agent."""
         if not self.leader:
-            return {"node": self.ops.name, "key": self.ops.key, "standby": True,
-                    "why": self.election.why}
+            return {
+                "node": self.ops.name,
+                "key": self.ops.key,
+                "standby": True,
+                "why": self.election.why,
+            }
         try:
             return self.ops.call(op, payload)
         finally:
@@ -146,9 +154,17 @@ class Agent:
                 if leader and (full or self.firer.armed):
                     self.firer.look(jobs)  # a rank's trigger request (cluster mode)
                 if now - last_alive >= ALIVE_EVERY_S:
-                    self._emit(BEAT_TOPIC, {"node": self.ops.name, "key": self.ops.key,
-                                            "addr": self.address, "leader": leader,
-                                            "jobs": jobs, "t": time.time()})
+                    self._emit(
+                        BEAT_TOPIC,
+                        {
+                            "node": self.ops.name,
+                            "key": self.ops.key,
+                            "addr": self.address,
+                            "leader": leader,
+                            "jobs": jobs,
+                            "t": time.time(),
+                        },
+                    )
                     last_alive = now
             except Exception as exc:  # the agent outlives any one bad beat
                 log.warning("dynprof_nb agent on %s: %r", self.ops.name, exc, exc_info=True)
@@ -157,16 +173,29 @@ class Agent:
         """Send the job's rows if what a command changes changed (any look), or anything
         but the ages changed (full beats), or nothing was sent for RESEND_EVERY_S."""
         rows = self.ops.rows(job)
-        changing = [{k: v for k, v in r.items() if k not in ("heartbeat_age_s", "rate")}
-                    for r in rows]
+        changing = [
+            {k: v for k, v in r.items() if k not in ("heartbeat_age_s", "rate")} for r in rows
+        ]
         command = [{k: v for k, v in r.items() if k != "step"} for r in changing]
         sent = self._sent.get(job)
-        if sent is not None and command == sent[1] and not (
-                full and (changing != sent[0] or now - sent[2] >= RESEND_EVERY_S)):
+        if (
+            sent is not None
+            and command == sent[1]
+            and not (full and (changing != sent[0] or now - sent[2] >= RESEND_EVERY_S))
+        ):
             return
         self._sent[job] = (changing, command, now)
-        self._emit(status_topic(job), {"job": job, "node": self.ops.name, "key": self.ops.key,
-                                       "addr": self.address, "rows": rows, "t": time.time()})
+        self._emit(
+            status_topic(job),
+            {
+                "job": job,
+                "node": self.ops.name,
+                "key": self.ops.key,
+                "addr": self.address,
+                "rows": rows,
+                "t": time.time(),
+            },
+        )
 
     def _emit(self, topic: str, msg: dict[str, Any]) -> None:
         self.worker.log_event(topic, msg)
@@ -177,12 +206,18 @@ class Agent:
 
         if self._client is None:
             try:
-                self._client = Client(self.worker.scheduler.address, set_as_default=False,
-                                      timeout=10,
-                                      security=client_security(self.worker.security))
+                self._client = Client(
+                    self.worker.scheduler.address,
+                    set_as_default=False,
+                    timeout=10,
+                    security=client_security(self.worker.security),
+                )
             except Exception as exc:  # say so: a late node would miss the current window
-                log.warning("dynprof_nb agent on %s: a client to the scheduler failed: %r",
-                            self.ops.name, exc)
+                log.warning(
+                    "dynprof_nb agent on %s: a client to the scheduler failed: %r",
+                    self.ops.name,
+                    exc,
+                )
         return self._client
 
     def _catch_up(self, job: str) -> None:
@@ -190,8 +225,9 @@ class Agent:
         from distributed import Variable
 
         if self._scheduler_client() is None:
-            log.warning("dynprof_nb agent on %s: cannot read job %r's current command",
-                        self.ops.name, job)
+            log.warning(
+                "dynprof_nb agent on %s: cannot read job %r's current command", self.ops.name, job
+            )
             return
         self._catch_up_trigger(job)
         try:
@@ -220,14 +256,24 @@ class Agent:
             self.ops.record(job, gen, cmd["seq"])  # already there (an agent that restarted)
             return
         try:
-            self.ops.call("apply", {"job": job, "action": cmd["action"],
-                                    "config": cmd["config"], "seq": cmd["seq"],
-                                    "user": requester()})
-            log.info("dynprof_nb agent on %s: job %r caught up with command %d", self.ops.name,
-                     job, cmd["seq"])
+            self.ops.call(
+                "apply",
+                {
+                    "job": job,
+                    "action": cmd["action"],
+                    "config": cmd["config"],
+                    "seq": cmd["seq"],
+                    "user": requester(),
+                },
+            )
+            log.info(
+                "dynprof_nb agent on %s: job %r caught up with command %d",
+                self.ops.name,
+                job,
+                cmd["seq"],
+            )
         except Exception as exc:
-            log.warning("dynprof_nb agent on %s: catching up job %r: %s", self.ops.name, job,
-                        exc)
+            log.warning("dynprof_nb agent on %s: catching up job %r: %s", self.ops.name, job, exc)
 
     def _catch_up_trigger(self, job: str) -> None:
         """A job first seen here gets the cluster's armed trigger (a node that joined after
@@ -244,13 +290,16 @@ class Agent:
                 seg = handle._attached(create=False)
                 if seg is not None and trigger.describe(seg).get("armed"):
                     return  # already here (the arming fan-out reached this node)
-            self.ops.call("trigger", {"job": job, "definition": value["definition"],
-                                      "user": requester()})
-            log.info("dynprof_nb agent on %s: job %r caught up with its trigger",
-                     self.ops.name, job)
+            self.ops.call(
+                "trigger", {"job": job, "definition": value["definition"], "user": requester()}
+            )
+            log.info(
+                "dynprof_nb agent on %s: job %r caught up with its trigger", self.ops.name, job
+            )
         except Exception as exc:
-            log.warning("dynprof_nb agent on %s: catching up job %r's trigger: %s",
-                        self.ops.name, job, exc)
+            log.warning(
+                "dynprof_nb agent on %s: catching up job %r's trigger: %s", self.ops.name, job, exc
+            )
 
     def stop(self) -> None:
         self._stop.set()

@@ -72,8 +72,9 @@ LOCK_TIMEOUT_S = 30.0
 RATE_HORIZON_S = 5.0
 
 
-def attach_cluster(job: str, cluster: Any, security: Any = None,
-                   allow_insecure: bool = False) -> ClusterJob:
+def attach_cluster(
+    job: str, cluster: Any, security: Any = None, allow_insecure: bool = False
+) -> ClusterJob:
     """``cluster`` is a ``distributed.Client`` or a scheduler address (``tls://host:8786``,
     with ``security``: a ``distributed.security.Security``; without it Dask's config is used).
     A plain ``tcp://`` address off this machine is refused before anything is sent unless
@@ -90,15 +91,19 @@ def attach_cluster(job: str, cluster: Any, security: Any = None,
             _check(address, allow_insecure)
         return ClusterJob(job, cluster)
     if not isinstance(cluster, str) or not cluster.strip():
-        raise JobError(f"cluster: got {cluster!r}; expected a distributed.Client or a "
-                       "scheduler address like 'tls://host:8786'.")
+        raise JobError(
+            f"cluster: got {cluster!r}; expected a distributed.Client or a "
+            "scheduler address like 'tls://host:8786'."
+        )
     address = _check(cluster.strip(), allow_insecure)
     try:
         client = Client(address, set_as_default=False, timeout=10, security=security)
     except Exception as exc:  # OSError, TimeoutError, a TLS context Dask refuses (TypeError)
-        raise JobError(f"cannot reach the Dask scheduler at {cluster}: {exc}. Is `dask "
-                       "scheduler` running there, and (for tls://) are security=... the "
-                       "cluster's certificates?") from None
+        raise JobError(
+            f"cannot reach the Dask scheduler at {cluster}: {exc}. Is `dask "
+            "scheduler` running there, and (for tls://) are security=... the "
+            "cluster's certificates?"
+        ) from None
     return ClusterJob(job, client, own_client=True)
 
 
@@ -115,16 +120,16 @@ class ClusterJob(Controller):
     hang_after = HANG_AFTER  # see Job.hang_after
     hang_min_s = HANG_MIN_S
 
-    def __init__(self, name: str, client: Any, own_client: bool = False,
-                 install: bool = True) -> None:
+    def __init__(
+        self, name: str, client: Any, own_client: bool = False, install: bool = True
+    ) -> None:
         from distributed import Lock, Variable
 
         self.name = name
         self.client = client
         self._own_client = own_client
         self._var = Variable(command_variable(name), client=client)
-        self._lock = Lock(lock_name(name), scheduler_rpc=client.scheduler,
-                          loop=client.loop)
+        self._lock = Lock(lock_name(name), scheduler_rpc=client.scheduler, loop=client.loop)
         self._rtt = 0.0
         self.last_start: dict[str, Any] = {}
         self.unreachable: dict[str, str] = {}  # worker address -> the last error, dead nodes
@@ -152,8 +157,9 @@ class ClusterJob(Controller):
                     self.unreachable[addr] = repr(answer)
                     continue
                 errors.append(f"{addr}: {answer}")
-            elif isinstance(answer, dict) and not answer.get("standby") \
-                    and not answer.get("missing"):
+            elif (
+                isinstance(answer, dict) and not answer.get("standby") and not answer.get("missing")
+            ):
                 answers.append(dict(answer, addr=addr))
         self.refused = refused
         if refused and not answers:  # no agent of this user anywhere: say why, node by node
@@ -171,32 +177,47 @@ class ClusterJob(Controller):
         if any(isinstance(r, dict) and r.get("missing") for r in raw.values()):
             # install_agents is set when dynprof_nb.cluster.agent is imported (attach does)
             if not install or wire.install_agents is None:
-                raise JobError("some workers run no dynprof_nb agent: start them with "
-                               "--preload dynprof_nb.cluster.agent.")
+                raise JobError(
+                    "some workers run no dynprof_nb agent: start them with "
+                    "--preload dynprof_nb.cluster.agent."
+                )
             wire.install_agents(self.client)
             raw = self._hello()  # the new agents check their scheduler's gate too
-        foreign = sorted({f"uid {r['uid']} ({r['user']})" for r in raw.values()
-                          if isinstance(r, dict) and r.get("foreign")})
+        foreign = sorted(
+            {
+                f"uid {r['uid']} ({r['user']})"
+                for r in raw.values()
+                if isinstance(r, dict) and r.get("foreign")
+            }
+        )
         if foreign and all(isinstance(r, dict) and r.get("foreign") for r in raw.values()):
-            log.warning("dynprof_nb: every agent of this cluster runs as %s, not as you (%s): "
-                        "they will refuse to drive job %r.", ", ".join(foreign),
-                        requester()["name"], self.name)
+            log.warning(
+                "dynprof_nb: every agent of this cluster runs as %s, not as you (%s): "
+                "they will refuse to drive job %r.",
+                ", ".join(foreign),
+                requester()["name"],
+                self.name,
+            )
 
     def _hello(self) -> dict[str, Any]:
         """Every worker's answer to ``hello``; raises JobError for none, an agent that
         cannot be reached, or agents that refuse an ungated scheduler."""
         raw = self.client.run(call, "hello", {"user": requester()}, on_error="return")
         if not raw:
-            raise JobError("the Dask cluster has no worker: start `dask worker SCHED --preload "
-                           "dynprof_nb.cluster.agent` on every node.")
+            raise JobError(
+                "the Dask cluster has no worker: start `dask worker SCHED --preload "
+                "dynprof_nb.cluster.agent` on every node."
+            )
         bad = {a: r for a, r in raw.items() if isinstance(r, BaseException)}
         ungated = sorted({str(r) for r in bad.values() if isinstance(r, UngatedCluster)})
         if ungated:  # one cluster per user: the agents refuse a scheduler that admits others
             raise JobError(f"job {self.name!r}: " + "; ".join(ungated[:4]))
         if bad:
-            raise JobError("cannot reach the dynprof_nb agent on "
-                           + ", ".join(f"{a} ({r!r})" for a, r in bad.items())
-                           + ": install dynprof_nb[cluster] on every node.")
+            raise JobError(
+                "cannot reach the dynprof_nb agent on "
+                + ", ".join(f"{a} ({r!r})" for a, r in bad.items())
+                + ": install dynprof_nb[cluster] on every node."
+            )
         return raw
 
     def refresh(self) -> None:
@@ -209,8 +230,10 @@ class ClusterJob(Controller):
     def _locked(self) -> Iterator[None]:
         """One writer at a time per job, across notebooks (a Dask ``Lock``)."""
         if not self._lock.acquire(timeout=LOCK_TIMEOUT_S):
-            raise JobError(f"job {self.name!r}: another notebook has held the job's lock for "
-                           f"{LOCK_TIMEOUT_S:.0f} s; try again.")
+            raise JobError(
+                f"job {self.name!r}: another notebook has held the job's lock for "
+                f"{LOCK_TIMEOUT_S:.0f} s; try again."
+            )
         try:
             yield
         finally:
@@ -237,10 +260,16 @@ class ClusterJob(Controller):
         cmd = self._command()
         return ProfilerConfig.from_dict(cmd["config"]) if cmd else ProfilerConfig()
 
-    def _send(self, action: str, cfg: ProfilerConfig, seq: int, arm_wait_s: float = 0.0,
-              reason: str = "") -> tuple[list[dict[str, Any]], list[str]]:
-        payload = {"job": self.name, "action": action, "config": cfg.to_dict(), "seq": seq,
-                   "arm_wait_s": arm_wait_s}
+    def _send(
+        self, action: str, cfg: ProfilerConfig, seq: int, arm_wait_s: float = 0.0, reason: str = ""
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        payload = {
+            "job": self.name,
+            "action": action,
+            "config": cfg.to_dict(),
+            "seq": seq,
+            "arm_wait_s": arm_wait_s,
+        }
         if reason:
             payload["reason"] = reason
         answers, errors = self._run("apply", payload)
@@ -249,8 +278,16 @@ class ClusterJob(Controller):
         return answers, errors
 
     def _remember(self, seq: int, action: str, cfg: ProfilerConfig) -> None:
-        self._var.set({"seq": seq, "action": action, "config": cfg.to_dict(),
-                       "by": os.getpid(), "user": requester(), "at": time.time()})
+        self._var.set(
+            {
+                "seq": seq,
+                "action": action,
+                "config": cfg.to_dict(),
+                "by": os.getpid(),
+                "user": requester(),
+                "at": time.time(),
+            }
+        )
 
     def _publish(self, action: str, cfg: ProfilerConfig) -> int:
         with self._locked():
@@ -278,8 +315,9 @@ class ClusterJob(Controller):
 
     # -- same step everywhere ----------------------------------------------------------------
 
-    def margin_steps(self, rows: list[dict[str, Any]], rtt_s: float,
-                     safety_s: float = MARGIN_SAFETY_S) -> int:
+    def margin_steps(
+        self, rows: list[dict[str, Any]], rtt_s: float, safety_s: float = MARGIN_SAFETY_S
+    ) -> int:
         """Steps between the most advanced rank and the earliest safe start: two fan-outs
         (send, answer) plus two steps of the slowest rank (it reads a command at a step's end)
         plus ``safety_s`` (:data:`MARGIN_SAFETY_S`; a trigger's: :meth:`trigger_safety_s`), at
@@ -299,8 +337,15 @@ class ClusterJob(Controller):
         rtt = max(rtt_s, self._rtt)
         return min(MARGIN_SAFETY_S, max(TRIGGER_SAFETY_MIN_S, TRIGGER_SAFETY_RTTS * rtt))
 
-    def start(self, start: int | str, stop: int | str, *, reason: str = "",
-              triggered: bool = False, **changes: Any) -> int:
+    def start(
+        self,
+        start: int | str,
+        stop: int | str,
+        *,
+        reason: str = "",
+        triggered: bool = False,
+        **changes: Any,
+    ) -> int:
         """Ask every rank of every node to record steps ``start``..``stop`` (inclusive).
 
         ``"+k"`` counts from the most advanced rank of the whole cluster; the window moves
@@ -314,8 +359,9 @@ class ClusterJob(Controller):
         for key, value in (("start", start), ("stop", stop)):  # bad input: nothing is sent
             resolve_step(key, value, 0)
         base = self.config.update(**changes)
-        base.update(start_step=resolve_step("start", start, 1),
-                    stop_step=resolve_step("stop", stop, 1)).validate()
+        base.update(
+            start_step=resolve_step("start", start, 1), stop_step=resolve_step("stop", stop, 1)
+        ).validate()
         with self._locked():
             t0 = time.monotonic()
             answers, errors = self._run("status", {"job": self.name})
@@ -341,17 +387,25 @@ class ClusterJob(Controller):
                 where = ", ".join(f"rank {r['rank']} at step {r['step']}" for r in live[:16])
                 raise WindowRefused(
                     f"window {first}-{last} has already begun on every rank ({where}). "
-                    f"Ask for a later one, e.g. start('+5', '+{last - first + 5}').")
+                    f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
+                )
             self._check_others(first, last, live)
             seq = self.generation + 1
-            self.last_start = {"current": current, "margin_steps": margin, "shift": shift,
-                               "rtt_s": round(rtt, 4), "safety_s": round(safety, 4),
-                               "window": (first, last), "generation": seq}
+            self.last_start = {
+                "current": current,
+                "margin_steps": margin,
+                "shift": shift,
+                "rtt_s": round(rtt, 4),
+                "safety_s": round(safety, 4),
+                "window": (first, last),
+                "generation": seq,
+            }
             budget = self._arm_budget(live, first, current, rtt, safety)
             answers, errors = self._send("start", cfg, seq, budget, reason=reason)
             problems = errors + _not_armed(answers, first, last)
-            self.last_start.update(ranks=sum(len(a["ranks"]) for a in answers),
-                                   nodes=len(answers), armed=not problems)
+            self.last_start.update(
+                ranks=sum(len(a["ranks"]) for a in answers), nodes=len(answers), armed=not problems
+            )
             if problems:
                 stop_cfg = cfg.update(start_step=-1, stop_step=-1)
                 self._send("stop", stop_cfg, seq + 1)
@@ -360,7 +414,8 @@ class ClusterJob(Controller):
                     f"window {first}-{last} was cancelled on every rank: not every live rank "
                     f"armed it in time ({'; '.join(problems[:8])}"
                     f"{f'; and {len(problems) - 8} more' if len(problems) > 8 else ''}). "
-                    "Ask again with a larger '+k'.")
+                    "Ask again with a larger '+k'."
+                )
             self._remember(seq, "start", cfg)
         return seq
 
@@ -375,27 +430,38 @@ class ClusterJob(Controller):
         cfg = cmd.get("config") or {}
         if cmd.get("action") == "start" and cmd.get("by"):
             mine = " (this process)" if cmd["by"] == os.getpid() else ""
-            asked[(cfg.get("start_step"), cfg.get("stop_step"))] = \
+            asked[(cfg.get("start_step"), cfg.get("stop_step"))] = (
                 f"pid {cmd['by']}{mine}, user {user}"
-        recording = [(f"{r['rank']} on {r['node']}", *_window_of(r), r["step"]) for r in live
-                     if r["state"] == "recording" and _window_of(r)]
+            )
+        recording = [
+            (f"{r['rank']} on {r['node']}", *_window_of(r), r["step"])
+            for r in live
+            if r["state"] == "recording" and _window_of(r)
+        ]
         found = window_conflict(first, last, recording, asked, can_queue=False)
         if found is not None:
             raise WindowConflict(f"job {self.name!r}: {found[0]}")
-        armed = sorted({_window_of(r) for r in live if r["state"] == "armed"}
-                       - {(first, last), ()})
+        armed = sorted({_window_of(r) for r in live if r["state"] == "armed"} - {(first, last), ()})
         if armed and cmd.get("by") and cmd["by"] != os.getpid():
-            ranks = ", ".join(f"{r['rank']} on {r['node']}" for r in live
-                              if r["state"] == "armed")
+            ranks = ", ".join(f"{r['rank']} on {r['node']}" for r in live if r["state"] == "armed")
             windows = ", ".join(f"{a}-{b}" for a, b in armed)
             warnings.warn(
                 f"job {self.name!r}: window {first}-{last} replaces window {windows}, which "
                 f"pid {cmd['by']} (user {user}, another controller) had armed on ranks "
                 f"{ranks}: that one will not be recorded. Tell its owner, or stop() and ask "
-                "for it again.", WindowReplaced, stacklevel=3)
+                "for it again.",
+                WindowReplaced,
+                stacklevel=3,
+            )
 
-    def _arm_budget(self, live: list[dict[str, Any]], first: int, current: int,
-                    rtt: float, safety_s: float = MARGIN_SAFETY_S) -> float:
+    def _arm_budget(
+        self,
+        live: list[dict[str, Any]],
+        first: int,
+        current: int,
+        rtt: float,
+        safety_s: float = MARGIN_SAFETY_S,
+    ) -> float:
         """How long an agent may wait for its ranks to read the window: until the fastest
         rank is one fan-out, one slow step and half the safety time from the start, so that
         a cancel still reaches every rank before it begins."""
@@ -408,9 +474,16 @@ class ClusterJob(Controller):
 
     # -- step times and the trigger (dynprof_nb.cluster.trigger) -----------------------------
 
-    def trigger(self, slowdown: float | None = 2.0, steps: int = 10, cooldown_s: float = 600.0,
-                max_windows: int = 3, confirm: int = 1, disk_budget_mb: float | None = None,
-                **window_options: Any) -> dict[str, Any]:
+    def trigger(
+        self,
+        slowdown: float | None = 2.0,
+        steps: int = 10,
+        cooldown_s: float = 600.0,
+        max_windows: int = 3,
+        confirm: int = 1,
+        disk_budget_mb: float | None = None,
+        **window_options: Any,
+    ) -> dict[str, Any]:
         """``Job.trigger`` across the cluster: the ranks of every node watch their steps; a
         node's agent starts the window on every node at one step (see
         :mod:`dynprof_nb.cluster.trigger`). ``trigger(None)`` disarms everywhere."""
@@ -421,12 +494,21 @@ class ClusterJob(Controller):
         if slowdown is not None:
             try:
                 self.config.update(**window_options)
-                d = trigger.definition(slowdown, steps, cooldown_s, max_windows, confirm,
-                                       disk_budget_mb, mode="cluster", **window_options)
+                d = trigger.definition(
+                    slowdown,
+                    steps,
+                    cooldown_s,
+                    max_windows,
+                    confirm,
+                    disk_budget_mb,
+                    mode="cluster",
+                    **window_options,
+                )
             except (trigger.TriggerError, ValueError) as exc:
                 raise JobError(str(exc)) from None
-        cluster_trigger.store(self.client, self.name,
-                              {"definition": d, "fired": 0, "last_fire": 0.0} if d else None)
+        cluster_trigger.store(
+            self.client, self.name, {"definition": d, "fired": 0, "last_fire": 0.0} if d else None
+        )
         _, errors = self._run("trigger", {"job": self.name, "definition": d})
         if errors:
             raise JobError("the trigger could not be stored on: " + "; ".join(errors))
@@ -443,14 +525,23 @@ class ClusterJob(Controller):
         d = value["definition"]
         left = max(0.0, d["cooldown_s"] - (time.time() - value.get("last_fire", 0.0)))
         fired = value.get("fired", 0)
-        state = "spent" if fired >= d["max_windows"] else "cooling down" if (
-            value.get("last_fire") and left > 0) else "watching"
-        return {"armed": True, "state": state,
-                **{k: v for k, v in d.items() if k != "window"},
-                "window_options": d.get("window", {}), "fired": fired,
-                "cooldown_left_s": round(left, 1) if value.get("last_fire") else 0.0,
-                "last_reason": value.get("last_reason", ""),
-                "last_start": value.get("last_start", {})}
+        state = (
+            "spent"
+            if fired >= d["max_windows"]
+            else "cooling down"
+            if (value.get("last_fire") and left > 0)
+            else "watching"
+        )
+        return {
+            "armed": True,
+            "state": state,
+            **{k: v for k, v in d.items() if k != "window"},
+            "window_options": d.get("window", {}),
+            "fired": fired,
+            "cooldown_left_s": round(left, 1) if value.get("last_fire") else 0.0,
+            "last_reason": value.get("last_reason", ""),
+            "last_start": value.get("last_start", {}),
+        }
 
     def step_times(self, last: int = 100) -> pd.DataFrame:
         """Every node's ranks' last ``last`` step times (``Job.step_times``; ``end_s`` is on
@@ -461,8 +552,7 @@ class ClusterJob(Controller):
         if errors:
             raise JobError("cannot read step times on: " + "; ".join(errors))
         labels = self.feed.labels()
-        rows = [dict(r, node=labels.get(a["key"], a["node"])) for a in answers
-                for r in a["rows"]]
+        rows = [dict(r, node=labels.get(a["key"], a["node"])) for a in answers for r in a["rows"]]
         return trigger.step_frame(rows)
 
     # -- what the ranks do -------------------------------------------------------------------
@@ -518,30 +608,40 @@ class ClusterJob(Controller):
                 rows = self._rows()
                 live = [r for r in rows if r["alive"]]
                 if not rows:
-                    raise JobError(f"job {self.name!r} has no rank on any node: start the "
-                                   "training side, then wait.")
-                pending = [r for r in live if r["generation"] < target
-                           or r["state"] in BUSY_STATES]
+                    raise JobError(
+                        f"job {self.name!r} has no rank on any node: start the "
+                        "training side, then wait."
+                    )
+                pending = [r for r in live if r["generation"] < target or r["state"] in BUSY_STATES]
                 if not pending:
                     report.close("done")
                     return self.status()
                 if live:
                     length = cfg.stop_step - cfg.start_step + 1 if cfg.has_window else 0
-                    states = {r["state"] if r["generation"] >= target else "applying"
-                              for r in pending}
-                    phase = next((x for x in ("applying", "armed", "recording", "saving")
-                                  if x in states), "waiting")
+                    states = {
+                        r["state"] if r["generation"] >= target else "applying" for r in pending
+                    }
+                    phase = next(
+                        (x for x in ("applying", "armed", "recording", "saving") if x in states),
+                        "waiting",
+                    )
                     nodes = len({r["node"] for r in live})
-                    report.update(sum(_done(r, cfg, target) for r in live) if length else 0,
-                                  length * len(live), phase,
-                                  f"{len(live)} ranks on {nodes} node{'s' if nodes > 1 else ''}")
+                    report.update(
+                        sum(_done(r, cfg, target) for r in live) if length else 0,
+                        length * len(live),
+                        phase,
+                        f"{len(live)} ranks on {nodes} node{'s' if nodes > 1 else ''}",
+                    )
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError(
                         f"job {self.name!r}: still waiting after {timeout} s for "
-                        + ", ".join(f"rank {r['rank']} on {r['node']} ({r['state']}, step "
-                                    f"{r['step']})" for r in pending[:16])
-                        + ". The window goes on; call wait() again or stop().")
+                        + ", ".join(
+                            f"rank {r['rank']} on {r['node']} ({r['state']}, step {r['step']})"
+                            for r in pending[:16]
+                        )
+                        + ". The window goes on; call wait() again or stop()."
+                    )
                 self.feed.wait_for(lambda: False, min(0.25, left if left else 0.25))
         finally:
             report.close()
@@ -563,8 +663,9 @@ class ClusterJob(Controller):
                 if row["path"] in seen:  # a shared filesystem: listed by several nodes
                     continue
                 seen.add(row["path"])
-                rows.append(dict(row, node=labels.get(answer["key"], answer["node"]),
-                                 addr=answer["addr"]))
+                rows.append(
+                    dict(row, node=labels.get(answer["key"], answer["node"]), addr=answer["addr"])
+                )
         rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
         return rows
 
@@ -573,8 +674,9 @@ class ClusterJob(Controller):
         node by its agent)."""
         import pandas as pd
 
-        frame = pd.DataFrame(self._window_rows(),
-                             columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS + ["node", "addr"])
+        frame = pd.DataFrame(
+            self._window_rows(), columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS + ["node", "addr"]
+        )
         for col in ("started_at", "ended_at"):
             frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
         self._last_windows = frame
@@ -591,8 +693,10 @@ class ClusterJob(Controller):
         if window is None:
             paths = set(latest_window_paths(frame))
             if not paths:
-                raise JobError(f"job {self.name!r} has no complete window on any node yet; "
-                               "start one and wait() for it.")
+                raise JobError(
+                    f"job {self.name!r} has no complete window on any node yet; "
+                    "start one and wait() for it."
+                )
             chosen = frame[frame.path.isin(paths)]
         elif isinstance(window, int) and not isinstance(window, bool):
             if not -len(frame) <= window < len(frame):
@@ -601,10 +705,14 @@ class ClusterJob(Controller):
         else:
             chosen = frame[frame.path == os.fspath(window)]
             if chosen.empty:
-                raise JobError(f"{os.fspath(window)!r} is not one of job {self.name!r}'s "
-                               "windows; windows() lists them.")
-        parts = [{"rank": int(r.rank), "node": r.node, "addr": r.addr, "path": r.path}
-                 for r in chosen.itertuples()]
+                raise JobError(
+                    f"{os.fspath(window)!r} is not one of job {self.name!r}'s "
+                    "windows; windows() lists them."
+                )
+        parts = [
+            {"rank": int(r.rank), "node": r.node, "addr": r.addr, "path": r.path}
+            for r in chosen.itertuples()
+        ]
         return ClusterWindow(self.client, self.name, parts)
 
     # -- display -------------------------------------------------------------------------
@@ -614,8 +722,10 @@ class ClusterJob(Controller):
         rows = self._rows()
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
         nodes = {r["node"] for r in rows if r["alive"]}
-        return (f"ClusterJob {self.name!r}: {sum(r['alive'] for r in rows)} live rank(s) on "
-                f"{len(nodes)} node(s), window {window}, generation {self.generation}")
+        return (
+            f"ClusterJob {self.name!r}: {sum(r['alive'] for r in rows)} live rank(s) on "
+            f"{len(nodes)} node(s), window {window}, generation {self.generation}"
+        )
 
     def close(self) -> None:
         if self._own_client:
@@ -647,8 +757,10 @@ def _not_armed(answers: list[dict[str, Any]], first: int, last: int) -> list[str
             if not r["applied"]:
                 problems.append(f"{where} had not read it (step {r['step']}, {r['state']})")
             elif (r["start"], r["stop"]) != (first, last) or r["state"] not in ARMED_STATES:
-                problems.append(f"{where} is {r['state']} with window {r['start']}-{r['stop']}"
-                                + (f": {r['error']}" if r["error"] else ""))
+                problems.append(
+                    f"{where} is {r['state']} with window {r['start']}-{r['stop']}"
+                    + (f": {r['error']}" if r["error"] else "")
+                )
     return problems
 
 

@@ -83,7 +83,9 @@ class Feed:
         with self.updated:
             self._saw(msg)
             self.tables.setdefault(job, {})[msg["key"]] = {
-                "rows": list(msg.get("rows") or []), "received": time.monotonic()}
+                "rows": list(msg.get("rows") or []),
+                "received": time.monotonic(),
+            }
             self.updated.notify_all()
 
     def _saw(self, msg: dict[str, Any]) -> None:
@@ -105,8 +107,10 @@ class Feed:
         counts: dict[str, int] = {}
         for name in names.values():
             counts[name] = counts.get(name, 0) + 1
-        return {key: name if counts[name] == 1 else f"{name}/shm{key.split(':', 1)[-1]}"
-                for key, name in names.items()}
+        return {
+            key: name if counts[name] == 1 else f"{name}/shm{key.split(':', 1)[-1]}"
+            for key, name in names.items()
+        }
 
     def rows(self, job: str) -> list[dict[str, Any]]:
         """Every node's rows of ``job``, with ``node``/``addr``/``key`` and ages brought up to
@@ -121,13 +125,18 @@ class Feed:
             alive_node = key in nodes and now - nodes[key]["seen"] <= DEAD_AFTER_S
             waited = now - entry["received"]
             for row in entry["rows"]:
-                row = dict(row, node=labels.get(key, key), key=key,
-                           addr=nodes.get(key, {}).get("addr", ""))
+                row = dict(
+                    row, node=labels.get(key, key), key=key, addr=nodes.get(key, {}).get("addr", "")
+                )
                 if isinstance(row.get("heartbeat_age_s"), (int, float)):
                     row["heartbeat_age_s"] = round(row["heartbeat_age_s"] + waited, 3)
                 if not alive_node and row.get("state") != "closed":
-                    row.update(state="dead", alive=False, error=row.get("error") or _why(
-                        now, nodes.get(key, {}).get("seen", entry["received"])))
+                    row.update(
+                        state="dead",
+                        alive=False,
+                        error=row.get("error")
+                        or _why(now, nodes.get(key, {}).get("seen", entry["received"])),
+                    )
                 out.append(row)
         out.sort(key=lambda r: (r["rank"], r["node"]))
         return out

@@ -38,11 +38,12 @@ SAY_WHY_S = 1.0  # at most this long telling a refused peer why
 
 # -- who is on the other end ---------------------------------------------------------------
 
+
 def _proc_address(text: str) -> tuple[str, int]:
     """``0100007F:1F90`` (a /proc/net/tcp address: 32-bit words in host order) as
     ``("127.0.0.1", 8080)``; IPv4-mapped IPv6 addresses come back as IPv4."""
     host, port = text.split(":")
-    raw = b"".join(struct.pack("=I", int(host[i:i + 8], 16)) for i in range(0, len(host), 8))
+    raw = b"".join(struct.pack("=I", int(host[i : i + 8], 16)) for i in range(0, len(host), 8))
     ip = ipaddress.ip_address(raw)
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
@@ -115,18 +116,23 @@ def refusal(comm: Any, uid: int, subject: frozenset[tuple[str, str]] | None) -> 
         who = peer_uid(sock)
         if who == uid:
             return None
-        return (f"{peer}: a connection from uid {who if who is not None else '(unknown)'}; "
-                f"this cluster belongs to uid {uid} and admits only that user's processes")
+        return (
+            f"{peer}: a connection from uid {who if who is not None else '(unknown)'}; "
+            f"this cluster belongs to uid {uid} and admits only that user's processes"
+        )
     if scheme != "tls":
         return f"{peer}: plain tcp:// from another machine; use TLS with the owner's certificate"
     got = _subject((getattr(comm, "extra_info", None) or {}).get("peercert", {}).get("subject"))
     if subject is not None and got == subject:
         return None
-    return (f"{peer}: certificate subject {dict(got) or '(none)'} is not the cluster owner's "
-            f"{dict(subject) if subject else '(the server has no certificate)'}")
+    return (
+        f"{peer}: certificate subject {dict(got) or '(none)'} is not the cluster owner's "
+        f"{dict(subject) if subject else '(the server has no certificate)'}"
+    )
 
 
 # -- the gate on a server ------------------------------------------------------------------
+
 
 def install(server: Any) -> dict[str, Any]:
     """Gate ``server`` (a Scheduler, Worker or Nanny) once: every new connection is checked
@@ -145,9 +151,12 @@ def install(server: Any) -> dict[str, Any]:
             return
         log.warning("dynprof_nb gate on %s: refused %s", type(server).__name__, why)
         try:  # say why (what a Client reads first), without reading anything the peer sent
-            await asyncio.wait_for(comm.write([{"op": "stream-start", "error":
-                                                f"refused by the dynprof_nb gate: {why}"}]),
-                                   SAY_WHY_S)
+            await asyncio.wait_for(
+                comm.write(
+                    [{"op": "stream-start", "error": f"refused by the dynprof_nb gate: {why}"}]
+                ),
+                SAY_WHY_S,
+            )
         except Exception:
             pass
         comm.abort()
@@ -157,8 +166,12 @@ def install(server: Any) -> dict[str, Any]:
     server.handlers[GATE_HANDLER] = lambda: dict(owner)
     for comm in list(getattr(server, "_comms", {})):  # admitted before the gate was there
         _refuse(server, comm, uid, subject)
-    log.info("dynprof_nb gate on %s: admitting only uid %d%s", type(server).__name__, uid,
-             f" and certificate subject {dict(subject)}" if subject else "")
+    log.info(
+        "dynprof_nb gate on %s: admitting only uid %d%s",
+        type(server).__name__,
+        uid,
+        f" and certificate subject {dict(subject)}" if subject else "",
+    )
     return owner
 
 
@@ -185,14 +198,18 @@ def scheduler_refusal(gate: Any) -> str | None:
     if isinstance(gate, dict) and gate.get("uid") == uid:
         return None
     if isinstance(gate, dict):
-        return (f"this cluster's scheduler admits uid {gate.get('uid')}'s processes, not this "
-                f"agent's (uid {uid}): one cluster per user (docs/cluster.md, 'Who may drive "
-                "a job').")
-    return ("this cluster's scheduler runs no dynprof_nb gate, so anyone who can reach it can "
-            "run code on every worker and drive every job: start it with `dask scheduler "
-            "--preload dynprof_nb.cluster.gate` (LocalCluster(scheduler_kwargs={'preload': "
-            "['dynprof_nb.cluster.gate']})); one cluster per user (docs/cluster.md, 'Who may "
-            "drive a job').")
+        return (
+            f"this cluster's scheduler admits uid {gate.get('uid')}'s processes, not this "
+            f"agent's (uid {uid}): one cluster per user (docs/cluster.md, 'Who may drive "
+            "a job')."
+        )
+    return (
+        "this cluster's scheduler runs no dynprof_nb gate, so anyone who can reach it can "
+        "run code on every worker and drive every job: start it with `dask scheduler "
+        "--preload dynprof_nb.cluster.gate` (LocalCluster(scheduler_kwargs={'preload': "
+        "['dynprof_nb.cluster.gate']})); one cluster per user (docs/cluster.md, 'Who may "
+        "drive a job')."
+    )
 
 
 def dask_setup(server: Any) -> None:

@@ -58,8 +58,9 @@ class ElectionLock:
 
     def __init__(self, directory: str | None = None) -> None:
         self.directory = directory
-        self.path = os.path.join(directory or os.path.join(SHM_DIR, f"dynprof_nb.{os.getuid()}"),
-                                 self.NAME)
+        self.path = os.path.join(
+            directory or os.path.join(SHM_DIR, f"dynprof_nb.{os.getuid()}"), self.NAME
+        )
         self._fd = -1
         self.held = False
         self.why = ""
@@ -75,8 +76,10 @@ class ElectionLock:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 who = holder(self._fd)
-                self._say(f"standby: the node's agent lock {self.path} is held by "
-                          f"{who or 'another process'}")
+                self._say(
+                    f"standby: the node's agent lock {self.path} is held by "
+                    f"{who or 'another process'}"
+                )
                 return False
             except (OSError, LockError) as exc:
                 self._say(f"cannot take the node's agent lock: {exc}")

@@ -83,8 +83,15 @@ class NodeOps:
     def _op_hello(self) -> dict[str, Any]:
         return {"jobs": list_jobs()}
 
-    def _op_apply(self, job: str, action: str, config: dict[str, Any], seq: int,
-                  arm_wait_s: float = 0.0, reason: str = "") -> dict[str, Any]:
+    def _op_apply(
+        self,
+        job: str,
+        action: str,
+        config: dict[str, Any],
+        seq: int,
+        arm_wait_s: float = 0.0,
+        reason: str = "",
+    ) -> dict[str, Any]:
         if action not in ACTIONS:
             raise OperationError(f"action {action!r}: expected one of {ACTIONS}.")
         cfg = ProfilerConfig.from_dict(config, strict=True)
@@ -124,8 +131,9 @@ class NodeOps:
         if job not in list_jobs():
             return {"rows": []}
         with self.job(job) as handle:
-            return {"rows": trigger.step_rows(handle._attached(create=False), int(last),
-                                              node=self.name)}
+            return {
+                "rows": trigger.step_rows(handle._attached(create=False), int(last), node=self.name)
+            }
 
     def _op_stacks(self, job: str, timeout_s: float = DUMP_TIMEOUT_S) -> dict[str, Any]:
         """Every thread's stack of the job's live ranks on this node (see
@@ -172,9 +180,16 @@ class NodeOps:
 
     @staticmethod
     def _slot_info(slot: Any, gen: int) -> dict[str, Any]:
-        return {"rank": slot.rank, "pid": slot.pid, "step": slot.step, "state": slot.state,
-                "start": slot.start, "stop": slot.stop, "applied": slot.applied >= gen,
-                "error": slot.error}
+        return {
+            "rank": slot.rank,
+            "pid": slot.pid,
+            "step": slot.step,
+            "state": slot.state,
+            "start": slot.start,
+            "stop": slot.stop,
+            "applied": slot.applied >= gen,
+            "error": slot.error,
+        }
 
     def rows(self, job: str) -> list[dict[str, Any]]:
         """The job's rank slots on this node as status rows (plus the step rate), live and dead;
@@ -195,15 +210,23 @@ class NodeOps:
             alive = not closed and s.alive
             extra = progress_fields(job, s)  # the stall's inputs, from the rank's side file
             ring_s = steps.get(s.index) if alive else None  # from the step-time ring
-            rows.append({
-                "rank": s.rank, "pid": s.pid, "step": s.step,
-                "state": s.state if alive or closed else "dead",
-                "window": f"{s.start}-{s.stop}" if s.start >= 1 else "",
-                "generation": self.seq_of(job, s.applied), "local_gen": s.applied,
-                "heartbeat_age_s": age_s(now, s.heartbeat_ns), "alive": alive,
-                "error": s.error, "rate": s.rate_milli / 1000.0,
-                "step_s": ring_s if ring_s is not None else extra.get("step_s"),
-                "last_step_wall": extra.get("last_step_wall")})
+            rows.append(
+                {
+                    "rank": s.rank,
+                    "pid": s.pid,
+                    "step": s.step,
+                    "state": s.state if alive or closed else "dead",
+                    "window": f"{s.start}-{s.stop}" if s.start >= 1 else "",
+                    "generation": self.seq_of(job, s.applied),
+                    "local_gen": s.applied,
+                    "heartbeat_age_s": age_s(now, s.heartbeat_ns),
+                    "alive": alive,
+                    "error": s.error,
+                    "rate": s.rate_milli / 1000.0,
+                    "step_s": ring_s if ring_s is not None else extra.get("step_s"),
+                    "last_step_wall": extra.get("last_step_wall"),
+                }
+            )
         return rows
 
     def window_rows(self, job: str) -> list[dict[str, Any]]:
@@ -233,20 +256,25 @@ class NodeOps:
         check_job_name(job)
         with self.job(job) as handle:  # the roots the ranks published, not the config's
             slots = handle.slots()
-        roots = sorted({os.path.realpath(s.root) for s in slots if s.root}
-                       | {os.path.realpath(os.path.dirname(s.window)) for s in slots
-                          if s.window})
+        roots = sorted(
+            {os.path.realpath(s.root) for s in slots if s.root}
+            | {os.path.realpath(os.path.dirname(s.window)) for s in slots if s.window}
+        )
         listed = {row["path"] for row in self.window_rows(job)}
         if path not in listed or not _inside(path, roots):
-            raise OperationError(f"{path!r} is not a window of job {job!r} on node "
-                                 f"{self.name}; windows() lists the ones there are.")
+            raise OperationError(
+                f"{path!r} is not a window of job {job!r} on node "
+                f"{self.name}; windows() lists the ones there are."
+            )
         for parent, dirs, files in os.walk(path):
             for entry in dirs + files:
                 full = os.path.join(parent, entry)
                 if os.path.islink(full) and not _inside(full, roots):
-                    raise OperationError(f"window {path!r} on node {self.name}: {full} is a "
-                                         "symlink out of the job's output roots; refusing to "
-                                         "read through it.")
+                    raise OperationError(
+                        f"window {path!r} on node {self.name}: {full} is a "
+                        "symlink out of the job's output roots; refusing to "
+                        "read through it."
+                    )
         return Path(path)
 
     def close(self) -> None:

@@ -23,12 +23,16 @@ def _window(job: str, path: str, user: Any) -> Any:
 
     agent = agent_of(get_worker())
     if agent is None:
-        raise RuntimeError("this worker runs no dynprof_nb agent (start it with "
-                           "--preload dynprof_nb.cluster.agent).")
+        raise RuntimeError(
+            "this worker runs no dynprof_nb agent (start it with "
+            "--preload dynprof_nb.cluster.agent)."
+        )
     if not agent._gate_ok:  # checked by every operation; a read comes after one
-        raise PermissionError(f"node {agent.ops.name}: refused 'load': this cluster's "
-                              "scheduler was not found gated for this agent's user (see "
-                              "dynprof_nb.cluster.gate).")
+        raise PermissionError(
+            f"node {agent.ops.name}: refused 'load': this cluster's "
+            "scheduler was not found gated for this agent's user (see "
+            "dynprof_nb.cluster.gate)."
+        )
     return load_window(agent.ops.window_path(job, path, user))
 
 
@@ -43,14 +47,25 @@ def rank_reductions(job: str, path: str, rank: int, user: Any = None) -> dict[st
         span = (int(ev["ts_ns"].min()), int((ev["ts_ns"] + ev["dur_ns"]).max()))
     kernels = w.kernels
     if len(kernels):
-        ks = kernels.groupby(kernels["name"].astype(object), sort=False)["duration_us"].agg(
-            ["count", "sum", "mean", "max"]).reset_index()
+        ks = (
+            kernels.groupby(kernels["name"].astype(object), sort=False)["duration_us"]
+            .agg(["count", "sum", "mean", "max"])
+            .reset_index()
+        )
         ks.columns = KERNEL_SUMMARY_COLUMNS
     else:
         ks = pd.DataFrame(columns=KERNEL_SUMMARY_COLUMNS)
-    return {"rank": rank, "framework": w.framework, "start_step": w.start_step,
-            "stop_step": w.stop_step, "ops": plain(w.ops), "steps": plain(w.steps),
-            "kernels": ks, "span": span, "events": len(ev)}
+    return {
+        "rank": rank,
+        "framework": w.framework,
+        "start_step": w.start_step,
+        "stop_step": w.stop_step,
+        "ops": plain(w.ops),
+        "steps": plain(w.steps),
+        "kernels": ks,
+        "span": span,
+        "events": len(ev),
+    }
 
 
 def rank_frame(job: str, path: str, kind: str, rank: int, node: str, user: Any = None) -> Any:

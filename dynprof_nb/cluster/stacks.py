@@ -40,17 +40,16 @@ def cluster_stacks(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S) -> StackFra
     why = "its node's agent did not answer" + (f" ({'; '.join(errors)})" if errors else "")
     for row in job._rows():
         if row.get("alive") and (row["node"], row["pid"]) not in answered:
-            silent.append({"rank": row["rank"], "node": row["node"], "pid": row["pid"],
-                           "why": why})
+            silent.append({"rank": row["rank"], "node": row["node"], "pid": row["pid"], "why": why})
     return StackFrame.from_rows(rows, silent, job=job.name)
 
 
-def cluster_stall(rows: list[dict[str, Any]], hang_after: float, hang_min_s: float
-                  ) -> tuple[tuple[int, float] | None, float]:
+def cluster_stall(
+    rows: list[dict[str, Any]], hang_after: float, hang_min_s: float
+) -> tuple[tuple[int, float] | None, float]:
     """The stall of the live ranks of the pushed rows, and the wall time of the last step."""
     live = [r for r in rows if r.get("alive") is True]
     records = [r if r.get("last_step_wall") is not None else None for r in live]
     found = stall(records, time.time(), hang_after, hang_min_s, clock="last_step_wall")
-    since = max((float(r["last_step_wall"]) for r in live if r.get("last_step_wall")),
-                default=0.0)
+    since = max((float(r["last_step_wall"]) for r in live if r.get("last_step_wall")), default=0.0)
     return found, since

@@ -87,8 +87,9 @@ class Firer:
         for job, reason in list(self.pending.items()):
             if self._busy.acquire(blocking=False):  # one start at a time, off the beat thread
                 del self.pending[job]
-                threading.Thread(target=self._fire, args=(job, reason), daemon=True,
-                                 name="dynprof_nb-trigger").start()
+                threading.Thread(
+                    target=self._fire, args=(job, reason), daemon=True, name="dynprof_nb-trigger"
+                ).start()
         return bool(armed)
 
     def _fire(self, job: str, reason: str) -> None:
@@ -96,22 +97,36 @@ class Firer:
 
         try:
             outcome = self.fire(job, reason)
-            log.info("dynprof_nb agent on %s: trigger of job %r: %s (%s)", self.ops.name,
-                     job, outcome, reason)
+            log.info(
+                "dynprof_nb agent on %s: trigger of job %r: %s (%s)",
+                self.ops.name,
+                job,
+                outcome,
+                reason,
+            )
             self.cancelled.pop(job, None)
             if outcome == "busy":
                 self.pending.setdefault(job, reason)
         except JobError as exc:  # cancelled everywhere (a rank did not arm in time)
             tries = self.cancelled[job] = self.cancelled.get(job, 0) + 1
             again = tries <= CANCEL_RETRIES
-            log.warning("dynprof_nb agent on %s: the trigger's window of job %r was not "
-                        "armed everywhere%s: %s", self.ops.name, job,
-                        ", trying again" if again else "", exc)
+            log.warning(
+                "dynprof_nb agent on %s: the trigger's window of job %r was not "
+                "armed everywhere%s: %s",
+                self.ops.name,
+                job,
+                ", trying again" if again else "",
+                exc,
+            )
             if again:
                 self.pending.setdefault(job, reason)
         except Exception as exc:
-            log.warning("dynprof_nb agent on %s: the trigger of job %r could not start a "
-                        "window: %r", self.ops.name, job, exc)
+            log.warning(
+                "dynprof_nb agent on %s: the trigger of job %r could not start a window: %r",
+                self.ops.name,
+                job,
+                exc,
+            )
         finally:
             self._busy.release()
 
@@ -146,14 +161,22 @@ class Firer:
             if any(r["alive"] and r["state"] in BUSY_STATES for r in cj.status_rows()):
                 return "busy"
             try:
-                cj.start("+1", f"+{d['steps']}", reason=reason, triggered=True,
-                         **d.get("window", {}))
+                cj.start(
+                    "+1", f"+{d['steps']}", reason=reason, triggered=True, **d.get("window", {})
+                )
             except WindowConflict:
                 return "busy"
-            store(client, job, dict(value, fired=value.get("fired", 0) + 1,
-                                    last_fire=time.time(), last_reason=reason,
-                                    last_start=dict(cj.last_start, fired_s=round(
-                                        time.monotonic() - t0, 4))))
+            store(
+                client,
+                job,
+                dict(
+                    value,
+                    fired=value.get("fired", 0) + 1,
+                    last_fire=time.time(),
+                    last_reason=reason,
+                    last_start=dict(cj.last_start, fired_s=round(time.monotonic() - t0, 4)),
+                ),
+            )
         finally:
             lock.release()
         with self.ops.job(job) as handle:

@@ -37,9 +37,19 @@ class ClusterWindow:
         self.client = client
         self.job = job
         self.parts = sorted(parts, key=lambda p: p["rank"])
-        futures = [client.submit(rank_reductions, job, p["path"], p["rank"], requester(),
-                                 workers=[p["addr"]], allow_other_workers=False, pure=False)
-                   for p in self.parts]
+        futures = [
+            client.submit(
+                rank_reductions,
+                job,
+                p["path"],
+                p["rank"],
+                requester(),
+                workers=[p["addr"]],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for p in self.parts
+        ]
         self._reduced = client.gather(futures)
         self.ranks: list[int] = [p["rank"] for p in self.parts]
         self.nodes: dict[int, str] = {p["rank"]: p["node"] for p in self.parts}
@@ -55,8 +65,7 @@ class ClusterWindow:
     # -- pandas: reductions computed on the nodes ------------------------------------------
 
     def _stack(self, key: str) -> pd.DataFrame:
-        parts = [r[key].assign(rank=r["rank"], node=self.nodes[r["rank"]])
-                 for r in self._reduced]
+        parts = [r[key].assign(rank=r["rank"], node=self.nodes[r["rank"]]) for r in self._reduced]
         return concat_frames(parts) if parts else pd.DataFrame()
 
     @property
@@ -92,8 +101,12 @@ class ClusterWindow:
         span_ms = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e6 if spans else 0.0
         step_list = sorted(steps["step"].unique().tolist()) if len(steps) else []
         ranks = rank_table(steps) if len(steps) else None
-        header = {"framework": self.framework, "ranks": self.ranks, "span_ms": span_ms,
-                  "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-"}
+        header = {
+            "framework": self.framework,
+            "ranks": self.ranks,
+            "span_ms": span_ms,
+            "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
+        }
         return host_summary(header, steps, ops, ranks, top)
 
     # -- dask.dataframe: the big tables stay on the nodes -----------------------------------
@@ -112,10 +125,21 @@ class ClusterWindow:
             import dask.dataframe as dd
 
             meta = _meta(kind)
-            futures = [self.client.submit(rank_frame, self.job, p["path"], kind, p["rank"],
-                                          p["node"], requester(), workers=[p["addr"]],
-                                          allow_other_workers=False, pure=False)
-                       for p in self.parts]
+            futures = [
+                self.client.submit(
+                    rank_frame,
+                    self.job,
+                    p["path"],
+                    kind,
+                    p["rank"],
+                    p["node"],
+                    requester(),
+                    workers=[p["addr"]],
+                    allow_other_workers=False,
+                    pure=False,
+                )
+                for p in self.parts
+            ]
             self._dask[kind] = dd.from_delayed(futures, meta=meta, verify_meta=False)
         return self._dask[kind]
 
@@ -128,12 +152,13 @@ class ClusterWindow:
 
     def __repr__(self) -> str:
         steps = f" steps {self.start_step}..{self.stop_step}" if self.start_step else ""
-        return (f"<ClusterWindow {self.framework} job {self.job!r}{steps}: "
-                f"{len(self.ranks)} rank(s) on {len(set(self.nodes.values()))} node(s)>")
+        return (
+            f"<ClusterWindow {self.framework} job {self.job!r}{steps}: "
+            f"{len(self.ranks)} rank(s) on {len(set(self.nodes.values()))} node(s)>"
+        )
 
 
 def _meta(kind: str) -> pd.DataFrame:
     frame = schema.empty(kind)
-    frame = frame.astype({c: object for c in frame.columns
-                          if str(frame[c].dtype) == "category"})
+    frame = frame.astype({c: object for c in frame.columns if str(frame[c].dtype) == "category"})
     return frame.assign(rank=pd.Series(dtype="int64"), node=pd.Series(dtype=object))

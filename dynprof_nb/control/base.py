@@ -147,8 +147,10 @@ class Controller(ABC):
 
     def trigger(self, slowdown: float | None = 2.0, **options: Any) -> dict[str, Any]:
         """Arm a window that starts by itself when a step slows (``Job.trigger``)."""
-        raise JobError(f"{type(self).__name__} cannot watch step times: a trigger needs the "
-                       "job's segment (attach(job)) or a cluster (attach(job, cluster=...)).")
+        raise JobError(
+            f"{type(self).__name__} cannot watch step times: a trigger needs the "
+            "job's segment (attach(job)) or a cluster (attach(job, cluster=...))."
+        )
 
     @property
     def triggers(self) -> dict[str, Any]:
@@ -170,8 +172,10 @@ class Controller(ABC):
 
     def stacks(self, timeout: float = 5.0) -> Any:
         """Every thread's stack of every live rank (``Job`` and ``ClusterJob`` take them)."""
-        raise JobError(f"{type(self).__name__} cannot take stacks: its ranks publish no pid "
-                       "(attach by job name, not by --cfg-path).")
+        raise JobError(
+            f"{type(self).__name__} cannot take stacks: its ranks publish no pid "
+            "(attach by job name, not by --cfg-path)."
+        )
 
     @property
     def last_stacks(self) -> Any:
@@ -191,14 +195,12 @@ class Controller(ABC):
         """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times)."""
         import pandas as pd
 
-        frame = pd.DataFrame(self._window_rows(),
-                             columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS)
+        frame = pd.DataFrame(self._window_rows(), columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS)
         for col in ("started_at", "ended_at"):
             frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
         return frame
 
-    def load(self, window: int | str | os.PathLike[str] | list[str] | None = None
-             ) -> TraceWindow:
+    def load(self, window: int | str | os.PathLike[str] | list[str] | None = None) -> TraceWindow:
         """Load a window into a ``TraceWindow``: the latest complete one by default, every rank
         of it together; an int picks a row of ``windows()``; a path loads that directory, a
         list of paths those ranks together (an older window with all its ranks)."""
@@ -208,8 +210,9 @@ class Controller(ABC):
         if window is None:
             paths = latest_window_paths(frame)
             if not paths:
-                raise JobError(f"job {self.name!r} has no complete window yet; start one and "
-                               "wait() for it.")
+                raise JobError(
+                    f"job {self.name!r} has no complete window yet; start one and wait() for it."
+                )
             return load_window(paths[0] if len(paths) == 1 else paths)
         if isinstance(window, int) and not isinstance(window, bool):
             if not -len(frame) <= window < len(frame):
@@ -251,8 +254,11 @@ def latest_window_paths(frame: pd.DataFrame) -> list[str]:
         return []
     latest = complete.iloc[-1]
     slack = pd.Timedelta(seconds=SAME_WINDOW_SLACK_S)
-    group = complete[(complete.start == latest.start) & (complete.stop == latest.stop)
-                     & (complete.started_at >= latest.started_at - slack)]
+    group = complete[
+        (complete.start == latest.start)
+        & (complete.stop == latest.stop)
+        & (complete.started_at >= latest.started_at - slack)
+    ]
     group = group.drop_duplicates("rank", keep="last").sort_values("rank")
     return list(group.path)
 
@@ -262,9 +268,13 @@ def _ranks_text(labels: list[str], limit: int = 8) -> str:
     return ", ".join(labels[:limit]) + more
 
 
-def window_conflict(first: int, last: int, recording: list[tuple[str, int, int, int]],
-                    asked_by: dict[tuple[int, int], str] | None = None,
-                    can_queue: bool = True) -> tuple[str, bool] | None:
+def window_conflict(
+    first: int,
+    last: int,
+    recording: list[tuple[str, int, int, int]],
+    asked_by: dict[tuple[int, int], str] | None = None,
+    can_queue: bool = True,
+) -> tuple[str, bool] | None:
     """What to tell a controller asking for window ``first``-``last`` while ranks record.
 
     ``recording``: ``(rank label, start, stop, step)`` of every live rank recording now
@@ -284,26 +294,41 @@ def window_conflict(first: int, last: int, recording: list[tuple[str, int, int, 
     for (start, stop), ranks in sorted(groups.items()):
         who = (asked_by or {}).get((start, stop))
         one = len(ranks) == 1
-        parts.append(f"window {start}-{stop}, which rank{'' if one else 's'} "
-                     f"{_ranks_text([r for r, _ in ranks])} {'is' if one else 'are'} "
-                     "recording now (at step"
-                     f"{'s' if len(ranks) > 1 else ''} "
-                     f"{_ranks_text([str(s) for _, s in ranks])}"
-                     f"{f'; asked for by {who}' if who else ''})")
+        parts.append(
+            f"window {start}-{stop}, which rank{'' if one else 's'} "
+            f"{_ranks_text([r for r, _ in ranks])} {'is' if one else 'are'} "
+            "recording now (at step"
+            f"{'s' if len(ranks) > 1 else ''} "
+            f"{_ranks_text([str(s) for _, s in ranks])}"
+            f"{f'; asked for by {who}' if who else ''})"
+        )
     others = " and ".join(parts)
     end = max(stop for _, stop in groups)
     if can_queue and first > end:
-        return (f"window {first}-{last} is queued behind {others}: the ranks arm it when that "
-                f"ends at step {end}; wait() waits for both.", True)
+        return (
+            f"window {first}-{last} is queued behind {others}: the ranks arm it when that "
+            f"ends at step {end}; wait() waits for both.",
+            True,
+        )
     length = last - first
-    why = ("a rank records one window at a time, so it would be skipped" if can_queue else
-           "a cluster window must be armed on every rank at once, and a rank takes no new "
-           "window until the one it records ends")
-    return (f"window {first}-{last} refused: it conflicts with {others}; {why}. Wait for "
-            f"that window to end (wait(), at step {end}) and start again, or stop() it first "
-            "(what it recorded is saved)"
-            + (f", or ask for one after it, e.g. start({end + 2}, {end + 2 + length})"
-               if can_queue else "") + ".", False)
+    why = (
+        "a rank records one window at a time, so it would be skipped"
+        if can_queue
+        else "a cluster window must be armed on every rank at once, and a rank takes no new "
+        "window until the one it records ends"
+    )
+    return (
+        f"window {first}-{last} refused: it conflicts with {others}; {why}. Wait for "
+        f"that window to end (wait(), at step {end}) and start again, or stop() it first "
+        "(what it recorded is saved)"
+        + (
+            f", or ask for one after it, e.g. start({end + 2}, {end + 2 + length})"
+            if can_queue
+            else ""
+        )
+        + ".",
+        False,
+    )
 
 
 def absolute_step(key: str, value: int | str) -> int:
@@ -311,8 +336,10 @@ def absolute_step(key: str, value: int | str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key}: got {value!r} ({type(value).__name__}); expected a step "
-                          "number like 20 or '+10'.")
+        raise ConfigError(
+            f"{key}: got {value!r} ({type(value).__name__}); expected a step "
+            "number like 20 or '+10'."
+        )
     if value < 1:
         raise ConfigError(f"{key}: got {value}; steps are counted from 1.")
     return value
@@ -325,7 +352,9 @@ def resolve_step(key: str, value: int | str, current: int) -> int:
         if text.startswith("+") and text[1:].isdigit():
             return current + int(text[1:])
         if not text.isdigit():
-            raise ConfigError(f"{key}: got {value!r}; expected a step number like 20 or a "
-                              "relative step like '+10' (ten steps after the most advanced "
-                              "rank).")
+            raise ConfigError(
+                f"{key}: got {value!r}; expected a step number like 20 or a "
+                "relative step like '+10' (ten steps after the most advanced "
+                "rank)."
+            )
     return absolute_step(key, value)

@@ -209,8 +209,10 @@ def _moved(asked: tuple[int, int], recorded: tuple[int, int]) -> str:
     if recorded == asked:
         return ""
     if recorded[0] != asked[0]:
-        return (f"recorded steps {recorded[0]}-{recorded[1]}: window {asked[0]}-{asked[1]} "
-                "had begun when the rank read the file, so it started at the next step")
+        return (
+            f"recorded steps {recorded[0]}-{recorded[1]}: window {asked[0]}-{asked[1]} "
+            "had begun when the rank read the file, so it started at the next step"
+        )
     return f"recorded steps {recorded[0]}-{recorded[1]}: stopped early"
 
 

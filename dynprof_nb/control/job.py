@@ -220,8 +220,9 @@ class Job(Controller):
         self._refuse_no_rank_asked(asked.ranks)
         self._check_others(first, last, cmd)
         gen = self._write("start", cfg, window=changes)
-        return Generation(gen, f"window {first}-{last} asked for; {self.no_rank_note() or ''}"
-                          .rstrip("; "))
+        return Generation(
+            gen, f"window {first}-{last} asked for; {self.no_rank_note() or ''}".rstrip("; ")
+        )
 
     def no_rank_note(self) -> str:
         """Why no window will come yet, for a job no rank has joined (a prepared job, or a
@@ -230,11 +231,12 @@ class Job(Controller):
             return ""
         from dynprof_nb.segment import list_jobs  # (registry's close_job_names imports Job)
 
-        near = difflib.get_close_matches(self.name, [n for n in list_jobs() if n != self.name],
-                                         n=1)
+        near = difflib.get_close_matches(self.name, [n for n in list_jobs() if n != self.name], n=1)
         hint = f" Did you mean {near[0]!r}?" if near else ""
-        return (f"no rank has joined job {self.name!r} yet: nothing is recorded until ranks "
-                f"start with Monitor(job={self.name!r}).{hint}")
+        return (
+            f"no rank has joined job {self.name!r} yet: nothing is recorded until ranks "
+            f"start with Monitor(job={self.name!r}).{hint}"
+        )
 
     def _refuse_no_rank_asked(self, ranks: list[int]) -> None:
         """``ranks=[7]`` on a job whose live ranks are 0 and 1 excludes every rank: no window
@@ -260,7 +262,8 @@ class Job(Controller):
             where = ", ".join(f"rank {s.rank} at step {s.step}" for s in slots)
             raise WindowRefused(
                 f"window {cfg.start_step}-{cfg.stop_step} has ended on every rank ({where}). "
-                "Write a later window into the file.")
+                "Write a later window into the file."
+            )
         return self._write("start", cfg, late="shift")
 
     def _current_step(self) -> int:
@@ -282,8 +285,7 @@ class Job(Controller):
         (:class:`WindowQueued`) that one after it waits for it, and warn
         (:class:`WindowReplaced`) when it replaces a window another process armed."""
         live = self.live_slots()
-        recording = [(str(s.rank), s.start, s.stop, s.step) for s in live
-                     if s.state == "recording"]
+        recording = [(str(s.rank), s.start, s.stop, s.step) for s in live if s.state == "recording"]
         asked = {}
         if cmd.config.has_window and cmd.by:
             mine = " (this process)" if cmd.by == os.getpid() else ""
@@ -295,8 +297,7 @@ class Job(Controller):
                 raise WindowConflict(message)
             warnings.warn(f"job {self.name!r}: {message}", WindowQueued, stacklevel=3)
             return
-        armed = sorted({(s.start, s.stop) for s in live if s.state == "armed"}
-                       - {(first, last)})
+        armed = sorted({(s.start, s.stop) for s in live if s.state == "armed"} - {(first, last)})
         if armed and cmd.by and cmd.by != os.getpid():
             ranks = ",".join(str(s.rank) for s in live if s.state == "armed")
             windows = ", ".join(f"{a}-{b}" for a, b in armed)
@@ -304,7 +305,9 @@ class Job(Controller):
                 f"job {self.name!r}: window {first}-{last} replaces window {windows}, which "
                 f"pid {cmd.by} (another controller) had armed on ranks {ranks}: that one will "
                 "not be recorded. Tell its owner, or stop() and ask for it again.",
-                WindowReplaced, stacklevel=3)
+                WindowReplaced,
+                stacklevel=3,
+            )
 
     def stop(self) -> int:
         """End an active window at once (what was recorded is saved) or cancel a pending one.
@@ -322,8 +325,11 @@ class Job(Controller):
         busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
         if not busy:
             if cfg.has_window:
-                why = ("no rank has joined the job" if not self.slots()
-                       else "it had ended or was skipped")
+                why = (
+                    "no rank has joined the job"
+                    if not self.slots()
+                    else "it had ended or was skipped"
+                )
                 return (
                     f"window {cfg.start_step}-{cfg.stop_step} is not recording or armed on "
                     f"any rank ({why}): stop takes it off the config"
@@ -345,8 +351,12 @@ class Job(Controller):
         return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)
 
     def _publish(
-        self, action: str, cfg: ProfilerConfig, window: dict[str, Any] | None = None,
-        late: str = "skip", reason: str = "",
+        self,
+        action: str,
+        cfg: ProfilerConfig,
+        window: dict[str, Any] | None = None,
+        late: str = "skip",
+        reason: str = "",
     ) -> int:
         cmd = command(action, cfg, window, late, reason)
         gen = self._seg.write_config(cmd.encode())
@@ -357,9 +367,16 @@ class Job(Controller):
 
     # -- step times and the trigger (dynprof_nb.control.trigger) ------------------------------
 
-    def trigger(self, slowdown: float | None = 2.0, steps: int = 10, cooldown_s: float = 600.0,
-                max_windows: int = 3, confirm: int = 1, disk_budget_mb: float | None = None,
-                **window_options: Any) -> dict[str, Any]:
+    def trigger(
+        self,
+        slowdown: float | None = 2.0,
+        steps: int = 10,
+        cooldown_s: float = 600.0,
+        max_windows: int = 3,
+        confirm: int = 1,
+        disk_budget_mb: float | None = None,
+        **window_options: Any,
+    ) -> dict[str, Any]:
         """Arm a window that starts by itself when a step slows; ``trigger(None)`` disarms.
 
         When a rank's step takes more than ``slowdown`` x its own rolling median (``confirm``
@@ -376,8 +393,9 @@ class Job(Controller):
             return self.triggers
         try:
             window_options = window_options_of(self.config, window_options)  # bad: refused
-            d = trigger.definition(slowdown, steps, cooldown_s, max_windows, confirm,
-                                   disk_budget_mb, **window_options)
+            d = trigger.definition(
+                slowdown, steps, cooldown_s, max_windows, confirm, disk_budget_mb, **window_options
+            )
         except (trigger.TriggerError, ConfigError) as exc:
             raise JobError(str(exc)) from None
         trigger.arm(self._seg, d)
@@ -611,10 +629,13 @@ class Job(Controller):
         self._segment, self._closed = None, True
         removed = seg is not None and seg.close(unjoined=self.removes_unjoined)
         if removed and asked and asked.has_window:
-            warnings.warn(f"job {self.name!r}: no rank ever joined it; its window "
-                          f"{asked.start_step}-{asked.stop_step} went with its last handle. "
-                          "To prepare a window for ranks yet to start, keep the handle open "
-                          "until they do.", stacklevel=2)
+            warnings.warn(
+                f"job {self.name!r}: no rank ever joined it; its window "
+                f"{asked.start_step}-{asked.stop_step} went with its last handle. "
+                "To prepare a window for ranks yet to start, keep the handle open "
+                "until they do.",
+                stacklevel=2,
+            )
 
 
 class Generation(int):
@@ -637,8 +658,10 @@ class Generation(int):
 
 def closed_message(name: str) -> str:
     """The one line a closed handle answers with."""
-    return (f"job {name!r}: this handle is closed (job.close() was called); attach again: "
-            f"job = dynprof_nb.attach({name!r}), or %dynprof attach {name}")
+    return (
+        f"job {name!r}: this handle is closed (job.close() was called); attach again: "
+        f"job = dynprof_nb.attach({name!r}), or %dynprof attach {name}"
+    )
 
 
 def _window_progress(slot: SlotView, cfg: ProfilerConfig, target: int) -> int:

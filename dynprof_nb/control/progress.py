@@ -81,8 +81,15 @@ class Progress:
     mode a line is written only when the phase changes or another quarter is done.
     """
 
-    def __init__(self, desc: str, *, enabled: bool = True, unit: str = "step",
-                 stream: TextIO | None = None, mode: str | None = None) -> None:
+    def __init__(
+        self,
+        desc: str,
+        *,
+        enabled: bool = True,
+        unit: str = "step",
+        stream: TextIO | None = None,
+        mode: str | None = None,
+    ) -> None:
         self.desc = desc
         self.stream = stream
         self.mode = "off" if not enabled else (mode or progress_mode(stream))
@@ -112,9 +119,14 @@ class Progress:
                 return None
         else:
             from tqdm import tqdm
-        bar = tqdm(total=max(1, total), desc=self.desc, unit=self.unit, leave=True,
-                   file=None if self.mode == "notebook" else self._out,
-                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}{postfix}]")
+        bar = tqdm(
+            total=max(1, total),
+            desc=self.desc,
+            unit=self.unit,
+            leave=True,
+            file=None if self.mode == "notebook" else self._out,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}{postfix}]",
+        )
         _keep_texts_on_one_line(bar)
         return bar
 
@@ -133,8 +145,9 @@ class Progress:
                     self._phase, self._drawn = phase, now
                     self._bar.total = max(1, total)
                     self._bar.n = min(done, max(1, total))
-                    self._bar.set_postfix_str(", ".join(p for p in (phase, detail) if p),
-                                              refresh=False)
+                    self._bar.set_postfix_str(
+                        ", ".join(p for p in (phase, detail) if p), refresh=False
+                    )
                     self._bar.refresh()
                 return
         quarter = 4 * done // total if total > 0 else 0

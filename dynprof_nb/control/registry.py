@@ -51,11 +51,16 @@ def _cluster_attach() -> ClusterAttach:
     return _CLUSTER["attach"]
 
 
-def attach(job: str = "default", *, create: bool = False,
-           cfg_path: str | os.PathLike[str] | None = None,
-           prof_path: str | os.PathLike[str] | None = None,
-           cluster: Any = None, security: Any = None,
-           allow_insecure: bool = False) -> Controller:
+def attach(
+    job: str = "default",
+    *,
+    create: bool = False,
+    cfg_path: str | os.PathLike[str] | None = None,
+    prof_path: str | os.PathLike[str] | None = None,
+    cluster: Any = None,
+    security: Any = None,
+    allow_insecure: bool = False,
+) -> Controller:
     """Attach to a running job by name.
 
     A name with no job on this machine is an error listing the jobs there are (a typo must
@@ -73,8 +78,10 @@ def attach(job: str = "default", *, create: bool = False,
     """
     if cluster is not None:
         if cfg_path is not None or prof_path is not None:
-            raise JobError("cluster= drives the job segments on every node; cfg_path/prof_path "
-                           "are file mode on this machine. Give one or the other.")
+            raise JobError(
+                "cluster= drives the job segments on every node; cfg_path/prof_path "
+                "are file mode on this machine. Give one or the other."
+            )
         return _cluster_attach()(job, cluster, security=security, allow_insecure=allow_insecure)
     if cfg_path is not None:
         return FileJob(cfg_path, prof_path=prof_path)
@@ -99,12 +106,13 @@ def unknown_job_message(job: str) -> str:
     """``no job named X``, the live jobs there are, and how to prepare one on purpose."""
     frame = jobs()
     live = list(frame[frame.live > 0].job) if len(frame) else []
-    others = (f"live jobs: {', '.join(live)}" if live else "no job on this machine has live "
-              "ranks")
+    others = f"live jobs: {', '.join(live)}" if live else "no job on this machine has live ranks"
     close = close_job_names(job, frame)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    return (f"no job named {job!r} on this machine ({others}).{hint} To prepare it before its "
-            "ranks start, attach with create=True (--create).")
+    return (
+        f"no job named {job!r} on this machine ({others}).{hint} To prepare it before its "
+        "ranks start, attach with create=True (--create)."
+    )
 
 
 def close_job_names(job: str, frame: pd.DataFrame | None = None) -> list[str]:
@@ -139,8 +147,14 @@ def jobs(verbose: bool = False) -> pd.DataFrame:
             continue
         try:
             slots = seg.slots()
-            row = {"job": name, "ranks": len(slots), "live": sum(s.live for s in slots),
-                   "generation": seg.generation, "owner": os.getuid(), "problem": ""}
+            row = {
+                "job": name,
+                "ranks": len(slots),
+                "live": sum(s.live for s in slots),
+                "generation": seg.generation,
+                "owner": os.getuid(),
+                "problem": "",
+            }
         except Exception as exc:
             row = _damaged_row(name, exc)
         finally:
@@ -150,8 +164,11 @@ def jobs(verbose: bool = False) -> pd.DataFrame:
                 removed = False
         if removed:
             if verbose:
-                log.warning("dynprof_nb: job %r is finished (no live rank, no pending request); "
-                            "removed its segment", name)
+                log.warning(
+                    "dynprof_nb: job %r is finished (no live rank, no pending request); "
+                    "removed its segment",
+                    name,
+                )
             continue
         rows.append(row)
     return pd.DataFrame(rows, columns=JOBS_COLUMNS)
@@ -159,8 +176,14 @@ def jobs(verbose: bool = False) -> pd.DataFrame:
 
 def _damaged_row(name: str, exc: BaseException) -> dict[str, Any]:
     reason = str(exc) if isinstance(exc, SegmentError) else f"{type(exc).__name__}: {exc}"
-    return {"job": name, "ranks": 0, "live": 0, "generation": 0,
-            "owner": _owner(name), "problem": reason or type(exc).__name__}
+    return {
+        "job": name,
+        "ranks": 0,
+        "live": 0,
+        "generation": 0,
+        "owner": _owner(name),
+        "problem": reason or type(exc).__name__,
+    }
 
 
 def _owner(name: str) -> int:

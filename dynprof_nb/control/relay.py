@@ -59,8 +59,12 @@ class Relay:
     >>> relay = Relay("./cfg", "llama").start()  # a daemon thread; relay.stop() ends it
     """
 
-    def __init__(self, cfg_path: str | os.PathLike[str], job: str | Job,
-                 poll_interval: float = POLL_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        cfg_path: str | os.PathLike[str],
+        job: str | Job,
+        poll_interval: float = POLL_INTERVAL_S,
+    ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval: got {poll_interval}; expected seconds > 0.")
         self.path = config_file(cfg_path).resolve()
@@ -86,8 +90,7 @@ class Relay:
             self._publish(f"waiting for {self.path} (no such file yet)")
             return False
         except OSError as exc:
-            self._publish(f"cannot read {self.path}: {exc.strerror}; keeping the last good "
-                          "config.")
+            self._publish(f"cannot read {self.path}: {exc.strerror}; keeping the last good config.")
             return False
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp == self._stamp:
@@ -122,17 +125,24 @@ class Relay:
         self.last = cfg
         if gen:
             self.generation = gen
-            log.info("dynprof_nb relay: %s -> job %r generation %d", self.path, self.job.name,
-                     gen)
+            log.info("dynprof_nb relay: %s -> job %r generation %d", self.path, self.job.name, gen)
         return bool(gen)
 
     def _publish(self, error: str) -> None:
         """Put this relay's state in the segment's helper note (only when it changed)."""
         self.error = error
-        note = json.dumps({"role": "relay", "pid": os.getpid(),
-                           "pid_start": pid_start_time(os.getpid()), "path": str(self.path),
-                           "poll_s": self.poll_interval, "generation": self.generation,
-                           "window": _window_text(self.last), "error": error})
+        note = json.dumps(
+            {
+                "role": "relay",
+                "pid": os.getpid(),
+                "pid_start": pid_start_time(os.getpid()),
+                "path": str(self.path),
+                "poll_s": self.poll_interval,
+                "generation": self.generation,
+                "window": _window_text(self.last),
+                "error": error,
+            }
+        )
         if note != self._note:
             if error and error != _error_of(self._note):
                 log.warning("dynprof_nb relay for job %r: %s", self.job.name, error)
@@ -186,13 +196,19 @@ class Relay:
             log.warning("dynprof_nb relay for job %r stopped: %r", self.job.name, exc)
 
     def __repr__(self) -> str:
-        return (f"<Relay {self.path} -> job {self.job.name!r} every {self.poll_interval} s"
-                f"{', error: ' + self.error if self.error else ''}>")
+        return (
+            f"<Relay {self.path} -> job {self.job.name!r} every {self.poll_interval} s"
+            f"{', error: ' + self.error if self.error else ''}>"
+        )
 
 
 @contextlib.contextmanager
-def relay_lock(job: str, stop: threading.Event | None = None, check: float = 0.25,
-               on_wait: Callable[[], object] | None = None) -> Iterator[bool]:
+def relay_lock(
+    job: str,
+    stop: threading.Event | None = None,
+    check: float = 0.25,
+    on_wait: Callable[[], object] | None = None,
+) -> Iterator[bool]:
     """Hold the node-local relay lock of ``job``: waits until it is free (yields True) or
     ``stop`` is set (yields False). ``on_wait`` is called once if the lock is held elsewhere.
 
@@ -215,8 +231,12 @@ def relay_lock(job: str, stop: threading.Event | None = None, check: float = 0.2
                 who = holder(fd) or "another process"
                 if who != told:
                     told = who
-                    log.warning("dynprof_nb relay for job %r: standby, %s relays it on this "
-                                "node; taking over when it stops.", job, who)
+                    log.warning(
+                        "dynprof_nb relay for job %r: standby, %s relays it on this "
+                        "node; taking over when it stops.",
+                        job,
+                        who,
+                    )
                 if stop is not None and stop.wait(check):
                     break
                 if stop is None:

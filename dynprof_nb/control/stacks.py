@@ -77,8 +77,16 @@ def parse_dump(text: str, names: dict[str, str] | None = None) -> list[dict[str,
         if not frames:
             frames = [("<no Python frame>", "", None)]
         for depth, (function, file, lineno) in enumerate(reversed(frames)):
-            rows.append({"thread": thread, "thread_id": f"0x{int(ident):x}", "depth": depth,
-                         "function": function, "file": file, "line": lineno})
+            rows.append(
+                {
+                    "thread": thread,
+                    "thread_id": f"0x{int(ident):x}",
+                    "depth": depth,
+                    "function": function,
+                    "file": file,
+                    "line": lineno,
+                }
+            )
     return rows
 
 
@@ -112,9 +120,11 @@ def _refusal(slot: SlotView, path: Path) -> str | None:
     if owner != os.getuid():
         return f"its process runs as uid {owner}, not as you (uid {os.getuid()})"
     if not catches(slot.pid, STACK_SIGNAL):
-        return (f"it has no handler for signal {STACK_SIGNAL} (an older dynprof_nb, or "
-                "something else owns that signal): not signalled, a default action would "
-                "kill it")
+        return (
+            f"it has no handler for signal {STACK_SIGNAL} (an older dynprof_nb, or "
+            "something else owns that signal): not signalled, a default action would "
+            "kill it"
+        )
     try:
         info = os.lstat(path)
     except OSError:
@@ -124,8 +134,9 @@ def _refusal(slot: SlotView, path: Path) -> str | None:
     return None
 
 
-def collect(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S,
-            node: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def collect(
+    job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S, node: str | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Signal the job's live ranks among ``slots`` and gather their dumps: ``(rows, silent)``.
     Returns within ``timeout`` (plus file reads)."""
     from dynprof_nb.control.status import THIS_NODE
@@ -178,10 +189,19 @@ def collect(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S,
         for p in pending:  # past the deadline: what was written, and the rank named
             if p.size:
                 rows += _rows_of(p, node)
-            silent.append({"rank": p.slot.rank, "node": node, "pid": p.slot.pid,
-                           "why": (f"dump incomplete after {timeout:g} s" if p.size else
-                                   f"no dump within {timeout:g} s (stopped with SIGSTOP, "
-                                   "in uninterruptible I/O, or blocking the signal?)")})
+            silent.append(
+                {
+                    "rank": p.slot.rank,
+                    "node": node,
+                    "pid": p.slot.pid,
+                    "why": (
+                        f"dump incomplete after {timeout:g} s"
+                        if p.size
+                        else f"no dump within {timeout:g} s (stopped with SIGSTOP, "
+                        "in uninterruptible I/O, or blocking the signal?)"
+                    ),
+                }
+            )
     finally:
         for p in pending:
             os.close(p.fd)
@@ -203,8 +223,10 @@ def _rows_of(p: _Pending, node: str) -> list[dict[str, Any]]:
     os.lseek(p.fd, 0, os.SEEK_SET)
     text = os.read(p.fd, MAX_DUMP_BYTES).decode("utf-8", "replace")
     names = p.side.get("threads") if isinstance(p.side.get("threads"), dict) else {}
-    return [{"rank": p.slot.rank, "node": node, "pid": p.slot.pid, **row}
-            for row in parse_dump(text, names)]
+    return [
+        {"rank": p.slot.rank, "node": node, "pid": p.slot.pid, **row}
+        for row in parse_dump(text, names)
+    ]
 
 
 def take_stacks(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
@@ -218,9 +240,13 @@ def take_stacks(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S
 # -- naming a hang ---------------------------------------------------------------------------
 
 
-def stall(records: list[dict[str, Any] | None], now: float, hang_after: float = HANG_AFTER,
-          hang_min_s: float = HANG_MIN_S, clock: str = "last_step_mono"
-          ) -> tuple[int, float] | None:
+def stall(
+    records: list[dict[str, Any] | None],
+    now: float,
+    hang_after: float = HANG_AFTER,
+    hang_min_s: float = HANG_MIN_S,
+    clock: str = "last_step_mono",
+) -> tuple[int, float] | None:
     """``(step, seconds)`` when no rank of ``records`` (one per live rank) has stepped for
     ``hang_after`` x the median step time (at least ``hang_min_s``), else None. A rank without
     a record, or a job that has not finished a step, is never called stalled."""
@@ -279,8 +305,9 @@ class HangWatch:
         self.captured: tuple[int, int] | None = None
         self.last: StackFrame | None = None
 
-    def note(self, found: tuple[int, float] | None, rows: list[dict[str, Any]], since: float,
-             take: Any) -> None:
+    def note(
+        self, found: tuple[int, float] | None, rows: list[dict[str, Any]], since: float, take: Any
+    ) -> None:
         """Mark ``rows`` for a stall ``found`` (``since``: when the last step was, on the
         clock of ``found``); take and keep the stacks once per stall."""
         if found is None:
@@ -322,8 +349,9 @@ def progress_fields(job: str, slot: SlotView) -> dict[str, Any]:
     return {"step_s": record.get("step_s"), "last_step_wall": record.get("last_step_wall")}
 
 
-def local_stall(job: str, slots: list[SlotView], hang_after: float, hang_min_s: float
-                ) -> tuple[tuple[int, float] | None, float]:
+def local_stall(
+    job: str, slots: list[SlotView], hang_after: float, hang_min_s: float
+) -> tuple[tuple[int, float] | None, float]:
     """The stall of a local job's live ranks (by their side files), and when the last step
     was (monotonic clock)."""
     live = [s for s in slots if s.live]

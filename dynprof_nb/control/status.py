@@ -18,20 +18,53 @@ if TYPE_CHECKING:
 
 # step_s: the rank's recent median step time, from its heartbeat (no profiling); slow: that
 # against the job's median ("+35%"), see mark_slow
-STATUS_COLUMNS = ["rank", "node", "pid", "step", "state", "window", "generation",
-                  "heartbeat_age_s", "alive", "error", "step_s", "slow"]
+STATUS_COLUMNS = [
+    "rank",
+    "node",
+    "pid",
+    "step",
+    "state",
+    "window",
+    "generation",
+    "heartbeat_age_s",
+    "alive",
+    "error",
+    "step_s",
+    "slow",
+]
 # the node a local controller's ranks run on: this machine (a cluster controller names each)
 THIS_NODE = socket.gethostname()
 
 
-def status_row(*, rank: int, pid: Any, step: Any, state: str, window: str = "",
-               generation: int = 0, heartbeat_age_s: Any = None, alive: Any = None,
-               error: str = "", node: str = THIS_NODE, step_s: Any = None) -> dict[str, Any]:
+def status_row(
+    *,
+    rank: int,
+    pid: Any,
+    step: Any,
+    state: str,
+    window: str = "",
+    generation: int = 0,
+    heartbeat_age_s: Any = None,
+    alive: Any = None,
+    error: str = "",
+    node: str = THIS_NODE,
+    step_s: Any = None,
+) -> dict[str, Any]:
     """A row of ``status()``; what the controller cannot know is ``None`` (``<NA>`` in the
     frame), never made up."""
-    return {"rank": rank, "node": node, "pid": pid, "step": step, "state": state, "window": window,
-            "generation": generation, "heartbeat_age_s": heartbeat_age_s, "alive": alive,
-            "error": error, "step_s": step_s}
+    return {
+        "rank": rank,
+        "node": node,
+        "pid": pid,
+        "step": step,
+        "state": state,
+        "window": window,
+        "generation": generation,
+        "heartbeat_age_s": heartbeat_age_s,
+        "alive": alive,
+        "error": error,
+        "step_s": step_s,
+    }
 
 
 def age_s(now_ns: int, then_ns: int) -> float:
@@ -44,11 +77,16 @@ def slot_row(slot: SlotView, now_ns: int) -> dict[str, Any]:
     closed = slot.state == "closed"
     alive = not closed and slot.alive  # one liveness check per rank
     return status_row(
-        rank=slot.rank, pid=slot.pid, step=slot.step,
+        rank=slot.rank,
+        pid=slot.pid,
+        step=slot.step,
         state=slot.state if alive or closed else "dead",
         window=f"{slot.start}-{slot.stop}" if slot.start >= 1 else "",
-        generation=slot.applied, heartbeat_age_s=age_s(now_ns, slot.heartbeat_ns),
-        alive=alive, error=slot.error)
+        generation=slot.applied,
+        heartbeat_age_s=age_s(now_ns, slot.heartbeat_ns),
+        alive=alive,
+        error=slot.error,
+    )
 
 
 def relay_rows(seg: Segment, now_ns: int | None = None) -> list[dict[str, Any]]:
@@ -62,10 +100,19 @@ def relay_rows(seg: Segment, now_ns: int | None = None) -> list[dict[str, Any]]:
         return []
     now_ns = time.monotonic_ns() if now_ns is None else now_ns
     alive = process_alive(int(note.get("pid", 0)), int(note.get("pid_start", 0)))
-    return [status_row(
-        rank=-1, pid=note.get("pid", 0), step=0, state="relay" if alive else "dead",
-        window=note.get("window", ""), generation=note.get("generation", 0),
-        heartbeat_age_s=age_s(now_ns, beat), alive=alive, error=note.get("error", ""))]
+    return [
+        status_row(
+            rank=-1,
+            pid=note.get("pid", 0),
+            step=0,
+            state="relay" if alive else "dead",
+            window=note.get("window", ""),
+            generation=note.get("generation", 0),
+            heartbeat_age_s=age_s(now_ns, beat),
+            alive=alive,
+            error=note.get("error", ""),
+        )
+    ]
 
 
 def status_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -80,6 +127,7 @@ def status_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def mark_slow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Fill each row's ``slow``: its ``step_s`` against the median of the live rows', as
     ``"+35%"`` ("" where either is unknown)."""
+
     def known(v: Any) -> bool:
         try:
             return bool(v)
@@ -91,15 +139,16 @@ def mark_slow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     median = (values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2) if n else 0
     for r in rows:
         v = r.get("step_s")
-        r["slow"] = (f"{(v / median - 1) * 100:+.0f}%"
-                     if known(v) and median and known(r.get("alive")) else "")
+        r["slow"] = (
+            f"{(v / median - 1) * 100:+.0f}%"
+            if known(v) and median and known(r.get("alive"))
+            else ""
+        )
     return rows
 
 
-
 PAGE_ROWS = 64  # a status table longer than this is shown one row per node
-NODE_VIEW_COLUMNS = ["node", "ranks", "live", "steps", "states", "window", "generation",
-                     "error"]
+NODE_VIEW_COLUMNS = ["node", "ranks", "live", "steps", "states", "window", "generation", "error"]
 
 
 def status_view(status: pd.DataFrame, limit: int = PAGE_ROWS) -> pd.DataFrame:
@@ -116,12 +165,16 @@ def status_view(status: pd.DataFrame, limit: int = PAGE_ROWS) -> pd.DataFrame:
         states = group["state"].value_counts()
         errors = [e for e in group["error"].fillna("") if e]
         windows = sorted({w for w in group["window"].fillna("") if w})
-        rows.append({
-            "node": node, "ranks": len(group),
-            "live": int(group["alive"].fillna(False).astype(bool).sum()),
-            "steps": f"{steps.min():.0f}-{steps.max():.0f}" if steps.notna().any() else "",
-            "states": ", ".join(f"{n} {s}" for s, n in states.items()),
-            "window": ", ".join(windows),
-            "generation": pd.to_numeric(group["generation"], errors="coerce").min(),
-            "error": f"{errors[0]} ({len(errors)} rank(s))" if errors else ""})
+        rows.append(
+            {
+                "node": node,
+                "ranks": len(group),
+                "live": int(group["alive"].fillna(False).astype(bool).sum()),
+                "steps": f"{steps.min():.0f}-{steps.max():.0f}" if steps.notna().any() else "",
+                "states": ", ".join(f"{n} {s}" for s, n in states.items()),
+                "window": ", ".join(windows),
+                "generation": pd.to_numeric(group["generation"], errors="coerce").min(),
+                "error": f"{errors[0]} ({len(errors)} rank(s))" if errors else "",
+            }
+        )
     return pd.DataFrame(rows, columns=NODE_VIEW_COLUMNS)

@@ -37,14 +37,30 @@ STEP_TIME_COLUMNS = ["rank", "node", "step", "end_s", "duration_s", "kind"]
 SLOW_MARK = 0.2  # a rank this much slower than the job's median is a straggler (plots)
 
 
-def definition(slowdown: float = 2.0, steps: int = 10, cooldown_s: float = 600.0,
-               max_windows: int = 3, confirm: int = 1, disk_budget_mb: float | None = None,
-               mode: str = "local", **window: Any) -> dict[str, Any]:
+def definition(
+    slowdown: float = 2.0,
+    steps: int = 10,
+    cooldown_s: float = 600.0,
+    max_windows: int = 3,
+    confirm: int = 1,
+    disk_budget_mb: float | None = None,
+    mode: str = "local",
+    **window: Any,
+) -> dict[str, Any]:
     """The stored form of ``job.trigger(...)``'s arguments, checked."""
-    return check_definition({"slowdown": slowdown, "steps": steps, "cooldown_s": cooldown_s,
-                             "max_windows": max_windows, "confirm": confirm,
-                             "disk_budget_mb": disk_budget_mb, "mode": mode,
-                             "window": window, "armed_at": time.time()})
+    return check_definition(
+        {
+            "slowdown": slowdown,
+            "steps": steps,
+            "cooldown_s": cooldown_s,
+            "max_windows": max_windows,
+            "confirm": confirm,
+            "disk_budget_mb": disk_budget_mb,
+            "mode": mode,
+            "window": window,
+            "armed_at": time.time(),
+        }
+    )
 
 
 def arm(seg: Segment, d: dict[str, Any] | None) -> int:
@@ -77,12 +93,24 @@ def describe(seg: Segment | None) -> dict[str, Any]:
     cooldown = 0.0
     if last:
         cooldown = max(0.0, d.get("cooldown_s", 0) - (time.monotonic_ns() - last) / 1e9)
-    state = ("spent" if fired >= d.get("max_windows", 1) else
-             "cooling down" if cooldown > 0 else "watching")
-    return {"armed": True, "state": state, **{k: v for k, v in d.items() if k != "window"},
-            "window_options": d.get("window", {}), "fired": fired,
-            "cooldown_left_s": round(cooldown, 1), "baseline_s": w[tb + T_BASELINE_NS] / 1e9,
-            "last_reason": reason, "pending_request": w[tb + T_REQ] != w[tb + T_REQ_DONE]}
+    state = (
+        "spent"
+        if fired >= d.get("max_windows", 1)
+        else "cooling down"
+        if cooldown > 0
+        else "watching"
+    )
+    return {
+        "armed": True,
+        "state": state,
+        **{k: v for k, v in d.items() if k != "window"},
+        "window_options": d.get("window", {}),
+        "fired": fired,
+        "cooldown_left_s": round(cooldown, 1),
+        "baseline_s": w[tb + T_BASELINE_NS] / 1e9,
+        "last_reason": reason,
+        "pending_request": w[tb + T_REQ] != w[tb + T_REQ_DONE],
+    }
 
 
 def take_request(seg: Segment) -> str | None:
@@ -115,8 +143,16 @@ def step_rows(seg: Segment | None, last: int, node: str = THIS_NODE) -> list[dic
     for s in seg.slots():
         entries = read_entries(seg.words, seg.ring_base(s.index), last)
         for step, end_ns, dur, kind in durations(entries)[-last:]:
-            rows.append({"rank": s.rank, "node": node, "step": step, "end_s": end_ns / 1e9,
-                         "duration_s": dur, "kind": kind})
+            rows.append(
+                {
+                    "rank": s.rank,
+                    "node": node,
+                    "step": step,
+                    "end_s": end_ns / 1e9,
+                    "duration_s": dur,
+                    "kind": kind,
+                }
+            )
     return rows
 
 

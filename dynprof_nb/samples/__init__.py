@@ -35,21 +35,47 @@ class Sample:
         return HERE / self.relpath
 
 
-SAMPLES: dict[str, Sample] = {s.name: s for s in (
-    Sample("ascend_text", "torch_npu", "Ascend NPU window, rank 0 of 2, text export "
-           "(trace_view.json, kernel_details.csv, operator and memory CSVs)",
-           "ascend_text/rank0_ascend_pt", "Mulan PSL v2 (ascend_text/LICENSE.msinsight)"),
-    Sample("ascend_db", "torch_npu", "Ascend NPU window, 2 ranks, db export "
-           "(ascend_pytorch_profiler_N.db, analysis.db)",
-           "ascend_db", "Mulan PSL v2 (ascend_db/LICENSE.msinsight)"),
-    Sample("mindspore_cpu", "mindspore", "window written by MindSpore 2.7's own "
-           "DynamicProfilerMonitor on CPU, steps 5-8",
-           "mindspore_cpu/rank0_start5_stop8", "Apache-2.0"),
-    Sample("pytorch_cpu", "pytorch", "PyTorch 2.13 CPU trace of a small CNN: 3 steps, shapes, "
-           "memory", "pytorch_cpu/rank0.1795968823191922673.pt.trace.json", "Apache-2.0"),
-    Sample("kineto_gpu", "pytorch", "Kineto trace of one A100 rank: 2 steps, 1,204 CUDA kernels "
-           "incl. NCCL", "kineto_gpu/sampled_rank-0.json.gz", "MIT (kineto_gpu/LICENSE.hta)"),
-)}
+SAMPLES: dict[str, Sample] = {
+    s.name: s
+    for s in (
+        Sample(
+            "ascend_text",
+            "torch_npu",
+            "Ascend NPU window, rank 0 of 2, text export "
+            "(trace_view.json, kernel_details.csv, operator and memory CSVs)",
+            "ascend_text/rank0_ascend_pt",
+            "Mulan PSL v2 (ascend_text/LICENSE.msinsight)",
+        ),
+        Sample(
+            "ascend_db",
+            "torch_npu",
+            "Ascend NPU window, 2 ranks, db export (ascend_pytorch_profiler_N.db, analysis.db)",
+            "ascend_db",
+            "Mulan PSL v2 (ascend_db/LICENSE.msinsight)",
+        ),
+        Sample(
+            "mindspore_cpu",
+            "mindspore",
+            "window written by MindSpore 2.7's own DynamicProfilerMonitor on CPU, steps 5-8",
+            "mindspore_cpu/rank0_start5_stop8",
+            "Apache-2.0",
+        ),
+        Sample(
+            "pytorch_cpu",
+            "pytorch",
+            "PyTorch 2.13 CPU trace of a small CNN: 3 steps, shapes, memory",
+            "pytorch_cpu/rank0.1795968823191922673.pt.trace.json",
+            "Apache-2.0",
+        ),
+        Sample(
+            "kineto_gpu",
+            "pytorch",
+            "Kineto trace of one A100 rank: 2 steps, 1,204 CUDA kernels incl. NCCL",
+            "kineto_gpu/sampled_rank-0.json.gz",
+            "MIT (kineto_gpu/LICENSE.hta)",
+        ),
+    )
+}
 
 
 def names() -> list[str]:
@@ -65,8 +91,10 @@ def path(name: str) -> Path:
         raise KeyError(f"no sample named {name!r}; the samples are: {', '.join(SAMPLES)}") from None
     p = sample.path
     if not p.exists():
-        raise FileNotFoundError(f"sample {name!r} is missing at {p}: this installation of "
-                                "dynprof_nb lacks its package data; reinstall it.")
+        raise FileNotFoundError(
+            f"sample {name!r} is missing at {p}: this installation of "
+            "dynprof_nb lacks its package data; reinstall it."
+        )
     return p
 
 
@@ -74,8 +102,18 @@ def list() -> pd.DataFrame:  # noqa: A001 - samples.list() reads naturally
     """One row per sample: name, framework, what, path, licence."""
     import pandas as pd
 
-    return pd.DataFrame([{"name": s.name, "framework": s.framework, "what": s.what,
-                          "path": str(s.path), "licence": s.licence} for s in SAMPLES.values()])
+    return pd.DataFrame(
+        [
+            {
+                "name": s.name,
+                "framework": s.framework,
+                "what": s.what,
+                "path": str(s.path),
+                "licence": s.licence,
+            }
+            for s in SAMPLES.values()
+        ]
+    )
 
 
 def load(name: str, **kwargs: Any) -> TraceWindow:

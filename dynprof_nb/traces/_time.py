@@ -163,8 +163,11 @@ def _swar8(flat: np.ndarray, col: int, width: int, ok: np.ndarray) -> np.ndarray
     t |= x & hi
     ok &= t == np.uint64(0x3333333333333333)  # every byte in '0'..'9'
     x -= _ZEROS8
-    for shift, mul, mask in ((8, 10, 0x00FF00FF00FF00FF), (16, 100, 0x0000FFFF0000FFFF),
-                             (32, 10000, 0x00000000FFFFFFFF)):
+    for shift, mul, mask in (
+        (8, 10, 0x00FF00FF00FF00FF),
+        (16, 100, 0x0000FFFF0000FFFF),
+        (32, 10000, 0x00000000FFFFFFFF),
+    ):
         t = x >> np.uint64(shift)
         x *= np.uint64(mul)
         x += t
@@ -214,7 +217,7 @@ def _parse_block(b: np.ndarray, buf: bytes, starts: np.ndarray, lens: np.ndarray
         out[ok] = np.where(neg, -ns, ns)[ok]
         slow |= ~ok & ~null & ~beyond  # the edge of the range itself is checked exactly there
     for i in np.flatnonzero(slow):
-        out[i] = _token_ns(buf[starts[i]:starts[i] + lens[i]])
+        out[i] = _token_ns(buf[starts[i] : starts[i] + lens[i]])
     return out
 
 

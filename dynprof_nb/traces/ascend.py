@@ -291,8 +291,15 @@ def _communication_walk(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     walk(doc, {})
     return pd.DataFrame(rows), pd.DataFrame(
-        bw_rows, columns=["_op", "transport", "size_mb", "transit_us", "bandwidth_gbps",
-                          "large_packet_ratio"]
+        bw_rows,
+        columns=[
+            "_op",
+            "transport",
+            "size_mb",
+            "transit_us",
+            "bandwidth_gbps",
+            "large_packet_ratio",
+        ],
     )
 
 

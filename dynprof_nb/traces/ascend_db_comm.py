@@ -189,9 +189,7 @@ def _task_bandwidth(tasks: pd.DataFrame) -> pd.DataFrame:
         transit_us=(tasks["end_ns"] - tasks["start_ns"]) / 1000.0,
     )[moves & (src != dst) & pd.Series(on != "", index=tasks.index)]
     rows = (
-        t.groupby(["op_id", "transport"], sort=False)[["size_mb", "transit_us"]]
-        .sum()
-        .reset_index()
+        t.groupby(["op_id", "transport"], sort=False)[["size_mb", "transit_us"]].sum().reset_index()
     )
     return ascend_bandwidth.with_sdma_total(rows, "op_id")
 
@@ -208,8 +206,10 @@ def bandwidth(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd.Dat
         return ascend_bandwidth.frame(pd.DataFrame(columns=ascend_bandwidth.COLUMNS))
     tasks = comm_tasks(db)
     ops = comm_ops(db).set_index("op_id")
-    rows = _task_bandwidth(tasks) if len(tasks) else pd.DataFrame(
-        columns=["op_id", "transport", "size_mb", "transit_us"]
+    rows = (
+        _task_bandwidth(tasks)
+        if len(tasks)
+        else pd.DataFrame(columns=["op_id", "transport", "size_mb", "transit_us"])
     )
     start = rows["op_id"].map(ops["start_ns"])
     rows = rows.assign(
@@ -248,8 +248,9 @@ def _analysis_bandwidth(ana: DbFile) -> pd.DataFrame:
 
 def _analysis_comm(ana: DbFile) -> pd.DataFrame:
     t = ana.read_all("CommAnalyzerTime")
-    tot = ascend_bandwidth.op_totals(pd.DataFrame(columns=["name", "group", "transport"]),
-                                     ["name", "group"])
+    tot = ascend_bandwidth.op_totals(
+        pd.DataFrame(columns=["name", "group", "transport"]), ["name", "group"]
+    )
     if {"hccl_op_name", "transit_size"} <= set(ana.columns("CommAnalyzerBandwidth")):
         tot = ascend_bandwidth.op_totals(_analysis_bandwidth(ana), ["name", "group"])
     tot = tot.reset_index()

@@ -91,14 +91,18 @@ def inflate_limit(path: str | Path, compressed: int) -> tuple[int, str]:
     ratio, cap = gzip_ratio(), max_text()
     by_ratio = max(compressed, 1) * ratio
     if by_ratio <= cap:
-        return by_ratio, (f"{ratio}x its size of {human(compressed)} (set DYNPROF_NB_GZIP_RATIO "
-                          "to raise it)")
+        return by_ratio, (
+            f"{ratio}x its size of {human(compressed)} (set DYNPROF_NB_GZIP_RATIO to raise it)"
+        )
     return cap, f"{human(cap)} (set DYNPROF_NB_MAX_TEXT to raise it)"
 
 
 def too_big(path: str | Path, what: str, limit_words: str) -> TraceFormatError:
-    return TraceFormatError(path, f"{what}: over the limit of {limit_words}",
-                            hint="a file this large for its kind is damaged or hostile")
+    return TraceFormatError(
+        path,
+        f"{what}: over the limit of {limit_words}",
+        hint="a file this large for its kind is damaged or hostile",
+    )
 
 
 def check_memory(path: str | Path, need: int, what: str) -> None:

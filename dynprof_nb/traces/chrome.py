@@ -232,17 +232,28 @@ def sniff(head: bytes, path: str | Path, size: int, inflated: bool = False) -> N
     cannot start JSON, before reading the rest (a 2 GB file of zeros is refused at once)."""
     what = " (in its decompressed text)" if inflated else ""
     if size == 0:
-        raise TraceFormatError(path, f"file is empty{what}", offset=0,
-                               hint="the profiler was probably stopped before it wrote the trace")
+        raise TraceFormatError(
+            path,
+            f"file is empty{what}",
+            offset=0,
+            hint="the profiler was probably stopped before it wrote the trace",
+        )
     nul = head.find(b"\x00")
     if nul >= 0:
-        raise TraceFormatError(path, f"binary data where JSON text was expected{what}",
-                               offset=nul,
-                               hint="is this the right file? traces are .json or .json.gz")
+        raise TraceFormatError(
+            path,
+            f"binary data where JSON text was expected{what}",
+            offset=nul,
+            hint="is this the right file? traces are .json or .json.gz",
+        )
     first = first_byte(head)
     if first and first not in (b"{", b"["):
-        raise TraceFormatError(path, f"not JSON: starts with {first!r}{what}", offset=0,
-                               hint="load_trace expects a Chrome trace JSON here")
+        raise TraceFormatError(
+            path,
+            f"not JSON: starts with {first!r}{what}",
+            offset=0,
+            hint="load_trace expects a Chrome trace JSON here",
+        )
 
 
 def load_chrome_trace(path: str | Path) -> ChromeTrace:
@@ -479,9 +490,17 @@ class _Columns:
         except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
             args = None
         if args is not None:
-            hit = [i for i, a in enumerate(args)
-                   if a is not None and (a.correlation is not None or a.stream is not None
-                                         or a.in_nelems is not None or a.out_nelems is not None)]
+            hit = [
+                i
+                for i, a in enumerate(args)
+                if a is not None
+                and (
+                    a.correlation is not None
+                    or a.stream is not None
+                    or a.in_nelems is not None
+                    or a.out_nelems is not None
+                )
+            ]
             if hit:
                 self.link_rows.append(np.asarray(hit, np.int64) + self.n_rows)
                 self.link_args.extend(args[i] for i in hit)
@@ -603,10 +622,14 @@ def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
         return
     rows = np.concatenate(acc.link_rows)
     n = len(ev)
-    corr = np.array([_int_or_nan(a.correlation) if a is not None else np.nan
-                     for a in acc.link_args], dtype=np.float64)
-    stream = np.array([_int_or_nan(a.stream) if a is not None else np.nan
-                       for a in acc.link_args], dtype=np.float64)
+    corr = np.array(
+        [_int_or_nan(a.correlation) if a is not None else np.nan for a in acc.link_args],
+        dtype=np.float64,
+    )
+    stream = np.array(
+        [_int_or_nan(a.stream) if a is not None else np.nan for a in acc.link_args],
+        dtype=np.float64,
+    )
     if (~np.isnan(stream)).any():
         full_s = np.full(n, np.nan)
         full_s[rows] = stream
@@ -630,8 +653,11 @@ def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
         lcol = pd.array(out, dtype="Int64")
         lcol[out < 0] = pd.NA
         ev["launch_ns"] = lcol
-    coll = [i for i, a in enumerate(acc.link_args)
-            if a is not None and (a.in_nelems is not None or a.out_nelems is not None)]
+    coll = [
+        i
+        for i, a in enumerate(acc.link_args)
+        if a is not None and (a.in_nelems is not None or a.out_nelems is not None)
+    ]
     if coll:
         sel = rows[coll]
         args = [acc.link_args[i] for i in coll]

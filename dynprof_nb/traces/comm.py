@@ -57,8 +57,10 @@ def resolve(spec: PatternSpec = None) -> tuple[str, ...]:
         try:
             re.compile(item)
         except re.error as exc:
-            raise ValueError(f"communication pattern {item!r} is not a regular expression "
-                             f"({exc}); e.g. r'internode::dispatch'.") from None
+            raise ValueError(
+                f"communication pattern {item!r} is not a regular expression "
+                f"({exc}); e.g. r'internode::dispatch'."
+            ) from None
     return items
 
 

@@ -100,9 +100,13 @@ def committed(p: Path) -> Path:
             con.close()
     except (OSError, sqlite3.DatabaseError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        warn(TraceRepairWarning(
-            f"{p}: its write-ahead log {wal.name} was NOT applied ({exc}): reading the database "
-            "as last checkpointed, which misses what was committed since"), stacklevel=3)
+        warn(
+            TraceRepairWarning(
+                f"{p}: its write-ahead log {wal.name} was NOT applied ({exc}): reading the "
+                "database as last checkpointed, which misses what was committed since"
+            ),
+            stacklevel=3,
+        )
         return p
     _WAL_COPIES[key] = copy
     return copy

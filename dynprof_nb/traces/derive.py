@@ -17,8 +17,16 @@ from .intervals import intersect_us, union_us
 #: Every category Kineto writes for activity on a device: CUDA/ROCm kernels, copies and sets,
 #: the device side of a CUDA synchronisation (on the stream's lane, as HTA counts it), and MTIA's
 #: (Meta's accelerator) command processor events. Older Kineto spelled the first three capitalised.
-DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "cuda_sync",
-               "mtia_ccp_events"}
+DEVICE_CATS = {
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "Kernel",
+    "Memcpy",
+    "Memset",
+    "cuda_sync",
+    "mtia_ccp_events",
+}
 MEMORY_CATS = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
 # HTA's (hta.utils.utils) kernel types: MEMORY is a name starting Memcpy/Memset/dma, and what is
 # neither communication nor memory is COMPUTATION unless it is a sync or an NCCL helper (OTHER).
@@ -36,16 +44,19 @@ OVERLAP_THREADS = {
 }
 
 
-def device_kinds(names: pd.Series, cats: pd.Series, comm: comm_names.PatternSpec = None
-                 ) -> np.ndarray:
+def device_kinds(
+    names: pd.Series, cats: pd.Series, comm: comm_names.PatternSpec = None
+) -> np.ndarray:
     """Per device row: "communication" (the communication patterns), "memory" (a copy or set:
     its category or a Memcpy/Memset/dma name), "computation", or "other" (synchronisation and
     NCCL helpers), HTA's ``get_kernel_type`` with dynprof_nb's communication patterns."""
     text = names.astype(object).fillna("").astype(str)
     uniq, inv = np.unique(text.to_numpy(dtype=object).astype(str), return_inverse=True)
-    kind_u = np.where([bool(_MEMORY_NAME.match(u)) for u in uniq], "memory",
-                      np.where([bool(_NOT_COMPUTE_NAME.match(u)) for u in uniq], "other",
-                               "computation")).astype(object)
+    kind_u = np.where(
+        [bool(_MEMORY_NAME.match(u)) for u in uniq],
+        "memory",
+        np.where([bool(_NOT_COMPUTE_NAME.match(u)) for u in uniq], "other", "computation"),
+    ).astype(object)
     kind = kind_u[np.asarray(inv).reshape(-1)] if len(uniq) else np.empty(0, object)
     kind[cats.astype(object).isin(MEMORY_CATS).to_numpy()] = "memory"
     kind[comm_names.is_communication(text, comm)] = "communication"
@@ -134,8 +145,9 @@ def device_steps(events: pd.DataFrame, intervals: pd.DataFrame, steps: pd.array)
     return out
 
 
-def _union_us(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int
-              ) -> tuple[float, tuple[np.ndarray, np.ndarray]]:
+def _union_us(
+    starts: np.ndarray, ends: np.ndarray, lo: int, hi: int
+) -> tuple[float, tuple[np.ndarray, np.ndarray]]:
     """The union (µs, and its merged intervals) of the intervals clipped to [lo, hi)."""
     s = np.clip(starts, lo, hi)
     e = np.clip(ends, lo, hi)
@@ -271,11 +283,31 @@ def communication_from_events(
 
 
 #: bytes per element of the ``dtype`` names Kineto writes (c10's ScalarType names)
-DTYPE_BYTES = {"Byte": 1, "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
-               "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "QInt8": 1, "QUInt8": 1,
-               "Short": 2, "Half": 2, "BFloat16": 2, "ComplexHalf": 4,
-               "Int": 4, "Float": 4, "QInt32": 4, "Long": 8, "Double": 8, "ComplexFloat": 8,
-               "ComplexDouble": 16, "UInt16": 2, "UInt32": 4, "UInt64": 8}
+DTYPE_BYTES = {
+    "Byte": 1,
+    "Char": 1,
+    "Bool": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fnuz": 1,
+    "Float8_e5m2fnuz": 1,
+    "QInt8": 1,
+    "QUInt8": 1,
+    "Short": 2,
+    "Half": 2,
+    "BFloat16": 2,
+    "ComplexHalf": 4,
+    "Int": 4,
+    "Float": 4,
+    "QInt32": 4,
+    "Long": 8,
+    "Double": 8,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+    "UInt16": 2,
+    "UInt32": 4,
+    "UInt64": 8,
+}
 
 #: nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md) per collective, for n ranks
 _BUS_FACTOR = {
@@ -313,13 +345,25 @@ def collective_sizes(rows: pd.DataFrame) -> pd.DataFrame:
         algbw = np.where(secs > 0, size / secs / 1e9, np.nan)
     n = rows["group_size"].to_numpy("float64")
     names = rows["collective"].astype(object).fillna("").str.lower().to_numpy(dtype=object)
-    factor = np.array([_BUS_FACTOR[c](g) if c in _BUS_FACTOR and g >= 1 else np.nan
-                       for c, g in zip(names, n, strict=True)], dtype="float64")
-    return pd.DataFrame({"collective": rows["collective"].astype(object).to_numpy(),
-                         "dtype": rows["dtype"].astype(object).to_numpy(),
-                         "group_size": rows["group_size"].astype("Int64").to_numpy(),
-                         "size_mb": size / 1e6, "bandwidth_gbps": algbw, "algbw_gbps": algbw,
-                         "busbw_gbps": algbw * factor}, index=rows.index)
+    factor = np.array(
+        [
+            _BUS_FACTOR[c](g) if c in _BUS_FACTOR and g >= 1 else np.nan
+            for c, g in zip(names, n, strict=True)
+        ],
+        dtype="float64",
+    )
+    return pd.DataFrame(
+        {
+            "collective": rows["collective"].astype(object).to_numpy(),
+            "dtype": rows["dtype"].astype(object).to_numpy(),
+            "group_size": rows["group_size"].astype("Int64").to_numpy(),
+            "size_mb": size / 1e6,
+            "bandwidth_gbps": algbw,
+            "algbw_gbps": algbw,
+            "busbw_gbps": algbw * factor,
+        },
+        index=rows.index,
+    )
 
 
 def memory_from_counters(counters: pd.DataFrame) -> pd.DataFrame:

@@ -149,9 +149,13 @@ def find_window_files(root: Path) -> WindowFiles:
     wf.framework_name = _framework(root, wf)
     if wf.outside:
         names = ", ".join(str(p.relative_to(root)) for p in wf.outside[:5])
-        warn(TraceRepairWarning(
-            f"{root}: not read: {len(wf.outside)} symlink(s) that lead out of the window "
-            f"({names}); dynprof_nb reads only files inside the window"), stacklevel=3)
+        warn(
+            TraceRepairWarning(
+                f"{root}: not read: {len(wf.outside)} symlink(s) that lead out of the window "
+                f"({names}); dynprof_nb reads only files inside the window"
+            ),
+            stacklevel=3,
+        )
     return wf
 
 

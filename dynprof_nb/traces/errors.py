@@ -18,11 +18,22 @@ class TraceFormatError(ValueError):
     what the user can do, because a bare "invalid JSON" on a 2 GB file is not actionable.
     """
 
-    def __init__(self, path: str | Path, message: str, *, offset: int | None = None,
-                 line: int | None = None, column: int | None = None, hint: str | None = None):
+    def __init__(
+        self,
+        path: str | Path,
+        message: str,
+        *,
+        offset: int | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str | None = None,
+    ):
         self.path = str(path)
-        self._args = (path, message, {"offset": offset, "line": line, "column": column,
-                                      "hint": hint})
+        self._args = (
+            path,
+            message,
+            {"offset": offset, "line": line, "column": column, "hint": hint},
+        )
         self.offset = offset
         self.line = line
         self.column = column

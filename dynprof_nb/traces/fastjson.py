@@ -93,7 +93,7 @@ def _locate(head: bytes, tail: bytes, tail_at: int) -> tuple[Top, int, int]:
         k = _last(tail, j, max(0, start - tail_at))
         if tail_at + k == start or (k > 0 and tail[k - 1] == 0x7D):  # after an event, or []
             try:
-                top = _DEC_TOP.decode(head[lo:start] + b"]" + tail[j + 1:hi])
+                top = _DEC_TOP.decode(head[lo:start] + b"]" + tail[j + 1 : hi])
             except msgspec.DecodeError:
                 continue
             top.traceEvents = None
@@ -120,9 +120,9 @@ def _cut(data: bytes, pos: int, end: int) -> Iterator[memoryview]:
         if len(buf) < n + 2:
             buf = bytearray(max(n + 2, PIECE_BYTES * 2))  # reused: no fresh pages per piece
         buf[0] = 0x5B
-        buf[1:n + 1] = src[pos:cut]
+        buf[1 : n + 1] = src[pos:cut]
         buf[n + 1] = 0x5D
-        yield memoryview(buf)[:n + 2]
+        yield memoryview(buf)[: n + 2]
         pos = nxt
 
 
@@ -155,10 +155,10 @@ def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[memoryview]:
         want = min(PIECE_BYTES, left)
         if len(buf) < have + want + 2:  # one event longer than a block: grow
             grown = bytearray(2 * (have + want) + 2)
-            grown[:have + 1] = buf[:have + 1]
+            grown[: have + 1] = buf[: have + 1]
             buf = grown
         with memoryview(buf) as mv:
-            got = fh.readinto(mv[1 + have:1 + have + want])
+            got = fh.readinto(mv[1 + have : 1 + have + want])
         left -= got
         if not got and left > 0:
             raise NotFast("the file was cut short while being read")
@@ -166,17 +166,18 @@ def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[memoryview]:
             skip = _WS_RE.match(buf, 1, 1 + got).end() - 1
             if skip:
                 got -= skip
-                buf[1:1 + got] = buf[1 + skip:1 + skip + got]
+                buf[1 : 1 + got] = buf[1 + skip : 1 + skip + got]
         total = have + got
         if left <= 0:
-            if buf[1:1 + total].strip(_WS):
+            if buf[1 : 1 + total].strip(_WS):
                 buf[1 + total] = 0x5D
                 with memoryview(buf) as mv:
-                    yield mv[:total + 2]
+                    yield mv[: total + 2]
             return
         half = max(scan, 1 + total // 2)
         m = _CUT.search(buf, half, 1 + total) or (
-            _CUT.search(buf, scan, 1 + total) if scan < half else None)
+            _CUT.search(buf, scan, 1 + total) if scan < half else None
+        )
         if m is None:  # a boundary found later starts at the last '}' seen, or after it
             brace = buf.rfind(b"}", scan, 1 + total)
             scan = brace if brace >= 0 else 1 + total
@@ -187,24 +188,32 @@ def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[memoryview]:
         saved = buf[cut]
         buf[cut] = 0x5D
         with memoryview(buf) as mv:
-            yield mv[:cut + 1]
+            yield mv[: cut + 1]
         buf[cut] = saved
         have = 1 + total - nxt
-        buf[1:1 + have] = buf[nxt:1 + total]
+        buf[1 : 1 + have] = buf[nxt : 1 + total]
 
 
 def split_pieces(data: bytes) -> tuple[Top, Iterator[bytes] | None]:
     """The careful path: a strict parse into one raw slice per event, then pieces of them.
     Raises ``msgspec.DecodeError`` on text that is not strict JSON; pieces is None when the
     document has no event array."""
-    if data[_first(data):_first(data) + 1] == b"[":
+    if data[_first(data) : _first(data) + 1] == b"[":
         top, raws = Top(), _DEC_RAWS.decode(data)
     else:
         split = _DEC_TOP_SPLIT.decode(data)
         raws = split.traceEvents
-        top = Top(None, split.distributedInfo, split.baseTimeNanoseconds, split.displayTimeUnit,
-                  split.otherData, split.deviceProperties)
+        top = Top(
+            None,
+            split.distributedInfo,
+            split.baseTimeNanoseconds,
+            split.displayTimeUnit,
+            split.otherData,
+            split.deviceProperties,
+        )
     if raws is None:
         return top, None
-    return top, (b"[" + b",".join(raws[i:i + SPLIT_EVENTS]) + b"]"
-                 for i in range(0, len(raws), SPLIT_EVENTS))
+    return top, (
+        b"[" + b",".join(raws[i : i + SPLIT_EVENTS]) + b"]"
+        for i in range(0, len(raws), SPLIT_EVENTS)
+    )

@@ -24,8 +24,9 @@ def load_trace(path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> T
     return TraceWindow.from_file(path, comm_patterns=comm_patterns)
 
 
-def load_window(path: str | Path | Sequence[str | Path], *,
-                comm_patterns: comm.PatternSpec = None) -> TraceWindow:
+def load_window(
+    path: str | Path | Sequence[str | Path], *, comm_patterns: comm.PatternSpec = None
+) -> TraceWindow:
     """A window directory ``rank{r}_start{s}_stop{e}/`` (built-in, MindSpore, torch_npu, PyTorch),
     a folder of several ranks' windows, or a list of window directories (one per rank); with
     several ranks the frames get a ``rank`` column.
@@ -54,10 +55,9 @@ def load_window(path: str | Path | Sequence[str | Path], *,
     return _combine_windows(root, subs, **kw)
 
 
-
-
-def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSpec = None
-                     ) -> TraceWindow:
+def _combine_windows(
+    root: Path, subs: list[Path], comm_patterns: comm.PatternSpec = None
+) -> TraceWindow:
     """Several ranks' windows (directories or single trace files) as one MultiRankWindow."""
     children, skipped = [], []
     for s in subs:
@@ -72,11 +72,14 @@ def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSp
         if files.db is not None:
             children[-1]._identify_db(children[-1]._dbreader())
     if skipped:
-        warnings.warn(IncompleteWindowWarning(
-            f"{root}: skipped incomplete windows: " + "; ".join(skipped)), stacklevel=2)
+        warnings.warn(
+            IncompleteWindowWarning(f"{root}: skipped incomplete windows: " + "; ".join(skipped)),
+            stacklevel=2,
+        )
     if not children:
-        raise TraceFormatError(root, "no complete window in this folder",
-                               hint="; ".join(skipped) or None)
+        raise TraceFormatError(
+            root, "no complete window in this folder", hint="; ".join(skipped) or None
+        )
     if len(children) == 1:
         return children[0]
     taken = {c.rank for c in children if c.rank is not None}
@@ -86,6 +89,9 @@ def _combine_windows(root: Path, subs: list[Path], comm_patterns: comm.PatternSp
             c.rank = next(free)
     ranks = [c.rank for c in children]
     if len(set(ranks)) != len(ranks):
-        raise TraceFormatError(root, f"two windows claim the same rank ({sorted(ranks)})",
-                               hint="load each rank's window directory once")
+        raise TraceFormatError(
+            root,
+            f"two windows claim the same rank ({sorted(ranks)})",
+            hint="load each rank's window directory once",
+        )
     return MultiRankWindow(root, children, skipped)

@@ -57,9 +57,11 @@ class MultiRankWindow(TraceWindow):
             frame = schema.concat_frames(parts) if parts else empty
             per = {r: c.sources.get(kind) for r, c in zip(self.ranks, self.children, strict=True)}
             self.sources[kind] = {
-                "ranks": per, "skipped": self.skipped,
+                "ranks": per,
+                "skipped": self.skipped,
                 "format": sorted({v.get("format") for v in per.values() if v and v.get("format")}),
-                "missing": {r: v["missing"] for r, v in per.items() if v and v.get("missing")}}
+                "missing": {r: v["missing"] for r, v in per.items() if v and v.get("missing")},
+            }
             self._cache[kind] = frame
         return self._cache[kind]
 
@@ -75,27 +77,43 @@ class MultiRankWindow(TraceWindow):
 
     def communication_links(self) -> pd.DataFrame:
         if self._links is None:
-            parts = [c.communication_links().assign(rank=r)
-                     for r, c in zip(self.ranks, self.children, strict=True)]
+            parts = [
+                c.communication_links().assign(rank=r)
+                for r, c in zip(self.ranks, self.children, strict=True)
+            ]
             self._links = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-            self.sources["links"] = {"ranks": {r: c.sources.get("links") for r, c in
-                                               zip(self.ranks, self.children, strict=True)}}
+            self.sources["links"] = {
+                "ranks": {
+                    r: c.sources.get("links")
+                    for r, c in zip(self.ranks, self.children, strict=True)
+                }
+            }
         return self._links
 
     def communication_bandwidth(self) -> pd.DataFrame:
         if self._bandwidth is None:
-            parts = [c.communication_bandwidth().assign(rank=r)
-                     for r, c in zip(self.ranks, self.children, strict=True)]
+            parts = [
+                c.communication_bandwidth().assign(rank=r)
+                for r, c in zip(self.ranks, self.children, strict=True)
+            ]
             self._bandwidth = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-            self.sources["bandwidth"] = {"ranks": {r: c.sources.get("bandwidth") for r, c in
-                                                   zip(self.ranks, self.children, strict=True)}}
+            self.sources["bandwidth"] = {
+                "ranks": {
+                    r: c.sources.get("bandwidth")
+                    for r, c in zip(self.ranks, self.children, strict=True)
+                }
+            }
         return self._bandwidth
 
     def memory_copies(self) -> pd.DataFrame:
-        parts = [c.memory_copies().assign(rank=r)
-                 for r, c in zip(self.ranks, self.children, strict=True)]
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-            columns=["start_ns", "end_ns", "step", "rank"])
+        parts = [
+            c.memory_copies().assign(rank=r) for r, c in zip(self.ranks, self.children, strict=True)
+        ]
+        return (
+            pd.concat(parts, ignore_index=True)
+            if parts
+            else pd.DataFrame(columns=["start_ns", "end_ns", "step", "rank"])
+        )
 
     def rank_window(self, rank: int) -> TraceWindow:
         return self.children[self.ranks.index(rank)]
@@ -135,6 +153,7 @@ def _threaded_db_frames(children: list[TraceWindow], kind: str) -> None:
     workers = min(len(todo), os.cpu_count() or 1)
     if workers < 2:
         return
+
     def read(c: TraceWindow) -> list[Warning]:
         with collected_warnings() as caught:
             c._frame(kind)

@@ -84,15 +84,26 @@ def op_table(events: pd.DataFrame) -> pd.DataFrame:
     # Like torch's key_averages(): all step markers fold into one STEP_FOLDED row
     # (the per-step view is the steps frame).
     names = names.where(~names.str.startswith(STEP_PREFIX, na=False), STEP_FOLDED)
-    g = pd.DataFrame({"name": names.to_numpy(),
-                      "dur": ev["dur_ns"].to_numpy("int64") / 1000.0, "self": selfs / 1000.0})
-    t = g.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"),
-                                          self_us=("self", "sum"), min_us=("dur", "min"),
-                                          max_us=("dur", "max")).reset_index()
+    g = pd.DataFrame(
+        {
+            "name": names.to_numpy(),
+            "dur": ev["dur_ns"].to_numpy("int64") / 1000.0,
+            "self": selfs / 1000.0,
+        }
+    )
+    t = (
+        g.groupby("name", sort=False)
+        .agg(
+            count=("dur", "size"),
+            total_us=("dur", "sum"),
+            self_us=("self", "sum"),
+            min_us=("dur", "min"),
+            max_us=("dur", "max"),
+        )
+        .reset_index()
+    )
     t["avg_us"] = t["total_us"] / t["count"]
     total_self = t["self_us"].sum()
     t["share"] = t["self_us"] / total_self if total_self > 0 else 0.0
     t = t.sort_values(["self_us", "total_us"], ascending=False, ignore_index=True)
     return schema.conform(t, "ops")
-
-

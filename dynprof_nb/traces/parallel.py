@@ -34,9 +34,13 @@ import pandas as pd
 Loaded = tuple[pd.DataFrame, dict, list]
 
 
-def load_events(children: list, load: Callable[[Any], Loaded],
-                size: Callable[[Any], int] = lambda c: 1, max_procs: int | None = None,
-                release: Callable[[Any], None] = lambda c: None) -> None:
+def load_events(
+    children: list,
+    load: Callable[[Any], Loaded],
+    size: Callable[[Any], int] = lambda c: 1,
+    max_procs: int | None = None,
+    release: Callable[[Any], None] = lambda c: None,
+) -> None:
     """Load the events of every child window that has none yet, spread over this process and
     forked workers. ``load(child)`` loads the child's events in the calling process and returns
     (events, sources, chrome traces); a worker's result is handed to the parent's child with
@@ -135,8 +139,12 @@ def _shares(sizes: list[int], procs: int) -> list[list[int]]:
     return [sorted(s) for s in out]
 
 
-def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded],
-          release: Callable[[Any], None], send: Any) -> None:
+def _work(
+    jobs: list[tuple[int, Any, str]],
+    load: Callable[[Any], Loaded],
+    release: Callable[[Any], None],
+    send: Any,
+) -> None:
     """In the forked worker: load each child and write its columns to its file, then send the
     headers of those that loaded and exit at once, so nothing of the parent's (atexit hooks,
     buffered output, finalizers) runs twice. A rank that failed has no header: the parent loads
@@ -153,8 +161,9 @@ def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded],
                 head = _write(path, ev)
                 del ev
                 release(child)
-                heads.append((i, (*head, sources, chrome,
-                                  [(str(c.message), c.category) for c in caught])))
+                heads.append(
+                    (i, (*head, sources, chrome, [(str(c.message), c.category) for c in caught]))
+                )
             except Exception:  # noqa: BLE001
                 code = 1
         send.send(heads)
@@ -165,6 +174,7 @@ def _work(jobs: list[tuple[int, Any, str]], load: Callable[[Any], Loaded],
 
 
 # ---- frames through files -----------------------------------------------------------------------
+
 
 def _buffers(frame: pd.DataFrame) -> tuple[list[tuple], list[np.ndarray]]:
     """Per column: (name, kind, extra) specs and the numpy buffers to write raw."""

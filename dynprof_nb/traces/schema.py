@@ -6,26 +6,80 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-EVENTS = {"name": "category", "cat": "category", "ph": "category", "pid": "int64",
-          "tid": "int64", "process": "category", "thread": "category", "ts_ns": "int64",
-          "dur_ns": "int64", "step": "Int64"}
-OPS = {"name": "object", "count": "int64", "total_us": "float64", "self_us": "float64",
-       "avg_us": "float64", "min_us": "float64", "max_us": "float64", "share": "float64"}
-STEPS = {"step": "int64", "start_ns": "Int64", "duration_us": "float64",
-         "computing_us": "float64", "communication_us": "float64",
-         "overlapped_us": "float64", "free_us": "float64"}
-KERNELS = {"name": "category", "type": "category", "core": "category", "stream": "Int64",
-           "start_ns": "Int64", "duration_us": "float64", "wait_us": "float64", "step": "Int64"}
-MEMORY = {"ts_ns": "int64", "device": "category", "allocated_bytes": "float64",
-          "reserved_bytes": "float64", "active_bytes": "float64", "delta_bytes": "float64",
-          "name": "category", "source": "category"}
-COMMUNICATION = {"step": "Int64", "name": "object", "group": "object", "start_ns": "Int64",
-                 "elapse_us": "float64", "transit_us": "float64", "wait_us": "float64",
-                 "synchronization_us": "float64", "idle_us": "float64", "size_mb": "float64",
-                 "bandwidth_gbps": "float64", "source": "category"}
+EVENTS = {
+    "name": "category",
+    "cat": "category",
+    "ph": "category",
+    "pid": "int64",
+    "tid": "int64",
+    "process": "category",
+    "thread": "category",
+    "ts_ns": "int64",
+    "dur_ns": "int64",
+    "step": "Int64",
+}
+OPS = {
+    "name": "object",
+    "count": "int64",
+    "total_us": "float64",
+    "self_us": "float64",
+    "avg_us": "float64",
+    "min_us": "float64",
+    "max_us": "float64",
+    "share": "float64",
+}
+STEPS = {
+    "step": "int64",
+    "start_ns": "Int64",
+    "duration_us": "float64",
+    "computing_us": "float64",
+    "communication_us": "float64",
+    "overlapped_us": "float64",
+    "free_us": "float64",
+}
+KERNELS = {
+    "name": "category",
+    "type": "category",
+    "core": "category",
+    "stream": "Int64",
+    "start_ns": "Int64",
+    "duration_us": "float64",
+    "wait_us": "float64",
+    "step": "Int64",
+}
+MEMORY = {
+    "ts_ns": "int64",
+    "device": "category",
+    "allocated_bytes": "float64",
+    "reserved_bytes": "float64",
+    "active_bytes": "float64",
+    "delta_bytes": "float64",
+    "name": "category",
+    "source": "category",
+}
+COMMUNICATION = {
+    "step": "Int64",
+    "name": "object",
+    "group": "object",
+    "start_ns": "Int64",
+    "elapse_us": "float64",
+    "transit_us": "float64",
+    "wait_us": "float64",
+    "synchronization_us": "float64",
+    "idle_us": "float64",
+    "size_mb": "float64",
+    "bandwidth_gbps": "float64",
+    "source": "category",
+}
 
-SCHEMAS = {"events": EVENTS, "ops": OPS, "steps": STEPS, "kernels": KERNELS, "memory": MEMORY,
-           "communication": COMMUNICATION}
+SCHEMAS = {
+    "events": EVENTS,
+    "ops": OPS,
+    "steps": STEPS,
+    "kernels": KERNELS,
+    "memory": MEMORY,
+    "communication": COMMUNICATION,
+}
 
 
 def empty(kind: str) -> pd.DataFrame:
@@ -37,15 +91,19 @@ def conform(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Add missing columns (as NA), order the documented ones first, cast where it is safe."""
     schema = SCHEMAS[kind]
     cols = list(frame.columns)
-    if cols[:len(schema)] == list(schema) and all(str(frame[c].dtype) == t or
-                                                  (c in ("pid", "tid") and t == "int64")
-                                                  for c, t in schema.items()):
+    if cols[: len(schema)] == list(schema) and all(
+        str(frame[c].dtype) == t or (c in ("pid", "tid") and t == "int64")
+        for c, t in schema.items()
+    ):
         return frame  # already conforming: no copy (the events frame can be large)
     out = frame.copy() if not frame.empty else frame
     for col, dtype in schema.items():
         if col not in out.columns:
-            out[col] = pd.Series(pd.NA if dtype in ("Int64", "object") else None,
-                                 index=out.index, dtype=dtype if dtype != "float64" else "float64")
+            out[col] = pd.Series(
+                pd.NA if dtype in ("Int64", "object") else None,
+                index=out.index,
+                dtype=dtype if dtype != "float64" else "float64",
+            )
         elif dtype in ("float64", "Int64") and str(out[col].dtype) != dtype:
             out[col] = pd.to_numeric(out[col], errors="coerce").astype(dtype)
         elif dtype == "category" and str(out[col].dtype) != "category":
@@ -56,8 +114,9 @@ def conform(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
 
 def constant_int(value: int | None, n: int) -> pd.arrays.IntegerArray:
     """An Int64 column of ``n`` copies of ``value`` (NA for None), without a list of n objects."""
-    return pd.arrays.IntegerArray(np.full(n, 0 if value is None else value, dtype="int64"),
-                                  np.full(n, value is None))
+    return pd.arrays.IntegerArray(
+        np.full(n, 0 if value is None else value, dtype="int64"), np.full(n, value is None)
+    )
 
 
 def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -67,14 +126,17 @@ def concat_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame()
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)
-    cat_cols = [c for c in frames[0].columns
-                if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype)
-                       for f in frames)]
+    cat_cols = [
+        c
+        for c in frames[0].columns
+        if all(c in f.columns and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)
+    ]
     recoded: list[dict[str, pd.Categorical]] = [{} for _ in frames]
     for c in cat_cols:
         first = frames[0][c].dtype
-        if all(f[c].dtype == first and f[c].cat.categories.equals(first.categories)
-               for f in frames[1:]):
+        if all(
+            f[c].dtype == first and f[c].cat.categories.equals(first.categories) for f in frames[1:]
+        ):
             continue  # the same categories in the same order: the codes concatenate as they are
         cats = pd.Index([])
         for f in frames:

@@ -158,8 +158,9 @@ class TraceWindow(WindowShortcuts):
         src = source_of(note["files"][0])
         if src is not None:
             note["source"] = src.name
-            from_events = kind != "events" and note["files"] == self.sources.get(
-                "events", {}).get("files")
+            from_events = kind != "events" and note["files"] == self.sources.get("events", {}).get(
+                "files"
+            )
             note["path"] = "derived" if from_events or kind not in src.frames else "read"
 
     def _note(
@@ -442,8 +443,7 @@ class TraceWindow(WindowShortcuts):
                 )
                 self.sources["bandwidth"] = {
                     "files": [],
-                    "missing": "no communication.json "
-                    f"or database (this rank has: {self._have()})",
+                    "missing": f"no communication.json or database (this rank has: {self._have()})",
                 }
         return self._bandwidth
 
@@ -454,8 +454,11 @@ class TraceWindow(WindowShortcuts):
         if adb is not None:
             return adb.memory_copies()
         return pd.DataFrame(
-            {"start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64"),
-             "step": pd.Series(dtype="Int64")}
+            {
+                "start_ns": pd.Series(dtype="int64"),
+                "end_ns": pd.Series(dtype="int64"),
+                "step": pd.Series(dtype="Int64"),
+            }
         )
 
     # ---- reading ----------------------------------------------------------------------------
@@ -488,14 +491,19 @@ class TraceWindow(WindowShortcuts):
         cls, p: Path, src: Source, comm_patterns: comm.PatternSpec
     ) -> TraceWindow:
         """A lone file of a registered source that reads its own frames."""
-        w = cls(p, WindowFiles(root=p.parent, framework_name=src.name),
-                comm_patterns=comm_patterns)
+        w = cls(p, WindowFiles(root=p.parent, framework_name=src.name), comm_patterns=comm_patterns)
         frames, path = src.read_file(p)
         for kind in FRAMES:
             if kind in frames:
                 w._cache[kind] = schema.conform(frames[kind], kind)
-                w.sources[kind] = {"files": [str(p)], "missing": None, "notes": [],
-                                   "format": "text", "source": src.name, "path": path}
+                w.sources[kind] = {
+                    "files": [str(p)],
+                    "missing": None,
+                    "notes": [],
+                    "format": "text",
+                    "source": src.name,
+                    "path": path,
+                }
             else:
                 w._cache[kind] = schema.empty(kind)
                 w._note(kind, missing=f"{p.name} ({src.name}) holds no {kind}")

@@ -61,9 +61,15 @@ class LocalProfile:
 
 
 @contextmanager
-def profile_block(config: ProfilerConfig | None = None, *, steps: int = 1,
-                  backend: str = "builtin", output: str | Path = DEFAULT_OUTPUT,
-                  job: str = "local", **changes: Any) -> Iterator[LocalProfile]:
+def profile_block(
+    config: ProfilerConfig | None = None,
+    *,
+    steps: int = 1,
+    backend: str = "builtin",
+    output: str | Path = DEFAULT_OUTPUT,
+    job: str = "local",
+    **changes: Any,
+) -> Iterator[LocalProfile]:
     """Record the code in the ``with`` block with a backend and write it as a window.
 
     ``changes`` are config keys (``with_stack=True``, ``profile_memory=True`` ...) applied to
@@ -77,8 +83,9 @@ def profile_block(config: ProfilerConfig | None = None, *, steps: int = 1,
     name = resolve_backend(backend)
     root = windows.output_root(cfg.prof_path, output)
     tmp = windows.create_window_dir(root, 0, 1, steps)
-    manifest = windows.new_manifest(job=job, rank=0, start=1, stop=steps, backend=name,
-                                    config=cfg.to_dict())
+    manifest = windows.new_manifest(
+        job=job, rank=0, start=1, stop=steps, backend=name, config=cfg.to_dict()
+    )
     windows.write_manifest(tmp, manifest)
     recorder = make_backend(name)
     handle = LocalProfile(recorder, tmp, manifest)
@@ -94,6 +101,13 @@ def profile_block(config: ProfilerConfig | None = None, *, steps: int = 1,
         recorder.stop()
         recorder.save()
         last = handle.steps
-        handle.path = windows.publish(tmp, dict(manifest, stop_step=last,
-                                                requested_stop_step=steps,
-                                                status="complete", ended_at=time.time()))
+        handle.path = windows.publish(
+            tmp,
+            dict(
+                manifest,
+                stop_step=last,
+                requested_stop_step=steps,
+                status="complete",
+                ended_at=time.time(),
+            ),
+        )

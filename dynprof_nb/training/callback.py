@@ -22,5 +22,4 @@ def with_callback(cls: type) -> type:
     base = mindspore_callback()
     if base is None or issubclass(cls, base):
         return cls
-    return type(cls.__name__, (cls, base), {"__module__": cls.__module__,
-                                            "__doc__": cls.__doc__})
+    return type(cls.__name__, (cls, base), {"__module__": cls.__module__, "__doc__": cls.__doc__})

@@ -56,20 +56,33 @@ class DynamicProfilerMonitor(Monitor):
     ``job`` defaults to :func:`job_name_for` ``(cfg_path)``.
     """
 
-    def __init__(self, cfg_path: str | os.PathLike[str] | None = None,
-                 output_path: str | os.PathLike[str] | None = None,
-                 poll_interval: float | None = None, *, job: str | None = None,
-                 rank: int | None = None, backend: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        cfg_path: str | os.PathLike[str] | None = None,
+        output_path: str | os.PathLike[str] | None = None,
+        poll_interval: float | None = None,
+        *,
+        job: str | None = None,
+        rank: int | None = None,
+        backend: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         if cfg_path is None:
-            raise ValueError("DynamicProfilerMonitor needs cfg_path, the directory of "
-                             "profiler_config.json (as MindSpore's does).")
+            raise ValueError(
+                "DynamicProfilerMonitor needs cfg_path, the directory of "
+                "profiler_config.json (as MindSpore's does)."
+            )
         if backend is None:
             backend = "mindspore" if mindspore_callback() is not None else "auto"
         _write_default_file(cfg_path, rank)
-        super().__init__(job=job or job_name_for(cfg_path), rank=rank,
-                         output_path=output_path or "./dyn_profile_data", backend=backend,
-                         cfg_path=cfg_path, poll_interval=poll_interval)
+        super().__init__(
+            job=job or job_name_for(cfg_path),
+            rank=rank,
+            output_path=output_path or "./dyn_profile_data",
+            backend=backend,
+            cfg_path=cfg_path,
+            poll_interval=poll_interval,
+        )
         self.cfg_path = cfg_path
         self.kwargs = kwargs  # MindSpore passes extra keywords through; keep them visible
 

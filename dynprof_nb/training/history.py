@@ -24,8 +24,9 @@ class History:
     """A ring of the last ``steps`` steps: ``(step, t0, t1, [(name, cat, tid, t0, dur)])``."""
 
     def __init__(self, steps: int) -> None:
-        self.steps: deque[tuple[int, int, int, list[tuple[str, str, int, int, int]]]] = \
-            deque(maxlen=int(steps))
+        self.steps: deque[tuple[int, int, int, list[tuple[str, str, int, int, int]]]] = deque(
+            maxlen=int(steps)
+        )
         self.current: list[tuple[str, str, int, int, int]] = []
         self.t0 = time.perf_counter_ns()
         self.dropped = 0  # ranges over MAX_RANGES_PER_STEP, not kept

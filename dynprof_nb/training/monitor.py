@@ -69,8 +69,10 @@ log = logging.getLogger("dynprof_nb")
 HEARTBEAT_S = 0.02
 CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whole and named
 UNREADABLE_S = 2.0  # a config unreadable this long means a writer died mid-write
-UNREADABLE = ("could not read a consistent config for a while (did a writer die mid-write?); "
-              "keeping the last good config. Write it again.")
+UNREADABLE = (
+    "could not read a consistent config for a while (did a writer die mid-write?); "
+    "keeping the last good config. Write it again."
+)
 assert BELL_GEN == 4, "step() reads the generation at the literal index 4"
 
 # Bounds that protect the training job. The job's owner sets them (Monitor arguments or the
@@ -138,14 +140,59 @@ class Monitor:
     # attributes overflow CPython's shared-key dicts (30 keys), every attribute read in step()
     # became a hashed lookup and so did finding the method: 3.4x an empty call, not < 3x.
     __slots__ = (
-        "__weakref__", "_step", "_words", "_watch", "_next", "_applied", "_base", "_seg",
-        "_slot", "_pending", "_read_failures", "_read_failing_since", "_recording", "_saving",
-        "_saving_in_thread", "_saved", "_io", "_io_thread", "_beat", "_lock", "_closed",
-        "_handoff", "_relay", "_starts", "_disk_over", "_pid", "_stacks", "_late", "_asked",
-        "_reason", "memory_budget_mb", "disk_budget_mb", "max_windows_per_minute",
-        "handed_off", "timings", "job", "rank", "world_size", "output_path", "backend",
-        "config", "window_options", "state", "window", "last_window", "last_error",
-        "_bell", "_doorbell", "_kept", "_suspect", "segment_problem", "_history")
+        "__weakref__",
+        "_step",
+        "_words",
+        "_watch",
+        "_next",
+        "_applied",
+        "_base",
+        "_seg",
+        "_slot",
+        "_pending",
+        "_read_failures",
+        "_read_failing_since",
+        "_recording",
+        "_saving",
+        "_saving_in_thread",
+        "_saved",
+        "_io",
+        "_io_thread",
+        "_beat",
+        "_lock",
+        "_closed",
+        "_handoff",
+        "_relay",
+        "_starts",
+        "_disk_over",
+        "_pid",
+        "_stacks",
+        "_late",
+        "_asked",
+        "_reason",
+        "memory_budget_mb",
+        "disk_budget_mb",
+        "max_windows_per_minute",
+        "handed_off",
+        "timings",
+        "job",
+        "rank",
+        "world_size",
+        "output_path",
+        "backend",
+        "config",
+        "window_options",
+        "state",
+        "window",
+        "last_window",
+        "last_error",
+        "_bell",
+        "_doorbell",
+        "_kept",
+        "_suspect",
+        "segment_problem",
+        "_history",
+    )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
         if "mindspore" in sys.modules:
@@ -154,13 +201,19 @@ class Monitor:
             cls = with_callback(cls)
         return object.__new__(cls)
 
-    def __init__(self, job: str = "default", rank: int | None = None,
-                 output_path: str | os.PathLike[str] = "./dyn_profile_data",
-                 backend: str = "auto", cfg_path: str | os.PathLike[str] | None = None,
-                 poll_interval: float | None = None, memory_budget_mb: float | None = None,
-                 disk_budget_mb: float | None = None,
-                 max_windows_per_minute: int | None = None,
-                 history_steps: int | None = None) -> None:
+    def __init__(
+        self,
+        job: str = "default",
+        rank: int | None = None,
+        output_path: str | os.PathLike[str] = "./dyn_profile_data",
+        backend: str = "auto",
+        cfg_path: str | os.PathLike[str] | None = None,
+        poll_interval: float | None = None,
+        memory_budget_mb: float | None = None,
+        disk_budget_mb: float | None = None,
+        max_windows_per_minute: int | None = None,
+        history_steps: int | None = None,
+    ) -> None:
         self._relay: Any = None
         # the last K steps' ranges, kept between windows (built-in backend; history.py)
         k = int(history_steps or _env_number("DYNPROF_NB_HISTORY_STEPS", 0))
@@ -169,11 +222,15 @@ class Monitor:
         self._asked: tuple[int, int] | None = None  # the window asked for, if shifted
         self._reason = ""  # why the current window was asked for (a trigger's), for its manifest
         self.memory_budget_mb = memory_budget_mb or _env_number(
-            "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB)
+            "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB
+        )
         self.disk_budget_mb = disk_budget_mb or _env_number(
-            "DYNPROF_NB_DISK_BUDGET_MB", DISK_BUDGET_MB)
-        self.max_windows_per_minute = int(max_windows_per_minute or _env_number(
-            "DYNPROF_NB_MAX_WINDOWS_PER_MINUTE", MAX_WINDOWS_PER_MINUTE))
+            "DYNPROF_NB_DISK_BUDGET_MB", DISK_BUDGET_MB
+        )
+        self.max_windows_per_minute = int(
+            max_windows_per_minute
+            or _env_number("DYNPROF_NB_MAX_WINDOWS_PER_MINUTE", MAX_WINDOWS_PER_MINUTE)
+        )
         self._starts: collections.deque[float] = collections.deque()
         self._disk_over = ""  # why the last save found the output over its disk budget
         self.handed_off: list[int] = []  # pids of writer processes left to finish windows
@@ -230,14 +287,16 @@ class Monitor:
         if self._history is not None:
             self._history.attach()
         self._io = queue.SimpleQueue()
-        self._io_thread = threading.Thread(target=self._run_io, name="dynprof_nb-windows",
-                                           daemon=True)
+        self._io_thread = threading.Thread(
+            target=self._run_io, name="dynprof_nb-windows", daemon=True
+        )
         self._io_thread.start()
         if cfg_path is not None:  # first: the relay's first look at the file is in _advance(0)
             self._start_relay(cfg_path, poll_interval)
         self._advance(0)  # apply a config written before the job started (a window at step 1)
-        self._beat = threading.Thread(target=self._heartbeat, name="dynprof_nb-heartbeat",
-                                      daemon=True)
+        self._beat = threading.Thread(
+            target=self._heartbeat, name="dynprof_nb-heartbeat", daemon=True
+        )
         self._beat.start()
         _watch_exit(self)
         self._stacks = _stack_recorder(self)
@@ -270,15 +329,20 @@ class Monitor:
     def _check_duplicate_rank(self) -> None:
         """Say so in this rank's slot when another live process already claims this rank."""
         try:
-            others = [s.pid for s in self._seg.slots()
-                      if s.rank == self.rank and s.index != self._slot and s.live]
+            others = [
+                s.pid
+                for s in self._seg.slots()
+                if s.rank == self.rank and s.index != self._slot and s.live
+            ]
         except Exception:
             return
         if others:
             pids = ", ".join(str(p) for p in others)
-            self._report(f"rank {self.rank} is also claimed by live pid {pids} in job "
-                         f"{self.job!r}: two training processes with one rank (a setup cell "
-                         "run twice?). Stop the extra process or give it another RANK.")
+            self._report(
+                f"rank {self.rank} is also claimed by live pid {pids} in job "
+                f"{self.job!r}: two training processes with one rank (a setup cell "
+                "run twice?). Stop the extra process or give it another RANK."
+            )
 
     @property
     def window_config(self) -> ProfilerConfig:
@@ -344,8 +408,9 @@ class Monitor:
                 # the last step the backend was told of: a signal handler can run between
                 # step()'s count and its _advance, and the step counted was never recorded
                 rec = self._recording or {}
-                self._finish(rec.get("last", rec.get("first", 1) - 1), stopped=True,
-                             reason=cut_short)
+                self._finish(
+                    rec.get("last", rec.get("first", 1) - 1), stopped=True, reason=cut_short
+                )
             if self._io is not None:
                 self._wait_for_saves(wait_s, dying=cut_short is not None)
         except Exception as exc:
@@ -381,11 +446,15 @@ class Monitor:
         self._io_thread.join(0.5)
         if self.handed_off:
             pids = ", ".join(map(str, self.handed_off))
-            self._report(f"close() waited {wait_s:.0f} s; the writer process (pid {pids}) "
-                         "finishes the window after this process ends and publishes it.")
+            self._report(
+                f"close() waited {wait_s:.0f} s; the writer process (pid {pids}) "
+                "finishes the window after this process ends and publishes it."
+            )
         if self._io_thread.is_alive():
-            self._report(f"close() waited {wait_s:.0f} s; a window is still being saved on a "
-                         "thread of this process and is lost if the process ends first.")
+            self._report(
+                f"close() waited {wait_s:.0f} s; a window is still being saved on a "
+                "thread of this process and is lost if the process ends first."
+            )
 
     def __enter__(self) -> Monitor:
         return self
@@ -395,8 +464,10 @@ class Monitor:
 
     def __repr__(self) -> str:
         window = f" window={self.window[0]}-{self.window[1]}" if self.window else ""
-        return (f"<Monitor job={self.job!r} rank={self.rank} step={self._step} "
-                f"state={self.state}{window}>")
+        return (
+            f"<Monitor job={self.job!r} rank={self.rank} step={self._step} "
+            f"state={self.state}{window}>"
+        )
 
     # -- the slow path: only on steps where something changed --------------------------------
 
@@ -475,8 +546,9 @@ class Monitor:
         try:
             cmd = decode(data)
         except ConfigError as exc:
-            self._report(f"config generation {gen} rejected: {exc} Keeping the last good "
-                         "config.", gen)
+            self._report(
+                f"config generation {gen} rejected: {exc} Keeping the last good config.", gen
+            )
             self._words[self._base + S_APPLIED] = gen
             return
         if self.state == "recording" and cmd.action != "stop":
@@ -519,8 +591,13 @@ class Monitor:
         self._words[self._base + S_STOP] = stop
         if cfg.ranks and self.rank not in cfg.ranks:
             self._set_state("excluded")
-            log.info("dynprof_nb rank %d: not in ranks %s; window %d-%d is not profiled here",
-                     self.rank, cfg.ranks, start, stop)
+            log.info(
+                "dynprof_nb rank %d: not in ranks %s; window %d-%d is not profiled here",
+                self.rank,
+                cfg.ranks,
+                start,
+                stop,
+            )
             return
         shifted = shifted_window(start, stop, n) if self._late == "shift" else None
         if shifted is not None:  # file mode: begin at the next step, the same length
@@ -533,9 +610,11 @@ class Monitor:
         if start <= n:
             length = stop - start
             self._set_state("idle")
-            self._report(f"window {start}-{stop} skipped: the request reached this rank at "
-                         f"the end of step {n}, after step {start} had begun. Ask for a later "
-                         f"window, e.g. start +2 +{length + 2}.")
+            self._report(
+                f"window {start}-{stop} skipped: the request reached this rank at "
+                f"the end of step {n}, after step {start} had begun. Ask for a later "
+                f"window, e.g. start +2 +{length + 2}."
+            )
             return
         self._set_state("armed")
         if n == start - 1:
@@ -549,9 +628,11 @@ class Monitor:
         while starts and now - starts[0] > 60.0:
             starts.popleft()
         if len(starts) >= self.max_windows_per_minute:
-            return (f"{len(starts)} windows started on this rank in the last minute (the "
-                    f"Monitor's max_windows_per_minute={self.max_windows_per_minute}). "
-                    "Ask for longer windows, less often.")
+            return (
+                f"{len(starts)} windows started on this rank in the last minute (the "
+                f"Monitor's max_windows_per_minute={self.max_windows_per_minute}). "
+                "Ask for longer windows, less often."
+            )
         if self._disk_over:
             return self._disk_over
         starts.append(now)
@@ -571,12 +652,19 @@ class Monitor:
                 threading.Thread(target=self._recheck_disk, args=(cfg,), daemon=True).start()
             return
         t0 = time.perf_counter()
-        rec: dict[str, Any] = {"backend": None, "dir": None, "manifest": None,
-                               "first": n + 1, "failed": "", "config": cfg,
-                               "options": self.window_options, "window": (start, stop),
-                               "asked": self._asked,
-                               "shift_note": self.last_error if self._asked else "",
-                               "reason": self._reason}
+        rec: dict[str, Any] = {
+            "backend": None,
+            "dir": None,
+            "manifest": None,
+            "first": n + 1,
+            "failed": "",
+            "config": cfg,
+            "options": self.window_options,
+            "window": (start, stop),
+            "asked": self._asked,
+            "shift_note": self.last_error if self._asked else "",
+            "reason": self._reason,
+        }
         try:
             backend = rec["backend"] = make_backend(resolve_backend(self.backend))
             needs_dir = getattr(backend, "needs_directory_at_start", False)
@@ -586,14 +674,24 @@ class Monitor:
                     self._set_state("idle")
                     return
             t1 = time.perf_counter()
-            backend.start(rec["dir"], cfg, start, {
-                "job": self.job, "rank": self.rank, "world_size": self.world_size,
-                "memory_budget": int(self.memory_budget_mb * 2**20)})
+            backend.start(
+                rec["dir"],
+                cfg,
+                start,
+                {
+                    "job": self.job,
+                    "rank": self.rank,
+                    "world_size": self.world_size,
+                    "memory_budget": int(self.memory_budget_mb * 2**20),
+                },
+            )
             t2 = time.perf_counter()
         except Exception as exc:
             self._set_state("idle")
-            self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
-                         "fix the cause and ask again.")
+            self._report(
+                f"window {start}-{stop} could not start: {exc}. Training goes on; "
+                "fix the cause and ask again."
+            )
             if rec["dir"] is not None:
                 _mark_failed(rec["dir"], str(exc))
             return
@@ -604,8 +702,10 @@ class Monitor:
             self._io.put((self._open_window, rec))
         self._set_state("recording")
         # the profiler's own start (torch, MindSpore) is counted apart from dynprof_nb's
-        self.timings = {"start_s": time.perf_counter() - t0 - (t2 - t1),
-                        "profiler_start_s": t2 - t1}
+        self.timings = {
+            "start_s": time.perf_counter() - t0 - (t2 - t1),
+            "profiler_start_s": t2 - t1,
+        }
 
     def _open_window(self, rec: dict[str, Any]) -> None:
         """Make the window's temporary directory and its "recording" manifest. A failure is
@@ -614,15 +714,22 @@ class Monitor:
         try:
             root = windows.output_root(cfg.prof_path, self.output_path)
             # a window file mode moved keeps the name of the window asked for (MindSpore's)
-            rec["dir"] = windows.create_window_dir(root, self.rank,
-                                                   *(rec["asked"] or rec["window"]))
+            rec["dir"] = windows.create_window_dir(
+                root, self.rank, *(rec["asked"] or rec["window"])
+            )
             rec["manifest"] = windows.new_manifest(
-                job=self.job, rank=self.rank, start=start, stop=stop,
-                backend=rec["backend"].name, config=cfg.to_dict(),
-                window_options=rec["options"])
+                job=self.job,
+                rank=self.rank,
+                start=start,
+                stop=stop,
+                backend=rec["backend"].name,
+                config=cfg.to_dict(),
+                window_options=rec["options"],
+            )
             if rec["asked"] is not None:
-                rec["manifest"].update(windows.shifted_fields(rec["asked"], rec["window"],
-                                                              rec["shift_note"]))
+                rec["manifest"].update(
+                    windows.shifted_fields(rec["asked"], rec["window"], rec["shift_note"])
+                )
             if rec.get("history"):  # steps kept before the window (history_steps)
                 rec["manifest"]["history_steps"] = list(rec["history"])
             if rec["reason"]:  # why a trigger started this window
@@ -634,8 +741,10 @@ class Monitor:
                 self._seg.write_text(self._slot, "root", str(root))
         except Exception as exc:
             rec["failed"] = str(exc)
-            self._report(f"window {start}-{stop} could not start: {exc}. Training goes on; "
-                         "fix the cause and ask again.")
+            self._report(
+                f"window {start}-{stop} could not start: {exc}. Training goes on; "
+                "fix the cause and ask again."
+            )
             if rec["dir"] is not None:
                 _mark_failed(rec["dir"], str(exc))
 
@@ -686,19 +795,27 @@ class Monitor:
             self._io.put((self._discard, rec, "stopped before any step was recorded"))
             self._publish_state()
             return
-        self.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1),
-                            profiler_stop_s=t2 - t1)
-        end = {"stop_step": n, "stopped_early": stopped, "ended_at": time.time(),
-               "stop_reason": reason, "disk_budget_bytes": int(self.disk_budget_mb * 2**20),
-               # what this window cost the training thread: dynprof_nb's part and the
-               # profiler's own (torch's stop processes its events there, seconds for big ones)
-               "training_thread_s": {k: round(v, 6) for k, v in self.timings.items()}}
+        self.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1), profiler_stop_s=t2 - t1)
+        end = {
+            "stop_step": n,
+            "stopped_early": stopped,
+            "ended_at": time.time(),
+            "stop_reason": reason,
+            "disk_budget_bytes": int(self.disk_budget_mb * 2**20),
+            # what this window cost the training thread: dynprof_nb's part and the
+            # profiler's own (torch's stop processes its events there, seconds for big ones)
+            "training_thread_s": {k: round(v, 6) for k, v in self.timings.items()},
+        }
         if t2 - t1 > 0.1:
-            self._report(f"window {rec['window'][0]}-{n}: the profiler's own stop held the "
-                         f"training thread {t2 - t1:.2f} s (saving it does not).")
+            self._report(
+                f"window {rec['window'][0]}-{n}: the profiler's own stop held the "
+                f"training thread {t2 - t1:.2f} s (saving it does not)."
+            )
         if reason:
-            self._report(f"window {rec['window'][0]}-{rec['window'][1]} ended at step {n}: "
-                         f"{reason}; what was recorded is saved.")
+            self._report(
+                f"window {rec['window'][0]}-{rec['window'][1]} ended at step {n}: "
+                f"{reason}; what was recorded is saved."
+            )
         with self._saved:
             self._saving += 1
         self._publish_state()
@@ -729,7 +846,8 @@ class Monitor:
                 self._disk_over = (
                     f"the windows under {directory.parent} are over the disk budget "
                     f"({self.disk_budget_mb:.0f} MB, the Monitor's disk_budget_mb); nothing is "
-                    "deleted for you: remove old windows, or raise the budget")
+                    "deleted for you: remove old windows, or raise the budget"
+                )
                 raise OSError(self._disk_over)
             if getattr(backend, "save_in_child", False) and saver.can_fork():
                 final = self._save_in_child(backend, directory, manifest)
@@ -744,29 +862,43 @@ class Monitor:
                 # it can have stalled the training thread (MindSpore's analysis is Python)
                 gil = time.thread_time() - cpu0
                 self.timings.update(save_s=held, save_gil_s=gil)
-                thread_s = dict(manifest.get("training_thread_s") or {},
-                                save_gil_s=round(gil, 6))
+                thread_s = dict(manifest.get("training_thread_s") or {}, save_gil_s=round(gil, 6))
                 if gil > 0.1:
-                    self._report(f"window {manifest['start_step']}-{manifest['stop_step']}: "
-                                 f"saving it held this process's GIL up to {gil:.2f} s of "
-                                 f"{held:.2f} s (the profiler's analysis); training steps "
-                                 "waited for it.")
-                final = windows.publish(directory, dict(manifest, status="complete",
-                                                        save_s=round(held, 3),
-                                                        training_thread_s=thread_s))
+                    self._report(
+                        f"window {manifest['start_step']}-{manifest['stop_step']}: "
+                        f"saving it held this process's GIL up to {gil:.2f} s of "
+                        f"{held:.2f} s (the profiler's analysis); training steps "
+                        "waited for it."
+                    )
+                final = windows.publish(
+                    directory,
+                    dict(
+                        manifest,
+                        status="complete",
+                        save_s=round(held, 3),
+                        training_thread_s=thread_s,
+                    ),
+                )
             self.last_window = final
             if self._seg is not None:
                 self._seg.write_text(self._slot, "window", str(final))
-            log.info("dynprof_nb rank %d: window %d-%d written to %s", self.rank,
-                     manifest["start_step"], manifest["stop_step"], final)
+            log.info(
+                "dynprof_nb rank %d: window %d-%d written to %s",
+                self.rank,
+                manifest["start_step"],
+                manifest["stop_step"],
+                final,
+            )
         except Exception as exc:
             if isinstance(exc, WriterFailed):  # the writer process marked it already
                 reason, kept = exc.reason, exc.kept
             else:
                 reason = f"{type(exc).__name__}: {exc}"
                 kept = _mark_failed(directory, reason, manifest)
-            self._report(f"window {manifest['start_step']}-{manifest['stop_step']} could not "
-                         f"be written ({reason}); it is kept as incomplete in {kept}.")
+            self._report(
+                f"window {manifest['start_step']}-{manifest['stop_step']} could not "
+                f"be written ({reason}); it is kept as incomplete in {kept}."
+            )
         finally:
             self._saving_in_thread = False
             with self._saved:
@@ -774,8 +906,9 @@ class Monitor:
                 self._saved.notify_all()
             self._publish_state()
 
-    def _save_in_child(self, backend: Any, directory: Path,
-                       manifest: dict[str, Any]) -> Path | None:
+    def _save_in_child(
+        self, backend: Any, directory: Path, manifest: dict[str, Any]
+    ) -> Path | None:
         """Fork the writer; wait for it unless close() gave up waiting (then None)."""
         child = saver.fork_save(backend, directory, manifest)
         self.timings["fork_s"] = child.fork_s
@@ -785,9 +918,14 @@ class Monitor:
                 break
             if self._handoff.is_set():
                 self.handed_off.append(child.pid)
-                log.warning("dynprof_nb rank %d: window %d-%d is left to its writer process "
-                            "(pid %d), which publishes it after this process ends", self.rank,
-                            manifest["start_step"], manifest["stop_step"], child.pid)
+                log.warning(
+                    "dynprof_nb rank %d: window %d-%d is left to its writer process "
+                    "(pid %d), which publishes it after this process ends",
+                    self.rank,
+                    manifest["start_step"],
+                    manifest["stop_step"],
+                    child.pid,
+                )
                 return None
         self.timings["write_s"] = time.monotonic() - child.forked_at
         release = getattr(backend, "release", None)
@@ -835,7 +973,8 @@ class Monitor:
             try:
                 self._seg.write_text(self._slot, "error", message)
                 self._words[self._base + S_ERR_GEN] = (
-                    self._applied if generation is None else generation)
+                    self._applied if generation is None else generation
+                )
             except Exception:
                 pass
 
@@ -906,13 +1045,23 @@ class Monitor:
                 self._seg = old
                 if problem != self.segment_problem:
                     self.segment_problem = problem
-                    log.warning("dynprof_nb job %r rank %d: the job segment %s and cannot be "
-                                "republished yet (%s); training goes on, retrying.", self.job,
-                                self.rank, problem, exc)
+                    log.warning(
+                        "dynprof_nb job %r rank %d: the job segment %s and cannot be "
+                        "republished yet (%s); training goes on, retrying.",
+                        self.job,
+                        self.rank,
+                        problem,
+                        exc,
+                    )
                 return
             self.segment_problem, self._suspect = "", False
-            log.warning("dynprof_nb job %r rank %d: the job segment %s; republished it and "
-                        "rejoined. Training went on.", self.job, self.rank, problem)
+            log.warning(
+                "dynprof_nb job %r rank %d: the job segment %s; republished it and "
+                "rejoined. Training went on.",
+                self.job,
+                self.rank,
+                problem,
+            )
             self._republish_slot()
 
     def _republish_slot(self) -> None:
@@ -951,10 +1100,12 @@ def shifted_window(start: int, stop: int, n: int) -> tuple[int, int] | None:
 def shift_note(rank: int, start: int, stop: int, n: int, shifted: tuple[int, int]) -> str:
     """What the rank's status (and the window's manifest) says about a window
     ``shifted_window`` moved."""
-    return (f"window {start}-{stop} from the config file reached this rank at the end of step "
-            f"{n}, after step {start} had begun: recording steps {shifted[0]}-{shifted[1]} "
-            f"instead (the same length, as MindSpore does) into "
-            f"{windows.window_name(rank, start, stop)}.")
+    return (
+        f"window {start}-{stop} from the config file reached this rank at the end of step "
+        f"{n}, after step {start} had begun: recording steps {shifted[0]}-{shifted[1]} "
+        f"instead (the same length, as MindSpore does) into "
+        f"{windows.window_name(rank, start, stop)}."
+    )
 
 
 class WriterFailed(Exception):

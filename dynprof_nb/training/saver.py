@@ -72,14 +72,20 @@ def wait(child: ChildSave, timeout: float) -> dict[str, Any] | None:
     try:
         return json.loads(b"".join(chunks))
     except ValueError:
-        how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-               else f"exited with status {os.waitstatus_to_exitcode(status)}")
-        return {"error": f"the window's writer process (pid {child.pid}) {how} before "
-                         "finishing", "path": None}
+        how = (
+            f"was killed by signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"exited with status {os.waitstatus_to_exitcode(status)}"
+        )
+        return {
+            "error": f"the window's writer process (pid {child.pid}) {how} before finishing",
+            "path": None,
+        }
 
 
-def _child(backend: Any, directory: Path, manifest: dict[str, Any],
-           write_fd: int) -> None:  # pragma: no cover - runs in the child
+def _child(
+    backend: Any, directory: Path, manifest: dict[str, Any], write_fd: int
+) -> None:  # pragma: no cover - runs in the child
     result: dict[str, Any]
     try:
         gc.disable()  # a collection would touch (and so copy) every page of the snapshot
@@ -90,8 +96,12 @@ def _child(backend: Any, directory: Path, manifest: dict[str, Any],
         os.closerange(write_fd + 1, 1 << 16)
         t0 = time.perf_counter()
         backend.save()
-        written = dict(manifest, status="complete", writer_pid=os.getpid(),
-                       write_s=round(time.perf_counter() - t0, 3))
+        written = dict(
+            manifest,
+            status="complete",
+            writer_pid=os.getpid(),
+            write_s=round(time.perf_counter() - t0, 3),
+        )
         result = {"path": str(windows.publish(directory, written))}
     except BaseException as exc:
         reason = f"{type(exc).__name__}: {exc}"

@@ -71,7 +71,8 @@ def stack_dir(create: bool = True) -> Path:
         raise StackDirError(
             f"{path} is not a private directory of uid {os.getuid()} (owner {info.st_uid}, "
             f"mode {stat.filemode(info.st_mode)}): refusing to use it for stack dumps. "
-            "Remove it; dynprof_nb recreates it.")
+            "Remove it; dynprof_nb recreates it."
+        )
     return path
 
 
@@ -127,13 +128,17 @@ def install() -> Path | None:
             return _HANDLER.path
         try:
             if _HANDLER.fd < 0 and catches("self"):
-                raise RuntimeError(f"signal {STACK_SIGNAL} already has a handler in this "
-                                   "process; not replacing it")
+                raise RuntimeError(
+                    f"signal {STACK_SIGNAL} already has a handler in this process; not replacing it"
+                )
             directory = stack_dir()
             _sweep(directory)
             path = directory / dump_name(os.getpid(), _start_time())
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(
+                path,
+                os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
             try:
                 faulthandler.register(STACK_SIGNAL, file=fd, all_threads=True, chain=False)
             except Exception:
@@ -202,8 +207,7 @@ class StackRecorder:
         self._last = (monitor.step_count, time.monotonic(), time.time())
         self._written: Any = None
         self._write()
-        self._thread = threading.Thread(target=self._run, name="dynprof_nb-stacks",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="dynprof_nb-stacks", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -226,11 +230,19 @@ class StackRecorder:
     def record(self) -> dict[str, Any]:
         n, mono, wall = self._last
         threads = {str(t.ident): t.name for t in threading.enumerate() if t.ident}
-        return {"job": self.monitor.job, "rank": self.monitor.rank, "pid": os.getpid(),
-                "main": str(threading.main_thread().ident), "threads": threads,
-                "step": n, "last_step_mono": mono, "last_step_wall": wall,
-                "step_s": statistics.median(self._times) if self._times else None,
-                "signal": int(STACK_SIGNAL), "dump": str(self.dump)}
+        return {
+            "job": self.monitor.job,
+            "rank": self.monitor.rank,
+            "pid": os.getpid(),
+            "main": str(threading.main_thread().ident),
+            "threads": threads,
+            "step": n,
+            "last_step_mono": mono,
+            "last_step_wall": wall,
+            "step_s": statistics.median(self._times) if self._times else None,
+            "signal": int(STACK_SIGNAL),
+            "dump": str(self.dump),
+        }
 
     def _write(self) -> None:
         rec = self.record()

@@ -41,8 +41,16 @@ MIN_HISTORY = 8  # entries before a rank's median counts
 # trigger words (relative to Segment.trigger_base; word 0 is the text seqlock)
 T_GEN, T_FIRED, T_LAST_FIRE_NS, T_BASELINE_NS, T_REQ, T_REQ_DONE, T_ARMED_NS = range(1, 8)
 JOB_CHECK_S = 1.0  # how often a rank compares the job's median with the baseline
-DEFAULTS = {"slowdown": 2.0, "steps": 10, "cooldown_s": 600.0, "max_windows": 3,
-            "confirm": 1, "disk_budget_mb": None, "mode": "local", "window": {}}
+DEFAULTS = {
+    "slowdown": 2.0,
+    "steps": 10,
+    "cooldown_s": 600.0,
+    "max_windows": 3,
+    "confirm": 1,
+    "disk_budget_mb": None,
+    "mode": "local",
+    "window": {},
+}
 BUSY = (STATE["armed"], STATE["recording"], STATE["saving"])
 MARGIN_S = 0.03  # a window starts this far (at each rank's rate) ahead of every rank
 
@@ -55,14 +63,21 @@ def check_definition(raw: dict[str, Any]) -> dict[str, Any]:
     """A trigger definition with defaults filled in, every value checked."""
     unknown = sorted(set(raw) - set(DEFAULTS) - {"armed_at"})
     if unknown:
-        raise TriggerError(f"trigger: unknown option {unknown[0]!r}; the options are "
-                           f"{sorted(DEFAULTS)} and the window's config keys.")
+        raise TriggerError(
+            f"trigger: unknown option {unknown[0]!r}; the options are "
+            f"{sorted(DEFAULTS)} and the window's config keys."
+        )
     d = dict(DEFAULTS, **raw)
 
     def number(key: str, low: float, integer: bool = False) -> None:
         v = d[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v < low or (integer and int(v) != v):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not math.isfinite(v)
+            or v < low
+            or (integer and int(v) != v)
+        ):
             kind = "a whole number" if integer else "a number"
             raise TriggerError(f"trigger: {key}={v!r}; expected {kind} >= {low}.")
         d[key] = int(v) if integer else float(v)
@@ -103,7 +118,7 @@ def read_entries(words: Any, ring: int, last: int = RING_ENTRIES) -> list[tuple[
         e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
         out.append((words[e], words[e + 1]))
     overwritten = words[ring + R_COUNT] - (RING_ENTRIES - 1) - (count - n)
-    return out[max(0, overwritten):]
+    return out[max(0, overwritten) :]
 
 
 def durations(entries: list[tuple[int, int]]) -> list[tuple[int, int, float, str]]:
@@ -111,8 +126,9 @@ def durations(entries: list[tuple[int, int]]) -> list[tuple[int, int, float, str
     rows = []
     for (s0, t0), (s1, t1) in zip(entries, entries[1:], strict=False):
         if s1 > s0 and t1 >= t0:
-            rows.append((s1, t1, (t1 - t0) / 1e9 / (s1 - s0),
-                         "step" if s1 - s0 == 1 else "interval"))
+            rows.append(
+                (s1, t1, (t1 - t0) / 1e9 / (s1 - s0), "step" if s1 - s0 == 1 else "interval")
+            )
     return rows
 
 
@@ -205,11 +221,15 @@ class TriggerWatch:
             self.last_error = f"trigger definition unusable: {exc}"
 
     def _slow(self, d: dict[str, Any], took: float, median: float) -> bool:
-        return (median > 0 and took > d["slowdown"] * median
-                and took - median > self.heartbeat_ns)
+        return median > 0 and took > d["slowdown"] * median and took - median > self.heartbeat_ns
 
-    def beat(self, step: int, seen: tuple[float, float] | None, state: str,
-             running: tuple[int, float, float] | None = None) -> str | None:
+    def beat(
+        self,
+        step: int,
+        seen: tuple[float, float] | None,
+        state: str,
+        running: tuple[int, float, float] | None = None,
+    ) -> str | None:
         """One heartbeat's evaluation; returns what happened when a request was made (for
         tests and the log), else None. ``running``: the step in progress (StepClock.running),
         so that with ``confirm=1`` a slow step trips while it runs, not only once it ends
@@ -227,17 +247,26 @@ class TriggerWatch:
                 slow = self._slow(d, per_step, median)
             self.slow_run = self.slow_run + 1 if slow else 0
             if self.slow_run >= d["confirm"]:
-                self.pending = (f"rank {self.rank} step {step} took {per_step / 1e6:.0f} ms = "
-                                f"{per_step / median:.1f}x its median {median / 1e6:.1f} ms")
+                self.pending = (
+                    f"rank {self.rank} step {step} took {per_step / 1e6:.0f} ms = "
+                    f"{per_step / median:.1f}x its median {median / 1e6:.1f} ms"
+                )
                 self.slow_run = 0
         elif not watching:
             self.slow_run = 0
-        elif (running is not None and d["confirm"] == 1 and self.pending is None
-              and not self.flagged and self._slow(d, running[1], running[2])):
+        elif (
+            running is not None
+            and d["confirm"] == 1
+            and self.pending is None
+            and not self.flagged
+            and self._slow(d, running[1], running[2])
+        ):
             at, took, median = running
             self.flagged = at
-            self.pending = (f"rank {self.rank} step {at} took {took / 1e6:.0f} ms so far = "
-                            f"{took / median:.1f}x its median {median / 1e6:.1f} ms")
+            self.pending = (
+                f"rank {self.rank} step {at} took {took / 1e6:.0f} ms so far = "
+                f"{took / median:.1f}x its median {median / 1e6:.1f} ms"
+            )
         now = time.monotonic()
         if self.pending is None and now >= self.next_job_check:
             self.next_job_check = now + JOB_CHECK_S
@@ -262,9 +291,11 @@ class TriggerWatch:
                     w[tb + T_BASELINE_NS] = int(current)
             return None
         if current > d["slowdown"] * baseline:
-            return (f"the job's median step {current / 1e6:.0f} ms = "
-                    f"{current / baseline:.1f}x its median when armed {baseline / 1e6:.1f} ms "
-                    f"(seen by rank {self.rank})")
+            return (
+                f"the job's median step {current / 1e6:.0f} ms = "
+                f"{current / baseline:.1f}x its median when armed {baseline / 1e6:.1f} ms "
+                f"(seen by rank {self.rank})"
+            )
         return None
 
 
@@ -304,8 +335,11 @@ def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> s
             return "busy"  # a window asked for and not yet over
         if d["disk_budget_mb"] is not None and _disk_used_mb(live) >= d["disk_budget_mb"]:
             w[tb + T_FIRED] = d["max_windows"]  # do not look again until re-armed
-            seg.write_trigger_text(text, f"not fired ({reason}): the job's windows use more "
-                                         f"than disk_budget_mb={d['disk_budget_mb']:g}")
+            seg.write_trigger_text(
+                text,
+                f"not fired ({reason}): the job's windows use more "
+                f"than disk_budget_mb={d['disk_budget_mb']:g}",
+            )
             return "disk"
         first = first_step(live, wall)
         cfg = cmd.config.update(start_step=first, stop_step=first + d["steps"] - 1)
@@ -321,8 +355,10 @@ def first_step(live: list[Any], now_ns: int) -> int:
     """The earliest step every live rank can still begin a window at: each rank reads a
     request at the end of its next step, so two of its steps plus :data:`MARGIN_S` (at its own
     rate) after where it probably is now, the latest of those."""
-    return max((s.estimated_step(now_ns) + math.ceil(s.rate_milli / 1000 * MARGIN_S) + 2
-                for s in live), default=1)
+    return max(
+        (s.estimated_step(now_ns) + math.ceil(s.rate_milli / 1000 * MARGIN_S) + 2 for s in live),
+        default=1,
+    )
 
 
 def _disk_used_mb(live: list[Any]) -> float:
@@ -344,8 +380,9 @@ class StepWatch:
     Any failure is logged once and turns only this watch off: the heartbeat (and training)
     go on."""
 
-    def __init__(self, seg: Segment | None, slot: int, rank: int, step: int,
-                 heartbeat_s: float) -> None:
+    def __init__(
+        self, seg: Segment | None, slot: int, rank: int, step: int, heartbeat_s: float
+    ) -> None:
         self.clock = self.trigger = None
         self.failed = False
         if seg is None:
@@ -363,12 +400,19 @@ class StepWatch:
             running = self.clock.running(now) if seen is None else None
             outcome = self.trigger.beat(step, seen, state, running)
             if outcome in ("fired", "requested"):
-                log.info("dynprof_nb rank %d: trigger %s a window: %s", self.trigger.rank,
-                         outcome, self.trigger.text and self.seg_reason())
+                log.info(
+                    "dynprof_nb rank %d: trigger %s a window: %s",
+                    self.trigger.rank,
+                    outcome,
+                    self.trigger.text and self.seg_reason(),
+                )
         except Exception as exc:  # never into the heartbeat
             self.failed = True
-            log.warning("dynprof_nb rank %s: step times and the trigger are off for this "
-                        "process: %r", getattr(self.trigger, "rank", "?"), exc)
+            log.warning(
+                "dynprof_nb rank %s: step times and the trigger are off for this process: %r",
+                getattr(self.trigger, "rank", "?"),
+                exc,
+            )
 
     def seg_reason(self) -> str:
         return self.trigger.seg.read_trigger_text()[1]

@@ -33,8 +33,9 @@ from dynprof_nb.ui.triggercmd import TRIGGER_OPTIONS_TITLE, add_trigger_argument
 WINDOW_KEYS = ("start_step", "stop_step")
 
 
-def add_config_flags(parser: argparse.ArgumentParser,
-                     title: str = "profiler config (see ProfilerConfig)") -> None:
+def add_config_flags(
+    parser: argparse.ArgumentParser, title: str = "profiler config (see ProfilerConfig)"
+) -> None:
     """One option per config key (except the window), typed and documented from the trait."""
     group = parser.add_argument_group(title)
     traits = ProfilerConfig.class_traits()
@@ -57,8 +58,11 @@ def _argparse_options(key: str, trait: Any) -> dict[str, Any]:
     if trait.widget == "toggles" or isinstance(trait.default_value, list):
         choices = trait.choices
         hint = f" (comma-separated{': ' + ','.join(choices) if choices else ''})"
-    return {"type": _text_parser(key), "metavar": "LIST" if hint else None,
-            "help": help_text + hint}
+    return {
+        "type": _text_parser(key),
+        "metavar": "LIST" if hint else None,
+        "help": help_text + hint,
+    }
 
 
 def _text_parser(key: str) -> Callable[[str], Any]:
@@ -69,6 +73,7 @@ def _text_parser(key: str) -> Callable[[str], Any]:
             return coerce_cli_value(key, text)
         except ConfigError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+
     return parse
 
 
@@ -79,8 +84,10 @@ def config_changes(args: argparse.Namespace) -> dict[str, Any]:
 
 def format_changes(changes: dict[str, Any]) -> str:
     """``key=value, ...`` as it was written (``applied stop_step=209, mstx=True``)."""
+
     def show(v: Any) -> str:
         return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
     return ", ".join(f"{k}={show(v)}" for k, v in changes.items()) or "nothing"
 
 
@@ -106,8 +113,10 @@ def nothing_to_wait_for(job: Any) -> str:
         return ""
     cfg = job.config
     if cfg.has_window:
-        return (f"nothing to wait for: window {cfg.start_step}-{cfg.stop_step} is over on every "
-                "live rank (see windows)")
+        return (
+            f"nothing to wait for: window {cfg.start_step}-{cfg.stop_step} is over on every "
+            "live rank (see windows)"
+        )
     return "nothing to wait for: no window is asked for (start one first)"
 
 
@@ -164,16 +173,24 @@ def _jobs(verbose: bool, remove: bool) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dynprof", description="Profile windows of a running training job.")
+        prog="dynprof", description="Profile windows of a running training job."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     text = helps(CLI_COMMANDS)
-    jobs_p = sub.add_parser("jobs", help=text["jobs"] + " (and quietly remove the segments "
-                            "of finished or crashed ones)")
-    jobs_p.add_argument("-v", "--verbose", action="store_true",
-                        help="say which segments were removed, and offer to remove your "
-                        "damaged ones")
-    jobs_p.add_argument("--remove-damaged", action="store_true",
-                        help="remove the damaged segments that are yours, without asking")
+    jobs_p = sub.add_parser(
+        "jobs", help=text["jobs"] + " (and quietly remove the segments of finished or crashed ones)"
+    )
+    jobs_p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say which segments were removed, and offer to remove your damaged ones",
+    )
+    jobs_p.add_argument(
+        "--remove-damaged",
+        action="store_true",
+        help="remove the damaged segments that are yours, without asking",
+    )
     for name in ("status", "stop", "windows"):
         sub.add_parser(name, help=text[name]).add_argument("job")
     start = sub.add_parser("start", help=text["start"])
@@ -181,39 +198,52 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("start", help=ARGUMENTS["start"])
     start.add_argument("stop", help=ARGUMENTS["stop"])
     start.add_argument("--wait", action="store_true", help="wait until the window is written")
-    start.add_argument("--create", action="store_true",
-                       help=ARGUMENTS["--create"])
+    start.add_argument("--create", action="store_true", help=ARGUMENTS["--create"])
     add_config_flags(start, "options for this window only (set makes a key standing)")
     setp = sub.add_parser("set", help=text["set"])
     setp.add_argument("job")
     setp.add_argument("assignments", nargs="+", metavar="key=value")
-    setp.add_argument("--create", action="store_true",
-                      help=ARGUMENTS["--create"])
+    setp.add_argument("--create", action="store_true", help=ARGUMENTS["--create"])
     wait = sub.add_parser("wait", help=text["wait"])
     wait.add_argument("job")
     wait.add_argument("--timeout", type=float, default=None)
     stacks = sub.add_parser("stacks", help=text["stacks"])
     stacks.add_argument("job")
     stacks.add_argument("--last", action="store_true", help=ARGUMENTS["--last"])
-    stacks.add_argument("--timeout", type=float, default=5.0,
-                        help=ARGUMENTS["--timeout-stacks"])
+    stacks.add_argument("--timeout", type=float, default=5.0, help=ARGUMENTS["--timeout-stacks"])
     relay = sub.add_parser("relay", help=text["relay"])
-    relay.add_argument("--cfg-path", required=True,
-                       help="directory of profiler_config.json (or the file)")
+    relay.add_argument(
+        "--cfg-path", required=True, help="directory of profiler_config.json (or the file)"
+    )
     relay.add_argument("--job", required=True, help="job to drive")
-    relay.add_argument("--poll-interval", type=float, default=None,
-                       help="seconds between looks at the file (default 0.5)")
+    relay.add_argument(
+        "--poll-interval",
+        type=float,
+        default=None,
+        help="seconds between looks at the file (default 0.5)",
+    )
     trig = sub.add_parser("trigger", help=text["trigger"])
     trig.add_argument("job")
     add_trigger_arguments(trig)
     add_config_flags(trig, TRIGGER_OPTIONS_TITLE)
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
-    for name in ("status", "stop", "windows", "start", "set", "wait", "trigger",
-                 "stacks"):  # on a cluster
+    for name in (
+        "status",
+        "stop",
+        "windows",
+        "start",
+        "set",
+        "wait",
+        "trigger",
+        "stacks",
+    ):  # on a cluster
         sub.choices[name].add_argument(
-            "--cluster", default=None, metavar="ADDR",
-            help="the job on every node of this Dask scheduler (tls://host:8786)")
+            "--cluster",
+            default=None,
+            metavar="ADDR",
+            help="the job on every node of this Dask scheduler (tls://host:8786)",
+        )
         add_transport_flags(sub.choices[name])
     return parser
 
@@ -249,8 +279,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.cluster is not None:
         from dynprof_nb.cluster.access import security_from_args
 
-        cluster = {"cluster": args.cluster, "security": security_from_args(args),
-                   "allow_insecure": args.insecure}
+        cluster = {
+            "cluster": args.cluster,
+            "security": security_from_args(args),
+            "allow_insecure": args.insecure,
+        }
     job = attach(args.job, create=getattr(args, "create", False), **cluster)
     if args.command == "status":
         print(job)
@@ -279,8 +312,10 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "stacks":
         stacks = job.last_stacks if args.last else job.stacks(timeout=args.timeout)
         if stacks is None:
-            print(f"job {args.job!r} has not been found stalled: no stacks were kept "
-                  f"(dynprof stacks {args.job} takes them now)")
+            print(
+                f"job {args.job!r} has not been found stalled: no stacks were kept "
+                f"(dynprof stacks {args.job} takes them now)"
+            )
         else:
             reason = stacks.attrs.get("reason")
             print(f"{reason}\n" if reason else "", end="")
@@ -294,8 +329,11 @@ def _relay(cfg_path: str, job: str, poll_interval: float | None) -> int:
 
     relay = Relay(cfg_path, job, poll_interval or POLL_INTERVAL_S)
     with relay_lock(job) as _:
-        print(f"relaying {relay.path} into job {job!r} every {relay.poll_interval} s "
-              "(Ctrl-C to stop)", flush=True)
+        print(
+            f"relaying {relay.path} into job {job!r} every {relay.poll_interval} s "
+            "(Ctrl-C to stop)",
+            flush=True,
+        )
         relay.run()
     return 0
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 COMMANDS = {
     "jobs": "list this user's jobs on this machine",
     "attach": "attach to a job by name (JOB; --create to prepare one before its ranks "
-              "start), or to a file-mode job (--cfg-path DIR)",
+    "start), or to a file-mode job (--cfg-path DIR)",
     "start": "record steps START..STOP (inclusive; '+N' = N steps from now); its options "
-             "hold for this window only",
+    "hold for this window only",
     "stop": "end the active window now (what was recorded is saved), or cancel a pending one",
     "set": "change standing config keys for every rank and every later window: key=value ...",
     "config": "show the job's standing config (and the pending window's own options)",
@@ -22,13 +22,13 @@ COMMANDS = {
     "load": "load a window into a TraceWindow (latest by default)",
     "summary": "the summary of a window (latest by default)",
     "stacks": "where every thread of every live rank is now (even a rank stuck in C code), "
-              "identical stacks merged into one tree, the odd ranks first",
+    "identical stacks merged into one tree, the odd ranks first",
     "panel": "the interactive panel: config form, live ranks, windows",
     "relay": "mirror a profiler_config.json into a job (one per node), as MindSpore's monitor "
-             "process does",
+    "process does",
     "demo": "run the two-rank demo job and profile ten steps",
     "trigger": "arm a window that starts by itself when a step slows (--slowdown 2 --steps 10), "
-               "disarm it (--off), or show it",
+    "disarm it (--off), or show it",
 }
 
 # arguments both spell the same way
@@ -40,10 +40,35 @@ ARGUMENTS = {
     "--timeout-stacks": "seconds to wait for every rank's dump (the silent ones are named)",
 }
 
-MAGIC_COMMANDS = ("jobs", "attach", "start", "stop", "set", "config", "status", "wait",
-                  "windows", "load", "summary", "stacks", "panel", "trigger")
-CLI_COMMANDS = ("jobs", "status", "stop", "windows", "start", "set", "wait", "stacks", "relay",
-                "demo", "trigger")
+MAGIC_COMMANDS = (
+    "jobs",
+    "attach",
+    "start",
+    "stop",
+    "set",
+    "config",
+    "status",
+    "wait",
+    "windows",
+    "load",
+    "summary",
+    "stacks",
+    "panel",
+    "trigger",
+)
+CLI_COMMANDS = (
+    "jobs",
+    "status",
+    "stop",
+    "windows",
+    "start",
+    "set",
+    "wait",
+    "stacks",
+    "relay",
+    "demo",
+    "trigger",
+)
 
 
 def helps(names: tuple[str, ...]) -> dict[str, str]:

@@ -111,10 +111,16 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
             help="a row number of 'windows' or a path; omitted = latest",
         )
     p["stacks"].add_argument("--last", action="store_true", help=ARGUMENTS["--last"])
-    p["stacks"].add_argument("--timeout", type=float, default=5.0, metavar="S",
-                             help=ARGUMENTS["--timeout-stacks"])
-    p["stacks"].add_argument("-o", dest="name", default=None, metavar="NAME",
-                             help="also store the stacks DataFrame in variable NAME")
+    p["stacks"].add_argument(
+        "--timeout", type=float, default=5.0, metavar="S", help=ARGUMENTS["--timeout-stacks"]
+    )
+    p["stacks"].add_argument(
+        "-o",
+        dest="name",
+        default=None,
+        metavar="NAME",
+        help="also store the stacks DataFrame in variable NAME",
+    )
     p["load"].add_argument(
         "-o",
         dest="name",
@@ -329,8 +335,10 @@ class DynprofMagics(Magics):
         job = self._need_job()
         stacks = job.last_stacks if args.last else job.stacks(timeout=args.timeout)
         if stacks is None:
-            print(f"job {job.name!r} has not been found stalled: no stacks were kept. "
-                  "'%dynprof stacks' takes them now.")
+            print(
+                f"job {job.name!r} has not been found stalled: no stacks were kept. "
+                "'%dynprof stacks' takes them now."
+            )
             return None
         if args.name:
             self.shell.user_ns[args.name] = stacks
@@ -460,7 +468,7 @@ def _with_prefix(current: str, values: list[str], is_list: bool) -> list[str]:
     """``values`` as whole words for the word being typed: after ``key=`` (and, in a comma
     list, after the values already given: ``activities=CPU,`` offers ``activities=CPU,NPU``)."""
     cut = current.rfind(",") if is_list else -1
-    head = current[:(cut if cut >= 0 else current.find("=")) + 1]
+    head = current[: (cut if cut >= 0 else current.find("=")) + 1]
     return [head + v for v in values]
 
 

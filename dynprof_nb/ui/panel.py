@@ -40,31 +40,48 @@ from dynprof_nb.windows import describe_config
 
 __all__ = ["Panel", "panel"]
 
-STATUS_SHOWN = ["rank", "node", "pid", "step", "state", "window", "generation",
-                "heartbeat_age_s", "error"]
-TABLE_STYLE = ("<style>table.dynprof-status td, table.dynprof-status th {padding: 2px 10px;"
-               " text-align: right} table.dynprof-status td:last-child {text-align: left;"
-               " color: #c62828}</style>")
+STATUS_SHOWN = [
+    "rank",
+    "node",
+    "pid",
+    "step",
+    "state",
+    "window",
+    "generation",
+    "heartbeat_age_s",
+    "error",
+]
+TABLE_STYLE = (
+    "<style>table.dynprof-status td, table.dynprof-status th {padding: 2px 10px;"
+    " text-align: right} table.dynprof-status td:last-child {text-align: left;"
+    " color: #c62828}</style>"
+)
 WINDOW_KEYS = ("start_step", "stop_step")
 WINDOW_ROWS = 12  # newest windows listed
 FIELD_WIDTH = "320px"
 CELL_WIDTH = "335px"  # a field and its border: three fit JupyterLab's default notebook width
 LABEL_WIDTH = "150px"
 GRID_COLUMNS = f"repeat(auto-fill, {CELL_WIDTH})"
-ERROR_STYLE = ("display:block; white-space:nowrap; overflow:hidden; text-overflow:ellipsis;"
-               " font-size:11px; line-height:14px; color:#c62828")
+ERROR_STYLE = (
+    "display:block; white-space:nowrap; overflow:hidden; text-overflow:ellipsis;"
+    " font-size:11px; line-height:14px; color:#c62828"
+)
 CONFLICT = "changed since you loaded it"
 
 
 # -- the form, generated from the schema ------------------------------------------------------
+
 
 def sections() -> list[tuple[str, list[str]]]:
     """The form's sections: the window, the rest in schema order, and the Ascend-only keys
     (those whose help says so, plus ``host_sys``, which only msprof on Ascend collects)."""
     traits = ProfilerConfig.class_traits()
     window = [k for k in ProfilerConfig.keys() if k in WINDOW_KEYS or k == "ranks"]
-    ascend = [k for k in ProfilerConfig.keys()
-              if "(Ascend)" in traits[k].metadata.get("help", "") or k == "host_sys"]
+    ascend = [
+        k
+        for k in ProfilerConfig.keys()
+        if "(Ascend)" in traits[k].metadata.get("help", "") or k == "host_sys"
+    ]
     rest = [k for k in ProfilerConfig.keys() if k not in window and k not in ascend]
     return [("Window", window), ("Recording and output", rest), ("Ascend", ascend)]
 
@@ -75,15 +92,18 @@ class Toggles(widgets.HBox):
 
     value = traitlets.Tuple()
 
-    def __init__(self, options: tuple[str, ...], description: str = "", tooltip: str = ""
-                 ) -> None:
+    def __init__(self, options: tuple[str, ...], description: str = "", tooltip: str = "") -> None:
         self.options = tuple(options)
         self.description = description
-        self.buttons = [widgets.ToggleButton(description=o, tooltip=tooltip,
-                                             layout=widgets.Layout(width="auto"))
-                        for o in self.options]
-        label = widgets.Label(description, tooltip=tooltip,
-                              layout=widgets.Layout(width=LABEL_WIDTH))
+        self.buttons = [
+            widgets.ToggleButton(
+                description=o, tooltip=tooltip, layout=widgets.Layout(width="auto")
+            )
+            for o in self.options
+        ]
+        label = widgets.Label(
+            description, tooltip=tooltip, layout=widgets.Layout(width=LABEL_WIDTH)
+        )
         # no tooltip on the box itself: JupyterLab's Box view fails to render with one
         super().__init__([label, *self.buttons], layout=widgets.Layout(width=FIELD_WIDTH))
         self.tooltip_text = tooltip
@@ -94,8 +114,9 @@ class Toggles(widgets.HBox):
     def _from_buttons(self, _change: Any) -> None:
         self._paint()
         if not self._syncing:
-            self.value = tuple(o for o, b in zip(self.options, self.buttons, strict=True)
-                               if b.value)
+            self.value = tuple(
+                o for o, b in zip(self.options, self.buttons, strict=True) if b.value
+            )
 
     @traitlets.observe("value")
     def _to_buttons(self, change: Any) -> None:
@@ -126,9 +147,12 @@ def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
     """A widget chosen from the kind of field the trait declares, labelled with the key."""
     help_text = trait.metadata.get("help", "")
     kind = getattr(trait, "widget", "text")
-    common = {"description": key, "tooltip": help_text,
-              "style": {"description_width": LABEL_WIDTH},
-              "layout": widgets.Layout(width=FIELD_WIDTH)}
+    common = {
+        "description": key,
+        "tooltip": help_text,
+        "style": {"description_width": LABEL_WIDTH},
+        "layout": widgets.Layout(width=FIELD_WIDTH),
+    }
     if kind == "checkbox":
         widget: widgets.Widget = widgets.Checkbox(indent=True, **common)
     elif kind == "dropdown":
@@ -137,10 +161,14 @@ def _widget_for(key: str, trait: traitlets.TraitType) -> widgets.Widget:
         widget = Toggles(trait.choices, key, help_text)
     else:  # int and text: typed text, synced on every keystroke, parsed on Apply
         # short enough to show whole in a 320 px field
-        hint = {"start_step": "step, or +N from now", "stop_step": "step, or +N from now",
-                "ranks": "e.g. 0,3; empty = all"}
-        placeholder = hint.get(key) or ("a,b,...; empty = none"
-                                        if isinstance(trait.default_value, list) else "")
+        hint = {
+            "start_step": "step, or +N from now",
+            "stop_step": "step, or +N from now",
+            "ranks": "e.g. 0,3; empty = all",
+        }
+        placeholder = hint.get(key) or (
+            "a,b,...; empty = none" if isinstance(trait.default_value, list) else ""
+        )
         widget = TextField(continuous_update=True, placeholder=placeholder, **common)
     widget.add_class(f"dynprof-field-{key}")
     return widget
@@ -155,9 +183,11 @@ def _form_trait(trait: traitlets.TraitType) -> traitlets.TraitType:
     return traitlets.CUnicode("")
 
 
-Draft = type("Draft", (traitlets.HasTraits,), {
-    key: _form_trait(trait) for key, trait in ProfilerConfig.class_traits().items()
-})
+Draft = type(
+    "Draft",
+    (traitlets.HasTraits,),
+    {key: _form_trait(trait) for key, trait in ProfilerConfig.class_traits().items()},
+)
 Draft.__doc__ = "The form's values as the widgets hold them (text as typed; parsed on Apply)."
 
 
@@ -184,8 +214,10 @@ def from_form(key: str, value: Any) -> Any:
     text = str(value).strip()
     if key in WINDOW_KEYS and text.startswith("+"):
         if not text[1:].isdigit():
-            raise ConfigError(f"{key}: {value!r} is not a number; expected a step like 20 or "
-                              "+10 (ten steps from now).")
+            raise ConfigError(
+                f"{key}: {value!r} is not a number; expected a step like 20 or "
+                "+10 (ten steps from now)."
+            )
         return text
     if not text:
         if isinstance(trait.default_value, list):
@@ -217,34 +249,42 @@ class Panel(widgets.VBox):
         self.draft = Draft()
         traits = ProfilerConfig.class_traits()
         self.fields = {k: _widget_for(k, traits[k]) for k in ProfilerConfig.keys()}
-        self.errors = {k: widgets.HTML(layout=widgets.Layout(width=FIELD_WIDTH, height="16px",
-                                                             overflow="hidden"))
-                       for k in self.fields}
+        self.errors = {
+            k: widgets.HTML(
+                layout=widgets.Layout(width=FIELD_WIDTH, height="16px", overflow="hidden")
+            )
+            for k in self.fields
+        }
         for key, box in self.errors.items():
             box.add_class(f"dynprof-error-{key}")
-        self.links = [traitlets.link((w, "value"), (self.draft, k))
-                      for k, w in self.fields.items()]
+        self.links = [traitlets.link((w, "value"), (self.draft, k)) for k, w in self.fields.items()]
         self._base: dict[str, Any] = {}  # the job's values when the form last matched them
-        self.apply_button = self._button("Apply", "send the fields you edited to every rank",
-                                         "primary")
+        self.apply_button = self._button(
+            "Apply", "send the fields you edited to every rank", "primary"
+        )
         self.revert_button = self._button("Revert", "reload the job's current config")
-        self.stop_button = self._button("Stop", "end the window now (what was recorded is "
-                                        "saved) or cancel a pending one", "warning")
-        self.stacks_button = self._button("Stacks", "where every thread of every live rank is "
-                                          "now (even a rank stuck in C code), merged")
+        self.stop_button = self._button(
+            "Stop",
+            "end the window now (what was recorded is saved) or cancel a pending one",
+            "warning",
+        )
+        self.stacks_button = self._button(
+            "Stacks",
+            "where every thread of every live rank is now (even a rank stuck in C code), merged",
+        )
         self.stacks_frame: Any = None  # the last stacks taken with the Stacks button
         self.stall = widgets.HTML()  # "stalled since step N (X s)" while the job is stalled
         self.stall.add_class("dynprof-stall")
         self.message = widgets.HTML(layout=widgets.Layout(min_height="20px"))
         self.message.add_class("dynprof-message")
-        self.progress = widgets.FloatProgress(min=0.0, max=1.0, description="window",
-                                              bar_style="info")
+        self.progress = widgets.FloatProgress(
+            min=0.0, max=1.0, description="window", bar_style="info"
+        )
         self.progress_label = widgets.Label()
         self.progress_label.add_class("dynprof-progress")
         self.ranks = widgets.HTML(layout=widgets.Layout(max_height="240px", overflow="auto"))
         self.ranks.add_class("dynprof-ranks")
-        self.window_rows = widgets.VBox(layout=widgets.Layout(max_height="320px",
-                                                              overflow="auto"))
+        self.window_rows = widgets.VBox(layout=widgets.Layout(max_height="320px", overflow="auto"))
         self.window_rows.add_class("dynprof-windows")
         self.windows: list[dict[str, Any]] = []  # what window_rows shows, newest first
         self.output = widgets.Output()
@@ -257,35 +297,46 @@ class Panel(widgets.VBox):
 
         boxes = []
         for title, keys in sections():
-            cells = [widgets.VBox([self.fields[k], self.errors[k]],
-                                  layout=widgets.Layout(width=CELL_WIDTH, overflow="hidden"))
-                     for k in keys]
+            cells = [
+                widgets.VBox(
+                    [self.fields[k], self.errors[k]],
+                    layout=widgets.Layout(width=CELL_WIDTH, overflow="hidden"),
+                )
+                for k in keys
+            ]
             # as many columns as fit (3 on a wide notebook): a fixed 3 overflowed JupyterLab's
             # default notebook width and put a scroll bar under each section
-            grid = widgets.GridBox(cells, layout=widgets.Layout(
-                grid_template_columns=GRID_COLUMNS, grid_gap="2px 16px"))
+            grid = widgets.GridBox(
+                cells,
+                layout=widgets.Layout(grid_template_columns=GRID_COLUMNS, grid_gap="2px 16px"),
+            )
             if title == "Ascend":
-                box = widgets.Accordion([grid], titles=(
-                    "Ascend: used by MindSpore and torch_npu on Ascend only",))
+                box = widgets.Accordion(
+                    [grid], titles=("Ascend: used by MindSpore and torch_npu on Ascend only",)
+                )
                 box.selected_index = None
                 self.ascend = box
             else:
                 box = widgets.VBox([widgets.HTML(f"<b>{title}</b>"), grid])
             box.add_class(f"dynprof-section-{title.split()[0].lower()}")
             boxes.append(box)
-        super().__init__(children=[
-            widgets.HTML(f"<b>dynprof</b> job <code>{html.escape(job.name)}</code>"),
-            widgets.HBox([self.progress, self.progress_label]),
-            self.stall,
-            self.ranks,
-            *boxes,
-            widgets.HBox([self.apply_button, self.revert_button, self.stop_button,
-                          self.stacks_button]),
-            self.message,
-            self.step_section,
-            widgets.HTML("<b>Windows</b> (newest first)"), self.window_rows,
-            self.output,
-        ])
+        super().__init__(
+            children=[
+                widgets.HTML(f"<b>dynprof</b> job <code>{html.escape(job.name)}</code>"),
+                widgets.HBox([self.progress, self.progress_label]),
+                self.stall,
+                self.ranks,
+                *boxes,
+                widgets.HBox(
+                    [self.apply_button, self.revert_button, self.stop_button, self.stacks_button]
+                ),
+                self.message,
+                self.step_section,
+                widgets.HTML("<b>Windows</b> (newest first)"),
+                self.window_rows,
+                self.output,
+            ]
+        )
         self.add_class("dynprof-panel")
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -293,8 +344,7 @@ class Panel(widgets.VBox):
         self.revert()
         self.refresh(windows=True)
         if poll:
-            self._thread = threading.Thread(target=self._poll, name="dynprof_nb-panel",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._poll, name="dynprof_nb-panel", daemon=True)
             self._thread.start()
 
     @staticmethod
@@ -342,7 +392,7 @@ class Panel(widgets.VBox):
                 elif mine == now:  # edited to what the job now has anyway
                     self._base[key] = now
                 else:
-                    conflicts[key] = (f"{CONFLICT} (now {_fmt(now)}): Revert?")
+                    conflicts[key] = f"{CONFLICT} (now {_fmt(now)}): Revert?"
             if conflicts:
                 self._show_errors(conflicts, keep=True)
             return updated
@@ -381,11 +431,16 @@ class Panel(widgets.VBox):
             if errors:
                 conflict = [k for k, e in errors.items() if CONFLICT in e]
                 if conflict:
-                    what = (f"{', '.join(conflict)} changed since you loaded it: Revert? (the "
-                            "job's new value shows under the field)")
+                    what = (
+                        f"{', '.join(conflict)} changed since you loaded it: Revert? (the "
+                        "job's new value shows under the field)"
+                    )
                 else:
-                    what = next(iter(errors.values())) if len(errors) == 1 else \
-                        f"fix the fields marked ({', '.join(errors)})"
+                    what = (
+                        next(iter(errors.values()))
+                        if len(errors) == 1
+                        else f"fix the fields marked ({', '.join(errors)})"
+                    )
                 self._say(f"not applied: {what}", error=True)
                 return None
             if not values:
@@ -433,9 +488,11 @@ class Panel(widgets.VBox):
             return None
         self.stacks_frame = frame
         self.output.append_display_data(frame.tree())
-        self._say(f"stacks of {frame['rank'].nunique()} rank(s)"
-                  + (f", {len(frame.silent)} silent" if frame.silent else "")
-                  + "; in panel.stacks_frame")
+        self._say(
+            f"stacks of {frame['rank'].nunique()} rank(s)"
+            + (f", {len(frame.silent)} silent" if frame.silent else "")
+            + "; in panel.stacks_frame"
+        )
         return frame
 
     def _show_errors(self, errors: dict[str, str], keep: bool = False) -> None:
@@ -445,8 +502,12 @@ class Panel(widgets.VBox):
                 continue
             # under its field the key is redundant and pushed the useful end out of the line
             short = text.removeprefix(f"{key}: ") if text else ""
-            box.value = (f'<span style="{ERROR_STYLE}" title="{html.escape(text)}">'
-                         f"{html.escape(short)}</span>" if text else "")
+            box.value = (
+                f'<span style="{ERROR_STYLE}" title="{html.escape(text)}">'
+                f"{html.escape(short)}</span>"
+                if text
+                else ""
+            )
 
     def _say(self, text: str, error: bool = False) -> None:
         color = "#c62828" if error else "#2e7d32"
@@ -459,12 +520,16 @@ class Panel(widgets.VBox):
         with self._lock:
             status = self.job.status()
             table = TABLE_STYLE + status_view(status[STATUS_SHOWN]).to_html(
-                index=False, border=0, na_rep="", classes="dynprof-status")
+                index=False, border=0, na_rep="", classes="dynprof-status"
+            )
             if self.ranks.value != table:
                 self.ranks.value = table
             stalled = [e for e in status["error"].fillna("") if "stalled since" in e]
-            banner = (f'<span style="{ERROR_STYLE}">{html.escape(stalled[0].split(";")[0])}'
-                      "</span>" if stalled else "")
+            banner = (
+                f'<span style="{ERROR_STYLE}">{html.escape(stalled[0].split(";")[0])}</span>'
+                if stalled
+                else ""
+            )
             if self.stall.value != banner:
                 self.stall.value = banner
             self.step_section.refresh()
@@ -473,27 +538,34 @@ class Panel(widgets.VBox):
             self.progress.value = done / total if total else 0.0
             self.progress.bar_style = "success" if total and done >= total else "info"
             options = getattr(self.job, "window_options", {})
-            only = (f"; this window only: {', '.join(f'{k}={_fmt(v)}' for k, v in options.items())}"
-                    if options else "")
+            only = (
+                f"; this window only: {', '.join(f'{k}={_fmt(v)}' for k, v in options.items())}"
+                if options
+                else ""
+            )
             if cfg.has_window:
                 self.progress_label.value = (
                     f"steps {cfg.start_step}-{cfg.stop_step}: {done}/{total} rank-steps, "
-                    f"generation {self.job.generation}{only}")
+                    f"generation {self.job.generation}{only}"
+                )
             else:  # not "none: 0/0 rank-steps"
-                self.progress_label.value = (f"no window asked for (generation "
-                                             f"{self.job.generation})")
+                self.progress_label.value = (
+                    f"no window asked for (generation {self.job.generation})"
+                )
             if windows:
                 self._refresh_windows()
 
     def _refresh_windows(self) -> None:
         groups = window_groups(self.job.windows())[:WINDOW_ROWS]
         if [g["key"] for g in groups] == [g["key"] for g in self.windows] and all(
-                g["label"] == o["label"] for g, o in zip(groups, self.windows, strict=True)):
+            g["label"] == o["label"] for g, o in zip(groups, self.windows, strict=True)
+        ):
             return
         old = self.window_rows.children
         self.windows = groups
         self.window_rows.children = [self._window_row(i, g) for i, g in enumerate(groups)] or [
-            widgets.HTML("<i>no window on disk yet</i>")]
+            widgets.HTML("<i>no window on disk yet</i>")
+        ]
         for row in old:
             for widget in [*_descendants(row), row]:
                 widget.close()
@@ -502,17 +574,20 @@ class Panel(widgets.VBox):
             self.ascend.selected_index = 0
 
     def _window_row(self, index: int, group: dict[str, Any]) -> widgets.HBox:
-        label = widgets.HTML(html.escape(group["label"]),
-                             layout=widgets.Layout(width="640px"))
+        label = widgets.HTML(html.escape(group["label"]), layout=widgets.Layout(width="640px"))
         buttons = []
         for name, tip, action in (
-                ("Load", "load this window into panel.trace", lambda: self.show(
-                    index, summary=False)),
-                ("Summary", "summary and plots of this window", lambda: self.show(index)),
-                ("Compare", "compare with the window loaded last (or the one before this)",
-                 lambda: self.compare(index))):
-            button = widgets.Button(description=name, tooltip=tip,
-                                    layout=widgets.Layout(width="90px"))
+            ("Load", "load this window into panel.trace", lambda: self.show(index, summary=False)),
+            ("Summary", "summary and plots of this window", lambda: self.show(index)),
+            (
+                "Compare",
+                "compare with the window loaded last (or the one before this)",
+                lambda: self.compare(index),
+            ),
+        ):
+            button = widgets.Button(
+                description=name, tooltip=tip, layout=widgets.Layout(width="90px")
+            )
             button.add_class(f"dynprof-window-{name.lower()}")
             button.on_click(lambda _b, act=action: act())
             buttons.append(button)
@@ -596,8 +671,10 @@ class Panel(widgets.VBox):
             a = self.trace
             if a is None or str(a.path) == str(b.path):
                 if index + 1 >= len(self.windows):
-                    out.append_stdout("nothing to compare with: load another window first, "
-                                      "or record an earlier one.\n")
+                    out.append_stdout(
+                        "nothing to compare with: load another window first, "
+                        "or record an earlier one.\n"
+                    )
                     return None
                 a = self._load(index + 1)
         except Exception as exc:
@@ -635,8 +712,10 @@ class Panel(widgets.VBox):
             done, total = self.job.progress()
         except Exception as exc:
             return f"<dynprof panel for job {self.job.name!r}: {exc}>"
-        return (f"{self.job!r}\nwindow progress: {done}/{total} rank-steps\n{status}\n"
-                "(the interactive panel needs a frontend with ipywidgets)")
+        return (
+            f"{self.job!r}\nwindow progress: {done}/{total} rank-steps\n{status}\n"
+            "(the interactive panel needs a frontend with ipywidgets)"
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         bundle = super()._repr_mimebundle_(**kwargs)
@@ -658,14 +737,31 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
     slack = pd.Timedelta(seconds=SAME_WINDOW_SLACK_S)
     for row in frame.itertuples():
         started = row.started_at
-        group = next((g for g in groups if (g["start"], g["stop"]) == (row.start, row.stop)
-                      and (pd.isna(started) or pd.isna(g["started_at"])
-                           or abs(started - g["started_at"]) <= slack)), None)
+        group = next(
+            (
+                g
+                for g in groups
+                if (g["start"], g["stop"]) == (row.start, row.stop)
+                and (
+                    pd.isna(started)
+                    or pd.isna(g["started_at"])
+                    or abs(started - g["started_at"]) <= slack
+                )
+            ),
+            None,
+        )
         if group is None:
-            group = {"start": row.start, "stop": row.stop, "started_at": started,
-                     "paths": [], "complete": [], "ranks": [], "statuses": [],
-                     "backend": getattr(row, "backend", None),
-                     "config": getattr(row, "config", "") or ""}
+            group = {
+                "start": row.start,
+                "stop": row.stop,
+                "started_at": started,
+                "paths": [],
+                "complete": [],
+                "ranks": [],
+                "statuses": [],
+                "backend": getattr(row, "backend", None),
+                "config": getattr(row, "config", "") or "",
+            }
             groups.append(group)
         group["paths"].append(row.path)
         group["ranks"].append(row.rank)
@@ -675,11 +771,18 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
     for g in groups:
         g["key"] = (g["start"], g["stop"], str(g["started_at"]))
         done, total = len(g["complete"]), len(g["paths"])
-        state = "complete" if done == total else next(
-            (s for s in ("recording", "incomplete") if s in g["statuses"]), "incomplete")
-        parts = ["" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
-                 f"steps {g['start']}-{g['stop']}", f"ranks {done}/{total} {state}",
-                 g["backend"] or "", g["config"] or ""]
+        state = (
+            "complete"
+            if done == total
+            else next((s for s in ("recording", "incomplete") if s in g["statuses"]), "incomplete")
+        )
+        parts = [
+            "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
+            f"steps {g['start']}-{g['stop']}",
+            f"ranks {done}/{total} {state}",
+            g["backend"] or "",
+            g["config"] or "",
+        ]
         g["label"] = " · ".join(p for p in parts if p)
     return groups[::-1]
 
@@ -687,8 +790,11 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
 def _window_name(trace: Any) -> str:
     """``steps 435..444, ranks 0,1 (path)``: the ranks of one job share a root directory, so
     the path alone does not tell two windows apart."""
-    steps = (f"steps {trace.start_step}..{trace.stop_step}"
-             if getattr(trace, "start_step", None) is not None else "")
+    steps = (
+        f"steps {trace.start_step}..{trace.stop_step}"
+        if getattr(trace, "start_step", None) is not None
+        else ""
+    )
     try:
         ranks = ", ranks " + ",".join(map(str, sorted(trace.ranks)))
     except Exception:
@@ -729,8 +835,13 @@ def _show_figures(trace: Any, out: widgets.Output) -> None:
         figure.savefig(buffer, format="png", bbox_inches="tight", dpi=80)
         plt.close(figure)
         png = base64.b64encode(buffer.getvalue()).decode("ascii")
-        out.outputs += ({"output_type": "display_data", "metadata": {},
-                         "data": {"image/png": png, "text/plain": f"<{name} figure>"}},)
+        out.outputs += (
+            {
+                "output_type": "display_data",
+                "metadata": {},
+                "data": {"image/png": png, "text/plain": f"<{name} figure>"},
+            },
+        )
 
 
 def panel(job: Any, interval: float = 1.0) -> Panel:

@@ -46,9 +46,11 @@ def trigger_line(state: dict[str, Any]) -> str:
     """``job.triggers`` in one line: "armed (watching): 2.0x, 10-step windows, fired 0/3"."""
     if not state.get("armed"):
         return state.get("error") or "not armed"
-    line = (f"armed ({state.get('state', '?')}): {state.get('slowdown')}x its median, "
-            f"{state.get('steps')}-step windows, fired {state.get('fired', 0)}/"
-            f"{state.get('max_windows', '?')}")
+    line = (
+        f"armed ({state.get('state', '?')}): {state.get('slowdown')}x its median, "
+        f"{state.get('steps')}-step windows, fired {state.get('fired', 0)}/"
+        f"{state.get('max_windows', '?')}"
+    )
     if state.get("cooldown_left_s"):
         line += f", cooling down {state['cooldown_left_s']} s"
     if state.get("last_reason"):
@@ -70,29 +72,44 @@ class StepTimesSection(widgets.VBox):
         self._heat_at = -HEAT_PERIOD_S  # monotonic time of the last read of the step times
         self._heat_key: Any = None  # what the picture shows, to skip an unchanged one
         self._render: threading.Thread | None = None
-        self.slowdown = widgets.FloatText(value=2.0, description="slowdown", step=0.5,
-                                          tooltip="x a rank's own rolling median step time",
-                                          layout=widgets.Layout(width="200px"))
-        self.steps = widgets.IntText(value=10, description="steps",
-                                     tooltip="steps the triggered window records",
-                                     layout=widgets.Layout(width="200px"))
-        self.arm_button = self._button("Arm", "start a window by itself when a step slows "
-                                       "by this much (stored with the job: no notebook needed)")
+        self.slowdown = widgets.FloatText(
+            value=2.0,
+            description="slowdown",
+            step=0.5,
+            tooltip="x a rank's own rolling median step time",
+            layout=widgets.Layout(width="200px"),
+        )
+        self.steps = widgets.IntText(
+            value=10,
+            description="steps",
+            tooltip="steps the triggered window records",
+            layout=widgets.Layout(width="200px"),
+        )
+        self.arm_button = self._button(
+            "Arm",
+            "start a window by itself when a step slows "
+            "by this much (stored with the job: no notebook needed)",
+        )
         self.disarm_button = self._button("Disarm", "remove the job's trigger")
         self.trigger_state = widgets.HTML()
         self.trigger_state.add_class("dynprof-trigger-state")
         self.arm_button.on_click(lambda _b: self.arm())
         self.disarm_button.on_click(lambda _b: self.disarm())
-        super().__init__([
-            widgets.HTML("<b>Step times</b> (no profiling; * = straggler)"), self.heat,
-            widgets.HBox([self.slowdown, self.steps, self.arm_button, self.disarm_button]),
-            self.trigger_state])
+        super().__init__(
+            [
+                widgets.HTML("<b>Step times</b> (no profiling; * = straggler)"),
+                self.heat,
+                widgets.HBox([self.slowdown, self.steps, self.arm_button, self.disarm_button]),
+                self.trigger_state,
+            ]
+        )
         self.add_class("dynprof-section-steptimes")
 
     @staticmethod
     def _button(name: str, tooltip: str) -> widgets.Button:
-        button = widgets.Button(description=name, tooltip=tooltip,
-                                layout=widgets.Layout(width="90px"))
+        button = widgets.Button(
+            description=name, tooltip=tooltip, layout=widgets.Layout(width="90px")
+        )
         button.add_class(f"dynprof-trigger-{name.lower()}")
         return button
 
@@ -101,8 +118,9 @@ class StepTimesSection(widgets.VBox):
     def arm(self) -> dict[str, Any] | None:
         """Arm the job's trigger with the fields' slowdown and steps; returns ``triggers``."""
         try:
-            state = self.job.trigger(slowdown=float(self.slowdown.value),
-                                     steps=int(self.steps.value))
+            state = self.job.trigger(
+                slowdown=float(self.slowdown.value), steps=int(self.steps.value)
+            )
         except Exception as exc:  # JobError: "slowdown must be > 1", ...
             self.say(f"trigger not armed: {exc}", error=True)
             return None
@@ -133,17 +151,21 @@ class StepTimesSection(widgets.VBox):
         self.show_trigger(self.job.triggers)
         now = time.monotonic()
         if now - self._heat_at < HEAT_PERIOD_S or (
-                self._render is not None and self._render.is_alive()):
+            self._render is not None and self._render.is_alive()
+        ):
             return
         self._heat_at = now
         frame = self.job.step_times(last=self.last)
-        key = (len(frame), int(pd.util.hash_pandas_object(frame, index=False).sum())
-               if len(frame) else 0)
+        key = (
+            len(frame),
+            int(pd.util.hash_pandas_object(frame, index=False).sum()) if len(frame) else 0,
+        )
         if key == self._heat_key:
             return
         self._heat_key = key
-        self._render = threading.Thread(target=self._draw, args=(frame,), daemon=True,
-                                        name="dynprof_nb-heatmap")
+        self._render = threading.Thread(
+            target=self._draw, args=(frame,), daemon=True, name="dynprof_nb-heatmap"
+        )
         self._render.start()
 
     def _draw(self, frame: pd.DataFrame) -> None:

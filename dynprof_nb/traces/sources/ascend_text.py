@@ -11,13 +11,20 @@ from .base import Source
 
 
 def _owns(p: Path) -> bool:
-    return p.suffix == ".csv" or p.name == "trace_view.json" or (
-        p.name.startswith(("communication", "cluster_communication")) and p.suffix == ".json")
+    return (
+        p.suffix == ".csv"
+        or p.name == "trace_view.json"
+        or (p.name.startswith(("communication", "cluster_communication")) and p.suffix == ".json")
+    )
 
 
 def _detect(files: WindowFiles) -> bool:
-    return bool(files.csv or files.communication or files.matrix
-                or any(p.name == "trace_view.json" for p in files.traces))
+    return bool(
+        files.csv
+        or files.communication
+        or files.matrix
+        or any(p.name == "trace_view.json" for p in files.traces)
+    )
 
 
 SOURCE = Source(

@@ -43,23 +43,38 @@ def _columns(rule: str) -> list[tuple[int, int]]:
 def read(path: Path) -> tuple[dict[str, pd.DataFrame], str]:
     """``({"ops": frame}, "table")`` from a saved key_averages table."""
     lines = path.read_text(errors="replace").splitlines()
-    rules = [i for i, line in enumerate(lines)
-             if line.startswith("-") and set(line.strip()) <= {"-", " "}]
+    rules = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("-") and set(line.strip()) <= {"-", " "}
+    ]
     if len(rules) < 3:
-        raise TraceFormatError(path, "not a key_averages() table (no ---- rule lines)",
-                               hint="save str(prof.key_averages().table(row_limit=-1))")
+        raise TraceFormatError(
+            path,
+            "not a key_averages() table (no ---- rule lines)",
+            hint="save str(prof.key_averages().table(row_limit=-1))",
+        )
     spans = _columns(lines[rules[0]])
     header = [lines[rules[0] + 1][a:b].strip() for a, b in spans]
     need = ("Name", "Self CPU", "CPU total", "# of Calls")
     missing = [c for c in need if c not in header]
     if missing:
-        raise TraceFormatError(path, f"the table has no {', '.join(missing)} column",
-                               hint="a CPU key_averages() table has Name, Self CPU, CPU total")
+        raise TraceFormatError(
+            path,
+            f"the table has no {', '.join(missing)} column",
+            hint="a CPU key_averages() table has Name, Self CPU, CPU total",
+        )
     rows = []
-    for line in lines[rules[1] + 1: rules[2]]:
+    for line in lines[rules[1] + 1 : rules[2]]:
         cells = dict(zip(header, (line[a:b].strip() for a, b in spans), strict=True))
-        rows.append({"name": cells["Name"], "count": int(cells["# of Calls"]),
-                     "total_us": _us(cells["CPU total"]), "self_us": _us(cells["Self CPU"])})
+        rows.append(
+            {
+                "name": cells["Name"],
+                "count": int(cells["# of Calls"]),
+                "total_us": _us(cells["CPU total"]),
+                "self_us": _us(cells["Self CPU"]),
+            }
+        )
     ops = pd.DataFrame(rows, columns=["name", "count", "total_us", "self_us"])
     ops["avg_us"] = ops["total_us"] / ops["count"].where(ops["count"] > 0)
     ops["min_us"] = float("nan")

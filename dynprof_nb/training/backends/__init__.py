@@ -31,8 +31,9 @@ def resolve_backend(name: str) -> str:
                 return framework
         return "builtin"
     if name not in BACKENDS:
-        raise BackendError(f"unknown backend {name!r}; choose one of "
-                           f"{', '.join(['auto', *BACKENDS])}.")
+        raise BackendError(
+            f"unknown backend {name!r}; choose one of {', '.join(['auto', *BACKENDS])}."
+        )
     return name
 
 
@@ -50,9 +51,11 @@ def make_backend(name: str) -> Backend:
     try:
         return _backend_class(resolve_backend(name))()
     except ImportError as exc:
-        raise BackendError(f"backend {name!r} is not available here: {exc}. Install it "
-                           "(pip install 'dynprof_nb[torch]' or '[mindspore]') or use "
-                           "backend='builtin'.") from exc
+        raise BackendError(
+            f"backend {name!r} is not available here: {exc}. Install it "
+            "(pip install 'dynprof_nb[torch]' or '[mindspore]') or use "
+            "backend='builtin'."
+        ) from exc
 
 
 @functools.cache

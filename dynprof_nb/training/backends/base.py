@@ -25,8 +25,10 @@ def growth_over_budget(rss0: int, budget: int, step: int) -> str | None:
     window began (``rss0``), checked every ``BUDGET_CHECK_STEPS`` steps; else None."""
     if not budget or step % BUDGET_CHECK_STEPS or process_rss() - rss0 <= budget:
         return None
-    return (f"memory budget reached ({budget / 2**20:.0f} MB of growth since the window "
-            f"began) at step {step}")
+    return (
+        f"memory budget reached ({budget / 2**20:.0f} MB of growth since the window "
+        f"began) at step {step}"
+    )
 
 
 class BackendError(RuntimeError):
@@ -48,8 +50,13 @@ class Backend(Protocol):
 
     name: str
 
-    def start(self, directory: Path, config: ProfilerConfig, first_step: int,
-              context: dict[str, Any] | None = None) -> None:
+    def start(
+        self,
+        directory: Path,
+        config: ProfilerConfig,
+        first_step: int,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         """Begin collecting; the next step to run is ``first_step``.
 
         ``context`` carries job, rank and world size for labelling the trace.

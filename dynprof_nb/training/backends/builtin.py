@@ -75,8 +75,13 @@ class BuiltinBackend:
 
     # -- protocol -----------------------------------------------------------------------
 
-    def start(self, directory: Path, config: ProfilerConfig, first_step: int,
-              context: dict[str, Any] | None = None) -> None:
+    def start(
+        self,
+        directory: Path,
+        config: ProfilerConfig,
+        first_step: int,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         self.directory = directory
         self.context = dict(context or {})
         self.config = config
@@ -167,8 +172,10 @@ class BuiltinBackend:
     def _over_budget(self) -> None:
         """Stop recording (the Monitor ends and saves the window at the next step)."""
         budget_mb = self._max_events * EVENT_BYTES / 2**20
-        self.full = (f"memory budget reached ({budget_mb:.0f} MB, {self._size():,} events) at "
-                     f"step {self.next_step}")
+        self.full = (
+            f"memory budget reached ({budget_mb:.0f} MB, {self._size():,} events) at "
+            f"step {self.next_step}"
+        )
         self._detach()
 
     def _detach(self) -> None:
@@ -210,7 +217,8 @@ class BuiltinBackend:
             if name is None:
                 name = self._names[code] = (
                     f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): "
-                    f"{getattr(code, 'co_qualname', code.co_name)}")
+                    f"{getattr(code, 'co_qualname', code.co_name)}"
+                )
             stack.append((name, now))
         elif event == "c_call":
             # keyed by module and qualname: a bound builtin (``lst.append``) is a new object
@@ -218,8 +226,7 @@ class BuiltinBackend:
             key = (getattr(arg, "__module__", None), getattr(arg, "__qualname__", None))
             name = self._names.get(key)
             if name is None:
-                name = self._names[key] = (
-                    f"<built-in> {key[0] or 'builtins'}.{key[1] or repr(arg)}")
+                name = self._names[key] = f"<built-in> {key[0] or 'builtins'}.{key[1] or repr(arg)}"
             stack.append((name, now))
         elif stack:  # return, c_return, c_exception; calls begun before the window are skipped
             name, t0 = stack.pop()
@@ -238,44 +245,92 @@ class BuiltinBackend:
         pid = os.getpid()
         rank = self.context.get("rank", 0)
         events: list[dict[str, Any]] = [
-            {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-             "args": {"name": f"rank {rank} (pid {pid})"}},
-            {"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
-             "args": {"labels": "CPU"}},
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": pid,
+                "tid": 0,
+                "args": {"name": f"rank {rank} (pid {pid})"},
+            },
+            {"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": "CPU"}},
         ]
         tids = {self.main_tid} | {e[2] for e in self.events}
         for tid in sorted(tids):
             label = "training thread" if tid == self.main_tid else f"thread {tid}"
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                           "args": {"name": label}})
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": label}}
+            )
         for step, t0, t1 in self.steps:
-            events.append({"ph": "X", "cat": STEP_CATEGORY, "name": step_marker(step),
-                           "pid": pid, "tid": self.main_tid, "ts": self._us(t0),
-                           "dur": (t1 - t0) / 1000.0})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": STEP_CATEGORY,
+                    "name": step_marker(step),
+                    "pid": pid,
+                    "tid": self.main_tid,
+                    "ts": self._us(t0),
+                    "dur": (t1 - t0) / 1000.0,
+                }
+            )
         for name, cat, tid, t0, dur in self.events:
-            events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
-                           "ts": self._us(t0), "dur": dur / 1000.0})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": name,
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": self._us(t0),
+                    "dur": dur / 1000.0,
+                }
+            )
         for t, current, peak in self.memory:
-            events.append({"ph": "C", "name": "Memory", "pid": pid, "tid": self.main_tid,
-                           "ts": self._us(t), "args": {"Allocated (MB)": current / 2**20,
-                                                        "Peak (MB)": peak / 2**20}})
-            events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
-                           "pid": pid, "tid": self.main_tid, "ts": self._us(t),
-                           "args": {"Total Allocated": current, "Total Reserved": peak,
-                                    "Device Type": 0, "Device Id": -1}})
+            events.append(
+                {
+                    "ph": "C",
+                    "name": "Memory",
+                    "pid": pid,
+                    "tid": self.main_tid,
+                    "ts": self._us(t),
+                    "args": {"Allocated (MB)": current / 2**20, "Peak (MB)": peak / 2**20},
+                }
+            )
+            events.append(
+                {
+                    "ph": "i",
+                    "s": "t",
+                    "cat": "cpu_instant_event",
+                    "name": "[memory]",
+                    "pid": pid,
+                    "tid": self.main_tid,
+                    "ts": self._us(t),
+                    "args": {
+                        "Total Allocated": current,
+                        "Total Reserved": peak,
+                        "Device Type": 0,
+                        "Device Id": -1,
+                    },
+                }
+            )
         trace = {
             "schemaVersion": 1,
             "displayTimeUnit": "ns",
             "baseTimeNanoseconds": self.base_ns,
             "distributedInfo": {"rank": rank, "world_size": self.context.get("world_size")},
-            "otherData": {"dynprof_nb": {**self.context, "backend": self.name,
-                                         "config": self.config.to_dict()}},
+            "otherData": {
+                "dynprof_nb": {
+                    **self.context,
+                    "backend": self.name,
+                    "config": self.config.to_dict(),
+                }
+            },
             "traceEvents": events,
         }
         if orjson is not None:
             path.write_bytes(orjson.dumps(trace))
         else:  # pragma: no cover
             import json
+
             path.write_text(json.dumps(trace), encoding="utf-8")
         return path
 
@@ -293,25 +348,59 @@ class BuiltinBackend:
         rows = sorted(stats.items(), key=lambda kv: -kv[1][1])
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
-                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"])
+            w.writerow(
+                [
+                    "OP Type",
+                    "Core Type",
+                    "Count",
+                    "Total Time(us)",
+                    "Min Time(us)",
+                    "Avg Time(us)",
+                    "Max Time(us)",
+                    "Ratio(%)",
+                ]
+            )
             for (name, cat), (count, tot, lo, hi) in rows:
                 core = "COMMUNICATION" if cat == COMM_CATEGORY else "CPU"
-                w.writerow([name, core, count, f"{tot / 1000:.3f}", f"{lo / 1000:.3f}",
-                            f"{tot / count / 1000:.3f}", f"{hi / 1000:.3f}",
-                            f"{100 * tot / total:.2f}"])
+                w.writerow(
+                    [
+                        name,
+                        core,
+                        count,
+                        f"{tot / 1000:.3f}",
+                        f"{lo / 1000:.3f}",
+                        f"{tot / count / 1000:.3f}",
+                        f"{hi / 1000:.3f}",
+                        f"{100 * tot / total:.2f}",
+                    ]
+                )
         return path
 
     def _write_step_trace(self, path: Path) -> Path:
         """Per step: time covered by compute ranges, by communication ranges, their overlap."""
-        top = [(t0, t0 + dur, cat == COMM_CATEGORY) for _n, cat, tid, t0, dur in self.events
-               if tid == self.main_tid and cat != "python_function"]
+        top = [
+            (t0, t0 + dur, cat == COMM_CATEGORY)
+            for _n, cat, tid, t0, dur in self.events
+            if tid == self.main_tid and cat != "python_function"
+        ]
         rank = self.context.get("rank", 0)
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["Device_id", "Step", "Computing", "Communication(Not Overlapped)",
-                        "Overlapped", "Communication", "Free", "Stage", "Bubble",
-                        "Communication(Not Overlapped and Exclude Receive)", "Preparing"])
+            w.writerow(
+                [
+                    "Device_id",
+                    "Step",
+                    "Computing",
+                    "Communication(Not Overlapped)",
+                    "Overlapped",
+                    "Communication",
+                    "Free",
+                    "Stage",
+                    "Bubble",
+                    "Communication(Not Overlapped and Exclude Receive)",
+                    "Preparing",
+                ]
+            )
             comp_cover = Coverage([(a, b) for a, b, c in top if not c])
             comm_cover = Coverage([(a, b) for a, b, c in top if c])
             both_cover = Coverage([(a, b) for a, b, _ in top])
@@ -321,21 +410,50 @@ class BuiltinBackend:
                 both = both_cover.within(s0, s1)
                 overlapped = comp + comm - both
                 free = (s1 - s0) - both
-                us = [v / 1000 for v in (comp, comm - overlapped, overlapped, comm, free,
-                                         s1 - s0, 0, comm - overlapped, 0)]
+                us = [
+                    v / 1000
+                    for v in (
+                        comp,
+                        comm - overlapped,
+                        overlapped,
+                        comm,
+                        free,
+                        s1 - s0,
+                        0,
+                        comm - overlapped,
+                        0,
+                    )
+                ]
                 w.writerow([rank, step, *(f"{v:.3f}" for v in us)])
         return path
 
     def _write_memory(self, path: Path) -> Path:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
-                        "Total Active(MB)", "Stream Ptr", "Device Type"])
+            w.writerow(
+                [
+                    "Component",
+                    "Timestamp(us)",
+                    "Total Allocated(MB)",
+                    "Total Reserved(MB)",
+                    "Total Active(MB)",
+                    "Stream Ptr",
+                    "Device Type",
+                ]
+            )
             for t, current, peak in self.memory:
                 ts_ns = self.base_ns + (t - self.base_perf)
-                w.writerow([self.memory_source, f"{ts_ns // 1000}.{ts_ns % 1000:03d}",
-                            f"{current / 2**20:.6f}", f"{peak / 2**20:.6f}",
-                            f"{current / 2**20:.6f}", "", "CPU"])
+                w.writerow(
+                    [
+                        self.memory_source,
+                        f"{ts_ns // 1000}.{ts_ns % 1000:03d}",
+                        f"{current / 2**20:.6f}",
+                        f"{peak / 2**20:.6f}",
+                        f"{current / 2**20:.6f}",
+                        "",
+                        "CPU",
+                    ]
+                )
         return path
 
 

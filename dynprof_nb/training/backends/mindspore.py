@@ -66,9 +66,19 @@ from dynprof_nb.windows import MANIFEST
 
 from .base import BackendError, growth_over_budget, process_rss
 
-PASSED_AS_IS = ("profile_memory", "mstx", "parallel_strategy", "with_stack",
-                "data_simplification", "l2_cache", "record_shapes", "sys_io",
-                "sys_interconnection", "mstx_domain_include", "mstx_domain_exclude")
+PASSED_AS_IS = (
+    "profile_memory",
+    "mstx",
+    "parallel_strategy",
+    "with_stack",
+    "data_simplification",
+    "l2_cache",
+    "record_shapes",
+    "sys_io",
+    "sys_interconnection",
+    "mstx_domain_include",
+    "mstx_domain_exclude",
+)
 
 # One MindSpore profiler per process: held from start() until the window's analysis is done.
 _in_use = threading.Lock()
@@ -116,11 +126,18 @@ class MindSporeBackend:
 
     # -- protocol -----------------------------------------------------------------------
 
-    def start(self, directory: Path, config: ProfilerConfig, first_step: int,
-              context: dict[str, Any] | None = None) -> None:
+    def start(
+        self,
+        directory: Path,
+        config: ProfilerConfig,
+        first_step: int,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         if not _in_use.acquire(blocking=False):
-            raise BackendError("MindSpore's profiler is still busy with the previous window "
-                               "(its analysis has not finished); ask for a later window.")
+            raise BackendError(
+                "MindSpore's profiler is still busy with the previous window "
+                "(its analysis has not finished); ask for a later window."
+            )
         self._holding = True
         try:
             self.directory = directory
@@ -139,8 +156,9 @@ class MindSporeBackend:
 
     def step(self, step: int) -> None:
         now = time.time_ns()
-        self.marks.append((step_marker(step), "user_annotation", self._step_t0, now,
-                           threading.get_native_id()))
+        self.marks.append(
+            (step_marker(step), "user_annotation", self._step_t0, now, threading.get_native_id())
+        )
         self._step_t0 = now
         self._recorded += 1
         if self.full is None:
@@ -159,8 +177,11 @@ class MindSporeBackend:
             raise BackendError("save() before start(): nothing was recorded.")
         self._finish_mindspore(analysis_mode(self.config))
         self._write_marks(self.directory / STEPS_FILE)
-        return sorted(str(p.relative_to(self.directory)) for p in self.directory.rglob("*")
-                      if p.is_file() and p.name != MANIFEST)
+        return sorted(
+            str(p.relative_to(self.directory))
+            for p in self.directory.rglob("*")
+            if p.is_file() and p.name != MANIFEST
+        )
 
     # -- user ranges ----------------------------------------------------------------------
 

@@ -77,8 +77,10 @@ def map_activities(names: list[str], module: Any = None) -> tuple[list[Any], lis
         if chosen not in out:
             out.append(chosen)
     if not out:
-        raise BackendError(f"activities {names} leave nothing to profile here (no device); "
-                           "add 'CPU' to activities.")
+        raise BackendError(
+            f"activities {names} leave nothing to profile here (no device); "
+            "add 'CPU' to activities."
+        )
     return out, notes
 
 
@@ -97,8 +99,9 @@ def profiler_kwargs(config: ProfilerConfig, module: Any = None) -> tuple[dict[st
     }
     accepted = inspect.signature(module.profile.__init__).parameters
     kwargs = {k: v for k, v in wanted.items() if k in accepted}
-    notes += [f"{k}={v} not supported by this torch" for k, v in wanted.items()
-              if k not in accepted and v]
+    notes += [
+        f"{k}={v} not supported by this torch" for k, v in wanted.items() if k not in accepted and v
+    ]
     return kwargs, notes
 
 
@@ -125,8 +128,13 @@ class TorchBackend:
 
     # -- protocol -----------------------------------------------------------------------
 
-    def start(self, directory: Path, config: ProfilerConfig, first_step: int,
-              context: dict[str, Any] | None = None) -> None:
+    def start(
+        self,
+        directory: Path,
+        config: ProfilerConfig,
+        first_step: int,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         self.directory = directory
         self.context = dict(context or {})
         self.config = config
@@ -191,15 +199,25 @@ class TorchBackend:
 
     def _add_metadata(self) -> None:
         """Label the trace with job and rank (Kineto only knows them under torch.distributed)."""
-        info = {**self.context, "backend": self.name, "notes": self.notes,
-                "config": self.config.to_dict()}
+        info = {
+            **self.context,
+            "backend": self.name,
+            "notes": self.notes,
+            "config": self.config.to_dict(),
+        }
         try:
             self._prof.add_metadata_json("dynprof_nb", json.dumps(info, default=str))
             dist = torch.distributed
             if not (dist.is_available() and dist.is_initialized()):
-                self._prof.add_metadata_json("distributedInfo", json.dumps(
-                    {"rank": self.context.get("rank", 0),
-                     "world_size": self.context.get("world_size")}))
+                self._prof.add_metadata_json(
+                    "distributedInfo",
+                    json.dumps(
+                        {
+                            "rank": self.context.get("rank", 0),
+                            "world_size": self.context.get("world_size"),
+                        }
+                    ),
+                )
         except Exception:  # metadata is a nicety; never lose the window over it
             pass
 
@@ -216,7 +234,7 @@ def _drop_steps_after(path: Path, last: int) -> None:
         name = event.get("name")
         if not isinstance(name, str) or not name.startswith(STEP_PREFIX):
             return False
-        number = name[len(STEP_PREFIX):]
+        number = name[len(STEP_PREFIX) :]
         return number.isdigit() and int(number) > last
 
     trace["traceEvents"] = [e for e in events if not phantom(e)]
