@@ -66,6 +66,7 @@ from dynprof_nb.training.steptimes import StepWatch
 
 log = logging.getLogger("dynprof_nb")
 
+FORK_GRACE_S = 2.0  # no step for this long: the window-I/O thread forks the writer itself
 HEARTBEAT_S = 0.02
 CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whole and named
 UNREADABLE_S = 2.0  # a config unreadable this long means a writer died mid-write
@@ -192,6 +193,9 @@ class Monitor:
         "_suspect",
         "segment_problem",
         "_history",
+        "_fork_job",
+        "_fork_lock",
+        "_closing",
     )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
@@ -272,6 +276,10 @@ class Monitor:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._handoff = threading.Event()
+        # a writer process is forked on the training thread, between steps (see _fork_here)
+        self._fork_job: dict[str, Any] | None = None
+        self._fork_lock = threading.Lock()
+        self._closing = False
         try:
             resolve_backend(backend)
             self._seg = Segment.open(job)
@@ -403,6 +411,7 @@ class Monitor:
             return
         if self._relay is not None:
             self._relay.stop()
+        self._closing = True  # no step() comes any more: a writer is forked where it is asked
         try:
             if self.state == "recording":
                 # the last step the backend was told of: a signal handler can run between
@@ -472,6 +481,12 @@ class Monitor:
     # -- the slow path: only on steps where something changed --------------------------------
 
     def _advance(self, n: int) -> None:
+        if self._fork_job is not None:  # the window-I/O thread waits for its writer process
+            self._run_fork_job()
+            with self._lock:
+                self._schedule(n)
+        elif self._watch < 0 and self._next < 0 and self._history is None:
+            self._watch = self._applied  # the fork request's nudge outlived it: idle again
         if self._history is not None and self.state != "recording":
             self._history.step(n)
         if n != self._next and self._bell[4] == self._applied:
@@ -826,9 +841,23 @@ class Monitor:
             _mark_failed(rec["dir"], reason)
 
     def wait_saved(self, timeout: float | None = None) -> bool:
-        """Wait until every window that ended has been written (or failed); False on timeout."""
+        """Wait until every window that ended has been written (or failed); False on timeout.
+
+        Call it from the training loop's thread, between steps: a window's writer process is
+        forked by that thread (see :meth:`_fork_here`), and this does it while it waits."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._saved:
-            return self._saved.wait_for(lambda: self._saving == 0, timeout)
+            while self._saving:
+                self._saved.release()
+                try:
+                    self._run_fork_job()
+                finally:
+                    self._saved.acquire()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._saved.wait(0.05 if left is None else min(0.05, left))
+            return True
 
     def _save(self, rec: dict[str, Any], end: dict[str, Any]) -> None:
         """Write and publish one window; failures mark it incomplete and are reported.
@@ -910,7 +939,9 @@ class Monitor:
         self, backend: Any, directory: Path, manifest: dict[str, Any]
     ) -> Path | None:
         """Fork the writer; wait for it unless close() gave up waiting (then None)."""
-        child = saver.fork_save(backend, directory, manifest)
+        child = self._fork_here(backend, directory, manifest)
+        if child is None:  # close() gave up waiting before a step came to fork it
+            return None
         self.timings["fork_s"] = child.fork_s
         while True:
             result = saver.wait(child, 0.1)
@@ -934,6 +965,52 @@ class Monitor:
         if "error" in result:
             raise WriterFailed(result["error"], result.get("path") or directory)
         return Path(result["path"])
+
+    def _fork_here(self, backend: Any, directory: Path, manifest: dict[str, Any]) -> Any:
+        """Have the training thread fork the writer at its next ``step()``, and wait for it.
+
+        ``fork()`` runs every library's atfork handlers, and OpenBLAS's shuts down its thread
+        pool: forked from this thread while the training thread was inside a BLAS call, the
+        training thread spun forever on workers that were gone (a numpy job hung right after
+        its window). Between two steps the training thread is in none, so it forks there.
+        When no step comes for :data:`FORK_GRACE_S` (the loop ended, or waits in this
+        process), or in close(), this thread forks itself."""
+        job: dict[str, Any] = {
+            "args": (backend, directory, manifest),
+            "child": None,
+            "error": None,
+            "done": threading.Event(),
+        }
+        self._fork_job = job
+        step, since = self._step, time.monotonic()
+        while not job["done"].wait(0.02):
+            if self._step != step:  # steps come: the next one forks
+                step, since = self._step, time.monotonic()
+            if self._closing or time.monotonic() - since > FORK_GRACE_S:
+                self._run_fork_job()
+            elif self._handoff.is_set():
+                return None
+            else:
+                self._watch = -1  # the next step() takes the slow path (_advance), which forks
+        if job["error"] is not None:
+            raise job["error"]
+        return job["child"]
+
+    def _run_fork_job(self) -> None:
+        """Fork the writer process the window-I/O thread asked for (one thread does it)."""
+        if not self._fork_lock.acquire(blocking=False):
+            return
+        try:
+            job, self._fork_job = self._fork_job, None
+            if job is None:
+                return
+            try:
+                job["child"] = saver.fork_save(*job["args"])
+            except Exception as exc:
+                job["error"] = exc
+            job["done"].set()
+        finally:
+            self._fork_lock.release()
 
     def _abandon(self) -> None:
         rec, self._recording = self._recording, None

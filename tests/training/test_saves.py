@@ -307,3 +307,24 @@ def test_profile_memory_records_the_process_rss_at_little_cost(rank):
     assert max(allocated) - allocated[0] >= 60, allocated
     assert float(rows[-1]["Total Reserved(MB)"]) == max(allocated)  # the peak so far
     block.close()
+
+
+def test_a_save_never_hangs_a_loop_that_is_all_blas(tmp_path):
+    """The writer process was forked from the window-I/O thread while the training thread was
+    inside a matmul: OpenBLAS's atfork handler shut its thread pool down under that call, and
+    the loop spun at 100% CPU for ever, right after its window (and SIGTERM could not end it).
+    The fork now happens between two steps, on the training thread."""
+    script = Path(__file__).with_name("blas_loop.py")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+
+    def run(mode: str, limit: float) -> float:
+        proc = subprocess.run([sys.executable, str(script), unique_job("blas"), str(tmp_path),
+                               mode], capture_output=True, text=True, timeout=limit, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return float(proc.stdout.split()[0])
+
+    alone = run("none", 120)
+    for _ in range(3):  # the old fork hung on the first try about every time
+        took = run("window", 60 + 20 * alone)
+        assert took < 60 + 20 * alone
+    assert len(list(tmp_path.glob("rank0_start5_stop8*"))) == 3
