@@ -66,7 +66,9 @@ from dynprof_nb.training.steptimes import StepWatch
 
 log = logging.getLogger("dynprof_nb")
 
-FORK_GRACE_S = 2.0  # no step for this long: the window-I/O thread forks the writer itself
+# no step for this long, and for 3 of the rank's recent steps: the window-I/O thread forks the
+# writer itself (the loop has ended or waits; a 10 s LLM step is not mistaken for that)
+FORK_GRACE_S = 2.0
 HEARTBEAT_S = 0.02
 CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whole and named
 UNREADABLE_S = 2.0  # a config unreadable this long means a writer died mid-write
@@ -196,6 +198,7 @@ class Monitor:
         "_fork_job",
         "_fork_lock",
         "_closing",
+        "_rate",
     )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
@@ -280,6 +283,7 @@ class Monitor:
         self._fork_job: dict[str, Any] | None = None
         self._fork_lock = threading.Lock()
         self._closing = False
+        self._rate = 0.0  # steps per second, as the heartbeat last measured it
         try:
             resolve_backend(backend)
             self._seg = Segment.open(job)
@@ -973,8 +977,8 @@ class Monitor:
         pool: forked from this thread while the training thread was inside a BLAS call, the
         training thread spun forever on workers that were gone (a numpy job hung right after
         its window). Between two steps the training thread is in none, so it forks there.
-        When no step comes for :data:`FORK_GRACE_S` (the loop ended, or waits in this
-        process), or in close(), this thread forks itself."""
+        When no step comes for :data:`FORK_GRACE_S` and three of the rank's recent steps (the
+        loop ended, or waits in this process), or in close(), this thread forks itself."""
         job: dict[str, Any] = {
             "args": (backend, directory, manifest),
             "child": None,
@@ -986,7 +990,8 @@ class Monitor:
         while not job["done"].wait(0.02):
             if self._step != step:  # steps come: the next one forks
                 step, since = self._step, time.monotonic()
-            if self._closing or time.monotonic() - since > FORK_GRACE_S:
+            grace = max(FORK_GRACE_S, 3 / self._rate) if self._rate > 0 else FORK_GRACE_S
+            if self._closing or time.monotonic() - since > grace:
                 self._run_fork_job()
             elif self._handoff.is_set():
                 return None
@@ -1085,6 +1090,7 @@ class Monitor:
                     words[base + S_STEP] = n
                     words[base + S_BEAT_NS] = now
                     words[base + S_RATE] = int(rate * 1000)
+                    self._rate = rate
                     last, last_ns = n, now
             except (OSError, SegmentError):
                 beats = CHECK_EVERY  # the segment is in trouble: check it now
