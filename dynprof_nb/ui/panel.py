@@ -35,6 +35,7 @@ import traitlets
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.status import status_view
+from dynprof_nb.ui.formsync import FormSync
 from dynprof_nb.ui.steppanel import StepTimesSection
 from dynprof_nb.windows import describe_config
 
@@ -331,6 +332,7 @@ class Panel(widgets.VBox):
                     [self.apply_button, self.revert_button, self.stop_button, self.stacks_button]
                 ),
                 self.message,
+                FormSync(self.fields),
                 self.step_section,
                 widgets.HTML("<b>Windows</b> (newest first)"),
                 self.window_rows,

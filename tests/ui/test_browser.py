@@ -164,6 +164,11 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
             try:
                 message = panel.locator(".dynprof-message")
                 stop_field = panel.locator(".dynprof-field-stop_step input")
+                # the kernel busy while the user types: ipywidgets holds the later keystrokes
+                # back but sends the click at once, and Apply must still see all of "12x5"
+                page.evaluate("() => { window.jupyterapp.shell.currentWidget.sessionContext"
+                              ".session.kernel.requestExecute({code: 'import time; "
+                              "time.sleep(3)'}); }")
                 stop_field.fill("")
                 stop_field.press_sequentially("12x5")  # a typo: an error under the field
                 panel.locator(".dynprof-apply").click()
