@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import torch
@@ -54,7 +55,10 @@ def main() -> None:
         monitor.step()
     monitor.close()
     checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
-    print(f"rank {rank} done {monitor.step_count} checksum {checksum:.12f}", flush=True)
+    # one write per line: two ranks share the pipe, and print()'s separate "\n" write let
+    # their lines run together
+    sys.stdout.write(f"rank {rank} done {monitor.step_count} checksum {checksum:.12f}\n")
+    sys.stdout.flush()
     dist.destroy_process_group()
 
 

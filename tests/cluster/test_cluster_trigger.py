@@ -88,6 +88,13 @@ def test_a_node_that_joins_after_arming_picks_up_the_trigger(cluster, tmp_path: 
     job = dynprof_nb.attach(name, cluster=cluster.client())
     late = None
     try:
+        def steady():  # armed before the first steps settle, start-up noise could fire it
+            st = job.status()
+            live = st[st.alive.astype(bool)]
+            return len(live) == len(cluster.nodes) and (live.step > 40).all() \
+                and live.step_s.notna().all()
+
+        wait_until(steady, timeout=120, what="the first nodes' ranks stepping")
         job.trigger(slowdown=2.0, steps=6)
         late = cluster.add_node()  # after arming: only the agent's catch-up can arm it
         cluster.wait_workers(len(cluster.nodes))
@@ -106,13 +113,16 @@ def test_a_node_that_joins_after_arming_picks_up_the_trigger(cluster, tmp_path: 
         time.sleep(0.3)
         slow.touch()
 
-        def complete():
+        everyone = {n.index for n in cluster.nodes}
+
+        def complete():  # the window the late rank's slowdown fired, complete on every node
             found = job.windows()
-            found = found[found.status == "complete"]
-            return [found] if len(found) == len(cluster.nodes) else None
+            found = found[(found.status == "complete")
+                          & found.reason.str.contains(f"rank {rank} step", regex=False)]
+            return [found] if set(found["rank"]) == everyone else None
 
         found = wait_until(complete, timeout=120, what="the late rank's triggered window")[0]
-        assert rank in set(found["rank"])
+        assert rank in set(found["rank"]) and len(found) == len(everyone), found.to_string()
         assert len(set(zip(found.start, found.stop, strict=True))) == 1
         assert all(f"rank {rank} step" in r for r in found.reason), list(found.reason)
         job.trigger(None)

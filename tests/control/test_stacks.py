@@ -141,7 +141,7 @@ def test_ddp_hang_stacks_name_each_rank_and_training_resumes(ddp_job):
 
     out, _ = proc.communicate(timeout=90)  # training went on after the hang, to the end
     assert proc.returncode == 0, out
-    done = re.findall(r"rank (\d) done (\d+) checksum (\S+)", out)
+    done = re.findall(r"rank (\d) done (\d+) checksum (-?\d+\.\d+)", out)
     assert sorted(d[:2] for d in done) == [("0", "30"), ("1", "30")], out
     assert done[0][2] == done[1][2], out  # DDP kept both ranks' parameters identical
 
