@@ -33,7 +33,7 @@ from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, collect, progress_fields
 from dynprof_nb.control.status import age_s
 from dynprof_nb.protocol import ACTIONS, check_reason
 from dynprof_nb.segment import check_job_name, list_jobs
-from dynprof_nb.training.steptimes import check_definition
+from dynprof_nb.shared_layout import check_definition
 
 OPERATIONS = ("hello", "apply", "status", "windows", "trigger", "step_times", "stacks")
 ARM_POLL_S = 0.005
