@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ from dynprof_nb.protocol import ACTIONS, check_reason
 from dynprof_nb.segment import check_job_name, list_jobs
 from dynprof_nb.shared_layout import check_definition
 
-OPERATIONS = ("hello", "apply", "status", "windows", "trigger", "step_times", "stacks")
 ARM_POLL_S = 0.005
 ARM_WAIT_MAX_S = 10.0
 
@@ -65,7 +65,7 @@ class NodeOps:
         :class:`NotYourJob`, except ``hello``, which says whose agent this is and nothing
         more."""
         if op not in OPERATIONS:
-            raise OperationError(f"unknown operation {op!r}; an agent does {OPERATIONS}.")
+            raise OperationError(f"unknown operation {op!r}; an agent does {tuple(OPERATIONS)}.")
         if not isinstance(payload, dict):
             raise OperationError(f"payload must be a dict, got {type(payload).__name__}.")
         payload = dict(payload)
@@ -77,7 +77,7 @@ class NodeOps:
             if op == "hello":
                 return {**who, "foreign": True}
             raise NotYourJob(why)
-        answer = getattr(self, f"_op_{op}")(**payload)
+        answer = OPERATIONS[op](self, **payload)
         return {**who, **answer}
 
     def _op_hello(self) -> dict[str, Any]:
@@ -285,3 +285,16 @@ def _inside(path: str, roots: list[str]) -> bool:
     """``path``, symlinks resolved, is one of ``roots`` or under one (also resolved)."""
     real = os.path.realpath(path)
     return any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+# Every operation an agent does, by the name the controller sends: the one dispatch table (an
+# operation not listed here cannot be called, and "find usages" reaches every handler).
+OPERATIONS: dict[str, Callable[..., dict[str, Any]]] = {
+    "hello": NodeOps._op_hello,
+    "apply": NodeOps._op_apply,
+    "status": NodeOps._op_status,
+    "windows": NodeOps._op_windows,
+    "trigger": NodeOps._op_trigger,
+    "step_times": NodeOps._op_step_times,
+    "stacks": NodeOps._op_stacks,
+}
