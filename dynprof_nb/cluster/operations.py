@@ -1,12 +1,12 @@
 """What a node agent can do, and nothing else: the fixed set of operations (no Dask here).
 
-The cluster controller calls :meth:`NodeOps.call` with an operation name from
+The cluster controller calls :meth:`NodeOperations.call` with an operation name from
 :data:`OPERATIONS` and a payload of plain data (strings, numbers, dicts of them): apply a
 command to a job's segment, report a job's rank slots, list a job's windows, check a window path,
 take the stacks of the job's ranks on this node.
 Reading a window's tables is a task (:mod:`dynprof_nb.cluster.reduce`) that first asks
-:meth:`NodeOps.window_path` whether the path is one of the job's windows on this node. A fixed
-surface is what lets the access check sit in one place: every operation names the requesting
+:meth:`NodeOperations.window_path` whether the path is one of the job's windows on this node. A
+fixed surface is what lets the access check sit in one place: every operation names the requesting
 user, and an agent acts only for the user it runs as (:mod:`dynprof_nb.cluster.access`).
 
 Commands go through the node's :class:`~dynprof_nb.control.job.Job`, so a node validates and
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 from dynprof_nb.cluster.access import refusal, user_name
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control import trigger
@@ -48,7 +48,7 @@ class NotYourJob(OperationError):
     """An operation from a user other than the one the agent runs as."""
 
 
-class NodeOps:
+class NodeOperations:
     """The node's jobs as the agent sees them: open ``Job`` handles and the seq map."""
 
     def __init__(self, name: str, key: str) -> None:
@@ -241,7 +241,7 @@ class NodeOps:
                 roots = handle.roots()
         except JobError:
             return []
-        return [row for row in windows.find_windows(roots, job=job) if row["rank"] in ranks]
+        return [row for row in window_dirs.find_windows(roots, job=job) if row["rank"] in ranks]
 
     def window_path(self, job: str, path: str, user: Any = None) -> Path:
         """``path`` if it is one of ``job``'s windows on this node, asked for by the user the
@@ -290,11 +290,11 @@ def _inside(path: str, roots: list[str]) -> bool:
 # Every operation an agent does, by the name the controller sends: the one dispatch table (an
 # operation not listed here cannot be called, and "find usages" reaches every handler).
 OPERATIONS: dict[str, Callable[..., dict[str, Any]]] = {
-    "hello": NodeOps._op_hello,
-    "apply": NodeOps._op_apply,
-    "status": NodeOps._op_status,
-    "windows": NodeOps._op_windows,
-    "trigger": NodeOps._op_trigger,
-    "step_times": NodeOps._op_step_times,
-    "stacks": NodeOps._op_stacks,
+    "hello": NodeOperations._op_hello,
+    "apply": NodeOperations._op_apply,
+    "status": NodeOperations._op_status,
+    "windows": NodeOperations._op_windows,
+    "trigger": NodeOperations._op_trigger,
+    "step_times": NodeOperations._op_step_times,
+    "stacks": NodeOperations._op_stacks,
 }
