@@ -42,7 +42,7 @@ OURS = r"""
 import json, sys, time
 t = time.perf_counter()
 import dynprof_nb
-from dynprof_nb.analysis.cluster import compute_ops
+from dynprof_nb.analysis.ranks import compute_ops
 w = dynprof_nb.load_window(sys.argv[1])
 k = w.kernels
 t1 = time.perf_counter()

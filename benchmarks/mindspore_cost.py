@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]  # this checkout's dynprof_nb, the example
 
 import dynprof_nb  # noqa: E402
-from dynprof_nb import windows  # noqa: E402
+from dynprof_nb import window_dirs  # noqa: E402
 
 
 def rss() -> int:
@@ -47,7 +47,7 @@ def timed_steps(step_cell: Any, batches: list, monitor: Any, n: int) -> list[flo
 
 
 def manifest_of(monitor: Any) -> dict[str, Any]:
-    return windows.read_manifest(monitor.last_window) or {}
+    return window_dirs.read_manifest(monitor.last_window) or {}
 
 
 def budget_window(step_cell: Any, batches: list, out: str, budget_mb: float,

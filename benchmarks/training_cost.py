@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import dynprof_nb
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 
 
 class Empty:
@@ -173,8 +173,8 @@ def stack_window_memory(backend: str, budget_mb: float, seconds: float) -> dict[
                 break
         ended_by_budget = m.state != "recording"
         m.wait_saved()
-        found = windows.find_windows([Path(out)], rank.job)
-        reason = (windows.read_manifest(found[-1]["path"]) or {}).get("stop_reason") if found \
+        found = window_dirs.find_windows([Path(out)], rank.job)
+        reason = (window_dirs.read_manifest(found[-1]["path"]) or {}).get("stop_reason") if found \
             else None
         rank.close()
         return {"rss_growth_over_budget": (peak - base) / (budget_mb * 2**20),

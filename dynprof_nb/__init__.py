@@ -8,8 +8,10 @@ The package is laid out by the process each part runs in:
 * ``traces/`` and ``analysis/``: an analysis session (``load_window``, ``TraceWindow``,
   ``compare``), pandas and matplotlib;
 * ``ui/``: the ``%dynprof`` magics, the panel, the ``dynprof`` CLI and the demo;
+* ``cluster/``: one job on many machines, through Dask (``attach(job, cluster=...)``);
 * at the top, the contract every process shares: ``config``, ``protocol``, ``segment``,
-  ``windows``;
+  ``shared_layout`` (the step-time ring, the trigger words, the stack dumps), ``window_dirs``,
+  ``locks``;
 * ``samples``: real windows shipped with the package (``dynprof_nb.samples.list()``).
 
 Names are imported on first use so ``import dynprof_nb`` in a training script stays cheap.

@@ -77,14 +77,15 @@ WINDOW_BYTES = 768
 CONFIG_OFFSET = HEADER_BYTES
 SLOTS_OFFSET = CONFIG_OFFSET + CONFIG_CAPACITY
 SLOTS_END = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
-# Step-time rings (dynprof_nb.training.steptimes): one per slot, written only by that rank's
-# heartbeat thread: RING_HEADER_WORDS words of summary, then (step, end_ns) pairs.
+# Step-time rings (their words are laid out in dynprof_nb.shared_layout): one per slot, written
+# only by that rank's heartbeat thread: RING_HEADER_WORDS words of summary, then (step, end_ns)
+# pairs.
 RING_OFFSET = SLOTS_END
 RING_BYTES = 4096
 RING_HEADER_WORDS = 8
 RING_ENTRIES = (RING_BYTES // 8 - RING_HEADER_WORDS) // 2
-# The trigger (dynprof_nb.control.trigger): numeric words, then its definition and the last
-# reason as text, each under the trigger's seqlock (T_SEQ).
+# The trigger (its words are laid out in dynprof_nb.shared_layout): numeric words, then its
+# definition and the last reason as text, each under the trigger's seqlock (T_SEQ).
 TRIGGER_OFFSET = RING_OFFSET + SLOT_COUNT * RING_BYTES
 TRIGGER_WORDS = 16
 TRIGGER_DEF_BYTES = 2048

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dynprof_nb
-from dynprof_nb import segment, windows
+from dynprof_nb import segment, window_dirs
 
 TRAIN_LOOP = Path(__file__).with_name("train_loop.py")
 
@@ -98,7 +98,7 @@ def recorded_window(job: dynprof_nb.Job, start: str, stop: str, timeout: float,
     assert list(found.status) == ["complete"], job.status().to_string()
     assert (found.start.iloc[0], found.stop.iloc[0]) == (first, last)
     path = Path(found.path.iloc[0])
-    return path, windows.read_manifest(path), first, last
+    return path, window_dirs.read_manifest(path), first, last
 
 
 WITHIN_STEPS = 30  # the harness: a complete triggered window within 30 steps

@@ -157,20 +157,19 @@ def test_the_graph_reads_string_imports():
     assert find_cycle(subpackage_graph(graph)) == ["dynprof_nb.x", "dynprof_nb.y", "dynprof_nb.x"]
 
 
-# Edges between subpackages that are known to close a cycle, each with why it is still there:
-# the rank starts the relay (control/relay.py) in Monitor._start_relay, while control/trigger.py
-# and cluster/ops.py read the ring and trigger words laid out in training/steptimes.py; the fix
-# (those words beside the segment's layout, a shared module) waits for segment.py's rework.
-KNOWN_SUBPACKAGE_EDGES = {("dynprof_nb.training", "dynprof_nb.control")}
-
-
 def test_no_import_cycles_between_subpackages():
-    graph = subpackage_graph(import_graph())
-    for src, dst in KNOWN_SUBPACKAGE_EDGES:
-        assert dst in graph[src], f"{src} -> {dst} is gone: drop it from KNOWN_SUBPACKAGE_EDGES"
-        graph[src].discard(dst)
-    cycle = find_cycle(graph)
+    cycle = find_cycle(subpackage_graph(import_graph()))
     assert cycle is None, "subpackage import cycle: " + " -> ".join(cycle)
+
+
+def test_the_controller_side_imports_nothing_of_the_rank_side():
+    """``control/`` and ``cluster/`` read what ranks write (the step-time ring, the trigger
+    words, the stack dumps) through the contract modules (``segment``, ``protocol``,
+    ``shared_layout``), never from ``training/``: a rank hosts a relay (Monitor's
+    ``cfg_path``), so an edge back would close a cycle."""
+    graph = subpackage_graph(import_graph())
+    for side in ("dynprof_nb.control", "dynprof_nb.cluster"):
+        assert "dynprof_nb.training" not in graph[side], side
 
 
 def test_no_import_cycles():

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from jobutil import finish, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment, windows
+from dynprof_nb import segment, window_dirs
 from dynprof_nb.control.base import JobError
 from dynprof_nb.segment import Segment
 from dynprof_nb.traces import TraceFormatError
@@ -187,15 +187,15 @@ def test_pickled_payloads_in_the_segment_and_in_trace_files_are_never_loaded(tmp
 @given(rank=st.integers(-2**63, 2**63 - 1), start=st.integers(1, 2**63 - 1),
        stop=st.integers(1, 2**63 - 1))
 def test_window_names_are_a_single_plain_path_component(rank, start, stop):
-    name = windows.window_name(rank, start, stop)
+    name = window_dirs.window_name(rank, start, stop)
     assert "/" not in name and "\\" not in name and ".." not in name and "\0" not in name
-    assert Path(name).name == name and windows.WINDOW_RE.match(name.replace("rank-", "rank"))
+    assert Path(name).name == name and window_dirs.WINDOW_RE.match(name.replace("rank-", "rank"))
 
 
 @pytest.mark.parametrize("bad", ["../etc", "0/../../x", "1\0", " 1/2"])
 def test_window_name_parts_that_are_not_integers_are_refused(bad):
     with pytest.raises(ValueError):
-        windows.window_name(bad, 1, 2)  # type: ignore[arg-type]
+        window_dirs.window_name(bad, 1, 2)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("prof_path", ["{base}/a/../b", "{base}/b/./", "{base}//b"])

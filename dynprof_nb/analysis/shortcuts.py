@@ -37,30 +37,30 @@ def _timeline_view(w: Any, **kw: Any) -> Any:
     return TimelineView(w, **kw)
 
 
-def _cluster(name: str) -> Shortcut:
+def _ranks(name: str) -> Shortcut:
     def call(w: Any, **kw: Any) -> Any:
-        from . import cluster
+        from . import ranks
 
         return {
-            "compute_ops": cluster.compute_ops,
-            "communication_ops": cluster.communication_ops,
-            "cluster_step_breakdown": cluster.step_breakdown,
-            "step_trace": cluster.step_trace,
-            "time_summary": cluster.time_summary,
-            "communication_matrix": cluster.communication_matrix,
-            "slow_ranks": cluster.slow_ranks,
+            "compute_ops": ranks.compute_ops,
+            "communication_ops": ranks.communication_ops,
+            "cluster_step_breakdown": ranks.step_breakdown,
+            "step_trace": ranks.step_trace,
+            "time_summary": ranks.time_summary,
+            "communication_matrix": ranks.communication_matrix,
+            "slow_ranks": ranks.slow_ranks,
         }[name](w, **kw)
 
     return call
 
 
-def _cluster_plots(name: str) -> Shortcut:
+def _rank_plots(name: str) -> Shortcut:
     def call(w: Any, **kw: Any) -> Any:
-        from . import cluster_plots
+        from . import rank_plots
 
         return {
-            "rank_step_breakdown": cluster_plots.rank_step_breakdown,
-            "bandwidth_heatmap": cluster_plots.bandwidth_heatmap,
+            "rank_step_breakdown": rank_plots.rank_step_breakdown,
+            "bandwidth_heatmap": rank_plots.bandwidth_heatmap,
         }[name](w, **kw)
 
     return call
@@ -71,7 +71,7 @@ SHORTCUTS: dict[str, Shortcut] = {
     "timeline_view": _timeline_view,
     **{n: _plots(n) for n in ("timeline", "top_ops", "step_breakdown", "memory_over_time")},
     **{
-        n: _cluster(n)
+        n: _ranks(n)
         for n in (
             "compute_ops",
             "communication_ops",
@@ -82,7 +82,7 @@ SHORTCUTS: dict[str, Shortcut] = {
             "slow_ranks",
         )
     },
-    **{n: _cluster_plots(n) for n in ("rank_step_breakdown", "bandwidth_heatmap")},
+    **{n: _rank_plots(n) for n in ("rank_step_breakdown", "bandwidth_heatmap")},
 }
 
 for _name, _func in SHORTCUTS.items():

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.analysis import gpu
-from dynprof_nb.analysis.cluster import is_npu_window, npu_first
 from dynprof_nb.analysis.configdiff import (
     WindowLengthWarning,
     config_line,
     warn_if_configs_differ,
 )
+from dynprof_nb.analysis.ranks import is_npu_window, npu_first
 from dynprof_nb.protocol import STEP_FOLDED
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec

@@ -5,7 +5,7 @@ client (``client.register_plugin(AgentPlugin())``, which ``attach(job, cluster=.
 itself when a worker has no agent). It serves every job on its node:
 
 * **commands**: the controller calls :func:`call` through ``Client.run`` with an operation of
-  :data:`~dynprof_nb.cluster.ops.OPERATIONS`; the agent applies it to the node's job segment
+  :data:`~dynprof_nb.cluster.operations.OPERATIONS`; the agent applies it to the node's job segment
   through the node's ``Job`` (same validation, same semantics as a local ``Job``);
 * **status, pushed**: every :data:`BEAT_S` the agent reads its jobs' rank slots and, when they
   changed, sends them with ``Worker.log_event`` on :func:`status_topic`; every
@@ -33,7 +33,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from dynprof_nb.cluster import gate, wire
 from dynprof_nb.cluster.access import client_security, refusal, requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
-from dynprof_nb.cluster.ops import NodeOps
+from dynprof_nb.cluster.operations import NodeOperations
 from dynprof_nb.cluster.trigger import Firer
 from dynprof_nb.cluster.wire import (  # noqa: F401  (call, UngatedCluster: this module's API)
     AGENTS,
@@ -64,7 +64,7 @@ class Agent:
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker
-        self.ops = NodeOps(node_name(getattr(worker, "name", None)), node_key())
+        self.operations = NodeOperations(node_name(getattr(worker, "name", None)), node_key())
         self.election = ElectionLock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -73,7 +73,7 @@ class Agent:
         self._seen: set[str] = set()
         self._client: Any = None
         self._gate_ok = False
-        self.firer = Firer(self.ops, self._scheduler_client, _cluster_job)
+        self.firer = Firer(self.operations, self._scheduler_client, _cluster_job)
         self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
 
     def start(self) -> Agent:
@@ -107,7 +107,7 @@ class Agent:
                     "dynprof_nb.cluster.gate` too, or with --no-nanny."
                 )
         self._gate_ok = why is None
-        return None if why is None else f"node {self.ops.name}: refused: {why}"
+        return None if why is None else f"node {self.operations.name}: refused: {why}"
 
     @property
     def leader(self) -> bool:
@@ -117,13 +117,13 @@ class Agent:
         """One operation, if this agent is its node's acting agent."""
         if not self.leader:
             return {
-                "node": self.ops.name,
-                "key": self.ops.key,
+                "node": self.operations.name,
+                "key": self.operations.key,
                 "standby": True,
                 "why": self.election.why,
             }
         try:
-            return self.ops.call(op, payload)
+            return self.operations.call(op, payload)
         finally:
             if op == "apply":
                 self._hurry_until = time.monotonic() + HURRY_FOR_S
@@ -144,7 +144,7 @@ class Agent:
                 full = now - last_full >= BEAT_S * 0.9
                 last_full = now if full else last_full
                 leader = self.leader
-                jobs = self.ops.known_jobs() if leader else []
+                jobs = self.operations.known_jobs() if leader else []
                 for job in jobs:
                     if job not in self._seen:
                         self._seen.add(job)
@@ -157,8 +157,8 @@ class Agent:
                     self._emit(
                         BEAT_TOPIC,
                         {
-                            "node": self.ops.name,
-                            "key": self.ops.key,
+                            "node": self.operations.name,
+                            "key": self.operations.key,
                             "addr": self.address,
                             "leader": leader,
                             "jobs": jobs,
@@ -167,12 +167,12 @@ class Agent:
                     )
                     last_alive = now
             except Exception as exc:  # the agent outlives any one bad beat
-                log.warning("dynprof_nb agent on %s: %r", self.ops.name, exc, exc_info=True)
+                log.warning("dynprof_nb agent on %s: %r", self.operations.name, exc, exc_info=True)
 
     def _push_rows(self, job: str, now: float, full: bool) -> None:
         """Send the job's rows if what a command changes changed (any look), or anything
         but the ages changed (full beats), or nothing was sent for RESEND_EVERY_S."""
-        rows = self.ops.rows(job)
+        rows = self.operations.rows(job)
         changing = [
             {k: v for k, v in r.items() if k not in ("heartbeat_age_s", "rate")} for r in rows
         ]
@@ -189,8 +189,8 @@ class Agent:
             status_topic(job),
             {
                 "job": job,
-                "node": self.ops.name,
-                "key": self.ops.key,
+                "node": self.operations.name,
+                "key": self.operations.key,
                 "addr": self.address,
                 "rows": rows,
                 "t": time.time(),
@@ -215,7 +215,7 @@ class Agent:
             except Exception as exc:  # say so: a late node would miss the current window
                 log.warning(
                     "dynprof_nb agent on %s: a client to the scheduler failed: %r",
-                    self.ops.name,
+                    self.operations.name,
                     exc,
                 )
         return self._client
@@ -226,7 +226,9 @@ class Agent:
 
         if self._scheduler_client() is None:
             log.warning(
-                "dynprof_nb agent on %s: cannot read job %r's current command", self.ops.name, job
+                "dynprof_nb agent on %s: cannot read job %r's current command",
+                self.operations.name,
+                job,
             )
             return
         self._catch_up_trigger(job)
@@ -246,17 +248,17 @@ class Agent:
             if why is not None:
                 log.warning("dynprof_nb agent: not catching up job %r: %s", job, why)
                 return
-        why = refusal(cmd.get("user"), "catch up", job, self.ops.name)
+        why = refusal(cmd.get("user"), "catch up", job, self.operations.name)
         if why is not None:  # written by another user's client: not this agent's to apply
             log.warning("dynprof_nb agent: %s", why)
             return
-        with self.ops.job(job) as handle:
+        with self.operations.job(job) as handle:
             gen, current = handle.generation, handle.config.to_dict()
         if gen > 0 and current == cmd["config"]:
-            self.ops.record(job, gen, cmd["seq"])  # already there (an agent that restarted)
+            self.operations.record(job, gen, cmd["seq"])  # already there (an agent that restarted)
             return
         try:
-            self.ops.call(
+            self.operations.call(
                 "apply",
                 {
                     "job": job,
@@ -268,12 +270,14 @@ class Agent:
             )
             log.info(
                 "dynprof_nb agent on %s: job %r caught up with command %d",
-                self.ops.name,
+                self.operations.name,
                 job,
                 cmd["seq"],
             )
         except Exception as exc:
-            log.warning("dynprof_nb agent on %s: catching up job %r: %s", self.ops.name, job, exc)
+            log.warning(
+                "dynprof_nb agent on %s: catching up job %r: %s", self.operations.name, job, exc
+            )
 
     def _catch_up_trigger(self, job: str) -> None:
         """A job first seen here gets the cluster's armed trigger (a node that joined after
@@ -286,19 +290,24 @@ class Agent:
         if value is None:
             return
         try:
-            with self.ops.job(job) as handle:
+            with self.operations.job(job) as handle:
                 seg = handle._attached(create=False)
                 if seg is not None and trigger.describe(seg).get("armed"):
                     return  # already here (the arming fan-out reached this node)
-            self.ops.call(
+            self.operations.call(
                 "trigger", {"job": job, "definition": value["definition"], "user": requester()}
             )
             log.info(
-                "dynprof_nb agent on %s: job %r caught up with its trigger", self.ops.name, job
+                "dynprof_nb agent on %s: job %r caught up with its trigger",
+                self.operations.name,
+                job,
             )
         except Exception as exc:
             log.warning(
-                "dynprof_nb agent on %s: catching up job %r's trigger: %s", self.ops.name, job, exc
+                "dynprof_nb agent on %s: catching up job %r's trigger: %s",
+                self.operations.name,
+                job,
+                exc,
             )
 
     def stop(self) -> None:
@@ -307,7 +316,7 @@ class Agent:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self.election.release()
-        self.ops.close()
+        self.operations.close()
         if self._client is not None:
             try:
                 self._client.close(timeout=2)

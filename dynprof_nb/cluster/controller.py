@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from dynprof_nb.cluster import wire
 from dynprof_nb.cluster.access import InsecureClusterError, check_transport, requester
 from dynprof_nb.cluster.feed import feed_of
-from dynprof_nb.cluster.ops import NotYourJob
+from dynprof_nb.cluster.operations import NotYourJob
 from dynprof_nb.cluster.stacks import cluster_stacks, cluster_stall
 from dynprof_nb.cluster.wire import UngatedCluster, call, command_variable, lock_name
 from dynprof_nb.config import ProfilerConfig
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from dynprof_nb.analysis.stacks import StackFrame
-    from dynprof_nb.cluster.window import ClusterWindow
+    from dynprof_nb.cluster.cluster_window import ClusterWindow
 
 log = logging.getLogger("dynprof_nb")
 ARMED_STATES = ("armed", "recording", "excluded")
@@ -691,9 +691,9 @@ class ClusterJob(Controller):
 
     def load(self, window: int | str | os.PathLike[str] | None = None) -> ClusterWindow:
         """The latest complete window of every rank (or row ``window`` of ``windows()``, or the
-        rank window at that path) as one :class:`~dynprof_nb.cluster.window.ClusterWindow`,
+        rank window at that path) as one :class:`~dynprof_nb.cluster.cluster_window.ClusterWindow`,
         reduced on the nodes that wrote it."""
-        from dynprof_nb.cluster.window import ClusterWindow
+        from dynprof_nb.cluster.cluster_window import ClusterWindow
 
         self.windows()
         frame = self._last_windows

@@ -87,8 +87,9 @@ def _subject(pairs: Any) -> frozenset[tuple[str, str]]:
 def own_subject(server: Any) -> frozenset[tuple[str, str]] | None:
     """The subject of the certificate this server presents (None without TLS)."""
     security = getattr(server, "security", None)
-    role = "scheduler" if type(server).__name__ == "Scheduler" else "worker"
-    pem = getattr(security, f"tls_{role}_cert", None) or getattr(security, "tls_cert", None)
+    # distributed's Security names the certificate by role: the scheduler's, or a worker's
+    own = "tls_scheduler_cert" if type(server).__name__ == "Scheduler" else "tls_worker_cert"
+    pem = getattr(security, own, None) or getattr(security, "tls_cert", None)
     if not pem:
         return None
     from cryptography import x509

@@ -2,7 +2,7 @@
 
 Each task reads one rank's window directory with the ordinary readers, checks first that the
 path is one of the job's windows on this node, asked for by the agent's own user
-(:meth:`NodeOps.window_path`), and returns only
+(:meth:`NodeOperations.window_path`), and returns only
 what the notebook needs: the per-rank ``ops`` and ``steps`` tables, a kernel summary and the
 event span (a few KB), or one whole frame when a ``dask.dataframe`` partition asks for it.
 """
@@ -29,11 +29,11 @@ def _window(job: str, path: str, user: Any) -> Any:
         )
     if not agent._gate_ok:  # checked by every operation; a read comes after one
         raise PermissionError(
-            f"node {agent.ops.name}: refused 'load': this cluster's "
+            f"node {agent.operations.name}: refused 'load': this cluster's "
             "scheduler was not found gated for this agent's user (see "
             "dynprof_nb.cluster.gate)."
         )
-    return load_window(agent.ops.window_path(job, path, user))
+    return load_window(agent.operations.window_path(job, path, user))
 
 
 def rank_reductions(job: str, path: str, rank: int, user: Any = None) -> dict[str, Any]:

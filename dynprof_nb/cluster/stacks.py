@@ -1,7 +1,8 @@
 """``ClusterJob.stacks()`` and the cluster's stall: every node's agent gathers its own ranks.
 
-Each acting agent runs the ``stacks`` operation (:meth:`~dynprof_nb.cluster.ops.NodeOps.call`),
-which signals only the job's live ranks on its node, as this user
+Each acting agent runs the ``stacks`` operation
+(:meth:`~dynprof_nb.cluster.operations.NodeOperations.call`), which signals only the job's live
+ranks on its node, as this user
 (:func:`dynprof_nb.control.stacks.collect`); the answers are merged here. A live rank of the
 pushed status table that no node answered for (its agent unreachable, its node dead) is named
 silent. The stall uses what the agents push with each row: the median step time and the wall

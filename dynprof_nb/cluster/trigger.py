@@ -53,8 +53,8 @@ def store(client: Any, job: str, value: dict[str, Any] | None) -> None:
 class Firer:
     """An agent's trigger duties: look for its node's requests; start windows on a thread."""
 
-    def __init__(self, ops: Any, client_of: Any, job_of: Any) -> None:
-        self.ops = ops
+    def __init__(self, operations: Any, client_of: Any, job_of: Any) -> None:
+        self.operations = operations
         self.client_of = client_of  # () -> a distributed.Client to the scheduler, or None
         # (job, client) -> a ClusterJob that installs nothing; given by the agent, so this
         # module needs no import of the controller (which imports this one)
@@ -73,7 +73,7 @@ class Firer:
         armed = set()
         for job in jobs:
             try:
-                with self.ops.job(job) as handle:
+                with self.operations.job(job) as handle:
                     seg = handle._attached(create=False)
                     if seg is None or not trigger.describe(seg).get("armed"):
                         continue
@@ -99,7 +99,7 @@ class Firer:
             outcome = self.fire(job, reason)
             log.info(
                 "dynprof_nb agent on %s: trigger of job %r: %s (%s)",
-                self.ops.name,
+                self.operations.name,
                 job,
                 outcome,
                 reason,
@@ -113,7 +113,7 @@ class Firer:
             log.warning(
                 "dynprof_nb agent on %s: the trigger's window of job %r was not "
                 "armed everywhere%s: %s",
-                self.ops.name,
+                self.operations.name,
                 job,
                 ", trying again" if again else "",
                 exc,
@@ -123,7 +123,7 @@ class Firer:
         except Exception as exc:
             log.warning(
                 "dynprof_nb agent on %s: the trigger of job %r could not start a window: %r",
-                self.ops.name,
+                self.operations.name,
                 job,
                 exc,
             )
@@ -179,7 +179,7 @@ class Firer:
             )
         finally:
             lock.release()
-        with self.ops.job(job) as handle:
+        with self.operations.job(job) as handle:
             trigger.note_fired(handle._seg, reason)
         return "fired"
 

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig
 
 if TYPE_CHECKING:
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from dynprof_nb.traces import TraceWindow
 
 WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
-# config: the keys a window was recorded with that differ from the defaults (windows.config_delta)
+# config: the keys a window was recorded with that differ from the defaults
+# (window_dirs.config_delta)
 # reason: why the window was asked for (a trigger's sentence), "" for a person's window
 WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config", "reason"]
 # ranks' windows with the same steps that started this close together are one window (s)
@@ -189,7 +190,7 @@ class Controller(ABC):
         """Directories the ranks write windows into."""
 
     def _window_rows(self) -> list[dict[str, Any]]:
-        return windows.find_windows(self.roots(), job=self.name)
+        return window_dirs.find_windows(self.roots(), job=self.name)
 
     def windows(self) -> pd.DataFrame:
         """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times)."""

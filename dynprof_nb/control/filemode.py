@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig, config_file
 from dynprof_nb.control.base import Controller, JobError, absolute_step
 from dynprof_nb.control.status import status_frame, status_row
@@ -178,7 +178,7 @@ class FileJob(Controller):
     def _window_rows(self) -> list[dict[str, Any]]:
         """Windows on disk, ours (with a manifest) and MindSpore's own (without one: complete
         once the directory has settled and holds MindSpore's output)."""
-        rows = windows.find_windows(self.roots(), job=None)
+        rows = window_dirs.find_windows(self.roots(), job=None)
         now, analysed = time.time(), self.config.analyse
         for row in rows:
             if row["backend"] is None:  # written by MindSpore's own monitor
@@ -199,8 +199,8 @@ def asked_window(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     """The window a window directory was asked for, from its name (MindSpore's, or ours,
     including the temporary and failed names)."""
     name = Path(path).name
-    hidden = windows.TMP_RE.match(name) or windows.FAILED_RE.match(name)
-    m = windows.WINDOW_RE.match(hidden["name"] if hidden else name)
+    hidden = window_dirs.TMP_RE.match(name) or window_dirs.FAILED_RE.match(name)
+    m = window_dirs.WINDOW_RE.match(hidden["name"] if hidden else name)
     return (int(m["start"]), int(m["stop"])) if m else None
 
 

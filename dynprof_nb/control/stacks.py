@@ -2,7 +2,7 @@
 
 **Taking stacks.** For each live rank of the job (its slot's pid and start time), the dump
 file the rank opened at Monitor start (:mod:`dynprof_nb.training.stackdump`) is truncated and
-the rank is sent :data:`~dynprof_nb.training.stackdump.STACK_SIGNAL`. A signal is sent only to
+the rank is sent :data:`~dynprof_nb.shared_layout.STACK_SIGNAL`. A signal is sent only to
 a process that runs as this user, still has the slot's start time, and shows the signal caught
 in ``/proc/PID/status`` (so a process without the handler is never killed by it). Each dump is
 complete when its file has stopped growing for :data:`SETTLE_S`; a rank whose file is still
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.segment import SlotView, process_alive
-from dynprof_nb.training.stackdump import (
+from dynprof_nb.shared_layout import (
     STACK_SIGNAL,
     StackDirError,
     catches,

@@ -3,7 +3,8 @@
 A trigger is stored in the job's segment (its own region: the definition as JSON, a
 generation, counters), so it outlives the notebook that armed it: the ranks' heartbeat
 threads evaluate it (:mod:`dynprof_nb.training.steptimes`). Arming resets its counters and
-records the job's median step time as the baseline of the second condition.
+records the job's median step time as the baseline of the second condition. The ring and the
+trigger words are laid out in :mod:`dynprof_nb.shared_layout`, which the rank side reads too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.control.status import THIS_NODE
 from dynprof_nb.segment import Segment
-from dynprof_nb.training.steptimes import (
+from dynprof_nb.shared_layout import (
     R_RECENT_NS,
     T_ARMED_NS,
     T_BASELINE_NS,

@@ -1,7 +1,8 @@
 """The public ``Window`` protocol: what a notebook (and the analysis side) may rely on from any
 window, one rank's (:class:`~dynprof_nb.traces.window.TraceWindow`), several ranks'
 (:class:`~dynprof_nb.traces.multirank.MultiRankWindow`) or a cluster's
-(``dynprof_nb.cluster.window.ClusterWindow``), so none reaches into another's private fields."""
+(``dynprof_nb.cluster.cluster_window.ClusterWindow``), so none reaches into another's private
+fields."""
 
 from __future__ import annotations
 

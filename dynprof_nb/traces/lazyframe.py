@@ -1,6 +1,7 @@
 """``LazyFrame``: the one definition of a window's frame attributes (``w.events``, ``w.kernels``
 ...), shared by :class:`~dynprof_nb.traces.window.TraceWindow` and the cluster's
-``ClusterWindow``, which differ only in how their ``_frame(kind)`` reads a frame."""
+``ClusterWindow``, which differ only in how their ``frame(kind)`` (the public
+:class:`~dynprof_nb.traces.interface.Window` protocol) reads a frame."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ T = TypeVar("T")
 
 
 class LazyFrame(Generic[T]):
-    """A read-only attribute that is ``window._frame(<its name>)``; the window reads the frame on
+    """A read-only attribute that is ``window.frame(<its name>)``; the window reads the frame on
     first access and keeps it. The docstring given is the attribute's (``help(w)`` shows it)."""
 
     def __init__(self, doc: str) -> None:
@@ -29,7 +30,7 @@ class LazyFrame(Generic[T]):
     def __get__(self, window: Any, owner: type | None = None) -> Any:
         if window is None:
             return self
-        return window._frame(self.name)
+        return window.frame(self.name)
 
     def __set__(self, window: Any, value: Any) -> None:
         raise AttributeError(

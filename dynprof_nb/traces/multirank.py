@@ -121,7 +121,7 @@ class MultiRankWindow(TraceWindow):
 
 def _events_load(c: TraceWindow) -> tuple[pd.DataFrame, dict, list]:
     """Load ``c``'s events here (in the parent or a forked worker) exactly as a serial load."""
-    return c._frame("events"), c.sources, c._chrome or []
+    return c.frame("events"), c.sources, c._chrome or []
 
 
 def _events_bytes(c: TraceWindow) -> int:
@@ -156,7 +156,7 @@ def _threaded_db_frames(children: list[TraceWindow], kind: str) -> None:
 
     def read(c: TraceWindow) -> list[Warning]:
         with collected_warnings() as caught:
-            c._frame(kind)
+            c.frame(kind)
         return caught
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

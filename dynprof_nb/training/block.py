@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.training.backends import make_backend, resolve_backend
 
@@ -81,12 +81,12 @@ def profile_block(
         raise ValueError(f"steps: got {steps!r}; expected a number of steps >= 1.")
     cfg = (config or ProfilerConfig()).update(**changes, start_step=1, stop_step=steps)
     name = resolve_backend(backend)
-    root = windows.output_root(cfg.prof_path, output)
-    tmp = windows.create_window_dir(root, 0, 1, steps)
-    manifest = windows.new_manifest(
+    root = window_dirs.output_root(cfg.prof_path, output)
+    tmp = window_dirs.create_window_dir(root, 0, 1, steps)
+    manifest = window_dirs.new_manifest(
         job=job, rank=0, start=1, stop=steps, backend=name, config=cfg.to_dict()
     )
-    windows.write_manifest(tmp, manifest)
+    window_dirs.write_manifest(tmp, manifest)
     recorder = make_backend(name)
     handle = LocalProfile(recorder, tmp, manifest)
     recorder.start(tmp, cfg, 1, {"job": job, "rank": 0, "world_size": 1})
@@ -101,7 +101,7 @@ def profile_block(
         recorder.stop()
         recorder.save()
         last = handle.steps
-        handle.path = windows.publish(
+        handle.path = window_dirs.publish(
             tmp,
             dict(
                 manifest,

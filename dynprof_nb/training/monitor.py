@@ -38,7 +38,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.protocol import Command, decode
 from dynprof_nb.segment import (
@@ -731,12 +731,12 @@ class Monitor:
         reported as the window not starting; the training thread drops it at its next step."""
         cfg, (start, stop) = rec["config"], rec["window"]
         try:
-            root = windows.output_root(cfg.prof_path, self.output_path)
+            root = window_dirs.output_root(cfg.prof_path, self.output_path)
             # a window file mode moved keeps the name of the window asked for (MindSpore's)
-            rec["dir"] = windows.create_window_dir(
+            rec["dir"] = window_dirs.create_window_dir(
                 root, self.rank, *(rec["asked"] or rec["window"])
             )
-            rec["manifest"] = windows.new_manifest(
+            rec["manifest"] = window_dirs.new_manifest(
                 job=self.job,
                 rank=self.rank,
                 start=start,
@@ -747,13 +747,13 @@ class Monitor:
             )
             if rec["asked"] is not None:
                 rec["manifest"].update(
-                    windows.shifted_fields(rec["asked"], rec["window"], rec["shift_note"])
+                    window_dirs.shifted_fields(rec["asked"], rec["window"], rec["shift_note"])
                 )
             if rec.get("history"):  # steps kept before the window (history_steps)
                 rec["manifest"]["history_steps"] = list(rec["history"])
             if rec["reason"]:  # why a trigger started this window
                 rec["manifest"]["reason"] = rec["reason"]
-            windows.write_manifest(rec["dir"], rec["manifest"])
+            window_dirs.write_manifest(rec["dir"], rec["manifest"])
             if hasattr(rec["backend"], "directory"):
                 rec["backend"].directory = rec["dir"]
             if self._seg is not None:
@@ -781,8 +781,8 @@ class Monitor:
 
     def _recheck_disk(self, cfg: ProfilerConfig) -> None:
         """After a refusal for disk: measure again, so freed space lets the next window in."""
-        root = windows.output_root(cfg.prof_path, self.output_path)
-        if windows.output_bytes(root) < self.disk_budget_mb * 2**20:
+        root = window_dirs.output_root(cfg.prof_path, self.output_path)
+        if window_dirs.output_bytes(root) < self.disk_budget_mb * 2**20:
             self._disk_over = ""
 
     def _finish(self, n: int, stopped: bool = False, reason: str | None = None) -> None:
@@ -875,7 +875,7 @@ class Monitor:
         try:
             if rec["failed"] or directory is None:
                 return
-            if windows.output_bytes(directory.parent) >= end["disk_budget_bytes"]:
+            if window_dirs.output_bytes(directory.parent) >= end["disk_budget_bytes"]:
                 self._disk_over = (
                     f"the windows under {directory.parent} are over the disk budget "
                     f"({self.disk_budget_mb:.0f} MB, the Monitor's disk_budget_mb); nothing is "
@@ -903,7 +903,7 @@ class Monitor:
                         f"{held:.2f} s (the profiler's analysis); training steps "
                         "waited for it."
                     )
-                final = windows.publish(
+                final = window_dirs.publish(
                     directory,
                     dict(
                         manifest,
@@ -1187,7 +1187,7 @@ def shift_note(rank: int, start: int, stop: int, n: int, shifted: tuple[int, int
         f"window {start}-{stop} from the config file reached this rank at the end of step "
         f"{n}, after step {start} had begun: recording steps {shifted[0]}-{shifted[1]} "
         f"instead (the same length, as MindSpore does) into "
-        f"{windows.window_name(rank, start, stop)}."
+        f"{window_dirs.window_name(rank, start, stop)}."
     )
 
 
@@ -1269,8 +1269,8 @@ def _stack_recorder(monitor: Monitor) -> Any:
 
 
 def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:
-    """Leave a failed window listed as ``incomplete`` (see ``windows.mark_failed``)."""
+    """Leave a failed window listed as ``incomplete`` (see ``window_dirs.mark_failed``)."""
     try:
-        return windows.mark_failed(directory, reason, manifest)
+        return window_dirs.mark_failed(directory, reason, manifest)
     except Exception:
         return directory

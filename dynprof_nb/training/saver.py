@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 
 
 @dataclass
@@ -102,11 +102,11 @@ def _child(
             writer_pid=os.getpid(),
             write_s=round(time.perf_counter() - t0, 3),
         )
-        result = {"path": str(windows.publish(directory, written))}
+        result = {"path": str(window_dirs.publish(directory, written))}
     except BaseException as exc:
         reason = f"{type(exc).__name__}: {exc}"
         try:
-            kept = windows.mark_failed(directory, reason, manifest)
+            kept = window_dirs.mark_failed(directory, reason, manifest)
         except BaseException:
             kept = directory
         result = {"error": reason, "path": str(kept)}

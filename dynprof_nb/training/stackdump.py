@@ -25,7 +25,8 @@ uses to say a job has stalled; see :mod:`dynprof_nb.control.stacks`).
 
 Files live in a private per-user directory (``/dev/shm/dynprof_nb-stacks.<uid>``, mode 0700,
 owner-checked, never followed through a symlink): ``<pid>.<start>.stack`` (the dump) and
-``<job>.<rank>.<pid>.json`` (the side file).
+``<job>.<rank>.<pid>.json`` (the side file). The directory, the file names and the signal are
+the contract with the controller, in :mod:`dynprof_nb.shared_layout`.
 """
 
 from __future__ import annotations
@@ -34,70 +35,19 @@ import faulthandler
 import json
 import logging
 import os
-import signal
-import stat
 import statistics
-import tempfile
 import threading
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
+from dynprof_nb.shared_layout import STACK_SIGNAL, catches, dump_name, side_name, stack_dir
+
 log = logging.getLogger("dynprof_nb")
 
-STACK_SIGNAL = signal.SIGRTMIN + 7
 RECORD_EVERY_S = 1.0  # how often the side file is refreshed (when something changed)
 STEP_TIMES = 64  # the recent step times the median is taken over
-
-
-class StackDirError(RuntimeError):
-    """The private directory is not safe to use (another owner, too open, a symlink)."""
-
-
-def stack_dir(create: bool = True) -> Path:
-    """This user's private directory for stack dumps, created 0700 and checked every time:
-    owned by us, a real directory (not a symlink), no access for group or others."""
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    # not "dynprof_nb.<uid>.<name>": that is a job segment's name, and list_jobs() would list it
-    path = Path(base) / f"dynprof_nb-stacks.{os.getuid()}"
-    if create:
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise StackDirError(
-            f"{path} is not a private directory of uid {os.getuid()} (owner {info.st_uid}, "
-            f"mode {stat.filemode(info.st_mode)}): refusing to use it for stack dumps. "
-            "Remove it; dynprof_nb recreates it."
-        )
-    return path
-
-
-def dump_name(pid: int, pid_start: int) -> str:
-    return f"{pid}.{pid_start}.stack"
-
-
-def side_name(job: str, rank: int, pid: int) -> str:
-    return f"{job}.{rank}.{pid}.json"
-
-
-def caught_signals(pid: int | str = "self") -> int:
-    """The ``SigCgt`` mask of a process: bit ``n-1`` set when signal ``n`` has a handler."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"SigCgt:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def catches(pid: int | str, signum: int = STACK_SIGNAL) -> bool:
-    return bool(caught_signals(pid) >> (signum - 1) & 1)
 
 
 def _start_time() -> int:

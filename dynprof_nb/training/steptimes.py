@@ -15,7 +15,8 @@ controller would: ``steps`` steps from a step just ahead of the most advanced ra
 nodes (``mode`` "cluster") it writes only a request word, and the node agent starts the window
 on every node at one step. Nothing here raises into the heartbeat: the caller catches.
 
-The ring and trigger words are laid out here; the segment only reserves their bytes.
+The ring and trigger words are laid out in :mod:`dynprof_nb.shared_layout`, which the
+controller side reads too.
 """
 
 from __future__ import annotations
@@ -28,122 +29,31 @@ import time
 from collections import deque
 from typing import Any
 
-from dynprof_nb.segment import RING_ENTRIES, RING_HEADER_WORDS, STATE, Segment
+from dynprof_nb.segment import STATE, Segment
+from dynprof_nb.shared_layout import (
+    R_LAST_NS,
+    R_MEDIAN_NS,
+    R_RECENT_NS,
+    T_BASELINE_NS,
+    T_FIRED,
+    T_GEN,
+    T_LAST_FIRE_NS,
+    T_REQ,
+    T_REQ_DONE,
+    check_definition,
+    job_median_ns,
+    median_of,
+    write_entry,
+)
 
 log = logging.getLogger("dynprof_nb")
 
-# ring header words (relative to Segment.ring_base)
-R_COUNT, R_RECENT_NS, R_MEDIAN_NS, R_LAST_NS = range(4)
 RECENT = 5  # entries in the "recent" median (status' step_s)
 ROLLING = 64  # entries in a rank's rolling median (the trigger's reference)
 MIN_HISTORY = 8  # entries before a rank's median counts
-
-# trigger words (relative to Segment.trigger_base; word 0 is the text seqlock)
-T_GEN, T_FIRED, T_LAST_FIRE_NS, T_BASELINE_NS, T_REQ, T_REQ_DONE, T_ARMED_NS = range(1, 8)
 JOB_CHECK_S = 1.0  # how often a rank compares the job's median with the baseline
-DEFAULTS = {
-    "slowdown": 2.0,
-    "steps": 10,
-    "cooldown_s": 600.0,
-    "max_windows": 3,
-    "confirm": 1,
-    "disk_budget_mb": None,
-    "mode": "local",
-    "window": {},
-}
 BUSY = (STATE["armed"], STATE["recording"], STATE["saving"])
 MARGIN_S = 0.03  # a window starts this far (at each rank's rate) ahead of every rank
-
-
-class TriggerError(ValueError):
-    """A trigger definition that cannot be used (the message says which value)."""
-
-
-def check_definition(raw: dict[str, Any]) -> dict[str, Any]:
-    """A trigger definition with defaults filled in, every value checked."""
-    unknown = sorted(set(raw) - set(DEFAULTS) - {"armed_at"})
-    if unknown:
-        raise TriggerError(
-            f"trigger: unknown option {unknown[0]!r}; the options are "
-            f"{sorted(DEFAULTS)} and the window's config keys."
-        )
-    d = dict(DEFAULTS, **raw)
-
-    def number(key: str, low: float, integer: bool = False) -> None:
-        v = d[key]
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, (int, float))
-            or not math.isfinite(v)
-            or v < low
-            or (integer and int(v) != v)
-        ):
-            kind = "a whole number" if integer else "a number"
-            raise TriggerError(f"trigger: {key}={v!r}; expected {kind} >= {low}.")
-        d[key] = int(v) if integer else float(v)
-
-    number("slowdown", 1.01)
-    number("steps", 1, integer=True)
-    number("cooldown_s", 0)
-    number("max_windows", 1, integer=True)
-    number("confirm", 1, integer=True)
-    if d["disk_budget_mb"] is not None:
-        number("disk_budget_mb", 0)
-    if d["mode"] not in ("local", "cluster"):
-        raise TriggerError(f"trigger: mode={d['mode']!r}; expected 'local' or 'cluster'.")
-    if not isinstance(d["window"], dict):
-        raise TriggerError("trigger: window options must be a dict of config keys.")
-    return d
-
-
-# -- the ring -----------------------------------------------------------------------------
-
-
-def write_entry(words: Any, ring: int, step: int, end_ns: int) -> None:
-    """Append one observation (the single writer: this rank's heartbeat thread)."""
-    i = words[ring + R_COUNT]
-    e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
-    words[e] = step
-    words[e + 1] = end_ns
-    words[ring + R_COUNT] = i + 1  # published last: a reader never sees a half entry
-
-
-def read_entries(words: Any, ring: int, last: int = RING_ENTRIES) -> list[tuple[int, int]]:
-    """Up to ``last`` + 1 newest ``(step, end_ns)`` entries, oldest first, none torn: those
-    the writer overwrote while we read are dropped."""
-    count = words[ring + R_COUNT]
-    n = min(count, RING_ENTRIES - 1, last + 1)
-    out = []
-    for i in range(count - n, count):
-        e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
-        out.append((words[e], words[e + 1]))
-    overwritten = words[ring + R_COUNT] - (RING_ENTRIES - 1) - (count - n)
-    return out[max(0, overwritten) :]
-
-
-def durations(entries: list[tuple[int, int]]) -> list[tuple[int, int, float, str]]:
-    """``(step, end_ns, duration_s per step, kind)`` from consecutive entries."""
-    rows = []
-    for (s0, t0), (s1, t1) in zip(entries, entries[1:], strict=False):
-        if s1 > s0 and t1 >= t0:
-            rows.append(
-                (s1, t1, (t1 - t0) / 1e9 / (s1 - s0), "step" if s1 - s0 == 1 else "interval")
-            )
-    return rows
-
-
-def _median(values: Any) -> float:
-    v = sorted(values)
-    n = len(v)
-    if not n:
-        return 0.0
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
-def job_median_ns(seg: Segment) -> float:
-    """The median of the live ranks' recent step times (0 when none has one yet)."""
-    values = [seg.words[seg.ring_base(s.index) + R_RECENT_NS] for s in seg.slots() if s.live]
-    return _median([v for v in values if v > 0])
 
 
 # -- the rank's side ----------------------------------------------------------------------
@@ -171,14 +81,14 @@ class StepClock:
         per_step = (now_ns - self.last_ns) / (step - self.last_step)
         write_entry(self.words, self.ring, step, now_ns)
         self.last_step, self.last_ns = step, now_ns
-        median = _median(self.history) if len(self.history) >= MIN_HISTORY else 0.0
+        median = median_of(self.history) if len(self.history) >= MIN_HISTORY else 0.0
         if counts:
             self.history.append(per_step)
         self.recent.append(per_step)
         w, r = self.words, self.ring
-        w[r + R_RECENT_NS] = int(_median(self.recent))
-        self.median = _median(self.history) if len(self.history) >= MIN_HISTORY else 0.0
-        w[r + R_MEDIAN_NS] = int(_median(self.history)) if self.history else 0
+        w[r + R_RECENT_NS] = int(median_of(self.recent))
+        self.median = median_of(self.history) if len(self.history) >= MIN_HISTORY else 0.0
+        w[r + R_MEDIAN_NS] = int(median_of(self.history)) if self.history else 0
         w[r + R_LAST_NS] = int(per_step)
         return per_step, median
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
@@ -212,7 +213,7 @@ class DynprofMagics(Magics):
             if args.command is None:
                 print(_help_text())
                 return None
-            return getattr(self, "_do_" + args.command)(args)
+            return HANDLERS[args.command](self, args)
         except _Exit:
             return None
         except WaitInterrupted as exc:  # only the waiting stopped: one line, no traceback
@@ -373,6 +374,26 @@ class DynprofMagics(Magics):
             print(f"dynprof: the cell raised; the window in {prof.path} holds what ran.")
         if not args.quiet:
             display(window.summary())
+
+
+# The handler of every line-magic subcommand, by its name (the keys are MAGIC_COMMANDS, checked
+# by tests/ui/test_magics.py): an explicit table, so "find usages" reaches every handler.
+HANDLERS: dict[str, Callable[[DynprofMagics, argparse.Namespace], Any]] = {
+    "jobs": DynprofMagics._do_jobs,
+    "attach": DynprofMagics._do_attach,
+    "start": DynprofMagics._do_start,
+    "stop": DynprofMagics._do_stop,
+    "set": DynprofMagics._do_set,
+    "config": DynprofMagics._do_config,
+    "status": DynprofMagics._do_status,
+    "wait": DynprofMagics._do_wait,
+    "windows": DynprofMagics._do_windows,
+    "load": DynprofMagics._do_load,
+    "summary": DynprofMagics._do_summary,
+    "stacks": DynprofMagics._do_stacks,
+    "panel": DynprofMagics._do_panel,
+    "trigger": DynprofMagics._do_trigger,
+}
 
 
 def _window_arg(text: str | None) -> int | str | None:

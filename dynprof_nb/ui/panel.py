@@ -37,7 +37,7 @@ from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.status import status_view
 from dynprof_nb.ui.formsync import FormSync
 from dynprof_nb.ui.steppanel import StepTimesSection
-from dynprof_nb.windows import describe_config
+from dynprof_nb.window_dirs import describe_config
 
 __all__ = ["Panel", "panel"]
 

@@ -17,7 +17,7 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.analysis import cluster
+from dynprof_nb.analysis import ranks
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -49,7 +49,7 @@ def test_compute_op_sum_per_rank_and_type(oracle):
         oracle["out"] / "ComputeOpSum" / "rank_stats_by_optype.csv", keep_default_na=False
     )
     ours = oracle["window"].compute_ops()
-    m = cluster.compare(
+    m = ranks.compare(
         ours,
         theirs.rename(columns={"Rank": "rank", "OpType": "type", "TaskType": "core"}),
         ["rank", "type", "core"],
@@ -65,7 +65,7 @@ def test_compute_op_sum_all_ranks_and_by_name(oracle):
     w = oracle["window"]
     theirs = pd.read_csv(oracle["out"] / "ComputeOpSum" / "all_stats.csv", keep_default_na=False)
     ours = w.compute_ops(per_rank=False)
-    m = cluster.compare(
+    m = ranks.compare(
         ours,
         theirs.rename(columns={"OpType": "type", "TaskType": "core"}),
         ["type", "core"],
@@ -77,7 +77,7 @@ def test_compute_op_sum_all_ranks_and_by_name(oracle):
         oracle["out"] / "ComputeOpSum" / "rank_stats_by_opname.csv", keep_default_na=False
     )
     ours = w.compute_ops(by_name=True)
-    m = cluster.compare(
+    m = ranks.compare(
         ours,
         by_name.rename(
             columns={
@@ -98,7 +98,7 @@ def test_compute_op_sum_all_ranks_and_by_name(oracle):
 def test_hccl_sum_per_rank_and_per_op(oracle):
     w = oracle["window"]
     theirs = pd.read_csv(oracle["out"] / "HcclSum" / "rank_stats.csv", keep_default_na=False)
-    m = cluster.compare(
+    m = ranks.compare(
         w.communication_ops(),
         theirs.rename(columns={"Rank": "rank", "OpType": "type"}),
         ["rank", "type"],
@@ -107,8 +107,8 @@ def test_hccl_sum_per_rank_and_per_op(oracle):
     assert len(m) == len(theirs) == 2 and (m["count"] == m["count_msprof"]).all()
     assert m.filter(like="_rel_diff").abs().max().max() < 1e-9, m
     top = pd.read_csv(oracle["out"] / "HcclSum" / "top_op_stats.csv")
-    m = cluster.compare(
-        cluster.communication_by_op(w),
+    m = ranks.compare(
+        ranks.communication_by_op(w),
         top.rename(columns={"OpName": "name"}),
         ["name"],
         {"count": "Count", "sum_us": "Sum(Us)", "min_rank": "MinRank", "max_rank": "MaxRank"},
@@ -133,7 +133,7 @@ def test_step_breakdown_per_rank_within_one_percent(oracle):
         .assign(rank=lambda f: f["index"].astype(int), step=lambda f: f["step"].astype(int))
     )
     ours = w.step_breakdown()
-    m = cluster.compare(
+    m = ranks.compare(
         ours,
         st,
         ["rank", "step"],
@@ -147,8 +147,8 @@ def test_step_breakdown_per_rank_within_one_percent(oracle):
     )
     assert len(m) == 2 and m.filter(like="_rel_diff").abs().max().max() < 0.01, m
     # the same breakdown recomputed from the raw tasks, independent of analysis.db
-    raw = cluster.step_breakdown_from_tasks(w)
-    m = cluster.compare(
+    raw = ranks.step_breakdown_from_tasks(w)
+    m = ranks.compare(
         raw,
         st,
         ["rank", "step"],
@@ -158,7 +158,7 @@ def test_step_breakdown_per_rank_within_one_percent(oracle):
     summary = list(oracle["out"].rglob("cluster_time_summary*.csv"))
     if summary:  # held-out windows with CommAnalyzer tables
         cts = pd.read_csv(summary[0])
-        m = cluster.compare(
+        m = ranks.compare(
             ours,
             cts,
             ["rank", "step"],
@@ -179,7 +179,7 @@ def test_communication_time_sum(oracle):
     if out:
         theirs = pd.read_csv(out[0]).rename(columns={"rank_id": "rank", "hccl_op_name": "name"})
         theirs["elapse_us"] = theirs["elapsed_time"] * 1000.0
-        m = cluster.compare(comm, theirs, ["rank", "name"], {"elapse_us": "elapse_us"})
+        m = ranks.compare(comm, theirs, ["rank", "name"], {"elapse_us": "elapse_us"})
         assert m["elapse_us_rel_diff"].abs().max() < 1e-3
     else:
         assert "CommunicationGroupMap" in oracle["logs"]["communication_time_sum"]
@@ -199,8 +199,8 @@ def test_slow_rank_note_and_plots(oracle):
     w = oracle["window"]
     sr = w.slow_ranks()
     assert set(sr["rank"]) == {0, 1} and not sr["slow"].any()
-    assert cluster.slow_rank_note(w).startswith("no slow rank")
-    assert 0 < cluster.communication_share(w) < 1
+    assert ranks.slow_rank_note(w).startswith("no slow rank")
+    assert 0 < ranks.communication_share(w) < 1
     from matplotlib.figure import Figure
 
     assert isinstance(w.plot_rank_steps(), Figure) and isinstance(w.plot_bandwidth(), Figure)

@@ -14,7 +14,7 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.analysis import cluster
+from dynprof_nb.analysis import ranks
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -50,7 +50,7 @@ def test_communication_time_sum_per_op(oracle):
     for c in ("elapsed_time", "transit_time", "wait_time", "synchronization_time", "idle_time"):
         ops[c] = ops[c] * 1000.0
     ours = oracle["window"].communication
-    m = cluster.compare(
+    m = ranks.compare(
         ours,
         ops,
         ["rank", "step", "name"],
@@ -81,7 +81,7 @@ def test_communication_time_sum_bandwidth(oracle):
     )
     per_op["transit_us"] = per_op["transit_time"] * 1000.0
     ours = oracle["window"].communication_bandwidth()
-    m = cluster.compare(
+    m = ranks.compare(
         ours,
         per_op,
         ["rank", "name", "transport"],
@@ -91,7 +91,7 @@ def test_communication_time_sum_bandwidth(oracle):
     _close(m)
     # the op rows: size and bandwidth are the SDMA row's (SDMA totals the links: not summed twice)
     sdma = per_op[per_op["transport"] == "SDMA"]
-    m = cluster.compare(
+    m = ranks.compare(
         oracle["window"].communication,
         sdma,
         ["rank", "name"],
@@ -103,7 +103,7 @@ def test_communication_time_sum_bandwidth(oracle):
     tot = b[b["hccl_op_name"] == "Total Op Info"].drop_duplicates(["rank_id", "band_type"])
     mine = ours.groupby(["rank", "transport"])[["size_mb", "transit_us"]].sum().reset_index()
     mine["bandwidth_gbps"] = mine["size_mb"] / (mine["transit_us"] / 1000.0)
-    m = cluster.compare(
+    m = ranks.compare(
         mine,
         tot.rename(columns={"rank_id": "rank", "band_type": "transport"}),
         ["rank", "transport"],
@@ -120,7 +120,7 @@ def test_communication_matrix_sum(oracle):
         transit_us=lambda f: f["transit_time"] * 1000.0
     )
     ours = oracle["window"].communication_matrix()
-    m = cluster.compare(
+    m = ranks.compare(
         ours,
         tot,
         ["src_rank", "dst_rank", "transport"],
@@ -136,7 +136,7 @@ def test_cluster_time_summary(oracle):
     ours = oracle["window"].time_summary()
     assert list(ours.columns) == list(theirs.columns)
     value_cols = [c for c in theirs.columns if c not in ("Rank", "Step")]
-    m = cluster.compare(ours, theirs, ["Rank", "Step"], {c: c for c in value_cols})
+    m = ranks.compare(ours, theirs, ["Rank", "Step"], {c: c for c in value_cols})
     assert len(m) == len(theirs) == len(ours) > 0
     _close(m)
     # the step breakdown's own Free differs on purpose: memory copies are in it
@@ -163,6 +163,6 @@ def test_cluster_step_trace_time(oracle):
         ),
         "Preparing": "preparing",
     }
-    m = cluster.compare(ours, theirs, ["Index", "Step"], names)
+    m = ranks.compare(ours, theirs, ["Index", "Step"], names)
     assert len(m) == len(theirs) == len(ours) > 0
     _close(m)

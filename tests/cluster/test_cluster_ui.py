@@ -12,8 +12,8 @@ from jobutil import unique_job, wait_until
 from nodes import child_env
 
 import dynprof_nb
+from dynprof_nb.cluster.cluster_window import ClusterWindow
 from dynprof_nb.cluster.controller import ClusterJob
-from dynprof_nb.cluster.window import ClusterWindow
 from dynprof_nb.control.status import PAGE_ROWS, status_frame, status_row, status_view
 
 pytestmark = pytest.mark.timeout(300)

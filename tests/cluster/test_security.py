@@ -484,7 +484,7 @@ def test_the_controller_ships_only_calls_into_the_fixed_operations():
     lambda, no ``run_on_scheduler``), and the only plugin is the agent."""
     import ast
 
-    from dynprof_nb.cluster.ops import OPERATIONS
+    from dynprof_nb.cluster.operations import OPERATIONS
 
     shipped, allowed = [], {"call", "rank_reductions", "rank_frame", "AgentPlugin"}
     package = Path(dynprof_nb.__file__).parent
@@ -513,14 +513,14 @@ def test_access_rules_without_a_cluster(tmp_path):
 
     from dynprof_nb.cluster.access import check_transport, client_security, refusal
     from dynprof_nb.cluster.node import node_key
-    from dynprof_nb.cluster.ops import NodeOps, NotYourJob, OperationError
+    from dynprof_nb.cluster.operations import NodeOperations, NotYourJob, OperationError
 
     assert refusal(requester(), "apply", "j", "n0") is None
     assert "does not say which user" in refusal(None, "apply", "j", "n0")
     assert "does not say which user" in refusal({"uid": True}, "apply", "j", "n0")
     other = refusal({"uid": OTHER_UID, "name": "nobody"}, "apply", "j", "n0")
     assert f"uid {os.getuid()}" in other and "uid 65534 (nobody)" in other
-    ops = NodeOps("n0", node_key())
+    ops = NodeOperations("n0", node_key())
     with pytest.raises(NotYourJob, match="refused 'status' on job 'j'"):
         ops.call("status", {"job": "j", "user": {"uid": OTHER_UID, "name": "nobody"}})
     with pytest.raises(OperationError, match="does not say which user"):

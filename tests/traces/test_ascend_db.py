@@ -102,7 +102,7 @@ def test_db_steps_equal_analysis_db_and_the_tasks():
         assert st.loc[r, "free_us"] == pytest.approx(row[5])
         start = sql_rows(_db(r), "SELECT startNs FROM STEP_TIME")[0][0]
         assert st.loc[r, "start_ns"] == start
-    from dynprof_nb.analysis.cluster import step_breakdown_from_tasks
+    from dynprof_nb.analysis.ranks import step_breakdown_from_tasks
 
     mine = step_breakdown_from_tasks(w).set_index("rank")
     for col in ("computing_us", "communication_us", "overlapped_us", "free_us"):

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import dynprof_nb
-from dynprof_nb.analysis import cluster
+from dynprof_nb.analysis.ranks import compare
 from dynprof_nb.traces import TraceFormatError, TraceRepairWarning
 
 pytestmark = pytest.mark.timeout(600)
@@ -47,13 +47,13 @@ def _agrees_with_msprof(w, oracle: dict, kernel_ranks: set[int], ranks: set[int]
     """Kernels and communication counts exact and times within 0.1%, step breakdown within
     1% (the held-out criteria), on the ranks each side has."""
     ops = w.compute_ops()
-    m = cluster.compare(
+    m = compare(
         ops, oracle["ops"], ["rank", "type", "core"], {"count": "Count", "sum_us": "Sum(Us)"}
     )
     assert len(m) == len(oracle["ops"]) == len(ops) and set(ops["rank"]) == kernel_ranks
     assert (m["count"] == m["count_msprof"]).all() and m["sum_us_rel_diff"].abs().max() < 1e-3
     hc = w.communication_ops()
-    m = cluster.compare(
+    m = compare(
         hc, oracle["hccl"], ["rank", "type"], {"count": "Count", "sum_us": "Sum(Us)"}
     )
     assert len(m) == len(oracle["hccl"]) == len(hc) and set(hc["rank"]) == ranks
@@ -64,7 +64,7 @@ def _agrees_with_msprof(w, oracle: dict, kernel_ranks: set[int], ranks: set[int]
         "overlapped_us": "overlapped",
         "free_us": "free",
     }
-    m = cluster.compare(w.step_breakdown(), oracle["steps"], ["rank", "step"], cols)
+    m = compare(w.step_breakdown(), oracle["steps"], ["rank", "step"], cols)
     assert len(m) == len(oracle["steps"]) == len(ranks)
     assert m.filter(like="_rel_diff").abs().max().max() < 0.01, m
 

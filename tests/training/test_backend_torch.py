@@ -19,7 +19,7 @@ from framework_jobs import (
 from jobutil import recorded_window
 
 import dynprof_nb
-from dynprof_nb import segment, windows
+from dynprof_nb import segment, window_dirs
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.training.backends import BackendError, resolve_backend
 from dynprof_nb.training.backends.torch import TorchBackend, profiler_kwargs
@@ -79,7 +79,7 @@ def test_stop_ends_the_window_at_a_whole_step(torch_job) -> None:
     assert list(found.status) == ["complete"], job.status().to_string()
     last = int(found.stop.iloc[0])
     assert first + 2 <= last < 100000
-    manifest = windows.read_manifest(found.path.iloc[0])
+    manifest = window_dirs.read_manifest(found.path.iloc[0])
     assert manifest["stopped_early"] is True
     # the step that was open when the stop arrived never ended: it is not claimed
     assert chrome_step_numbers(_trace(found.path.iloc[0])) == list(range(first, last + 1))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import dynprof_nb
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 
 
 def test_a_block_is_one_step_and_a_published_window(tmp_path: Path) -> None:
@@ -15,11 +15,11 @@ def test_a_block_is_one_step_and_a_published_window(tmp_path: Path) -> None:
         with dynprof_nb.range("work"):
             sum(range(10_000))
     assert prof.path == tmp_path / "rank0_start1_stop1"
-    manifest = windows.read_manifest(prof.path)
+    manifest = window_dirs.read_manifest(prof.path)
     assert manifest["status"] == "complete" and manifest["config"]["profile_memory"]
     assert prof.window.steps["step"].tolist() == [1]
     assert "work" in set(prof.window.ops["name"])
-    rows = windows.find_windows([tmp_path])
+    rows = window_dirs.find_windows([tmp_path])
     assert [(r["start"], r["stop"], r["status"]) for r in rows] == [(1, 1, "complete")]
 
 
@@ -38,7 +38,7 @@ def test_the_window_is_written_when_the_block_raises(tmp_path: Path) -> None:
         with dynprof_nb.profile_block(output=tmp_path) as prof:
             1 / 0  # noqa: B018
     assert isinstance(prof.error, ZeroDivisionError)
-    assert windows.read_manifest(prof.path)["status"] == "complete"
+    assert window_dirs.read_manifest(prof.path)["status"] == "complete"
 
 
 def test_torch_backend_records_aten_ops(tmp_path: Path) -> None:

@@ -19,13 +19,13 @@ import pytest
 from framework_jobs import marked_steps, mindspore_op_times, mindspore_python
 
 import dynprof_nb
-from dynprof_nb import segment, windows
+from dynprof_nb import segment, window_dirs
 from dynprof_nb.training.dropin import job_name_for
 
 pytestmark = pytest.mark.slow
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "ms_documented_example.py"
-OURS_ONLY = {windows.MANIFEST, "dynprof_steps.csv"}  # what the drop-in adds to a window
+OURS_ONLY = {window_dirs.MANIFEST, "dynprof_steps.csv"}  # what the drop-in adds to a window
 
 
 def run_both(root: Path) -> dict[str, Path]:
@@ -109,7 +109,7 @@ def test_step_numbers_and_the_moved_window_say_what_was_recorded(runs) -> None:
     step = runs["dropin"] / "step" / "prof"
     assert sorted(marked_steps(step / "rank0_start2_stop5")) == [2, 3, 4, 5]  # exact
     # 6..7 reached the rank during step 7 (MindSpore then records 8 and 9 too): moved
-    moved = windows.read_manifest(step / "rank0_start6_stop7")
+    moved = window_dirs.read_manifest(step / "rank0_start6_stop7")
     assert sorted(marked_steps(step / "rank0_start6_stop7")) == [8, 9]
     assert (moved["start_step"], moved["stop_step"], moved["status"]) == (8, 9, "complete")
     assert (moved["requested_start_step"], moved["requested_stop_step"]) == (6, 7)

@@ -16,7 +16,7 @@ import pytest
 from jobutil import trace_steps, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment, windows
+from dynprof_nb import segment, window_dirs
 from dynprof_nb.training import monitor as monitor_module
 from dynprof_nb.training.backends.builtin import Coverage
 
@@ -67,9 +67,9 @@ def test_a_process_that_dies_mid_window_leaves_a_loadable_window(tmp_path, how):
                 "sigint": -signal.SIGINT}[how]
     assert proc.returncode == expected, err  # the job still dies the way it would have
     assert exit_s < monitor_module.EXIT_WAIT_S + 5, exit_s  # bounded: the writer outlives it
-    found = wait_until(lambda: [w for w in windows.find_windows([tmp_path], job)
+    found = wait_until(lambda: [w for w in window_dirs.find_windows([tmp_path], job)
                                 if w["status"] == "complete"], 30, "the saved window")
-    manifest = windows.read_manifest(found[0]["path"])
+    manifest = window_dirs.read_manifest(found[0]["path"])
     assert manifest["stopped_early"] and manifest["stop_step"] >= 120
     reason = manifest["stop_reason"]
     assert {"raise": "RuntimeError: the loss is nan", "exit": "without Monitor.close()",
@@ -136,7 +136,7 @@ def test_close_right_after_a_long_window_is_bounded_and_publishes_it(rank):
     monitor.close()
     took = time.monotonic() - t0
     assert took <= monitor_module.CLOSE_WAIT_S + 2, took
-    found = wait_until(lambda: [w for w in windows.find_windows([out]) if
+    found = wait_until(lambda: [w for w in window_dirs.find_windows([out]) if
                                 w["status"] == "complete"], 30, "the published window")
     assert trace_steps(found[0]["path"])[-1] == 20_002
 
@@ -194,9 +194,9 @@ def test_a_with_stack_window_of_1e9_steps_stays_within_its_memory_budget(rank):
     assert peak - base <= 1.25 * budget_mb * 2**20, (peak - base) / 2**20
     status = control.status()
     assert "memory budget reached" in status.error[0]
-    window = windows.find_windows([out])[-1]
+    window = window_dirs.find_windows([out])[-1]
     assert window["status"] == "complete"
-    manifest = windows.read_manifest(window["path"])
+    manifest = window_dirs.read_manifest(window["path"])
     assert "memory budget reached (32 MB" in manifest["stop_reason"]
     assert manifest["stop_step"] < 10**9 and manifest["stopped_early"]
 
@@ -230,10 +230,10 @@ def test_starting_a_window_costs_less_than_the_io_it_no_longer_does(rank, tmp_pa
         stops.append(time.perf_counter() - t0)
         assert monitor.wait_saved(60)
         t0 = time.perf_counter()
-        d = windows.create_window_dir(tmp_path / "io", 0, i + 1, i + 2)
-        windows.write_manifest(d, {"i": i})
+        d = window_dirs.create_window_dir(tmp_path / "io", 0, i + 1, i + 2)
+        window_dirs.write_manifest(d, {"i": i})
         io.append(time.perf_counter() - t0)
-    assert len(windows.find_windows([tmp_path])) == 60  # each one was a real window
+    assert len(window_dirs.find_windows([tmp_path])) == 60  # each one was a real window
     ref = statistics.median(io)
     for took in (reads, starts, stops):
         assert statistics.median(took) < ref, (statistics.median(took), ref)
@@ -251,7 +251,7 @@ def test_a_flood_of_windows_is_refused_with_a_clear_error(rank):
     error = control.status().error[0]
     assert "refused: 3 windows started on this rank in the last minute" in error
     assert "max_windows_per_minute=3" in error
-    assert len(windows.find_windows([out])) == 3
+    assert len(window_dirs.find_windows([out])) == 3
 
 
 def _window_step_s(control, monitor, n: int, **options) -> float:

@@ -17,7 +17,7 @@ from jobutil import (
 )
 
 import dynprof_nb
-from dynprof_nb import segment, windows
+from dynprof_nb import segment, window_dirs
 from dynprof_nb.control.base import JobError
 
 SLOW_RANK = 2
@@ -79,7 +79,7 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
         print("placement", placed)
         assert stop <= max(ahead, first_slow) + WITHIN_STEPS, placed
         assert all(f"rank {SLOW_RANK} step" in r for r in found.reason), list(found.reason)
-        manifest = windows.read_manifest(found.path.iloc[0])
+        manifest = window_dirs.read_manifest(found.path.iloc[0])
         assert manifest["reason"] == found.reason.iloc[0]
         assert job.triggers["fired"] == 1
 

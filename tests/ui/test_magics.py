@@ -13,7 +13,7 @@ from IPython.utils.capture import capture_output
 
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.status import STATUS_COLUMNS
-from dynprof_nb.ui.magics import SUBCOMMANDS
+from dynprof_nb.ui.magics import HANDLERS, SUBCOMMANDS
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,12 @@ def test_help_names_every_subcommand_and_config_flag(ip: InteractiveShell) -> No
         if key not in ("start_step", "stop_step"):
             assert "--" + traits[key].metadata["flag"] in doc
     assert "%%dynprof" in doc
+
+
+def test_every_subcommand_has_exactly_one_handler() -> None:
+    # the parser offers SUBCOMMANDS; HANDLERS is what runs them: a name in one and not the
+    # other would be a subcommand that fails with a KeyError instead of running
+    assert list(HANDLERS) == list(SUBCOMMANDS)
 
 
 def test_subcommand_help_prints_and_does_not_raise(ip: InteractiveShell, magics) -> None:

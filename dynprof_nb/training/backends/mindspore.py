@@ -62,7 +62,7 @@ from mindspore.profiler.profiler_interface import ProfilerInterface
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.protocol import STEPS_FILE, step_marker
 from dynprof_nb.training import ranges
-from dynprof_nb.windows import MANIFEST
+from dynprof_nb.window_dirs import MANIFEST
 
 from .base import BackendError, growth_over_budget, process_rss
 

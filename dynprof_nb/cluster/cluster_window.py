@@ -112,15 +112,8 @@ class ClusterWindow:
     # -- dask.dataframe: the big tables stay on the nodes -----------------------------------
 
     def frame(self, kind: str) -> Any:
-        """Frame ``kind`` of every rank, a ``dask.dataframe`` (the ``Window`` protocol)."""
-        return self._frame(kind)
-
-    @property
-    def sources(self) -> dict[str, Any]:
-        """Per rank, the window directory its node reads (each node's loader notes stay there)."""
-        return {"ranks": {r: {"files": [p]} for r, p in self.paths.items()}}
-
-    def _frame(self, kind: str) -> Any:
+        """Frame ``kind`` of every rank, a ``dask.dataframe`` (the ``Window`` protocol), built on
+        first use from one task per rank on the rank's node."""
         if kind not in self._dask:
             import dask.dataframe as dd
 
@@ -142,6 +135,11 @@ class ClusterWindow:
             ]
             self._dask[kind] = dd.from_delayed(futures, meta=meta, verify_meta=False)
         return self._dask[kind]
+
+    @property
+    def sources(self) -> dict[str, Any]:
+        """Per rank, the window directory its node reads (each node's loader notes stay there)."""
+        return {"ranks": {r: {"files": [p]} for r, p in self.paths.items()}}
 
     events = LazyFrame[Any](
         "Every event of every rank (``dask.dataframe``, one partition per rank)."

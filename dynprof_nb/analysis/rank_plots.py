@@ -1,4 +1,5 @@
-"""Plots of the cluster analyses (matplotlib Figures, never pyplot state)."""
+"""Plots of the multi-rank analyses of :mod:`dynprof_nb.analysis.ranks` (matplotlib Figures,
+never pyplot state)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from dynprof_nb.analysis import cluster
+from dynprof_nb.analysis import ranks
 from dynprof_nb.analysis.figure import Figure
 
 PARTS = [
@@ -20,7 +21,7 @@ PARTS = [
 def rank_step_breakdown(window: Any, step: int | None = None) -> Figure:
     """One stacked bar per rank: computing, communication not overlapped, overlapped, free (ms).
     A slow rank stands out by its computing; the ranks waiting for it by their communication."""
-    br = cluster.step_breakdown(window)
+    br = ranks.step_breakdown(window)
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()
     if br.empty:
@@ -57,7 +58,7 @@ def rank_step_breakdown(window: Any, step: int | None = None) -> Figure:
 
 def bandwidth_heatmap(window: Any, step: int | None = None) -> Figure:
     """Rank x rank heat map of link bandwidth (GB/s): slow links are the dark cells."""
-    m = cluster.communication_matrix(window, step=step)
+    m = ranks.communication_matrix(window, step=step)
     fig = Figure(figsize=(5, 4), layout="constrained")
     ax = fig.add_subplot()
     if m.empty:

@@ -1,12 +1,12 @@
 """What a node agent can do, and nothing else: the fixed set of operations (no Dask here).
 
-The cluster controller calls :meth:`NodeOps.call` with an operation name from
+The cluster controller calls :meth:`NodeOperations.call` with an operation name from
 :data:`OPERATIONS` and a payload of plain data (strings, numbers, dicts of them): apply a
 command to a job's segment, report a job's rank slots, list a job's windows, check a window path,
 take the stacks of the job's ranks on this node.
 Reading a window's tables is a task (:mod:`dynprof_nb.cluster.reduce`) that first asks
-:meth:`NodeOps.window_path` whether the path is one of the job's windows on this node. A fixed
-surface is what lets the access check sit in one place: every operation names the requesting
+:meth:`NodeOperations.window_path` whether the path is one of the job's windows on this node. A
+fixed surface is what lets the access check sit in one place: every operation names the requesting
 user, and an agent acts only for the user it runs as (:mod:`dynprof_nb.cluster.access`).
 
 Commands go through the node's :class:`~dynprof_nb.control.job.Job`, so a node validates and
@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import windows
+from dynprof_nb import window_dirs
 from dynprof_nb.cluster.access import refusal, user_name
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control import trigger
@@ -33,9 +34,8 @@ from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, collect, progress_fields
 from dynprof_nb.control.status import age_s
 from dynprof_nb.protocol import ACTIONS, check_reason
 from dynprof_nb.segment import check_job_name, list_jobs
-from dynprof_nb.training.steptimes import check_definition
+from dynprof_nb.shared_layout import check_definition
 
-OPERATIONS = ("hello", "apply", "status", "windows", "trigger", "step_times", "stacks")
 ARM_POLL_S = 0.005
 ARM_WAIT_MAX_S = 10.0
 
@@ -48,7 +48,7 @@ class NotYourJob(OperationError):
     """An operation from a user other than the one the agent runs as."""
 
 
-class NodeOps:
+class NodeOperations:
     """The node's jobs as the agent sees them: open ``Job`` handles and the seq map."""
 
     def __init__(self, name: str, key: str) -> None:
@@ -65,7 +65,7 @@ class NodeOps:
         :class:`NotYourJob`, except ``hello``, which says whose agent this is and nothing
         more."""
         if op not in OPERATIONS:
-            raise OperationError(f"unknown operation {op!r}; an agent does {OPERATIONS}.")
+            raise OperationError(f"unknown operation {op!r}; an agent does {tuple(OPERATIONS)}.")
         if not isinstance(payload, dict):
             raise OperationError(f"payload must be a dict, got {type(payload).__name__}.")
         payload = dict(payload)
@@ -77,7 +77,7 @@ class NodeOps:
             if op == "hello":
                 return {**who, "foreign": True}
             raise NotYourJob(why)
-        answer = getattr(self, f"_op_{op}")(**payload)
+        answer = OPERATIONS[op](self, **payload)
         return {**who, **answer}
 
     def _op_hello(self) -> dict[str, Any]:
@@ -241,7 +241,7 @@ class NodeOps:
                 roots = handle.roots()
         except JobError:
             return []
-        return [row for row in windows.find_windows(roots, job=job) if row["rank"] in ranks]
+        return [row for row in window_dirs.find_windows(roots, job=job) if row["rank"] in ranks]
 
     def window_path(self, job: str, path: str, user: Any = None) -> Path:
         """``path`` if it is one of ``job``'s windows on this node, asked for by the user the
@@ -285,3 +285,16 @@ def _inside(path: str, roots: list[str]) -> bool:
     """``path``, symlinks resolved, is one of ``roots`` or under one (also resolved)."""
     real = os.path.realpath(path)
     return any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+# Every operation an agent does, by the name the controller sends: the one dispatch table (an
+# operation not listed here cannot be called, and "find usages" reaches every handler).
+OPERATIONS: dict[str, Callable[..., dict[str, Any]]] = {
+    "hello": NodeOperations._op_hello,
+    "apply": NodeOperations._op_apply,
+    "status": NodeOperations._op_status,
+    "windows": NodeOperations._op_windows,
+    "trigger": NodeOperations._op_trigger,
+    "step_times": NodeOperations._op_step_times,
+    "stacks": NodeOperations._op_stacks,
+}

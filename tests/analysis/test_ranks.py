@@ -1,5 +1,5 @@
-"""Cluster analyses on the real text windows: matrix / slow links against msprof-analyze's own
-cluster_communication_matrix.json, slow-rank detection, plots."""
+"""Multi-rank analyses (analysis/ranks.py) on the real text windows: matrix / slow links against
+msprof-analyze's own cluster_communication_matrix.json, slow-rank detection, plots."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.analysis import cluster
+from dynprof_nb.analysis import ranks
 
 CLUSTER = fixtures_dir() / "ascend_real" / "cluster_2rank"
 TEXT = fixtures_dir() / "ascend_real" / "text_level0"
@@ -38,7 +38,7 @@ def test_communication_matrix_and_slow_links():
     mat = w.communication_matrix()
     assert {"src_rank", "dst_rank", "transport", "bandwidth_gbps"} <= set(mat.columns)
     assert (mat["bandwidth_gbps"] > 0).all()
-    slow = cluster.slow_links(w, threshold=0.9)
+    slow = ranks.slow_links(w, threshold=0.9)
     assert set(slow["transport"]) <= set(mat["transport"])
     assert all("GB/s" in n for n in slow["note"])
     assert isinstance(w.plot_bandwidth(), Figure)
@@ -55,7 +55,7 @@ def test_slow_rank_is_found_and_explained(tmp_path: Path):
     sr = w.slow_ranks()
     # with two ranks the median sits between them: rank 1 is 20% above it
     assert sr.set_index("rank")["slow"].to_dict() == {0: False, 1: True}
-    note = cluster.slow_rank_note(w)
+    note = ranks.slow_rank_note(w)
     assert note.startswith("rank 1 computes longer")
     fig = w.plot_rank_steps()
     assert isinstance(fig, Figure) and len(fig.axes[0].patches) >= 6
@@ -63,9 +63,9 @@ def test_slow_rank_is_found_and_explained(tmp_path: Path):
 
 def test_top_kernels_and_communication_share_text_window():
     w = dynprof_nb.load_window(TEXT)
-    top = cluster.top_kernels(w, n=5)
+    top = ranks.top_kernels(w, n=5)
     assert len(top) == 5 and top["sum_us"].is_monotonic_decreasing
-    share = cluster.communication_share(w)
+    share = ranks.communication_share(w)
     st = w.steps
     expect = (st["communication_us"] - st["overlapped_us"]).sum() / st["duration_us"].sum()
     assert share == pytest.approx(expect)
@@ -79,3 +79,10 @@ def test_npu_summary_leads_with_device_time_communication_and_slow_rank():
     assert notes[1].startswith("communication not hidden behind computation: 71%")
     assert notes[2].startswith("no slow rank")
     assert w.summary().header["device_time_ms"] > 0
+
+
+def test_the_old_name_still_imports_with_a_warning():
+    # notebooks/npu_cluster.ipynb told users `from dynprof_nb.analysis import cluster`
+    with pytest.warns(DeprecationWarning, match="dynprof_nb.analysis.ranks"):
+        from dynprof_nb.analysis import cluster
+    assert cluster is ranks

@@ -11,14 +11,14 @@ from jobutil import running_ranks, unique_job, wait_until
 from dynprof_nb import segment
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
-from dynprof_nb.cluster.ops import OPERATIONS, NodeOps, OperationError
+from dynprof_nb.cluster.operations import OPERATIONS, NodeOperations, OperationError
 from dynprof_nb.config import ConfigError, ProfilerConfig
 
 ME = requester()
 
 
 def test_only_the_listed_operations_with_plain_payloads():
-    ops = NodeOps("n0", node_key())
+    ops = NodeOperations("n0", node_key())
     with pytest.raises(OperationError, match="unknown operation"):
         ops.call("exec", {"code": "print(1)"})
     with pytest.raises(OperationError, match="payload must be a dict"):
@@ -31,7 +31,7 @@ def test_only_the_listed_operations_with_plain_payloads():
 
 def test_apply_validates_as_a_job_does_and_maps_the_cluster_seq(tmp_path):
     job = unique_job("ops")
-    ops = NodeOps("n0", node_key())
+    ops = NodeOperations("n0", node_key())
     try:
         bad = ProfilerConfig().to_dict() | {"start_step": 5, "stop_step": 2}
         with pytest.raises(ConfigError):

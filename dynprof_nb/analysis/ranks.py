@@ -1,6 +1,7 @@
-"""Cluster analyses of an NPU window in pandas: the questions msprof-analyze's recipes answer
-(compute_op_sum, hccl_sum, cluster_time_summary, communication_time_sum, communication_matrix,
-slow_rank, slow_link), each one call on a loaded window, with the same numbers.
+"""Multi-rank analyses of an NPU window in pandas: the questions msprof-analyze's cluster
+recipes answer (compute_op_sum, hccl_sum, cluster_time_summary, communication_time_sum,
+communication_matrix, slow_rank, slow_link), each one call on a loaded window, with the same
+numbers.
 
 Every function takes a :class:`~dynprof_nb.traces.window.TraceWindow` (one rank or several) and
 returns a DataFrame; times are µs like msprof-analyze's CSVs.

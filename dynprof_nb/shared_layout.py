@@ -1,0 +1,204 @@
+"""What a rank and its controllers both read, beside the command: the step-time ring and the
+trigger words inside the segment, and the stack-dump files beside it.
+
+The rank side (:mod:`dynprof_nb.training.steptimes`, :mod:`dynprof_nb.training.stackdump`)
+writes these; the controller side (:mod:`dynprof_nb.control.trigger`,
+:mod:`dynprof_nb.control.stacks`, the cluster agents) reads them. Both import this module and
+never each other, so a change of layout is made in one place and no import cycle joins
+``training/`` and ``control/``. The segment (:mod:`dynprof_nb.segment`) only reserves the bytes
+of the ring and trigger regions; their words are laid out here.
+
+**The step-time ring.** One per slot, written only by that rank's heartbeat thread: a header of
+summary words (``R_*``, relative to :meth:`Segment.ring_base`), then
+:data:`~dynprof_nb.segment.RING_ENTRIES` ``(step, end_ns)`` pairs (``time.monotonic_ns``). The
+count is published last, so a reader never sees half an entry.
+
+**The trigger.** Numeric words (``T_*``, relative to :attr:`Segment.trigger_base`; word 0 is the
+text seqlock), then its definition as JSON (checked by :func:`check_definition`) and the last
+reason.
+
+**Stack dumps.** In a private per-user directory (``/dev/shm/dynprof_nb-stacks.<uid>``, mode
+0700, owner-checked, never followed through a symlink): ``<pid>.<start>.stack`` (faulthandler's
+dump on :data:`STACK_SIGNAL`) and ``<job>.<rank>.<pid>.json`` (the side file: thread names, the
+step and its timing).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dynprof_nb.segment import RING_ENTRIES, RING_HEADER_WORDS, Segment
+
+# -- the step-time ring --------------------------------------------------------------------
+
+# ring header words (relative to Segment.ring_base)
+R_COUNT, R_RECENT_NS, R_MEDIAN_NS, R_LAST_NS = range(4)
+
+
+def write_entry(words: Any, ring: int, step: int, end_ns: int) -> None:
+    """Append one observation (the single writer: this rank's heartbeat thread)."""
+    i = words[ring + R_COUNT]
+    e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
+    words[e] = step
+    words[e + 1] = end_ns
+    words[ring + R_COUNT] = i + 1  # published last: a reader never sees a half entry
+
+
+def read_entries(words: Any, ring: int, last: int = RING_ENTRIES) -> list[tuple[int, int]]:
+    """Up to ``last`` + 1 newest ``(step, end_ns)`` entries, oldest first, none torn: those
+    the writer overwrote while we read are dropped."""
+    count = words[ring + R_COUNT]
+    n = min(count, RING_ENTRIES - 1, last + 1)
+    out = []
+    for i in range(count - n, count):
+        e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
+        out.append((words[e], words[e + 1]))
+    overwritten = words[ring + R_COUNT] - (RING_ENTRIES - 1) - (count - n)
+    return out[max(0, overwritten) :]
+
+
+def durations(entries: list[tuple[int, int]]) -> list[tuple[int, int, float, str]]:
+    """``(step, end_ns, duration_s per step, kind)`` from consecutive entries."""
+    rows = []
+    for (s0, t0), (s1, t1) in zip(entries, entries[1:], strict=False):
+        if s1 > s0 and t1 >= t0:
+            rows.append(
+                (s1, t1, (t1 - t0) / 1e9 / (s1 - s0), "step" if s1 - s0 == 1 else "interval")
+            )
+    return rows
+
+
+def median_of(values: Any) -> float:
+    """The median of ``values`` (0.0 when empty): the ring's summary words and the trigger's
+    reference use this one definition."""
+    v = sorted(values)
+    n = len(v)
+    if not n:
+        return 0.0
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def job_median_ns(seg: Segment) -> float:
+    """The median of the live ranks' recent step times (0 when none has one yet)."""
+    values = [seg.words[seg.ring_base(s.index) + R_RECENT_NS] for s in seg.slots() if s.live]
+    return median_of([v for v in values if v > 0])
+
+
+# -- the trigger ---------------------------------------------------------------------------
+
+# trigger words (relative to Segment.trigger_base; word 0 is the text seqlock)
+T_GEN, T_FIRED, T_LAST_FIRE_NS, T_BASELINE_NS, T_REQ, T_REQ_DONE, T_ARMED_NS = range(1, 8)
+TRIGGER_DEFAULTS = {
+    "slowdown": 2.0,
+    "steps": 10,
+    "cooldown_s": 600.0,
+    "max_windows": 3,
+    "confirm": 1,
+    "disk_budget_mb": None,
+    "mode": "local",
+    "window": {},
+}
+
+
+class TriggerError(ValueError):
+    """A trigger definition that cannot be used (the message says which value)."""
+
+
+def check_definition(raw: dict[str, Any]) -> dict[str, Any]:
+    """A trigger definition with defaults filled in, every value checked."""
+    unknown = sorted(set(raw) - set(TRIGGER_DEFAULTS) - {"armed_at"})
+    if unknown:
+        raise TriggerError(
+            f"trigger: unknown option {unknown[0]!r}; the options are "
+            f"{sorted(TRIGGER_DEFAULTS)} and the window's config keys."
+        )
+    d = dict(TRIGGER_DEFAULTS, **raw)
+
+    def number(key: str, low: float, integer: bool = False) -> None:
+        v = d[key]
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not math.isfinite(v)
+            or v < low
+            or (integer and int(v) != v)
+        ):
+            kind = "a whole number" if integer else "a number"
+            raise TriggerError(f"trigger: {key}={v!r}; expected {kind} >= {low}.")
+        d[key] = int(v) if integer else float(v)
+
+    number("slowdown", 1.01)
+    number("steps", 1, integer=True)
+    number("cooldown_s", 0)
+    number("max_windows", 1, integer=True)
+    number("confirm", 1, integer=True)
+    if d["disk_budget_mb"] is not None:
+        number("disk_budget_mb", 0)
+    if d["mode"] not in ("local", "cluster"):
+        raise TriggerError(f"trigger: mode={d['mode']!r}; expected 'local' or 'cluster'.")
+    if not isinstance(d["window"], dict):
+        raise TriggerError("trigger: window options must be a dict of config keys.")
+    return d
+
+
+# -- stack dumps ---------------------------------------------------------------------------
+
+STACK_SIGNAL = signal.SIGRTMIN + 7  # why this one: see dynprof_nb.training.stackdump
+
+
+class StackDirError(RuntimeError):
+    """The private directory is not safe to use (another owner, too open, a symlink)."""
+
+
+def stack_dir(create: bool = True) -> Path:
+    """This user's private directory for stack dumps, created 0700 and checked every time:
+    owned by us, a real directory (not a symlink), no access for group or others."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    # not "dynprof_nb.<uid>.<name>": that is a job segment's name, and list_jobs() would list it
+    path = Path(base) / f"dynprof_nb-stacks.{os.getuid()}"
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise StackDirError(
+            f"{path} is not a private directory of uid {os.getuid()} (owner {info.st_uid}, "
+            f"mode {stat.filemode(info.st_mode)}): refusing to use it for stack dumps. "
+            "Remove it; dynprof_nb recreates it."
+        )
+    return path
+
+
+def dump_name(pid: int, pid_start: int) -> str:
+    """The dump file of process ``pid`` started at ``pid_start`` (clock ticks since boot)."""
+    return f"{pid}.{pid_start}.stack"
+
+
+def side_name(job: str, rank: int, pid: int) -> str:
+    """The side file of one Monitor: job ``job``'s rank ``rank`` in process ``pid``."""
+    return f"{job}.{rank}.{pid}.json"
+
+
+def caught_signals(pid: int | str = "self") -> int:
+    """The ``SigCgt`` mask of a process: bit ``n-1`` set when signal ``n`` has a handler."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"SigCgt:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def catches(pid: int | str, signum: int = STACK_SIGNAL) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (a controller signals only then)."""
+    return bool(caught_signals(pid) >> (signum - 1) & 1)
