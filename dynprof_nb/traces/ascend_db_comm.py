@@ -124,12 +124,8 @@ def communication(
     if len(tasks) and tasks["op_id"].notna().any():
         times = _plane_times(tasks)
         tot = ascend_bandwidth.op_totals(_task_bandwidth(tasks), "op_id")
-        if notes is not None and len(times) < tasks["op_id"].nunique():
-            notes.append(
-                "communication wait/transit/synchronization/idle unknown (NaN) for ops whose "
-                "HCCL tasks carry no plane id (a Level0 export): the planes run in parallel, "
-                "so their tasks cannot be summed, and Ascend's analysis gives none either"
-            )
+        if notes is not None and len(times) < tasks["op_id"].nunique() and NO_PLANES not in notes:
+            notes.append(NO_PLANES)
     op = ops["op_id"]
     elapse = (ops["end_ns"] - ops["start_ns"]) / 1000.0
     transit, wait = op.map(times["transit_us"]), op.map(times["wait_us"])
@@ -158,6 +154,11 @@ def communication(
     return schema.conform(out.sort_values("start_ns", ignore_index=True), "communication")
 
 
+NO_PLANES = (
+    "communication wait/transit/synchronization/idle unknown (NaN) for ops whose HCCL tasks "
+    "carry no plane id (a Level0 export): the planes run in parallel, so their tasks cannot be "
+    "summed, and Ascend's analysis gives none either"
+)
 # planeId of a task that has none (Level0 exports write UINT32_MAX on every task)
 NO_PLANE = 2**32 - 1
 
