@@ -71,6 +71,7 @@ bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.stamp
 	$(BIN)/python benchmarks/load_trace.py
 	$(BIN)/python benchmarks/load_ascend.py
 	$(BIN)/python benchmarks/load_db.py
+	$(BIN)/python benchmarks/multirank_load.py --ranks 8 --mb 100
 
 # N simulated nodes (Linux namespaces: needs root) x R ranks driven through Dask; see docs/cluster.md
 bench-cluster: $(VENV)/.test

@@ -108,11 +108,10 @@ def communication_ops(window: Any, per_rank: bool = True) -> pd.DataFrame:
     )
     keys = (["rank"] if per_rank else []) + ["type"]
     out = _describe(c, keys)
+    # min_count=1: an op type whose wait is unknown (Level0 tasks have no planes) stays NaN, not 0
     extra = (
-        c.groupby(keys, dropna=False)
-        .agg(
-            wait_us=("wait_us", "sum"), transit_us=("transit_us", "sum"), size_mb=("size_mb", "sum")
-        )
+        c.groupby(keys, dropna=False)[["wait_us", "transit_us", "size_mb"]]
+        .sum(min_count=1)
         .reset_index()
     )
     out = out.merge(extra, on=keys, how="left")

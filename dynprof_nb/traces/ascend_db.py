@@ -329,7 +329,7 @@ class AscendDb:
 
     def communication(self) -> pd.DataFrame:
         """One row per communication op (see ``ascend_db_comm.communication``)."""
-        return ascend_db_comm.communication(self.db, self.ana, self.step_time())
+        return ascend_db_comm.communication(self.db, self.ana, self.step_time(), self.notes)
 
     def links(self) -> pd.DataFrame:
         """Per communication op and link: size, transit time, bandwidth."""

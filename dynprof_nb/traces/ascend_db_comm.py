@@ -94,13 +94,21 @@ def comm_tasks(db: DbFile) -> pd.DataFrame:
     return df[TASK_COLUMNS]
 
 
-def communication(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd.DataFrame:
+def communication(
+    db: DbFile, ana: DbFile | None, step_time: pd.DataFrame, notes: list[str] | None = None
+) -> pd.DataFrame:
     """One row per communication op, with the columns of the communication.json reader.
 
     analysis.db ``CommAnalyzerTime``/``CommAnalyzerBandwidth`` when present (the same numbers as
-    communication.json); otherwise COMMUNICATION_OP with wait (Notify Wait tasks) and transit
-    (the union of the data-moving tasks) from its HCCL tasks. Either way ``size_mb`` and
-    ``bandwidth_gbps`` come from the per-transport rows of :func:`bandwidth` by the one rule of
+    communication.json); otherwise COMMUNICATION_OP with transit, wait and synchronization from
+    the HCCL tasks of the op's main plane (:func:`_plane_times`, Ascend's own definitions) and
+    idle = elapse - transit - wait. Where the tasks carry no plane id (a Level0 export: planeId
+    is 4294967295 on every task) those four are NaN: the planes' tasks run in parallel, mixed on
+    one stream, so summing them counted every plane's wait (rank 1 of the Level0 sample waited
+    198,676 µs in ops that lasted 93,994 µs), and no peer computes them there either (torch_npu
+    writes no CommAnalyzerTime at Level0; msprof-analyze's communication_time_sum writes
+    nothing). ``notes`` (if given) is told why. Either way ``size_mb`` and ``bandwidth_gbps``
+    come from the per-transport rows of :func:`bandwidth` by the one rule of
     :func:`ascend_bandwidth.op_totals`, as the text reader's do.
     """
     if ana is not None and "hccl_op_name" in ana.columns("CommAnalyzerTime"):
@@ -111,28 +119,27 @@ def communication(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd
     if ops.empty:
         return schema.empty("communication")
     tasks = comm_tasks(db)
-    wait = transit = pd.Series(dtype="float64")
+    times = pd.DataFrame(columns=["transit_us", "wait_us", "synchronization_us"], dtype="float64")
     tot = ascend_bandwidth.op_totals(pd.DataFrame(columns=["op_id", "transport"]), "op_id")
     if len(tasks) and tasks["op_id"].notna().any():
-        kind = tasks["task"].astype(str)
-        is_wait = kind.isin(WAIT_TASKS)
-        moves = ~is_wait & ~kind.isin(SIGNAL_TASKS)
-        main = _on_main_plane(tasks, is_wait)
-        wait = _summed(tasks[is_wait & main])
-        transit = _summed(tasks[moves & main])
+        times = _plane_times(tasks)
         tot = ascend_bandwidth.op_totals(_task_bandwidth(tasks), "op_id")
+        if notes is not None and len(times) < tasks["op_id"].nunique() and NO_PLANES not in notes:
+            notes.append(NO_PLANES)
     op = ops["op_id"]
+    elapse = (ops["end_ns"] - ops["start_ns"]) / 1000.0
+    transit, wait = op.map(times["transit_us"]), op.map(times["wait_us"])
     out = pd.DataFrame(
         {
             "step": steps_of(ops["start_ns"].to_numpy("int64"), step_time),
             "name": ops["name"],
             "group": ops["grp"],
             "start_ns": pd.array(ops["start_ns"], dtype="Int64"),
-            "elapse_us": (ops["end_ns"] - ops["start_ns"]) / 1000.0,
-            "transit_us": op.map(transit).astype("float64"),
-            "wait_us": op.map(wait).astype("float64"),
-            "synchronization_us": np.nan,
-            "idle_us": np.nan,
+            "elapse_us": elapse,
+            "transit_us": transit.astype("float64"),
+            "wait_us": wait.astype("float64"),
+            "synchronization_us": op.map(times["synchronization_us"]).astype("float64"),
+            "idle_us": (elapse - transit - wait).astype("float64"),
             "size_mb": op.map(tot["size_mb"]).astype("float64"),
             "bandwidth_gbps": op.map(tot["bandwidth_gbps"]).astype("float64"),
             "source": db.path.name,
@@ -147,23 +154,53 @@ def communication(db: DbFile, ana: DbFile | None, step_time: pd.DataFrame) -> pd
     return schema.conform(out.sort_values("start_ns", ignore_index=True), "communication")
 
 
+NO_PLANES = (
+    "communication wait/transit/synchronization/idle unknown (NaN) for ops whose HCCL tasks "
+    "carry no plane id (a Level0 export): the planes run in parallel, so their tasks cannot be "
+    "summed, and Ascend's analysis gives none either"
+)
+# planeId of a task that has none (Level0 exports write UINT32_MAX on every task)
+NO_PLANE = 2**32 - 1
+
+
+def _plane_ids(tasks: pd.DataFrame) -> pd.Series:
+    """Each task's planeId, NaN where it has none (missing, or the UINT32_MAX sentinel)."""
+    plane = pd.to_numeric(tasks["plane"], errors="coerce")
+    return plane.where(plane < NO_PLANE)
+
+
 def _on_main_plane(tasks: pd.DataFrame, is_wait: pd.Series) -> pd.Series:
     """Whether each task is on its op's main plane, the one Ascend's op-level Transit / Wait
     Time are read from: the lowest planeId of the op that waits on a peer (plane 0 may hold
     only the copies within the device). The planes run in parallel, so the op's times are one
-    plane's, not all planes' together. Tasks of an op without plane ids are all "main"."""
-    plane = pd.to_numeric(tasks["plane"], errors="coerce")
-    if plane.isna().all():
-        return pd.Series(True, index=tasks.index)
+    plane's, not all planes' together. Tasks without a plane id are on none."""
+    plane = _plane_ids(tasks)
     waits = plane[is_wait].groupby(tasks["op_id"][is_wait]).min()
     main = tasks["op_id"].map(waits).fillna(plane.groupby(tasks["op_id"]).transform("min"))
-    return (plane == main) | plane.isna()
+    return plane.notna() & (plane == main)
 
 
-def _summed(tasks: pd.DataFrame) -> pd.Series:
-    """Per op_id, the summed task durations (µs) of one plane's tasks (they run one after
-    another: their sum is the time the plane spent)."""
-    return ((tasks["end_ns"] - tasks["start_ns"]) / 1000.0).groupby(tasks["op_id"]).sum()
+def _plane_times(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Per op_id with plane ids, from its main plane's tasks (they run one after another, so
+    their summed durations are the time the plane spent), Ascend's definitions: transit_us =
+    the data-moving tasks, wait_us = the Notify Wait tasks, synchronization_us = the Notify
+    Wait tasks that start before its first data-moving task (all of them if none moves)."""
+    kind = tasks["task"].astype(str)
+    is_wait = kind.isin(WAIT_TASKS)
+    moves = ~is_wait & ~kind.isin(SIGNAL_TASKS)
+    main = _on_main_plane(tasks, is_wait)
+    t = tasks[main]
+    dur = (t["end_ns"] - t["start_ns"]) / 1000.0
+    first_move = t["start_ns"].where(moves[main]).groupby(t["op_id"]).transform("min")
+    before = is_wait[main] & ~(t["start_ns"] >= first_move)
+    by = t["op_id"]
+    return pd.DataFrame(
+        {
+            "transit_us": dur.where(moves[main], 0.0).groupby(by).sum(),
+            "wait_us": dur.where(is_wait[main], 0.0).groupby(by).sum(),
+            "synchronization_us": dur.where(before, 0.0).groupby(by).sum(),
+        }
+    )
 
 
 def _task_bandwidth(tasks: pd.DataFrame) -> pd.DataFrame:

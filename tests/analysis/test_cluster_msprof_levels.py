@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 
 import msprof
+import numpy as np
 import pandas as pd
 import pytest
 from testdata import fixtures_dir
@@ -30,6 +31,7 @@ def oracle(request, tmp_path_factory) -> dict:
         msprof.run(root, recipe)
     msprof.run(root)
     return {
+        "src": fixtures_dir() / "ascend_real" / request.param,
         "out": root / "cluster_analysis_output",
         "step_trace": msprof.cluster_step_trace(root),
         "window": dynprof_nb.load_window(root),
@@ -69,6 +71,55 @@ def test_communication_time_sum_per_op(oracle):
         assert part["elapse_us"].sum() == pytest.approx(tot.loc[r, "elapsed_time"] * 1e3, rel=TOL)
         w, tr = part["wait_us"].sum(), part["transit_us"].sum()
         assert w / (w + tr) == pytest.approx(tot.loc[r, "wait_time_ratio"], abs=1e-4)
+
+
+def test_raw_tasks_give_communication_time_sums_numbers(oracle, tmp_path):
+    """Without analysis.db the .db reader computes each op's times from the HCCL tasks of its
+    main plane: they must be communication_time_sum's for the same run (elapsed, transit, wait,
+    synchronization, idle), and within the op (wait + transit <= elapsed)."""
+    raw_root = tmp_path / "raw"
+    shutil.copytree(oracle["src"], raw_root)
+    for ana in raw_root.glob("rank*/ASCEND_PROFILER_OUTPUT/analysis.db"):
+        ana.unlink()
+    ours = dynprof_nb.load_window(raw_root).communication
+    assert "analysis.db" not in set(ours["source"])
+    t = pd.read_csv(oracle["out"] / "CommunicationTimeSum" / "cluster_communication_time.csv")
+    ops = t[t["hccl_op_name"] != "Total Op Info"].rename(
+        columns={"rank_id": "rank", "hccl_op_name": "name"}
+    )
+    ops["step"] = ops["step"].str.removeprefix("step").astype(int)
+    cols = {
+        "elapse_us": "elapsed_time",
+        "transit_us": "transit_time",
+        "wait_us": "wait_time",
+        "synchronization_us": "synchronization_time",
+        "idle_us": "idle_time",
+    }
+    for c in cols.values():
+        ops[c] = ops[c] * 1000.0
+    m = ours.merge(ops, on=["rank", "step", "name"], how="inner")
+    assert len(m) == len(ops) == len(ours) > 0
+    for mine, theirs in cols.items():  # synchronization is often 0: an absolute floor of 0.05 µs
+        assert np.allclose(m[mine], m[theirs], rtol=TOL, atol=0.05), (mine, m[[mine, theirs]])
+    assert (ours["wait_us"] + ours["transit_us"] <= ours["elapse_us"]).all()
+
+
+def test_level0_op_times_are_unknown_as_msprof_analyze_has_none(tmp_path):
+    """A Level0 export's HCCL tasks carry no plane id, so the op's main plane cannot be told
+    apart: summing every plane's Notify Waits gave rank 1 a wait of 198,676 µs in 93,994 µs of
+    ops. msprof-analyze computes no per-op times there (communication_time_sum writes nothing);
+    dynprof_nb leaves them NaN, says why, and keeps what is known (elapse, from the ops)."""
+    root = tmp_path / "db_level0"
+    shutil.copytree(fixtures_dir() / "ascend_real" / "db_level0", root)
+    msprof.run(root, "communication_time_sum")
+    assert not list((root / "cluster_analysis_output").rglob("*.csv"))
+    w = dynprof_nb.load_window(root)
+    c = w.communication
+    assert len(c) == 8 and (c["elapse_us"] > 0).all()
+    for col in ("transit_us", "wait_us", "synchronization_us", "idle_us"):
+        assert c[col].isna().all(), col
+    notes = " ".join(w.rank_window(1).sources["communication"]["notes"])
+    assert "no plane id" in notes
 
 
 def test_communication_time_sum_bandwidth(oracle):

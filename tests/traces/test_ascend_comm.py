@@ -16,6 +16,7 @@ from testdata import fixtures_dir
 import dynprof_nb
 from dynprof_nb import samples
 from dynprof_nb.traces import ascend, ascend_db_comm
+from dynprof_nb.traces.ascend_db import AscendDb
 
 REAL = fixtures_dir() / "ascend_real"
 TEXT_FILES = sorted(
@@ -134,6 +135,8 @@ def test_db_from_raw_tasks_agrees_with_ascends_analysis(root):
         for col in ("elapse_us", "transit_us", "wait_us", "size_mb", "bandwidth_gbps"):
             rel = ((raw[col] - ana[col]) / ana[col]).abs().max()
             assert rel < 5e-3, (col, rel)
+        for col in ("synchronization_us", "idle_us"):  # synchronization is often 0
+            assert np.allclose(raw[col], ana[col], rtol=5e-3, atol=0.05), col
         per = ascend_db_comm.bandwidth(adb.db, None, adb.step_time())
         theirs = w.communication_bandwidth()
         theirs = theirs[theirs["rank"] == r]
@@ -141,6 +144,36 @@ def test_db_from_raw_tasks_agrees_with_ascends_analysis(root):
         assert len(m) == len(per) == len(theirs)
         for col in ("size_mb", "transit_us", "bandwidth_gbps"):
             assert ((m[col] - m[f"{col}_ana"]) / m[f"{col}_ana"]).abs().max() < 5e-3
+
+
+ALL_DBS = sorted(
+    p
+    for root in (fixtures_dir(), Path(samples.path("ascend_db")).parent)
+    for p in root.rglob("*.db")
+    if p.name != "analysis.db"
+)
+
+
+def test_every_fixture_db_is_checked():
+    assert len(ALL_DBS) >= 9, ALL_DBS
+
+
+@pytest.mark.parametrize("db", ALL_DBS, ids=lambda p: "/".join(p.parts[-4:]))
+def test_op_times_fit_in_the_op_for_every_fixture_db(db):
+    """No time inside an op can exceed the op: wait + transit <= elapse (so each <= elapse),
+    synchronization <= wait and idle >= 0, whether read from analysis.db or computed from the
+    raw tasks; where a number is not known it is NaN, never a sum over parallel planes."""
+    ana = db.parent / "analysis.db"
+    for adb in (AscendDb(db, ana if ana.is_file() else None), AscendDb(db)):
+        c = adb.communication()
+        known = c["wait_us"].notna()
+        assert (known == c["transit_us"].notna()).all()
+        k = c[known]
+        slack = 1e-6 * k["elapse_us"] + 0.01  # Ascend's ms values carry 1e-8 ms rounding
+        assert (k["wait_us"] + k["transit_us"] <= k["elapse_us"] + slack).all(), k.to_string()
+        assert (k["synchronization_us"].fillna(0) <= k["wait_us"] + 0.01).all()
+        assert (k["idle_us"].fillna(0) >= -0.01).all()
+        assert (c["elapse_us"] > 0).all()
 
 
 def test_level0_sample_communication_has_its_step():
