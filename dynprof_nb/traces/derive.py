@@ -51,7 +51,8 @@ def device_kinds(
     its category or a Memcpy/Memset/dma name), "computation", or "other" (synchronisation and
     NCCL helpers), HTA's ``get_kernel_type`` with dynprof_nb's communication patterns."""
     text = names.astype(object).fillna("").astype(str)
-    uniq, inv = np.unique(text.to_numpy(dtype=object).astype(str), return_inverse=True)
+    # each distinct name once: a fixed-width copy of a million long kernel names is gigabytes
+    inv, uniq = pd.factorize(text.to_numpy(dtype=object))
     kind_u = np.where(
         [bool(_MEMORY_NAME.match(u)) for u in uniq],
         "memory",

@@ -44,6 +44,7 @@ from dynprof_nb.protocol import STEP_PREFIX, STEP_RE
 from . import budget, chrome, derive, fastjson, schema
 from ._time import NA_NS
 from .derive import DEVICE_CATS
+from .errors import TraceRepairWarning, warn
 from .ops import NON_OP_CATS, table_from_sums
 
 STREAM_ENV = "DYNPROF_NB_STREAM"
@@ -85,6 +86,12 @@ def wanted(paths: list[Path]) -> bool:
     force = os.environ.get(STREAM_ENV, "").strip()
     if force in ("0", "1"):
         return force == "1"
+    return too_big(paths)
+
+
+def too_big(paths: list[Path]) -> bool:
+    """Whether the events frame of these traces would need more than half the memory a load
+    may use (``FRAME_PER_BYTE`` x their text, gzip files at a fifth of the gzip budget ratio)."""
     size = 0
     for p in paths:
         try:
@@ -95,6 +102,10 @@ def wanted(paths: list[Path]) -> bool:
     return size * FRAME_PER_BYTE > budget.load_memory() // 2
 
 
+def _nothing() -> None:
+    return None
+
+
 def _pieces(path: Path) -> tuple[fastjson.Top, Iterator[Any], Callable[[], None], list[str]]:
     """The trace's top object and its event pieces (read from the file as they are decoded;
     a gzip file is inflated first, within the reader's budgets)."""
@@ -102,12 +113,16 @@ def _pieces(path: Path) -> tuple[fastjson.Top, Iterator[Any], Callable[[], None]
     size = os.fstat(fh.fileno()).st_size
     if fh.read(2) != b"\x1f\x8b":
         fh.seek(0)
-        top, pieces = fastjson.file_pieces(fh, size)
+        try:
+            top, pieces = fastjson.file_pieces(fh, size)
+        except BaseException:
+            fh.close()
+            raise
         return top, pieces, fh.close, []
     fh.close()
     data, notes = chrome.read_bytes(path)
     top, pieces = fastjson.event_pieces(data)
-    return top, pieces, lambda: None, notes
+    return top, pieces, _nothing, notes
 
 
 def stream_trace(path: str | Path, comm_patterns: Any = None) -> Streamed:
@@ -117,8 +132,9 @@ def stream_trace(path: str | Path, comm_patterns: Any = None) -> Streamed:
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        top, pieces, close, notes = _pieces(path)
+        close: Callable[[], None] = _nothing
         try:
+            top, pieces, close, notes = _pieces(path)
             acc = _Reducer(top.baseTimeNanoseconds)
             for piece in pieces:
                 acc.add(piece)
@@ -130,6 +146,16 @@ def stream_trace(path: str | Path, comm_patterns: Any = None) -> Streamed:
         if gc_was:
             gc.enable()
     return acc.result(path, top, notes, comm_patterns)
+
+
+def _int_or_nan(values: list) -> np.ndarray:
+    """chrome._int_or_nan of each value, in one conversion when all are numbers or None."""
+    if set(map(type, values)) <= {int, float, type(None)}:
+        try:
+            return np.array(values, np.float64)
+        except OverflowError:
+            pass
+    return np.array([chrome._int_or_nan(v) for v in values], np.float64)
 
 
 def _label(key: Any) -> str:
@@ -182,8 +208,11 @@ class _HostSums:
 class _Reducer(chrome._Columns):
     """The Chrome reader's piece decoding, each piece reduced as soon as it is decoded."""
 
-    def __init__(self, base: Any) -> None:
+    def __init__(self, base: Any, host: bool = True) -> None:
         super().__init__()
+        self.keep_host = host  # False: no ops (the out-of-core events pass of a window that has)
+        self.on_piece: Callable[..., None] | None = None  # sees each piece's columns (ooc.py)
+        self.iv: pd.DataFrame | None = None  # the step intervals, once the pass is done
         ok = isinstance(base, int) and not isinstance(base, bool) and 0 < base < 2**62
         self.base = base if ok else 0
         self.is_dev = _Lut(DEVICE_CATS.__contains__)
@@ -210,12 +239,14 @@ class _Reducer(chrome._Columns):
         c = {k: v.pop() for k, v in self.cols.items()}
         corr = np.full(n, -1, np.int64)
         stream = np.full(n, np.nan)
+        args: list = []
+        rows = np.empty(0, np.int64)
         if len(self.link_rows) > n_link_rows:
             rows = self.link_rows.pop() - start
             args = self.link_args[n_links:]
             del self.link_args[n_links:]
-            cv = np.array([chrome._int_or_nan(a.correlation) for a in args], np.float64)
-            sv = np.array([chrome._int_or_nan(a.stream) for a in args], np.float64)
+            cv = _int_or_nan([a.correlation for a in args])
+            sv = _int_or_nan([a.stream for a in args])
             ok = ~np.isnan(cv)
             corr[rows[ok]] = cv[ok].astype(np.int64)
             stream[rows] = sv
@@ -229,9 +260,12 @@ class _Reducer(chrome._Columns):
             lo, hi = int(ts[timed].min()), int((ts[timed] + c["dur"][timed]).max())
             self.lo = lo if self.lo is None else min(self.lo, lo)
             self.hi = hi if self.hi is None else max(self.hi, hi)
+        if self.on_piece is not None:
+            self.on_piece(c, ts, corr, stream, args, rows)
         x = c["ph"] == self.ph_t["X"] if "X" in self.ph_t else np.zeros(n, bool)
         dev = x & self.is_dev(self.cat_t)[c["cat"]]
-        self._host(c, ts, x & ~self.is_nonop(self.cat_t)[c["cat"]], start)
+        if self.keep_host:
+            self._host(c, ts, x & ~self.is_nonop(self.cat_t)[c["cat"]], start)
         lean = np.flatnonzero(dev | (x & self.is_marker(self.name_t)[c["name"]]))
         if len(lean):
             for k in self.cols:
@@ -273,8 +307,8 @@ class _Reducer(chrome._Columns):
         other = procs & _OTHER_PROCESSES
         if other:
             raise NotStreamable(f"{path}: has {', '.join(sorted(other))} rows (not Kineto)")
-        lean = self._lean_frame()
-        iv = derive.step_intervals(lean)
+        lean = self.lean_frame()
+        iv = self.iv = derive.step_intervals(lean)
         lean["step"] = derive.device_steps(
             lean, iv, derive.assign_steps(lean["ts_ns"].to_numpy("int64", na_value=0), iv)
         )
@@ -300,7 +334,7 @@ class _Reducer(chrome._Columns):
             procs,
         )
 
-    def _lean_frame(self) -> pd.DataFrame:
+    def lean_frame(self) -> pd.DataFrame:
         """The device rows and step markers as events rows, with the link columns the whole
         frame would have (chrome._link_columns; a launch found in any piece)."""
         cat = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.lean.items()}
@@ -422,3 +456,59 @@ def _walk(
         durs.append(d)
         accs.append(0)
     return out_n, out_s
+
+
+def fill_streamed(w: Any, files: Any) -> bool:
+    """Give window ``w`` (a :class:`.window.TraceWindow` of ``files``) its ops, steps and
+    kernels in one pass when its one Kineto trace is big (:func:`wanted`); False (nothing
+    done) when the window is not that or the trace cannot stream, and it loads as usual."""
+    if not streamable(files) or not wanted(files.traces):
+        return False
+    path = files.traces[0]
+    try:
+        s = stream_trace(path, w.comm_patterns)
+    except NotStreamable:
+        return False
+    adopt(w, s, path)
+    return True
+
+
+def streamable(files: Any) -> bool:
+    """Whether a window of ``files`` is one Kineto trace and nothing else."""
+    return not (
+        files.db is not None
+        or files.csv
+        or files.framework
+        or files.step_markers is not None
+        or len(files.traces) != 1
+        or files.traces[0].name == "trace_view.json"
+    )
+
+
+def adopt(w: Any, s: Streamed, path: Path) -> None:
+    """Cache the streamed frames in window ``w`` (as its ``_frame`` would), with their notes."""
+    if s.repairs:
+        warn(TraceRepairWarning(f"{path}: " + "; ".join(s.repairs)), stacklevel=5)
+    w.streamed = s
+    frames = {"ops": s.ops, "steps": s.steps, "kernels": s.kernels}
+    notes = {
+        "ops": "computed from events in one pass (self time = duration minus children on "
+        "the same thread)",
+        "steps": s.steps_how + " (in one pass)",
+        "kernels": "device events (in one pass)",
+    }
+    for kind, frame in frames.items():
+        frame = schema.conform(frame, kind)
+        if w.device is not None and "device" not in frame.columns:
+            frame["device"] = schema.constant_int(w.device, len(frame))
+        w._cache[kind] = frame
+        if frame.empty:
+            w._note(kind, missing=f"{path.name}: no {kind} (read in one pass)")
+        else:
+            w._note(kind, [path], notes=[notes[kind]] + s.repairs)
+            w._provenance(kind)
+    info = s.meta.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int) and w.rank is None:
+        w.rank = info["rank"]
+    if isinstance(s.meta.get("otherData"), dict) and w.framework == "chrome":
+        w.framework = "builtin"
