@@ -26,6 +26,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "tests/data/kineto/hta__df_index_resolver__df_index_resolver.json.gz"
-_TS, _CORR = "@@TS@@", "@@CORR@@"
+_TS, _CORR, _STEP = "@@TS@@", "@@CORR@@", "@@STEP@@"
+STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 DECODE = r"""
 import gc, os, resource, sys, time, json
@@ -73,15 +75,20 @@ print(json.dumps(out))
 """
 
 
-def _templates() -> tuple[list[tuple[bytes, bytes, bytes]], list[float], list[int | None], dict]:
-    """Each event's JSON text cut around its ts and its correlation, with their values."""
+def _templates() -> tuple[list, list[float], list[int | None], list[int | None], dict]:
+    """Each event's JSON text cut around its ts and its correlation, with their values (and
+    a step marker's step number, which each copy shifts too)."""
     doc = json.loads(gzip.decompress(SRC.read_bytes()))
-    parts, ts, corr = [], [], []
+    parts, ts, corr, step = [], [], [], []
     for e in doc.pop("traceEvents"):
         ts.append(e.get("ts"))
         a = e.get("args")
         c = a.get("correlation") if isinstance(a, dict) else None
         corr.append(c if isinstance(c, int) else None)
+        m = STEP.match(str(e.get("name", "")))
+        step.append(int(m.group(1)) if m else None)
+        if m:
+            e["name"] = "ProfilerStep#" + _STEP
         if "ts" in e:
             e["ts"] = _TS
         if corr[-1] is not None:
@@ -90,15 +97,16 @@ def _templates() -> tuple[list[tuple[bytes, bytes, bytes]], list[float], list[in
         head, _, rest = text.partition(f'"{_TS}"') if "ts" in e else ("", "", text)
         mid, _, tail = rest.partition(f'"{_CORR}"') if corr[-1] is not None else (rest, "", "")
         parts.append((head.encode(), mid.encode(), tail.encode()))
-    return parts, ts, corr, doc
+    return parts, ts, corr, step, doc
 
 
 def generate(path: Path, size: int) -> int:
     """Write a Kineto trace of about ``size`` bytes; returns the number of copies."""
-    parts, ts, corr, doc = _templates()
+    parts, ts, corr, step, doc = _templates()
     times = [t for t in ts if isinstance(t, int | float)]
     span = int(max(times) - min(times)) + 1_000_000  # µs, and a second between copies
     corr_step = max(c for c in corr if c is not None) + 1
+    n_steps = max(s for s in step if s is not None) + 1
     head = json.dumps({k: v for k, v in doc.items()}, separators=(",", ":"))[:-1]
     copies = 0
     with open(path, "wb") as out:
@@ -107,11 +115,13 @@ def generate(path: Path, size: int) -> int:
         while out.tell() < size:
             shift, cshift = copies * span, copies * corr_step
             chunk = []
-            for (h, m, t), tv, cv in zip(parts, ts, corr, strict=True):
+            for (h, m, t), tv, cv, sv in zip(parts, ts, corr, step, strict=True):
                 if not h:  # no ts: metadata; written once, with the first copy
                     if copies == 0:
                         chunk.append(m + t)
                     continue
+                if sv is not None:
+                    h = h.replace(_STEP.encode(), str(sv + copies * n_steps).encode())
                 text = h + repr(tv + shift).encode() + m
                 if cv is not None:
                     text += str(cv + cshift).encode() + t
@@ -156,7 +166,7 @@ def main() -> None:
             SUMMARY,
             path,
             "-" if args.no_events else "events",
-            env={"DYNPROF_NB_STREAM": "1", **cache},
+            env={"DYNPROF_NB_STREAM": "1", "DYNPROF_NB_OUT_OF_CORE": "1", **cache},
         )
         print("stream", results["stream"], flush=True)
         if size < 2e9:

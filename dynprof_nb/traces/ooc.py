@@ -70,9 +70,12 @@ def wanted(paths: list[Path]) -> bool:
 
 
 def _part_dir(path: Path) -> Path:
+    """A new directory for this load's partitions: named by the file (path, size, mtime,
+    ``VERSION``) and by this load, so two kernels loading one trace never share one."""
     st = path.stat()
     key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{VERSION}"
-    return cache_root() / "events-parts" / hashlib.sha256(key.encode()).hexdigest()[:24]
+    name = f"{hashlib.sha256(key.encode()).hexdigest()[:24]}-{os.getpid()}-{os.urandom(4).hex()}"
+    return cache_root() / "events-parts" / name
 
 
 def _prune(parent: Path, keep: Path) -> None:
@@ -303,8 +306,8 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     import dask.dataframe as dd
 
     out = _part_dir(path)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True, mode=0o700)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.mkdir(mode=0o700)
     _prune(out.parent, out)
     gc_was = gc.isenabled()
     gc.disable()
@@ -319,17 +322,26 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     except (fastjson.NotFast, msgspec.DecodeError) as exc:
         shutil.rmtree(out, ignore_errors=True)
         raise stream.NotStreamable(f"{path}: not laid out plainly ({exc})") from exc
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     finally:
         close()
         if gc_was:
             gc.enable()
-    summaries = acc.result(path, top, notes, comm)  # raises NotStreamable for Ascend files
+    try:
+        summaries = acc.result(path, top, notes, comm)  # NotStreamable for Ascend files
+    except stream.NotStreamable:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     build = _Partition(acc, acc.iv)
     (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
     parts = acc.parts or [("", 0, 0)]
     meta = build(("", 0, 0))
     divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
     ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
+    ddf.__class__ = _out_of_core_class(type(ddf))
+    ddf.dynprof_dir = out
     return ddf, (summaries if with_summaries else None)
 
 
@@ -347,10 +359,8 @@ def events_out_of_core(w: Any, files: Any) -> Any:
         return None
     if s is not None:
         stream.adopt(w, s, path)
-    n = ddf.npartitions
-    note = NOTE.format(n=n, dir=_part_dir(path))
+    note = NOTE.format(n=ddf.npartitions, dir=ddf.dynprof_dir)
     w._note("events", [path], notes=[note])
-    ddf.__class__ = _out_of_core_class(type(ddf))
     ddf.dynprof_note = note
     return ddf
 

@@ -198,8 +198,11 @@ class _HostSums:
         self.min = _grow(self.min, n_codes, big)
         self.max = _grow(self.max, n_codes, -big - 1)
         self.first = _grow(self.first, n_codes, big)
-        np.add.at(self.count, names, 1)
-        np.add.at(self.total, names, dur)
+        self.count += np.bincount(names, minlength=n_codes)
+        if len(dur) and int(np.abs(dur).max()) * len(dur) < 2**53:  # float sums exact here
+            self.total += np.rint(np.bincount(names, dur, n_codes)).astype(np.int64)
+        else:
+            np.add.at(self.total, names, dur)
         np.minimum.at(self.min, names, dur)
         np.maximum.at(self.max, names, dur)
         np.minimum.at(self.first, names, rows)
@@ -409,7 +412,7 @@ class _Reducer(chrome._Columns):
         k = max(1, -(-total // WINDOW_ROWS))
         bounds = np.unique(np.quantile(sample, np.linspace(0, 1, k + 1)[1:-1]).astype(np.int64))
         edges = [np.searchsorted(p[0], bounds, side="left") for p in host]
-        stacks: dict[int, tuple[list, list, list, list]] = {}
+        stacks: dict[int, list[list[int]]] = {}
         for w in range(len(bounds) + 1):
             sl = []
             for p, e in zip(host, edges, strict=True):
@@ -423,10 +426,8 @@ class _Reducer(chrome._Columns):
             order = np.lexsort((-du, ts, th))
             names, selfs = _walk(th[order], ts[order], du[order], nm[order], stacks)
             np.add.at(out, np.asarray(names, np.int64), np.asarray(selfs, np.int64))
-        names, selfs = [], []
-        for _ends, nms, durs, accs in stacks.values():
-            names += nms
-            selfs += [d - a for d, a in zip(durs, accs, strict=True)]
+        names = [e[1] for st in stacks.values() for e in st]
+        selfs = [e[2] - e[3] for st in stacks.values() for e in st]
         np.add.at(out, np.asarray(names, np.int64), np.asarray(selfs, np.int64))
         return out
 
@@ -435,26 +436,23 @@ def _walk(
     th: np.ndarray, st: np.ndarray, du: np.ndarray, nm: np.ndarray, stacks: dict
 ) -> tuple[list[int], list[int]]:
     """The stack walk of :func:`.ops.self_times` over sorted rows; each thread's open ops
-    (ends, names, durations, children's time) stay in ``stacks`` for the next window. Returns
-    the closed ops' names and self times."""
+    (``[end, name, duration, children's time]`` each) stay in ``stacks`` for the next window.
+    Returns the closed ops' names and self times."""
     out_n: list[int] = []
     out_s: list[int] = []
     cur = None
-    ends = names = durs = accs = None
+    stack: list[list[int]] = []
     for t, s, d, n in zip(th.tolist(), st.tolist(), du.tolist(), nm.tolist(), strict=True):
         if t != cur:
             cur = t
-            ends, names, durs, accs = stacks.setdefault(t, ([], [], [], []))
-        while ends and ends[-1] <= s:
-            ends.pop()
-            out_n.append(names.pop())
-            out_s.append(durs.pop() - accs.pop())
-        if accs:
-            accs[-1] += d
-        ends.append(s + d)
-        names.append(n)
-        durs.append(d)
-        accs.append(0)
+            stack = stacks.setdefault(t, [])
+        while stack and stack[-1][0] <= s:
+            top = stack.pop()
+            out_n.append(top[1])
+            out_s.append(top[2] - top[3])
+        if stack:
+            stack[-1][3] += d
+        stack.append([s + d, n, d, 0])
     return out_n, out_s
 
 
