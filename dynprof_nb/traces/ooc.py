@@ -46,8 +46,8 @@ _COLL_FLOATS = ("in_nelems", "out_nelems", "group_size")
 _COLL_TEXTS = ("collective", "dtype")
 NOTE = (
     "out of core: a dask.dataframe over {n} Parquet partitions in {dir} (the trace's events "
-    "do not fit in memory); reduce it before .compute(), e.g. "
-    "ev.groupby('name').dur_ns.sum().compute()"
+    "would not fit in memory, or DYNPROF_NB_OUT_OF_CORE=1); reduce it before .compute(), "
+    "e.g. ev.groupby('name', observed=True).dur_ns.sum().compute()"
 )
 
 
