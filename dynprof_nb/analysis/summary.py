@@ -428,11 +428,19 @@ class Summary:
 
 def summarize(window: Any, top: int = 10) -> Summary:
     """The window in one object: device first for GPU/NPU windows (kernels, busy/idle, host
-    overhead, communication overlap), then host operators, steps, ranks and notes."""
-    ev = window.events
+    overhead, communication overlap), then host operators, steps, ranks and notes.
+
+    A window whose trace was read in one pass (``window.streamed``, a trace too big for its
+    events frame: :mod:`dynprof_nb.traces.stream`) is summarised without loading its events."""
+    streamed = getattr(window, "streamed", None)
+    if streamed is not None and not window.loaded("events"):
+        ev = None
+        spans = pd.Series([] if streamed.span_ms is None else [streamed.span_ms], dtype="float64")
+    else:
+        ev = window.events
+        spans = span_by_rank(ev)
     steps = window.steps
     ops = ops_across_ranks(window.ops)
-    spans = span_by_rank(ev)
     step_list = sorted(steps["step"].unique().tolist()) if not steps.empty else []
     if not step_list and window.start_step is not None:
         step_list = list(range(window.start_step, (window.stop_step or window.start_step) + 1))
@@ -442,7 +450,9 @@ def summarize(window: Any, top: int = 10) -> Summary:
         "ranks": window.ranks,
         "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
         "span_ms": float(spans.max()) if len(spans) else 0.0,
-        "span_by_rank": {int(r): float(v) for r, v in spans.items()} if "rank" in ev else {},
+        "span_by_rank": (
+            {int(r): float(v) for r, v in spans.items()} if ev is not None and "rank" in ev else {}
+        ),
         "config": config_line(window),
         "reason": window_reason(window),
     }

@@ -82,7 +82,15 @@ def is_communication(names: pd.Series | Iterable[str], spec: PatternSpec = None)
     rx = matcher(spec)
     if rx is None or s.empty:
         return np.zeros(len(s), dtype=bool)
-    return s.astype(object).str.contains(rx, na=False).to_numpy(dtype=bool).copy()
+    # each distinct name once (a trace has millions of kernels but a few thousand names)
+    codes, uniq = pd.factorize(s.astype(object))
+    hit = np.fromiter(
+        (isinstance(u, str) and rx.search(u) is not None for u in uniq), bool, len(uniq)
+    )
+    out = np.zeros(len(s), dtype=bool)
+    ok = codes >= 0
+    out[ok] = hit[codes[ok]]
+    return out
 
 
 __all__ = ["DEFAULT_PATTERNS", "is_communication", "matcher", "patterns", "resolve"]

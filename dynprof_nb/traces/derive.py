@@ -50,8 +50,9 @@ def device_kinds(
     """Per device row: "communication" (the communication patterns), "memory" (a copy or set:
     its category or a Memcpy/Memset/dma name), "computation", or "other" (synchronisation and
     NCCL helpers), HTA's ``get_kernel_type`` with dynprof_nb's communication patterns."""
-    text = names.astype(object).fillna("").astype(str)
-    uniq, inv = np.unique(text.to_numpy(dtype=object).astype(str), return_inverse=True)
+    # each distinct name once: a fixed-width copy of a million long kernel names is gigabytes
+    inv, raw = pd.factorize(names.astype(object).to_numpy(dtype=object), use_na_sentinel=False)
+    uniq = np.array(["" if pd.isna(u) else str(u) for u in raw], dtype=object)
     kind_u = np.where(
         [bool(_MEMORY_NAME.match(u)) for u in uniq],
         "memory",
@@ -59,7 +60,9 @@ def device_kinds(
     ).astype(object)
     kind = kind_u[np.asarray(inv).reshape(-1)] if len(uniq) else np.empty(0, object)
     kind[cats.astype(object).isin(MEMORY_CATS).to_numpy()] = "memory"
-    kind[comm_names.is_communication(text, comm)] = "communication"
+    if len(uniq):
+        comm_u = comm_names.is_communication(pd.Series(uniq, dtype=object), comm)
+        kind[comm_u[np.asarray(inv).reshape(-1)]] = "communication"
     return kind
 
 
@@ -156,6 +159,24 @@ def _union_us(
     return total, (merged_s, merged_e)
 
 
+def _by_start(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals sorted by start, with the running maximum of their ends (for :func:`_near`)."""
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], ends[o]
+    return s, e, np.maximum.accumulate(e) if len(e) else e
+
+
+def _near(
+    by_start: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals that may reach into [lo, hi): every one left out ends by ``lo`` or starts
+    at ``hi`` or later, so clipping would drop it (a step reads its own kernels, not all)."""
+    s, e, run = by_start
+    a = int(np.searchsorted(run, lo, side="right"))
+    b = int(np.searchsorted(s, hi, side="left"))
+    return s[a:b], e[a:b]
+
+
 def device_mask(events: pd.DataFrame) -> pd.Series:
     return (
         events["cat"].astype(object).isin(DEVICE_CATS)
@@ -210,11 +231,13 @@ def steps_from_events(
     s_all = dev["ts_ns"].to_numpy(np.int64)
     e_all = s_all + dev["dur_ns"].to_numpy(np.int64)
     rows = []
+    by_comp, by_comm = _by_start(s_all[comp], e_all[comp]), _by_start(s_all[comm], e_all[comm])
+    by_all = _by_start(s_all, e_all)
     for lo, hi in zip(iv["start_ns"], iv["end_ns"], strict=True):
-        c_us, c_iv = _union_us(s_all[comp], e_all[comp], lo, hi)
-        m_us, m_iv = _union_us(s_all[comm], e_all[comm], lo, hi)
+        c_us, c_iv = _union_us(*_near(by_comp, lo, hi), lo, hi)
+        m_us, m_iv = _union_us(*_near(by_comm, lo, hi), lo, hi)
         ov = intersect_us(*c_iv, *m_iv)
-        busy_us = _union_us(s_all, e_all, lo, hi)[0]
+        busy_us = _union_us(*_near(by_all, lo, hi), lo, hi)[0]
         rows.append((c_us, m_us, ov, (hi - lo) / 1000.0 - busy_us))
     out[["computing_us", "communication_us", "overlapped_us", "free_us"]] = rows
     return schema.conform(

@@ -79,31 +79,52 @@ def op_table(events: pd.DataFrame) -> pd.DataFrame:
     ev = host_ops(events)
     if ev.empty:
         return schema.empty("ops")
-    selfs = self_times(ev)
-    names = ev["name"].astype(object)
-    # Like torch's key_averages(): all step markers fold into one STEP_FOLDED row
-    # (the per-step view is the steps frame).
-    names = names.where(~names.str.startswith(STEP_PREFIX, na=False), STEP_FOLDED)
     g = pd.DataFrame(
         {
-            "name": names.to_numpy(),
-            "dur": ev["dur_ns"].to_numpy("int64") / 1000.0,
-            "self": selfs / 1000.0,
+            "name": ev["name"].astype(object).to_numpy(),
+            "dur": ev["dur_ns"].to_numpy("int64"),
+            "self": self_times(ev),
         }
     )
-    t = (
-        g.groupby("name", sort=False)
-        .agg(
-            count=("dur", "size"),
-            total_us=("dur", "sum"),
-            self_us=("self", "sum"),
-            min_us=("dur", "min"),
-            max_us=("dur", "max"),
-        )
-        .reset_index()
+    t = g.groupby("name", sort=False).agg(
+        count=("dur", "size"),
+        total_ns=("dur", "sum"),
+        self_ns=("self", "sum"),
+        min_ns=("dur", "min"),
+        max_ns=("dur", "max"),
     )
-    t["avg_us"] = t["total_us"] / t["count"]
-    total_self = t["self_us"].sum()
-    t["share"] = t["self_us"] / total_self if total_self > 0 else 0.0
-    t = t.sort_values(["self_us", "total_us"], ascending=False, ignore_index=True)
-    return schema.conform(t, "ops")
+    return table_from_sums(t)
+
+
+def table_from_sums(t: pd.DataFrame) -> pd.DataFrame:
+    """The ``ops`` frame from per-name integer sums (index: names in order of first appearance;
+    columns count, total_ns, self_ns, min_ns, max_ns), as :func:`op_table` and the streamed
+    summary (:mod:`dynprof_nb.traces.stream`) both build it.
+
+    Sums are exact int64 ns and become µs once, so a table merged from pieces is the same, to
+    the last bit, as one computed over the whole frame. Like torch's key_averages(), all step
+    markers fold into one ``STEP_FOLDED`` row (the per-step view is the steps frame)."""
+    names = pd.Series(t.index.astype(object), dtype=object)
+    names = names.where(~names.str.startswith(STEP_PREFIX, na=False), STEP_FOLDED)
+    t = t.groupby(names.to_numpy(), sort=False).agg(
+        count=("count", "sum"),
+        total_ns=("total_ns", "sum"),
+        self_ns=("self_ns", "sum"),
+        min_ns=("min_ns", "min"),
+        max_ns=("max_ns", "max"),
+    )
+    out = pd.DataFrame(
+        {
+            "name": t.index.to_numpy(dtype=object),
+            "count": t["count"].to_numpy("int64"),
+            "total_us": t["total_ns"].to_numpy("int64") / 1000.0,
+            "self_us": t["self_ns"].to_numpy("int64") / 1000.0,
+            "min_us": t["min_ns"].to_numpy("int64") / 1000.0,
+            "max_us": t["max_ns"].to_numpy("int64") / 1000.0,
+        }
+    )
+    out["avg_us"] = out["total_us"] / out["count"]
+    total_self = out["self_us"].sum()
+    out["share"] = out["self_us"] / total_self if total_self > 0 else 0.0
+    out = out.sort_values(["self_us", "total_us"], ascending=False, ignore_index=True)
+    return schema.conform(out, "ops")

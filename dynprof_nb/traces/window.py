@@ -27,9 +27,11 @@ from .discover import (
 )
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
 from .lazyframe import LazyFrame
+from .ooc import events_out_of_core
 from .ops import op_table
 from .shortcuts import WindowShortcuts
 from .sources import Source, lone_file_reader, source_of
+from .stream import Streamed, fill_streamed
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 
@@ -98,6 +100,7 @@ class TraceWindow(WindowShortcuts):
         self.device: int | None = files.device
         self.start_step: int | None = files.start_step
         self.stop_step: int | None = files.stop_step
+        self.streamed: Streamed | None = None  # set when ops/steps/kernels came in one pass
 
     # ---- frames (each is ``self._frame(<name>)``) -----------------------------------------------
     events = LazyFrame[pd.DataFrame]("Every complete and instant event, one row each.")
@@ -233,6 +236,9 @@ class TraceWindow(WindowShortcuts):
         return frame
 
     def _load_events(self) -> pd.DataFrame:
+        ooc = events_out_of_core(self, self._files)  # a trace too big: Dask over Parquet
+        if ooc is not None:
+            return ooc
         adb = self._dbreader()
         traces = self._traces() if adb is None else []
         if adb is not None:
@@ -535,8 +541,9 @@ class TraceWindow(WindowShortcuts):
         if files.db is not None:
             w._identify_db(w._dbreader())
         elif files.traces:
-            w._traces()
-            w._rank_from_trace()
+            if not fill_streamed(w, files):  # a big trace: its summaries without its events
+                w._traces()
+                w._rank_from_trace()
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w
 
@@ -547,8 +554,9 @@ class TraceWindow(WindowShortcuts):
         if f.db is not None:
             self._identify_db(self._dbreader())
         elif f.traces:
-            self.events  # noqa: B018
-            self._rank_from_trace()
+            if not fill_streamed(self, f):  # a big trace: its summaries without its events
+                self.events  # noqa: B018
+                self._rank_from_trace()
         elif f.metadata is not None:
             self._read_metadata(f.metadata)
         elif f.table is not None:  # parsed (so damage is reported), kept as-is in ``tables``
@@ -635,7 +643,11 @@ class TraceWindow(WindowShortcuts):
         return self
 
     def __repr__(self) -> str:
-        loaded = ", ".join(f"{k}[{len(v)}]" for k, v in self._cache.items()) or "nothing loaded yet"
+        loaded = ", ".join(
+            f"{k}[{len(v)}]" if isinstance(v, pd.DataFrame) else f"{k}[out of core]"
+            for k, v in self._cache.items()
+        )
+        loaded = loaded or "nothing loaded yet"
         r = f" rank={self.rank}" if self.rank is not None else ""
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"

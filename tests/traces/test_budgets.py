@@ -43,9 +43,16 @@ def test_absolute_text_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_load_memory_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Over the budget a Kineto trace streams and its events go out of core (issue 25); with
+    both turned off it is refused, as any trace that must be read whole."""
     p = tmp_path / "t.json"
     p.write_bytes(_trace())
     monkeypatch.setenv("DYNPROF_NB_LOAD_MEMORY", "100K")
+    monkeypatch.setenv("DYNPROF_NB_CACHE", str(tmp_path / "cache"))
+    ev = dynprof_nb.load_trace(p).events
+    assert type(ev).__name__ == "OutOfCoreEvents" and len(ev) == 3000
+    monkeypatch.setenv("DYNPROF_NB_STREAM", "0")
+    monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "0")
     with pytest.raises(TraceFormatError, match=r"t\.json: reading this trace whole would take "
                        r"about .* over the load budget of 100\.0 KiB.*DYNPROF_NB_LOAD_MEMORY"):
         dynprof_nb.load_trace(p).events  # noqa: B018

@@ -1,0 +1,387 @@
+"""The ``events`` frame of a trace too big for memory, as a Dask DataFrame over Parquet
+partitions (issue 25 item 2).
+
+One pass over the decoded pieces (:class:`.stream._Reducer`, which also gives the window's
+ops, steps and kernels when it has none yet) writes the piece columns as they come, as raw
+codes, to Parquet files of ``PART_ROWS`` rows. What a row's final columns need from the whole
+file is known only after the pass, and is small: the code tables (names, categories, process and
+thread labels from the metadata events), the launches by correlation (``launch_ns``), the step
+intervals (``step``) and which optional columns the file has. Each partition is built from its
+Parquet file and these by :class:`_Partition` when Dask computes it, so ``ddf.compute()`` is
+the in-memory events frame, column for column, dtype for dtype (categories included).
+
+Where: ``<cache root>/events-parts/<key>/`` (the cache root is ``$DYNPROF_NB_CACHE``, else
+``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``; the key names the file by path,
+size, mtime and this module's ``VERSION``). At most ``KEEP`` such directories are kept, the
+least recently written removed first.
+
+When: ``DYNPROF_NB_OUT_OF_CORE=1`` always, ``=0`` never; otherwise when the events frame would
+not fit (:func:`.stream.wanted`).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from . import chrome, derive, fastjson, schema, stream
+from ._time import NA_NS
+from .derive import DEVICE_CATS
+
+OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
+VERSION = 1
+PART_ROWS = 1_000_000
+KEEP = 4
+_COLL_FLOATS = ("in_nelems", "out_nelems", "group_size")
+_COLL_TEXTS = ("collective", "dtype")
+NOTE = (
+    "out of core: a dask.dataframe over {n} Parquet partitions in {dir} (the trace's events "
+    "would not fit in memory, or DYNPROF_NB_OUT_OF_CORE=1); reduce it before .compute(), "
+    "e.g. ev.groupby('name', observed=True).dur_ns.sum().compute()"
+)
+
+
+def cache_root() -> Path:
+    """``$DYNPROF_NB_CACHE``, else ``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``."""
+    env = os.environ.get("DYNPROF_NB_CACHE", "").strip()
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "dynprof_nb"
+
+
+def wanted(paths: list[Path]) -> bool:
+    """Whether these traces' events go out of core: by ``DYNPROF_NB_OUT_OF_CORE``, else when
+    the frame would not fit (:func:`.stream.too_big`)."""
+    force = os.environ.get(OOC_ENV, "").strip()
+    if force in ("0", "1"):
+        return force == "1"
+    return stream.too_big(paths)
+
+
+def _part_dir(path: Path) -> Path:
+    """A new directory for this load's partitions: named by the file (path, size, mtime,
+    ``VERSION``) and by this load, so two kernels loading one trace never share one."""
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{VERSION}"
+    name = f"{hashlib.sha256(key.encode()).hexdigest()[:24]}-{os.getpid()}-{os.urandom(4).hex()}"
+    return cache_root() / "events-parts" / name
+
+
+def _prune(parent: Path, keep: Path) -> None:
+    """Keep the ``KEEP`` most recently written partition directories."""
+    dirs = sorted(
+        (d for d in parent.iterdir() if d.is_dir() and d != keep),
+        key=lambda d: d.stat().st_mtime,
+        reverse=True,
+    )
+    for d in dirs[KEEP - 1 :]:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class _Writer(stream._Reducer):
+    """The reducer, also writing every piece's columns to Parquet partitions."""
+
+    def __init__(self, base: Any, out: Path, host: bool) -> None:
+        super().__init__(base, host=host)
+        self.out = out
+        self.buf: list[dict[str, np.ndarray]] = []
+        self.buf_rows = 0
+        self.parts: list[tuple[str, int, int]] = []  # (file, first row, rows)
+        self.pairs: set[int] = set()  # (pid code << 32 | tid code) of the rows
+        self.coll_cats: dict[str, set[str]] = {k: set() for k in _COLL_TEXTS}
+        self.any_coll = False
+        self.any_na_ts = False
+
+    def piece(
+        self,
+        c: dict,
+        ts: np.ndarray,
+        corr: np.ndarray,
+        stream_: np.ndarray,
+        args: list,
+        rows: np.ndarray,
+    ) -> None:
+        n = len(ts)
+        cols = {k: c[k] for k in ("name", "cat", "ph", "pid", "tid", "dur")}
+        cols["ts"] = ts
+        cols["corr"] = corr
+        cols["stream"] = stream_
+        coll = [
+            i
+            for i, a in enumerate(args)
+            if a is not None and (a.in_nelems is not None or a.out_nelems is not None)
+        ]
+        if coll:
+            self.any_coll = True
+            sel = rows[coll]
+            picked = [args[i] for i in coll]
+            for name in _COLL_FLOATS:
+                full = np.full(n, np.nan)
+                full[sel] = [chrome._int_or_nan(getattr(a, name)) for a in picked]
+                cols[name] = full
+            for name in _COLL_TEXTS:
+                obj = np.full(n, None, dtype=object)
+                obj[sel] = [
+                    None if getattr(a, name) is None else str(getattr(a, name)) for a in picked
+                ]
+                self.coll_cats[name].update(v for v in obj[sel] if v is not None)
+                cols[name] = obj
+        else:
+            for name in _COLL_FLOATS:
+                cols[name] = np.full(n, np.nan)
+            for name in _COLL_TEXTS:
+                cols[name] = np.full(n, None, dtype=object)
+        self.any_na_ts |= bool((ts == NA_NS).any())
+        key = (c["pid"].astype(np.int64) << 32) | c["tid"].astype(np.int64)
+        self.pairs.update(np.unique(key).tolist())
+        self.buf.append(cols)
+        self.buf_rows += n
+        if self.buf_rows >= PART_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        cols = {k: np.concatenate([b[k] for b in self.buf]) for k in self.buf[0]}
+        first = self.parts[-1][1] + self.parts[-1][2] if self.parts else 0
+        name = f"part-{len(self.parts):05d}.parquet"
+        table = pa.table({k: pa.array(v) for k, v in cols.items()})
+        pq.write_table(table, self.out / name, compression="lz4")
+        self.parts.append((name, first, self.buf_rows))
+        self.buf, self.buf_rows = [], 0
+
+
+class _Partition:
+    """Builds one partition of the events frame from its Parquet file (the columns
+    chrome._events_frame, chrome._link_columns and window._load_events give)."""
+
+    def __init__(self, w: _Writer, iv: pd.DataFrame) -> None:
+        self.dir = w.out
+        self.iv = iv
+        self.cats: dict[str, tuple[np.ndarray, pd.Index]] = {}
+        for col, table in (("name", w.name_t), ("cat", w.cat_t), ("ph", w.ph_t)):
+            labels = [stream._label(k) for k in table]
+            uniq, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
+            self.cats[col] = (inverse.astype(np.int32).reshape(-1), pd.Index(uniq, dtype=object))
+        self.pid = chrome._ids(np.arange(len(w.pid_t)), w.pid_t)
+        self.tid = chrome._ids(np.arange(len(w.tid_t)), w.tid_t)
+        proc_names: dict = {}
+        thread_names: dict = {}
+        for kind, p, t, label in w.meta_rows:
+            if label is None:
+                continue
+            try:
+                if kind == "process_name":
+                    proc_names[p] = str(label)
+                elif kind == "thread_name":
+                    thread_names[(p, t)] = str(label)
+            except TypeError:
+                continue
+        # process: a label per pid code; thread: per (pid, tid) pair that occurs
+        pids = list(w.pid_t)
+        ptext = np.array([proc_names.get(p, str(p)) for p in pids], dtype=object)
+        self.proc_cats = pd.Index(np.unique(ptext) if len(ptext) else [], dtype=object)
+        self.proc_code = self.proc_cats.get_indexer(ptext).astype(np.int32)
+        tids = list(w.tid_t)
+        pairs = np.array(sorted(w.pairs), dtype=np.int64)
+        ttext = np.array(
+            [
+                thread_names.get((pids[k >> 32], tids[k & 0xFFFFFFFF]), str(tids[k & 0xFFFFFFFF]))
+                for k in pairs.tolist()
+            ],
+            dtype=object,
+        )
+        self.pairs = pairs
+        self.thread_cats = pd.Index(np.unique(ttext) if len(ttext) else [], dtype=object)
+        self.thread_code = self.thread_cats.get_indexer(ttext).astype(np.int32)
+        self.pid_cats = None if self.pid.dtype == np.int64 else pd.Categorical(self.pid).categories
+        self.tid_cats = None if self.tid.dtype == np.int64 else pd.Categorical(self.tid).categories
+        self.any_stream, self.any_corr, self.any_coll = w.any_stream, w.any_corr, w.any_coll
+        self.any_na_ts = w.any_na_ts
+        self.coll_cats = {k: sorted(v) for k, v in w.coll_cats.items()}
+        self.launch_keys = self.launch_ts = np.empty(0, np.int64)
+        if w.launch:
+            keys = np.concatenate([k for k, _ in w.launch])
+            ts = np.concatenate([t for _, t in w.launch])
+            self.launch_keys, first = np.unique(keys, return_index=True)
+            self.launch_ts = ts[first]
+        self.dev_cats = np.isin(self.cats["cat"][1].to_numpy(), list(DEVICE_CATS))
+
+    def _cat(self, col: str, codes: np.ndarray) -> pd.Categorical:
+        remap, cats = self.cats[col]
+        return pd.Categorical.from_codes(remap[codes] if len(codes) else codes, categories=cats)
+
+    def _id(self, ids: np.ndarray, codes: np.ndarray, cats: pd.Index | None) -> Any:
+        v = ids[codes] if len(codes) else ids[:0]
+        return v if cats is None else pd.Categorical(v, categories=cats)
+
+    def __call__(self, part: tuple[str, int, int]) -> pd.DataFrame:
+        import pyarrow.parquet as pq
+
+        name, first, n = part
+        if n:
+            t = pq.read_table(self.dir / name).to_pandas()
+            col = {k: t[k].to_numpy() for k in t.columns}
+        else:  # the meta: no rows, every dtype
+            col = {k: np.empty(0, np.int32) for k in ("name", "cat", "ph", "pid", "tid")}
+            col.update(
+                ts=np.empty(0, np.int64),
+                dur=np.empty(0, np.int64),
+                corr=np.empty(0, np.int64),
+                stream=np.empty(0, np.float64),
+            )
+            for k in _COLL_FLOATS:
+                col[k] = np.empty(0, np.float64)
+            for k in _COLL_TEXTS:
+                col[k] = np.empty(0, object)
+        key = (col["pid"].astype(np.int64) << 32) | col["tid"].astype(np.int64)
+        pair = np.searchsorted(self.pairs, key)
+        ev = pd.DataFrame(
+            {
+                "name": self._cat("name", col["name"]),
+                "cat": self._cat("cat", col["cat"]),
+                "ph": self._cat("ph", col["ph"]),
+                "pid": self._id(self.pid, col["pid"], self.pid_cats),
+                "tid": self._id(self.tid, col["tid"], self.tid_cats),
+                "process": pd.Categorical.from_codes(
+                    self.proc_code[col["pid"]], categories=self.proc_cats
+                ),
+                "thread": pd.Categorical.from_codes(
+                    self.thread_code[pair], categories=self.thread_cats
+                ),
+                "ts_ns": col["ts"],
+                "dur_ns": col["dur"],
+            },
+            index=pd.RangeIndex(first, first + n),
+        )
+        if self.any_na_ts:
+            ev["ts_ns"] = ev["ts_ns"].astype("Int64").mask(ev["ts_ns"] == NA_NS)
+        if self.any_stream:
+            ev["stream_arg"] = pd.array(col["stream"], dtype="Float64").astype("Int64")
+        if self.any_corr:
+            corr = col["corr"]
+            c = pd.array(corr, dtype="Int64")
+            c[corr < 0] = pd.NA
+            ev["correlation"] = c
+            is_dev = self.dev_cats[self.cats["cat"][0][col["cat"]]] if n else np.zeros(0, bool)
+            is_dev &= ev["ph"].astype(object).to_numpy() == "X"
+            dev = is_dev & (corr >= 0)
+            out = np.full(n, -1, np.int64)
+            if len(self.launch_keys) and dev.any():
+                pos = np.minimum(
+                    np.searchsorted(self.launch_keys, corr[dev]), len(self.launch_keys) - 1
+                )
+                found = np.where(self.launch_keys[pos] == corr[dev], self.launch_ts[pos], -1)
+                out[np.flatnonzero(dev)] = np.where(found == NA_NS, -1, found)
+            lc = pd.array(out, dtype="Int64")
+            lc[out < 0] = pd.NA
+            ev["launch_ns"] = lc
+        if self.any_coll:
+            for k in _COLL_FLOATS:
+                ev[k] = col[k]
+            for k in _COLL_TEXTS:
+                ev[k] = pd.Categorical(col[k], categories=self.coll_cats[k])
+        steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), self.iv)
+        ev["step"] = derive.device_steps(ev, self.iv, steps)
+        return schema.conform(ev, "events")
+
+
+def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tuple[Any, Any]:
+    """Decode ``path`` once into Parquet partitions: (the Dask frame, the streamed summaries
+    or None). Raises :class:`.stream.NotStreamable` where the trace must be read whole."""
+    import dask.dataframe as dd
+
+    out = _part_dir(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.mkdir(mode=0o700)
+    _prune(out.parent, out)
+    gc_was = gc.isenabled()
+    gc.disable()
+    close: Callable[[], None] = stream._nothing
+    try:
+        top, pieces, close, notes = stream._pieces(path)
+        acc = _Writer(top.baseTimeNanoseconds, out, host=with_summaries)
+        acc.on_piece = acc.piece
+        for piece in pieces:
+            acc.add(piece)
+        acc.flush()
+    except (fastjson.NotFast, msgspec.DecodeError) as exc:
+        shutil.rmtree(out, ignore_errors=True)
+        raise stream.NotStreamable(f"{path}: not laid out plainly ({exc})") from exc
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        close()
+        if gc_was:
+            gc.enable()
+    try:
+        summaries = acc.result(path, top, notes, comm)  # NotStreamable for Ascend files
+    except stream.NotStreamable:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    build = _Partition(acc, acc.iv)
+    (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
+    parts = acc.parts or [("", 0, 0)]
+    meta = build(("", 0, 0))
+    divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
+    ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
+    ddf.__class__ = _out_of_core_class(type(ddf))
+    ddf.dynprof_dir = out
+    return ddf, (summaries if with_summaries else None)
+
+
+def events_out_of_core(w: Any, files: Any) -> Any:
+    """Window ``w``'s events as an out-of-core Dask frame when its one Kineto trace is too
+    big (:func:`wanted`), filling its ops/steps/kernels from the same pass if it has none;
+    None (nothing done) otherwise, and the events load into memory as usual."""
+    if w.device is not None or not stream.streamable(files) or not wanted(files.traces):
+        return None
+    path = files.traces[0]
+    need = not all(w.loaded(k) for k in ("ops", "steps", "kernels"))
+    try:
+        ddf, s = write_partitions(path, need, w.comm_patterns)
+    except stream.NotStreamable:
+        return None
+    if s is not None:
+        stream.adopt(w, s, path)
+    note = NOTE.format(n=ddf.npartitions, dir=ddf.dynprof_dir)
+    w._note("events", [path], notes=[note])
+    ddf.dynprof_note = note
+    return ddf
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _out_of_core_class(base: type) -> type:
+    """``base`` (dask's DataFrame) with a repr that starts with the out-of-core note."""
+    if base not in _CLASSES:
+
+        def __repr__(self: Any) -> str:
+            return f"{getattr(self, 'dynprof_note', '')}\n{base.__repr__(self)}"
+
+        def _repr_html_(self: Any) -> str:
+            import html
+
+            note = html.escape(getattr(self, "dynprof_note", ""))
+            return f"<p><b>{note}</b></p>" + base._repr_html_(self)
+
+        _CLASSES[base] = type(
+            "OutOfCoreEvents", (base,), {"__repr__": __repr__, "_repr_html_": _repr_html_}
+        )
+    return _CLASSES[base]
