@@ -374,9 +374,16 @@ def _codes(values: list, table: dict) -> np.ndarray:
     """Codes of one piece's values in the file-wide code table (new values get new codes).
 
     After the first pieces of a file nearly every value is in the table already: one C-level
-    lookup pass then, and the set of new values only when a lookup misses."""
+    lookup pass then, and the set of new values only when a lookup misses. A column with one
+    value all through the piece (a MindSpore file's ``cat``, ``pid``, ``tid``) is one count."""
+    n = len(values)
     try:
-        return np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+        if n and values[0] == values[-1] and values.count(values[0]) == n:
+            code = table.get(values[0])
+            if code is None:
+                code = table[values[0]] = len(table)
+            return np.full(n, code, np.int32)
+        return np.fromiter(map(table.__getitem__, values), np.int32, n)
     except (KeyError, TypeError):  # a new value (or an unhashable one, below)
         pass
     try:
@@ -462,7 +469,9 @@ class _Columns:
         idx = np.flatnonzero(keep)
         sub = list(compress(evs, keep.tolist())) if len(idx) < n else evs
         csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if len(cnt) else []
-        tsr = [e.ts for e in sub] + [e.ts for e in csub]  # only the rows that are kept
+        tsr = [e.ts for e in sub]  # only the rows that are kept
+        if csub:
+            tsr += [e.ts for e in csub]
         ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
         bad = np.flatnonzero(ts == NA_NS)
         if len(bad):
@@ -507,7 +516,7 @@ class _Columns:
             args = _DEC_LINK_ARGS.decode(_raw_list([e.args for e in sub]))
         except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
             args = None
-        if args is not None:
+        if args is not None and args.count(_NO_LINK) < len(args):  # else: no event has one
             # Most events carry none of these keys (every event of an Ascend or MindSpore
             # file): a C-level comparison with the empty struct drops them without a Python
             # step per event; the exact test below runs on the few that are left.
