@@ -572,8 +572,12 @@ def _bad_ts_note(count: int, example: bytes) -> str:
 
 
 def _raw_list(raws: list) -> bytes:
-    """Raw JSON values as one JSON array text (kept compact for a frame built later)."""
-    return b"[" + b",".join(raws) + b"]"
+    """Raw JSON values as one JSON array text (kept compact for a frame built later), copied
+    once: the brackets ride on the first and last value, not on two more copies of the whole
+    (the args of a piece are most of its bytes where events carry long ``Call stack`` texts)."""
+    if len(raws) < 2:
+        return b"[" + b"".join(raws) + b"]"
+    return b",".join([b"[" + raws[0], *raws[1:-1], bytes(raws[-1]) + b"]"])
 
 
 def _arg_names(raws: list) -> list:
