@@ -13,8 +13,10 @@ is re-encoded and fed through the same fast path.
 from __future__ import annotations
 
 import gc
+import operator
 import os
 import zlib
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -72,7 +74,7 @@ class _Event(msgspec.Struct, gc=False):
     pid: Any = None
     tid: Any = None
     ts: msgspec.Raw = _NULL
-    dur: float | None = None
+    dur: float | str | None = None  # MindSpore writes every duration as a string: "5.919"
     args: msgspec.Raw = _NULL
 
 
@@ -113,6 +115,7 @@ class _MemArgs(msgspec.Struct, gc=False):
     device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
+_NO_LINK = _LinkArgs()
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
@@ -368,7 +371,21 @@ def _decode_piece(piece: bytes | memoryview) -> tuple[list, bool]:
 
 
 def _codes(values: list, table: dict) -> np.ndarray:
-    """Codes of one piece's values in the file-wide code table (new values get new codes)."""
+    """Codes of one piece's values in the file-wide code table (new values get new codes).
+
+    After the first pieces of a file nearly every value is in the table already: one C-level
+    lookup pass then, and the set of new values only when a lookup misses. A column with one
+    value all through the piece (a MindSpore file's ``cat``, ``pid``, ``tid``) is one count."""
+    n = len(values)
+    try:
+        if n and values[0] == values[-1] and values.count(values[0]) == n:
+            code = table.get(values[0])
+            if code is None:
+                code = table[values[0]] = len(table)
+            return np.full(n, code, np.int32)
+        return np.fromiter(map(table.__getitem__, values), np.int32, n)
+    except (KeyError, TypeError):  # a new value (or an unhashable one, below)
+        pass
     try:
         for u in set(values).difference(table):
             table[u] = len(table)
@@ -386,10 +403,15 @@ def _hashable(v: Any) -> Any:
 
 
 def _dur_ns(values: list, loose: bool) -> np.ndarray:
-    """Durations in µs (float, or None) to int64 ns; 0 where missing or unreadable."""
-    if loose:  # "dur": "12", true, [..]: read what reads as a number, the rest is missing
+    """Durations in µs (float, decimal string, or None) to int64 ns; 0 where missing or
+    unreadable. A string reads as ``float()`` reads it (numpy's conversion calls it), in C:
+    MindSpore's files hold nothing but string durations."""
+    if loose:  # true, [..]: read what reads as a number, the rest is missing
         values = [_num(v) for v in values]
-    a = np.array(values, dtype=np.float64)  # None -> nan
+    try:
+        a = np.array(values, dtype=np.float64)  # None -> nan, "5.919" -> 5.919
+    except (TypeError, ValueError, OverflowError):  # "n/a", "": missing
+        a = np.array([_num(v) for v in values], dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         bad = ~(np.abs(a) < 2.0**43)  # beyond float64's ns grid, nan, inf: unreadable
         if bad.any():
@@ -445,9 +467,11 @@ class _Columns:
         keep = keep[phc]
         cnt = np.flatnonzero(phc == ph_t["C"]) if "C" in ph_t else np.empty(0, np.intp)
         idx = np.flatnonzero(keep)
-        sub = [evs[i] for i in idx.tolist()] if len(idx) < n else evs
-        csub = [evs[i] for i in cnt.tolist()]
-        tsr = [e.ts for e in sub] + [e.ts for e in csub]  # only the rows that are kept
+        sub = list(compress(evs, keep.tolist())) if len(idx) < n else evs
+        csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if len(cnt) else []
+        tsr = [e.ts for e in sub]  # only the rows that are kept
+        if csub:
+            tsr += [e.ts for e in csub]
         ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
         bad = np.flatnonzero(ts == NA_NS)
         if len(bad):
@@ -470,9 +494,12 @@ class _Columns:
                 if sel:
                     self.memory_parts.append((ts[sel], _raw_list([sub[i].args for i in sel])))
         if "M" in ph_t:
-            for i in np.flatnonzero(phc == ph_t["M"]).tolist():
-                e = evs[i]
-                self.meta_rows.append((e.name, e.pid, e.tid, _arg_name(e.args)))
+            meta = list(compress(evs, (phc == ph_t["M"]).tolist()))
+            if meta:  # their args in one decode, not one call per event
+                labels = _arg_names([e.args for e in meta])
+                self.meta_rows.extend(
+                    (e.name, e.pid, e.tid, label) for e, label in zip(meta, labels, strict=True)
+                )
         if csub:
             self.counter_parts.append(
                 (
@@ -489,11 +516,15 @@ class _Columns:
             args = _DEC_LINK_ARGS.decode(_raw_list([e.args for e in sub]))
         except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
             args = None
-        if args is not None:
+        if args is not None and args.count(_NO_LINK) < len(args):  # else: no event has one
+            # Most events carry none of these keys (every event of an Ascend or MindSpore
+            # file): a C-level comparison with the empty struct drops them without a Python
+            # step per event; the exact test below runs on the few that are left.
+            some = np.fromiter(map(operator.ne, args, repeat(_NO_LINK)), bool, len(args))
             hit = [
                 i
-                for i, a in enumerate(args)
-                if a is not None
+                for i in np.flatnonzero(some).tolist()
+                if (a := args[i]) is not None
                 and (
                     a.correlation is not None
                     or a.stream is not None
@@ -541,16 +572,20 @@ def _bad_ts_note(count: int, example: bytes) -> str:
 
 
 def _raw_list(raws: list) -> bytes:
-    """Raw JSON values as one JSON array text (kept compact for a frame built later)."""
-    return b"[" + b",".join(raws) + b"]"
+    """Raw JSON values as one JSON array text (kept compact for a frame built later), copied
+    once: the brackets ride on the first and last value, not on two more copies of the whole
+    (the args of a piece are most of its bytes where events carry long ``Call stack`` texts)."""
+    if len(raws) < 2:
+        return b"[" + b"".join(raws) + b"]"
+    return b",".join([b"[" + raws[0], *raws[1:-1], bytes(raws[-1]) + b"]"])
 
 
-def _arg_name(raw: msgspec.Raw) -> Any:
-    try:
-        args = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    return args.get("name") if isinstance(args, dict) else None
+def _arg_names(raws: list) -> list:
+    """``args["name"]`` of each metadata event (None where its args are not an object)."""
+    return [
+        a.get("name") if isinstance(a, dict) else None
+        for a in _DEC_ANY_LIST.decode(_raw_list(raws))
+    ]
 
 
 def _categorical(codes: np.ndarray, table: dict) -> pd.Categorical:

@@ -191,7 +191,8 @@ def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[memoryview]:
             yield mv[: cut + 1]
         buf[cut] = saved
         have = 1 + total - nxt
-        buf[1 : 1 + have] = buf[nxt : 1 + total]
+        with memoryview(buf) as mv:  # one memmove in place (a bytearray slice is a new copy)
+            mv[1 : 1 + have] = mv[nxt : 1 + total]
 
 
 def split_pieces(data: bytes) -> tuple[Top, Iterator[bytes] | None]:

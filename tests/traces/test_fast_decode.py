@@ -268,3 +268,22 @@ def test_any_event_list_same_frame_fast_and_careful(events: list[dict]):
         careful = chrome.parse_chrome_bytes(data, "t.json")
     _assert_same_trace(fast, careful)
     assert len(fast.events) == sum(e["ph"] in ("X", "i") for e in events)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.floats(-1e12, 1e12, allow_nan=False), st.integers(-10**9, 10**9)),
+                min_size=1, max_size=30))
+def test_string_durations_read_as_their_numbers(durs: list[float | int]):
+    """MindSpore writes every ``dur`` as a string ("5.919"): it stays on the typed path and
+    reads as the same ns as the JSON number would, and text that is not a number (beside
+    numbers and null) is a missing duration (0), as before."""
+    def trace(dur_of) -> bytes:
+        return json.dumps([{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": f"{1000 + i}.5",
+                            "dur": dur_of(d)} for i, d in enumerate(durs)]).encode()
+    as_text = chrome.parse_chrome_bytes(trace(repr), "t.json").events
+    as_number = chrome.parse_chrome_bytes(trace(lambda d: d), "t.json").events
+    assert as_text["dur_ns"].tolist() == as_number["dur_ns"].tolist()
+    junk = [{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": "1.0", "dur": d}
+            for d in ("n/a", "", None, "2.5", 3)]
+    got = chrome.parse_chrome_bytes(json.dumps(junk).encode(), "t.json").events
+    assert got["dur_ns"].tolist() == [0, 0, 0, 2500, 3000]
