@@ -33,6 +33,8 @@ from dynprof_nb.traces import load_trace, load_window  # noqa: E402
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 TEXT_FILES = (".json", ".gz", ".csv", ".txt", ".db")
+#: the keys TraceWindow adds to each ``sources`` note to say who built the frame (issue 24)
+PROVENANCE = ("source", "provider", "path")
 
 
 def frame_digest(df: pd.DataFrame) -> dict[str, Any]:
@@ -72,9 +74,9 @@ def _split_provenance(value: Any, into: list) -> Any:
     """``value`` (a sources dict) without the provenance keys of its notes, which go to ``into``."""
     if isinstance(value, dict):
         if "files" in value:
-            into.append({k: value[k] for k in ("source", "path") if k in value})
+            into.append({k: value[k] for k in PROVENANCE if k in value})
         return {k: _split_provenance(v, into) for k, v in value.items()
-                if not ("files" in value and k in ("source", "path"))}
+                if not ("files" in value and k in PROVENANCE)}
     if isinstance(value, list):
         return [_split_provenance(v, into) for v in value]
     return value

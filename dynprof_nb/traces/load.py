@@ -70,7 +70,7 @@ def _combine_windows(
             continue
         children.append(TraceWindow(s, files, comm_patterns=comm_patterns))
         if files.db is not None:
-            children[-1]._identify_db(children[-1]._dbreader())
+            children[-1].identify_db()
     if skipped:
         warnings.warn(
             IncompleteWindowWarning(f"{root}: skipped incomplete windows: " + "; ".join(skipped)),

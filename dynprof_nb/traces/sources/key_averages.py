@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..discover import WindowFiles
 from ..errors import TraceFormatError
-from .base import Source
+from .base import Provides, Read, Source
+
+if TYPE_CHECKING:
+    from ..window import TraceWindow
 
 _UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _TIME = re.compile(r"^([0-9.]+)(ns|us|ms|s)$")
@@ -85,11 +89,16 @@ def read(path: Path) -> tuple[dict[str, pd.DataFrame], str]:
     return {"ops": ops}, "table"
 
 
+def _ops(w: TraceWindow) -> Read | None:
+    """Nothing in a window directory: a table is read as a lone file (``read_file``)."""
+    return None
+
+
 SOURCE = Source(
     name="key_averages",
     detect=_detect,
     owns=_owns,
-    frames={"ops": 0},
+    frames={"ops": Provides(4, _ops)},
     identity="none: a table of one process (rank and device unknown)",
     read_file=read,
 )
