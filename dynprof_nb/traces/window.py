@@ -28,7 +28,7 @@ from .discover import (
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
 from .lazyframe import LazyFrame
 from .shortcuts import WindowShortcuts
-from .sources import SOURCES, Source, lone_file_reader, missing, providers, source_of
+from .sources import FINDERS, SOURCES, Source, lone_file_reader, missing, providers, source_of
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 
@@ -363,7 +363,7 @@ class TraceWindow(WindowShortcuts):
         cls, root: Path, explicit: bool = True, comm_patterns: comm.PatternSpec = None
     ) -> TraceWindow:
         """One rank's window directory; ``explicit``: the user named it (warn if incomplete)."""
-        files = find_window_files(root)
+        files = find_window_files(root, FINDERS)
         if files.incomplete and explicit:
             warnings.warn(
                 IncompleteWindowWarning(
@@ -372,7 +372,14 @@ class TraceWindow(WindowShortcuts):
                 ),
                 stacklevel=3,
             )
-        if not (files.traces or files.csv or files.framework or files.db or files.communication):
+        if not (
+            files.traces
+            or files.csv
+            or files.framework
+            or files.db
+            or files.communication
+            or any(files.found.values())
+        ):
             raise TraceFormatError(
                 root,
                 "no trace files found in this directory",

@@ -172,6 +172,14 @@ def test_a_saved_key_averages_table_is_its_own_source(tmp_path):
     assert w.sources["ops"]["source"] == "key_averages"
     assert w.events.empty and "holds no events" in w.sources["events"]["missing"]
 
+    # the same table in a window directory: found, detected and read by its own module
+    win = tmp_path / "window"
+    win.mkdir()
+    (win / path.name).write_text(path.read_text())
+    d = dynprof_nb.load_window(win)
+    assert d.ops.equals(w.ops)
+    assert (d.sources["ops"]["provider"], d.sources["ops"]["path"]) == ("key_averages", "table")
+
 
 def test_a_damaged_key_averages_table_is_a_trace_format_error(tmp_path):
     from dynprof_nb.traces import TraceFormatError

@@ -12,6 +12,7 @@ files that fed it (:func:`source_of`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..discover import WindowFiles
@@ -57,6 +58,13 @@ _MISSING = {
 def missing(kind: str) -> str:
     """The 'missing' note of a frame no source of the window provides."""
     return _MISSING.get(kind, f"no source of this window provides {kind}")
+
+
+#: source name -> how it finds its files in a window directory, for the formats the built-in
+#: discovery does not know (``find_window_files(root, FINDERS)`` files them in ``found``)
+FINDERS: dict[str, Callable[[Path], list[Path]]] = {
+    s.name: s.find for s in SOURCES if s.find is not None
+}
 
 
 def source_of(path: str | Path) -> Source | None:

@@ -32,6 +32,9 @@ FileReader = Callable[[Path], tuple[dict[str, pd.DataFrame], str]]
 #: ``open(window) -> handled``: what a window of one file of this format reads at once (so a
 #: damaged file raises at load); False when the file is not this source's
 FileOpener = Callable[["TraceWindow"], bool]
+#: ``find(root) -> files``: this format's files in a window directory, for a format the
+#: built-in discovery does not know (they go to ``WindowFiles.found[name]``)
+FileFinder = Callable[[Path], list[Path]]
 
 
 class Provides(NamedTuple):
@@ -59,4 +62,6 @@ class Source:
     read_file: FileReader | None = None
     #: what a window of one file of this format reads at once
     open_file: FileOpener | None = None
+    #: for a format the built-in discovery does not know: its files in a window directory
+    find: FileFinder | None = None
     doc: str = field(default="", compare=False)
