@@ -162,6 +162,9 @@ def main() -> int:
     ap.add_argument("--against", type=Path, help="an earlier digest to compare with")
     ap.add_argument("--new", default="provenance",
                     help="comma-separated keys the earlier digest may lack (added since)")
+    ap.add_argument("--ignore", default="",
+                    help="comma-separated keys not compared (e.g. provenance, when a change is "
+                         "to what the provenance says)")
     args = ap.parse_args()
     digest = digest_all()
     args.out.write_text(json.dumps(digest, indent=1, sort_keys=True))
@@ -170,9 +173,10 @@ def main() -> int:
         return 0
     before = json.loads(args.against.read_text())
     new = set(filter(None, args.new.split(",")))
+    ignore = set(filter(None, args.ignore.split(",")))
     diffs = [(w, k) for w in sorted(set(before) | set(digest))
              for k in sorted(set(before.get(w, {})) | set(digest.get(w, {})))
-             if before.get(w, {}).get(k) != digest.get(w, {}).get(k)
+             if k not in ignore and before.get(w, {}).get(k) != digest.get(w, {}).get(k)
              and not (k in new and k not in before.get(w, {}))]
     for w, k in diffs[:40]:
         print(f"DIFFERS {w} [{k}]:\n  before {before.get(w, {}).get(k)!s:.300}\n"
