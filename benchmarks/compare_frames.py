@@ -33,6 +33,8 @@ from dynprof_nb.traces import load_trace, load_window  # noqa: E402
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 TEXT_FILES = (".json", ".gz", ".csv", ".txt", ".db")
+#: the keys TraceWindow adds to each ``sources`` note to say who built the frame (issue 24)
+PROVENANCE = ("source", "provider", "path")
 
 
 def frame_digest(df: pd.DataFrame) -> dict[str, Any]:
@@ -72,9 +74,9 @@ def _split_provenance(value: Any, into: list) -> Any:
     """``value`` (a sources dict) without the provenance keys of its notes, which go to ``into``."""
     if isinstance(value, dict):
         if "files" in value:
-            into.append({k: value[k] for k in ("source", "path") if k in value})
+            into.append({k: value[k] for k in PROVENANCE if k in value})
         return {k: _split_provenance(v, into) for k, v in value.items()
-                if not ("files" in value and k in ("source", "path"))}
+                if not ("files" in value and k in PROVENANCE)}
     if isinstance(value, list):
         return [_split_provenance(v, into) for v in value]
     return value
@@ -160,6 +162,9 @@ def main() -> int:
     ap.add_argument("--against", type=Path, help="an earlier digest to compare with")
     ap.add_argument("--new", default="provenance",
                     help="comma-separated keys the earlier digest may lack (added since)")
+    ap.add_argument("--ignore", default="",
+                    help="comma-separated keys not compared (e.g. provenance, when a change is "
+                         "to what the provenance says)")
     args = ap.parse_args()
     digest = digest_all()
     args.out.write_text(json.dumps(digest, indent=1, sort_keys=True))
@@ -168,9 +173,10 @@ def main() -> int:
         return 0
     before = json.loads(args.against.read_text())
     new = set(filter(None, args.new.split(",")))
+    ignore = set(filter(None, args.ignore.split(",")))
     diffs = [(w, k) for w in sorted(set(before) | set(digest))
              for k in sorted(set(before.get(w, {})) | set(digest.get(w, {})))
-             if before.get(w, {}).get(k) != digest.get(w, {}).get(k)
+             if k not in ignore and before.get(w, {}).get(k) != digest.get(w, {}).get(k)
              and not (k in new and k not in before.get(w, {}))]
     for w, k in diffs[:40]:
         print(f"DIFFERS {w} [{k}]:\n  before {before.get(w, {}).get(k)!s:.300}\n"

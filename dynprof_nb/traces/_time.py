@@ -102,8 +102,17 @@ _CLS[_DOT], _CLS[_MINUS], _CLS[_QUOTE] = 2, 3, 4
 
 def _same_layout(m: np.ndarray) -> np.ndarray | None:
     """Every token the same length and shape (``"dddd.ddd"``, ``dddd``): the common case of a
-    real trace, parsed eight digits at a time (SWAR arithmetic on uint64 lanes). None when the
-    tokens differ in shape or are not plain numbers: the general path takes them."""
+    real trace, parsed eight digits at a time (SWAR arithmetic on uint64 lanes, see
+    :func:`_swar8`). None when the tokens differ in shape or are not plain numbers: the general
+    path takes them.
+
+    The integer part is read column by column: its first ``dot % 8`` digits one at a time
+    (``whole = whole * 10 + digit``), the rest eight at a time (``whole = whole * 10**8 +
+    _swar8(...)``), so a 16-digit µs time is two SWAR reads. The fraction's first three digits
+    are the ns (weights 100, 10, 1), a fourth rounds half up, later ones are only validated.
+    E.g. ``"1704161511420306.4915"``: whole = 17041615 * 10**8 + 11420306, ns = whole * 1000
+    + 491 + (5 >= 5).
+    """
     n, width = m.shape
     kinds = _CLS[m[0]].tolist()
     first = 0
@@ -149,20 +158,46 @@ def _digit_col(col: np.ndarray, ok: np.ndarray) -> np.ndarray:
     return d
 
 
+#: '0' (0x30) in each of the eight bytes: subtracted, it turns ASCII digits into their values
 _ZEROS8 = np.uint64(0x3030303030303030)
 
 
 def _swar8(flat: np.ndarray, col: int, width: int, ok: np.ndarray) -> np.ndarray:
-    """Eight ASCII digits at ``col`` of every row as one int (little-endian uint64 lanes)."""
+    """Eight ASCII digits at ``col`` of every row as one int (little-endian uint64 lanes).
+
+    SWAR ("SIMD within a register"): the eight bytes are read as one little-endian uint64, so
+    the token's first (most significant) digit is the lowest byte, and three multiply-adds of
+    neighbouring lanes make the number, each doubling the lane width (1 -> 2 -> 4 -> 8 digits).
+    Worked example, the text ``"12345678"``::
+
+        read            x = 0x38_37_36_35_34_33_32_31   (bytes '8'..'1', '1' lowest)
+        x -= _ZEROS8    x = 0x08_07_06_05_04_03_02_01   (each byte its digit)
+        8-bit lanes:    x*10 + (x >> 8), keep every 2nd byte (0x00FF00FF00FF00FF)
+                        -> 16-bit lanes 12, 34, 56, 78   (1*10+2, 3*10+4, ...)
+        16-bit lanes:   x*100 + (x >> 16), keep every 2nd 16 bits (0x0000FFFF0000FFFF)
+                        -> 32-bit lanes 1234, 5678
+        32-bit lanes:   x*10000 + (x >> 32), keep the low 32 bits (0x00000000FFFFFFFF)
+                        -> 12345678
+
+    No step carries into the next lane: a lane's result (at most 99, 9999, 99999999) fits in
+    the lane, so the masks only drop the garbage the shifted-in neighbour left above it.
+    """
     n = len(flat) // width
     x = np.ndarray((n,), dtype="<u8", buffer=flat, offset=col, strides=(width,)).copy()
-    hi = np.uint64(0xF0F0F0F0F0F0F0F0)
-    t = x + np.uint64(0x0606060606060606)
+    # Validation, all eight bytes at once: a byte b is a digit when 0x30 <= b <= 0x39, that is
+    # when both b and b + 6 have high nibble 3 ('9' + 6 = 0x3F; ':' + 6 = 0x40 does not; '/'
+    # = 0x2F fails on its own nibble). t puts b's high nibble in each byte's high half and
+    # (b + 6)'s in its low half, so every byte of t is 0x33 exactly when every byte is a digit.
+    # (b + 6 carries into the next byte only for b >= 0xFA, whose own high nibble already fails.)
+    hi = np.uint64(0xF0F0F0F0F0F0F0F0)  # the high nibble of each byte
+    t = x + np.uint64(0x0606060606060606)  # b + 6 in each byte
     t &= hi
     t >>= np.uint64(4)
     t |= x & hi
     ok &= t == np.uint64(0x3333333333333333)  # every byte in '0'..'9'
-    x -= _ZEROS8
+    x -= _ZEROS8  # no borrow: every byte is >= 0x30 where ok holds (other rows are dropped)
+    # (shift to bring the next lane down, the weight of the lower lane, mask keeping each pair's
+    # lower lane): see the worked example above
     for shift, mul, mask in (
         (8, 10, 0x00FF00FF00FF00FF),
         (16, 100, 0x0000FFFF0000FFFF),

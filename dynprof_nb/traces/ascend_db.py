@@ -26,7 +26,11 @@ class AscendDb:
     """One rank's profiler database (plus its analysis.db, if any), read table by table.
 
     Each read opens its own immutable connection, so the object pickles and many can be read
-    in parallel. ``notes`` collects what was repaired or derived, for the window's ``sources``.
+    in parallel. ``notes`` collects what was repaired or derived, for the window's ``sources``;
+    ``read_paths`` which of a frame's equivalent paths its last read took (kernels: ``fast``,
+    the column-wise :mod:`.ascend_db_kernels`; ``generic``, row-wise; ``repaired``, the raw TASK
+    rows where COMPUTE_TASK_INFO is absent; ``trimmed``, no task table. steps:
+    ``StepTraceTime``, ``STEP_TIME+tasks``, ``STEP_TIME``, ``none``).
     """
 
     def __init__(self, path: str | Path, analysis: str | Path | None = None):
@@ -36,6 +40,7 @@ class AscendDb:
         self._ana = DbFile(self.analysis) if self.analysis else None
         self._step_time: pd.DataFrame | None = None
         self.notes: list[str] = []
+        self.read_paths: dict[str, str] = {}
 
     @property
     def ana(self) -> DbFile | None:
@@ -137,9 +142,11 @@ class AscendDb:
         from the device tasks (the same rule torch_npu's analysis applies)."""
         st = self.step_trace()
         if st is not None:
+            self.read_paths["steps"] = "StepTraceTime"
             return st
         st_raw = self.step_time()
         if st_raw.empty:
+            self.read_paths["steps"] = "none"
             return schema.empty("steps")
         self.notes.append(
             "no analysis.db StepTraceTime: duration from STEP_TIME, breakdown "
@@ -147,6 +154,7 @@ class AscendDb:
             "communication not overlapped)"
         )
         if not self.has_tasks():
+            self.read_paths["steps"] = "STEP_TIME"
             self.notes.append(
                 "no TASK table (kernel data trimmed or not exported): the steps have their "
                 "STEP_TIME duration only, no breakdown"
@@ -162,6 +170,7 @@ class AscendDb:
                 "steps",
             )
         k = self.kernels()
+        self.read_paths["steps"] = "STEP_TIME+tasks"
         rows = []
         for s, a, b in st_raw[["step", "start_ns", "end_ns"]].itertuples(index=False):
             br = overlap_breakdown(k[(k["step"] == s)])
@@ -259,13 +268,19 @@ class AscendDb:
         """Compute tasks plus one ``core == "HCCL"`` row per communication op, as
         kernel_details.csv has them (empty, with a note, when the db has no device tasks)."""
         if not self.has_tasks():
+            self.read_paths["kernels"] = "trimmed"
             self.notes.append(
                 "no TASK or COMPUTE_TASK_INFO table: the kernel data was trimmed or not exported"
             )
             return schema.empty("kernels")
         comm = ascend_db_comm.comm_ops(self.db) if self.has("COMMUNICATION_OP") else None
         fast = ascend_db_kernels.kernels(self.db, comm, self.step_time())
-        return fast if fast is not None else self.kernels_generic(comm)
+        if fast is not None:
+            self.read_paths["kernels"] = "fast"
+            return fast
+        out = self.kernels_generic(comm)
+        self.read_paths["kernels"] = "generic" if self.has("COMPUTE_TASK_INFO") else "repaired"
+        return out
 
     def kernels_generic(self, comm: pd.DataFrame | None) -> pd.DataFrame:
         """``kernels`` read row-wise (any file; ``ascend_db_kernels`` is the fast path for the

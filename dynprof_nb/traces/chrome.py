@@ -79,7 +79,7 @@ class _Event(msgspec.Struct, gc=False):
 
 
 class _LooseEvent(msgspec.Struct, gc=False):
-    """Fallback for a piece where a field has an odd type (``"dur": "12"``, ``true``)."""
+    """Fallback for a piece where a field has an odd type (``"dur": true``, ``"ph": 3``)."""
 
     ph: Any = None
     name: Any = None
@@ -125,9 +125,18 @@ _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
 COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
 
 
+#: the decode paths a Chrome trace can take (each gives the same frame for a file both read):
+#: ``streaming`` (a large plain file decoded as it is read), ``pieces`` (the text in memory cut
+#: at event boundaries), ``split`` (cut by a full scan where the quick cut was unsure); then
+#: ``+loose`` when a piece had a field of an odd type (decoded untyped), and ``repaired+`` first
+#: when the strict parse failed and :func:`~dynprof_nb.traces.repair.repair_json` ran
+READ_PATHS = ("streaming", "pieces", "split")
+
+
 class ChromeTrace:
     """What one Chrome trace file gave: the events frame, side tables built on first access
-    (``memory``, ``counters``), the top-level metadata and what was repaired."""
+    (``memory``, ``counters``), the top-level metadata, what was repaired, and ``read_path``,
+    the decode path that ran (see :data:`READ_PATHS`: ``"pieces"``, ``"repaired+split+loose"``)."""
 
     def __init__(
         self,
@@ -139,8 +148,10 @@ class ChromeTrace:
         base_ns: int,
         counter_parts: tuple,
         memory_parts: list,
+        read_path: str = "pieces",
     ):
         self.path = path
+        self.read_path = read_path
         self.events = events
         self.meta = meta
         self.ph_counts = ph_counts
@@ -299,6 +310,7 @@ def _load_streaming(path: Path) -> ChromeTrace | None:
         finally:
             if gc_was:
                 gc.enable()
+    acc.how = "streaming"
     return acc.finish(str(path), top, [])
 
 
@@ -324,6 +336,8 @@ def parse_chrome_bytes(
             box[0] = msgspec.json.encode(obj)
             del obj
             top, acc = _decode(box[0])
+            if acc is not None:
+                acc.repaired = True
         box.clear()  # the text is no longer needed: free it before the frame is built
     finally:
         if gc_was:
@@ -352,6 +366,7 @@ def _decode(data: bytes) -> tuple[fastjson.Top, _Columns | None]:
     if pieces is None:
         return top, None
     acc = _Columns()
+    acc.how = "split"
     for piece in pieces:
         acc.add(piece)
     return top, acc
@@ -442,6 +457,13 @@ class _Columns:
         self.n_rows = 0
         self.bad_ts = 0  # ts tokens given but not a time int64 ns can hold
         self.bad_ts_example = b""
+        self.how = "pieces"  # which decode path fed it (READ_PATHS)
+        self.loose = False  # a piece was decoded untyped (a field of an odd type)
+        self.repaired = False  # the text was repaired first
+
+    def read_path(self) -> str:
+        """The decode path that ran, as ``ChromeTrace.read_path`` names it."""
+        return ("repaired+" if self.repaired else "") + self.how + ("+loose" if self.loose else "")
 
     def _unreadable_ts(self, tokens: list) -> None:
         """Count the ts that were written but could not be read (a missing ts, or ``null``, is
@@ -454,6 +476,7 @@ class _Columns:
 
     def add(self, piece: bytes | memoryview) -> None:
         evs, loose = _decode_piece(piece)
+        self.loose |= loose
         n = len(evs)
         if not n:
             return
@@ -559,7 +582,9 @@ class _Columns:
         counters = (list(self.cnt_t), self.counter_parts)
         if self.bad_ts:
             notes = [*notes, _bad_ts_note(self.bad_ts, self.bad_ts_example)]
-        return ChromeTrace(path, ev, meta, ph_counts, notes, base, counters, self.memory_parts)
+        return ChromeTrace(
+            path, ev, meta, ph_counts, notes, base, counters, self.memory_parts, self.read_path()
+        )
 
 
 def _bad_ts_note(count: int, example: bytes) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +60,8 @@ class WindowFiles:
     # symlinks that lead out of the window: never read (nor quoted in an error)
     outside: list[Path] = field(default_factory=list)
     table: Path | None = None
+    # source name -> its files, for a format that finds its own (``Source.find``)
+    found: dict[str, list[Path]] = field(default_factory=dict)
 
 
 def _ascend_roots(root: Path, wf: WindowFiles) -> list[Path]:
@@ -81,7 +84,12 @@ def _inside(p: Path, wf: WindowFiles) -> bool:
         return False
 
 
-def find_window_files(root: Path) -> WindowFiles:
+def find_window_files(
+    root: Path, finders: dict[str, Callable[[Path], list[Path]]] | None = None
+) -> WindowFiles:
+    """The files of the window directory ``root``, by role; ``finders`` (source name -> its
+    ``find``, :data:`dynprof_nb.traces.sources.FINDERS`) add the files of the formats that find
+    their own, under ``found[name]``."""
     wf = WindowFiles(root=root)
     man = root / "window.json"
     if man.is_file() and _inside(man, wf):
@@ -123,6 +131,8 @@ def find_window_files(root: Path) -> WindowFiles:
             for p in sorted(q for q in fw.iterdir() if _inside(q, wf)):
                 key = re.sub(r"_\d+$", "", p.stem)
                 wf.framework.setdefault(key, p)
+    for name, find in (finders or {}).items():  # the formats that find their own files
+        wf.found[name] = [p for p in find(root) if _inside(p, wf)]
     if (root / "dynprof_steps.csv").is_file() and _inside(root / "dynprof_steps.csv", wf):
         wf.step_markers = root / "dynprof_steps.csv"
     m = WINDOW_RE.match(root.name)

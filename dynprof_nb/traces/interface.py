@@ -27,5 +27,7 @@ class Window(Protocol):
 
     @property
     def sources(self) -> dict[str, Any]:
-        """Per frame kind: which files (and which registered source) built it."""
+        """Per frame kind: which files fed it, what is missing, and who built it (``provider``,
+        the registered source; ``path``, which of its reader's paths ran; ``source``, the
+        format of the files)."""
         ...

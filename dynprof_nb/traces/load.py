@@ -12,6 +12,7 @@ from . import comm
 from .discover import find_file, find_window_files, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError
 from .multirank import MultiRankWindow
+from .sources import FINDERS
 from .window import TraceWindow
 
 
@@ -64,13 +65,13 @@ def _combine_windows(
         if s.is_file():
             children.append(TraceWindow(s, find_file(s), comm_patterns=comm_patterns))
             continue
-        files = find_window_files(s)
+        files = find_window_files(s, FINDERS)
         if files.incomplete:
             skipped.append(f"{s.name}: {files.incomplete}")
             continue
         children.append(TraceWindow(s, files, comm_patterns=comm_patterns))
         if files.db is not None:
-            children[-1]._identify_db(children[-1]._dbreader())
+            children[-1].identify_db()
     if skipped:
         warnings.warn(
             IncompleteWindowWarning(f"{root}: skipped incomplete windows: " + "; ".join(skipped)),

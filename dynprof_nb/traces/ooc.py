@@ -345,7 +345,7 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     return ddf, (summaries if with_summaries else None)
 
 
-def events_out_of_core(w: Any, files: Any) -> Any:
+def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
     """Window ``w``'s events as an out-of-core Dask frame when its one Kineto trace is too
     big (:func:`wanted`), filling its ops/steps/kernels from the same pass if it has none;
     None (nothing done) otherwise, and the events load into memory as usual."""
@@ -358,9 +358,9 @@ def events_out_of_core(w: Any, files: Any) -> Any:
     except stream.NotStreamable:
         return None
     if s is not None:
-        stream.adopt(w, s, path)
+        stream.adopt(w, s, path, provider)
     note = NOTE.format(n=ddf.npartitions, dir=ddf.dynprof_dir)
-    w._note("events", [path], notes=[note])
+    w.note("events", [path], notes=[note])
     ddf.dynprof_note = note
     return ddf
 

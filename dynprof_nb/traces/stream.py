@@ -456,7 +456,7 @@ def _walk(
     return out_n, out_s
 
 
-def fill_streamed(w: Any, files: Any) -> bool:
+def fill_streamed(w: Any, files: Any, provider: Any) -> bool:
     """Give window ``w`` (a :class:`.window.TraceWindow` of ``files``) its ops, steps and
     kernels in one pass when its one Kineto trace is big (:func:`wanted`); False (nothing
     done) when the window is not that or the trace cannot stream, and it loads as usual."""
@@ -467,7 +467,7 @@ def fill_streamed(w: Any, files: Any) -> bool:
         s = stream_trace(path, w.comm_patterns)
     except NotStreamable:
         return False
-    adopt(w, s, path)
+    adopt(w, s, path, provider)
     return True
 
 
@@ -483,8 +483,10 @@ def streamable(files: Any) -> bool:
     )
 
 
-def adopt(w: Any, s: Streamed, path: Path) -> None:
-    """Cache the streamed frames in window ``w`` (as its ``_frame`` would), with their notes."""
+def adopt(w: Any, s: Streamed, path: Path, provider: Any) -> None:
+    """Cache the streamed frames in window ``w`` (as its ``_frame`` would), with their notes;
+    ``w.sources[kind]`` names ``provider`` (the kineto source) and the path ``stream``."""
+
     if s.repairs:
         warn(TraceRepairWarning(f"{path}: " + "; ".join(s.repairs)), stacklevel=5)
     w.streamed = s
@@ -499,12 +501,11 @@ def adopt(w: Any, s: Streamed, path: Path) -> None:
         frame = schema.conform(frame, kind)
         if w.device is not None and "device" not in frame.columns:
             frame["device"] = schema.constant_int(w.device, len(frame))
-        w._cache[kind] = frame
         if frame.empty:
-            w._note(kind, missing=f"{path.name}: no {kind} (read in one pass)")
+            w.note(kind, missing=f"{path.name}: no {kind} (read in one pass)")
         else:
-            w._note(kind, [path], notes=[notes[kind]] + s.repairs)
-            w._provenance(kind)
+            w.note(kind, [path], notes=[notes[kind]] + s.repairs)
+        w.adopt_frame(kind, frame, provider, "stream")
     info = s.meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int) and w.rank is None:
         w.rank = info["rank"]

@@ -1,24 +1,24 @@
 """TraceWindow: one profiling window (or several ranks' windows) as lazily loaded DataFrames.
 
-Each frame is read on first access from the best source the window has, and ``sources`` records
-which file fed it, what was repaired and what was missing. Several ranks parse in parallel
+Each frame is read on first access from the best source the window has (the registered sources
+of :mod:`dynprof_nb.traces.sources` declare which frames they provide, at which priority, and
+read them), and ``sources`` records which source and which of its paths built it, which file
+fed it, what was repaired and what was missing. Several ranks parse in parallel
 processes (the JSON decode holds the GIL, so threads would not help).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_bandwidth, comm, derive, mindspore, schema
+from . import ascend, ascend_bandwidth, comm, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import (
-    MEMORY_CSVS,
     WindowFiles,
     find_file,
     find_window_files,
@@ -27,10 +27,8 @@ from .discover import (
 )
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
 from .lazyframe import LazyFrame
-from .ooc import events_out_of_core
-from .ops import op_table
 from .shortcuts import WindowShortcuts
-from .sources import Source, lone_file_reader, source_of
+from .sources import FINDERS, SOURCES, Source, lone_file_reader, missing, providers, source_of
 from .stream import Streamed, fill_streamed
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
@@ -67,6 +65,16 @@ class TraceWindow(WindowShortcuts):
       synchronization_us, idle_us, size_mb, bandwidth_gbps, source
 
     Times: ``*_ns`` are exact int64 nanoseconds; ``*_us`` are float microseconds.
+
+    ``sources[kind]`` says where frame ``kind`` came from: ``files`` (what fed it), ``missing``
+    (why it is empty), ``notes`` (what was repaired or derived), ``format`` (``"db"`` or
+    ``"text"``), and who built it: ``provider`` (the registered source whose reader gave it,
+    ``"derived"`` for a frame computed from another), ``path`` (which of that reader's paths
+    ran: a Chrome trace's ``"pieces"``, ``"streaming"``, ``"split"``, ``"+loose"``,
+    ``"repaired+..."``; the .db kernels' ``"fast"``, ``"generic"``, ``"repaired"``; ``"csv"``,
+    ``"op_table"``, ...; see docs/architecture.md) and, where files fed it, ``source`` (the
+    format of those files). E.g. ``w.sources["events"]``: ``{"provider": "kineto", "path":
+    "pieces", "source": "kineto", "files": [...], ...}``.
 
     Its summary, plots and cluster analyses (``summary()``, ``plot_timeline()``, ...) are
     :class:`~dynprof_nb.traces.shortcuts.WindowShortcuts`, provided by the analysis side.
@@ -127,52 +135,75 @@ class TraceWindow(WindowShortcuts):
         config = (self.manifest or {}).get("config")
         return dict(config) if isinstance(config, dict) else None
 
-    def _frame(self, kind: str) -> pd.DataFrame:
-        if kind not in self._cache:
-            try:
-                frame = schema.conform(_LOADERS[kind](self), kind)
-                self._provenance(kind)
-                if self.device is not None and "device" not in frame.columns:
-                    frame["device"] = schema.constant_int(self.device, len(frame))
-                self._cache[kind] = frame
-            except (TraceFormatError, FileNotFoundError, MemoryError):
-                raise
-            except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
-                raise TraceFormatError(
-                    self.path,
-                    f"cannot read its {kind}: {type(exc).__name__}: {str(exc)[:200]}",
-                    hint="the file is damaged or not in the layout this reader knows",
-                ) from exc
-        return self._cache[kind]
-
     def frame(self, kind: str) -> pd.DataFrame:
         """Frame ``kind`` (one of ``FRAMES``), read on first use (the :class:`Window` protocol)."""
-        if kind not in _LOADERS:
+        if kind not in FRAMES:
             raise KeyError(f"no frame {kind!r}; a window has {', '.join(FRAMES)}")
         return self._frame(kind)
 
-    def _provenance(self, kind: str) -> None:
-        """Say in ``sources[kind]`` which registered source built the frame and how: ``read``
-        from a file of a source that provides it, ``derived`` from the events (ops computed
-        from a trace) or from a source that does not provide the frame."""
-        note = self.sources.get(kind)
-        if not note or not note.get("files"):
-            return
-        src = source_of(note["files"][0])
-        if src is not None:
-            note["source"] = src.name
-            from_events = kind != "events" and note["files"] == self.sources.get("events", {}).get(
-                "files"
-            )
-            note["path"] = "derived" if from_events or kind not in src.frames else "read"
+    def _frame(self, kind: str) -> pd.DataFrame:
+        if kind not in self._cache:
+            self._cache[kind] = self._read(kind)
+        return self._cache[kind]
 
-    def _note(
+    def _read(self, kind: str) -> pd.DataFrame:
+        """Frame ``kind`` from the best of the window's sources that has it: each provider
+        (:func:`~dynprof_nb.traces.sources.providers`, best first) is asked in turn, the first
+        that gives a frame wins, and ``sources[kind]`` says which and by which path."""
+        try:
+            for src in providers(self._files, kind):
+                got = src.frames[kind].read(self)
+                if got is not None:
+                    break
+            else:
+                src, got = None, (schema.empty(kind), "none")
+                self.note(kind, missing=missing(kind))
+            frame = schema.conform(got[0], kind)
+            self._provenance(kind, src, got[1])
+            if self.device is not None and "device" not in frame.columns:
+                frame["device"] = schema.constant_int(self.device, len(frame))
+            return frame
+        except (TraceFormatError, FileNotFoundError, MemoryError):
+            raise
+        except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
+            raise TraceFormatError(
+                self.path,
+                f"cannot read its {kind}: {type(exc).__name__}: {str(exc)[:200]}",
+                hint="the file is damaged or not in the layout this reader knows",
+            ) from exc
+
+    def _provenance(self, kind: str, provider: Source | None, path: str) -> None:
+        """Say in ``sources[kind]`` who built the frame: ``provider``, the registered source
+        whose reader gave it (``derived`` for a frame computed from another); ``path``, the
+        way that reader took (a Chrome trace's decode path, the .db kernels' ``fast`` /
+        ``generic`` / ``repaired``, ``csv``, ...); and, where files fed it, ``source``, the
+        format those files are (for ops derived from a Kineto trace: ``kineto``)."""
+        note = self.sources.setdefault(kind, {"files": [], "missing": None, "notes": []})
+        note["provider"] = provider.name if provider is not None else None
+        note["path"] = path
+        if note.get("files"):
+            first = Path(note["files"][0])
+            owner = provider if provider is not None and provider.owns(first) else None
+            owner = owner or source_of(first)
+            note["source"] = owner.name if owner is not None else note["provider"]
+
+    def adopt_frame(
+        self, kind: str, frame: pd.DataFrame, provider: Source | None = None, path: str = ""
+    ) -> None:
+        """Take frame ``kind`` as read (a lone file's, read at load), its note said already."""
+        self._cache[kind] = schema.conform(frame, kind)
+        if provider is not None:
+            self._provenance(kind, provider, path)
+
+    def note(
         self,
         kind: str,
         files: list | None = None,
         missing: str | None = None,
         notes: list[str] | None = None,
     ) -> None:
+        """What ``sources[kind]`` says: the files that fed the frame, what is missing, notes
+        (for a source's reader, which says it once it knows)."""
         fmt = (
             "db"
             if any(str(f).endswith(".db") for f in files or [])
@@ -186,20 +217,26 @@ class TraceWindow(WindowShortcuts):
         }
 
     @property
+    def files(self) -> WindowFiles:
+        """The window's files, by role (what discovery found)."""
+        return self._files
+
+    @property
     def format(self) -> str:
         """``"db"`` when the window has a profiler database (then every frame it holds is read
         from it, so all frames come from one export), else ``"text"``."""
         return "db" if self._files.db is not None else "text"
 
-    def _have(self) -> str:
+    def have(self) -> str:
         """What this window does have, for 'missing' notes on trimmed ranks."""
         f = self._files
         have = [p.name for p in f.traces] + [p.name for p in f.csv.values()]
         have += [p.name for p in (f.communication, f.matrix, f.db, f.analysis_db) if p]
         return ", ".join(have) or "no profiler files"
 
-    # ---- readers ----------------------------------------------------------------------------
-    def _traces(self) -> list[ChromeTrace]:
+    # ---- the readers the sources share (one parse of each file, kept) ------------------------
+    def chrome_traces(self) -> list[ChromeTrace]:
+        """The window's Chrome traces, parsed once (a repaired one warns)."""
         if self._chrome is None:
             out = []
             for p in self._files.traces:
@@ -210,7 +247,8 @@ class TraceWindow(WindowShortcuts):
             self._chrome = out
         return self._chrome
 
-    def _dbreader(self) -> AscendDb | None:
+    def database(self) -> AscendDb | None:
+        """The window's profiler database reader (None without a .db)."""
         db = self._files.db
         if self._adb is None and db is not None:
             ana = self._files.analysis_db
@@ -219,200 +257,11 @@ class TraceWindow(WindowShortcuts):
             self._adb = AscendDb(db, ana)
         return self._adb
 
-    def _db_note(self, kind: str, frame: pd.DataFrame, tables: str) -> pd.DataFrame:
-        adb = self._dbreader()
-        files = [adb.path] + (
-            [adb.analysis] if adb.analysis and kind in ("steps", "communication") else []
-        )
-        if frame.empty:
-            self._note(
-                kind,
-                missing=f"the database has no {tables} rows (this rank has: {self._have()}; "
-                f"its database's tables: {', '.join(sorted(adb.tables))})",
-                notes=adb.notes,
-            )
-        else:
-            self._note(kind, files, notes=[f"from {tables}"] + adb.notes)
-        return frame
-
-    def _load_events(self) -> pd.DataFrame:
-        ooc = events_out_of_core(self, self._files)  # a trace too big: Dask over Parquet
-        if ooc is not None:
-            return ooc
-        adb = self._dbreader()
-        traces = self._traces() if adb is None else []
-        if adb is not None:
-            ev = self._db_note(
-                "events", adb.api_events(), "PYTORCH_API, CANN_API, TASK and COMMUNICATION_OP"
-            )
-            if ev.empty:
-                return schema.empty("events")
-        elif traces:
-            frames = [t.events for t in traces]
-            ev = frames[0] if len(frames) == 1 else schema.concat_frames(frames)
-            self._note(
-                "events", [t.path for t in traces], notes=[n for t in traces for n in t.repairs]
-            )
-        elif "cpu_op_execute_timestamp" in self._files.framework:
-            p = self._files.framework["cpu_op_execute_timestamp"]
-            ev = mindspore.cpu_op_execute_timestamps(p)
-            self._note("events", [p])
-        else:
-            self._note(
-                "events",
-                missing="no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)",
-            )
-            return schema.empty("events")
-        markers = self._files.step_markers
-        if markers is not None:
-            ev = schema.concat_frames(
-                [schema.conform(ev, "events").drop(columns="step"), mindspore.step_markers(markers)]
-            )
-            self.sources["events"]["files"].append(str(markers))
-            self.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
-        iv = derive.step_intervals(ev)
-        steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), iv)
-        ev["step"] = derive.device_steps(ev, iv, steps)
-        return ev
-
-    def _load_ops(self) -> pd.DataFrame:
-        ev = self.events
-        if not ev.empty:
-            self._note(
-                "ops",
-                self.sources["events"]["files"],
-                notes=[
-                    "computed from events (self time = duration minus children on the same thread)"
-                ],
-            )
-            return op_table(ev)
-        if "op_statistic" in self._files.csv:
-            p = self._files.csv["op_statistic"]
-            self._note("ops", [p], notes=["device op types from op_statistic.csv"])
-            return ascend.op_statistic(p)
-        fw = self._files.framework
-        if "cpu_op_detail_info" in fw:
-            self._note("ops", [fw["cpu_op_detail_info"]])
-            return mindspore.cpu_op_detail(fw["cpu_op_detail_info"])
-        self._note("ops", missing="no events and no op_statistic.csv / cpu_op_detail_info csv")
-        return schema.empty("ops")
-
-    def _load_steps(self) -> pd.DataFrame:
-        adb = self._dbreader()
-        if adb is not None:
-            return self._db_note("steps", adb.steps(), "analysis.db StepTraceTime / STEP_TIME")
-        p = self._files.csv.get("step_trace_time")
-        derived, how = derive.steps_from_events(self.events, self.comm_patterns)
-        if p is not None:
-            st = ascend.step_trace_time(p)
-            if not derived.empty and "start_ns" in derived:
-                starts = derived.set_index("step")["start_ns"]
-                st["start_ns"] = st["step"].map(starts).astype("Int64")
-            self._note(
-                "steps",
-                [p],
-                notes=[
-                    "start_ns from step marker events"
-                    if not derived.empty
-                    else "step_trace_time.csv has no start times"
-                ],
-            )
-            return st
-        if derived.empty:
-            self._note("steps", missing=how)
-        else:
-            self._note("steps", self.sources.get("events", {}).get("files"), notes=[how])
-        return derived
-
-    def _load_kernels(self) -> pd.DataFrame:
-        p = self._files.csv.get("kernel_details")
-        adb = self._dbreader()
-        if adb is not None:
-            return self._db_note(
-                "kernels", adb.kernels(), "TASK, COMPUTE_TASK_INFO and COMMUNICATION_OP"
-            )
-        if p is not None:
-            self._note("kernels", [p])
-            return ascend.kernel_details(p)
-        k = derive.kernels_from_events(self.events)
-        if k.empty:
-            self._note(
-                "kernels",
-                missing="no kernel_details.csv and no device events (this rank "
-                f"has: {self._have()})",
-            )
-        else:
-            self._note("kernels", self.sources["events"]["files"], notes=["device events"])
-        return k
-
-    def _load_memory(self) -> pd.DataFrame:
-        adb = self._dbreader()
-        if adb is not None:
-            return self._db_note("memory", adb.memory(), "MEMORY_RECORD and OP_MEMORY")
-        frames, files = [], []
-        for key in MEMORY_CSVS:
-            p = self._files.csv.get(key)
-            if p is not None:
-                frames.append(ascend.memory_csv(p))
-                files.append(p)
-        p = self._files.framework.get("cpu_ms_memory_record")
-        if p is not None:
-            frames.append(mindspore.cpu_memory_record(p))
-            files.append(p)
-        if not frames:
-            self.events  # noqa: B018  (loads the traces)
-            for t in self._traces():
-                if not t.memory.empty:
-                    frames.append(t.memory)
-                    files.append(t.path)
-                m = derive.memory_from_counters(t.counters)
-                if not m.empty:
-                    frames.append(m)
-                    files.append(t.path)
-        if not frames:
-            self._note(
-                "memory",
-                missing="no memory CSV, [memory] events or Memory counters "
-                "(profile_memory was probably off)",
-            )
-            return schema.empty("memory")
-        self._note("memory", files)
-        out = schema.concat_frames([schema.conform(f, "memory") for f in frames])
-        return out.sort_values("ts_ns", ignore_index=True)
-
-    def _load_communication(self) -> pd.DataFrame:
-        p = self._files.communication
-        adb = self._dbreader()
-        if adb is not None:
-            return self._db_note(
-                "communication",
-                adb.communication(),
-                "COMMUNICATION_OP (or analysis.db CommAnalyzerTime)",
-            )
-        if p is not None:
-            self._note("communication", [p])
-            return ascend.communication_json(p)
-        c = derive.communication_from_events(self.events, self.comm_patterns)
-        if c.empty:
-            self._note(
-                "communication",
-                missing="no communication.json and no event matched the "
-                "communication patterns (dynprof_nb.traces.comm; "
-                f"this rank has: {self._have()})",
-            )
-        else:
-            self._note(
-                "communication",
-                self.sources["events"]["files"],
-                notes=[f"{c['source'].iloc[0]} matching the communication patterns"],
-            )
-        return c
-
     def communication_links(self) -> pd.DataFrame:
         """Per communication op and link (src_rank -> dst_rank): transport, size_mb, transit_us,
         bandwidth_gbps; from communication_matrix.json, or the database's HCCL tasks."""
         if self._links is None:
-            adb = self._dbreader()
+            adb = self.database()
             m = self._files.matrix
             if adb is not None:
                 self._links = adb.links()
@@ -425,7 +274,7 @@ class TraceWindow(WindowShortcuts):
                 self.sources["links"] = {
                     "files": [],
                     "missing": "no communication_matrix.json "
-                    f"or database (this rank has: {self._have()})",
+                    f"or database (this rank has: {self.have()})",
                 }
         return self._links
 
@@ -435,7 +284,7 @@ class TraceWindow(WindowShortcuts):
         Bandwidth Info"; from communication.json, analysis.db or the database's HCCL tasks.
         The communication frame's size_mb / bandwidth_gbps are its SDMA + RDMA rows."""
         if self._bandwidth is None:
-            adb = self._dbreader()
+            adb = self.database()
             p = self._files.communication
             if adb is not None:
                 self._bandwidth = adb.bandwidth()
@@ -449,14 +298,14 @@ class TraceWindow(WindowShortcuts):
                 )
                 self.sources["bandwidth"] = {
                     "files": [],
-                    "missing": f"no communication.json or database (this rank has: {self._have()})",
+                    "missing": f"no communication.json or database (this rank has: {self.have()})",
                 }
         return self._bandwidth
 
     def memory_copies(self) -> pd.DataFrame:
         """The device's asynchronous memory copies (MEMCPY_ASYNC tasks: start_ns, end_ns,
         step) of a database window; empty for other formats."""
-        adb = self._dbreader()
+        adb = self.database()
         if adb is not None:
             return adb.memory_copies()
         return pd.DataFrame(
@@ -472,7 +321,9 @@ class TraceWindow(WindowShortcuts):
     def from_file(cls, path: str | Path, *, comm_patterns: comm.PatternSpec = None) -> TraceWindow:
         """One file: Chrome trace JSON (.json/.gz, object or array), an Ascend CSV,
         communication.json, a MindSpore FRAMEWORK file or an Ascend .db. It is a window of one
-        file, filed by :func:`~dynprof_nb.traces.discover.find_file` where a directory holds it."""
+        file, filed by :func:`~dynprof_nb.traces.discover.find_file` where a directory holds it;
+        the source it belongs to reads the frame it feeds now (``Source.open_file``), so a
+        damaged file raises at load."""
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such file (load_window reads directories)")
@@ -481,7 +332,8 @@ class TraceWindow(WindowShortcuts):
             if own is not None:
                 return cls._from_source_file(p, own, comm_patterns)
             w = cls(p, find_file(p), comm_patterns=comm_patterns)
-            w._read_lone_file()
+            if not any(s.open_file(w) for s in SOURCES if s.open_file is not None):
+                raise TraceFormatError(p, "no registered source reads this file", offset=0)
         except (TraceFormatError, FileNotFoundError, MemoryError):
             raise
         except _CONTENT_ERRORS as exc:
@@ -501,18 +353,11 @@ class TraceWindow(WindowShortcuts):
         frames, path = src.read_file(p)
         for kind in FRAMES:
             if kind in frames:
-                w._cache[kind] = schema.conform(frames[kind], kind)
-                w.sources[kind] = {
-                    "files": [str(p)],
-                    "missing": None,
-                    "notes": [],
-                    "format": "text",
-                    "source": src.name,
-                    "path": path,
-                }
+                w.note(kind, [p])
+                w.adopt_frame(kind, frames[kind], src, path)
             else:
-                w._cache[kind] = schema.empty(kind)
-                w._note(kind, missing=f"{p.name} ({src.name}) holds no {kind}")
+                w.note(kind, missing=f"{p.name} ({src.name}) holds no {kind}")
+                w.adopt_frame(kind, schema.empty(kind))
         return w
 
     @classmethod
@@ -520,7 +365,7 @@ class TraceWindow(WindowShortcuts):
         cls, root: Path, explicit: bool = True, comm_patterns: comm.PatternSpec = None
     ) -> TraceWindow:
         """One rank's window directory; ``explicit``: the user named it (warn if incomplete)."""
-        files = find_window_files(root)
+        files = find_window_files(root, FINDERS)
         if files.incomplete and explicit:
             warnings.warn(
                 IncompleteWindowWarning(
@@ -529,7 +374,14 @@ class TraceWindow(WindowShortcuts):
                 ),
                 stacklevel=3,
             )
-        if not (files.traces or files.csv or files.framework or files.db or files.communication):
+        if not (
+            files.traces
+            or files.csv
+            or files.framework
+            or files.db
+            or files.communication
+            or any(files.found.values())
+        ):
             raise TraceFormatError(
                 root,
                 "no trace files found in this directory",
@@ -539,53 +391,24 @@ class TraceWindow(WindowShortcuts):
             )
         w = cls(root, files, comm_patterns=comm_patterns)
         if files.db is not None:
-            w._identify_db(w._dbreader())
+            w.identify_db()
         elif files.traces:
-            if not fill_streamed(w, files):  # a big trace: its summaries without its events
-                w._traces()
-                w._rank_from_trace()
+            # a big trace: its summaries in one pass, without its events
+            if not fill_streamed(w, files, source_of(files.traces[0])):
+                w.chrome_traces()
+                w.identify_trace()
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w
 
-    def _read_lone_file(self) -> None:
-        """Read now the frame a one-file window's file feeds, so a damaged file raises at load
-        (the other frames say on first access that the window has no file for them)."""
-        f = self._files
-        if f.db is not None:
-            self._identify_db(self._dbreader())
-        elif f.traces:
-            if not fill_streamed(self, f):  # a big trace: its summaries without its events
-                self.events  # noqa: B018
-                self._rank_from_trace()
-        elif f.metadata is not None:
-            self._read_metadata(f.metadata)
-        elif f.table is not None:  # parsed (so damage is reported), kept as-is in ``tables``
-            self.tables[f.table.stem] = ascend.read_csv(f.table)
-            for kind in FRAMES:
-                self._cache[kind] = schema.empty(kind)
-                self._note(kind, missing=f"{f.table.name} holds no {kind}")
-        elif f.matrix is not None:
-            self.communication_links()
-        elif f.communication is not None:
-            self.communication  # noqa: B018
-        elif "step_trace_time" in f.csv:  # alone it has no step start times to look for
-            p = f.csv["step_trace_time"]
-            self._cache["steps"] = schema.conform(ascend.step_trace_time(p), "steps")
-            self._note("steps", [p])
-        elif "cpu_op_detail_info" in f.framework:
-            self._cache["events"] = schema.empty("events")
-            self._note("events", missing="cpu_op_detail_info has aggregates only")
-            self.ops  # noqa: B018
-        elif "kernel_details" in f.csv:
-            self.kernels  # noqa: B018
-        elif "op_statistic" in f.csv:
-            self.ops  # noqa: B018
-        elif "cpu_op_execute_timestamp" in f.framework:
-            self.events  # noqa: B018
-        else:  # a memory CSV or cpu_ms_memory_record
-            self.memory  # noqa: B018
+    def keep_table(self, path: Path, table: pd.DataFrame, why: str = "holds no {kind}") -> None:
+        """A lone file with no frame of its own: kept as read in ``tables``; every frame is
+        empty and says why (``why``, with ``{kind}`` for the frame's name)."""
+        self.tables[path.stem] = table
+        for kind in FRAMES:
+            self.note(kind, missing=f"{path.name} " + why.format(kind=kind))
+            self.adopt_frame(kind, schema.empty(kind))
 
-    def _read_metadata(self, p: Path) -> None:
+    def read_metadata(self, p: Path) -> None:
         """profiler_info_N.json / profiler_metadata.json / communication_group.json: no frames, but
         the rank (they are what says which rank a window is)."""
         doc = read_json_object(p)
@@ -597,14 +420,16 @@ class TraceWindow(WindowShortcuts):
                 hint="expected an Ascend profiler_info / profiler_metadata JSON",
             )
         self.rank, src = job_rank(p.parent)
-        self.tables[p.stem] = pd.json_normalize(doc) if doc else pd.DataFrame()
-        for kind in FRAMES:
-            self._cache[kind] = schema.empty(kind)
-            self._note(kind, missing=f"{p.name} is metadata only (rank from {src})")
+        self.keep_table(
+            p,
+            pd.json_normalize(doc) if doc else pd.DataFrame(),
+            f"is metadata only (rank from {src})",
+        )
 
-    def _identify_db(self, adb: AscendDb) -> None:
+    def identify_db(self) -> None:
         """Fill rank/device from RANK_DEVICE_MAP / TASK (reading the table list validates the
         file)."""
+        adb = self.database()
         _ = adb.tables
         rank, device = adb.rank_device()
         if self.rank is None:
@@ -612,7 +437,7 @@ class TraceWindow(WindowShortcuts):
         if self.device is None:
             self.device = device
 
-    def _rank_from_trace(self) -> None:
+    def identify_trace(self) -> None:
         """Rank and framework from what a Chrome trace says about itself."""
         for t in self._chrome or []:
             info = t.meta.get("distributedInfo")
@@ -651,14 +476,3 @@ class TraceWindow(WindowShortcuts):
         r = f" rank={self.rank}" if self.rank is not None else ""
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"
-
-
-# frame kind -> the method that reads it (explicit, so "find usages" reaches each loader)
-_LOADERS: dict[str, Callable[[TraceWindow], pd.DataFrame]] = {
-    "events": TraceWindow._load_events,
-    "ops": TraceWindow._load_ops,
-    "steps": TraceWindow._load_steps,
-    "kernels": TraceWindow._load_kernels,
-    "memory": TraceWindow._load_memory,
-    "communication": TraceWindow._load_communication,
-}

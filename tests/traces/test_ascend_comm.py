@@ -128,7 +128,7 @@ def test_db_from_raw_tasks_agrees_with_ascends_analysis(root):
     of the same run, within 0.5%; the text and .db readers share the op-size rule."""
     w = dynprof_nb.load_window(root)
     for r in (0, 1):
-        adb = w.rank_window(r)._dbreader()
+        adb = w.rank_window(r).database()
         raw = ascend_db_comm.communication(adb.db, None, adb.step_time())
         ana = w.communication[w.communication["rank"] == r].reset_index(drop=True)
         assert raw["name"].tolist() == ana["name"].tolist() and raw["step"].tolist() == [50] * 4

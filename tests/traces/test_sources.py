@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 from pathlib import Path
 
 import pytest
 
 import dynprof_nb
-from dynprof_nb.traces import sources
+from dynprof_nb.traces import TraceRepairWarning, sources
 from dynprof_nb.traces.interface import Window
+from dynprof_nb.traces.window import FRAMES
 
 SAMPLES = Path(dynprof_nb.__file__).parent / "samples"
 KINETO = SAMPLES / "pytorch_cpu" / "rank0.1795968823191922673.pt.trace.json"
@@ -23,13 +25,118 @@ def test_every_source_module_is_in_the_registry():
     assert {m.SOURCE.name for m in modules} == {s.name for s in sources.SOURCES}
 
 
-def test_frames_say_which_source_built_them():
+def _who(w, kind: str) -> tuple:
+    note = w.sources[kind]
+    return note.get("source"), note["provider"], note["path"]
+
+
+def test_frames_say_which_source_and_path_built_them():
     w = dynprof_nb.load_trace(KINETO).load_all()
-    assert (w.sources["events"]["source"], w.sources["events"]["path"]) == ("kineto", "read")
-    assert (w.sources["ops"]["source"], w.sources["ops"]["path"]) == ("kineto", "derived")
+    assert _who(w, "events") == ("kineto", "kineto", "pieces")
+    assert _who(w, "ops") == ("kineto", "derived", "op_table")  # from the kineto events
     t = dynprof_nb.load_window(SAMPLES / "ascend_text").load_all()
-    assert t.sources["kernels"]["source"] == "ascend_text"
-    assert [s.name for s in sources.providers(t._files, "events")][0] == "ascend_text"
+    assert _who(t, "kernels") == ("ascend_text", "ascend_text", "csv")
+    assert [s.name for s in sources.providers(t.files, "events")][0] == "ascend_text"
+    d = dynprof_nb.load_window(SAMPLES / "ascend_db" / "rank0_ascend_pt").load_all()
+    assert _who(d, "kernels") == ("ascend_db", "ascend_db", "fast")
+    assert _who(d, "steps") == ("ascend_db", "ascend_db", "StepTraceTime")
+
+
+def test_every_provider_has_a_reader_and_derived_ops_come_first():
+    for s in sources.SOURCES:
+        for kind, (priority, read) in s.frames.items():
+            assert kind in FRAMES and isinstance(priority, int) and callable(read), (s.name, kind)
+    derived = next(s for s in sources.SOURCES if s.name == "derived")
+    assert derived.frames["ops"].priority < min(
+        s.frames["ops"].priority for s in sources.SOURCES if s is not derived and "ops" in s.frames
+    )
+
+
+def _events(text: str, tmp_path: Path, name: str = "t.json") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _ev(ts: int, dur: object) -> str:
+    return f'{{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}}}'
+
+
+def test_the_chrome_path_named_is_the_one_that_ran(tmp_path, monkeypatch):
+    """A clean trace, one a field of an odd type forces untyped, a cut-short one the repair
+    forces, and a large one streamed: each names its path, and the repair ran exactly when the
+    path says so."""
+    from dynprof_nb.traces import chrome
+
+    repairs = []
+    real = chrome.repair_json
+    monkeypatch.setattr(chrome, "repair_json", lambda *a: repairs.append(1) or real(*a))
+    body = ", ".join(_ev(10 * i, 5) for i in range(20))
+    clean = _events(f'{{"traceEvents": [{body}]}}', tmp_path, "clean.json")
+    odd = _ev(300, "true")  # a duration of an odd type (a string one stays typed)
+    loose = _events(f'{{"traceEvents": [{body}, {odd}]}}', tmp_path, "l.json")
+    cut = _events(f'{{"traceEvents": [{body}', tmp_path, "cut.json")
+
+    got = {}
+    for p in (clean, loose, cut):
+        before = len(repairs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            w = dynprof_nb.load_trace(p)
+        got[p.name] = (w.sources["events"]["path"], len(repairs) - before, len(w.events))
+    assert got == {
+        "clean.json": ("pieces", 0, 20),
+        "l.json": ("pieces+loose", 0, 21),
+        "cut.json": ("repaired+pieces", 1, 20),
+    }
+    with pytest.warns(TraceRepairWarning, match="cut short"):
+        repaired = dynprof_nb.load_trace(cut)
+    assert dynprof_nb.load_trace(clean).events.equals(repaired.events)
+
+    monkeypatch.setattr(chrome, "STREAM_MIN", 0)  # every plain file is large enough to stream
+    streamed = dynprof_nb.load_trace(clean)
+    assert streamed.sources["events"]["path"] == "streaming"
+    monkeypatch.setattr(chrome.fastjson, "event_pieces", _not_fast)
+    monkeypatch.setattr(chrome, "STREAM_MIN", 1 << 40)
+    split = dynprof_nb.load_trace(clean)
+    assert split.sources["events"]["path"] == "split"
+    assert split.events.equals(streamed.events)
+
+
+def _not_fast(data):
+    from dynprof_nb.traces import fastjson
+
+    raise fastjson.NotFast("forced by the test")
+
+
+def test_the_db_kernels_path_named_is_the_one_that_ran(tmp_path, monkeypatch):
+    """The column-wise fast path, the generic one where the fast one declines, and the
+    repaired one (no COMPUTE_TASK_INFO): each named in sources["kernels"]["path"]."""
+    import shutil
+    import sqlite3
+
+    from dynprof_nb.traces import ascend_db_kernels
+
+    src = SAMPLES / "ascend_db" / "rank0_ascend_pt"
+    fast = dynprof_nb.load_window(src)
+    assert (len(fast.kernels), fast.sources["kernels"]["path"]) == (191, "fast")
+
+    calls = []
+    monkeypatch.setattr(ascend_db_kernels, "kernels", lambda *a: calls.append(1))  # declines
+    generic = dynprof_nb.load_window(src)
+    assert generic.kernels.equals(fast.kernels)
+    assert generic.sources["kernels"]["path"] == "generic" and calls
+
+    d = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, d)
+    db = next(d.rglob("ascend_pytorch_profiler_*.db"))
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE COMPUTE_TASK_INFO")
+    con.close()
+    repaired = dynprof_nb.load_window(d)
+    with pytest.warns(TraceRepairWarning, match="COMPUTE_TASK_INFO"):
+        assert len(repaired.kernels) > 0
+    assert repaired.sources["kernels"]["path"] == "repaired"
 
 
 def test_windows_implement_the_window_protocol():
@@ -64,6 +171,14 @@ def test_a_saved_key_averages_table_is_its_own_source(tmp_path):
         assert ops.loc[name, "total_us"] == pytest.approx(e.cpu_time_total, rel=2e-3, abs=1e-3)
     assert w.sources["ops"]["source"] == "key_averages"
     assert w.events.empty and "holds no events" in w.sources["events"]["missing"]
+
+    # the same table in a window directory: found, detected and read by its own module
+    win = tmp_path / "window"
+    win.mkdir()
+    (win / path.name).write_text(path.read_text())
+    d = dynprof_nb.load_window(win)
+    assert d.ops.equals(w.ops)
+    assert (d.sources["ops"]["provider"], d.sources["ops"]["path"]) == ("key_averages", "table")
 
 
 def test_a_damaged_key_averages_table_is_a_trace_format_error(tmp_path):

@@ -2,21 +2,25 @@
 priority, where a window's rank and device come from, and (for a format read as one file) how
 it reads its frames.
 
-The registry is :data:`SOURCES`; adding a format is one module here and one line in it.
-:class:`~dynprof_nb.traces.window.TraceWindow` asks :func:`source_of` which source a frame's
-file belongs to, and records it (and whether the frame was read or derived) in ``w.sources``.
+The registry is :data:`SOURCES`; adding a format is one module here and one line in it (see
+``docs/architecture.md``, "Adding a format", and :mod:`.key_averages`, the worked example).
+:class:`~dynprof_nb.traces.window.TraceWindow` asks :func:`providers` for a frame's providers,
+best first, calls their readers until one gives the frame, and records in ``w.sources[kind]``
+the ``provider`` that built it, the ``path`` its reader took and the ``source`` (format) of the
+files that fed it (:func:`source_of`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..discover import WindowFiles
-from .base import FileReader, Source  # noqa: F401  (the registry's API)
+from .base import FileReader, FrameReader, Provides, Read, Source  # noqa: F401  (the API)
 
 
 def _registry() -> list[Source]:
-    from . import ascend_db, ascend_text, key_averages, kineto, mindspore
+    from . import ascend_db, ascend_text, derived, key_averages, kineto, mindspore
 
     return [
         ascend_db.SOURCE,
@@ -24,6 +28,7 @@ def _registry() -> list[Source]:
         mindspore.SOURCE,
         kineto.SOURCE,
         key_averages.SOURCE,
+        derived.SOURCE,
     ]
 
 
@@ -37,7 +42,29 @@ def detected(files: WindowFiles) -> list[Source]:
 
 def providers(files: WindowFiles, kind: str) -> list[Source]:
     """The window's sources that provide ``kind``, best first."""
-    return sorted((s for s in detected(files) if kind in s.frames), key=lambda s: s.frames[kind])
+    return sorted(
+        (s for s in detected(files) if kind in s.frames), key=lambda s: s.frames[kind].priority
+    )
+
+
+#: what a window none of whose sources gives a frame says is missing (the derived provider
+#: gives every other frame, empty with its own note when there is nothing to derive it from)
+_MISSING = {
+    "events": "no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)",
+    "ops": "no events and no op_statistic.csv / cpu_op_detail_info csv",
+}
+
+
+def missing(kind: str) -> str:
+    """The 'missing' note of a frame no source of the window provides."""
+    return _MISSING.get(kind, f"no source of this window provides {kind}")
+
+
+#: source name -> how it finds its files in a window directory, for the formats the built-in
+#: discovery does not know (``find_window_files(root, FINDERS)`` files them in ``found``)
+FINDERS: dict[str, Callable[[Path], list[Path]]] = {
+    s.name: s.find for s in SOURCES if s.find is not None
+}
 
 
 def source_of(path: str | Path) -> Source | None:

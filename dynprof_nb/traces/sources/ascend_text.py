@@ -5,9 +5,15 @@ by :mod:`dynprof_nb.traces.ascend` and the Chrome reader."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..discover import WindowFiles
-from .base import Source
+from .. import ascend, derive, mindspore, schema
+from ..discover import MEMORY_CSVS, WindowFiles
+from .base import Provides, Read, Source
+from .kineto import read_traces, traces_alone
+
+if TYPE_CHECKING:
+    from ..window import TraceWindow
 
 
 def _owns(p: Path) -> bool:
@@ -27,11 +33,118 @@ def _detect(files: WindowFiles) -> bool:
     )
 
 
+def _events(w: TraceWindow) -> Read | None:
+    if not any(p.name == "trace_view.json" for p in w.files.traces):
+        return None
+    return read_traces(w)
+
+
+def _ops(w: TraceWindow) -> Read | None:
+    p = w.files.csv.get("op_statistic")
+    if p is None:
+        return None
+    w.note("ops", [p], notes=["device op types from op_statistic.csv"])
+    return ascend.op_statistic(p), "csv"
+
+
+def _steps(w: TraceWindow) -> Read | None:
+    """step_trace_time.csv, its start times from the step marker events."""
+    p = w.files.csv.get("step_trace_time")
+    if p is None:
+        return None
+    derived, _ = derive.steps_from_events(w.frame("events"), w.comm_patterns)
+    st = ascend.step_trace_time(p)
+    if not derived.empty and "start_ns" in derived:
+        starts = derived.set_index("step")["start_ns"]
+        st["start_ns"] = st["step"].map(starts).astype("Int64")
+    w.note(
+        "steps",
+        [p],
+        notes=[
+            "start_ns from step marker events"
+            if not derived.empty
+            else "step_trace_time.csv has no start times"
+        ],
+    )
+    return st, "csv"
+
+
+def _kernels(w: TraceWindow) -> Read | None:
+    p = w.files.csv.get("kernel_details")
+    if p is None:
+        return None
+    w.note("kernels", [p])
+    return ascend.kernel_details(p), "csv"
+
+
+def _memory(w: TraceWindow) -> Read | None:
+    """The memory CSVs, with a MindSpore window's FRAMEWORK memory record beside them (one
+    timeline of both allocators, as the window's memory has always been)."""
+    frames, files = [], []
+    for key in MEMORY_CSVS:
+        p = w.files.csv.get(key)
+        if p is not None:
+            frames.append(ascend.memory_csv(p))
+            files.append(p)
+    if not frames:
+        return None
+    p = w.files.framework.get("cpu_ms_memory_record")
+    if p is not None:
+        frames.append(mindspore.cpu_memory_record(p))
+        files.append(p)
+    w.note("memory", files)
+    out = schema.concat_frames([schema.conform(f, "memory") for f in frames])
+    return out.sort_values("ts_ns", ignore_index=True), "csv"
+
+
+def _communication(w: TraceWindow) -> Read | None:
+    p = w.files.communication
+    if p is None:
+        return None
+    w.note("communication", [p])
+    return ascend.communication_json(p), "json"
+
+
+def _open(w: TraceWindow) -> bool:
+    """A lone Ascend file: the frame it feeds now (its rank, for a metadata file)."""
+    f = w.files
+    if f.metadata is not None:
+        w.read_metadata(f.metadata)
+    elif f.table is not None:  # parsed (so damage is reported), kept as-is in ``tables``
+        w.keep_table(f.table, ascend.read_csv(f.table))
+    elif f.matrix is not None:
+        w.communication_links()
+    elif f.communication is not None:
+        w.frame("communication")
+    elif "step_trace_time" in f.csv:  # alone it has no step start times to look for
+        p = f.csv["step_trace_time"]
+        w.note("steps", [p])
+        w.adopt_frame("steps", ascend.step_trace_time(p), SOURCE, "csv")
+    elif f.csv:  # kernel_details, op_statistic or a memory CSV
+        key = next(iter(f.csv))
+        w.frame(
+            "kernels" if key == "kernel_details" else "ops" if key == "op_statistic" else "memory"
+        )
+    elif any(p.name == "trace_view.json" for p in f.traces):
+        traces_alone(w)
+    else:
+        return False
+    return True
+
+
 SOURCE = Source(
     name="ascend_text",
     detect=_detect,
     owns=_owns,
-    frames={"events": 1, "ops": 1, "steps": 1, "kernels": 1, "memory": 1, "communication": 1},
+    frames={
+        "events": Provides(1, _events),
+        "ops": Provides(1, _ops),
+        "steps": Provides(1, _steps),
+        "kernels": Provides(1, _kernels),
+        "memory": Provides(1, _memory),
+        "communication": Provides(1, _communication),
+    },
     identity="profiler_metadata.json distributed_args.rank, then profiler_info_N.json "
     "(rank); PROF_*/device_N (device)",
+    open_file=_open,
 )

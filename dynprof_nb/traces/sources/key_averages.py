@@ -1,20 +1,26 @@
 """PyTorch's ``prof.key_averages().table()`` saved as text (``*key_averages*.txt``): the ops
 frame, one row per operator, from the table's Self CPU, CPU total and # of Calls columns.
 
-The whole format is this module and its line in the registry: it reads its file itself
-(:attr:`Source.read_file`) because no other reader knows it.
+The whole format is this module and its line in the registry (the worked example of
+``docs/architecture.md``, "Adding a format"): it finds its files in a window directory itself
+(:attr:`Source.find`), reads the ops frame from them (:attr:`Source.frames`, below the events'
+and the Ascend and MindSpore tables' ops), and reads a lone file (:attr:`Source.read_file`).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..discover import WindowFiles
 from ..errors import TraceFormatError
-from .base import Source
+from .base import Provides, Read, Source
+
+if TYPE_CHECKING:
+    from ..window import TraceWindow
 
 _UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _TIME = re.compile(r"^([0-9.]+)(ns|us|ms|s)$")
@@ -24,8 +30,12 @@ def _owns(p: Path) -> bool:
     return "key_averages" in p.name and p.suffix == ".txt"
 
 
+def _find(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*key_averages*.txt") if p.is_file())
+
+
 def _detect(files: WindowFiles) -> bool:
-    return False  # a lone file: no window directory holds one
+    return bool(files.found.get("key_averages"))
 
 
 def _us(text: str) -> float:
@@ -85,11 +95,21 @@ def read(path: Path) -> tuple[dict[str, pd.DataFrame], str]:
     return {"ops": ops}, "table"
 
 
+def _ops(w: TraceWindow) -> Read:
+    """A window directory's table (the first, by name): the ops frame where neither the events
+    nor an Ascend or MindSpore table give it."""
+    p = w.files.found["key_averages"][0]
+    frames, path = read(p)
+    w.note("ops", [p], notes=["from a saved key_averages() table"])
+    return frames["ops"], path
+
+
 SOURCE = Source(
     name="key_averages",
     detect=_detect,
     owns=_owns,
-    frames={"ops": 0},
+    frames={"ops": Provides(4, _ops)},
     identity="none: a table of one process (rank and device unknown)",
     read_file=read,
+    find=_find,
 )

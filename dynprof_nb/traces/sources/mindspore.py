@@ -5,9 +5,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .. import mindspore, schema
 from ..discover import FRAMEWORK_FILES, WindowFiles
-from .base import Source
+from .base import Provides, Read, Source
+from .derived import events_with_steps
+
+if TYPE_CHECKING:
+    from ..window import TraceWindow
 
 
 def _owns(p: Path) -> bool:
@@ -18,10 +24,57 @@ def _detect(files: WindowFiles) -> bool:
     return bool(files.framework) or files.step_markers is not None
 
 
+def _events(w: TraceWindow) -> Read | None:
+    p = w.files.framework.get("cpu_op_execute_timestamp")
+    if p is None:
+        return None
+    ev = mindspore.cpu_op_execute_timestamps(p)
+    w.note("events", [p])
+    return events_with_steps(w, ev), "table"
+
+
+def _ops(w: TraceWindow) -> Read | None:
+    p = w.files.framework.get("cpu_op_detail_info")
+    if p is None:
+        return None
+    w.note("ops", [p])
+    return mindspore.cpu_op_detail(p), "table"
+
+
+def _memory(w: TraceWindow) -> Read | None:
+    p = w.files.framework.get("cpu_ms_memory_record")
+    if p is None:
+        return None
+    w.note("memory", [p])
+    out = schema.concat_frames([schema.conform(mindspore.cpu_memory_record(p), "memory")])
+    return out.sort_values("ts_ns", ignore_index=True), "table"
+
+
+def _open(w: TraceWindow) -> bool:
+    """A lone FRAMEWORK file: the frame it feeds now."""
+    fw = w.files.framework
+    if "cpu_op_detail_info" in fw:
+        w.adopt_frame("events", schema.empty("events"))
+        w.note("events", missing="cpu_op_detail_info has aggregates only")
+        w.frame("ops")
+    elif "cpu_op_execute_timestamp" in fw:
+        w.frame("events")
+    elif "cpu_ms_memory_record" in fw:
+        w.frame("memory")
+    else:
+        return False
+    return True
+
+
 SOURCE = Source(
     name="mindspore",
     detect=_detect,
     owns=_owns,
-    frames={"events": 3, "ops": 3, "memory": 2},
+    frames={
+        "events": Provides(3, _events),
+        "ops": Provides(3, _ops),
+        "memory": Provides(2, _memory),
+    },
     identity="the window directory's rank<N> name or window.json (rank); none (device)",
+    open_file=_open,
 )
