@@ -256,3 +256,18 @@ def test_window_shortcuts_come_from_the_analysis_side():
                               "rank0.1795968823191922673.pt.trace.json")
     assert str(w.summary()) == str(summarize(w))
     assert set(shortcuts._REGISTERED) >= {"summary", "timeline", "slow_ranks", "bandwidth_heatmap"}
+
+
+def test_windows_reach_into_no_other_windows_private_fields():
+    """MultiRankWindow and ClusterWindow use other windows through the public protocols of
+    traces/interface.py (``frame``, ``sources``, ``loaded``, ``parsed_events`` ...): an
+    attribute ``x._name`` is read only on ``self`` (or ``cls``)."""
+    reaches = []
+    for rel in ("traces/multirank.py", "cluster/cluster_window.py", "traces/lazyframe.py"):
+        for node in ast.walk(ast.parse((PACKAGE / rel).read_text())):
+            own = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                node.value.id in ("self", "cls"))
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and not own):
+                reaches.append(f"{rel}:{node.lineno} .{node.attr}")
+    assert reaches == []

@@ -31,3 +31,31 @@ class Window(Protocol):
         the registered source; ``path``, which of its reader's paths ran; ``source``, the
         format of the files)."""
         ...
+
+
+@runtime_checkable
+class LoadsInParallel(Protocol):
+    """What the parallel loader (:func:`dynprof_nb.traces.parallel.load_events`) needs of a
+    rank's window to parse its events in a forked process and hand them back: implemented by
+    :class:`~dynprof_nb.traces.window.TraceWindow`, used by the multi-rank window, so neither
+    reads the other's private fields."""
+
+    def loaded(self, kind: str) -> bool:
+        """Whether frame ``kind`` has been read already."""
+        ...
+
+    def parsed_events(self) -> tuple[Any, dict[str, Any], list[Any]]:
+        """Read the events here: the frame, the sources, the parsed traces."""
+        ...
+
+    def adopt_events(self, events: Any, sources: dict[str, Any], traces: list[Any]) -> None:
+        """Take what :meth:`parsed_events` returned in another process."""
+        ...
+
+    def events_input_bytes(self) -> int:
+        """Bytes the events parse reads, to share ranks out evenly among processes."""
+        ...
+
+    def forget(self, kind: str) -> None:
+        """Drop frame ``kind`` once handed over."""
+        ...

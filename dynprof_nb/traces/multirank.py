@@ -119,30 +119,16 @@ class MultiRankWindow(TraceWindow):
         return self.children[self.ranks.index(rank)]
 
 
-def _events_load(c: TraceWindow) -> tuple[pd.DataFrame, dict, list]:
-    """Load ``c``'s events here (in the parent or a forked worker) exactly as a serial load."""
-    return c.frame("events"), c.sources, c._chrome or []
-
-
-def _events_bytes(c: TraceWindow) -> int:
-    """What ``c``'s events parse reads, to share ranks out evenly among processes."""
-    total = 0
-    paths = [*c._files.traces, c._files.db]
-    for p in paths:
-        try:
-            total += p.stat().st_size if p else 0
-        except OSError:
-            pass
-    return total
-
-
-def _events_release(c: TraceWindow) -> None:
-    """In a worker, once ``c``'s events are written for the parent: drop them there."""
-    c._cache.pop("events", None)
-
-
 def _parallel_events(children: list[TraceWindow]) -> None:
-    parallel.load_events(children, _events_load, _events_bytes, release=_events_release)
+    """The ranks' events parsed in forked processes, through the children's public
+    parallel-loading methods (the :class:`~dynprof_nb.traces.interface.LoadsInParallel`
+    protocol), never their private fields."""
+    parallel.load_events(
+        children,
+        TraceWindow.parsed_events,
+        TraceWindow.events_input_bytes,
+        release=lambda c: c.forget("events"),
+    )
 
 
 def _threaded_db_frames(children: list[TraceWindow], kind: str) -> None:

@@ -461,6 +461,27 @@ class TraceWindow(WindowShortcuts):
         self.sources.update(sources)
         self._chrome = traces
 
+    def parsed_events(self) -> tuple[pd.DataFrame, dict[str, Any], list[ChromeTrace]]:
+        """Read the events here and return what :meth:`adopt_events` takes in another process:
+        the frame, the sources and the parsed traces (the parallel loader's worker side)."""
+        return self.frame("events"), self.sources, self._chrome or []
+
+    def events_input_bytes(self) -> int:
+        """Bytes the events parse reads (the trace files and the database), so the parallel
+        loader can share ranks out evenly among processes."""
+        total = 0
+        for p in [*self._files.traces, self._files.db]:
+            try:
+                total += p.stat().st_size if p else 0
+            except OSError:
+                pass
+        return total
+
+    def forget(self, kind: str) -> None:
+        """Drop frame ``kind`` if it was read (a parallel worker, once it handed the frame over,
+        holds one rank's frame at a time); the next use reads it again."""
+        self._cache.pop(kind, None)
+
     def load_all(self) -> TraceWindow:
         """Load every frame now (e.g. before pickling or timing)."""
         for f in FRAMES:

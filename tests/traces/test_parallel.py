@@ -13,7 +13,7 @@ import pytest
 from testdata import npu_text_window
 
 import dynprof_nb
-from dynprof_nb.traces import multirank, parallel
+from dynprof_nb.traces import parallel
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning
 
 
@@ -30,7 +30,7 @@ def _load(children: list, here: list, first: set[int], scratch: Path) -> None:
     def load(c):
         if os.getpid() == pid:
             here.append(c.rank)
-        return multirank._events_load(c)
+        return c.parsed_events()
 
     parallel.load_events(children, load, lambda c: 100 if c.rank in first else 1, max_procs=2)
     assert list(scratch.iterdir()) == []  # every frame file and the private directory are gone
@@ -97,7 +97,7 @@ def test_a_worker_that_dies_leaves_its_ranks_to_the_caller(tmp_path: Path, scrat
     def load(c):
         if os.getpid() != pid:
             os._exit(3)  # the worker is killed mid-parse (out of memory, say)
-        return multirank._events_load(c)
+        return c.parsed_events()
 
     parallel.load_events(w.children, load, lambda c: 100 if c.rank == 1 else 1, max_procs=2)
     assert list(scratch.iterdir()) == []
@@ -108,3 +108,12 @@ def test_a_worker_that_dies_leaves_its_ranks_to_the_caller(tmp_path: Path, scrat
 def test_scratch_is_tmpfs_only_where_the_frames_fit():
     assert parallel._scratch(0) in ("/dev/shm", None)
     assert parallel._scratch(1 << 62) is None  # no tmpfs that large: the temp dir instead
+
+
+def test_a_rank_window_loads_in_parallel_through_its_public_protocol(tmp_path: Path):
+    from dynprof_nb.traces.interface import LoadsInParallel, Window
+
+    w = dynprof_nb.load_window(npu_text_window(tmp_path / "w", 2))
+    for c in w.children:
+        assert isinstance(c, LoadsInParallel) and isinstance(c, Window)
+    assert isinstance(w, Window)
