@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_bandwidth, comm, derive, mindspore, schema
+from . import ascend, ascend_bandwidth, cache, comm, derive, mindspore, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import (
@@ -125,22 +125,25 @@ class TraceWindow(WindowShortcuts):
         return dict(config) if isinstance(config, dict) else None
 
     def _frame(self, kind: str) -> pd.DataFrame:
-        if kind not in self._cache:
-            try:
-                frame = schema.conform(_LOADERS[kind](self), kind)
-                self._provenance(kind)
-                if self.device is not None and "device" not in frame.columns:
-                    frame["device"] = schema.constant_int(self.device, len(frame))
-                self._cache[kind] = frame
-            except (TraceFormatError, FileNotFoundError, MemoryError):
-                raise
-            except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
-                raise TraceFormatError(
-                    self.path,
-                    f"cannot read its {kind}: {type(exc).__name__}: {str(exc)[:200]}",
-                    hint="the file is damaged or not in the layout this reader knows",
-                ) from exc
+        if kind not in self._cache:  # the columnar cache's entry, else read and stored there
+            self._cache[kind] = cache.through(self, kind, lambda: self._build(kind))
         return self._cache[kind]
+
+    def _build(self, kind: str) -> pd.DataFrame:
+        try:
+            frame = schema.conform(_LOADERS[kind](self), kind)
+            self._provenance(kind)
+            if self.device is not None and "device" not in frame.columns:
+                frame["device"] = schema.constant_int(self.device, len(frame))
+            return frame
+        except (TraceFormatError, FileNotFoundError, MemoryError):
+            raise
+        except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
+            raise TraceFormatError(
+                self.path,
+                f"cannot read its {kind}: {type(exc).__name__}: {str(exc)[:200]}",
+                hint="the file is damaged or not in the layout this reader knows",
+            ) from exc
 
     def frame(self, kind: str) -> pd.DataFrame:
         """Frame ``kind`` (one of ``FRAMES``), read on first use (the :class:`Window` protocol)."""
@@ -534,9 +537,8 @@ class TraceWindow(WindowShortcuts):
         w = cls(root, files, comm_patterns=comm_patterns)
         if files.db is not None:
             w._identify_db(w._dbreader())
-        elif files.traces:
-            w._traces()
-            w._rank_from_trace()
+        elif files.traces:  # parsed for the rank, unless the cache has it from an earlier parse
+            cache.identify(w, lambda: (w._traces(), w._rank_from_trace()))
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w
 
@@ -547,8 +549,8 @@ class TraceWindow(WindowShortcuts):
         if f.db is not None:
             self._identify_db(self._dbreader())
         elif f.traces:
-            self.events  # noqa: B018
-            self._rank_from_trace()
+            cache.identify(self, lambda: (self.events, self._rank_from_trace()))
+            self.events  # noqa: B018  (from the cache when identify did not read it)
         elif f.metadata is not None:
             self._read_metadata(f.metadata)
         elif f.table is not None:  # parsed (so damage is reported), kept as-is in ``tables``
@@ -626,7 +628,7 @@ class TraceWindow(WindowShortcuts):
         """Take the events another process parsed for this window (the parallel loader)."""
         self._cache["events"] = events
         self.sources.update(sources)
-        self._chrome = traces
+        self._chrome = traces or None  # none when they came from the cache: parsed if needed
 
     def load_all(self) -> TraceWindow:
         """Load every frame now (e.g. before pickling or timing)."""

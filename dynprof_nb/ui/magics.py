@@ -128,6 +128,9 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
         metavar="NAME",
         help="also store the TraceWindow in variable NAME",
     )
+    p["cache"].add_argument(
+        "--clear", nargs="?", const="", default=None, metavar="PATH", help=ARGUMENTS["--clear"]
+    )
     return parser
 
 
@@ -324,6 +327,11 @@ class DynprofMagics(Magics):
         if args.name:
             self.shell.user_ns[args.name] = window
         return window
+
+    def _do_cache(self, args: argparse.Namespace) -> None:
+        from dynprof_nb.ui.cli import cache_report
+
+        print(cache_report(args.clear))
 
     def _do_summary(self, args: argparse.Namespace) -> Any:
         return self._need_job().load(_window_arg(args.window)).summary()
