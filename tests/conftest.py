@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,20 @@ import pytest
 from testdata import REPO, fixtures_dir, write_builtin_window  # noqa: F401 (re-exported)
 
 from dynprof_nb import segment
+
+# The frame cache (dynprof_nb.traces.cache) of this test session and of every process its tests
+# start: a directory of the session's own, never the user's ~/.cache. It is on, so every load in
+# the suite goes through it as a user's second load would; tests of the cache itself point it
+# elsewhere with monkeypatch.
+SESSION_CACHE = tempfile.mkdtemp(prefix="dynprof_nb-test-cache-")
+os.environ["DYNPROF_NB_CACHE"] = SESSION_CACHE
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_frame_cache() -> Iterator[None]:
+    """Remove the session's frame cache when the session ends."""
+    yield
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 def leftover_segments(since_ns: int, before: set[str]) -> list[str]:

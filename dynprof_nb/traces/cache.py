@@ -24,6 +24,7 @@ entry's metadata, object cells as tagged JSON; a frame holding anything else is 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -102,7 +103,7 @@ def _usable_dir(create: bool = True) -> Path | None:
     """The cache directory, created 0700, or None (with one CacheWarning per directory) when it
     is a symlink, not a directory or not ours."""
     d = cache_dir()
-    if d is None:
+    if d is None or not _have_pyarrow():
         return None
     try:
         if create and not os.path.lexists(d):
@@ -128,6 +129,14 @@ def _usable_dir(create: bool = True) -> Path | None:
         except OSError as exc:
             return _refuse(d, f"others can read it and it cannot be made private ({exc})")
     return d
+
+
+@functools.cache
+def _have_pyarrow() -> bool:
+    """Whether this interpreter can read entries (a venv without pyarrow runs uncached)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
 
 
 def _refuse(d: Path, why: str) -> None:
@@ -249,6 +258,7 @@ def identify(window: Any, read: Callable[[], Any]) -> None:
     if key is not None:
         hit = _read(d, key)
         if hit is not None:
+            counts["hits"] += 1
             _frame, meta = hit
             window.rank, window.framework = meta["identity"]
             window.sources.update(meta["sources"])
@@ -261,6 +271,7 @@ def identify(window: Any, read: Callable[[], Any]) -> None:
 
     frame, meta = _recorded(window, build)
     if key is not None:
+        counts["misses"] += 1
         meta["identity"] = [window.rank, window.framework]
         _write(d, key, window, "identity", frame, meta)
 
@@ -465,11 +476,19 @@ def decode(data: bytes) -> tuple[pd.DataFrame, dict]:
     if "range" in index_spec:
         index: pd.Index = pd.RangeIndex(*index_spec["range"], name=index_spec["name"])
     else:
-        index = pd.Index(_decode_column(columns[0], index_spec["column"]), name=index_spec["name"])
+        spec = index_spec["column"]
+        index = pd.Index(
+            _decode_column(columns[0], spec),
+            name=index_spec["name"],
+            dtype=object if spec["kind"] == "object" else None,
+        )
         at = 1
     data_cols = {}
     for spec, col in zip(meta["columns"], columns[at:], strict=True):
-        data_cols[spec["name"]] = _decode_column(col, spec)
+        values = _decode_column(col, spec)
+        if spec["kind"] == "object":  # else pandas 3 makes an object array of str a str column
+            values = pd.Series(values, index=index, dtype=object, copy=False)
+        data_cols[spec["name"]] = values
     frame = pd.DataFrame(data_cols, index=index, copy=False)
     if len(frame) != meta["rows"] or len(index) != meta["rows"]:
         raise _Unsupported("row count")
