@@ -32,7 +32,6 @@ import stat
 import tempfile
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
@@ -142,7 +141,7 @@ def _have_pyarrow() -> bool:
 def _refuse(d: Path, why: str) -> None:
     if str(d) not in _refused:
         _refused.add(str(d))
-        warnings.warn(
+        warn(  # collected in a reader thread, said by the thread that started it
             CacheWarning(
                 f"not using the frame cache {d}: {why}; frames are read from the trace files. "
                 f"Set {ENV_DIR} to a directory of yours, or {ENV_DIR}=off."

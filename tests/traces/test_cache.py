@@ -77,6 +77,7 @@ def _assert_same(a: dict[str, Any], b: dict[str, Any], where: str) -> None:
         assert a[key] == b[key], f"{where}: {key} differs"
 
 
+@pytest.mark.slow  # every fixture loaded twice: ~45 s on 2 busy cores
 def test_every_frame_of_every_fixture_comes_back_exactly(
     cache_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
