@@ -280,12 +280,12 @@ def _recorded(window: Any, build: Callable[[], pd.DataFrame]) -> tuple[pd.DataFr
     it added or changed."""
     before = json.dumps(window.sources, sort_keys=True, default=str)
     before_notes = json.loads(before)
-    with collected_warnings() as said:
-        try:
+    try:
+        with collected_warnings() as said:
             frame = build()
-        finally:
-            for w in said:
-                warn(w, stacklevel=5)
+    finally:  # said on as they were, outside the collection (to an outer one, or to the user)
+        for w in said:
+            warn(w, stacklevel=5)
     after = json.loads(json.dumps(window.sources, default=str))
     changed = {k: v for k, v in after.items() if before_notes.get(k) != v}
     return frame, {

@@ -346,3 +346,21 @@ def test_cache_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not (tmp_path / "xdg").exists()
     monkeypatch.delenv(cache.ENV_DIR)
     assert cache.cache_dir() == tmp_path / "xdg" / "dynprof_nb"
+
+
+def test_a_repaired_trace_warns_again_when_its_frames_come_from_the_cache(
+    cache_dir: Path, tmp_path: Path
+) -> None:
+    from dynprof_nb.traces.errors import TraceRepairWarning
+
+    trace = tmp_path / "cut.json"
+    events = [
+        {"name": "aten::mm", "ph": "X", "ts": 10 * i, "dur": 5, "pid": 1, "tid": 1}
+        for i in range(50)
+    ]
+    trace.write_text(json.dumps({"traceEvents": events})[:-40])  # cut short mid-event
+    first, second = _load(trace), _load(trace)
+    _assert_same(first, second, "cut.json")
+    assert [c for c, _ in second["warnings"]] == [TraceRepairWarning]
+    assert "cut short" in second["warnings"][0][1]
+    assert _entries(cache_dir)
