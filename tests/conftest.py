@@ -29,6 +29,13 @@ def session_frame_cache() -> Iterator[None]:
     shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
+@pytest.fixture
+def frame_cache_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test that compares two reader paths over the same files: with the cache on, the
+    second load would read the first one's frames back and compare a path with itself."""
+    monkeypatch.setenv("DYNPROF_NB_CACHE", "off")
+
+
 def leftover_segments(since_ns: int, before: set[str]) -> list[str]:
     """Segments of this uid created since ``since_ns`` (and not there before) that outlived
     every process of their job: what a finished job must not leave in /dev/shm. This process

@@ -212,6 +212,13 @@ def _key(window: Any, kind: str) -> str | None:
             files.stop_step,
         ],
         "files": seen,
+        # the readers' limits (DYNPROF_NB_GZIP_RATIO, ...): a load under other limits is another
+        # load (a frame read under a large one must not answer a load that a small one refuses)
+        "limits": sorted(
+            (k, v)
+            for k, v in os.environ.items()
+            if k.startswith("DYNPROF_NB_") and k not in (ENV_DIR, ENV_LIMIT)
+        ),
     }
     return sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:40]
 
