@@ -318,7 +318,7 @@ def _category_name(cls: type) -> str:
 
 def _category(name: str) -> type[Warning]:
     """The warning class an entry names: only dynprof_nb's own and the builtin ones (an entry
-    never makes this process import anything)."""
+    makes this process import nothing but dynprof_nb's modules); else UserWarning."""
     import importlib
     import sys
 
