@@ -6,8 +6,8 @@ The first load of a frame writes it (with what the load said about it: its ``sou
 or ``~/.cache/dynprof_nb``; ``0``/``off`` turns the cache off), never beside the trace. An entry
 is found by a hash of what could change the frame: every file the window's readers may read
 (resolved path, size, mtime_ns, ctime_ns, inode), the path as given, the communication patterns,
-this reader's version and the pandas/pyarrow versions. A window still being written (no
-complete manifest) is never cached.
+the readers' ``DYNPROF_NB_*`` limits, this reader's version and the pandas/pyarrow versions. A
+window still being written (no complete manifest) is never cached.
 
 Hostile by default: the directory is created 0700 and refused when it is a symlink or another
 user's; an entry is opened without following symlinks and must be a regular file of ours; an
@@ -18,15 +18,14 @@ so two processes at once each see a whole entry or none. The cache is bounded
 touches it) are removed after each write.
 
 Frames round-trip exactly (dtypes, categories with their dtype and order, nullable ints, object
-columns, the index, attrs): categoricals are stored as their codes with the categories in the
-entry's metadata, object cells as tagged JSON; a frame holding anything else is not cached.
+columns, the index, attrs: :mod:`dynprof_nb.traces.frame_codec`); a frame holding anything
+else is not cached.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import stat
 import tempfile
@@ -39,10 +38,10 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .errors import collected_warnings, warn
+from .frame_codec import META_KEY, Unsupported, decode, encode, same
 
 # Bump when a reader's output changes in a way the package version would not show (a fix
 # between releases): every entry written before is then a miss.
@@ -51,7 +50,6 @@ DEFAULT_LIMIT_BYTES = 2 * 1024**3
 ENV_DIR = "DYNPROF_NB_CACHE"
 ENV_LIMIT = "DYNPROF_NB_CACHE_SIZE"
 _OFF = ("0", "off", "no", "false", "none")
-_META = b"dynprof_nb"
 _SUFFIX = ".parquet"
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died
@@ -64,10 +62,6 @@ counts = {"hits": 0, "misses": 0, "stored": 0, "discarded": 0}
 class CacheWarning(UserWarning):
     """The frame cache could not be used (its directory is unsafe); frames are read from the
     trace files, as without a cache."""
-
-
-class _Unsupported(Exception):
-    """A frame holding something the cache cannot store exactly: it is read, not cached."""
 
 
 # ---- where ----------------------------------------------------------------------------------
@@ -299,7 +293,7 @@ def _recorded(window: Any, build: Callable[[], pd.DataFrame]) -> tuple[pd.DataFr
         "sources": changed,
         "warnings": [[_category_name(type(w)), str(w)] for w in said],
         # notes JSON would not give back as they are (paths, tuples): such a frame is not cached
-        "exact": all(_same(v, window.sources.get(k)) for k, v in changed.items()),
+        "exact": all(same(v, window.sources.get(k)) for k, v in changed.items()),
     }
 
 
@@ -348,7 +342,7 @@ def _read(d: Path, key: str) -> tuple[pd.DataFrame, dict] | None:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            raise _Unsupported("not a regular file of ours")
+            raise Unsupported("not a regular file of ours")
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read()
         try:
@@ -357,7 +351,7 @@ def _read(d: Path, key: str) -> tuple[pd.DataFrame, dict] | None:
             pass
         frame, meta = decode(data)
         if meta.get("key") != key:
-            raise _Unsupported("an entry under another entry's name")
+            raise Unsupported("an entry under another entry's name")
         return frame, meta
     except Exception:  # noqa: BLE001  any bad entry is a miss, never a failed load
         counts["discarded"] += 1
@@ -396,7 +390,7 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
         os.replace(tmp, d / (key + _SUFFIX))
         tmp = None
         counts["stored"] += 1
-    except (_Unsupported, OSError, ValueError, TypeError, OverflowError):
+    except (Unsupported, OSError, ValueError, TypeError, OverflowError):
         return
     except Exception:  # noqa: BLE001  pyarrow's own errors: the frame is simply not cached
         return
@@ -434,214 +428,6 @@ def _trim(d: Path, limit: int) -> None:
         total -= size
 
 
-# ---- exact encoding of a frame ----------------------------------------------------------------
-def encode(frame: pd.DataFrame, meta: dict) -> bytes:
-    """``frame`` as Parquet bytes, with ``meta`` and how to rebuild each column exactly."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    names = list(frame.columns)
-    if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-        raise _Unsupported("column names that are not distinct strings")
-    arrays, specs = [], []
-    index = frame.index
-    if isinstance(index, pd.RangeIndex):
-        index_spec: dict = {
-            "range": [index.start, index.stop, index.step],
-            "name": _jsonable(index.name),
-        }
-    else:
-        arr, spec = _encode_column(pd.Series(index, copy=False))
-        arrays.append(arr)
-        index_spec = {"column": spec, "name": _jsonable(index.name)}
-    for i, name in enumerate(names):
-        arr, spec = _encode_column(frame.iloc[:, i])
-        arrays.append(arr)
-        specs.append(dict(spec, name=name))
-    attrs = _jsonable(dict(frame.attrs))
-    meta = dict(meta, columns=specs, index=index_spec, attrs=attrs, rows=len(frame))
-    text = json.dumps(meta)  # TypeError on anything that is not JSON: not cached
-    table = pa.Table.from_arrays(
-        arrays, names=[f"c{i}" for i in range(len(arrays))], metadata={_META: text.encode()}
-    )
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="lz4")
-    return sink.getvalue().to_pybytes()
-
-
-def decode(data: bytes) -> tuple[pd.DataFrame, dict]:
-    """The frame and metadata of an entry; raises on anything that is not a whole, good one."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(pa.py_buffer(data), use_threads=True)
-    meta = json.loads(table.schema.metadata[_META])
-    columns = table.columns
-    index_spec = meta["index"]
-    at = 0
-    if "range" in index_spec:
-        index: pd.Index = pd.RangeIndex(*index_spec["range"], name=index_spec["name"])
-    else:
-        spec = index_spec["column"]
-        index = pd.Index(
-            _decode_column(columns[0], spec),
-            name=index_spec["name"],
-            dtype=object if spec["kind"] == "object" else None,
-        )
-        at = 1
-    data_cols = {}
-    for spec, col in zip(meta["columns"], columns[at:], strict=True):
-        values = _decode_column(col, spec)
-        if spec["kind"] == "object":  # else pandas 3 makes an object array of str a str column
-            values = pd.Series(values, index=index, dtype=object, copy=False)
-        data_cols[spec["name"]] = values
-    frame = pd.DataFrame(data_cols, index=index, copy=False)
-    if len(frame) != meta["rows"] or len(index) != meta["rows"]:
-        raise _Unsupported("row count")
-    if [str(t) for t in frame.dtypes] != [s["dtype"] for s in meta["columns"]]:
-        raise _Unsupported("dtypes do not match what was stored")
-    frame.attrs.update(meta["attrs"])
-    return frame, meta
-
-
-def _encode_column(s: pd.Series) -> tuple[Any, dict]:
-    import pyarrow as pa
-
-    dtype = s.dtype
-    spec: dict[str, Any] = {"dtype": str(dtype)}
-    if isinstance(dtype, pd.CategoricalDtype):
-        cats = dtype.categories
-        spec.update(
-            kind="category",
-            ordered=bool(dtype.ordered),
-            categories=_cells(cats),
-            categories_dtype=_dtype_spec(cats.dtype),
-        )
-        return pa.array(np.asarray(s.cat.codes)), spec
-    if isinstance(dtype, np.dtype) and dtype.kind == "O":
-        spec.update(kind="object")
-        return pa.array(_cells(s), type=pa.string()), spec
-    spec.update(kind="plain", spec=_dtype_spec(dtype))
-    if isinstance(dtype, np.dtype):
-        if dtype.kind not in "biufcmM" or dtype.kind == "c":
-            raise _Unsupported(f"dtype {dtype}")
-        return pa.array(s.to_numpy()), spec
-    try:
-        return pa.array(s.array), spec  # Int64, boolean, Float64, str, ...: their nulls kept
-    except (pa.ArrowException, TypeError, ValueError) as exc:
-        raise _Unsupported(f"dtype {dtype}") from exc
-
-
-def _decode_column(col: Any, spec: dict) -> Any:
-    kind = spec["kind"]
-    if kind == "category":
-        cats = pd.Index(_uncells(spec["categories"]), dtype=_dtype_of(spec["categories_dtype"]))
-        codes = col.to_numpy()
-        return pd.Categorical.from_codes(
-            codes, dtype=pd.CategoricalDtype(cats, ordered=spec["ordered"])
-        )
-    if kind == "object":
-        out = np.empty(len(col), dtype=object)
-        out[:] = _uncells(col.to_pylist())
-        return out
-    dtype = _dtype_of(spec["spec"])
-    if isinstance(dtype, np.dtype):
-        return col.to_numpy()
-    return dtype.__from_arrow__(col)
-
-
-def _dtype_spec(dtype: Any) -> Any:
-    if isinstance(dtype, pd.StringDtype):
-        return {"string": dtype.storage, "na": "nan" if dtype.na_value is not pd.NA else "NA"}
-    return str(dtype)
-
-
-def _dtype_of(spec: Any) -> Any:
-    if isinstance(spec, dict):
-        na = np.nan if spec["na"] == "nan" else pd.NA
-        return pd.StringDtype(storage=spec["string"], na_value=na)
-    return pd.api.types.pandas_dtype(spec)
-
-
-# object cells as tagged text: "s" a str, "n" None, "a" pd.NA, "f" a float (NaN, inf included),
-# "i" an int, "b" a bool, "j" JSON of a list/dict of such values
-def _cells(values: Any) -> list[str]:
-    from pandas.api.types import infer_dtype
-
-    if infer_dtype(values, skipna=False) == "string":
-        return ["s" + v for v in values]
-    return [_cell(v) for v in values]
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, np.generic):
-        v = v.item()
-    if v is None:
-        return "n"
-    if v is pd.NA:
-        return "a"
-    if isinstance(v, bool):
-        return "b1" if v else "b0"
-    if isinstance(v, str):
-        return "s" + v
-    if isinstance(v, int):
-        return "i" + str(v)
-    if isinstance(v, float):
-        return "f" + repr(v)
-    if isinstance(v, (list, dict)):
-        text = json.dumps(v)
-        if json.loads(text) != v:
-            raise _Unsupported("a list/dict cell that JSON does not round-trip")
-        return "j" + text
-    raise _Unsupported(f"a cell of type {type(v).__name__}")
-
-
-def _uncells(cells: list[str]) -> list[Any]:
-    out: list[Any] = []
-    for c in cells:
-        tag, rest = c[:1], c[1:]
-        if tag == "s":
-            out.append(rest)
-        elif tag == "n":
-            out.append(None)
-        elif tag == "a":
-            out.append(pd.NA)
-        elif tag == "b":
-            out.append(rest == "1")
-        elif tag == "i":
-            out.append(int(rest))
-        elif tag == "f":
-            out.append(float(rest))
-        elif tag == "j":
-            out.append(json.loads(rest))
-        else:
-            raise _Unsupported(f"cell tag {tag!r}")
-    return out
-
-
-def _jsonable(value: Any) -> Any:
-    """``value`` if JSON gives it back equal (attrs, index names), else _Unsupported."""
-    try:
-        back = json.loads(json.dumps(value, allow_nan=True))
-    except (TypeError, ValueError) as exc:
-        raise _Unsupported("attrs that are not JSON") from exc
-    if not _same(back, value):
-        raise _Unsupported("attrs that JSON does not give back equal")
-    return value
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 # ---- listing and clearing ------------------------------------------------------------------------
 @dataclass
 class Entry:
@@ -671,7 +457,7 @@ def entries() -> list[Entry]:
             st = os.lstat(p)
             if not stat.S_ISREG(st.st_mode):
                 continue
-            meta = json.loads(pq.read_schema(p).metadata[_META])
+            meta = json.loads(pq.read_schema(p).metadata[META_KEY])
             out.append(
                 Entry(p, meta["window"], meta["kind"], list(meta["files"]), st.st_size, st.st_mtime)
             )
