@@ -12,6 +12,20 @@ from testdata import REPO, fixtures_dir, write_builtin_window  # noqa: F401 (re-
 
 from dynprof_nb import segment
 
+# The frame cache (dynprof_nb.traces.cache) is off for the suite and every process its tests
+# start: a reader test that loads a fixture an earlier test loaded would otherwise read that
+# load's frames back and test nothing (two such tests were fooled while it was on), and a user's
+# ~/.cache is never written. tests/traces/test_cache.py points it at a directory of each test's
+# own, and loads every frame of every fixture through it.
+os.environ["DYNPROF_NB_CACHE"] = "off"
+
+
+@pytest.fixture
+def frame_cache_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test that compares two reader paths over the same files: with the cache on, the
+    second load would read the first one's frames back and compare a path with itself."""
+    monkeypatch.setenv("DYNPROF_NB_CACHE", "off")
+
 
 def leftover_segments(since_ns: int, before: set[str]) -> list[str]:
     """Segments of this uid created since ``since_ns`` (and not there before) that outlived

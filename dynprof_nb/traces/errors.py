@@ -88,8 +88,9 @@ def warn(warning: Warning, stacklevel: int = 2) -> None:
 @contextmanager
 def collected_warnings() -> Iterator[list[Warning]]:
     """In a reader thread: the warnings :func:`warn` was given meanwhile, not emitted."""
+    outer = getattr(_thread_bucket, "warnings", None)  # nested: warn() reaches it again after
     _thread_bucket.warnings = bucket = []
     try:
         yield bucket
     finally:
-        _thread_bucket.warnings = None
+        _thread_bucket.warnings = outer

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_bandwidth, comm, schema
+from . import ascend, ascend_bandwidth, cache, comm, schema
 from .ascend_db import AscendDb
 from .chrome import ChromeTrace, load_chrome_trace
 from .discover import (
@@ -142,8 +142,8 @@ class TraceWindow(WindowShortcuts):
         return self._frame(kind)
 
     def _frame(self, kind: str) -> pd.DataFrame:
-        if kind not in self._cache:
-            self._cache[kind] = self._read(kind)
+        if kind not in self._cache:  # the columnar cache's entry, else read and stored there
+            self._cache[kind] = cache.through(self, kind, lambda: self._read(kind))
         return self._cache[kind]
 
     def _read(self, kind: str) -> pd.DataFrame:
@@ -393,10 +393,11 @@ class TraceWindow(WindowShortcuts):
         if files.db is not None:
             w.identify_db()
         elif files.traces:
-            # a big trace: its summaries in one pass, without its events
+            # a big trace: its summaries in one pass, without its events (not cached: a big
+            # trace streams on every load); else parsed for the rank, unless the frame cache
+            # has the rank from an earlier parse
             if not fill_streamed(w, files, source_of(files.traces[0])):
-                w.chrome_traces()
-                w.identify_trace()
+                cache.identify(w, lambda: (w.chrome_traces(), w.identify_trace()))
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w
 
@@ -459,7 +460,7 @@ class TraceWindow(WindowShortcuts):
         """Take the events another process parsed for this window (the parallel loader)."""
         self._cache["events"] = events
         self.sources.update(sources)
-        self._chrome = traces
+        self._chrome = traces or None  # none when they came from the cache: parsed if needed
 
     def parsed_events(self) -> tuple[pd.DataFrame, dict[str, Any], list[ChromeTrace]]:
         """Read the events here and return what :meth:`adopt_events` takes in another process:

@@ -226,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     trig.add_argument("job")
     add_trigger_arguments(trig)
     add_config_flags(trig, TRIGGER_OPTIONS_TITLE)
+    cache = sub.add_parser("cache", help=text["cache"])
+    cache.add_argument(
+        "--clear", nargs="?", const="", default=None, metavar="PATH", help=ARGUMENTS["--clear"]
+    )
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
     for name in (
@@ -275,6 +279,9 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(args.output)
     if args.command == "relay":
         return _relay(args.cfg_path, args.job, args.poll_interval)
+    if args.command == "cache":
+        print(cache_report(args.clear))
+        return 0
     cluster = {}
     if args.cluster is not None:
         from dynprof_nb.cluster.access import security_from_args
@@ -321,6 +328,41 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{reason}\n" if reason else "", end="")
             print(stacks.tree())
     return 0
+
+
+def cache_report(clear: str | None = None) -> str:
+    """What ``dynprof cache`` prints: the cached windows and their total, or what ``--clear``
+    (``clear`` is ``""`` for everything, else a path) removed."""
+    from dynprof_nb.traces import cache
+
+    where = cache.cache_dir()
+    if where is None:
+        return f"the frame cache is off ({cache.ENV_DIR}={os.environ.get(cache.ENV_DIR)})"
+    if clear is not None:
+        n = cache.clear(clear or None)
+        what = f"of {clear}" if clear else "(all)"
+        return f"removed {n} cached frame file(s) {what} from {where}"
+    table = cache.summary()
+    if table.empty:
+        return f"the frame cache {where} is empty"
+    rows = [("path", "frames", "size", "last used")] + [
+        (r.path, r.frames, _size(r.bytes), str(r.used)) for r in table.itertuples()
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [f"{p:<{widths[0]}}  {f:<{widths[1]}}  {s:>{widths[2]}}  {u}" for p, f, s, u in rows]
+    lines.append(
+        f"{len(table)} window(s), {_size(int(table['bytes'].sum()))} in {where} "
+        f"(bound {_size(cache.limit_bytes())}; {cache.ENV_LIMIT} changes it)"
+    )
+    return "\n".join(lines)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
 
 
 def _relay(cfg_path: str, job: str, poll_interval: float | None) -> int:

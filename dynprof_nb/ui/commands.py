@@ -29,6 +29,8 @@ COMMANDS = {
     "demo": "run the two-rank demo job and profile ten steps",
     "trigger": "arm a window that starts by itself when a step slows (--slowdown 2 --steps 10), "
     "disarm it (--off), or show it",
+    "cache": "the frame cache: the windows whose frames are kept as Parquet for a fast second "
+    "load (--clear empties it, --clear PATH forgets one trace or window)",
 }
 
 # arguments both spell the same way
@@ -38,6 +40,7 @@ ARGUMENTS = {
     "--create": "prepare the job if its ranks have not started yet",
     "--last": "the stacks taken automatically when the job was last found stalled",
     "--timeout-stacks": "seconds to wait for every rank's dump (the silent ones are named)",
+    "--clear": "remove every cached frame, or (with PATH) those of one trace file or window",
 }
 
 MAGIC_COMMANDS = (
@@ -55,6 +58,7 @@ MAGIC_COMMANDS = (
     "stacks",
     "panel",
     "trigger",
+    "cache",
 )
 CLI_COMMANDS = (
     "jobs",
@@ -68,6 +72,7 @@ CLI_COMMANDS = (
     "relay",
     "demo",
     "trigger",
+    "cache",
 )
 
 

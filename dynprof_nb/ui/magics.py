@@ -129,6 +129,9 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
         metavar="NAME",
         help="also store the TraceWindow in variable NAME",
     )
+    p["cache"].add_argument(
+        "--clear", nargs="?", const="", default=None, metavar="PATH", help=ARGUMENTS["--clear"]
+    )
     return parser
 
 
@@ -326,6 +329,11 @@ class DynprofMagics(Magics):
             self.shell.user_ns[args.name] = window
         return window
 
+    def _do_cache(self, args: argparse.Namespace) -> None:
+        from dynprof_nb.ui.cli import cache_report
+
+        print(cache_report(args.clear))
+
     def _do_summary(self, args: argparse.Namespace) -> Any:
         return self._need_job().load(_window_arg(args.window)).summary()
 
@@ -393,6 +401,7 @@ HANDLERS: dict[str, Callable[[DynprofMagics, argparse.Namespace], Any]] = {
     "stacks": DynprofMagics._do_stacks,
     "panel": DynprofMagics._do_panel,
     "trigger": DynprofMagics._do_trigger,
+    "cache": DynprofMagics._do_cache,
 }
 
 

@@ -215,6 +215,7 @@ def test_counters_and_memory_are_built_on_first_access():
 
 # ---- parallel ranks ---------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("frame_cache_off")  # the serial load parses, not reads the cache
 def test_parallel_ranks_equal_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     root = npu_text_window(tmp_path, 3)
     par = dynprof_nb.load_window(root)

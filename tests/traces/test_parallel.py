@@ -44,6 +44,7 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
+@pytest.mark.usefixtures("frame_cache_off")  # the serial load parses, not reads the cache
 @pytest.mark.parametrize(("ranks", "first", "parent"), [(3, {1}, [0, 2]), (4, {1, 3}, [2, 3])])
 def test_parent_and_worker_ranks_equal_a_serial_load(tmp_path: Path, scratch: Path, ranks: int,
                                                      first: set[int], parent: list[int]):

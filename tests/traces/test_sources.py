@@ -62,7 +62,7 @@ def _ev(ts: int, dur: object) -> str:
     return f'{{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}}}'
 
 
-def test_the_chrome_path_named_is_the_one_that_ran(tmp_path, monkeypatch):
+def test_the_chrome_path_named_is_the_one_that_ran(tmp_path, monkeypatch, frame_cache_off):
     """A clean trace, one a field of an odd type forces untyped, a cut-short one the repair
     forces, and a large one streamed: each names its path, and the repair ran exactly when the
     path says so."""
@@ -109,7 +109,7 @@ def _not_fast(data):
     raise fastjson.NotFast("forced by the test")
 
 
-def test_the_db_kernels_path_named_is_the_one_that_ran(tmp_path, monkeypatch):
+def test_the_db_kernels_path_named_is_the_one_that_ran(tmp_path, monkeypatch, frame_cache_off):
     """The column-wise fast path, the generic one where the fast one declines, and the
     repaired one (no COMPUTE_TASK_INFO): each named in sources["kernels"]["path"]."""
     import shutil

@@ -237,3 +237,23 @@ def test_attach_file_mode_writes_profiler_config_json(ip: InteractiveShell, magi
     saved = ProfilerConfig.load(tmp_path)
     assert (saved.start_step, saved.stop_step, saved.profile_memory) == (20, 29, True)
     assert "--prof-path goes with --cfg-path" in usage_error(ip, "attach x --prof-path y")
+
+
+def test_cache_lists_and_clears_the_frame_cache(
+    ip: InteractiveShell, magics, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dynprof_nb.traces import load_trace
+
+    monkeypatch.setenv("DYNPROF_NB_CACHE", str(tmp_path / "cache"))
+    trace = tmp_path / "rank0.pt.trace.json"
+    trace.write_text('{"traceEvents": [{"name": "a", "ph": "X", "ts": 1, "dur": 2}]}')
+    load_trace(trace).load_all()
+    with capture_output() as out:
+        assert line(ip, "cache") is None
+    assert str(trace.resolve()) in out.stdout and "1 window(s)" in out.stdout
+    with capture_output() as out:
+        line(ip, f"cache --clear {trace}")
+    assert "removed 7 cached frame file(s)" in out.stdout
+    with capture_output() as out:
+        line(ip, "cache")
+    assert "is empty" in out.stdout

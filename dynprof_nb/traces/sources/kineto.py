@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import schema
+from .. import cache, schema
 from ..discover import WindowFiles
 from ..ooc import events_out_of_core
 from ..stream import fill_streamed
@@ -46,8 +46,8 @@ def read_traces(w: TraceWindow) -> Read | None:
 def traces_alone(w: TraceWindow) -> None:
     """A lone trace file: its events now, and the rank and framework it says it is."""
     if not fill_streamed(w, w.files, SOURCE):  # a big trace: its summaries without its events
-        w.frame("events")
-        w.identify_trace()
+        cache.identify(w, lambda: (w.frame("events"), w.identify_trace()))
+        w.frame("events")  # from the frame cache when identify did not read it
 
 
 def _open(w: TraceWindow) -> bool:

@@ -1,0 +1,507 @@
+"""The columnar cache: a window's frames kept as Parquet so a second load, in any process, reads
+them back in a fraction of the parse.
+
+The first load of a frame writes it (with what the load said about it: its ``sources`` notes, its
+``attrs``, the warnings it gave) to ``$DYNPROF_NB_CACHE`` (default ``$XDG_CACHE_HOME/dynprof_nb``
+or ``~/.cache/dynprof_nb``; ``0``/``off`` turns the cache off), never beside the trace. An entry
+is found by a hash of what could change the frame: every file the window's readers may read
+(resolved path, size, mtime_ns, ctime_ns, inode), the path as given, the communication patterns,
+the readers' ``DYNPROF_NB_*`` limits, this reader's version and the pandas/pyarrow versions. A
+window still being written (no complete manifest) is never cached.
+
+Hostile by default: the directory is created 0700 and refused when it is a symlink or another
+user's; an entry is opened without following symlinks and must be a regular file of ours; an
+entry that does not decode (truncated, corrupted, planted) is removed and the trace is read as if
+there were no cache. Writes go to a temporary file in the cache directory, renamed into place,
+so two processes at once each see a whole entry or none. The cache is bounded
+(``DYNPROF_NB_CACHE_SIZE``, default 2 GB): the least recently used entries (reading one
+touches it) are removed after each write.
+
+Frames round-trip exactly (dtypes, categories with their dtype and order, nullable ints, object
+columns, the index, attrs: :mod:`dynprof_nb.traces.frame_codec`); a frame holding anything
+else is not cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .errors import collected_warnings, warn
+from .frame_codec import META_KEY, Unsupported, decode, encode, same
+
+# Bump when a reader's output changes in a way the package version would not show (a fix
+# between releases): every entry written before is then a miss.
+READER_VERSION = 1
+DEFAULT_LIMIT_BYTES = 2 * 1024**3
+ENV_DIR = "DYNPROF_NB_CACHE"
+ENV_LIMIT = "DYNPROF_NB_CACHE_SIZE"
+_OFF = ("0", "off", "no", "false", "none")
+_SUFFIX = ".parquet"
+_TMP_PREFIX = ".tmp-"
+_STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died
+
+
+# what this process's loads did, for tests and benchmarks: entries read, built and stored
+counts = {"hits": 0, "misses": 0, "stored": 0, "discarded": 0}
+
+
+class CacheWarning(UserWarning):
+    """The frame cache could not be used (its directory is unsafe); frames are read from the
+    trace files, as without a cache."""
+
+
+# ---- where ----------------------------------------------------------------------------------
+def cache_dir() -> Path | None:
+    """The cache directory this process uses, or None when ``DYNPROF_NB_CACHE`` turns it off."""
+    env = os.environ.get(ENV_DIR, "").strip()
+    if env.lower() in _OFF:
+        return None
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "dynprof_nb"
+
+
+def limit_bytes() -> int:
+    """The bound on the cache's size: ``DYNPROF_NB_CACHE_SIZE`` (bytes, or ``500M``, ``2G``)."""
+    text = os.environ.get(ENV_LIMIT, "").strip().upper()
+    if not text:
+        return DEFAULT_LIMIT_BYTES
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(text[-1:], 1)
+    try:
+        return int(float(text.rstrip("KMGTB") or "0") * scale)
+    except ValueError:
+        return DEFAULT_LIMIT_BYTES
+
+
+_refused: set[str] = set()
+
+
+def _usable_dir(create: bool = True) -> Path | None:
+    """The cache directory, created 0700, or None (with one CacheWarning per directory) when it
+    is a symlink, not a directory or not ours."""
+    d = cache_dir()
+    if d is None or not _have_pyarrow():
+        return None
+    try:
+        if create and not os.path.lexists(d):
+            d.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(d, 0o700)
+            except FileExistsError:  # another process made it meanwhile
+                pass
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return _refuse(d, f"it cannot be created or read ({exc.strerror})")
+    if stat.S_ISLNK(st.st_mode):
+        return _refuse(d, "it is a symlink (someone may be pointing it at their own files)")
+    if not stat.S_ISDIR(st.st_mode):
+        return _refuse(d, "it is not a directory")
+    if st.st_uid != os.geteuid():
+        return _refuse(d, f"it belongs to uid {st.st_uid}, not to you")
+    if st.st_mode & 0o077:
+        try:
+            os.chmod(d, 0o700)
+        except OSError as exc:
+            return _refuse(d, f"others can read it and it cannot be made private ({exc})")
+    return d
+
+
+@functools.cache
+def _have_pyarrow() -> bool:
+    """Whether this interpreter can read entries (a venv without pyarrow runs uncached)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def _refuse(d: Path, why: str) -> None:
+    if str(d) not in _refused:
+        _refused.add(str(d))
+        warn(  # collected in a reader thread, said by the thread that started it
+            CacheWarning(
+                f"not using the frame cache {d}: {why}; frames are read from the trace files. "
+                f"Set {ENV_DIR} to a directory of yours, or {ENV_DIR}=off."
+            ),
+            stacklevel=4,
+        )
+    return None
+
+
+# ---- what -----------------------------------------------------------------------------------
+def _paths(files: Any) -> Iterator[Path]:
+    """Every file a window's readers may read: the paths in its ``WindowFiles`` (whatever
+    fields it has), its window.json and the analysis.db a reader looks for beside a db."""
+    for f in fields(files):
+        if f.name in ("root", "outside"):  # the folder itself; symlinks that are never read
+            continue
+        value = getattr(files, f.name)
+        if isinstance(value, dict):
+            value = list(value.values())
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, Path):
+                yield v
+    root = Path(files.root)
+    for extra in [root / "window.json"] + (
+        [Path(files.db).parent / "analysis.db"] if getattr(files, "db", None) else []
+    ):
+        if extra.is_file():
+            yield extra
+
+
+def _key(window: Any, kind: str) -> str | None:
+    """The entry name for ``kind`` of ``window``, or None when it must not be cached."""
+    files = getattr(window, "files", None)
+    if files is None or getattr(files, "incomplete", None):
+        return None
+    try:
+        seen = []
+        for p in sorted({str(p) for p in _paths(files)}):
+            st = os.stat(p)
+            seen.append(
+                [
+                    str(Path(p).resolve()),
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                    st.st_ino,
+                    st.st_dev,
+                ]
+            )
+    except (OSError, RuntimeError):  # a file went away: the reader says so, uncached
+        return None
+    from .. import __version__
+
+    material = {
+        "reader": READER_VERSION,
+        "package": __version__,
+        "pandas": pd.__version__,
+        "pyarrow": _pyarrow_version(),
+        "class": type(window).__qualname__,
+        "path": str(window.path),
+        "kind": kind,
+        "patterns": list(getattr(window, "comm_patterns", ())),
+        "identity": [
+            files.rank,
+            files.device,
+            files.framework_name,
+            files.start_step,
+            files.stop_step,
+        ],
+        "files": seen,
+        # the readers' limits (DYNPROF_NB_GZIP_RATIO, ...): a load under other limits is another
+        # load (a frame read under a large one must not answer a load that a small one refuses)
+        "limits": sorted(
+            (k, v)
+            for k, v in os.environ.items()
+            if k.startswith("DYNPROF_NB_") and k not in (ENV_DIR, ENV_LIMIT)
+        ),
+    }
+    return sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:40]
+
+
+def _pyarrow_version() -> str:
+    import pyarrow
+
+    return pyarrow.__version__
+
+
+# ---- the hook ---------------------------------------------------------------------------------
+# warnings repeated from cache entries, per window: each is said once per window, as a parse
+# says it once (the traces are parsed once per window)
+_said: weakref.WeakKeyDictionary[Any, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
+_said_lock = threading.Lock()
+
+
+def through(window: Any, kind: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """Frame ``kind`` of ``window``: from its cache entry when there is a good one, else
+    ``build()`` (whose warnings are said as usual), then stored for the next load."""
+    d = _usable_dir()
+    key = _key(window, kind) if d is not None else None
+    if key is not None:
+        hit = _read(d, key)
+        if hit is not None:
+            counts["hits"] += 1
+            frame, meta = hit
+            window.sources.update(meta["sources"])
+            _repeat(window, meta["warnings"])
+            return frame
+    frame, meta = _recorded(window, build)
+    if key is not None and isinstance(frame, pd.DataFrame):  # never an out-of-core frame
+        counts["misses"] += 1
+        _write(d, key, window, kind, frame, meta)
+    return frame
+
+
+def identify(window: Any, read: Callable[[], Any]) -> None:
+    """``read()``, which sets ``window.rank`` and ``window.framework`` from its trace (parsing
+    it), or those two from the cache entry of an earlier ``read()`` of the same files."""
+    d = _usable_dir()
+    key = _key(window, "identity") if d is not None else None
+    if key is not None:
+        hit = _read(d, key)
+        if hit is not None:
+            counts["hits"] += 1
+            _frame, meta = hit
+            window.rank, window.framework = meta["identity"]
+            window.sources.update(meta["sources"])
+            _repeat(window, meta["warnings"])
+            return
+
+    def build() -> pd.DataFrame:
+        read()
+        return pd.DataFrame()
+
+    frame, meta = _recorded(window, build)
+    if key is not None:
+        counts["misses"] += 1
+        meta["identity"] = [window.rank, window.framework]
+        _write(d, key, window, "identity", frame, meta)
+
+
+def _recorded(window: Any, build: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, dict]:
+    """``build()``, with the warnings it gave (said on, as they were) and the ``sources`` notes
+    it added or changed."""
+    before = json.dumps(window.sources, sort_keys=True, default=str)
+    before_notes = json.loads(before)
+    try:
+        with collected_warnings() as said:
+            frame = build()
+    finally:  # said on as they were, outside the collection (to an outer one, or to the user)
+        for w in said:
+            warn(w, stacklevel=5)
+    after = json.loads(json.dumps(window.sources, default=str))
+    changed = {k: v for k, v in after.items() if before_notes.get(k) != v}
+    return frame, {
+        "sources": changed,
+        "warnings": [[_category_name(type(w)), str(w)] for w in said],
+        # notes JSON would not give back as they are (paths, tuples): such a frame is not cached
+        "exact": all(same(v, window.sources.get(k)) for k, v in changed.items()),
+    }
+
+
+def _repeat(window: Any, said: list[list[str]]) -> None:
+    with _said_lock:
+        done = _said.setdefault(window, set())
+        todo = [(c, m) for c, m in said if (c, m) not in done]
+        done.update(todo)
+    for category, message in todo:
+        warn(_category(category)(message), stacklevel=5)
+
+
+def _category_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _category(name: str) -> type[Warning]:
+    """The warning class an entry names: only dynprof_nb's own and the builtin ones (an entry
+    makes this process import nothing but dynprof_nb's modules); else UserWarning."""
+    import importlib
+    import sys
+
+    module, _, qual = name.partition(":")
+    if module == "builtins" or module.startswith("dynprof_nb."):
+        mod = sys.modules.get(module) or (
+            importlib.import_module(module) if module.startswith("dynprof_nb.") else None
+        )
+        cls = getattr(mod, qual, None) if mod is not None else None
+        if isinstance(cls, type) and issubclass(cls, Warning):
+            return cls
+    return UserWarning
+
+
+# ---- reading and writing entries ------------------------------------------------------------
+def _read(d: Path, key: str) -> tuple[pd.DataFrame, dict] | None:
+    """The entry ``key``, touched, or None; an entry that is not a good one of ours is removed."""
+    path = d / (key + _SUFFIX)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError:  # a symlink planted in its place (ELOOP), or unreadable
+        counts["discarded"] += 1
+        _discard(path)
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise Unsupported("not a regular file of ours")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read()
+        try:
+            os.utime(fd)  # last used: what the size bound removes first is the oldest
+        except OSError:
+            pass
+        frame, meta = decode(data)
+        if meta.get("key") != key:
+            raise Unsupported("an entry under another entry's name")
+        return frame, meta
+    except Exception:  # noqa: BLE001  any bad entry is a miss, never a failed load
+        counts["discarded"] += 1
+        _discard(path)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _discard(path: Path) -> None:
+    try:
+        os.unlink(path)  # a symlink itself, never what it points at
+    except OSError:
+        pass
+
+
+def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta: dict) -> None:
+    """Store ``frame`` as entry ``key`` (atomically), then keep the cache within its bound.
+    A frame the cache cannot hold exactly, or a full disk, leaves no entry and no error."""
+    meta = dict(
+        meta,
+        key=key,
+        kind=kind,
+        window=str(Path(window.path).resolve()),
+        files=sorted({str(Path(p).resolve()) for p in _paths(window.files)}),
+        written=time.time(),
+    )
+    if not meta.pop("exact", True):
+        return
+    tmp = None
+    try:
+        data = encode(frame, meta)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_SUFFIX, dir=d)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, d / (key + _SUFFIX))
+        tmp = None
+        counts["stored"] += 1
+    except (Unsupported, OSError, ValueError, TypeError, OverflowError):
+        return
+    except Exception:  # noqa: BLE001  pyarrow's own errors: the frame is simply not cached
+        return
+    finally:
+        if tmp is not None:
+            _discard(Path(tmp))
+    _trim(d, limit_bytes())
+
+
+def _trim(d: Path, limit: int) -> None:
+    """Remove the least recently used entries until the cache holds at most ``limit`` bytes,
+    and temporary files that writers which died left behind."""
+    entries = []
+    now = time.time()
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        p = d / name
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if name.startswith(_TMP_PREFIX):
+            if now - st.st_mtime > _STALE_TMP_S:
+                _discard(p)
+        elif name.endswith(_SUFFIX):
+            entries.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries):
+        if total <= limit:
+            break
+        _discard(p)
+        total -= size
+
+
+# ---- listing and clearing ------------------------------------------------------------------------
+@dataclass
+class Entry:
+    """One cached frame: which window and files it was read from, its size, when last used."""
+
+    path: Path
+    window: str
+    kind: str
+    files: list[str]
+    size: int
+    used: float
+
+
+def entries() -> list[Entry]:
+    """Every entry of the cache, least recently used first (unreadable ones skipped)."""
+    import pyarrow.parquet as pq
+
+    d = _usable_dir(create=False)
+    if d is None:
+        return []
+    out = []
+    for name in sorted(os.listdir(d)):
+        p = d / name
+        if not name.endswith(_SUFFIX) or name.startswith(_TMP_PREFIX):
+            continue
+        try:
+            st = os.lstat(p)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            meta = json.loads(pq.read_schema(p).metadata[META_KEY])
+            out.append(
+                Entry(p, meta["window"], meta["kind"], list(meta["files"]), st.st_size, st.st_mtime)
+            )
+        except Exception:  # noqa: BLE001  a damaged entry is removed by its next read
+            continue
+    return sorted(out, key=lambda e: e.used)
+
+
+def summary() -> pd.DataFrame:
+    """One row per cached window: path, frames, size (bytes), last used (a Timestamp)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for e in entries():
+        r = rows.setdefault(e.window, {"path": e.window, "frames": [], "bytes": 0, "used": 0.0})
+        if e.kind != "identity":
+            r["frames"].append(e.kind)
+        r["bytes"] += e.size
+        r["used"] = max(r["used"], e.used)
+    frame = pd.DataFrame(list(rows.values()), columns=["path", "frames", "bytes", "used"])
+    frame["frames"] = [", ".join(sorted(f)) for f in frame["frames"]]
+    frame["used"] = pd.to_datetime(frame["used"], unit="s").dt.floor("s")
+    return frame.sort_values("used", ascending=False, ignore_index=True)
+
+
+def clear(path: str | os.PathLike[str] | None = None) -> int:
+    """Remove every entry, or those read from ``path`` (a trace file or window directory, or
+    a file or folder inside one); returns how many were removed."""
+    d = _usable_dir(create=False)
+    if d is None:
+        return 0
+    if path is None:
+        removed = 0
+        for name in os.listdir(d):
+            if name.endswith(_SUFFIX):
+                _discard(d / name)
+                removed += 1
+        return removed
+    target = str(Path(path).expanduser().resolve())
+    removed = 0
+    for e in entries():
+        if any(_within(f, target) for f in [e.window, *e.files]):
+            _discard(e.path)
+            removed += 1
+    return removed
+
+
+def _within(path: str, target: str) -> bool:
+    return path == target or path.startswith(target.rstrip(os.sep) + os.sep)
