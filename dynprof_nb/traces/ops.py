@@ -134,9 +134,11 @@ def nested_parents(
     depth = rows - np.cumsum(np.bincount(close, minlength=n + 1))[:n]
     by_depth = np.argsort(depth.astype(np.int16) if depth.max() < 2**15 else depth, kind="stable")
     key = depth[by_depth] * n + by_depth  # ascending: by depth, then row
-    inner = np.flatnonzero(depth > 0)
-    up = (depth[inner] - 1) * n
-    pos = np.searchsorted(key, up + inner, "left") - 1
+    deeper = np.count_nonzero(depth == 0)  # rows past this in by_depth have a parent
+    inner = by_depth[deeper:]
+    query = key[deeper:] - n  # one level up, same row: ascending, which searchsorted is quick at
+    up = query - inner
+    pos = np.searchsorted(key, query, "left") - 1
     par = key[np.maximum(pos, 0)] - up  # < 0 where no row one level up comes before
     ok = (pos >= 0) & (par >= 0)
     par = np.where(ok, par, 0)
