@@ -86,12 +86,20 @@ def _prune(parent: Path, keep: Path) -> None:
     runs (its pid is in the name), whose frame may be alive there."""
     dirs = sorted(
         (d for d in parent.iterdir() if d.is_dir() and d != keep),
-        key=lambda d: d.stat().st_mtime,
+        key=_mtime,
         reverse=True,
     )
     for d in dirs[KEEP - 1 :]:
         if not _in_use(d):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def _mtime(d: Path) -> float:
+    """When ``d`` was last written (0 when another load removed it meanwhile)."""
+    try:
+        return d.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 #: partition directory -> the partition builder of a frame over it (gone with the last frame)

@@ -9,7 +9,8 @@ usual, but each decoded piece is reduced at once and its columns dropped:
   event), sorted by ts within the piece. Self time needs each op's direct children on its
   thread, which may sit in any piece: once the pass is done the rows are walked in ts windows
   (a slice of every piece each), with one open-op stack per thread carried from window to
-  window, which is :func:`.ops.self_times`' walk in the same order, so the sums are the same;
+  window, which is :func:`.ops.self_times`' walk in the same order, so the sums are the same
+  (in numpy for properly nested threads, :func:`.ops.nested_parents`, as in memory);
 - device rows and step markers (the steps' intervals and breakdown, the kernels frame and the
   kernel-to-step attribution by launch correlation, issue 18): kept as rows and built into a
   small frame of only those rows, which the same functions as the in-memory path
