@@ -26,6 +26,7 @@ import pandas as pd
 
 from dynprof_nb.traces import comm as comm_names
 from dynprof_nb.traces.derive import device_kinds
+from dynprof_nb.traces.intervals import intersection_ns
 
 Selection = Literal["steps", "hta"]
 
@@ -99,17 +100,7 @@ def _length(iv: np.ndarray) -> int:
 
 
 def _intersection(a: np.ndarray, b: np.ndarray) -> int:
-    i = j = 0
-    total = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i, 0], b[j, 0]), min(a[i, 1], b[j, 1])
-        if hi > lo:
-            total += hi - lo
-        if a[i, 1] < b[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return int(total)
+    return intersection_ns(a[:, 0], a[:, 1], b[:, 0], b[:, 1])
 
 
 def temporal_breakdown(

@@ -13,7 +13,8 @@ the in-memory events frame, column for column, dtype for dtype (categories inclu
 Where: ``<cache root>/events-parts/<key>/`` (the cache root is ``$DYNPROF_NB_CACHE``, else
 ``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``; the key names the file by path,
 size, mtime and this module's ``VERSION``). At most ``KEEP`` such directories are kept, the
-least recently written removed first.
+least recently written removed first, except those a live frame may still read (:func:`_prune`).
+The frame pickles, and comes back as the same out-of-core frame with its note.
 
 When: ``DYNPROF_NB_OUT_OF_CORE=1`` always, ``=0`` never; otherwise when the events frame would
 not fit (:func:`.stream.wanted`).
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,14 +81,46 @@ def _part_dir(path: Path) -> Path:
 
 
 def _prune(parent: Path, keep: Path) -> None:
-    """Keep the ``KEEP`` most recently written partition directories."""
+    """Keep the ``KEEP`` most recently written partition directories, and any older one still
+    in use: one of a frame alive in this process, or one written by another process that still
+    runs (its pid is in the name), whose frame may be alive there."""
     dirs = sorted(
         (d for d in parent.iterdir() if d.is_dir() and d != keep),
-        key=lambda d: d.stat().st_mtime,
+        key=_mtime,
         reverse=True,
     )
     for d in dirs[KEEP - 1 :]:
-        shutil.rmtree(d, ignore_errors=True)
+        if not _in_use(d):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _mtime(d: Path) -> float:
+    """When ``d`` was last written (0 when another load removed it meanwhile)."""
+    try:
+        return d.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+#: partition directory -> the partition builder of a frame over it (gone with the last frame)
+_LIVE: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
+def _in_use(d: Path) -> bool:
+    """Whether partition directory ``d`` may be read by a live frame (see :func:`_prune`)."""
+    try:
+        pid = int(d.name.split("-")[1])
+    except (IndexError, ValueError):
+        return False  # not named by a load: not ours to judge by pid
+    if pid == os.getpid():
+        return str(d) in _LIVE
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's
+    return True
 
 
 class _Writer(stream._Reducer):
@@ -340,8 +374,8 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     meta = build(("", 0, 0))
     divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
     ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
-    ddf.__class__ = _out_of_core_class(type(ddf))
-    ddf.dynprof_dir = out
+    _LIVE[str(out)] = build
+    ddf = _out_of_core(ddf, out)
     return ddf, (summaries if with_summaries else None)
 
 
@@ -359,29 +393,49 @@ def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
         return None
     if s is not None:
         stream.adopt(w, s, path, provider)
-    note = NOTE.format(n=ddf.npartitions, dir=ddf.dynprof_dir)
-    w.note("events", [path], notes=[note])
+    ddf.dynprof_note = NOTE.format(n=ddf.npartitions, dir=ddf.dynprof_dir)
+    w.note("events", [path], notes=[ddf.dynprof_note])
+    return ddf
+
+
+def _out_of_core(ddf: Any, out: Path, note: str = "") -> Any:
+    """Dask frame ``ddf`` over the partitions in ``out``, as an :class:`OutOfCoreEvents`."""
+    ddf = _out_of_core_class(type(ddf))(ddf._expr)
+    ddf.dynprof_dir = out
     ddf.dynprof_note = note
     return ddf
+
+
+class OutOfCoreEvents:
+    """Mixed into dask's DataFrame class (:func:`_out_of_core_class`): the repr starts with
+    the out-of-core note, and a pickled frame comes back as one, note included."""
+
+    dynprof_note = ""
+    dynprof_dir: Path | None = None
+
+    def __repr__(self) -> str:
+        return f"{self.dynprof_note}\n{super().__repr__()}"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p><b>{html.escape(self.dynprof_note)}</b></p>" + super()._repr_html_()
+
+    def __reduce__(self) -> tuple:
+        return _unpickle, (self._expr, self.dynprof_dir, self.dynprof_note)
+
+
+def _unpickle(expr: Any, out: Path, note: str) -> Any:
+    from dask._collections import new_collection
+
+    return _out_of_core(new_collection(expr), out, note)
 
 
 _CLASSES: dict[type, type] = {}
 
 
 def _out_of_core_class(base: type) -> type:
-    """``base`` (dask's DataFrame) with a repr that starts with the out-of-core note."""
+    """``base`` (dask's DataFrame class) with :class:`OutOfCoreEvents` mixed in."""
     if base not in _CLASSES:
-
-        def __repr__(self: Any) -> str:
-            return f"{getattr(self, 'dynprof_note', '')}\n{base.__repr__(self)}"
-
-        def _repr_html_(self: Any) -> str:
-            import html
-
-            note = html.escape(getattr(self, "dynprof_note", ""))
-            return f"<p><b>{note}</b></p>" + base._repr_html_(self)
-
-        _CLASSES[base] = type(
-            "OutOfCoreEvents", (base,), {"__repr__": __repr__, "_repr_html_": _repr_html_}
-        )
+        _CLASSES[base] = type("OutOfCoreEvents", (OutOfCoreEvents, base), {})
     return _CLASSES[base]

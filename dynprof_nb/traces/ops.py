@@ -38,7 +38,11 @@ def host_ops(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def self_times(ev: pd.DataFrame) -> np.ndarray:
-    """Duration minus the durations of direct children on the same thread (ns), per row of ev."""
+    """Duration minus the durations of direct children on the same thread (ns), per row of ev.
+
+    A row's children are found by a stack walk over the thread's rows by ts, longest first
+    (:func:`walk_children`); threads whose ops nest properly (nearly all) get the same answer
+    from :func:`nested_parents` in numpy, and only the others are walked in Python."""
     n = len(ev)
     if n == 0:
         return np.zeros(0, np.int64)
@@ -51,26 +55,112 @@ def self_times(ev: pd.DataFrame) -> np.ndarray:
     ts = ev["ts_ns"].to_numpy("int64", na_value=0)
     dur = ev["dur_ns"].to_numpy("int64")
     order = np.lexsort((-dur, ts, thread))
-    th, st, du = thread[order].tolist(), ts[order].tolist(), dur[order].tolist()
+    th, st, du = thread[order], ts[order], dur[order]
+    parent, walk, _ = nested_parents(th, st, du)
+    child = child_sums(parent, np.where(walk, 0, du), n)
+    if walk.any():
+        at = np.flatnonzero(walk)
+        child[at] = walk_children(th[at], st[at], du[at])
+    out = np.empty(n, np.int64)
+    out[order] = du - child
+    return out
+
+
+def walk_children(th: np.ndarray, st: np.ndarray, du: np.ndarray) -> np.ndarray:
+    """Each row's direct children's time, by the stack walk (rows sorted by thread, ts, longest
+    first): a row's parent is the op on top of its thread's stack once every op there that
+    ended by the row's start is popped. Any overlap is read this way, nested or not."""
+    n = len(th)
+    th_, st_, du_ = th.tolist(), st.tolist(), du.tolist()
     child = [0] * n
     stack: list[int] = []  # positions in sorted order
     ends: list[int] = []
     cur = None
     for i in range(n):
-        if th[i] != cur:
-            cur = th[i]
+        if th_[i] != cur:
+            cur = th_[i]
             stack.clear()
             ends.clear()
-        s = st[i]
+        s = st_[i]
         while ends and ends[-1] <= s:
             ends.pop()
             stack.pop()
         if stack:
-            child[stack[-1]] += du[i]
+            child[stack[-1]] += du_[i]
         stack.append(i)
-        ends.append(s + du[i])
-    out = np.empty(n, np.int64)
-    out[order] = np.asarray(du, np.int64) - np.asarray(child, np.int64)
+        ends.append(s + du_[i])
+    return np.asarray(child, np.int64)
+
+
+def nested_parents(
+    th: np.ndarray, st: np.ndarray, du: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parent :func:`walk_children` gives each row (sorted by thread, ts, longest first;
+    -1: none), in numpy, for the threads whose stack stays properly nested; a mask of the rows
+    of the other threads (left to the walk); and a mask of the rows still open after the last
+    row of their thread (on the walk's stack at the end).
+
+    Row j stays on the stack until the first row of its thread starting at or after its end:
+    ``close[j]`` (at least j + 1). While every row pushed closes no later than the row under
+    it (nested), the stack at row i is exactly the rows j < i with ``close[j] > i``: its depth
+    is i minus the rows closed by then, and its top is the last row before i one level up.
+    That each row closes no later than the parent so found is checked, row by row, which by
+    induction makes the whole thread's answer the walk's; a thread where it fails is walked.
+    """
+    n = len(th)
+    parent = np.full(n, -1, np.int64)
+    if n == 0:
+        return parent, np.zeros(0, bool), np.zeros(0, bool)
+    if int(np.abs(st).max()) >= 2**62 or int(np.abs(du).max()) >= 2**62:
+        return parent, np.ones(n, bool), np.zeros(n, bool)  # no int64 room: walk them all
+    rows = np.arange(n)
+    first = np.flatnonzero(np.concatenate([[True], th[1:] != th[:-1]]))
+    stop = np.append(first[1:], n)
+    seg = np.repeat(np.arange(len(first)), stop - first)  # thread segment of each row
+    end = st + du
+    # every thread's times moved into a range of its own, so one searchsorted finds, for each
+    # row, the first row of its own thread starting at or after its end
+    lo = st[first]
+    hi = np.maximum.reduceat(np.maximum(end, st), first)
+    if float((hi.astype(np.float64) - lo + 1).sum()) >= 2**61:
+        close = np.empty(n, np.int64)
+        for a, b in zip(first.tolist(), stop.tolist(), strict=True):
+            close[a:b] = a + np.searchsorted(st[a:b], end[a:b], "left")
+    else:
+        span = hi - lo + 1
+        base, low = (np.cumsum(span) - span)[seg], lo[seg]
+        close = np.searchsorted(st - low + base, np.maximum(end, low) - low + base, "left")
+    close = np.maximum(close, rows + 1)
+    depth = rows - np.cumsum(np.bincount(close, minlength=n + 1))[:n]
+    by_depth = np.argsort(depth.astype(np.int16) if depth.max() < 2**15 else depth, kind="stable")
+    key = depth[by_depth] * n + by_depth  # ascending: by depth, then row
+    deeper = np.count_nonzero(depth == 0)  # rows past this in by_depth have a parent
+    inner = by_depth[deeper:]
+    query = key[deeper:] - n  # one level up, same row: ascending, which searchsorted is quick at
+    up = query - inner
+    pos = np.searchsorted(key, query, "left") - 1
+    par = key[np.maximum(pos, 0)] - up  # < 0 where no row one level up comes before
+    ok = (pos >= 0) & (par >= 0)
+    par = np.where(ok, par, 0)
+    ok &= (close[par] > inner) & (close[inner] <= close[par])
+    bad = np.zeros(len(first), bool)
+    bad[seg[inner[~ok]]] = True
+    walk = bad[seg]
+    parent[inner[ok]] = par[ok]
+    parent[walk] = -1
+    return parent, walk, (close == stop[seg]) & ~walk
+
+
+def child_sums(parent: np.ndarray, du: np.ndarray, n: int) -> np.ndarray:
+    """Per row, the sum of ``du`` over the rows whose parent it is (exact int64)."""
+    has = parent >= 0
+    p, d = parent[has], du[has]
+    if not len(p):
+        return np.zeros(n, np.int64)
+    if float(np.abs(d).astype(np.float64).sum()) < 2**52:  # float sums exact here
+        return np.rint(np.bincount(p, d, n)).astype(np.int64)
+    out = np.zeros(n, np.int64)
+    np.add.at(out, p, d)
     return out
 
 

@@ -9,7 +9,8 @@ usual, but each decoded piece is reduced at once and its columns dropped:
   event), sorted by ts within the piece. Self time needs each op's direct children on its
   thread, which may sit in any piece: once the pass is done the rows are walked in ts windows
   (a slice of every piece each), with one open-op stack per thread carried from window to
-  window, which is :func:`.ops.self_times`' walk in the same order, so the sums are the same;
+  window, which is :func:`.ops.self_times`' walk in the same order, so the sums are the same
+  (in numpy for properly nested threads, :func:`.ops.nested_parents`, as in memory);
 - device rows and step markers (the steps' intervals and breakdown, the kernels frame and the
   kernel-to-step attribution by launch correlation, issue 18): kept as rows and built into a
   small frame of only those rows, which the same functions as the in-memory path
@@ -41,7 +42,7 @@ import pandas as pd
 
 from dynprof_nb.protocol import STEP_PREFIX, STEP_RE
 
-from . import budget, chrome, derive, fastjson, schema
+from . import budget, chrome, derive, fastjson, ops, schema
 from ._time import NA_NS
 from .derive import DEVICE_CATS
 from .errors import TraceRepairWarning, warn
@@ -50,8 +51,9 @@ from .ops import NON_OP_CATS, table_from_sums
 STREAM_ENV = "DYNPROF_NB_STREAM"
 #: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)
 FRAME_PER_BYTE = 4
-#: host rows per window of the self-time walk (bounds its sort and its lists)
-WINDOW_ROWS = 2_000_000
+#: host rows per window of the self-time walk: bounds its sort and its arrays, which stay in
+#: cache and in memory the allocator reuses (a third of the time of 2M-row windows)
+WINDOW_ROWS = 100_000
 # processes whose rows the in-memory ops/steps treat apart (Ascend, MindSpore): not streamed
 _OTHER_PROCESSES = {
     "Ascend Hardware",
@@ -411,25 +413,79 @@ class _Reducer(chrome._Columns):
         sample = np.concatenate([p[0][:: max(1, len(p[0]) // 64)] for p in host if len(p[0])])
         k = max(1, -(-total // WINDOW_ROWS))
         bounds = np.unique(np.quantile(sample, np.linspace(0, 1, k + 1)[1:-1]).astype(np.int64))
-        edges = [np.searchsorted(p[0], bounds, side="left") for p in host]
-        stacks: dict[int, list[list[int]]] = {}
+        # edges[i, w]: where window w begins in piece i (window 0 at 0, the last one ends at
+        # the piece's end)
+        edges = np.zeros((len(host), len(bounds) + 2), np.int64)
+        for i, p in enumerate(host):
+            edges[i, 1:-1] = np.searchsorted(p[0], bounds, side="left")
+            edges[i, -1] = len(p[0])
+        walk = _SelfWalk(out)
         for w in range(len(bounds) + 1):
-            sl = []
-            for p, e in zip(host, edges, strict=True):
-                a = e[w - 1] if w else 0
-                b = e[w] if w < len(bounds) else len(p[0])
-                if b > a:
-                    sl.append(tuple(x[a:b] for x in p[:4]))
-            if not sl:
-                continue
-            ts, th, nm, du = (np.concatenate([s[i] for s in sl]) for i in range(4))
-            order = np.lexsort((-du, ts, th))
-            names, selfs = _walk(th[order], ts[order], du[order], nm[order], stacks)
-            np.add.at(out, np.asarray(names, np.int64), np.asarray(selfs, np.int64))
-        names = [e[1] for st in stacks.values() for e in st]
-        selfs = [e[2] - e[3] for st in stacks.values() for e in st]
-        np.add.at(out, np.asarray(names, np.int64), np.asarray(selfs, np.int64))
+            a, b = edges[:, w], edges[:, w + 1]
+            sl = [tuple(x[a[i] : b[i]] for x in host[i][:4]) for i in np.flatnonzero(b > a)]
+            if sl:
+                walk.add(*(np.concatenate([s[i] for s in sl]) for i in range(4)))
+        walk.finish()
         return out
+
+
+class _SelfWalk:
+    """:func:`.ops.self_times` over windows of rows by ts, summing self time per name code.
+
+    Each window's rows, with the ops still open from the windows before (their ts is earlier
+    than any of the window's), go through :func:`.ops.nested_parents`; the ops it leaves open
+    are carried to the next window, with their children's time so far. A thread it cannot
+    decide (not properly nested) is walked in Python (:func:`_walk`) from then on, its open
+    ops handed over as that walk's stack."""
+
+    def __init__(self, out: np.ndarray) -> None:
+        self.out = out
+        empty = np.zeros(0, np.int64)
+        self.open = (empty, empty, empty, empty, empty)  # thread, ts, dur, name, children's
+        self.walked: set[int] = set()
+        self.stacks: dict[int, list[list[int]]] = {}
+
+    def _sum(self, names: np.ndarray, selfs: np.ndarray) -> None:
+        np.add.at(self.out, np.asarray(names, np.int64), np.asarray(selfs, np.int64))
+
+    def add(self, ts: np.ndarray, th: np.ndarray, nm: np.ndarray, du: np.ndarray) -> None:
+        o_th, o_ts, o_du, o_nm, o_ch = self.open
+        n_open = len(o_th)
+        th = np.concatenate([o_th, th])
+        ts = np.concatenate([o_ts, ts])
+        du = np.concatenate([o_du, du])
+        nm = np.concatenate([o_nm, nm.astype(np.int64)])
+        carried = np.concatenate([o_ch, np.zeros(len(th) - n_open, np.int64)])
+        order = np.lexsort((-du, ts, th))  # stable: carried ops stay first, in stack order
+        th, ts, du, nm, carried = th[order], ts[order], du[order], nm[order], carried[order]
+        was_open = order < n_open
+        walked = np.isin(th, np.fromiter(self.walked, np.int64, len(self.walked)))
+        vec = np.flatnonzero(~walked)
+        parent, undecided, still = ops.nested_parents(th[vec], ts[vec], du[vec])
+        if undecided.any():  # hand these threads' open ops to the walk
+            for i in vec[undecided & was_open[vec]].tolist():
+                entry = [int(ts[i] + du[i]), int(nm[i]), int(du[i]), int(carried[i])]
+                self.stacks.setdefault(int(th[i]), []).append(entry)
+            self.walked.update(np.unique(th[vec[undecided]]).tolist())
+            walked[vec[undecided]] = True
+        child = carried[vec] + ops.child_sums(
+            parent, np.where(was_open[vec] | undecided, 0, du[vec]), len(vec)
+        )
+        done = ~still & ~undecided
+        self._sum(nm[vec][done], du[vec][done] - child[done])
+        keep = vec[still]
+        self.open = (th[keep], ts[keep], du[keep], nm[keep], child[still])
+        at = np.flatnonzero(walked & ~was_open)
+        if len(at):
+            self._sum(*_walk(th[at], ts[at], du[at], nm[at], self.stacks))
+
+    def finish(self) -> None:
+        """Add the self time of the ops open at the end."""
+        _, _, du, nm, child = self.open
+        self._sum(nm, du - child)
+        names = [e[1] for st in self.stacks.values() for e in st]
+        selfs = [e[2] - e[3] for st in self.stacks.values() for e in st]
+        self._sum(np.asarray(names, np.int64), np.asarray(selfs, np.int64))
 
 
 def _walk(

@@ -165,3 +165,55 @@ def test_what_cannot_stream_loads_whole(
         pd.testing.assert_frame_equal(w.events, ref.events)
         monkeypatch.setenv(stream.STREAM_ENV, "1")
         monkeypatch.setenv(ooc.OOC_ENV, "1")
+
+
+def test_pruning_keeps_partitions_in_use(
+    tmp_path: Path, small_cuts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More loads than ooc.KEEP: the partitions of a frame still alive here, or written by a
+    process still running, are kept; those of dropped frames and of dead processes go."""
+    import gc
+    import subprocess
+    import sys
+
+    monkeypatch.setenv(stream.STREAM_ENV, "0")
+    monkeypatch.setenv(ooc.OOC_ENV, "1")
+    path = fixtures_dir() / "torch_cpu" / "rank0.1795968823191922673.pt.trace.json"
+    parts = small_cuts / "events-parts"
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        parts.mkdir(parents=True)
+        (parts / f"ab-{alive.pid}-00").mkdir()  # another kernel's, still running
+        gone = subprocess.Popen([sys.executable, "-c", ""])
+        gone.wait()
+        (parts / f"cd-{gone.pid}-00").mkdir()  # a kernel that exited
+        frames = [dynprof_nb.load_trace(path).events for _ in range(ooc.KEEP + 2)]
+        assert {d.name for d in parts.iterdir()} >= {f.dynprof_dir.name for f in frames}
+        assert (parts / f"ab-{alive.pid}-00").is_dir()
+        assert not (parts / f"cd-{gone.pid}-00").exists()
+        pd.testing.assert_frame_equal(frames[0].compute(), frames[-1].compute())
+        del frames
+        gc.collect()
+        last = dynprof_nb.load_trace(path).events
+        left = {d.name for d in parts.iterdir()}
+        assert len(left) == ooc.KEEP + 1 and last.dynprof_dir.name in left  # + the live pid's
+        assert f"ab-{alive.pid}-00" in left
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_out_of_core_events_pickle(small_cuts: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window whose events are out of core pickles (to another kernel, a Dask worker) and
+    comes back with the same out-of-core frame, its note included."""
+    import pickle
+
+    monkeypatch.setenv(stream.STREAM_ENV, "0")
+    monkeypatch.setenv(ooc.OOC_ENV, "1")
+    path = fixtures_dir() / "torch_cpu" / "rank0.1795968823191922673.pt.trace.json"
+    w = dynprof_nb.load_trace(path)
+    ev = w.events
+    back = pickle.loads(pickle.dumps(w)).events
+    assert type(back).__name__ == "OutOfCoreEvents" and isinstance(back, dd.DataFrame)
+    assert repr(back).startswith("out of core") and back.dynprof_dir == ev.dynprof_dir
+    pd.testing.assert_frame_equal(back.compute(), ev.compute(), check_exact=True)
