@@ -52,3 +52,47 @@ def test_cache_size_units(value: str, size: int, monkeypatch: pytest.MonkeyPatch
 def test_a_load_limit_of_inf_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DYNPROF_NB_LOAD_MEMORY", "inf")  # once an OverflowError in every load
     assert budget.load_memory() > 0
+
+
+def _ooc_events(trace: Path) -> object:
+    ev = load_trace(trace).events
+    assert type(ev).__name__ == "OutOfCoreEvents"
+    return ev
+
+
+def test_out_of_core_partitions_with_the_cache_off_are_not_in_the_working_directory(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    ev = _ooc_events(trace)
+    assert not (work / "off").exists()  # once ./off/events-parts/...
+    assert ev.dynprof_dir.is_absolute()  # type: ignore[attr-defined]
+    monkeypatch.chdir(tmp_path)  # a later chdir loses nothing
+    assert len(ev.compute()) > 0  # type: ignore[attr-defined]
+
+
+def test_loads_never_remove_a_live_frames_partitions(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "c"))
+    monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+    first = _ooc_events(trace)
+    n = len(first.compute())  # type: ignore[attr-defined]
+    for _ in range(5):  # once: the fifth load removed the first's files (FileNotFoundError)
+        _ooc_events(trace)
+    gc.collect()
+    assert len(first.compute()) == n  # type: ignore[attr-defined]
+    where = first.dynprof_dir  # type: ignore[attr-defined]
+    subset = first[first["dur_ns"] > 0]  # type: ignore[index]
+    del first
+    gc.collect()
+    assert where.exists() and len(subset) > 0  # a derived frame still reads them
+    del subset
+    gc.collect()
+    assert not where.exists()  # ...and they go with the last frame that reads them

@@ -12,8 +12,9 @@ the in-memory events frame, column for column, dtype for dtype (categories inclu
 
 Where: ``<cache root>/events-parts/<key>/`` (the cache root is ``$DYNPROF_NB_CACHE``, else
 ``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``; the key names the file by path,
-size, mtime and this module's ``VERSION``). At most ``KEEP`` such directories are kept, the
-least recently written removed first.
+size, mtime and this module's ``VERSION``, and by the load's host and pid). A directory goes
+when the frame built on it (and every frame derived from it) is collected, or at the next
+load once its process has ended: another kernel's live frame keeps its files.
 
 When: ``DYNPROF_NB_OUT_OF_CORE=1`` always, ``=0`` never; otherwise when the events frame would
 not fit (:func:`.stream.wanted`).
@@ -26,6 +27,11 @@ import hashlib
 import json
 import os
 import shutil
+import socket
+import stat
+import tempfile
+import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,7 +47,7 @@ from .derive import DEVICE_CATS
 OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
 VERSION = 1
 PART_ROWS = 1_000_000
-KEEP = 4
+STALE_S = 7 * 24 * 3600.0  # a partition directory no host's live process can hold
 _COLL_FLOATS = ("in_nelems", "out_nelems", "group_size")
 _COLL_TEXTS = ("collective", "dtype")
 NOTE = (
@@ -52,12 +58,15 @@ NOTE = (
 
 
 def cache_root() -> Path:
-    """``$DYNPROF_NB_CACHE``, else ``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``."""
-    env = os.environ.get("DYNPROF_NB_CACHE", "").strip()
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "dynprof_nb"
+    """The frame cache's directory (:func:`.cache.cache_dir`: ``~`` expanded, made absolute, so
+    a later ``os.chdir`` loses no partition), or with the cache off (``DYNPROF_NB_CACHE=off``)
+    ``<tmp>/dynprof_nb-<uid>``: never a folder named ``off`` in the working directory."""
+    from .cache import cache_dir
+
+    d = cache_dir()
+    if d is None:
+        d = Path(tempfile.gettempdir()) / f"dynprof_nb-{os.geteuid()}"
+    return d.absolute()
 
 
 def wanted(paths: list[Path]) -> bool:
@@ -69,24 +78,60 @@ def wanted(paths: list[Path]) -> bool:
     return stream.too_big(paths)
 
 
+_HOST = socket.gethostname().replace("-", "_")[:32]
+
+
 def _part_dir(path: Path) -> Path:
     """A new directory for this load's partitions: named by the file (path, size, mtime,
-    ``VERSION``) and by this load, so two kernels loading one trace never share one."""
+    ``VERSION``) and by this load (host, pid), so two kernels loading one trace never share
+    one and a later load can tell whether the process that made it still runs."""
     st = path.stat()
     key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{VERSION}"
-    name = f"{hashlib.sha256(key.encode()).hexdigest()[:24]}-{os.getpid()}-{os.urandom(4).hex()}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    name = f"{digest}-{_HOST}-{os.getpid()}-{os.urandom(4).hex()}"
     return cache_root() / "events-parts" / name
 
 
+def _private_parent(parent: Path) -> None:
+    """``events-parts`` created 0700, refused (NotStreamable: the events load in memory) when
+    it or the cache root is a symlink or another user's: its partitions are read back later."""
+    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for d in (parent.parent, parent):
+        st = os.lstat(d)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise stream.NotStreamable(f"{d} is a symlink or not yours: no partitions there")
+
+
+def _dead(d: Path, now: float) -> bool:
+    """Whether partition directory ``d`` can go: its process (on this host) has ended, or it
+    is older than ``STALE_S`` (another host's, or a name from an older version)."""
+    parts = d.name.split("-")
+    if len(parts) == 4 and parts[1] == _HOST and parts[2].isdigit():
+        try:
+            os.kill(int(parts[2]), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, another user's
+            return False
+        return False
+    try:
+        return now - d.stat().st_mtime > STALE_S
+    except OSError:
+        return False
+
+
 def _prune(parent: Path, keep: Path) -> None:
-    """Keep the ``KEEP`` most recently written partition directories."""
-    dirs = sorted(
-        (d for d in parent.iterdir() if d.is_dir() and d != keep),
-        key=lambda d: d.stat().st_mtime,
-        reverse=True,
-    )
-    for d in dirs[KEEP - 1 :]:
-        shutil.rmtree(d, ignore_errors=True)
+    """Remove the partition directories of loads whose process has ended: never a live
+    frame's (another kernel's, or one this process still holds, which goes when its frame
+    is collected: :func:`write_partitions`)."""
+    now = time.time()
+    try:
+        names = list(parent.iterdir())
+    except OSError:
+        return
+    for d in names:
+        if d != keep and d.is_dir() and _dead(d, now):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class _Writer(stream._Reducer):
@@ -306,7 +351,7 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     import dask.dataframe as dd
 
     out = _part_dir(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _private_parent(out.parent)
     out.mkdir(mode=0o700)
     _prune(out.parent, out)
     gc_was = gc.isenabled()
@@ -335,6 +380,8 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
         shutil.rmtree(out, ignore_errors=True)
         raise
     build = _Partition(acc, acc.iv)
+    # every frame derived from this one holds ``build`` in its graph: the files go with the last
+    weakref.finalize(build, shutil.rmtree, out, True)
     (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
     parts = acc.parts or [("", 0, 0)]
     meta = build(("", 0, 0))
