@@ -5,11 +5,14 @@ should not."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from matplotlib.text import Text
 from testdata import REPO
 
 from dynprof_nb.traces import budget, cache, load_trace
@@ -96,3 +99,66 @@ def test_loads_never_remove_a_live_frames_partitions(
     del subset
     gc.collect()
     assert not where.exists()  # ...and they go with the last frame that reads them
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["hta__nccl_parser_config__nccl_data.json.gz", "hta__ns_resolution_trace__rank-0"],
+)
+def test_an_out_of_core_window_summarises_and_plots_as_in_memory(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summary(), plot_ops(), communication and the cluster shortcuts reduce the events
+    partition by partition (once each raised an AttributeError from inside Dask); the
+    timeline, which needs every event, says why it draws nothing."""
+    from dynprof_nb.analysis import plots
+    from dynprof_nb.analysis.shortcuts import SHORTCUTS
+    from dynprof_nb.traces import ooc
+
+    (path,) = (REPO / "tests" / "data" / "kineto").glob(name + "*")
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    monkeypatch.setattr(ooc, "PART_ROWS", 2000)  # several partitions to merge
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "0")
+        whole = load_trace(path)
+        monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+        parts = load_trace(path)
+        assert parts.events.npartitions > 1
+        pd.testing.assert_frame_equal(whole.communication, parts.communication)
+        assert repr(whole.summary()) == repr(parts.summary())
+        assert plots.op_colors(whole) == plots.op_colors(parts)
+        for short in ("top_ops", "communication_ops", "time_summary", "step_trace"):
+            got, want = SHORTCUTS[short](parts), SHORTCUTS[short](whole)
+            if isinstance(want, pd.DataFrame):
+                pd.testing.assert_frame_equal(got, want)
+        fig = parts.plot_timeline()
+        assert "out of core" in " ".join(t.get_text() for t in fig.figure.findobj(Text))
+
+
+def test_dynprof_cache_says_a_typo_a_deleted_trace_and_ended_partitions(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    from dynprof_nb.ui.cli import cache_report
+
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "c"))
+    load_trace(trace).load_all()
+    typo = str(trace) + "x"
+    said = cache_report(typo)  # once "removed 0 cached frame file(s) of ...": as if done
+    assert "no such file or folder" in said and "typo" in said
+    trace.unlink()
+    assert f"{trace.resolve()} (gone)" in cache_report()
+    # a kernel that ended without collecting its out-of-core frame left its partitions
+    script = (
+        "import os; from dynprof_nb.traces import load_trace\n"
+        f"ev = load_trace({str(SMALL)!r}).events; print(ev.dynprof_dir); os._exit(0)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DYNPROF_NB_OUT_OF_CORE": "1"}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    left = Path(r.stdout.strip().splitlines()[-1])
+    assert left.is_dir(), r.stderr[-2000:]
+    said = cache_report("")
+    assert "1 partition folder(s)" in said and not left.exists()

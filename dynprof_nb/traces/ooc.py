@@ -120,18 +120,26 @@ def _dead(d: Path, now: float) -> bool:
         return False
 
 
-def _prune(parent: Path, keep: Path) -> None:
-    """Remove the partition directories of loads whose process has ended: never a live
-    frame's (another kernel's, or one this process still holds, which goes when its frame
-    is collected: :func:`write_partitions`)."""
+def _prune(parent: Path, keep: Path | None = None) -> int:
+    """Remove the partition directories of loads whose process has ended (how many): never a
+    live frame's (another kernel's, or one this process still holds, which goes when its
+    frame is collected: :func:`write_partitions`)."""
     now = time.time()
     try:
         names = list(parent.iterdir())
     except OSError:
-        return
+        return 0
+    removed = 0
     for d in names:
-        if d != keep and d.is_dir() and _dead(d, now):
+        if d != keep and d.is_dir() and not d.is_symlink() and _dead(d, now):
             shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def prune() -> int:
+    """Remove the partitions of loads that have ended (``dynprof cache --clear``): how many."""
+    return _prune(cache_root() / "events-parts")
 
 
 class _Writer(stream._Reducer):
