@@ -162,3 +162,15 @@ def test_dynprof_cache_says_a_typo_a_deleted_trace_and_ended_partitions(
     assert left.is_dir(), r.stderr[-2000:]
     said = cache_report("")
     assert "1 partition folder(s)" in said and not left.exists()
+
+
+def test_partitions_removed_under_a_live_frame_say_so(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "c"))
+    monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+    ev = _ooc_events(trace)
+    shutil.rmtree(ev.dynprof_dir)  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="removed or damaged after the load") as got:
+        ev.compute()  # type: ignore[attr-defined]  (once pyarrow's bare FileNotFoundError)
+    assert str(ev.dynprof_dir) in str(got.value)  # type: ignore[attr-defined]

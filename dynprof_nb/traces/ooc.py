@@ -48,6 +48,12 @@ OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
 VERSION = 1
 PART_ROWS = 1_000_000
 STALE_S = 7 * 24 * 3600.0  # a partition directory no host's live process can hold
+
+
+class PartitionsGone(RuntimeError):
+    """An out-of-core frame's Parquet partition was removed or damaged after the load."""
+
+
 _COLL_FLOATS = ("in_nelems", "out_nelems", "group_size")
 _COLL_TEXTS = ("collective", "dtype")
 NOTE = (
@@ -287,7 +293,14 @@ class _Partition:
 
         name, first, n = part
         if n:
-            t = pq.read_table(self.dir / name).to_pandas()
+            try:
+                t = pq.read_table(self.dir / name).to_pandas()
+            except (OSError, ValueError) as exc:  # removed or damaged under a live frame
+                raise PartitionsGone(
+                    f"the out-of-core events' partition {self.dir / name} cannot be read "
+                    f"({exc.__class__.__name__}: {exc}); it was removed or damaged after the "
+                    "load (by hand, a cleaner of the cache directory): load the trace again"
+                ) from exc
             col = {k: t[k].to_numpy() for k in t.columns}
         else:  # the meta: no rows, every dtype
             col = {k: np.empty(0, np.int32) for k in ("name", "cat", "ph", "pid", "tid")}
