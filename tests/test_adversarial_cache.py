@@ -112,6 +112,7 @@ def test_an_out_of_core_window_summarises_and_plots_as_in_memory(
     partition by partition (once each raised an AttributeError from inside Dask); the
     timeline, which needs every event, says why it draws nothing."""
     from dynprof_nb.analysis import plots
+    from dynprof_nb.analysis.perfetto import open_in_perfetto
     from dynprof_nb.analysis.shortcuts import SHORTCUTS
     from dynprof_nb.traces import ooc
 
@@ -134,6 +135,8 @@ def test_an_out_of_core_window_summarises_and_plots_as_in_memory(
                 pd.testing.assert_frame_equal(got, want)
         fig = parts.plot_timeline()
         assert "out of core" in " ".join(t.get_text() for t in fig.figure.findobj(Text))
+        with pytest.raises(ValueError, match="open the trace file itself"):  # not AttributeError
+            open_in_perfetto(parts, tmp_path / "x.perfetto.json")
 
 
 def test_dynprof_cache_says_a_typo_a_deleted_trace_and_ended_partitions(

@@ -113,6 +113,15 @@ def op_colors(window: Any) -> dict[str, str]:
     return {name: _PALETTE[i] for i, name in enumerate(top)}
 
 
+#: what the timeline and the Perfetto export say of a window whose events are out of core (a
+#: single Kineto trace, which Perfetto reads as it is)
+OUT_OF_CORE_TIMELINE = (
+    "its events are out of core (too big for memory, or DYNPROF_NB_OUT_OF_CORE=1), and a "
+    "timeline needs them all: open the trace file itself in https://ui.perfetto.dev, or load "
+    "with DYNPROF_NB_OUT_OF_CORE=0 if they fit"
+)
+
+
 def _time_by_name(ev: pd.DataFrame) -> pd.Series:
     """Drawn time (ns) per display name of the complete events a plot draws."""
     keep = (ev["ph"] == "X") & ~ev["process"].astype(object).isin(_NOT_DRAWN_PROCESSES)
@@ -271,10 +280,7 @@ def timeline_layout(
     Raises :class:`NothingToDraw` for a window without complete events."""
     ev = window.events
     if is_out_of_core(ev):
-        raise NothingToDraw(
-            "the events are out of core (too big for memory, or DYNPROF_NB_OUT_OF_CORE=1): "
-            "open_in_perfetto(w) shows them, or load with DYNPROF_NB_OUT_OF_CORE=0 if they fit"
-        )
+        raise NothingToDraw(OUT_OF_CORE_TIMELINE)
     if ev.empty:
         raise NothingToDraw("no events")
     keep = (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()
