@@ -177,3 +177,42 @@ def test_partitions_removed_under_a_live_frame_say_so(
     with pytest.raises(Exception, match="removed or damaged after the load") as got:
         ev.compute()  # type: ignore[attr-defined]  (once pyarrow's bare FileNotFoundError)
     assert str(ev.dynprof_dir) in str(got.value)  # type: ignore[attr-defined]
+
+
+def test_a_multi_rank_window_of_out_of_core_ranks_loads_as_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Kineto ranks whose events go out of core: the window's events once raised
+    "Column assignment doesn't support type IntegerArray", its steps a misleading "the file
+    is damaged" (the parallel loader shipped Dask frames without their summaries)."""
+    import dynprof_nb
+    from dynprof_nb.traces import ooc
+
+    kineto = REPO / "tests" / "data" / "kineto"
+    paths = [
+        kineto / "hta__timeline_analysis__sampled_rank-0.json.gz",
+        kineto / "hta__nccl_parser_config__nccl_data.json.gz",
+    ]
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    monkeypatch.setattr(ooc, "PART_ROWS", 2000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "0")
+        whole = dynprof_nb.load_window(paths)
+        whole.load_all()
+        want = repr(whole.summary())
+        monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+        parts = dynprof_nb.load_window(paths)
+        ev = parts.events
+        assert ooc_frame(ev) and ev.npartitions > 2
+        pd.testing.assert_frame_equal(ev.compute().reset_index(drop=True), whole.events)
+        for kind in ("ops", "steps", "kernels", "communication", "memory"):
+            pd.testing.assert_frame_equal(parts.frame(kind), whole.frame(kind), obj=kind)
+        assert repr(parts.summary()) == want
+        parts.plot_ops()
+
+
+def ooc_frame(frame: object) -> bool:
+    from dynprof_nb.traces.partitioned import is_out_of_core
+
+    return is_out_of_core(frame)

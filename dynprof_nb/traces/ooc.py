@@ -413,6 +413,12 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     return ddf, (summaries if with_summaries else None)
 
 
+def goes_out_of_core(w: Any) -> bool:
+    """Whether window ``w``'s events will be an out-of-core frame (:func:`events_out_of_core`)."""
+    files = w.files
+    return w.device is None and stream.streamable(files) and wanted(files.traces)
+
+
 def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
     """Window ``w``'s events as an out-of-core Dask frame when its one Kineto trace is too
     big (:func:`wanted`), filling its ops/steps/kernels from the same pass if it has none;
