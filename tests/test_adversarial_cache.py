@@ -216,3 +216,30 @@ def ooc_frame(frame: object) -> bool:
     from dynprof_nb.traces.partitioned import is_out_of_core
 
     return is_out_of_core(frame)
+
+
+def test_a_partition_root_another_user_made_is_not_written_into(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the cache off the partitions go to <tmp>/dynprof_nb-<uid>: someone who planted
+    that first (any user can, in /tmp: a symlink, or a directory of theirs) gets nothing
+    there; the load still goes out of core, in a fresh private directory, and says so."""
+    import gc
+
+    from dynprof_nb.traces import ooc
+
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(ooc.tempfile, "tempdir", None)  # TMPDIR is read again
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    (tmp_path / f"dynprof_nb-{os.geteuid()}").symlink_to(theirs)  # what any user can plant
+    with pytest.warns(cache.CacheWarning, match="symlink"):
+        ev = _ooc_events(trace)
+    assert list(theirs.iterdir()) == []  # once events-parts/ and the partitions in it
+    where = ev.dynprof_dir.parent  # type: ignore[attr-defined]
+    assert where.stat().st_mode & 0o077 == 0 and len(ev) > 0  # type: ignore[arg-type]
+    del ev
+    gc.collect()
+    assert not where.exists()

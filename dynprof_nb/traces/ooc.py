@@ -98,14 +98,41 @@ def _part_dir(path: Path) -> Path:
     return cache_root() / "events-parts" / name
 
 
-def _private_parent(parent: Path) -> None:
-    """``events-parts`` created 0700, refused (NotStreamable: the events load in memory) when
-    it or the cache root is a symlink or another user's: its partitions are read back later."""
-    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+def _private_parent(parent: Path) -> Path:
+    """``parent`` (``<root>/events-parts``), created 0700; where the root or it is a symlink,
+    not a directory or another user's (someone squatting ``/tmp/dynprof_nb-<uid>``), a fresh
+    private temporary directory instead, with a CacheWarning: partitions are read back later,
+    so they must never be where someone else can swap them."""
     for d in (parent.parent, parent):
-        st = os.lstat(d)
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            raise stream.NotStreamable(f"{d} is a symlink or not yours: no partitions there")
+        try:
+            if not os.path.lexists(d):
+                d.parent.mkdir(parents=True, exist_ok=True)
+                os.mkdir(d, 0o700)
+            st = os.lstat(d)
+        except FileExistsError:  # made meanwhile by another load: checked below
+            st = os.lstat(d)
+        except OSError as exc:
+            return _elsewhere(d, f"it cannot be created ({exc.strerror})")
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            return _elsewhere(d, "it is a symlink or not a directory")
+        if st.st_uid != os.geteuid():
+            return _elsewhere(d, f"it belongs to uid {st.st_uid}, not to you")
+    return parent
+
+
+def _elsewhere(d: Path, why: str) -> Path:
+    from .cache import CacheWarning
+    from .errors import warn
+
+    fresh = Path(tempfile.mkdtemp(prefix="dynprof_nb-parts-"))
+    warn(
+        CacheWarning(
+            f"not writing out-of-core partitions under {d}: {why}; using {fresh} for this "
+            "load. Set DYNPROF_NB_CACHE to a directory of yours."
+        ),
+        stacklevel=4,
+    )
+    return fresh
 
 
 def _dead(d: Path, now: float) -> bool:
@@ -372,7 +399,7 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     import dask.dataframe as dd
 
     out = _part_dir(path)
-    _private_parent(out.parent)
+    out = _private_parent(out.parent) / out.name
     out.mkdir(mode=0o700)
     _prune(out.parent, out)
     gc_was = gc.isenabled()
@@ -402,7 +429,8 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
         raise
     build = _Partition(acc, acc.iv)
     # every frame derived from this one holds ``build`` in its graph: the files go with the last
-    weakref.finalize(build, shutil.rmtree, out, True)
+    own = out.parent if out.parent.name.startswith("dynprof_nb-parts-") else out  # _elsewhere's
+    weakref.finalize(build, shutil.rmtree, own, True)
     (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
     parts = acc.parts or [("", 0, 0)]
     meta = build(("", 0, 0))
