@@ -243,3 +243,25 @@ def test_a_partition_root_another_user_made_is_not_written_into(
     del ev
     gc.collect()
     assert not where.exists()
+
+
+def test_the_out_of_core_reductions_stay_off_a_default_distributed_client(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attach(cluster=...) makes its Client Dask's default: summary() of an out-of-core window
+    must not send its partitions' tasks to workers (on other hosts, they cannot read this
+    host's partition files)."""
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "c"))
+    monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+    w = load_trace(trace)
+    assert type(w.events).__name__ == "OutOfCoreEvents"
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc,
+        Client(lc) as client,
+    ):
+        w.summary()
+        w.plot_ops()
+        ran = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+    assert ran == 0

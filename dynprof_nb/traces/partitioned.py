@@ -23,7 +23,10 @@ def per_partition(frame: Any, func: Callable[[pd.DataFrame], Any]) -> list[Any]:
         return [func(frame)]
     import dask
 
-    return list(dask.compute(*[dask.delayed(func)(p) for p in frame.to_delayed()]))
+    # this process's threads, never a distributed Client that attach(cluster=...) made the
+    # default: its workers on other hosts cannot read this host's partition files
+    tasks = [dask.delayed(func)(p) for p in frame.to_delayed()]
+    return list(dask.compute(*tasks, scheduler="threads"))
 
 
 def rows(frame: Any, keep: Callable[[pd.DataFrame], Any]) -> pd.DataFrame:
