@@ -265,3 +265,15 @@ def test_the_out_of_core_reductions_stay_off_a_default_distributed_client(
         w.plot_ops()
         ran = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
     assert ran == 0
+
+
+def test_a_frame_bigger_than_the_cache_bound_is_not_written_nor_empties_it(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "c"))
+    monkeypatch.setenv(cache.ENV_LIMIT, "64K")  # the events entry is ~240 KB, the rest ~6 KB
+    before = cache.counts["stored"]
+    load_trace(trace).steps  # noqa: B018  identity, events (too big), steps
+    assert cache.counts["stored"] == before + 2  # once written, then removed at once...
+    kinds = sorted(e.kind for e in cache.entries())
+    assert kinds == ["identity", "steps"]  # ...with the entries written before it

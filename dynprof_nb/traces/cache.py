@@ -395,8 +395,11 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
     if not meta.pop("exact", True):
         return
     tmp = None
+    limit = limit_bytes()
     try:
         data = encode(frame, meta)
+        if len(data) > limit:  # it would be removed at once, with every other entry
+            return
         fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_SUFFIX, dir=d)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -410,7 +413,7 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
     finally:
         if tmp is not None:
             _discard(Path(tmp))
-    _trim(d, limit_bytes())
+    _trim(d, limit)
 
 
 def _trim(d: Path, limit: int) -> None:
