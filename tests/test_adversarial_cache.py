@@ -1,4 +1,5 @@
-"""The frame cache and the out-of-core partitions under a careless or hostile setup (issue 25):
+"""The frame cache and the out-of-core partitions under a careless or hostile setup (issue 25;
+docs/reliability.md row 28):
 a size variable set to garbage, the cache turned off, another kernel's loads, a typo given to
 ``dynprof cache --clear``. Each case once failed a load, lost a live frame or wrote where it
 should not."""
