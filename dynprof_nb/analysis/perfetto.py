@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.analysis.plots import process_in_label, rank_offsets
+from dynprof_nb.analysis.plots import OUT_OF_CORE_TIMELINE, process_in_label, rank_offsets
+from dynprof_nb.traces.partitioned import is_out_of_core
 
 PERFETTO_URL = "https://ui.perfetto.dev"
 
@@ -37,6 +38,8 @@ def write(window: Any, path: str | Path, align: str | None = None) -> Path:
     or ``"wall"``."""
     path = Path(path)
     ev = window.events
+    if is_out_of_core(ev):
+        raise ValueError(f"{window.path}: {OUT_OF_CORE_TIMELINE}")
     ev = ev[ev["ts_ns"].notna() & ev["ph"].isin(["X", "i", "I"])]
     if ev.empty:
         raise ValueError(

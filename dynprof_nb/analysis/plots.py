@@ -26,6 +26,7 @@ from dynprof_nb.analysis.figure import Figure
 from dynprof_nb.analysis.summary import OUTSIDE_RANGES, people_names
 from dynprof_nb.protocol import STEP_RE
 from dynprof_nb.traces.derive import DEVICE_CATS, DEVICE_PROCESSES
+from dynprof_nb.traces.partitioned import is_out_of_core, per_partition
 
 _BREAKDOWN = [
     ("computing_us", "computing", "#4c72b0"),
@@ -101,17 +102,32 @@ def op_colors(window: Any) -> dict[str, str]:
     """One colour per operation across every plot of a window: the names with the most time
     in its events (step markers aside) get the palette in order; the rest are grey. The
     timeline and the ops plot both colour by it, so an op is one colour everywhere."""
-    ev = window.events
-    if ev.empty:
+    sums = per_partition(window.events, _time_by_name)  # (out of core: partition by partition)
+    if not sums:
         return {}
-    keep = (ev["ph"] == "X") & ~ev["process"].astype(object).isin(_NOT_DRAWN_PROCESSES)
-    keep &= ~ev["cat"].astype(object).isin(_NOT_DRAWN_CATS | {"python_function"})
-    ev = ev[keep]
-    names = _display_names(ev["name"].astype(object))
-    weight = ev["dur_ns"].groupby(names.to_numpy()).sum()
+    weight = sums[0] if len(sums) == 1 else pd.concat(sums).groupby(level=0).sum()
+    if weight.empty:
+        return {}
     weight = weight[[not STEP_RE.match(n) and n != OUTSIDE_RANGES for n in weight.index]]
     top = weight[weight > 0].nlargest(len(_PALETTE)).index
     return {name: _PALETTE[i] for i, name in enumerate(top)}
+
+
+#: what the timeline and the Perfetto export say of a window whose events are out of core (a
+#: single Kineto trace, which Perfetto reads as it is)
+OUT_OF_CORE_TIMELINE = (
+    "its events are out of core (too big for memory, or DYNPROF_NB_OUT_OF_CORE=1), and a "
+    "timeline needs them all: open the trace file itself in https://ui.perfetto.dev, or load "
+    "with DYNPROF_NB_OUT_OF_CORE=0 if they fit"
+)
+
+
+def _time_by_name(ev: pd.DataFrame) -> pd.Series:
+    """Drawn time (ns) per display name of the complete events a plot draws."""
+    keep = (ev["ph"] == "X") & ~ev["process"].astype(object).isin(_NOT_DRAWN_PROCESSES)
+    keep &= ~ev["cat"].astype(object).isin(_NOT_DRAWN_CATS | {"python_function"})
+    ev = ev[keep]
+    return ev["dur_ns"].groupby(_display_names(ev["name"].astype(object)).to_numpy()).sum()
 
 
 def _multi_rank(frame: pd.DataFrame) -> bool:
@@ -263,6 +279,8 @@ def timeline_layout(
     then fewer ranks, the slowest and fastest kept), ranks aligned (see :func:`rank_offsets`).
     Raises :class:`NothingToDraw` for a window without complete events."""
     ev = window.events
+    if is_out_of_core(ev):
+        raise NothingToDraw(OUT_OF_CORE_TIMELINE)
     if ev.empty:
         raise NothingToDraw("no events")
     keep = (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()

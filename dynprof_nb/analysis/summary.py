@@ -25,6 +25,7 @@ from dynprof_nb.analysis.ranks import is_npu_window, npu_first
 from dynprof_nb.protocol import STEP_FOLDED
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec
+from dynprof_nb.traces.partitioned import per_partition
 
 BREAKDOWN_COLUMNS = [
     "step",
@@ -185,16 +186,26 @@ def overhead_table(ops: pd.DataFrame) -> pd.DataFrame:
 
 def span_by_rank(events: pd.DataFrame) -> pd.Series:
     """Each rank's span of events in ms: ranks' clocks differ (and ranks drift apart without a
-    barrier), so a span across ranks measures the skew, not the window."""
-    ev = events[events["ts_ns"].notna()]
-    if ev.empty:
+    barrier), so a span across ranks measures the skew, not the window. An out-of-core events
+    frame gives its bounds partition by partition."""
+    bounds = [b for b in per_partition(events, _rank_bounds) if not b.empty]
+    if not bounds:
         return pd.Series(dtype="float64")
+    b = bounds[0]
+    if len(bounds) > 1:
+        b = pd.concat(bounds).groupby(level=0).agg({"s": "min", "e": "max"})
+    return (b["e"] - b["s"]) / 1e6
+
+
+def _rank_bounds(events: pd.DataFrame) -> pd.DataFrame:
+    """Each rank's first start (``s``) and last end (``e``), in ns, indexed by rank (``r``)."""
+    ev = events[events["ts_ns"].notna()]
     end = ev["ts_ns"] + ev["dur_ns"].fillna(0)
     key = ev["rank"] if "rank" in ev else pd.Series(0, index=ev.index)
     g = pd.DataFrame(
         {"r": key.to_numpy(), "s": ev["ts_ns"].to_numpy("int64"), "e": end.to_numpy("int64")}
     ).groupby("r")
-    return (g["e"].max() - g["s"].min()) / 1e6
+    return pd.DataFrame({"s": g["s"].min(), "e": g["e"].max()})
 
 
 # ---- summaries -----------------------------------------------------------------------------

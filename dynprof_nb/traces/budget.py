@@ -20,6 +20,7 @@ Sizes accept a plain byte count or a suffix: ``512M``, ``16G``.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -29,10 +30,15 @@ SNIFF_BYTES = 1 << 20  # binary data is looked for in the first megabyte
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
-def _size(text: str) -> int:
+def parse_size(text: str) -> int:
+    """Bytes from ``"123"``, ``"500M"``, ``"2GB"``, ``"2GiB"`` (any case); ValueError for
+    anything else, ``inf``, ``nan`` and negative sizes included."""
     t = text.strip().upper().removesuffix("B").removesuffix("I")
     unit = t[-1:] if t[-1:] in _UNITS else ""
-    return int(float(t[: len(t) - len(unit)]) * _UNITS[unit])
+    number = float(t[: len(t) - len(unit)].strip())
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"not a size: {text!r}")
+    return int(number * _UNITS[unit])
 
 
 def _env(name: str, default: int) -> int:
@@ -40,7 +46,7 @@ def _env(name: str, default: int) -> int:
     if not raw:
         return default
     try:
-        value = _size(raw)
+        value = parse_size(raw)
     except ValueError:
         return default
     return value if value > 0 else default

@@ -40,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from .budget import parse_size
 from .errors import collected_warnings, warn
 from .frame_codec import META_KEY, Unsupported, decode, encode, same
 
@@ -78,16 +79,28 @@ def cache_dir() -> Path | None:
 
 
 def limit_bytes() -> int:
-    """The bound on the cache's size: ``DYNPROF_NB_CACHE_SIZE`` (bytes, or ``500M``, ``2G``)."""
-    text = os.environ.get(ENV_LIMIT, "").strip().upper()
+    """The bound on the cache's size: ``DYNPROF_NB_CACHE_SIZE`` (bytes, or ``500M``, ``2G``,
+    ``2GB``; ``0`` keeps nothing). A value that is not a size (``abc``, ``-5``, ``inf``) gives
+    the default, with one CacheWarning: a typo must neither fail a load nor empty the cache."""
+    text = os.environ.get(ENV_LIMIT, "").strip()
     if not text:
         return DEFAULT_LIMIT_BYTES
-    scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(text[-1:], 1)
     try:
-        return int(float(text.rstrip("KMGTB") or "0") * scale)
+        return parse_size(text)
     except ValueError:
+        if text not in _bad_limits:
+            _bad_limits.add(text)
+            warn(
+                CacheWarning(
+                    f"{ENV_LIMIT}={text!r} is not a size (bytes, or like 500M, 2G); the frame "
+                    f"cache keeps to its default bound of {DEFAULT_LIMIT_BYTES >> 30} GB"
+                ),
+                stacklevel=4,
+            )
         return DEFAULT_LIMIT_BYTES
 
+
+_bad_limits: set[str] = set()
 
 _refused: set[str] = set()
 
@@ -382,8 +395,11 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
     if not meta.pop("exact", True):
         return
     tmp = None
+    limit = limit_bytes()
     try:
         data = encode(frame, meta)
+        if len(data) > limit:  # it would be removed at once, with every other entry
+            return
         fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_SUFFIX, dir=d)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -397,7 +413,7 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
     finally:
         if tmp is not None:
             _discard(Path(tmp))
-    _trim(d, limit_bytes())
+    _trim(d, limit)
 
 
 def _trim(d: Path, limit: int) -> None:

@@ -13,6 +13,7 @@ from dynprof_nb.protocol import STEP_RE
 from . import comm as comm_names
 from . import schema
 from .intervals import intersect_us, union_us
+from .partitioned import rows as ooc_rows
 
 #: Every category Kineto writes for activity on a device: CUDA/ROCm kernels, copies and sets,
 #: the device side of a CUDA synchronisation (on the stream's lane, as HTA counts it), and MTIA's
@@ -269,12 +270,23 @@ def kernels_from_events(events: pd.DataFrame) -> pd.DataFrame:
     return schema.conform(out.reset_index(drop=True), "kernels")
 
 
+def _communication_candidates(events: pd.DataFrame) -> pd.Series:
+    """The rows :func:`communication_from_events` may keep: device rows, HCCL tasks, and the
+    complete host ranges of the categories it falls back to."""
+    return (
+        device_mask(events)
+        | (events["process"].astype(object) == "HCCL")
+        | ((events["ph"] == "X") & events["cat"].astype(object).isin(RANGE_CATS))
+    )
+
+
 def communication_from_events(
     events: pd.DataFrame, comm: comm_names.PatternSpec = None
 ) -> pd.DataFrame:
     """Device kernels (and HCCL tasks) whose names match the communication patterns; a trace
     with no device events at all gives its matching host ranges instead (gloo on CPU, a
     ``dynprof_nb.range(..., category="communication")``)."""
+    events = ooc_rows(events, _communication_candidates)  # (an out-of-core frame: these only)
     dev_mask = device_mask(events) | (events["process"].astype(object) == "HCCL")
     source = "collective events"
     if not dev_mask.any():

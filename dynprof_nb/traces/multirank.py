@@ -14,6 +14,8 @@ import pandas as pd
 
 from . import parallel, schema
 from .errors import collected_warnings
+from .ooc import goes_out_of_core
+from .partitioned import is_out_of_core
 from .window import TraceWindow
 
 
@@ -46,15 +48,16 @@ class MultiRankWindow(TraceWindow):
                 _parallel_events(self.children)
             elif kind == "kernels":
                 _threaded_db_frames(self.children, kind)
-            parts = []
-            for r, c in zip(self.ranks, self.children, strict=True):
-                f = c.frame(kind)
-                f = f.assign(rank=r)
-                if "device" not in f.columns:  # memory's device is its device string already
-                    f["device"] = schema.constant_int(c.device, len(f))
-                parts.append(f)
-            empty = schema.empty(kind).assign(rank=pd.Series(dtype="int64"))
-            frame = schema.concat_frames(parts) if parts else empty
+            parts = [c.frame(kind) for c in self.children]
+            if any(is_out_of_core(f) for f in parts):
+                frame = _concat_out_of_core(parts, self.ranks, self.children)
+            else:
+                parts = [
+                    _with_rank(f, r, c)
+                    for f, r, c in zip(parts, self.ranks, self.children, strict=True)
+                ]
+                empty = schema.empty(kind).assign(rank=pd.Series(dtype="int64"))
+                frame = schema.concat_frames(parts) if parts else empty
             per = {r: c.sources.get(kind) for r, c in zip(self.ranks, self.children, strict=True)}
             self.sources[kind] = {
                 "ranks": per,
@@ -119,10 +122,50 @@ class MultiRankWindow(TraceWindow):
         return self.children[self.ranks.index(rank)]
 
 
+def _with_rank(f: pd.DataFrame, rank: int, child: TraceWindow) -> pd.DataFrame:
+    f = f.assign(rank=rank)
+    if "device" not in f.columns:  # memory's device is its device string already
+        f["device"] = schema.constant_int(child.device, len(f))
+    return f
+
+
+def _concat_out_of_core(parts: list, ranks: list[int], children: list[TraceWindow]) -> Any:
+    """The ranks' events as one Dask frame where any rank's are out of core (a rank in memory
+    is one more partition), with the dtypes an in-memory window would have: the rank and
+    device columns, and each categorical's categories united as :func:`.schema.concat_frames`
+    unites them (worked out on the ranks' empty metas, then every partition cast to them)."""
+    import dask.dataframe as dd
+    from dask.dataframe.utils import make_meta
+
+    out, metas = [], []
+    for f, r, c in zip(parts, ranks, children, strict=True):
+        if not is_out_of_core(f):
+            f = dd.from_pandas(_with_rank(f, r, c), npartitions=1)
+        else:
+            f = f.assign(rank=r)
+            if "device" not in f.columns:
+                f = f.assign(device=pd.NA if c.device is None else c.device)
+            f = f.astype({"device": "Int64"})
+        out.append(f)
+        metas.append(make_meta(f))
+    like = schema.concat_frames(metas).iloc[:0]
+    return dd.concat(
+        [f.map_partitions(_conformed, like, meta=like) for f in out], interleave_partitions=False
+    )
+
+
+def _conformed(part: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+    """``part`` with the columns and dtypes of ``like`` (a column it lacks is all NA)."""
+    return part.reindex(columns=like.columns).astype(like.dtypes.to_dict())
+
+
 def _parallel_events(children: list[TraceWindow]) -> None:
     """The ranks' events parsed in forked processes, through the children's public
     parallel-loading methods (the :class:`~dynprof_nb.traces.interface.LoadsInParallel`
-    protocol), never their private fields."""
+    protocol), never their private fields. A rank whose events go out of core is left to
+    load here: its frame is a Dask one (files and all), nothing a worker can hand over, and
+    its pass also gives its ops, steps and kernels."""
+    children = [c for c in children if not goes_out_of_core(c)]
     parallel.load_events(
         children,
         TraceWindow.parsed_events,

@@ -12,9 +12,9 @@ the in-memory events frame, column for column, dtype for dtype (categories inclu
 
 Where: ``<cache root>/events-parts/<key>/`` (the cache root is ``$DYNPROF_NB_CACHE``, else
 ``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``; the key names the file by path,
-size, mtime and this module's ``VERSION``). At most ``KEEP`` such directories are kept, the
-least recently written removed first, except those a live frame may still read (:func:`_prune`).
-The frame pickles, and comes back as the same out-of-core frame with its note.
+size, mtime and this module's ``VERSION``, and by the load's host and pid). A directory goes
+when the frame built on it (and every frame derived from it) is collected, or at the next
+load once its process has ended: another kernel's live frame keeps its files.
 
 When: ``DYNPROF_NB_OUT_OF_CORE=1`` always, ``=0`` never; otherwise when the events frame would
 not fit (:func:`.stream.wanted`).
@@ -27,6 +27,10 @@ import hashlib
 import json
 import os
 import shutil
+import socket
+import stat
+import tempfile
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +47,13 @@ from .derive import DEVICE_CATS
 OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
 VERSION = 1
 PART_ROWS = 1_000_000
-KEEP = 4
+STALE_S = 7 * 24 * 3600.0  # a partition directory no host's live process can hold
+
+
+class PartitionsGone(RuntimeError):
+    """An out-of-core frame's Parquet partition was removed or damaged after the load."""
+
+
 _COLL_FLOATS = ("in_nelems", "out_nelems", "group_size")
 _COLL_TEXTS = ("collective", "dtype")
 NOTE = (
@@ -54,12 +64,15 @@ NOTE = (
 
 
 def cache_root() -> Path:
-    """``$DYNPROF_NB_CACHE``, else ``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``."""
-    env = os.environ.get("DYNPROF_NB_CACHE", "").strip()
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "dynprof_nb"
+    """The frame cache's directory (:func:`.cache.cache_dir`: ``~`` expanded, made absolute, so
+    a later ``os.chdir`` loses no partition), or with the cache off (``DYNPROF_NB_CACHE=off``)
+    ``<tmp>/dynprof_nb-<uid>``: never a folder named ``off`` in the working directory."""
+    from .cache import cache_dir
+
+    d = cache_dir()
+    if d is None:
+        d = Path(tempfile.gettempdir()) / f"dynprof_nb-{os.geteuid()}"
+    return d.absolute()
 
 
 def wanted(paths: list[Path]) -> bool:
@@ -71,56 +84,95 @@ def wanted(paths: list[Path]) -> bool:
     return stream.too_big(paths)
 
 
+_HOST = socket.gethostname().replace("-", "_")[:32]
+
+
 def _part_dir(path: Path) -> Path:
     """A new directory for this load's partitions: named by the file (path, size, mtime,
-    ``VERSION``) and by this load, so two kernels loading one trace never share one."""
+    ``VERSION``) and by this load (host, pid), so two kernels loading one trace never share
+    one and a later load can tell whether the process that made it still runs."""
     st = path.stat()
     key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{VERSION}"
-    name = f"{hashlib.sha256(key.encode()).hexdigest()[:24]}-{os.getpid()}-{os.urandom(4).hex()}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    name = f"{digest}-{_HOST}-{os.getpid()}-{os.urandom(4).hex()}"
     return cache_root() / "events-parts" / name
 
 
-def _prune(parent: Path, keep: Path) -> None:
-    """Keep the ``KEEP`` most recently written partition directories, and any older one still
-    in use: one of a frame alive in this process, or one written by another process that still
-    runs (its pid is in the name), whose frame may be alive there."""
-    dirs = sorted(
-        (d for d in parent.iterdir() if d.is_dir() and d != keep),
-        key=_mtime,
-        reverse=True,
+def _private_parent(parent: Path) -> Path:
+    """``parent`` (``<root>/events-parts``), created 0700; where the root or it is a symlink,
+    not a directory or another user's (someone squatting ``/tmp/dynprof_nb-<uid>``), a fresh
+    private temporary directory instead, with a CacheWarning: partitions are read back later,
+    so they must never be where someone else can swap them."""
+    for d in (parent.parent, parent):
+        try:
+            if not os.path.lexists(d):
+                d.parent.mkdir(parents=True, exist_ok=True)
+                os.mkdir(d, 0o700)
+            st = os.lstat(d)
+        except FileExistsError:  # made meanwhile by another load: checked below
+            st = os.lstat(d)
+        except OSError as exc:
+            return _elsewhere(d, f"it cannot be created ({exc.strerror})")
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            return _elsewhere(d, "it is a symlink or not a directory")
+        if st.st_uid != os.geteuid():
+            return _elsewhere(d, f"it belongs to uid {st.st_uid}, not to you")
+    return parent
+
+
+def _elsewhere(d: Path, why: str) -> Path:
+    from .cache import CacheWarning
+    from .errors import warn
+
+    fresh = Path(tempfile.mkdtemp(prefix="dynprof_nb-parts-"))
+    warn(
+        CacheWarning(
+            f"not writing out-of-core partitions under {d}: {why}; using {fresh} for this "
+            "load. Set DYNPROF_NB_CACHE to a directory of yours."
+        ),
+        stacklevel=4,
     )
-    for d in dirs[KEEP - 1 :]:
-        if not _in_use(d):
-            shutil.rmtree(d, ignore_errors=True)
+    return fresh
 
 
-def _mtime(d: Path) -> float:
-    """When ``d`` was last written (0 when another load removed it meanwhile)."""
-    try:
-        return d.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-#: partition directory -> the partition builder of a frame over it (gone with the last frame)
-_LIVE: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-
-
-def _in_use(d: Path) -> bool:
-    """Whether partition directory ``d`` may be read by a live frame (see :func:`_prune`)."""
-    try:
-        pid = int(d.name.split("-")[1])
-    except (IndexError, ValueError):
-        return False  # not named by a load: not ours to judge by pid
-    if pid == os.getpid():
-        return str(d) in _LIVE
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def _dead(d: Path, now: float) -> bool:
+    """Whether partition directory ``d`` can go: its process (on this host) has ended, or it
+    is older than ``STALE_S`` (another host's, or a name from an older version)."""
+    parts = d.name.split("-")
+    if len(parts) == 4 and parts[1] == _HOST and parts[2].isdigit():
+        try:
+            os.kill(int(parts[2]), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, another user's
+            return False
         return False
+    try:
+        return now - d.stat().st_mtime > STALE_S
     except OSError:
-        return True  # alive, another user's
-    return True
+        return False
+
+
+def _prune(parent: Path, keep: Path | None = None) -> int:
+    """Remove the partition directories of loads whose process has ended (how many): never a
+    live frame's (another kernel's, or one this process still holds, which goes when its
+    frame is collected: :func:`write_partitions`)."""
+    now = time.time()
+    try:
+        names = list(parent.iterdir())
+    except OSError:
+        return 0
+    removed = 0
+    for d in names:
+        if d != keep and d.is_dir() and not d.is_symlink() and _dead(d, now):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def prune() -> int:
+    """Remove the partitions of loads that have ended (``dynprof cache --clear``): how many."""
+    return _prune(cache_root() / "events-parts")
 
 
 class _Writer(stream._Reducer):
@@ -268,7 +320,14 @@ class _Partition:
 
         name, first, n = part
         if n:
-            t = pq.read_table(self.dir / name).to_pandas()
+            try:
+                t = pq.read_table(self.dir / name).to_pandas()
+            except (OSError, ValueError) as exc:  # removed or damaged under a live frame
+                raise PartitionsGone(
+                    f"the out-of-core events' partition {self.dir / name} cannot be read "
+                    f"({exc.__class__.__name__}: {exc}); it was removed or damaged after the "
+                    "load (by hand, a cleaner of the cache directory): load the trace again"
+                ) from exc
             col = {k: t[k].to_numpy() for k in t.columns}
         else:  # the meta: no rows, every dtype
             col = {k: np.empty(0, np.int32) for k in ("name", "cat", "ph", "pid", "tid")}
@@ -340,7 +399,7 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     import dask.dataframe as dd
 
     out = _part_dir(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = _private_parent(out.parent) / out.name
     out.mkdir(mode=0o700)
     _prune(out.parent, out)
     gc_was = gc.isenabled()
@@ -369,14 +428,22 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
         shutil.rmtree(out, ignore_errors=True)
         raise
     build = _Partition(acc, acc.iv)
+    # every frame derived from this one holds ``build`` in its graph: the files go with the last
+    own = out.parent if out.parent.name.startswith("dynprof_nb-parts-") else out  # _elsewhere's
+    weakref.finalize(build, shutil.rmtree, own, True)
     (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
     parts = acc.parts or [("", 0, 0)]
     meta = build(("", 0, 0))
     divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
     ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
-    _LIVE[str(out)] = build
     ddf = _out_of_core(ddf, out)
     return ddf, (summaries if with_summaries else None)
+
+
+def goes_out_of_core(w: Any) -> bool:
+    """Whether window ``w``'s events will be an out-of-core frame (:func:`events_out_of_core`)."""
+    files = w.files
+    return w.device is None and stream.streamable(files) and wanted(files.traces)
 
 
 def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:

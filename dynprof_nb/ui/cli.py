@@ -340,13 +340,31 @@ def cache_report(clear: str | None = None) -> str:
         return f"the frame cache is off ({cache.ENV_DIR}={os.environ.get(cache.ENV_DIR)})"
     if clear is not None:
         n = cache.clear(clear or None)
-        what = f"of {clear}" if clear else "(all)"
-        return f"removed {n} cached frame file(s) {what} from {where}"
+        if not clear:
+            from dynprof_nb.traces import ooc
+
+            parts = ooc.prune()
+            return (
+                f"removed {n} cached frame file(s) (all) and {parts} partition folder(s) of "
+                f"ended loads from {where}"
+            )
+        if n == 0 and not os.path.lexists(os.path.expanduser(clear)):
+            return (
+                f"nothing cached is from {clear}: there is no such file or folder "
+                f"(a typo?); `dynprof cache` lists the cached paths"
+            )
+        return f"removed {n} cached frame file(s) of {clear} from {where}"
     table = cache.summary()
     if table.empty:
         return f"the frame cache {where} is empty"
     rows = [("path", "frames", "size", "last used")] + [
-        (r.path, r.frames, _size(r.bytes), str(r.used)) for r in table.itertuples()
+        (
+            r.path + ("" if os.path.exists(r.path) else " (gone)"),
+            r.frames,
+            _size(r.bytes),
+            str(r.used),
+        )
+        for r in table.itertuples()
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [f"{p:<{widths[0]}}  {f:<{widths[1]}}  {s:>{widths[2]}}  {u}" for p, f, s, u in rows]

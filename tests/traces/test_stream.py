@@ -170,8 +170,8 @@ def test_what_cannot_stream_loads_whole(
 def test_pruning_keeps_partitions_in_use(
     tmp_path: Path, small_cuts: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More loads than ooc.KEEP: the partitions of a frame still alive here, or written by a
-    process still running, are kept; those of dropped frames and of dead processes go."""
+    """Many loads: the partitions of a frame still alive here, or written by a process still
+    running, are kept; those of dropped frames and of ended processes go."""
     import gc
     import subprocess
     import sys
@@ -183,21 +183,21 @@ def test_pruning_keeps_partitions_in_use(
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         parts.mkdir(parents=True)
-        (parts / f"ab-{alive.pid}-00").mkdir()  # another kernel's, still running
+        live_dir = f"ab-{ooc._HOST}-{alive.pid}-00"  # another kernel's, still running
+        (parts / live_dir).mkdir()
         gone = subprocess.Popen([sys.executable, "-c", ""])
         gone.wait()
-        (parts / f"cd-{gone.pid}-00").mkdir()  # a kernel that exited
-        frames = [dynprof_nb.load_trace(path).events for _ in range(ooc.KEEP + 2)]
+        (parts / f"cd-{ooc._HOST}-{gone.pid}-00").mkdir()  # a kernel that exited
+        frames = [dynprof_nb.load_trace(path).events for _ in range(6)]
         assert {d.name for d in parts.iterdir()} >= {f.dynprof_dir.name for f in frames}
-        assert (parts / f"ab-{alive.pid}-00").is_dir()
-        assert not (parts / f"cd-{gone.pid}-00").exists()
+        assert (parts / live_dir).is_dir()
+        assert not (parts / f"cd-{ooc._HOST}-{gone.pid}-00").exists()
         pd.testing.assert_frame_equal(frames[0].compute(), frames[-1].compute())
         del frames
         gc.collect()
         last = dynprof_nb.load_trace(path).events
         left = {d.name for d in parts.iterdir()}
-        assert len(left) == ooc.KEEP + 1 and last.dynprof_dir.name in left  # + the live pid's
-        assert f"ab-{alive.pid}-00" in left
+        assert left == {last.dynprof_dir.name, live_dir}
     finally:
         alive.kill()
         alive.wait()
