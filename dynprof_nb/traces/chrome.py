@@ -78,6 +78,15 @@ class _Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = _NULL
 
 
+class _NumberDurEvent(_Event, gc=False):
+    """:class:`_Event` read by a non-strict decoder: a decimal-string ``dur`` becomes its
+    float in the decode itself (correctly rounded, as ``float()`` reads it), not one Python
+    string per event converted afterwards. Only ``dur`` is typed, so nothing else is coerced;
+    a string it cannot read (``"n/a"``, ``" 5"``) fails the piece over to :class:`_Event`."""
+
+    dur: float | None = None
+
+
 class _LooseEvent(msgspec.Struct, gc=False):
     """Fallback for a piece where a field has an odd type (``"dur": true``, ``"ph": 3``)."""
 
@@ -117,6 +126,7 @@ class _MemArgs(msgspec.Struct, gc=False):
 
 _NO_LINK = _LinkArgs()
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
+_DEC_NUMBER_DUR = msgspec.json.Decoder(list[_NumberDurEvent], strict=False)
 _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
 _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
@@ -372,7 +382,12 @@ def _decode(data: bytes) -> tuple[fastjson.Top, _Columns | None]:
     return top, acc
 
 
-def _decode_piece(piece: bytes | memoryview) -> tuple[list, bool]:
+def _decode_piece(piece: bytes | memoryview, number_dur: bool = True) -> tuple[list, bool]:
+    if number_dur:
+        try:
+            return _DEC_NUMBER_DUR.decode(piece), False
+        except msgspec.ValidationError:
+            pass
     try:
         return _DEC_EVENTS.decode(piece), False
     except msgspec.ValidationError:
@@ -459,6 +474,7 @@ class _Columns:
         self.bad_ts_example = b""
         self.how = "pieces"  # which decode path fed it (READ_PATHS)
         self.loose = False  # a piece was decoded untyped (a field of an odd type)
+        self.number_dur = True  # try _NumberDurEvent first (until a piece fails it)
         self.repaired = False  # the text was repaired first
 
     def read_path(self) -> str:
@@ -475,7 +491,9 @@ class _Columns:
         self.bad_ts += len(given)
 
     def add(self, piece: bytes | memoryview) -> None:
-        evs, loose = _decode_piece(piece)
+        evs, loose = _decode_piece(piece, self.number_dur)
+        if self.number_dur and evs and type(evs[0]) is not _NumberDurEvent:
+            self.number_dur = False  # this file's durations are not all numbers: strict first
         self.loose |= loose
         n = len(evs)
         if not n:
@@ -646,8 +664,9 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
                 thread_names[(p, t)] = str(label)
         except TypeError:  # an unhashable pid/tid in a hand-made file
             continue
-    pid = _ids(c["pid"].astype(np.int64), acc.pid_t)
-    tid = _ids(c["tid"].astype(np.int64), acc.tid_t)
+    pid_c, tid_c = c["pid"].astype(np.int64), c["tid"].astype(np.int64)
+    pid = _ids(pid_c, acc.pid_t)
+    tid = _ids(tid_c, acc.tid_t)
     frame = pd.DataFrame(
         {
             "name": _categorical(c["name"].astype(np.int64), acc.name_t),
@@ -655,11 +674,12 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
             "ph": _categorical(c["ph"].astype(np.int64), acc.ph_t),
             "pid": _id_column(pid),
             "tid": _id_column(tid),
-            "process": _label_column(pid, None, proc_names),
-            "thread": _label_column(pid, tid, thread_names),
+            "process": _label_column((pid_c, acc.pid_t), None, proc_names),
+            "thread": _label_column((pid_c, acc.pid_t), (tid_c, acc.tid_t), thread_names),
             "ts_ns": ts,
             "dur_ns": c["dur"],
-        }
+        },
+        copy=False,  # the columns are this frame's own: no copy into one 2-D int64 block
     )
     if len(ts) and (ts == NA_NS).any():
         frame["ts_ns"] = frame["ts_ns"].astype("Int64").mask(frame["ts_ns"] == NA_NS)
@@ -737,16 +757,34 @@ def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:
     return pd.Categorical(a)
 
 
-def _label_column(pid: np.ndarray, tid: np.ndarray | None, labels: dict) -> pd.Categorical:
+def _used(coded: tuple[np.ndarray, dict]) -> tuple[np.ndarray, list]:
+    """The codes of a column renumbered over the table keys that occur in it, and those keys
+    (what ``pd.factorize`` of its values gives, without hashing a value per row)."""
+    codes, table = coded
+    keys = list(table)
+    if not len(codes):
+        return codes, []
+    seen = np.bincount(codes, minlength=len(keys)) > 0
+    if seen.all():
+        return codes, keys
+    renumber = np.cumsum(seen) - 1
+    return renumber[codes], [k for k, s in zip(keys, seen.tolist(), strict=True) if s]
+
+
+def _label_column(
+    pid: tuple[np.ndarray, dict], tid: tuple[np.ndarray, dict] | None, labels: dict
+) -> pd.Categorical:
+    """``process`` (tid None) or ``thread`` labels from the pid/tid codes and their tables:
+    the metadata's name where there is one, else the id as text."""
+    pc, pu = _used(pid)
     if tid is None:
-        codes, uniq = pd.factorize(pid, use_na_sentinel=False)
-        texts = [labels.get(p, str(p)) for p in uniq]
+        codes = pc
+        texts = [labels.get(p, str(p)) for p in pu]
     else:
-        pc, pu = pd.factorize(pid, use_na_sentinel=False)
-        tc, tu = pd.factorize(tid, use_na_sentinel=False)
+        tc, tu = _used(tid)
         nt = max(len(tu), 1)
         codes, uniq = pd.factorize(pc.astype(np.int64) * nt + tc)
-        texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq]
+        texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq.tolist()]
     cats, remap = (
         np.unique(np.array(texts, dtype=object), return_inverse=True)
         if texts

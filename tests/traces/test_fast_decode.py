@@ -287,3 +287,19 @@ def test_string_durations_read_as_their_numbers(durs: list[float | int]):
             for d in ("n/a", "", None, "2.5", 3)]
     got = chrome.parse_chrome_bytes(json.dumps(junk).encode(), "t.json").events
     assert got["dur_ns"].tolist() == [0, 0, 0, 2500, 3000]
+
+
+def test_string_durations_float_reads_but_json_does_not():
+    """A duration string that Python's float() reads but is no JSON number (" 5", "5.", "+5",
+    "1_0") reads as float() reads it, in a piece of its own or beside plain ones: the decoder
+    that turns numeric strings into floats hands such a piece to the one that keeps strings."""
+    texts = (" 5", "5.", ".5", "+5", "1_0", "00012", "1e400", "-0", "nan", "5.919")
+    want = [5000, 5000, 500, 5000, 10000, 12000, 0, 0, 0, 5919]
+    def event(dur: str) -> dict:
+        return {"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": "1.0", "dur": dur}
+    events = [event("2.5")] * 50 + [event(d) for d in texts]  # plain pieces, then odd ones
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastjson, "PIECE_BYTES", 256)
+        got = chrome.parse_chrome_bytes(json.dumps(events).encode(), "t.json")
+    assert got.events["dur_ns"].tolist() == [2500] * 50 + want
+    assert "loose" not in got.read_path
