@@ -18,7 +18,7 @@ import os
 import zlib
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, TypedDict
 
 import msgspec
 import numpy as np
@@ -124,6 +124,14 @@ class _MemArgs(msgspec.Struct, gc=False):
     device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
+#: Which of the keys a row needs to be a link row (see ``_Columns._add_links``) an event's args
+#: hold: ``{}`` for nearly every event of a file without links (Ascend, MindSpore), an empty
+#: dict being cheaper to make and to test than a :class:`_LinkArgs` of seven fields.
+_LinkKeys = TypedDict(
+    "_LinkKeys",
+    {"correlation": Any, "stream": Any, "In msg nelems": Any, "Out msg nelems": Any},
+    total=False,
+)
 _NO_LINK = _LinkArgs()
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_NUMBER_DUR = msgspec.json.Decoder(list[_NumberDurEvent], strict=False)
@@ -131,6 +139,7 @@ _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
 _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
+_DEC_LINK_KEYS = msgspec.json.Decoder(list[_LinkKeys | None])
 #: the collective columns an events frame gets when some event carries them
 COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
 
@@ -475,6 +484,7 @@ class _Columns:
         self.how = "pieces"  # which decode path fed it (READ_PATHS)
         self.loose = False  # a piece was decoded untyped (a field of an odd type)
         self.number_dur = True  # try _NumberDurEvent first (until a piece fails it)
+        self.link_keys_first = True  # test args for link keys first (until a piece has them)
         self.repaired = False  # the text was repaired first
 
     def read_path(self) -> str:
@@ -552,11 +562,22 @@ class _Columns:
 
     def _add_links(self, sub: list) -> None:
         """Keep the correlation / stream / collective args of the rows that have them (one
-        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped)."""
+        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped).
+
+        Until a piece has one of the keys a link row needs, a piece's args are first read as
+        :class:`_LinkKeys` (an empty dict per event, tested in C by ``any``): a file with no
+        links at all (every Ascend and MindSpore one) never makes a :class:`_LinkArgs`."""
+        blob = _raw_list([e.args for e in sub])
         try:
-            args = _DEC_LINK_ARGS.decode(_raw_list([e.args for e in sub]))
+            if self.link_keys_first:
+                if not any(_DEC_LINK_KEYS.decode(blob)):  # no row can be a link row
+                    self.n_rows += len(sub)
+                    return
+                self.link_keys_first = False  # this file has links: read them at once
+            args = _DEC_LINK_ARGS.decode(blob)
         except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
             args = None
+        del blob
         if args is not None and args.count(_NO_LINK) < len(args):  # else: no event has one
             # Most events carry none of these keys (every event of an Ascend or MindSpore
             # file): a C-level comparison with the empty struct drops them without a Python
@@ -664,14 +685,14 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
                 thread_names[(p, t)] = str(label)
         except TypeError:  # an unhashable pid/tid in a hand-made file
             continue
-    pid_c, tid_c = c["pid"].astype(np.int64), c["tid"].astype(np.int64)
+    pid_c, tid_c = c["pid"], c["tid"]  # codes index as they are: no int64 copy of each
     pid = _ids(pid_c, acc.pid_t)
     tid = _ids(tid_c, acc.tid_t)
     frame = pd.DataFrame(
         {
-            "name": _categorical(c["name"].astype(np.int64), acc.name_t),
-            "cat": _categorical(c["cat"].astype(np.int64), acc.cat_t),
-            "ph": _categorical(c["ph"].astype(np.int64), acc.ph_t),
+            "name": _categorical(c["name"], acc.name_t),
+            "cat": _categorical(c["cat"], acc.cat_t),
+            "ph": _categorical(c["ph"], acc.ph_t),
             "pid": _id_column(pid),
             "tid": _id_column(tid),
             "process": _label_column((pid_c, acc.pid_t), None, proc_names),
@@ -783,7 +804,12 @@ def _label_column(
     else:
         tc, tu = _used(tid)
         nt = max(len(tu), 1)
-        codes, uniq = pd.factorize(pc.astype(np.int64) * nt + tc)
+        pair = pc.astype(np.int64) * nt + tc
+        if len(pu) * nt <= 4 * len(pair) + 4096:  # few (pid, tid) slots: count them, no hashing
+            seen = np.bincount(pair, minlength=len(pu) * nt) > 0
+            codes, uniq = (np.cumsum(seen) - 1)[pair], np.flatnonzero(seen)
+        else:
+            codes, uniq = pd.factorize(pair)
         texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq.tolist()]
     cats, remap = (
         np.unique(np.array(texts, dtype=object), return_inverse=True)
