@@ -655,10 +655,24 @@ def _arg_names(raws: list) -> list:
 def _categorical(codes: np.ndarray, table: dict) -> pd.Categorical:
     cats = [("" if k is None else str(k)) for k in table]
     uniq, inverse = np.unique(np.array(cats, dtype=object), return_inverse=True)
-    remap = inverse.astype(np.int32).reshape(-1)
+    return _from_lut(_code_lut(inverse, len(uniq)), codes, uniq)
+
+
+def _code_lut(values: np.ndarray, n_categories: int) -> np.ndarray:
+    """``values`` (category codes) in the integer type pandas keeps for that many categories,
+    so the row codes taken through it are final (no second pass to narrow them)."""
+    for kind in (np.int8, np.int16, np.int32):
+        if n_categories < np.iinfo(kind).max:
+            return np.asarray(values).reshape(-1).astype(kind)
+    return np.asarray(values).reshape(-1).astype(np.int64)
+
+
+def _from_lut(lut: np.ndarray, codes: np.ndarray, categories: np.ndarray) -> pd.Categorical:
+    """The categorical whose row ``i`` is category ``lut[codes[i]]``: one take, and no
+    validation pass (every value of ``lut`` is a category code by construction)."""
+    rows = lut[codes] if len(codes) else np.zeros(0, lut.dtype)
     return pd.Categorical.from_codes(
-        remap[codes] if len(codes) else codes.astype(np.int32),
-        categories=pd.Index(uniq, dtype=object),
+        rows, categories=pd.Index(categories, dtype=object), validate=False
     )
 
 
@@ -778,48 +792,42 @@ def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:
     return pd.Categorical(a)
 
 
-def _used(coded: tuple[np.ndarray, dict]) -> tuple[np.ndarray, list]:
-    """The codes of a column renumbered over the table keys that occur in it, and those keys
-    (what ``pd.factorize`` of its values gives, without hashing a value per row)."""
-    codes, table = coded
-    keys = list(table)
-    if not len(codes):
-        return codes, []
-    seen = np.bincount(codes, minlength=len(keys)) > 0
-    if seen.all():
-        return codes, keys
-    renumber = np.cumsum(seen) - 1
-    return renumber[codes], [k for k, s in zip(keys, seen.tolist(), strict=True) if s]
-
-
 def _label_column(
     pid: tuple[np.ndarray, dict], tid: tuple[np.ndarray, dict] | None, labels: dict
 ) -> pd.Categorical:
     """``process`` (tid None) or ``thread`` labels from the pid/tid codes and their tables:
-    the metadata's name where there is one, else the id as text."""
-    pc, pu = _used(pid)
+    the metadata's name where there is one, else the id as text. Each row's (pid, tid) is a
+    slot ``pid_code * n_tids + tid_code``; the slots that occur are counted (hashed only when
+    there are far more slots than rows) and each row takes its label's code in one lookup."""
+    pc, pkeys = pid[0], list(pid[1])
     if tid is None:
-        codes = pc
-        texts = [labels.get(p, str(p)) for p in pu]
+        slot, size = pc, len(pkeys)
+
+        def text(k: int) -> str:
+            return labels.get(pkeys[k], str(pkeys[k]))
     else:
-        tc, tu = _used(tid)
-        nt = max(len(tu), 1)
-        pair = pc.astype(np.int64) * nt + tc
-        if len(pu) * nt <= 4 * len(pair) + 4096:  # few (pid, tid) slots: count them, no hashing
-            seen = np.bincount(pair, minlength=len(pu) * nt) > 0
-            codes, uniq = (np.cumsum(seen) - 1)[pair], np.flatnonzero(seen)
-        else:
-            codes, uniq = pd.factorize(pair)
-        texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq.tolist()]
-    cats, remap = (
+        tkeys = list(tid[1])
+        nt = max(len(tkeys), 1)
+        slot, size = pc.astype(np.int64) * nt + tid[0], len(pkeys) * nt
+
+        def text(k: int) -> str:
+            return labels.get((pkeys[k // nt], tkeys[k % nt]), str(tkeys[k % nt]))
+
+    if size <= 4 * len(slot) + 4096:
+        seen = np.flatnonzero(np.bincount(slot, minlength=size)) if len(slot) else slot[:0]
+        codes = slot
+    else:  # ids given as huge ints with few rows: hash the rows instead
+        codes, seen = pd.factorize(slot)
+        size = len(seen)
+    texts = [text(k) for k in seen.tolist()]
+    cats, inverse = (
         np.unique(np.array(texts, dtype=object), return_inverse=True)
         if texts
         else (np.array([], dtype=object), np.array([], dtype=np.int64))
     )
-    remap = np.asarray(remap).reshape(-1)
-    return pd.Categorical.from_codes(
-        remap[codes] if len(codes) else codes, categories=pd.Index(cats, dtype=object)
-    )
+    lut = np.zeros(size, np.int64)
+    lut[seen if codes is slot else np.arange(size)] = np.asarray(inverse).reshape(-1)
+    return _from_lut(_code_lut(lut, len(cats)), codes, cats)
 
 
 # ---- side tables, built on first access -----------------------------------------------------

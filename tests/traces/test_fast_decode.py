@@ -303,3 +303,38 @@ def test_string_durations_float_reads_but_json_does_not():
         got = chrome.parse_chrome_bytes(json.dumps(events).encode(), "t.json")
     assert got.events["dur_ns"].tolist() == [2500] * 50 + want
     assert "loose" not in got.read_path
+
+
+@pytest.mark.parametrize("pids", [[1, 2, 3], [2**40, 7, 2**40 + 5], ["Spans", 4, "GPU 0"]])
+def test_process_and_thread_labels_are_each_rows_own(pids: list):
+    """``process`` and ``thread``: each row's metadata name, else its id as text, whatever the
+    ids are (small ints, ints far apart, strings); the categories are the labels that occur."""
+    events = [{"ph": "M", "name": "process_name", "pid": pids[0], "tid": 0,
+               "args": {"name": "Python"}},
+              {"ph": "M", "name": "thread_name", "pid": pids[1], "tid": 9,
+               "args": {"name": "worker"}},
+              {"ph": "M", "name": "process_name", "pid": "unused", "tid": 0,
+               "args": {"name": "never seen"}}]
+    rows = [(p, t) for p in pids for t in (0, 9, 2**35)]
+    events += [{"ph": "X", "name": "op", "pid": p, "tid": t, "ts": f"{i}.0", "dur": 1}
+               for i, (p, t) in enumerate(rows * 3)]
+    ev = chrome.parse_chrome_bytes(json.dumps(events).encode(), "t.json").events
+    want_p = ["Python" if p == pids[0] else str(p) for p, _ in rows * 3]
+    want_t = ["worker" if (p, t) == (pids[1], 9) else str(t) for p, t in rows * 3]
+    assert ev["process"].astype(str).tolist() == want_p
+    assert ev["thread"].astype(str).tolist() == want_t
+    assert list(ev["process"].cat.categories) == sorted(set(want_p))
+    assert list(ev["thread"].cat.categories) == sorted(set(want_t))
+
+
+def test_thread_labels_with_many_more_id_pairs_than_rows():
+    """100 processes x 100 threads that occur only as 100 (pid, tid) pairs: labelled per row."""
+    events = [{"ph": "X", "name": "op", "pid": i, "tid": 1000 + (i * 7) % 100, "ts": f"{i}.0",
+               "dur": 1} for i in range(100)]
+    events.append({"ph": "M", "name": "thread_name", "pid": 3, "tid": 1021,
+                   "args": {"name": "three"}})
+    ev = chrome.parse_chrome_bytes(json.dumps(events).encode(), "t.json").events
+    want = ["three" if (i, 1000 + (i * 7) % 100) == (3, 1021) else str(1000 + (i * 7) % 100)
+            for i in range(100)]
+    assert ev["thread"].astype(str).tolist() == want
+    assert list(ev["thread"].cat.categories) == sorted(set(want))
