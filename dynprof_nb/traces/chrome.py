@@ -509,17 +509,22 @@ class _Columns:
         if not n:
             return
         phc = _codes([e.ph for e in evs], self.ph_t)
-        counts = np.bincount(phc, minlength=len(self.ph_t))
+        ph_t = self.ph_t
+        here = np.bincount(phc, minlength=len(ph_t))  # this piece's events of each phase
+        counts = here.copy()
         counts[: len(self.ph_count)] += self.ph_count
         self.ph_count = counts
-        ph_t = self.ph_t
-        keep = np.zeros(len(ph_t), bool)
-        keep[[ph_t[p] for p in KEEP_PH if p in ph_t]] = True
-        keep = keep[phc]
-        cnt = np.flatnonzero(phc == ph_t["C"]) if "C" in ph_t else np.empty(0, np.intp)
-        idx = np.flatnonzero(keep)
-        sub = list(compress(evs, keep.tolist())) if len(idx) < n else evs
-        csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if len(cnt) else []
+        kept = [ph_t[p] for p in KEEP_PH if p in ph_t]
+        if int(here[kept].sum()) == n:  # every event is kept (a file of complete events)
+            idx, sub = np.arange(n), evs
+        else:
+            keep = np.zeros(len(ph_t), bool)
+            keep[kept] = True
+            keep = keep[phc]
+            idx = np.flatnonzero(keep)
+            sub = list(compress(evs, keep.tolist()))
+        has_c = "C" in ph_t and here[ph_t["C"]] > 0
+        csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if has_c else []
         tsr = [e.ts for e in sub]  # only the rows that are kept
         if csub:
             tsr += [e.ts for e in csub]
@@ -533,7 +538,7 @@ class _Columns:
             c = self.cols
             c["name"].append(name_c)
             c["cat"].append(_codes([e.cat for e in sub], self.cat_t))
-            c["ph"].append(phc[idx])
+            c["ph"].append(phc if sub is evs else phc[idx])
             c["pid"].append(_codes([e.pid for e in sub], self.pid_t))
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
             c["ts"].append(ts[: len(idx)])
@@ -544,7 +549,7 @@ class _Columns:
                 sel = np.flatnonzero(name_c == mcode).tolist()
                 if sel:
                     self.memory_parts.append((ts[sel], _raw_list([sub[i].args for i in sel])))
-        if "M" in ph_t:
+        if "M" in ph_t and here[ph_t["M"]] > 0:
             meta = list(compress(evs, (phc == ph_t["M"]).tolist()))
             if meta:  # their args in one decode, not one call per event
                 labels = _arg_names([e.args for e in meta])
