@@ -133,6 +133,16 @@ _LinkKeys = TypedDict(
     total=False,
 )
 _NO_LINK = _LinkArgs()
+
+
+class _LinkKeysEvent(_NumberDurEvent, gc=False):
+    """:class:`_NumberDurEvent` with ``args`` read as :class:`_LinkKeys` in the piece's own
+    decode (an empty dict for an event without link keys; no raw copy, no second decode).
+    Only for a piece that needs nothing else from its args: see ``_Columns._decode``."""
+
+    args: _LinkKeys | None = None
+
+
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
 _DEC_NUMBER_DUR = msgspec.json.Decoder(list[_NumberDurEvent], strict=False)
 _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
@@ -140,6 +150,7 @@ _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
 _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
 _DEC_LINK_KEYS = msgspec.json.Decoder(list[_LinkKeys | None])
+_DEC_LINK_KEYS_EVENTS = msgspec.json.Decoder(list[_LinkKeysEvent], strict=False)
 #: the collective columns an events frame gets when some event carries them
 COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
 
@@ -485,6 +496,7 @@ class _Columns:
         self.loose = False  # a piece was decoded untyped (a field of an odd type)
         self.number_dur = True  # try _NumberDurEvent first (until a piece fails it)
         self.link_keys_first = True  # test args for link keys first (until a piece has them)
+        self.args_keys = True  # try _LinkKeysEvent first (see _decode)
         self.repaired = False  # the text was repaired first
 
     def read_path(self) -> str:
@@ -500,15 +512,41 @@ class _Columns:
             self.bad_ts_example = bytes(given[0])[:40]
         self.bad_ts += len(given)
 
-    def add(self, piece: bytes | memoryview) -> None:
+    def _decode(self, piece: bytes | memoryview) -> tuple[list, list, list | None, bool]:
+        """The piece's events, their phases, their names (when read here) and whether they
+        were decoded untyped (``+loose``). ``names`` is not None only for a piece decoded with
+        :class:`_LinkKeysEvent`: one whose args the frames need nothing from, that is with no
+        counter (its args are kept whole), metadata (its ``name``), ``[memory]`` event (its
+        fields) and no link key in any args (a MindSpore file's pieces, after the first).
+        Any other piece is decoded again with raw args; one with counters or links turns this
+        off for the rest of the file (one wasted decode per file at most)."""
+        if self.args_keys:
+            try:
+                evs = _DEC_LINK_KEYS_EVENTS.decode(piece)
+            except msgspec.ValidationError:  # an odd field: the careful decoders below
+                evs = None
+                self.args_keys = False
+            if evs is not None:
+                phs = [e.ph for e in evs]
+                if "C" in phs or any([e.args for e in evs]):
+                    self.args_keys = False
+                elif "M" not in phs:
+                    names = [e.name for e in evs]
+                    if "[memory]" not in names:
+                        return evs, phs, names, False
+                    self.args_keys = False
         evs, loose = _decode_piece(piece, self.number_dur)
         if self.number_dur and evs and type(evs[0]) is not _NumberDurEvent:
             self.number_dur = False  # this file's durations are not all numbers: strict first
+        return evs, [e.ph for e in evs], None, loose
+
+    def add(self, piece: bytes | memoryview) -> None:
+        evs, phs, names, loose = self._decode(piece)
         self.loose |= loose
         n = len(evs)
         if not n:
             return
-        phc = _codes([e.ph for e in evs], self.ph_t)
+        phc = _codes(phs, self.ph_t)
         ph_t = self.ph_t
         here = np.bincount(phc, minlength=len(ph_t))  # this piece's events of each phase
         counts = here.copy()
@@ -534,7 +572,9 @@ class _Columns:
             self._unreadable_ts([tsr[i] for i in bad.tolist()])
         del tsr
         if len(idx):
-            name_c = _codes([e.name for e in sub], self.name_t)
+            name_c = _codes(
+                names if names is not None and sub is evs else [e.name for e in sub], self.name_t
+            )
             c = self.cols
             c["name"].append(name_c)
             c["cat"].append(_codes([e.cat for e in sub], self.cat_t))
@@ -543,7 +583,10 @@ class _Columns:
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
             c["ts"].append(ts[: len(idx)])
             c["dur"].append(_dur_ns([e.dur for e in sub], loose))
-            self._add_links(sub)
+            if names is None:
+                self._add_links(sub)
+            else:  # no args of this piece has a link key (_decode checked)
+                self.n_rows += len(sub)
             mcode = self.name_t.get("[memory]")
             if mcode is not None:
                 sel = np.flatnonzero(name_c == mcode).tolist()

@@ -249,6 +249,61 @@ def test_worker_error_is_raised_as_itself(tmp_path: Path):
         dynprof_nb.load_window(root).events  # noqa: B018
 
 
+def _args_paths(monkeypatch: pytest.MonkeyPatch, raw: bool) -> tuple[list[bool], list[bool]]:
+    """Record, per piece, whether it was decoded with link-key args (names read in the decode)
+    and whether that stays on; with ``raw``, every piece keeps its args raw, as a file with
+    counters or links is read."""
+    keyed: list[bool] = []
+    sticky: list[bool] = []  # whether link-key decoding is still on after each piece
+    init, decode = chrome._Columns.__init__, chrome._Columns._decode
+
+    def raw_init(self: chrome._Columns) -> None:
+        init(self)
+        self.args_keys = False
+
+    def counted(self: chrome._Columns, piece: bytes) -> tuple:
+        out = decode(self, piece)
+        keyed.append(out[2] is not None)
+        sticky.append(self.args_keys)
+        return out
+
+    monkeypatch.setattr(chrome._Columns, "_decode", counted)
+    if raw:
+        monkeypatch.setattr(chrome._Columns, "__init__", raw_init)
+    return keyed, sticky
+
+
+@pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
+def test_link_key_args_and_raw_args_give_the_same_trace(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A piece whose args are read only for link keys (no counters, metadata, memory or
+    links in it) gives the frames, counters and memory rows raw args give."""
+    monkeypatch.setattr(fastjson, "PIECE_BYTES", 4096)
+    keyed = chrome.load_chrome_trace(path)
+    paths, _ = _args_paths(monkeypatch, raw=True)
+    raw = chrome.load_chrome_trace(path)
+    assert paths and not any(paths)
+    _assert_same_trace(keyed, raw)
+
+
+def test_which_files_read_args_for_link_keys_only(monkeypatch: pytest.MonkeyPatch):
+    """MindSpore's trace_view (no links, counters or memory) reads its args in the piece's own
+    decode except in the pieces with its metadata (first and last); Kineto (links) and
+    torch_npu (counters) keep them raw from the first piece with links or counters on."""
+    monkeypatch.setattr(fastjson, "PIECE_BYTES", 512)
+    paths, on = _args_paths(monkeypatch, raw=False)
+    mindspore = next(p for p in CHROME_FILES if "mindspore" in str(p))
+    chrome.load_chrome_trace(mindspore)
+    assert len(paths) > 10 and not paths[0] and not paths[-1] and all(paths[2:-2]) and all(on)
+    for other in (next(p for p in CHROME_FILES if p.parent.name == "kineto"), NPU_RANK0):
+        paths.clear()
+        on.clear()
+        chrome.load_chrome_trace(other)
+        off = on.index(False)  # the first piece with links or counters
+        assert len(paths) > 3 and not any(paths[off:]) and not any(on[off:])
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.fixed_dictionaries(
     {"ph": st.sampled_from(["X", "i", "C", "M", "s", "?"]),
