@@ -18,7 +18,7 @@ import os
 import zlib
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, TypedDict
 
 import msgspec
 import numpy as np
@@ -78,6 +78,15 @@ class _Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = _NULL
 
 
+class _NumberDurEvent(_Event, gc=False):
+    """:class:`_Event` read by a non-strict decoder: a decimal-string ``dur`` becomes its
+    float in the decode itself (correctly rounded, as ``float()`` reads it), not one Python
+    string per event converted afterwards. Only ``dur`` is typed, so nothing else is coerced;
+    a string it cannot read (``"n/a"``, ``" 5"``) fails the piece over to :class:`_Event`."""
+
+    dur: float | None = None
+
+
 class _LooseEvent(msgspec.Struct, gc=False):
     """Fallback for a piece where a field has an odd type (``"dur": true``, ``"ph": 3``)."""
 
@@ -115,12 +124,33 @@ class _MemArgs(msgspec.Struct, gc=False):
     device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
+#: Which of the keys a row needs to be a link row (see ``_Columns._add_links``) an event's args
+#: hold: ``{}`` for nearly every event of a file without links (Ascend, MindSpore), an empty
+#: dict being cheaper to make and to test than a :class:`_LinkArgs` of seven fields.
+_LinkKeys = TypedDict(
+    "_LinkKeys",
+    {"correlation": Any, "stream": Any, "In msg nelems": Any, "Out msg nelems": Any},
+    total=False,
+)
 _NO_LINK = _LinkArgs()
+
+
+class _LinkKeysEvent(_NumberDurEvent, gc=False):
+    """:class:`_NumberDurEvent` with ``args`` read as :class:`_LinkKeys` in the piece's own
+    decode (an empty dict for an event without link keys; no raw copy, no second decode).
+    Only for a piece that needs nothing else from its args: see ``_Columns._decode``."""
+
+    args: _LinkKeys | None = None
+
+
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
+_DEC_NUMBER_DUR = msgspec.json.Decoder(list[_NumberDurEvent], strict=False)
 _DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
 _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
+_DEC_LINK_KEYS = msgspec.json.Decoder(list[_LinkKeys | None])
+_DEC_LINK_KEYS_EVENTS = msgspec.json.Decoder(list[_LinkKeysEvent], strict=False)
 #: the collective columns an events frame gets when some event carries them
 COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
 
@@ -372,7 +402,12 @@ def _decode(data: bytes) -> tuple[fastjson.Top, _Columns | None]:
     return top, acc
 
 
-def _decode_piece(piece: bytes | memoryview) -> tuple[list, bool]:
+def _decode_piece(piece: bytes | memoryview, number_dur: bool = True) -> tuple[list, bool]:
+    if number_dur:
+        try:
+            return _DEC_NUMBER_DUR.decode(piece), False
+        except msgspec.ValidationError:
+            pass
     try:
         return _DEC_EVENTS.decode(piece), False
     except msgspec.ValidationError:
@@ -459,6 +494,9 @@ class _Columns:
         self.bad_ts_example = b""
         self.how = "pieces"  # which decode path fed it (READ_PATHS)
         self.loose = False  # a piece was decoded untyped (a field of an odd type)
+        self.number_dur = True  # try _NumberDurEvent first (until a piece fails it)
+        self.link_keys_first = True  # test args for link keys first (until a piece has them)
+        self.args_keys = True  # try _LinkKeysEvent first (see _decode)
         self.repaired = False  # the text was repaired first
 
     def read_path(self) -> str:
@@ -474,24 +512,57 @@ class _Columns:
             self.bad_ts_example = bytes(given[0])[:40]
         self.bad_ts += len(given)
 
+    def _decode(self, piece: bytes | memoryview) -> tuple[list, list, list | None, bool]:
+        """The piece's events, their phases, their names (when read here) and whether they
+        were decoded untyped (``+loose``). ``names`` is not None only for a piece decoded with
+        :class:`_LinkKeysEvent`: one whose args the frames need nothing from, that is with no
+        counter (its args are kept whole), metadata (its ``name``), ``[memory]`` event (its
+        fields) and no link key in any args (a MindSpore file's pieces, after the first).
+        Any other piece is decoded again with raw args; one with counters or links turns this
+        off for the rest of the file (one wasted decode per file at most)."""
+        if self.args_keys:
+            try:
+                evs = _DEC_LINK_KEYS_EVENTS.decode(piece)
+            except msgspec.ValidationError:  # an odd field: the careful decoders below
+                evs = None
+                self.args_keys = False
+            if evs is not None:
+                phs = [e.ph for e in evs]
+                if "C" in phs or any([e.args for e in evs]):
+                    self.args_keys = False
+                elif "M" not in phs:
+                    names = [e.name for e in evs]
+                    if "[memory]" not in names:
+                        return evs, phs, names, False
+                    self.args_keys = False
+        evs, loose = _decode_piece(piece, self.number_dur)
+        if self.number_dur and evs and type(evs[0]) is not _NumberDurEvent:
+            self.number_dur = False  # this file's durations are not all numbers: strict first
+        return evs, [e.ph for e in evs], None, loose
+
     def add(self, piece: bytes | memoryview) -> None:
-        evs, loose = _decode_piece(piece)
+        evs, phs, names, loose = self._decode(piece)
         self.loose |= loose
         n = len(evs)
         if not n:
             return
-        phc = _codes([e.ph for e in evs], self.ph_t)
-        counts = np.bincount(phc, minlength=len(self.ph_t))
+        phc = _codes(phs, self.ph_t)
+        ph_t = self.ph_t
+        here = np.bincount(phc, minlength=len(ph_t))  # this piece's events of each phase
+        counts = here.copy()
         counts[: len(self.ph_count)] += self.ph_count
         self.ph_count = counts
-        ph_t = self.ph_t
-        keep = np.zeros(len(ph_t), bool)
-        keep[[ph_t[p] for p in KEEP_PH if p in ph_t]] = True
-        keep = keep[phc]
-        cnt = np.flatnonzero(phc == ph_t["C"]) if "C" in ph_t else np.empty(0, np.intp)
-        idx = np.flatnonzero(keep)
-        sub = list(compress(evs, keep.tolist())) if len(idx) < n else evs
-        csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if len(cnt) else []
+        kept = [ph_t[p] for p in KEEP_PH if p in ph_t]
+        if int(here[kept].sum()) == n:  # every event is kept (a file of complete events)
+            idx, sub = np.arange(n), evs
+        else:
+            keep = np.zeros(len(ph_t), bool)
+            keep[kept] = True
+            keep = keep[phc]
+            idx = np.flatnonzero(keep)
+            sub = list(compress(evs, keep.tolist()))
+        has_c = "C" in ph_t and here[ph_t["C"]] > 0
+        csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if has_c else []
         tsr = [e.ts for e in sub]  # only the rows that are kept
         if csub:
             tsr += [e.ts for e in csub]
@@ -501,22 +572,27 @@ class _Columns:
             self._unreadable_ts([tsr[i] for i in bad.tolist()])
         del tsr
         if len(idx):
-            name_c = _codes([e.name for e in sub], self.name_t)
+            name_c = _codes(
+                names if names is not None and sub is evs else [e.name for e in sub], self.name_t
+            )
             c = self.cols
             c["name"].append(name_c)
             c["cat"].append(_codes([e.cat for e in sub], self.cat_t))
-            c["ph"].append(phc[idx])
+            c["ph"].append(phc if sub is evs else phc[idx])
             c["pid"].append(_codes([e.pid for e in sub], self.pid_t))
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
             c["ts"].append(ts[: len(idx)])
             c["dur"].append(_dur_ns([e.dur for e in sub], loose))
-            self._add_links(sub)
+            if names is None:
+                self._add_links(sub)
+            else:  # no args of this piece has a link key (_decode checked)
+                self.n_rows += len(sub)
             mcode = self.name_t.get("[memory]")
             if mcode is not None:
                 sel = np.flatnonzero(name_c == mcode).tolist()
                 if sel:
                     self.memory_parts.append((ts[sel], _raw_list([sub[i].args for i in sel])))
-        if "M" in ph_t:
+        if "M" in ph_t and here[ph_t["M"]] > 0:
             meta = list(compress(evs, (phc == ph_t["M"]).tolist()))
             if meta:  # their args in one decode, not one call per event
                 labels = _arg_names([e.args for e in meta])
@@ -534,11 +610,22 @@ class _Columns:
 
     def _add_links(self, sub: list) -> None:
         """Keep the correlation / stream / collective args of the rows that have them (one
-        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped)."""
+        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped).
+
+        Until a piece has one of the keys a link row needs, a piece's args are first read as
+        :class:`_LinkKeys` (an empty dict per event, tested in C by ``any``): a file with no
+        links at all (every Ascend and MindSpore one) never makes a :class:`_LinkArgs`."""
+        blob = _raw_list([e.args for e in sub])
         try:
-            args = _DEC_LINK_ARGS.decode(_raw_list([e.args for e in sub]))
+            if self.link_keys_first:
+                if not any(_DEC_LINK_KEYS.decode(blob)):  # no row can be a link row
+                    self.n_rows += len(sub)
+                    return
+                self.link_keys_first = False  # this file has links: read them at once
+            args = _DEC_LINK_ARGS.decode(blob)
         except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
             args = None
+        del blob
         if args is not None and args.count(_NO_LINK) < len(args):  # else: no event has one
             # Most events carry none of these keys (every event of an Ascend or MindSpore
             # file): a C-level comparison with the empty struct drops them without a Python
@@ -616,10 +703,24 @@ def _arg_names(raws: list) -> list:
 def _categorical(codes: np.ndarray, table: dict) -> pd.Categorical:
     cats = [("" if k is None else str(k)) for k in table]
     uniq, inverse = np.unique(np.array(cats, dtype=object), return_inverse=True)
-    remap = inverse.astype(np.int32).reshape(-1)
+    return _from_lut(_code_lut(inverse, len(uniq)), codes, uniq)
+
+
+def _code_lut(values: np.ndarray, n_categories: int) -> np.ndarray:
+    """``values`` (category codes) in the integer type pandas keeps for that many categories,
+    so the row codes taken through it are final (no second pass to narrow them)."""
+    for kind in (np.int8, np.int16, np.int32):
+        if n_categories < np.iinfo(kind).max:
+            return np.asarray(values).reshape(-1).astype(kind)
+    return np.asarray(values).reshape(-1).astype(np.int64)
+
+
+def _from_lut(lut: np.ndarray, codes: np.ndarray, categories: np.ndarray) -> pd.Categorical:
+    """The categorical whose row ``i`` is category ``lut[codes[i]]``: one take, and no
+    validation pass (every value of ``lut`` is a category code by construction)."""
+    rows = lut[codes] if len(codes) else np.zeros(0, lut.dtype)
     return pd.Categorical.from_codes(
-        remap[codes] if len(codes) else codes.astype(np.int32),
-        categories=pd.Index(uniq, dtype=object),
+        rows, categories=pd.Index(categories, dtype=object), validate=False
     )
 
 
@@ -646,20 +747,22 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
                 thread_names[(p, t)] = str(label)
         except TypeError:  # an unhashable pid/tid in a hand-made file
             continue
-    pid = _ids(c["pid"].astype(np.int64), acc.pid_t)
-    tid = _ids(c["tid"].astype(np.int64), acc.tid_t)
+    pid_c, tid_c = c["pid"], c["tid"]  # codes index as they are: no int64 copy of each
+    pid = _ids(pid_c, acc.pid_t)
+    tid = _ids(tid_c, acc.tid_t)
     frame = pd.DataFrame(
         {
-            "name": _categorical(c["name"].astype(np.int64), acc.name_t),
-            "cat": _categorical(c["cat"].astype(np.int64), acc.cat_t),
-            "ph": _categorical(c["ph"].astype(np.int64), acc.ph_t),
+            "name": _categorical(c["name"], acc.name_t),
+            "cat": _categorical(c["cat"], acc.cat_t),
+            "ph": _categorical(c["ph"], acc.ph_t),
             "pid": _id_column(pid),
             "tid": _id_column(tid),
-            "process": _label_column(pid, None, proc_names),
-            "thread": _label_column(pid, tid, thread_names),
+            "process": _label_column((pid_c, acc.pid_t), None, proc_names),
+            "thread": _label_column((pid_c, acc.pid_t), (tid_c, acc.tid_t), thread_names),
             "ts_ns": ts,
             "dur_ns": c["dur"],
-        }
+        },
+        copy=False,  # the columns are this frame's own: no copy into one 2-D int64 block
     )
     if len(ts) and (ts == NA_NS).any():
         frame["ts_ns"] = frame["ts_ns"].astype("Int64").mask(frame["ts_ns"] == NA_NS)
@@ -737,25 +840,42 @@ def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:
     return pd.Categorical(a)
 
 
-def _label_column(pid: np.ndarray, tid: np.ndarray | None, labels: dict) -> pd.Categorical:
+def _label_column(
+    pid: tuple[np.ndarray, dict], tid: tuple[np.ndarray, dict] | None, labels: dict
+) -> pd.Categorical:
+    """``process`` (tid None) or ``thread`` labels from the pid/tid codes and their tables:
+    the metadata's name where there is one, else the id as text. Each row's (pid, tid) is a
+    slot ``pid_code * n_tids + tid_code``; the slots that occur are counted (hashed only when
+    there are far more slots than rows) and each row takes its label's code in one lookup."""
+    pc, pkeys = pid[0], list(pid[1])
     if tid is None:
-        codes, uniq = pd.factorize(pid, use_na_sentinel=False)
-        texts = [labels.get(p, str(p)) for p in uniq]
+        slot, size = pc, len(pkeys)
+
+        def text(k: int) -> str:
+            return labels.get(pkeys[k], str(pkeys[k]))
     else:
-        pc, pu = pd.factorize(pid, use_na_sentinel=False)
-        tc, tu = pd.factorize(tid, use_na_sentinel=False)
-        nt = max(len(tu), 1)
-        codes, uniq = pd.factorize(pc.astype(np.int64) * nt + tc)
-        texts = [labels.get((pu[k // nt], tu[k % nt]), str(tu[k % nt])) for k in uniq]
-    cats, remap = (
+        tkeys = list(tid[1])
+        nt = max(len(tkeys), 1)
+        slot, size = pc.astype(np.int64) * nt + tid[0], len(pkeys) * nt
+
+        def text(k: int) -> str:
+            return labels.get((pkeys[k // nt], tkeys[k % nt]), str(tkeys[k % nt]))
+
+    if size <= 4 * len(slot) + 4096:
+        seen = np.flatnonzero(np.bincount(slot, minlength=size)) if len(slot) else slot[:0]
+        codes = slot
+    else:  # ids given as huge ints with few rows: hash the rows instead
+        codes, seen = pd.factorize(slot)
+        size = len(seen)
+    texts = [text(k) for k in seen.tolist()]
+    cats, inverse = (
         np.unique(np.array(texts, dtype=object), return_inverse=True)
         if texts
         else (np.array([], dtype=object), np.array([], dtype=np.int64))
     )
-    remap = np.asarray(remap).reshape(-1)
-    return pd.Categorical.from_codes(
-        remap[codes] if len(codes) else codes, categories=pd.Index(cats, dtype=object)
-    )
+    lut = np.zeros(size, np.int64)
+    lut[seen if codes is slot else np.arange(size)] = np.asarray(inverse).reshape(-1)
+    return _from_lut(_code_lut(lut, len(cats)), codes, cats)
 
 
 # ---- side tables, built on first access -----------------------------------------------------

@@ -250,6 +250,61 @@ def test_worker_error_is_raised_as_itself(tmp_path: Path):
         dynprof_nb.load_window(root).events  # noqa: B018
 
 
+def _args_paths(monkeypatch: pytest.MonkeyPatch, raw: bool) -> tuple[list[bool], list[bool]]:
+    """Record, per piece, whether it was decoded with link-key args (names read in the decode)
+    and whether that stays on; with ``raw``, every piece keeps its args raw, as a file with
+    counters or links is read."""
+    keyed: list[bool] = []
+    sticky: list[bool] = []  # whether link-key decoding is still on after each piece
+    init, decode = chrome._Columns.__init__, chrome._Columns._decode
+
+    def raw_init(self: chrome._Columns) -> None:
+        init(self)
+        self.args_keys = False
+
+    def counted(self: chrome._Columns, piece: bytes) -> tuple:
+        out = decode(self, piece)
+        keyed.append(out[2] is not None)
+        sticky.append(self.args_keys)
+        return out
+
+    monkeypatch.setattr(chrome._Columns, "_decode", counted)
+    if raw:
+        monkeypatch.setattr(chrome._Columns, "__init__", raw_init)
+    return keyed, sticky
+
+
+@pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
+def test_link_key_args_and_raw_args_give_the_same_trace(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A piece whose args are read only for link keys (no counters, metadata, memory or
+    links in it) gives the frames, counters and memory rows raw args give."""
+    monkeypatch.setattr(fastjson, "PIECE_BYTES", 4096)
+    keyed = chrome.load_chrome_trace(path)
+    paths, _ = _args_paths(monkeypatch, raw=True)
+    raw = chrome.load_chrome_trace(path)
+    assert paths and not any(paths)
+    _assert_same_trace(keyed, raw)
+
+
+def test_which_files_read_args_for_link_keys_only(monkeypatch: pytest.MonkeyPatch):
+    """MindSpore's trace_view (no links, counters or memory) reads its args in the piece's own
+    decode except in the pieces with its metadata (first and last); Kineto (links) and
+    torch_npu (counters) keep them raw from the first piece with links or counters on."""
+    monkeypatch.setattr(fastjson, "PIECE_BYTES", 512)
+    paths, on = _args_paths(monkeypatch, raw=False)
+    mindspore = next(p for p in CHROME_FILES if "mindspore" in str(p))
+    chrome.load_chrome_trace(mindspore)
+    assert len(paths) > 10 and not paths[0] and not paths[-1] and all(paths[2:-2]) and all(on)
+    for other in (next(p for p in CHROME_FILES if p.parent.name == "kineto"), NPU_RANK0):
+        paths.clear()
+        on.clear()
+        chrome.load_chrome_trace(other)
+        off = on.index(False)  # the first piece with links or counters
+        assert len(paths) > 3 and not any(paths[off:]) and not any(on[off:])
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.fixed_dictionaries(
     {"ph": st.sampled_from(["X", "i", "C", "M", "s", "?"]),
@@ -288,3 +343,54 @@ def test_string_durations_read_as_their_numbers(durs: list[float | int]):
             for d in ("n/a", "", None, "2.5", 3)]
     got = chrome.parse_chrome_bytes(json.dumps(junk).encode(), "t.json").events
     assert got["dur_ns"].tolist() == [0, 0, 0, 2500, 3000]
+
+
+def test_string_durations_float_reads_but_json_does_not():
+    """A duration string that Python's float() reads but is no JSON number (" 5", "5.", "+5",
+    "1_0") reads as float() reads it, in a piece of its own or beside plain ones: the decoder
+    that turns numeric strings into floats hands such a piece to the one that keeps strings."""
+    texts = (" 5", "5.", ".5", "+5", "1_0", "00012", "1e400", "-0", "nan", "5.919")
+    want = [5000, 5000, 500, 5000, 10000, 12000, 0, 0, 0, 5919]
+    def event(dur: str) -> dict:
+        return {"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": "1.0", "dur": dur}
+    events = [event("2.5")] * 50 + [event(d) for d in texts]  # plain pieces, then odd ones
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastjson, "PIECE_BYTES", 256)
+        got = chrome.parse_chrome_bytes(json.dumps(events).encode(), "t.json")
+    assert got.events["dur_ns"].tolist() == [2500] * 50 + want
+    assert "loose" not in got.read_path
+
+
+@pytest.mark.parametrize("pids", [[1, 2, 3], [2**40, 7, 2**40 + 5], ["Spans", 4, "GPU 0"]])
+def test_process_and_thread_labels_are_each_rows_own(pids: list):
+    """``process`` and ``thread``: each row's metadata name, else its id as text, whatever the
+    ids are (small ints, ints far apart, strings); the categories are the labels that occur."""
+    events = [{"ph": "M", "name": "process_name", "pid": pids[0], "tid": 0,
+               "args": {"name": "Python"}},
+              {"ph": "M", "name": "thread_name", "pid": pids[1], "tid": 9,
+               "args": {"name": "worker"}},
+              {"ph": "M", "name": "process_name", "pid": "unused", "tid": 0,
+               "args": {"name": "never seen"}}]
+    rows = [(p, t) for p in pids for t in (0, 9, 2**35)]
+    events += [{"ph": "X", "name": "op", "pid": p, "tid": t, "ts": f"{i}.0", "dur": 1}
+               for i, (p, t) in enumerate(rows * 3)]
+    ev = chrome.parse_chrome_bytes(json.dumps(events).encode(), "t.json").events
+    want_p = ["Python" if p == pids[0] else str(p) for p, _ in rows * 3]
+    want_t = ["worker" if (p, t) == (pids[1], 9) else str(t) for p, t in rows * 3]
+    assert ev["process"].astype(str).tolist() == want_p
+    assert ev["thread"].astype(str).tolist() == want_t
+    assert list(ev["process"].cat.categories) == sorted(set(want_p))
+    assert list(ev["thread"].cat.categories) == sorted(set(want_t))
+
+
+def test_thread_labels_with_many_more_id_pairs_than_rows():
+    """100 processes x 100 threads that occur only as 100 (pid, tid) pairs: labelled per row."""
+    events = [{"ph": "X", "name": "op", "pid": i, "tid": 1000 + (i * 7) % 100, "ts": f"{i}.0",
+               "dur": 1} for i in range(100)]
+    events.append({"ph": "M", "name": "thread_name", "pid": 3, "tid": 1021,
+                   "args": {"name": "three"}})
+    ev = chrome.parse_chrome_bytes(json.dumps(events).encode(), "t.json").events
+    want = ["three" if (i, 1000 + (i * 7) % 100) == (3, 1021) else str(1000 + (i * 7) % 100)
+            for i in range(100)]
+    assert ev["thread"].astype(str).tolist() == want
+    assert list(ev["thread"].cat.categories) == sorted(set(want))
