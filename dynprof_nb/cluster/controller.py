@@ -318,22 +318,15 @@ class ClusterJob(Controller):
     def margin_steps(
         self, rows: list[dict[str, Any]], rtt_s: float, safety_s: float = MARGIN_SAFETY_S
     ) -> int:
-        """Steps between the most advanced rank and the earliest safe start, worked out per
-        rank: from where it probably is now, each rank must not reach the start before two
-        fan-outs (send, answer) and ``safety_s`` (:data:`MARGIN_SAFETY_S`; a trigger's:
-        :meth:`trigger_safety_s`) have passed, at its own rate, plus three steps (it finishes
-        the step it is in and reads the command at that step's end, and one spare).
-
-        For ranks in step with each other this is the old rule (the slowest rank's two steps
-        at the fastest rate); a straggler far behind the rest, the very rank a trigger fires
-        on, no longer pushes the start of the fast ranks later by its slow steps."""
-        rated = [r for r in rows if r.get("rate")]
-        if not rated:
+        """Steps between the most advanced rank and the earliest safe start: two fan-outs
+        (send, answer) plus two steps of the slowest rank (it reads a command at a step's end)
+        plus ``safety_s`` (:data:`MARGIN_SAFETY_S`; a trigger's: :meth:`trigger_safety_s`), at
+        the fastest rank's step rate."""
+        rates = [r["rate"] for r in rows if r.get("rate")]
+        if not rates:
             return 2
-        seconds = 2 * max(rtt_s, self._rtt) + safety_s
-        current = max(_estimated(r, rtt_s) for r in rows)
-        need = max(_estimated(r, rtt_s) + math.ceil(r["rate"] * seconds) + 3 for r in rated)
-        return max(2, need - current)
+        seconds = 2 * max(rtt_s, self._rtt) + 2 / min(rates) + safety_s
+        return math.ceil(max(rates) * seconds) + 1
 
     def trigger_safety_s(self, rtt_s: float) -> float:
         """The safety time of a window a trigger starts: :data:`TRIGGER_SAFETY_RTTS` fan-outs
