@@ -32,3 +32,13 @@ def test_every_relative_link_in_the_docs_names_a_file_in_the_repository():
             if not (doc.parent / target).exists():
                 broken.append(f"{doc.relative_to(REPO)} -> {target}")
     assert broken == []
+
+
+def test_readme_lists_every_magic_subcommand():
+    """The README's "`%dynprof?` documents every subcommand (...)" names all of them: a new
+    user reading it should not miss `cache`, `stacks` or `trigger`."""
+    from dynprof_nb.ui.magics import HANDLERS
+
+    text = " ".join((REPO / "README.md").read_text().split())
+    (listed,) = re.findall(r"`%dynprof\?` documents every subcommand \(`([^`]*)`\)", text)
+    assert set(listed.replace(" ", "").split(",")) == set(HANDLERS)

@@ -213,8 +213,9 @@ def from_form(key: str, value: Any) -> Any:
     if kind == "toggles":
         return list(value)
     text = str(value).strip()
-    if key in WINDOW_KEYS and text.startswith("+"):
-        if not text[1:].isdigit():
+    if key in WINDOW_KEYS and text and (text.startswith("+") or not text.lstrip("-").isdigit()):
+        # "1O" gets the same sentence as "+x": the window's steps, not "an integer >= -1"
+        if not text.startswith("+") or not text[1:].isdigit():
             raise ConfigError(
                 f"{key}: {value!r} is not a number; expected a step like 20 or "
                 "+10 (ten steps from now)."

@@ -189,3 +189,16 @@ def test_text_repr_for_frontends_without_widgets(p: Panel, job) -> None:
     assert "application/vnd.jupyter.widget-view+json" in bundle
     text = bundle["text/plain"]
     assert job.name in text and "heartbeat_age_s" in text and len(text.splitlines()) >= 4
+
+
+def test_a_typo_in_a_window_step_names_the_accepted_forms() -> None:
+    """'1O' typed into start_step says what a step looks like (20 or +10), as '+x' does, not
+    the config's "an integer >= -1" (a new user's first typo in the browser)."""
+    from dynprof_nb.config import ConfigError
+    from dynprof_nb.ui.panel import from_form
+
+    for typo in ("1O", "+x", "ten"):
+        with pytest.raises(ConfigError, match=r"start_step: .* expected a step like 20 or \+10"):
+            from_form("start_step", typo)
+    assert from_form("stop_step", "+5") == "+5"
+    assert from_form("stop_step", " 12 ") == 12
