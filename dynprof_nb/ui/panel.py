@@ -477,6 +477,11 @@ class Panel(widgets.VBox):
         self._say(f"{what} (generation {gen})")
         with self._lock:
             self.follow()
+            # the person's own Stop is no conflict with a window they are typing: their text
+            # stays an edit against the job's new (stopped) steps, and Apply sends it
+            current = self._job_form()
+            for key in WINDOW_KEYS:
+                self._base[key] = current[key]
         self.refresh()
         return gen
 

@@ -186,3 +186,19 @@ def test_fields_take_values_from_code_as_the_old_int_fields_did(p: Panel, job):
     p.draft.ranks = [0]
     p.apply()
     assert "applied ranks=0" in p.message.value and segment_config(job).ranks == [0]
+
+
+def test_typing_a_window_then_stop_then_apply_is_no_conflict(p: Panel, job):
+    """A person types a window, presses Stop (their own change to start/stop), then Apply:
+    the typed window is applied, not refused as changed elsewhere."""
+    job.start("+3000", "+3009")  # a window waiting
+    p.follow()
+    type_text(p.fields["start_step"], "+5")
+    type_text(p.fields["stop_step"], "+9")
+    p.stop_button.click()
+    assert job.config.start_step == -1
+    p.apply_button.click()
+    assert "applied start_step=" in p.message.value, p.message.value
+    assert CONFLICT not in p.errors["start_step"].value
+    cfg = segment_config(job)
+    assert cfg.stop_step - cfg.start_step == 4
