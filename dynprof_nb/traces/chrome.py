@@ -734,10 +734,12 @@ def _ids(codes: np.ndarray, table: dict) -> np.ndarray:
     return lut[codes]
 
 
-def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
+def metadata_labels(meta_rows: list) -> tuple[dict, dict]:
+    """The process names by pid and thread names by (pid, tid) that a trace's ``M`` events
+    give (``process_name`` / ``thread_name``); the last one wins, as in Perfetto."""
     proc_names: dict = {}
     thread_names: dict = {}
-    for kind, p, t, label in acc.meta_rows:
+    for kind, p, t, label in meta_rows:
         if label is None:
             continue
         try:
@@ -747,6 +749,11 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
                 thread_names[(p, t)] = str(label)
         except TypeError:  # an unhashable pid/tid in a hand-made file
             continue
+    return proc_names, thread_names
+
+
+def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
+    proc_names, thread_names = metadata_labels(acc.meta_rows)
     pid_c, tid_c = c["pid"], c["tid"]  # codes index as they are: no int64 copy of each
     pid = _ids(pid_c, acc.pid_t)
     tid = _ids(tid_c, acc.tid_t)

@@ -265,18 +265,7 @@ class _Partition:
             self.cats[col] = (inverse.astype(np.int32).reshape(-1), pd.Index(uniq, dtype=object))
         self.pid = chrome._ids(np.arange(len(w.pid_t)), w.pid_t)
         self.tid = chrome._ids(np.arange(len(w.tid_t)), w.tid_t)
-        proc_names: dict = {}
-        thread_names: dict = {}
-        for kind, p, t, label in w.meta_rows:
-            if label is None:
-                continue
-            try:
-                if kind == "process_name":
-                    proc_names[p] = str(label)
-                elif kind == "thread_name":
-                    thread_names[(p, t)] = str(label)
-            except TypeError:
-                continue
+        proc_names, thread_names = chrome.metadata_labels(w.meta_rows)
         # process: a label per pid code; thread: per (pid, tid) pair that occurs
         pids = list(w.pid_t)
         ptext = np.array([proc_names.get(p, str(p)) for p in pids], dtype=object)
