@@ -29,7 +29,7 @@ from typing import Any
 
 from dynprof_nb.config import ProfilerConfig, config_file
 from dynprof_nb.training.callback import mindspore_callback
-from dynprof_nb.training.monitor import Monitor, rank_from_env
+from dynprof_nb.training.monitor import FileModeMonitor, rank_from_env
 
 __all__ = ["DynamicProfilerMonitor", "job_name_for"]
 
@@ -45,14 +45,17 @@ def job_name_for(cfg_path: str | os.PathLike[str]) -> str:
     return f"ms-{stem.strip('-.') or 'cfg'}-{digest}"
 
 
-class DynamicProfilerMonitor(Monitor):
+class DynamicProfilerMonitor(FileModeMonitor):
     """MindSpore's ``DynamicProfilerMonitor(cfg_path, output_path, poll_interval)`` on
     dynprof_nb: exact windows, validated config, live status, analysis off the training step.
 
     ``cfg_path`` is the directory of ``profiler_config.json`` (a default file is written on
     rank 0 when there is none, as MindSpore does); ``output_path`` is where windows go unless
-    the file's ``prof_path`` says otherwise; ``poll_interval`` (seconds) is how often the
-    relay reads the file (default 0.5 s, see :mod:`dynprof_nb.control.relay`; MindSpore's is 2 s).
+    the file's ``prof_path`` says otherwise. An edit complete in the file before a ``step()``
+    (or ``step_end``) is applied by that call, whatever the step time (one ``fstat`` per step,
+    see :class:`~dynprof_nb.training.monitor.FileModeMonitor`); ``poll_interval`` (seconds) is
+    how often the relay also reads the file, for edits made on another host of a shared
+    filesystem (default 0.5 s, see :mod:`dynprof_nb.control.relay`; MindSpore's is 2 s).
     ``job`` defaults to :func:`job_name_for` ``(cfg_path)``.
     """
 
