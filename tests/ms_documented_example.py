@@ -13,7 +13,7 @@ import is slow):
 * ``callback``: the class docstring's example: ``model.train(..., callbacks=[dp])`` with the
   window in the file before training starts.
 
-    python ms_documented_example.py --monitor mindspore|dropin --root DIR
+    python ms_documented_example.py --monitor mindspore|dropin --root DIR [--settle S] [--repeat N]
 
 writes DIR/step/{cfg,prof} and DIR/callback/{cfg,prof}. The only line that differs between the
 two monitors is the import, as for a user. MindSpore's own monitor reads the file every
@@ -115,11 +115,11 @@ def close(dp: object) -> None:
         dp._clean_resource()
 
 
-def step_style(cls: type, root: Path) -> None:
+def step_style(cls: type, root: Path, settle_s: float = SETTLE_S) -> None:
     cfg, prof = root / "cfg", root / "prof"
     write_cfg(cfg, prof, (2, 5))
     dp = cls(cfg_path=str(cfg), output_path=str(root / "unused"), poll_interval=POLL_S)
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     net, nn, ms = build()
     for i in range(STEP_NUM):
         model(net, nn, ms).train(1, dataset(2))
@@ -127,15 +127,15 @@ def step_style(cls: type, root: Path) -> None:
             change_cfg_json(cfg / "profiler_config.json")
         dp.step()
         if i == 5:
-            time.sleep(SETTLE_S)  # the edit reaches the monitor during step 7
+            time.sleep(settle_s)  # MindSpore's monitor: the edit reaches it during step 7
     close(dp)
 
 
-def callback_style(cls: type, root: Path) -> None:
+def callback_style(cls: type, root: Path, settle_s: float = SETTLE_S) -> None:
     cfg, prof = root / "cfg", root / "prof"
     write_cfg(cfg, prof, CALLBACK_WINDOW)
     dp = cls(cfg_path=str(cfg), output_path=str(root / "unused"), poll_interval=POLL_S)
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     net, nn, ms = build()
     model(net, nn, ms).train(1, dataset(8), callbacks=[dp], dataset_sink_mode=False)
     close(dp)
@@ -146,11 +146,21 @@ def main() -> None:
     p.add_argument("--monitor", choices=("mindspore", "dropin"), required=True)
     p.add_argument("--root", type=Path, required=True)
     p.add_argument("--styles", default="step,callback")
+    p.add_argument("--settle", type=float, default=SETTLE_S,
+                   help="seconds to wait after each write (0: none, as MindSpore's ST test)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each style this many times, into DIR/STYLE/run<i>")
     args = p.parse_args()
     os.environ.setdefault("GLOG_v", "3")
     cls = monitor_class(args.monitor)
     for style in args.styles.split(","):
-        {"step": step_style, "callback": callback_style}[style](cls, args.root / style)
+        run = {"step": step_style, "callback": callback_style}[style]
+        for i in range(args.repeat):
+            where = args.root / style / f"run{i}" if args.repeat > 1 else args.root / style
+            t0 = time.monotonic()
+            run(cls, where, args.settle)
+            if args.repeat > 1:
+                print(f"done {style} run{i} in {time.monotonic() - t0:.1f} s", flush=True)
         print(f"done {style}", flush=True)
 
 
