@@ -63,7 +63,7 @@ class FileWatch:
             st = os.fstat(self._fd)
         except OSError:  # no file yet (fd -1), or closed under us: look at the path
             return True
-        return st.st_ctime_ns != self._ctime or st.st_size != self._size
+        return st.st_ctime_ns != self._ctime or st.st_size != self._size or not st.st_nlink
 
     def read(self) -> bytes | None:
         """The file's bytes, read whole, or None when it changed during the read (try again

@@ -6,20 +6,22 @@ import is slow):
 * ``step``: the example of ``DynamicProfilerMonitor.step()``'s docstring (and of MindSpore's
   ST test ``test_dynamic_step_profiler``): 15 iterations of ``model.train(1, data)`` with
   ``dp.step()`` after each; the file asks for steps 2..5 and is edited to 6..7 after step 6
-  has run (``dp.step()`` of step 6 follows the edit at once, so the monitor sees it
-  during step 7: MindSpore then records 8..9 into ``rank0_start6_stop7``; had it seen it
-  during step 6, its CPU profiler would have lost both windows, the first one's last step
-  overlapping the second's start);
+  has run, right before its ``dp.step()``. The drop-in applies the edit in that
+  ``dp.step()`` and records 7..8 into ``rank0_start6_stop7`` (file mode's rule for a window
+  that has begun). MindSpore's own monitor sees it a poll later, during step 7, and records
+  8..9 there; had it seen it during step 6, its CPU profiler would have lost both windows,
+  the first one's last step overlapping the second's start;
 * ``callback``: the class docstring's example: ``model.train(..., callbacks=[dp])`` with the
   window in the file before training starts.
 
     python ms_documented_example.py --monitor mindspore|dropin --root DIR [--settle S] [--repeat N]
 
-writes DIR/step/{cfg,prof} and DIR/callback/{cfg,prof}. The only line that differs between the
-two monitors is the import, as for a user. MindSpore's own monitor reads the file every
-``poll_interval`` seconds (1 at least) in a helper process, so after each write the script
-waits ``SETTLE_S`` before the next step: on the Ascend machines of the example a step is that
-long anyway, and both monitors then see each edit at the same step.
+writes DIR/step/{cfg,prof} and DIR/callback/{cfg,prof} (DIR/STYLE/run<i>/... with
+``--repeat``). The only line that differs between the two monitors is the import, as for a
+user. MindSpore's own monitor reads the file every ``poll_interval`` seconds (1 at least) in a
+helper process, so after each write the script waits ``--settle`` seconds (``SETTLE_S``)
+before the next step: on the Ascend machines of the example a step is that long anyway.
+``--settle 0`` runs it as MindSpore's ST test does, with no pause: the drop-in needs none.
 
 The network, data and file follow the docstring examples of MindSpore 2.7.0's
 ``mindspore/profiler/dynamic_profiler.py`` (Copyright Huawei Technologies Co., Ltd,

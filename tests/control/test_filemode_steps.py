@@ -82,6 +82,16 @@ def test_a_window_written_ahead_is_exact_and_a_plain_monitor_keeps_its_step(file
     finally:
         m.close()
     assert trace_steps(out / "rank0_start6_stop7") == [6, 7]
+    files = dynprof_nb.attach(cfg_path=cfg)  # writes by rename: a new file under the name
+    files.start(20, 21)
+    m2 = monitor(unique_job("renamed"), cfg, out)
+    try:
+        files.start(30, 31)
+        m2.step()
+        assert (m2.state, m2.window) == ("armed", (30, 31))
+    finally:
+        m2.close()
+        segment.unlink(m2.job)
     plain = dynprof_nb.Monitor(job=unique_job("plain"), output_path=out, backend="builtin")
     try:  # the shared-memory step() is untouched (its cost: test_monitor's ratio test)
         assert type(plain).step is dynprof_nb.Monitor.step
