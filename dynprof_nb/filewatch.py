@@ -45,7 +45,7 @@ class FileWatch:
     Not thread-safe by itself: the relay calls :meth:`read` under its lock; ``changed()`` is
     only ever a hint (a stale answer means one more read, never a missed edit)."""
 
-    __slots__ = ("path", "_fd", "_ctime", "_size", "_racy")
+    __slots__ = ("path", "_fd", "_ctime", "_size", "_racy", "_missing")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(Path(path))
@@ -53,15 +53,18 @@ class FileWatch:
         self._ctime = -1
         self._size = -1
         self._racy = False  # the stamp is too recent to be trusted (see the module doc)
+        self._missing = False  # the last read found no file: only its appearance is news
 
     def changed(self) -> bool:
         """True when the file may differ from what :meth:`read` last returned (the hot path:
         one ``fstat``, never raises)."""
         if self._racy:
             return True
+        if self._fd < 0:  # not read yet, or no file: one stat of the path until there is
+            return not self._missing or os.path.exists(self.path)
         try:
             st = os.fstat(self._fd)
-        except OSError:  # no file yet (fd -1), or closed under us: look at the path
+        except OSError:  # closed under us by a read on another thread: read again
             return True
         return st.st_ctime_ns != self._ctime or st.st_size != self._size or not st.st_nlink
 
@@ -70,8 +73,9 @@ class FileWatch:
         at the next step). Raises ``OSError`` (``FileNotFoundError``...) as ``open`` does."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
+        except OSError as exc:
             self._forget()
+            self._missing = isinstance(exc, FileNotFoundError)
             raise
         try:
             before = os.fstat(fd)
@@ -108,12 +112,12 @@ class FileWatch:
         old, self._fd = self._fd, fd
         if old >= 0 and old != fd:
             os.close(old)
-        self._ctime, self._size, self._racy = ctime, size, False
+        self._ctime, self._size, self._racy, self._missing = ctime, size, False, False
 
     def _forget(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd, self._ctime, self._size, self._racy = -1, -1, -1, False
+        self._fd, self._ctime, self._size, self._racy, self._missing = -1, -1, -1, False, False
 
     def close(self) -> None:
         self._forget()

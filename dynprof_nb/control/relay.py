@@ -60,6 +60,7 @@ log = logging.getLogger("dynprof_nb")
 
 POLL_INTERVAL_S = 0.5
 FIRST_LOOK_S = 2.0  # the most Relay.start() waits for its first look at the file
+NODE_LOCK_WAIT_S = 2.0  # the most a look waits for another process's relaying (see _node_lock)
 WINDOW_KEYS = ("start_step", "stop_step")
 
 
@@ -89,6 +90,7 @@ class Relay:
         self._bytes: bytes | None = None  # the file as this process last relayed or adopted it
         self._poll_lock = threading.Lock()  # a rank's step() and the relay thread
         self._relaying = False  # this process runs the node's relay loop (it won the election)
+        self._lock_wait = NODE_LOCK_WAIT_S
         # the node's relay state and lock: one file per job in the private lock directory
         self._state_fd = open_lock(f"relay.{self.job.name}.state")
         self._note = ""
@@ -103,8 +105,11 @@ class Relay:
         when the job was written. Safe from any thread and any process of the node at once
         (a file-mode rank calls it from ``step()`` when :class:`FileWatch` sees a change):
         the first to take the node's relay lock relays an edit, the others adopt it."""
-        with self._poll_lock, _node_lock(self._state_fd):
-            return self._poll()
+        with self._poll_lock, _node_lock(self._state_fd, self._lock_wait) as locked:
+            # a stuck holder: this look is skipped (the file still reads as changed), and the
+            # next ones do not wait until the lock is had again
+            self._lock_wait = NODE_LOCK_WAIT_S if locked else 0.0
+            return self._poll() if locked else False
 
     def _poll(self) -> bool:
         try:
@@ -323,12 +328,23 @@ def relay_lock(
 
 
 @contextlib.contextmanager
-def _node_lock(fd: int) -> Iterator[None]:
+def _node_lock(fd: int, timeout: float = NODE_LOCK_WAIT_S) -> Iterator[bool]:
     """The node's relay lock of one job (an ``flock`` the kernel drops if its holder dies):
-    one process at a time reads the shared state, relays and writes it."""
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    one process at a time reads the shared state, relays and writes it. A holder keeps it for
+    microseconds; one stopped while holding it (a debugger, SIGSTOP) must not stall every
+    rank's ``step()``, so after ``timeout`` this yields False and the caller looks next time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                yield False
+                return
+            time.sleep(0.0005)
     try:
-        yield
+        yield True
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 

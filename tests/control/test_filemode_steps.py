@@ -204,3 +204,50 @@ def test_a_writer_racing_the_steps_never_gets_a_half_file_applied(files) -> None
     assert seen <= {v["prof_path"] for v in versions}
     assert len(seen) > 1  # the edits did reach the rank while it stepped
     assert torn  # and half-written files did too (hundreds of steps, measured)
+
+
+def test_a_stuck_relay_lock_holder_delays_an_edit_but_never_stalls_the_steps(files) -> None:
+    """Another process stopped while it holds the node's relay lock (a debugger, SIGSTOP):
+    the first look waits for it (a bounded while), the next ones do not wait at all, and the
+    edit is applied at the first step after the lock is free."""
+    import fcntl
+
+    from dynprof_nb.locks import open_lock
+
+    name, cfg, out = files
+    m = monitor(name, cfg, out)
+    held = open_lock(f"relay.{name}.state")
+    try:
+        m.step()
+        fcntl.flock(held, fcntl.LOCK_EX)
+        write_in_place(cfg, cfg_text(start_step=40, stop_step=41))
+        m.step()  # waited NODE_LOCK_WAIT_S for the holder, then went on
+        assert m.state == "idle" and m._relay._lock_wait == 0.0
+        m.step()
+        assert m.state == "idle"
+        fcntl.flock(held, fcntl.LOCK_UN)
+        m.step()
+        assert (m.state, m.window) == ("armed", (40, 41))
+    finally:
+        os.close(held)
+        m.close()
+
+
+def test_the_timed_poll_still_relays_an_edit_no_step_saw(files) -> None:
+    """What no rank's fstat sees (an edit from another host of NFS, a job between steps)
+    arrives by the elected relay's poll, which reads the file every poll_interval."""
+    from jobutil import wait_until
+
+    name, cfg, out = files
+    m = dynprof_nb.Monitor(job=name, output_path=out, backend="builtin", cfg_path=cfg,
+                           poll_interval=0.05)
+    job = dynprof_nb.attach(name)
+    try:
+        m.step()
+        write_in_place(cfg, cfg_text(start_step=70, stop_step=71))
+        wait_until(lambda: job.config.start_step == 70, what="the poll to relay the edit")
+        m.step()
+        assert (m.state, m.window) == ("armed", (70, 71))
+    finally:
+        m.close()
+        job.close()
