@@ -6,8 +6,9 @@
     dp = DynamicProfilerMonitor(cfg_path="./cfg", output_path="./prof", poll_interval=2)
     model.train(10, data, callbacks=[dp])      # or dp.step() once per iteration
 
-The constructor is MindSpore's. The file at ``cfg_path`` keeps working (a relay thread on one
-process per node mirrors it into the job segment), and the job is also a live dynprof_nb job:
+The constructor is MindSpore's. The file at ``cfg_path`` keeps working (each ``step()`` looks
+at it, so an edit made before a ``step()`` is applied by that ``step()``; a relay thread on one
+process per node also reads it every ``poll_interval``), and the job is also a live job:
 ``dynprof_nb.attach(job_name_for(cfg_path))`` gives status and windows, as does
 ``dynprof_nb.attach(cfg_path=...)`` for the file. Step numbering is exact in both call styles
 (the original records 21..31 for 20..30 in ``step()`` mode), with file mode's one exception: a

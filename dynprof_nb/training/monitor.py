@@ -6,7 +6,8 @@ step 30 ends: it records exactly iterations 20..30, inclusive, in ``step()`` mod
 MindSpore's callback mode alike.
 
 The training loop comes first. An idle ``step()`` bumps a counter and compares one word of
-shared memory with the generation it last applied (while a window is armed or recording, the
+shared memory with the generation it last applied (in file mode, :class:`FileModeMonitor`, it
+first ``fstat``s the config file) (while a window is armed or recording, the
 comparison is made to fail so each step also checks the window's boundaries). That word is in
 the rank's own sealed ``memfd`` (a :class:`~dynprof_nb.segment.Doorbell`), never in a mapping of
 the ``/dev/shm`` segment: anyone can truncate that file, and touching a mapping of a truncated
