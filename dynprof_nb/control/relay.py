@@ -178,7 +178,7 @@ class Relay:
         """What the last process to relay this file on this node relayed into this segment
         (None: nothing yet, or for another segment). Read under the node lock."""
         try:
-            raw = os.pread(self._state_fd, 1 << 16, 0)
+            raw = os.pread(self._state_fd, os.fstat(self._state_fd).st_size, 0)
             state = json.loads(raw) if raw else None
         except (OSError, ValueError):
             return None

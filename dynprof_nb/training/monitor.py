@@ -203,7 +203,8 @@ class Monitor:
     )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
-        if cls is Monitor and (kwargs.get("cfg_path") or (args[4:5] or [None])[0]) is not None:
+        cfg_path = kwargs.get("cfg_path", args[4] if len(args) > 4 else None)
+        if cls is Monitor and cfg_path is not None:
             cls = FileModeMonitor  # file mode: step() also looks at the file (see there)
         if "mindspore" in sys.modules:
             from dynprof_nb.training.callback import with_callback
