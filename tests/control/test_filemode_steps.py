@@ -251,3 +251,20 @@ def test_the_timed_poll_still_relays_an_edit_no_step_saw(files) -> None:
     finally:
         m.close()
         job.close()
+
+
+def test_a_file_read_within_its_timestamp_tick_is_read_again(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """Two writes of the same size within one timestamp tick show the same stamp (git's
+    "racily clean" index entries): a file read that soon after its change is not trusted."""
+    path = tmp_path / "profiler_config.json"
+    path.write_text(cfg_text(start_step=3, stop_step=4))
+    changed_ns = path.stat().st_ctime_ns
+    watch = filewatch.FileWatch(path)
+    monkeypatch.setattr(filewatch.time, "time_ns", lambda: changed_ns + 1_000_000)
+    assert watch.read() is not None and watch.changed()  # 1 ms old: maybe not the last write
+    monkeypatch.setattr(filewatch.time, "time_ns", lambda: changed_ns + 1_000_000_000)
+    assert watch.read() is not None and not watch.changed()  # a second old: trusted
+    path.write_text(cfg_text(start_step=5, stop_step=6))  # same size, new stamp
+    assert watch.changed()
+    watch.close()
