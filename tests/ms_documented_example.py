@@ -6,20 +6,22 @@ import is slow):
 * ``step``: the example of ``DynamicProfilerMonitor.step()``'s docstring (and of MindSpore's
   ST test ``test_dynamic_step_profiler``): 15 iterations of ``model.train(1, data)`` with
   ``dp.step()`` after each; the file asks for steps 2..5 and is edited to 6..7 after step 6
-  has run (``dp.step()`` of step 6 follows the edit at once, so the monitor sees it
-  during step 7: MindSpore then records 8..9 into ``rank0_start6_stop7``; had it seen it
-  during step 6, its CPU profiler would have lost both windows, the first one's last step
-  overlapping the second's start);
+  has run, right before its ``dp.step()``. The drop-in applies the edit in that
+  ``dp.step()`` and records 7..8 into ``rank0_start6_stop7`` (file mode's rule for a window
+  that has begun). MindSpore's own monitor sees it a poll later, during step 7, and records
+  8..9 there; had it seen it during step 6, its CPU profiler would have lost both windows,
+  the first one's last step overlapping the second's start;
 * ``callback``: the class docstring's example: ``model.train(..., callbacks=[dp])`` with the
   window in the file before training starts.
 
-    python ms_documented_example.py --monitor mindspore|dropin --root DIR
+    python ms_documented_example.py --monitor mindspore|dropin --root DIR [--settle S] [--repeat N]
 
-writes DIR/step/{cfg,prof} and DIR/callback/{cfg,prof}. The only line that differs between the
-two monitors is the import, as for a user. MindSpore's own monitor reads the file every
-``poll_interval`` seconds (1 at least) in a helper process, so after each write the script
-waits ``SETTLE_S`` before the next step: on the Ascend machines of the example a step is that
-long anyway, and both monitors then see each edit at the same step.
+writes DIR/step/{cfg,prof} and DIR/callback/{cfg,prof} (DIR/STYLE/run<i>/... with
+``--repeat``). The only line that differs between the two monitors is the import, as for a
+user. MindSpore's own monitor reads the file every ``poll_interval`` seconds (1 at least) in a
+helper process, so after each write the script waits ``--settle`` seconds (``SETTLE_S``)
+before the next step: on the Ascend machines of the example a step is that long anyway.
+``--settle 0`` runs it as MindSpore's ST test does, with no pause: the drop-in needs none.
 
 The network, data and file follow the docstring examples of MindSpore 2.7.0's
 ``mindspore/profiler/dynamic_profiler.py`` (Copyright Huawei Technologies Co., Ltd,
@@ -115,11 +117,11 @@ def close(dp: object) -> None:
         dp._clean_resource()
 
 
-def step_style(cls: type, root: Path) -> None:
+def step_style(cls: type, root: Path, settle_s: float = SETTLE_S) -> None:
     cfg, prof = root / "cfg", root / "prof"
     write_cfg(cfg, prof, (2, 5))
     dp = cls(cfg_path=str(cfg), output_path=str(root / "unused"), poll_interval=POLL_S)
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     net, nn, ms = build()
     for i in range(STEP_NUM):
         model(net, nn, ms).train(1, dataset(2))
@@ -127,15 +129,15 @@ def step_style(cls: type, root: Path) -> None:
             change_cfg_json(cfg / "profiler_config.json")
         dp.step()
         if i == 5:
-            time.sleep(SETTLE_S)  # the edit reaches the monitor during step 7
+            time.sleep(settle_s)  # MindSpore's monitor: the edit reaches it during step 7
     close(dp)
 
 
-def callback_style(cls: type, root: Path) -> None:
+def callback_style(cls: type, root: Path, settle_s: float = SETTLE_S) -> None:
     cfg, prof = root / "cfg", root / "prof"
     write_cfg(cfg, prof, CALLBACK_WINDOW)
     dp = cls(cfg_path=str(cfg), output_path=str(root / "unused"), poll_interval=POLL_S)
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     net, nn, ms = build()
     model(net, nn, ms).train(1, dataset(8), callbacks=[dp], dataset_sink_mode=False)
     close(dp)
@@ -146,11 +148,21 @@ def main() -> None:
     p.add_argument("--monitor", choices=("mindspore", "dropin"), required=True)
     p.add_argument("--root", type=Path, required=True)
     p.add_argument("--styles", default="step,callback")
+    p.add_argument("--settle", type=float, default=SETTLE_S,
+                   help="seconds to wait after each write (0: none, as MindSpore's ST test)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each style this many times, into DIR/STYLE/run<i>")
     args = p.parse_args()
     os.environ.setdefault("GLOG_v", "3")
     cls = monitor_class(args.monitor)
     for style in args.styles.split(","):
-        {"step": step_style, "callback": callback_style}[style](cls, args.root / style)
+        run = {"step": step_style, "callback": callback_style}[style]
+        for i in range(args.repeat):
+            where = args.root / style / f"run{i}" if args.repeat > 1 else args.root / style
+            t0 = time.monotonic()
+            run(cls, where, args.settle)
+            if args.repeat > 1:
+                print(f"done {style} run{i} in {time.monotonic() - t0:.1f} s", flush=True)
         print(f"done {style}", flush=True)
 
 

@@ -20,35 +20,47 @@ What a change of the file means:
 * the relay's first look at a file without a window: ``job.set`` of its keys (a window asked
   for from a notebook keeps running).
 
-Poll interval: :data:`POLL_INTERVAL_S` = 0.5 s. A poll is one ``stat()`` of one file (a few
-microseconds on a local disk, one attribute lookup on NFS, which caches attributes for about
-3 s anyway), so polling four times as often as the original's 2 s costs nothing measurable,
-and an edit reaches the ranks within 0.5 s plus one step instead of 2 s plus one step. Faster
-polling would buy little: the person editing the file is slower than that, and windows are
-asked for a few steps ahead.
+When an edit arrives: a file-mode rank (the drop-in, or a ``Monitor`` with ``cfg_path``) asks
+the file's :class:`~dynprof_nb.filewatch.FileWatch` at every ``step()`` (one ``fstat``) and,
+when it changed, calls :meth:`Relay.poll` itself before its step goes on, so an edit complete
+before a ``step()`` is applied by that ``step()`` whatever the step time and the machine's load
+(MindSpore's 2 s poll, and this relay's timed poll alone, lost the second window of
+MindSpore's own documented example on short steps). Every process of the node that relays the
+file takes the same node lock and shares what was relayed last (a small state file beside the
+relay's election lock), so an edit is written into the job once, by whichever rank sees it
+first, and the others adopt it.
+
+The timed poll, :data:`POLL_INTERVAL_S` = 0.5 s, stays for what no rank's ``fstat`` sees: an
+edit made on another host of a shared filesystem (NFS caches attributes for about 3 s; the
+poll opens the file, which makes the client revalidate it), or a job between steps. It reads
+the file (tens of microseconds, on a thread of one process per node), so it also catches
+anything the stamps could miss.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from dynprof_nb.config import ConfigError, ProfilerConfig, config_file
+from dynprof_nb.config import ConfigError, ProfilerConfig, config_file, unknown_keys_message
 from dynprof_nb.control.job import Job
+from dynprof_nb.filewatch import FileWatch
 from dynprof_nb.locks import holder, open_lock
-from dynprof_nb.segment import pid_start_time
+from dynprof_nb.segment import H_CREATOR, H_CREATOR_START, pid_start_time
 
 log = logging.getLogger("dynprof_nb")
 
 POLL_INTERVAL_S = 0.5
 FIRST_LOOK_S = 2.0  # the most Relay.start() waits for its first look at the file
+NODE_LOCK_WAIT_S = 2.0  # the most a look waits for another process's relaying (see _node_lock)
 WINDOW_KEYS = ("start_step", "stop_step")
 
 
@@ -74,7 +86,13 @@ class Relay:
         self.last: ProfilerConfig | None = None  # the last config relayed from the file
         self.error = ""
         self.generation = 0
-        self._stamp: tuple[int, int, int] | None = None
+        self.watch = FileWatch(self.path)  # a file-mode rank asks it at every step
+        self._bytes: bytes | None = None  # the file as this process last relayed or adopted it
+        self._poll_lock = threading.Lock()  # a rank's step() and the relay thread
+        self._relaying = False  # this process runs the node's relay loop (it won the election)
+        self._lock_wait = NODE_LOCK_WAIT_S
+        # the node's relay state and lock: one file per job in the private lock directory
+        self._state_fd = open_lock(f"relay.{self.job.name}.state")
         self._note = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -83,37 +101,57 @@ class Relay:
     # -- one poll -------------------------------------------------------------------------
 
     def poll(self) -> bool:
-        """Relay the file if it changed since the last look; True when the job was written."""
+        """Relay the file if its contents changed since this node last relayed it; True
+        when the job was written. Safe from any thread and any process of the node at once
+        (a file-mode rank calls it from ``step()`` when :class:`FileWatch` sees a change):
+        the first to take the node's relay lock relays an edit, the others adopt it."""
+        with self._poll_lock, _node_lock(self._state_fd, self._lock_wait) as locked:
+            # a stuck holder: this look is skipped (the file still reads as changed), and the
+            # next ones do not wait until the lock is had again
+            self._lock_wait = NODE_LOCK_WAIT_S if locked else 0.0
+            return self._poll() if locked else False
+
+    def _poll(self) -> bool:
         try:
-            st = os.stat(self.path)
+            data = self.watch.read()
         except FileNotFoundError:
             self._publish(f"waiting for {self.path} (no such file yet)")
             return False
         except OSError as exc:
             self._publish(f"cannot read {self.path}: {exc.strerror}; keeping the last good config.")
             return False
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if stamp == self._stamp:
-            self._publish(self.error)
+        except ValueError as exc:
+            self._publish(f"{exc} Keeping the last good config.")
             return False
-        self._stamp = stamp
+        if data is None:  # written while it was read: the next look reads it whole
+            return False
+        if data == self._bytes:
+            if self._relaying:  # the elected relay keeps the note fresh; a rank only says news
+                self._publish(self.error)
+            return False
+        state = self._shared_state()
+        digest = hashlib.sha1(data).hexdigest()
+        last = self.last
+        if state is not None:
+            if state.get("digest") == digest:  # another process of this node relayed it
+                self._adopt(data, state)
+                return False
+            last = _config_or_none(state.get("config"))
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                cfg = ProfilerConfig.load(self.path)
-            wrote = self._apply(cfg)
+            cfg, notes = parse_config(data, self.path)
+            wrote = self._apply(cfg, last)
         except (ConfigError, ValueError, RuntimeError) as exc:
-            self._stamp = None  # read it again next poll: a writer may still be mid-write
+            # kept: a non-atomic writer may be mid-write; its next write() is read whole
             self._publish(f"{self.path}: {exc} Keeping the last good config.")
             return False
-        notes = "; ".join(str(w.message) for w in caught)
+        self._bytes = data
+        self._save_state(digest, cfg)
         self._publish(f"warning: {notes}" if notes else "")
         return wrote
 
-    def _apply(self, cfg: ProfilerConfig) -> bool:
+    def _apply(self, cfg: ProfilerConfig, last: ProfilerConfig | None) -> bool:
         data = cfg.to_dict()
         rest = {k: v for k, v in data.items() if k not in WINDOW_KEYS}
-        last = self.last
         window = (cfg.start_step, cfg.stop_step)
         if last is not None and window == (last.start_step, last.stop_step):
             changed = {k: v for k, v in rest.items() if last.to_dict()[k] != v}
@@ -127,6 +165,46 @@ class Relay:
             self.generation = gen
             log.info("dynprof_nb relay: %s -> job %r generation %d", self.path, self.job.name, gen)
         return bool(gen)
+
+    # -- what this node relayed last (shared by every process that relays the file) --------
+
+    def _segment_id(self) -> list[int]:
+        """Which segment the shared state belongs to: a job run again under the same name (a
+        new segment) starts afresh, as MindSpore's monitor does when it starts."""
+        words = self.job._seg.words
+        return [words[H_CREATOR], words[H_CREATOR_START]]
+
+    def _shared_state(self) -> dict[str, Any] | None:
+        """What the last process to relay this file on this node relayed into this segment
+        (None: nothing yet, or for another segment). Read under the node lock."""
+        try:
+            raw = os.pread(self._state_fd, os.fstat(self._state_fd).st_size, 0)
+            state = json.loads(raw) if raw else None
+        except (OSError, ValueError):
+            return None
+        if not isinstance(state, dict) or state.get("path") != str(self.path):
+            return None
+        return state if state.get("segment") == self._segment_id() else None
+
+    def _save_state(self, digest: str, cfg: ProfilerConfig) -> None:
+        state = {
+            "path": str(self.path),
+            "segment": self._segment_id(),
+            "digest": digest,
+            "config": cfg.to_dict(),
+            "generation": self.generation,
+        }
+        raw = json.dumps(state).encode()
+        try:
+            os.ftruncate(self._state_fd, 0)
+            os.pwrite(self._state_fd, raw, 0)
+        except OSError as exc:  # the others then relay it again: a set of the same keys
+            log.debug("dynprof_nb relay: cannot save its state: %r", exc)
+
+    def _adopt(self, data: bytes, state: dict[str, Any]) -> None:
+        self._bytes, self.error = data, ""  # the relaying process published the note
+        self.last = _config_or_none(state.get("config")) or self.last
+        self.generation = int(state.get("generation") or self.generation)
 
     def _publish(self, error: str) -> None:
         """Put this relay's state in the segment's helper note (only when it changed)."""
@@ -155,6 +233,7 @@ class Relay:
 
     def run(self) -> None:
         """Poll until :meth:`stop` (or Ctrl-C). Never raises out of a poll."""
+        self._relaying = True
         while not self._stop.is_set():
             try:
                 self.poll()
@@ -185,6 +264,8 @@ class Relay:
             self._thread.join(timeout=5 * self.poll_interval + 1)
             if self._own_job and not self._thread.is_alive():
                 self.job.close()
+        with self._poll_lock:
+            self.watch.close()
 
     def _run_elected(self) -> None:
         try:
@@ -244,6 +325,56 @@ def relay_lock(
         yield acquired
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _node_lock(fd: int, timeout: float = NODE_LOCK_WAIT_S) -> Iterator[bool]:
+    """The node's relay lock of one job (an ``flock`` the kernel drops if its holder dies):
+    one process at a time reads the shared state, relays and writes it. A holder keeps it for
+    microseconds; one stopped while holding it (a debugger, SIGSTOP) must not stall every
+    rank's ``step()``, so after ``timeout`` this yields False and the caller looks next time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                yield False
+                return
+            time.sleep(0.0005)
+    try:
+        yield True
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def parse_config(data: bytes, path: os.PathLike[str] | str) -> tuple[ProfilerConfig, str]:
+    """The config in a file's bytes, and what is worth a warning (unknown keys, which are
+    ignored as MindSpore does). Raises :class:`ConfigError` for what cannot be used, a
+    half-written file included (a truncated JSON object never parses)."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text ({exc.reason}).") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}. "
+            "Fix the file; the last good config stays in force."
+        ) from None
+    if not isinstance(raw, dict):
+        return ProfilerConfig.from_dict(raw), ""  # raises with what it got
+    known = set(ProfilerConfig.keys())
+    unknown = sorted(k for k in raw if k not in known and k != "is_valid")
+    cfg = ProfilerConfig.from_dict({k: v for k, v in raw.items() if k in known})
+    return cfg, unknown_keys_message(unknown) + " They are ignored." if unknown else ""
+
+
+def _config_or_none(data: Any) -> ProfilerConfig | None:
+    try:
+        return ProfilerConfig.from_dict(data) if isinstance(data, dict) else None
+    except (ConfigError, ValueError):
+        return None
 
 
 def _window_text(cfg: ProfilerConfig | None) -> str:

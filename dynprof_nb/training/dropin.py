@@ -6,8 +6,9 @@
     dp = DynamicProfilerMonitor(cfg_path="./cfg", output_path="./prof", poll_interval=2)
     model.train(10, data, callbacks=[dp])      # or dp.step() once per iteration
 
-The constructor is MindSpore's. The file at ``cfg_path`` keeps working (a relay thread on one
-process per node mirrors it into the job segment), and the job is also a live dynprof_nb job:
+The constructor is MindSpore's. The file at ``cfg_path`` keeps working (each ``step()`` looks
+at it, so an edit made before a ``step()`` is applied by that ``step()``; a relay thread on one
+process per node also reads it every ``poll_interval``), and the job is also a live job:
 ``dynprof_nb.attach(job_name_for(cfg_path))`` gives status and windows, as does
 ``dynprof_nb.attach(cfg_path=...)`` for the file. Step numbering is exact in both call styles
 (the original records 21..31 for 20..30 in ``step()`` mode), with file mode's one exception: a
@@ -29,7 +30,7 @@ from typing import Any
 
 from dynprof_nb.config import ProfilerConfig, config_file
 from dynprof_nb.training.callback import mindspore_callback
-from dynprof_nb.training.monitor import Monitor, rank_from_env
+from dynprof_nb.training.monitor import FileModeMonitor, rank_from_env
 
 __all__ = ["DynamicProfilerMonitor", "job_name_for"]
 
@@ -45,14 +46,17 @@ def job_name_for(cfg_path: str | os.PathLike[str]) -> str:
     return f"ms-{stem.strip('-.') or 'cfg'}-{digest}"
 
 
-class DynamicProfilerMonitor(Monitor):
+class DynamicProfilerMonitor(FileModeMonitor):
     """MindSpore's ``DynamicProfilerMonitor(cfg_path, output_path, poll_interval)`` on
     dynprof_nb: exact windows, validated config, live status, analysis off the training step.
 
     ``cfg_path`` is the directory of ``profiler_config.json`` (a default file is written on
     rank 0 when there is none, as MindSpore does); ``output_path`` is where windows go unless
-    the file's ``prof_path`` says otherwise; ``poll_interval`` (seconds) is how often the
-    relay reads the file (default 0.5 s, see :mod:`dynprof_nb.control.relay`; MindSpore's is 2 s).
+    the file's ``prof_path`` says otherwise. An edit complete in the file before a ``step()``
+    (or ``step_end``) is applied by that call, whatever the step time (one ``fstat`` per step,
+    see :class:`~dynprof_nb.training.monitor.FileModeMonitor`); ``poll_interval`` (seconds) is
+    how often the relay also reads the file, for edits made on another host of a shared
+    filesystem (default 0.5 s, see :mod:`dynprof_nb.control.relay`; MindSpore's is 2 s).
     ``job`` defaults to :func:`job_name_for` ``(cfg_path)``.
     """
 
