@@ -223,9 +223,10 @@ OTHER_USER_CODE = """
 
 @pytest.fixture(scope="module")
 def plain_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """One simulated node on a plain loopback ``tcp://`` scheduler: reachable by every local
-    user, so only the gate keeps a second one out."""
-    with SimCluster(tmp_path_factory.mktemp("plaincluster"), nodes=1) as sim:
+    """One simulated node on a plain loopback ``tcp://`` scheduler (the unsafe opt-in,
+    ``DYNPROF_NB_UNSAFE_PLAIN_TCP=1``): reachable by every local user, so only the gate's
+    uid check keeps a second one out."""
+    with SimCluster(tmp_path_factory.mktemp("plaincluster"), nodes=1, plain=True) as sim:
         yield sim
 
 
@@ -311,7 +312,7 @@ def test_gate_rules_without_a_cluster():
     """The pieces: the kernel's owner of a loopback peer; certificate subjects off-machine."""
     from types import SimpleNamespace
 
-    from dynprof_nb.cluster.gate import peer_uid, refusal
+    from dynprof_nb.cluster.gate import peer_rows, peer_uid, refusal
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -325,6 +326,14 @@ def test_gate_rules_without_a_cluster():
         assert refusal(comm, os.getuid(), None) is None
         assert "a connection from uid 0; this cluster belongs to uid 65534" in \
             refusal(comm, OTHER_UID, None)
+        # a peer that closed at once (issue 28, finding 3): its row is FIN_WAIT2 with uid 0
+        # and inode 0, which names no one; it must not read as root's
+        peer.close()
+        wait_until(lambda: all(state != "01" for state, _, _ in peer_rows(conn)), 10,
+                   "the closed peer's row to leave ESTABLISHED")
+        assert peer_uid(conn) is None
+        closed = refusal(comm, os.getuid(), None)
+        assert closed and "whose owner the kernel cannot name" in closed, closed
     finally:
         for s in (peer, conn, server):
             s.close()
@@ -332,6 +341,9 @@ def test_gate_rules_without_a_cluster():
     class OffMachine:  # what a socket from another machine reports (only its addresses)
         def getpeername(self):
             return ("192.0.2.7", 40000)
+
+        def getsockname(self):
+            return ("192.0.2.1", 8786)
 
     mine = frozenset({("commonName", "dynprof-alice")})
 
