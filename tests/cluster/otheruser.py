@@ -14,11 +14,13 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 from nodes import child_env
 
 OTHER_UID = OTHER_GID = 65534  # nobody
+ATTACKER = Path(__file__).resolve().parent / "attacker.py"
 
 
 def as_other_user(argv: list[str], home: Path) -> list[str]:
@@ -88,3 +90,35 @@ def run_as_other_user(code: str, args: list[str], home: Path, timeout: float = 2
                           timeout=timeout, cwd=str(home))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def attack(targets: list[str], certs: Path | tuple[Path, Path, Path] | None = None
+           ) -> tuple[dict, list[str]]:
+    """Run attacker.py as uid 65534 against ``targets``, with a copy of ``certs`` (the
+    cluster's certificate directory, or its CA, certificate and key files) or none; returns
+    what it saw and the files its payloads managed to write (must be none)."""
+    markers = Path(tempfile.mkdtemp(prefix="dynprof-markers-"))  # root's, 0700
+    home = Path(tempfile.mkdtemp(prefix="dynprof-other-user-"))
+    try:
+        copy = ""
+        if certs is not None:
+            copy = str(home / "certs")
+            os.mkdir(copy)
+            files = certs if isinstance(certs, tuple) else (
+                certs / "ca.pem", certs / "cert.pem", certs / "key.pem")
+            for src, name in zip(files, ("ca.pem", "cert.pem", "key.pem"), strict=True):
+                shutil.copy(src, Path(copy) / name)
+        for p in [home, *home.rglob("*")]:
+            os.chown(p, OTHER_UID, OTHER_GID)
+        proc = subprocess.run(
+            as_other_user([sys.executable, str(ATTACKER), json.dumps(targets), copy,
+                           str(markers)], home),
+            env=dict(child_env(), HOME=str(home)), capture_output=True, text=True,
+            timeout=300, cwd=str(home))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        time.sleep(0.5)  # a payload that ran would have written by now (os.system is quick)
+        return seen, sorted(os.listdir(markers))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(markers, ignore_errors=True)

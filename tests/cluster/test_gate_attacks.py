@@ -11,52 +11,19 @@ fixes each of these wrote the file (as root).
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
 import pytest
 from jobutil import unique_job, wait_until
-from nodes import SimCluster, child_env
-from otheruser import OTHER_GID, OTHER_UID, as_other_user
+from nodes import SimCluster
+from otheruser import OTHER_UID, attack
 
 import dynprof_nb
 from dynprof_nb.cluster import tls
 
 pytestmark = pytest.mark.timeout(600)
-ATTACKER = Path(__file__).resolve().parent / "attacker.py"
-
-
-def attack(targets: list[str], certs: Path | None = None) -> tuple[dict, list[str]]:
-    """Run attacker.py as uid 65534 against ``targets``, with a copy of ``certs`` (the
-    cluster's certificate directory) or none; returns what it saw and the files its payloads
-    managed to write (must be none)."""
-    markers = Path(tempfile.mkdtemp(prefix="dynprof-markers-"))  # root's, 0700
-    home = Path(tempfile.mkdtemp(prefix="dynprof-other-user-"))
-    try:
-        copy = ""
-        if certs is not None:
-            copy = str(home / "certs")
-            shutil.copytree(certs, copy, ignore=shutil.ignore_patterns("ca.key", ".*"))
-        for p in [home, *home.rglob("*")]:
-            os.chown(p, OTHER_UID, OTHER_GID)
-        proc = subprocess.run(
-            as_other_user([sys.executable, str(ATTACKER), json.dumps(targets), copy,
-                           str(markers)], home),
-            env=dict(child_env(), HOME=str(home)), capture_output=True, text=True,
-            timeout=300, cwd=str(home))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        seen = json.loads(proc.stdout.strip().splitlines()[-1])
-        time.sleep(0.5)  # a payload that ran would have written by now (os.system is quick)
-        return seen, sorted(os.listdir(markers))
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-        shutil.rmtree(markers, ignore_errors=True)
 
 
 def servers(sim: SimCluster) -> list[str]:
