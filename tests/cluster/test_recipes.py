@@ -156,8 +156,11 @@ def test_a_recipe_run_as_printed_is_safe(recipe, tmp_path, monkeypatch):
             assert len(workers) == 1 and not any(w["nanny"] for w in workers.values())
             targets = [address, *workers]
             comm_ports = {int(t.rsplit(":", 1)[1]) for t in targets}
-            for ip, port in listening([p.pid for p in procs[:2]]):
+            sockets = listening([p.pid for p in procs[:2]])
+            for ip, port in sockets:
                 assert port in comm_ports or ip in ("127.0.0.1", "::1"), (ip, port)
+            targets += [f"tls://[::1]:{port}" for ip, port in sockets  # the IPv6 side too
+                        if ip == "::" and port in comm_ports]
             for copy in (None, certs):
                 seen, written = attack([*targets, *("tcp://" + t.split("://", 1)[1]
                                                     for t in targets)], copy)
