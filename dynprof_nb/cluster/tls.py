@@ -107,11 +107,17 @@ def user_tls() -> UserTLS:
     """This user's CA and certificate, made on first use (several processes at once: an
     ``flock`` makes one of them write, atomically)."""
     directory = tls_dir()
-    if os.environ.get(ENV_DIR) is None:
-        _private_dir(directory.parent, make=True)  # ~/.dynprof
-    else:
-        directory.parent.mkdir(parents=True, exist_ok=True)
-    _private_dir(directory, make=True)
+    try:
+        if os.environ.get(ENV_DIR) is None:
+            _private_dir(directory.parent, make=True)  # ~/.dynprof
+        else:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+        _private_dir(directory, make=True)
+    except OSError as exc:
+        raise TLSDirError(
+            f"cannot make the private directory {directory} for this user's cluster "
+            f"certificates ({exc}): set {ENV_DIR} to a directory of yours"
+        ) from None
     paths = {name: directory / name for name in FILES}
     if not all(p.exists() for p in paths.values()):
         fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
