@@ -333,11 +333,36 @@ def _local_http(start_http_server: Any) -> Any:
     return local
 
 
+CHECKABLE = ("tcp", "tls", "inproc")
+
+
+def _checkable_only(listen: Any) -> Any:
+    """Dask's ``listen`` for the schemes the gate can check (tcp, tls, inproc): a ws://,
+    wss:// or ucx:// server would admit peers the gate cannot name, so it is not started."""
+
+    @functools.wraps(listen)
+    def checked(addr: str, handle_comm: Any, deserialize: bool = True, **kwargs: Any) -> Any:
+        scheme = addr.partition("://")[0] if "://" in addr else "tcp"
+        if scheme not in CHECKABLE and not unsafe_plain_tcp():
+            raise ValueError(
+                f"dynprof_nb gate: not listening on {addr}: the gate cannot tell who is on "
+                f"the other end of a {scheme}:// connection; use tls:// (the default) or "
+                "tcp://, which it serves as mutual TLS"
+            )
+        return listen(addr, handle_comm, deserialize, **kwargs)
+
+    checked.dynprof_checked = True
+    return checked
+
+
 def register() -> None:
     """Gate every Dask server this process starts from now on (idempotent)."""
+    import distributed.core
     from distributed.comm import registry
     from distributed.node import ServerNode
 
+    if not getattr(distributed.core.listen, "dynprof_checked", False):  # Server.listen's
+        distributed.core.listen = _checkable_only(distributed.core.listen)
     if not getattr(registry.backends.get("tcp"), "dynprof_gated", False):
         tcp_backend, tls_backend = _backends()
         tcp_backend.dynprof_gated = tls_backend.dynprof_gated = True
@@ -362,10 +387,11 @@ def install(server: Any) -> dict[str, Any]:
     for listener in getattr(server, "listeners", ()):
         gate_listener(listener, subject).dynprof_server = type(server).__name__
         address = str(getattr(listener, "contact_address", ""))
-        if address.startswith("tcp://") and not unsafe_plain_tcp():
+        scheme = address.partition("://")[0]
+        if scheme not in ("tls", "inproc") and not unsafe_plain_tcp():
             exposed.append(
-                f"{type(server).__name__} at {address} listens in plain TCP (started before "
-                "the gate, without mutual TLS)"
+                f"{type(server).__name__} at {address} listens without mutual TLS (started "
+                "before the gate)"
             )
     owner = {"uid": uid, "subject": sorted(subject) if subject else None}
     server._dynprof_gate = owner
