@@ -21,7 +21,8 @@ worker imports it through ``--preload dynprof_nb.cluster.agent``) replaces Dask'
   uid: a closing socket, or one the kernel cannot name, is unknown and refused; a peer on
   another machine must present a certificate whose subject is the server's own;
   ``inproc://`` is the same process;
-* the HTTP servers (dashboards, ``/metrics``, logs, stacks) listen on 127.0.0.1 only, unless
+* the HTTP servers listen on 127.0.0.1 only and serve ``/health`` (and a dashboard, if one
+  was asked for), not Dask's ``/metrics``, logs and call stacks, unless
   ``DYNPROF_NB_UNSAFE_PUBLIC_HTTP=1``.
 
 A refused peer is sent a handshake and one message saying why (what a ``Client`` raises) and
@@ -318,7 +319,9 @@ def _backends() -> tuple[Any, Any]:
 
 
 def _local_http(start_http_server: Any) -> Any:
-    """Dask's HTTP servers (dashboard, /metrics, logs, stacks) on 127.0.0.1 only."""
+    """Dask's HTTP servers on 127.0.0.1 only, serving ``/health`` and what a dashboard asked
+    for (``--dashboard``) but not Dask's other routes (``/metrics``, ``/info``: logs and call
+    stacks, ``/json``), which every user of this machine could read."""
 
     @functools.wraps(start_http_server)
     def local(self: Any, routes: Any, dashboard_address: Any, default_port: int = 0, **kw: Any):
@@ -327,6 +330,7 @@ def _local_http(start_http_server: Any) -> Any:
 
             ports = [a["port"] for a in clean_dashboard_address(dashboard_address or default_port)]
             dashboard_address = ",".join(f"127.0.0.1:{p}" for p in ports)
+            routes = [r for r in routes if str(r[0]).rstrip("/").endswith("/health")]
         return start_http_server(self, routes, dashboard_address, default_port, **kw)
 
     local.dynprof_local = True

@@ -5,8 +5,8 @@ markdown and its commands run exactly as printed (``srun OPTIONS`` and a trailin
 off, the training ranks replaced by tests/train_loop.py; a block of ``openssl`` commands before
 it is run first), in a fresh ``$HOME`` (so the per-user CA is made by the commands themselves).
 Then: the servers speak TLS, no nanny runs, every other port they listen on is an HTTP server on
-127.0.0.1, this user attaches with no flags, and uid 65534's attacks (with and without a copy
-of the certificate) run nothing.
+127.0.0.1 that serves only ``/health``, this user attaches with no flags, and uid 65534's
+attacks (with and without a copy of the certificate) run nothing.
 """
 
 from __future__ import annotations
@@ -78,6 +78,17 @@ def test_the_recipes_were_found():
     for _, _, _, commands in RECIPES:
         assert [c.split()[1] for c in commands] == ["scheduler", "worker"], commands
         assert "--no-nanny" in commands[1]
+
+
+def http_status(port: int, path: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def listening(pids: list[int]) -> list[tuple[str, int]]:
@@ -159,6 +170,12 @@ def test_a_recipe_run_as_printed_is_safe(recipe, tmp_path, monkeypatch):
             sockets = listening([p.pid for p in procs[:2]])
             for ip, port in sockets:
                 assert port in comm_ports or ip in ("127.0.0.1", "::1"), (ip, port)
+            http = {port for ip, port in sockets if port not in comm_ports}
+            assert len(http) >= 2, sockets  # the scheduler's and the worker's
+            for port in http:  # /health only: no metrics, logs nor call stacks to read
+                assert http_status(port, "/health") == 200
+                for path in ("/metrics", "/info/main/workers.html", "/json/identity.json"):
+                    assert http_status(port, path) == 404, (port, path)
             targets += [f"tls://[::1]:{port}" for ip, port in sockets  # the IPv6 side too
                         if ip == "::" and port in comm_ports]
             for copy in (None, certs):
