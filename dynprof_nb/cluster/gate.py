@@ -367,6 +367,8 @@ def register() -> None:
 
     if not getattr(distributed.core.listen, "dynprof_checked", False):  # Server.listen's
         distributed.core.listen = _checkable_only(distributed.core.listen)
+    if not getattr(distributed.core.Server.listen, "dynprof_installing", False):
+        distributed.core.Server.listen = _installing(distributed.core.Server.listen)
     if not getattr(registry.backends.get("tcp"), "dynprof_gated", False):
         tcp_backend, tls_backend = _backends()
         tcp_backend.dynprof_gated = tls_backend.dynprof_gated = True
@@ -379,17 +381,33 @@ def register() -> None:
 
 
 def install(server: Any) -> dict[str, Any]:
-    """Gate ``server`` (a Scheduler, Worker or Nanny) once: its listeners check every new
+    """Gate ``server`` (a Scheduler, Worker or Nanny): its listeners check every new
     connection before the handshake (listeners made before :func:`register` are gated now),
-    connections already open are checked now. Returns the owner, with ``exposed``: why a
-    listener of this server is open to others (plain TCP), if one is."""
+    and, the first time, connections already open are checked and the server answers
+    :data:`GATE_HANDLER`. Called again (each ``listen`` does), it gates the new listeners.
+    Returns the owner, with ``exposed``: why a listener of this server is open to others
+    (one without mutual TLS, made before the gate), if one is."""
     owner = getattr(server, "_dynprof_gate", None)
-    if owner is not None:
-        return owner
-    uid, subject = os.getuid(), own_subject(server)
+    uid = os.getuid()
+    if owner is None:
+        subject = own_subject(server)
+        owner = {"uid": uid, "subject": sorted(subject) if subject else None}
+        server._dynprof_gate, server._dynprof_subject = owner, subject
+        server.handlers[GATE_HANDLER] = lambda: {k: v for k, v in owner.items() if k != "exposed"}
+        for comm in list(getattr(server, "_comms", {})):  # admitted before the gate was there
+            why = _why(comm, uid, subject)
+            if why is not None:
+                log.warning("dynprof_nb gate on %s: refused %s", type(server).__name__, why)
+                comm.abort()
+        log.info(
+            "dynprof_nb gate on %s: admitting only uid %d%s",
+            type(server).__name__,
+            uid,
+            f" and certificate subject {dict(subject)}" if subject else "",
+        )
     exposed = []
     for listener in getattr(server, "listeners", ()):
-        gate_listener(listener, subject).dynprof_server = type(server).__name__
+        gate_listener(listener, server._dynprof_subject).dynprof_server = type(server).__name__
         address = str(getattr(listener, "contact_address", ""))
         scheme = address.partition("://")[0]
         if scheme not in ("tls", "inproc") and not unsafe_plain_tcp():
@@ -397,22 +415,22 @@ def install(server: Any) -> dict[str, Any]:
                 f"{type(server).__name__} at {address} listens without mutual TLS (started "
                 "before the gate)"
             )
-    owner = {"uid": uid, "subject": sorted(subject) if subject else None}
-    server._dynprof_gate = owner
-    server.handlers[GATE_HANDLER] = lambda: {k: v for k, v in owner.items() if k != "exposed"}
-    for comm in list(getattr(server, "_comms", {})):  # admitted before the gate was there
-        why = _why(comm, uid, subject)
-        if why is not None:
-            log.warning("dynprof_nb gate on %s: refused %s", type(server).__name__, why)
-            comm.abort()
     owner["exposed"] = exposed
-    log.info(
-        "dynprof_nb gate on %s: admitting only uid %d%s",
-        type(server).__name__,
-        uid,
-        f" and certificate subject {dict(subject)}" if subject else "",
-    )
     return owner
+
+
+def _installing(listen: Any) -> Any:
+    """``Server.listen`` that gates the server once it listens (every server of a gated
+    process answers :data:`GATE_HANDLER`: a nanny too, whose process ``dask worker`` made
+    import the agent's preload)."""
+
+    @functools.wraps(listen)
+    async def listening(self: Any, *args: Any, **kwargs: Any) -> None:
+        await listen(self, *args, **kwargs)
+        install(self)
+
+    listening.dynprof_installing = True
+    return listening
 
 
 def scheduler_refusal(gate: Any) -> str | None:

@@ -116,13 +116,16 @@ def test_plain_tcp_opt_in_still_refuses_other_uids_and_closed_sockets(plain_clus
 
 
 def test_an_ungated_nanny_stops_its_worker(plain_cluster):
-    """Finding 2: ``dask worker --preload dynprof_nb.cluster.agent`` with a nanny that runs
-    no gate (the recipes of the old docs): the agent stops the worker and its nanny, saying
-    why, instead of only refusing its own operations while the nanny stays open."""
+    """Finding 2: a worker whose nanny runs no gate. ``dask worker --preload ...`` imports
+    the preload in the nanny's process too (so that nanny is gated at accept and answers
+    the gate); the agent given through Dask's config (``distributed.worker.preload``) is not,
+    and neither is the nanny. The agent then stops the worker and its nanny, saying why,
+    instead of only refusing its own operations while the nanny stays open."""
     node = plain_cluster.nodes[0]
-    cmd = [sys.executable, "-m", "dask", "worker", plain_cluster.scheduler.address,
-           "--preload", "dynprof_nb.cluster.agent", "--nanny", "--nthreads", "1",
-           "--no-dashboard", "--host", "127.0.0.1", "--name", "ungated"]
+    cmd = ["/usr/bin/env", "DASK_DISTRIBUTED__WORKER__PRELOAD=['dynprof_nb.cluster.agent']",
+           sys.executable, "-m", "dask", "worker", plain_cluster.scheduler.address,
+           "--nanny", "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
+           "--name", "ungated"]
     proc = node.spawn(cmd, "ungated-nanny.log")
     try:
         proc.wait(timeout=240)
@@ -136,3 +139,31 @@ def test_an_ungated_nanny_stops_its_worker(plain_cluster):
     wait_until(lambda: all(w.get("name") != "ungated"
                            for w in client.scheduler_info()["workers"].values()), 60,
                "the stopped worker to leave the scheduler")
+
+
+def test_the_old_recipe_with_a_nanny_gates_the_nanny(tls_cluster):
+    """The recipe as the old docs printed it (a nanny, ``--preload`` only): its nanny's
+    process imported the preload, so the nanny is mutual TLS and gated at accept, answers
+    the gate, and the worker keeps running."""
+    node = tls_cluster.nodes[0]
+    proc = node.spawn([sys.executable, "-m", "dask", "worker", tls_cluster.scheduler.address,
+                       "--preload", "dynprof_nb.cluster.agent", "--nthreads", "1",
+                       "--no-dashboard", "--host", "127.0.0.1", "--name", "oldrecipe"],
+                      "old-recipe.log")
+    client = tls_cluster.client()
+
+    def joined():
+        return [w for w in client.scheduler_info()["workers"].values()
+                if w.get("name") == "oldrecipe"]
+    try:
+        wait_until(lambda: joined(), 120, "the old recipe's worker to join")
+        nanny = joined()[0]["nanny"]
+        assert nanny and nanny.startswith("tls://")
+        seen, written = attack([nanny], certs=tls.user_tls().directory)
+        assert written == [] and "refused by the dynprof_nb gate" in seen[f"run {nanny}"]
+        assert proc.poll() is None and joined(), (
+            node.dir / "old-recipe.log").read_text()[-3000:]
+    finally:
+        from nodes import _kill_group
+
+        _kill_group(proc)
