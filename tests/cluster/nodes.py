@@ -79,14 +79,16 @@ class Scheduler:
     own certificates (the gate's default), with ``tls``'s, or plain TCP (``plain``: the
     unsafe opt-in)."""
 
-    def __init__(self, workdir: Path, tls: TLSFiles | None = None, plain: bool = False) -> None:
+    def __init__(self, workdir: Path, tls: TLSFiles | None = None, plain: bool = False,
+                 gated: bool = True) -> None:
+        """``gated=False``: without ``--preload dynprof_nb.cluster.gate`` (what agents refuse)."""
         self.file = workdir / "scheduler.json"
         self.log = open(workdir / "scheduler.log", "w")  # noqa: SIM115
         tls_flags = ["--protocol", "tls", *tls.flags()] if tls else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
              "--no-dashboard", "--no-show", "--scheduler-file", str(self.file),
-             "--preload", "dynprof_nb.cluster.gate", *tls_flags],
+             *(["--preload", "dynprof_nb.cluster.gate"] if gated else []), *tls_flags],
             stdout=self.log, stderr=subprocess.STDOUT,
             env=child_env(UNSAFE_PLAIN if plain else None), start_new_session=True)
         deadline = time.monotonic() + 60
@@ -192,7 +194,8 @@ class SimCluster:
     """A scheduler and ``nodes`` simulated nodes (workers started, not yet ranks)."""
 
     def __init__(self, workdir: Path, nodes: int = 4, names: bool = True,
-                 nanny: bool = False, tls: TLSFiles | Any = None, plain: bool = False) -> None:
+                 nanny: bool = False, tls: TLSFiles | Any = None, plain: bool = False,
+                 gated: bool = True) -> None:
         """Mutual TLS with the user's own certificates (no flags: what the gate does), or
         ``tls``: with these certificate files or a ``Security`` (e.g.
         ``Security.temporary()``) whose certificates are written to files first, or
@@ -206,7 +209,7 @@ class SimCluster:
         if tls is not None and not isinstance(tls, TLSFiles):  # a Security: write its files
             tls = TLSFiles(self.workdir / "certs", tls)
         self.tls = tls
-        self.scheduler = Scheduler(self.workdir, tls, plain)
+        self.scheduler = Scheduler(self.workdir, tls, plain, gated)
         try:
             for _ in range(nodes):
                 self.add_node()

@@ -288,21 +288,23 @@ def test_second_user_cannot_drive_the_first_users_job(transport, request):
     job.stop()
 
 
-def test_agents_refuse_a_scheduler_without_the_gate():
+def test_agents_refuse_a_scheduler_without_the_gate(tmp_path):
     """One shared cluster for several users is refused, not trusted: an agent on a scheduler
-    that admits anyone says so, and attach raises with what to do; the gated one attaches."""
+    that admits anyone (``dask scheduler`` without the preload, in a process that never
+    imported the gate) says so, and attach raises with what to do; the gated one attaches
+    (a scheduler in this process: every server of a gated process is gated)."""
     from distributed import Client, LocalCluster
 
     name = unique_job("gate")
+    with SimCluster(tmp_path, nodes=1, plain=True, gated=False) as sim:
+        with pytest.raises(JobError, match="runs no dynprof_nb gate") as err:
+            dynprof_nb.attach(name, cluster=sim.client())
+        assert "--preload dynprof_nb.cluster.gate" in str(err.value)
     local = {"n_workers": 1, "processes": False, "protocol": "tcp://", "host": "127.0.0.1",
              "dashboard_address": None}  # every server on 127.0.0.1
-    with LocalCluster(**local) as cl, \
-            Client(cl, set_as_default=False) as client:
-        with pytest.raises(JobError, match="runs no dynprof_nb gate") as err:
-            dynprof_nb.attach(name, cluster=client)
-        assert "--preload dynprof_nb.cluster.gate" in str(err.value)
     with LocalCluster(**local, scheduler_kwargs={"preload": ["dynprof_nb.cluster.gate"]}) as cl, \
             Client(cl, set_as_default=False) as client:
+        assert client.scheduler.address.startswith("tls://")  # tcp:// is served as mutual TLS
         job = dynprof_nb.attach(name, cluster=client)
         assert job.status().empty and job.generation == 0
         job.close()
