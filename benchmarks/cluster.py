@@ -14,7 +14,7 @@ that each open ``--ranges`` ranges per step. This process is the notebook. It re
   (``load_window(paths).summary()``): time and this process's peak allocations (tracemalloc),
   as a ratio in the same run.
 
-    python benchmarks/cluster.py [--nodes 16] [--ranks 2] [--reps 20] [--steps 40] [--tls]
+    python benchmarks/cluster.py [--nodes 16] [--ranks 2] [--reps 20] [--steps 40] [--tls | --plain]
 
 On 2 shared cores every process is CPU-starved: read the ratios, not the absolute times.
 """
@@ -82,6 +82,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=40, help="steps in the analysed window")
     p.add_argument("--tls", action="store_true",
                    help="TLS everywhere (Security.temporary() certificates as files)")
+    p.add_argument("--plain", action="store_true",
+                   help="plain TCP (the unsafe opt-in); the default is mutual TLS with the "
+                   "user's own certificates")
     p.add_argument("--rank-proc", nargs=5, metavar=("JOB", "RANK", "OUT", "STEP_MS", "RANGES"))
     args = p.parse_args()
     if args.rank_proc:
@@ -105,7 +108,7 @@ def main() -> None:
         from distributed.security import Security
 
         tls = Security.temporary()
-    with SimCluster(work, nodes=args.nodes, tls=tls) as sim:
+    with SimCluster(work, nodes=args.nodes, tls=tls, plain=args.plain) as sim:
         job_name = "bench"
         for node in sim.nodes:
             for j in range(args.ranks):
@@ -115,7 +118,7 @@ def main() -> None:
                      str(rank), str(node.out), str(args.step_ms), str(args.ranges)],
                     f"rank{rank}.log")
         client = Client(sim.scheduler.address, set_as_default=False, timeout=30,
-                        security=tls)
+                        security=sim.security())
         job = dynprof_nb.attach(job_name, cluster=client)
         deadline = time.monotonic() + 300
         while len(job.live_ranks()) < total or (job.status().step <= 0).any():
@@ -163,6 +166,7 @@ def main() -> None:
         client.close()
     result = {
         "nodes": args.nodes, "ranks_per_node": args.ranks, "ranks": total, "tls": args.tls,
+        "plain": args.plain,
         "cluster_up_s": round(up_s, 1),
         "status_pushed_table": summary_ms(pushed), "status_pull_every_node": summary_ms(pull),
         "start_confirmed_armed_every_rank": summary_ms(armed),

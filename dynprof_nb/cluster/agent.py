@@ -73,6 +73,7 @@ class Agent:
         self._seen: set[str] = set()
         self._client: Any = None
         self._gate_ok = False
+        self.exposed: str | None = None  # why this worker is being stopped (open to others)
         self.firer = Firer(self.operations, self._scheduler_client, _cluster_job)
         self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
 
@@ -87,6 +88,10 @@ class Agent:
     async def scheduler_refusal(self) -> str | None:
         """Why this agent must not act on its cluster (its scheduler admits others), or
         None; asked of the scheduler until it once answers with this agent's uid."""
+        if self.exposed:
+            return f"node {self.operations.name}: refused: this worker is open to others: " + (
+                self.exposed
+            )
         if self._gate_ok:
             return None
         try:
@@ -325,13 +330,74 @@ class Agent:
 
 
 def start_agent(worker: Any) -> Agent:
-    """The worker's agent, started once (a preload and a plugin may both ask)."""
+    """The worker's agent, started once (a preload and a plugin may both ask). A worker
+    with a server open to others (a plain-TCP listener made before the gate, an ungated
+    nanny) is stopped, with its nanny: refusing only the agent's operations would leave
+    anyone who reaches it able to run code as this user."""
     with AGENTS_LOCK:
         agent = AGENTS.get(worker.id)
         if agent is None:
-            gate.install(worker)  # a worker answers its own `run` handler: gate it first
+            owner = gate.install(worker)  # a worker answers its own `run` handler: gate it first
             agent = AGENTS[worker.id] = Agent(worker).start()
+            _guard(agent, list(owner.get("exposed", ())))
         return agent
+
+
+_GUARDS: set[Any] = set()  # the running exposure checks (a task is kept only while referenced)
+
+
+def _guard(agent: Agent, exposed: list[str]) -> None:
+    import asyncio
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not on the worker's loop (a test calling start_agent directly)
+        loop = None
+    if loop is None:
+        if exposed:
+            log.error("dynprof_nb agent: this worker is open to others: %s", "; ".join(exposed))
+        return
+    task = loop.create_task(_stop_if_exposed(agent, exposed))
+    _GUARDS.add(task)
+    task.add_done_callback(_GUARDS.discard)
+
+
+async def exposure(worker: Any) -> list[str]:
+    """Why ``worker`` (or its nanny) can be reached ungated by another user, if it can."""
+    why = list(gate.install(worker).get("exposed", ()))
+    nanny = getattr(worker, "nanny", None)
+    if nanny:
+        try:
+            answer = await getattr(worker.rpc(nanny), gate.GATE_HANDLER)()
+        except Exception as exc:  # no such handler: an ungated nanny
+            answer = exc
+        if not isinstance(answer, dict) or answer.get("uid") != os.getuid():
+            why.append(
+                f"its nanny at {nanny} runs no dynprof_nb gate, so anyone who reaches it can "
+                "run code as this user: start the worker with --no-nanny (as docs/cluster.md "
+                "does), or with --preload-nanny dynprof_nb.cluster.gate"
+            )
+    return why
+
+
+async def _stop_if_exposed(agent: Agent, exposed: list[str]) -> None:
+    import asyncio
+
+    worker = agent.worker
+    try:
+        exposed = exposed + [w for w in await exposure(worker) if w not in exposed]
+    except Exception as exc:
+        exposed.append(f"cannot check this worker's servers ({exc!r})")
+    if not exposed:
+        return
+    why = "; ".join(exposed)
+    agent.exposed = why
+    log.error("dynprof_nb agent: stopping this worker (and its nanny): %s", why)
+    for _ in range(600):  # a worker still starting cannot close its nanny yet
+        if getattr(worker.status, "name", "") != "init":
+            break
+        await asyncio.sleep(0.05)
+    await worker.close(nanny=True, reason=f"dynprof_nb: this worker is open to others: {why}")
 
 
 def stop_agent(worker: Any) -> None:

@@ -96,6 +96,8 @@ def attach_cluster(
             "scheduler address like 'tls://host:8786'."
         )
     address = _check(cluster.strip(), allow_insecure)
+    if security is None and address.startswith("tls://"):
+        security = default_security()
     try:
         client = Client(address, set_as_default=False, timeout=10, security=security)
     except Exception as exc:  # OSError, TimeoutError, a TLS context Dask refuses (TypeError)
@@ -105,6 +107,19 @@ def attach_cluster(
             "cluster's certificates?"
         ) from None
     return ClusterJob(job, client, own_client=True)
+
+
+def default_security() -> Any:
+    """Dask's TLS config if it names a client certificate, else this user's own mutual-TLS
+    certificates (what a gated cluster uses with no flags: :mod:`dynprof_nb.cluster.tls`)."""
+    from distributed.security import Security
+
+    from dynprof_nb.cluster import tls
+
+    configured = Security()
+    if getattr(configured, "tls_client_cert", None):
+        return configured
+    return tls.security()
 
 
 def _check(address: str, allow_insecure: bool) -> str:

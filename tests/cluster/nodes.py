@@ -27,12 +27,15 @@ REPO = Path(__file__).resolve().parents[2]
 TRAIN_LOOP = REPO / "tests" / "train_loop.py"
 
 
-def child_env() -> dict[str, str]:
+UNSAFE_PLAIN = {"DYNPROF_NB_UNSAFE_PLAIN_TCP": "1"}  # the opt-in into plain-TCP servers
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Children import this checkout's dynprof_nb, single-threaded numerics."""
     path = os.environ.get("PYTHONPATH", "")
     return dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{path}" if path else str(REPO),
                 OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                DASK_DISTRIBUTED__WORKER__DAEMON="False")
+                DASK_DISTRIBUTED__WORKER__DAEMON="False", **(extra or {}))
 
 
 def _kill_group(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> None:
@@ -72,17 +75,22 @@ class TLSFiles:
 
 
 class Scheduler:
-    """``dask scheduler`` on 127.0.0.1, a free port, no dashboard (TLS with ``tls``)."""
+    """``dask scheduler`` on 127.0.0.1, a free port, no dashboard: mutual TLS with the user's
+    own certificates (the gate's default), with ``tls``'s, or plain TCP (``plain``: the
+    unsafe opt-in)."""
 
-    def __init__(self, workdir: Path, tls: TLSFiles | None = None) -> None:
+    def __init__(self, workdir: Path, tls: TLSFiles | None = None, plain: bool = False,
+                 gated: bool = True) -> None:
+        """``gated=False``: without ``--preload dynprof_nb.cluster.gate`` (what agents refuse)."""
         self.file = workdir / "scheduler.json"
         self.log = open(workdir / "scheduler.log", "w")  # noqa: SIM115
         tls_flags = ["--protocol", "tls", *tls.flags()] if tls else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
              "--no-dashboard", "--no-show", "--scheduler-file", str(self.file),
-             "--preload", "dynprof_nb.cluster.gate", *tls_flags],
-            stdout=self.log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+             *(["--preload", "dynprof_nb.cluster.gate"] if gated else []), *tls_flags],
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env=child_env(UNSAFE_PLAIN if plain else None), start_new_session=True)
         deadline = time.monotonic() + 60
         while not self.file.exists() or not self.file.read_text().strip():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -102,8 +110,9 @@ class SimNode:
     """One simulated node: a namespace holder, its dask worker and its training ranks."""
 
     def __init__(self, index: int, scheduler: str, workdir: Path, name: str | None = None,
-                 nanny: bool = False, tls: TLSFiles | None = None) -> None:
+                 nanny: bool = False, tls: TLSFiles | None = None, plain: bool = False) -> None:
         self.index = index
+        self.plain = plain
         self.scheduler = scheduler
         self.tls = tls
         self.name = name
@@ -126,12 +135,14 @@ class SimNode:
         self._logs: list[Any] = []
 
     def spawn(self, cmd: list[str], log: str) -> subprocess.Popen:
-        """Run ``cmd`` inside this node's namespaces, in its own session."""
+        """Run ``cmd`` inside this node's namespaces, in its own session (plain TCP opted
+        into on a ``plain`` node)."""
         fh = open(self.dir / log, "a")  # noqa: SIM115
         self._logs.append(fh)
         proc = subprocess.Popen(
             ["nsenter", "-t", str(self.holder.pid), "--ipc", "--mount", "--", *cmd],
-            stdout=fh, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+            stdout=fh, stderr=subprocess.STDOUT,
+            env=child_env(UNSAFE_PLAIN if self.plain else None), start_new_session=True)
         self._procs.append(proc)
         return proc
 
@@ -183,9 +194,13 @@ class SimCluster:
     """A scheduler and ``nodes`` simulated nodes (workers started, not yet ranks)."""
 
     def __init__(self, workdir: Path, nodes: int = 4, names: bool = True,
-                 nanny: bool = False, tls: TLSFiles | Any = None) -> None:
-        """``tls``: TLS everywhere, with these certificate files or a ``Security`` (e.g.
-        ``Security.temporary()``) whose certificates are written to files first."""
+                 nanny: bool = False, tls: TLSFiles | Any = None, plain: bool = False,
+                 gated: bool = True) -> None:
+        """Mutual TLS with the user's own certificates (no flags: what the gate does), or
+        ``tls``: with these certificate files or a ``Security`` (e.g.
+        ``Security.temporary()``) whose certificates are written to files first, or
+        ``plain``: plain TCP, the unsafe opt-in (still uid-checked by the gate)."""
+        self.plain = plain
         self.workdir = Path(workdir)
         self.nodes: list[SimNode] = []
         self._clients: list[Any] = []
@@ -194,7 +209,7 @@ class SimCluster:
         if tls is not None and not isinstance(tls, TLSFiles):  # a Security: write its files
             tls = TLSFiles(self.workdir / "certs", tls)
         self.tls = tls
-        self.scheduler = Scheduler(self.workdir, tls)
+        self.scheduler = Scheduler(self.workdir, tls, plain, gated)
         try:
             for _ in range(nodes):
                 self.add_node()
@@ -207,7 +222,7 @@ class SimCluster:
         i = len(self.nodes)
         node = SimNode(i, self.scheduler.address, self.workdir,
                        name=f"node{i}" if self.names else None, nanny=self.nanny,
-                       tls=self.tls)
+                       tls=self.tls, plain=self.plain)
         self.nodes.append(node)
         node.start_worker()
         return node
@@ -216,9 +231,19 @@ class SimCluster:
         from distributed import Client
 
         client = Client(self.scheduler.address, set_as_default=False, timeout=30,
-                        security=self.tls.security if self.tls else None)
+                        security=self.security())
         self._clients.append(client)
         return client
+
+    def security(self) -> Any:
+        """What a client of this cluster presents: its certificates, or the user's own."""
+        if self.tls:
+            return self.tls.security
+        if self.plain:
+            return None
+        from dynprof_nb.cluster.tls import security
+
+        return security()
 
     def wait_workers(self, n: int, timeout: float = 120.0) -> None:
         client = self.client()

@@ -17,12 +17,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
 from jobutil import unique_job, wait_until
 from nodes import SimCluster, TLSFiles, child_env
+from otheruser import OTHER_GID, OTHER_UID, as_other_user, run_as_other_user
 
 import dynprof_nb
 from dynprof_nb.cluster.access import InsecureClusterWarning, requester
@@ -31,7 +31,7 @@ from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
 from dynprof_nb.control.base import JobError
 
 pytestmark = pytest.mark.timeout(900)  # a loaded 2-core machine; every wait inside is bounded
-OTHER_UID = OTHER_GID = 65534  # nobody
+
 RANKS = 4
 
 
@@ -172,75 +172,6 @@ def test_plain_tcp_off_this_machine_is_refused_before_connecting(monkeypatch):
 
 # -- a second user -----------------------------------------------------------------------------
 
-def as_other_user(argv: list[str], home: Path) -> list[str]:
-    """``argv`` run as uid 65534 (nobody), with no capabilities.
-
-    The interpreter, this checkout's venv and the checkout itself may lie under directories
-    other users cannot enter (/root is 0700; a clone made with ``mktemp -d`` is too). The
-    process gets a private mount namespace in which each such directory is covered by a 0755
-    tmpfs carrying bind mounts of only what it needs (:func:`reachable_script`): nothing else
-    there is reachable, and nothing changes for any other process."""
-    setpriv = shutil.which("setpriv")
-    assert setpriv, "setpriv (util-linux) is needed to run a process as another user"
-    stash = Path(tempfile.mkdtemp(prefix="mounts-", dir=home))  # one per process started
-    script = (f"{reachable_script(needed_paths(), stash)}exec {setpriv} --reuid={OTHER_UID} "
-              f'--regid={OTHER_GID} --clear-groups --inh-caps=-all "$0" "$@"')
-    return ["unshare", "--mount", "--fork", "sh", "-c", script, *argv]
-
-
-def needed_paths() -> list[Path]:
-    """What a second user's Python needs: the interpreter's prefix, this venv, this checkout
-    (PYTHONPATH, the training loop), every directory on sys.path (symlinks resolved)."""
-    repo = Path(__file__).resolve().parents[2]
-    paths = [Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).parent, repo,
-             *(Path(p) for p in sys.path if p)]
-    return sorted({p.resolve() for p in paths if p.exists()})
-
-
-def reachable_script(needed: list[Path], stash: Path) -> str:
-    """Shell commands (run as root in the private mount namespace) after which every path in
-    ``needed`` can be entered by anyone: each directory on the way that others cannot enter
-    (mode without o+x) is covered, shallowest first, by a 0755 tmpfs into which its entries
-    on the way (all of them, for a needed directory itself) are bind-mounted back. Symlinks
-    are recreated as they were."""
-    import shlex
-
-    def blocked(d: Path) -> bool:
-        return d.is_dir() and not d.stat().st_mode & 0o001
-
-    dirs = {a for p in needed for a in [p, *p.parents] if blocked(a)}
-    lines, n = [], 0
-    for d in sorted(dirs, key=lambda d: len(d.parts)):
-        if any(p == d or p in d.parents for p in needed):
-            keep = sorted(d.iterdir())  # a needed directory: all of it
-        else:
-            keep = sorted({d / p.relative_to(d).parts[0] for p in needed if d in p.parents})
-        restore = []
-        for entry in keep:
-            q = shlex.quote(str(entry))
-            if entry.is_symlink():
-                restore.append(f"ln -s {shlex.quote(os.readlink(entry))} {q}")
-                continue
-            n += 1
-            held = shlex.quote(str(stash / str(n)))
-            make = "mkdir" if entry.is_dir() else "touch"
-            lines.append(f"{make} {held} && mount --bind {q} {held}")
-            restore.append(f"{make} {q} && mount --bind {held} {q}")
-        lines.append(f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(d))}")
-        lines += restore
-    return "".join(f"{line} && " for line in lines)
-
-
-def run_as_other_user(code: str, args: list[str], home: Path, timeout: float = 240) -> dict:
-    """Run ``code`` as uid 65534 (nobody); it prints one JSON line, returned as a dict."""
-    env = dict(child_env(), HOME=str(home))
-    proc = subprocess.run(as_other_user([sys.executable, "-c", textwrap.dedent(code), *args],
-                                        home), env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=str(home))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 OTHER_USER_CODE = """
     import asyncio, json, os, pickle, sys
     from distributed import Client
@@ -292,9 +223,10 @@ OTHER_USER_CODE = """
 
 @pytest.fixture(scope="module")
 def plain_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """One simulated node on a plain loopback ``tcp://`` scheduler: reachable by every local
-    user, so only the gate keeps a second one out."""
-    with SimCluster(tmp_path_factory.mktemp("plaincluster"), nodes=1) as sim:
+    """One simulated node on a plain loopback ``tcp://`` scheduler (the unsafe opt-in,
+    ``DYNPROF_NB_UNSAFE_PLAIN_TCP=1``): reachable by every local user, so only the gate's
+    uid check keeps a second one out."""
+    with SimCluster(tmp_path_factory.mktemp("plaincluster"), nodes=1, plain=True) as sim:
         yield sim
 
 
@@ -356,21 +288,23 @@ def test_second_user_cannot_drive_the_first_users_job(transport, request):
     job.stop()
 
 
-def test_agents_refuse_a_scheduler_without_the_gate():
+def test_agents_refuse_a_scheduler_without_the_gate(tmp_path):
     """One shared cluster for several users is refused, not trusted: an agent on a scheduler
-    that admits anyone says so, and attach raises with what to do; the gated one attaches."""
+    that admits anyone (``dask scheduler`` without the preload, in a process that never
+    imported the gate) says so, and attach raises with what to do; the gated one attaches
+    (a scheduler in this process: every server of a gated process is gated)."""
     from distributed import Client, LocalCluster
 
     name = unique_job("gate")
+    with SimCluster(tmp_path, nodes=1, plain=True, gated=False) as sim:
+        with pytest.raises(JobError, match="runs no dynprof_nb gate") as err:
+            dynprof_nb.attach(name, cluster=sim.client())
+        assert "--preload dynprof_nb.cluster.gate" in str(err.value)
     local = {"n_workers": 1, "processes": False, "protocol": "tcp://", "host": "127.0.0.1",
              "dashboard_address": None}  # every server on 127.0.0.1
-    with LocalCluster(**local) as cl, \
-            Client(cl, set_as_default=False) as client:
-        with pytest.raises(JobError, match="runs no dynprof_nb gate") as err:
-            dynprof_nb.attach(name, cluster=client)
-        assert "--preload dynprof_nb.cluster.gate" in str(err.value)
     with LocalCluster(**local, scheduler_kwargs={"preload": ["dynprof_nb.cluster.gate"]}) as cl, \
             Client(cl, set_as_default=False) as client:
+        assert client.scheduler.address.startswith("tls://")  # tcp:// is served as mutual TLS
         job = dynprof_nb.attach(name, cluster=client)
         assert job.status().empty and job.generation == 0
         job.close()
@@ -380,7 +314,7 @@ def test_gate_rules_without_a_cluster():
     """The pieces: the kernel's owner of a loopback peer; certificate subjects off-machine."""
     from types import SimpleNamespace
 
-    from dynprof_nb.cluster.gate import peer_uid, refusal
+    from dynprof_nb.cluster.gate import peer_rows, peer_uid, refusal
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -394,6 +328,14 @@ def test_gate_rules_without_a_cluster():
         assert refusal(comm, os.getuid(), None) is None
         assert "a connection from uid 0; this cluster belongs to uid 65534" in \
             refusal(comm, OTHER_UID, None)
+        # a peer that closed at once (issue 28, finding 3): its row is FIN_WAIT2 with uid 0
+        # and inode 0, which names no one; it must not read as root's
+        peer.close()
+        wait_until(lambda: all(state != "01" for state, _, _ in peer_rows(conn)), 10,
+                   "the closed peer's row to leave ESTABLISHED")
+        assert peer_uid(conn) is None
+        closed = refusal(comm, os.getuid(), None)
+        assert closed and "whose owner the kernel cannot name" in closed, closed
     finally:
         for s in (peer, conn, server):
             s.close()
@@ -401,6 +343,9 @@ def test_gate_rules_without_a_cluster():
     class OffMachine:  # what a socket from another machine reports (only its addresses)
         def getpeername(self):
             return ("192.0.2.7", 40000)
+
+        def getsockname(self):
+            return ("192.0.2.1", 8786)
 
     mine = frozenset({("commonName", "dynprof-alice")})
 
