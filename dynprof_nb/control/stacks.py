@@ -111,8 +111,11 @@ class _Pending:
         self.size, self.since = 0, time.monotonic()
 
 
-def _refusal(slot: SlotView, path: Path) -> str | None:
-    """Why this rank must not be signalled, or None."""
+def _refusal(slot: SlotView, path: Path, side: dict[str, Any] | None = None) -> str | None:
+    """Why this rank must not be signalled, or None. ``side``: the rank's side file, which
+    says when the job replaced the signal's handler, and which descriptor the dump is
+    written to (signalled only while ``/proc/PID/fd/N`` is the dump file: a job that closed
+    it may have opened a file of its own on that number)."""
     try:
         owner = os.stat(f"/proc/{slot.pid}").st_uid
     except OSError:
@@ -131,6 +134,21 @@ def _refusal(slot: SlotView, path: Path) -> str | None:
         return f"it has no dump file {path.name} (an older dynprof_nb?)"
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
         return f"its dump file {path} is not a regular file of yours"
+    side = side or {}
+    if side.get("handler") not in (None, "ok"):
+        return str(side["handler"])
+    fd = side.get("dump_fd")
+    if isinstance(fd, int) and fd >= 0:
+        try:
+            target = os.stat(f"/proc/{slot.pid}/fd/{fd}")
+        except OSError:
+            target = None
+        if target is None or (target.st_dev, target.st_ino) != (info.st_dev, info.st_ino):
+            return (
+                f"its stack-dump descriptor {fd} no longer names its dump file (the job closed "
+                "it, os.closerange?); not signalled, so nothing is written into a file of the "
+                "job's. The rank reopens it within a second: try again."
+            )
     return None
 
 
@@ -152,8 +170,8 @@ def collect(
             continue
         seen.add(slot.pid)
         path = directory / dump_name(slot.pid, slot.pid_start)
-        why = _refusal(slot, path)
         side = read_side(job, slot, directory)  # before the signal: a rank may exit after it
+        why = _refusal(slot, path, side)
         fd = -1
         if why is None:
             try:
