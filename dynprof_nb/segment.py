@@ -8,7 +8,9 @@ Layout (all integers little-endian int64 unless noted, so a slot field is one al
 
 Why this shape (the flaws of MindSpore's DynamicProfilerMonitor):
 
-* one segment per *job name* and user (``dynprof_nb.<uid>.<job>``), never per hour;
+* one segment per *job name* and user (``dynprof_nb.<uid>.<job>``), never per hour, in the
+  user's private directory in ``/dev/shm`` (:func:`dynprof_nb.locks.private_dir`), where no
+  other user can create a name first;
 * the config is guarded by a seqlock plus a CRC, so a reader never sees a torn config, and
   writers take an ``flock`` on the segment so two writers cannot interleave. The kernel drops
   that lock when a writer dies, and a sequence number left odd by a dead writer is repaired by
@@ -55,6 +57,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from dynprof_nb.locks import LockError, private_dir
 from dynprof_nb.ownfd import OwnedFd
 
 log = logging.getLogger("dynprof_nb")
@@ -246,7 +249,22 @@ _OPEN_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _shm_path(name: str) -> str:
-    return SHM_DIR + name
+    """Where segment ``name`` lives: in this user's private directory in ``/dev/shm``
+    (:func:`dynprof_nb.locks.private_dir`), not in ``/dev/shm`` itself, where another user
+    could create the name first and so turn dynprof_nb off for this job."""
+    return _dir() + name
+
+
+def _dir() -> str:
+    try:
+        return private_dir(SHM_DIR)
+    except LockError as exc:
+        raise SegmentError(str(exc)) from None
+
+
+def segment_path(job: str) -> str:
+    """The file of job ``job``'s segment."""
+    return _shm_path(segment_name(job))
 
 
 def _shm_open(name: str) -> int:
@@ -284,7 +302,7 @@ def _shm_create(name: str, content: bytes | None = None) -> int | None:
     (by ``content`` when given, a copy of a lost segment), then linked into place. Returns its
     fd, or None if a segment by that name appeared first (attach to that one)."""
     # not under the jobs' prefix, so list_jobs() never sees a segment still being made
-    tmp = f"{SHM_DIR}/.{PREFIX}-new.{os.getuid()}.{os.getpid()}.{secrets.token_hex(6)}"
+    tmp = f"{_dir()}/.{PREFIX}-new.{os.getuid()}.{os.getpid()}.{secrets.token_hex(6)}"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.fchmod(fd, 0o600)
@@ -1225,7 +1243,9 @@ def list_jobs() -> list[str]:
     """Names of this user's job segments on this machine."""
     prefix = f"{PREFIX}.{os.getuid()}."
     try:
-        names = os.listdir("/dev/shm")
+        names = os.listdir(_dir())
+    except SegmentError:  # no private directory can be had: no job of ours either
+        return []
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.EACCES):
             return []
