@@ -290,15 +290,31 @@ def _rows_of(p: _Pending, node: str) -> list[dict[str, Any]]:
     rows = parse_dump(text, names)
     notes, missing = dump_cuts(text, main, len(names) or None)
     if missing:
-        main_id = f"0x{int(main):x}" if main and main.isdigit() else ""
-        rows.append(
-            {"thread": "MainThread", "thread_id": main_id, "depth": 0, "function": MAIN_MISSING}
-            | {"file": "", "line": None}
-        )
+        rows += _main_rows(p.side, f"0x{int(main):x}" if main and main.isdigit() else "", notes)
     out = [{"rank": p.slot.rank, "node": node, "pid": p.slot.pid, **row} for row in rows]
     if notes and out:
         out[0]["cut"] = notes  # StackFrame.from_rows puts these in .attrs["truncated"]
     return out
+
+
+def _main_rows(side: dict[str, Any], main_id: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The main thread a dump left out: its stack as the rank last recorded it (a rank with
+    more threads than faulthandler writes records it every second), said how old; else one
+    row naming it missing."""
+    stack, at = side.get("main_stack"), side.get("main_stack_mono")
+    row = {"thread": "MainThread", "thread_id": main_id, "file": "", "line": None}
+    if not isinstance(stack, list) or not stack or not isinstance(at, (int, float)):
+        return [row | {"depth": 0, "function": MAIN_MISSING}]
+    age = max(0.0, time.monotonic() - float(at))
+    notes[notes.index("the main thread is not in the dump")] = (
+        f"the main thread is not in the dump; its stack is the one the rank recorded "
+        f"{age:.1f} s before"
+    )
+    return [
+        row | {"depth": depth, "function": str(f[0]), "file": str(f[1]), "line": f[2]}
+        for depth, f in enumerate(stack)
+        if isinstance(f, list) and len(f) == 3
+    ]
 
 
 def take_stacks(job: str, slots: list[SlotView], timeout: float = DUMP_TIMEOUT_S) -> StackFrame:

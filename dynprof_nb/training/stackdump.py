@@ -53,6 +53,7 @@ import statistics
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,20 @@ log = logging.getLogger("dynprof_nb")
 
 RECORD_EVERY_S = 1.0  # how often the side file is refreshed (when something changed)
 GUARD_S = 0.2  # how often the dump's descriptor and the signal's handler are checked
+MAX_DUMP_THREADS = 100  # faulthandler's limit: past it, the main thread (the oldest) is cut
+
+
+def _main_stack() -> dict[str, Any]:
+    """The main thread's frames (outermost first) and when they were taken: recorded only
+    in a process with more threads than faulthandler writes, where its dump leaves out the
+    main thread (the oldest), so ``job.stacks()`` can still show it, saying how old it is."""
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    if frame is None:
+        return {}
+    stack = [[f.name, f.filename, f.lineno] for f in traceback.extract_stack(frame)]
+    return {"main_stack": stack, "main_stack_mono": time.monotonic()}
+
+
 STEP_TIMES = 64  # the recent step times the median is taken over
 
 
@@ -277,7 +292,11 @@ class StackRecorder:
     def record(self) -> dict[str, Any]:
         n, mono, wall = self._last
         threads = {str(t.ident): t.name for t in threading.enumerate() if t.ident}
+        extra: dict[str, Any] = {}
+        if len(threads) > MAX_DUMP_THREADS:
+            extra = _main_stack()
         return {
+            **extra,
             "job": self.monitor.job,
             "rank": self.monitor.rank,
             "pid": os.getpid(),
