@@ -35,7 +35,7 @@ writes ``{ident: name}`` into a side file once a second when it changed, togethe
 rank's step, when that step last changed and the median recent step time (what the controller
 uses to say a job has stalled; see :mod:`dynprof_nb.control.stacks`).
 
-Files live in a private per-user directory (``/dev/shm/dynprof_nb-stacks.<uid>``, mode 0700,
+Files live in a private per-user directory (``/dev/shm/dynprof_nb.<uid>/stacks``, mode 0700,
 owner-checked, never followed through a symlink): ``<pid>.<start>.stack`` (the dump) and
 ``<job>.<rank>.<pid>.json`` (the side file). The directory, the file names and the signal are
 the contract with the controller, in :mod:`dynprof_nb.shared_layout`.
