@@ -191,6 +191,10 @@ def install() -> Path | None:
                 raise RuntimeError(
                     f"signal {STACK_SIGNAL} already has a handler in this process; not replacing it"
                 )
+            if _HANDLER.address is not None and handler_address() != _HANDLER.address:
+                raise RuntimeError(  # registered by an earlier Monitor, replaced by the job since
+                    f"the job installed its own handler for signal {STACK_SIGNAL}; not using it"
+                )
             directory = stack_dir()
             _sweep(directory)
             path = directory / dump_name(os.getpid(), _start_time())
@@ -206,7 +210,9 @@ def install() -> Path | None:
         if _HANDLER.own is not None:  # registered by an earlier Monitor: now the new fd
             _HANDLER.own.close()
         _HANDLER.users, _HANDLER.own, _HANDLER.path = 1, own, path
-        _HANDLER.address, _HANDLER.problem = handler_address(), ""
+        if _HANDLER.address is None:  # faulthandler's, as it installed it the first time
+            _HANDLER.address = handler_address()
+        _HANDLER.problem = ""
         return path
 
 
