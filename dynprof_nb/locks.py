@@ -13,13 +13,36 @@ what a lock elects is per node: the ranks and agents that share that ``/dev/shm`
 * lock files are opened relative to that directory's descriptor with ``O_NOFOLLOW``;
 * a lock someone holds is described (:func:`holder`: pid, uid and command from
   ``/proc/locks``), so a standby says whom it waits for.
+
+The same directory holds the user's job segments and stack dumps (:mod:`dynprof_nb.segment`,
+:func:`dynprof_nb.shared_layout.stack_dir`): a name in ``/dev/shm`` itself is one another
+user can create first. The directory's own name is predictable, so another user can take it
+first too (a directory or a symlink of theirs, which this user cannot remove). Then a
+**private directory with an unguessable name** is made beside it
+(``dynprof_nb-<uid>-<128 random bits>``, 0700) and its name recorded in the user's home
+directory (``~/.cache/dynprof_nb/``, from the password database, not ``$HOME``, so every
+process of the user reads the same record), one record per host, ``/dev/shm`` device and base
+directory, so every process of the user on that node finds the same one and the planted name
+costs the victim nothing. ``$XDG_RUNTIME_DIR`` is not used as the base: it is set in some of a
+user's processes and not in others (a SLURM step, a service-started Jupyter), is removed when
+the user's last login session ends (under a ``nohup`` job), and is not the node-private
+``/dev/shm`` a node agent elects in.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import hashlib
+import logging
 import os
+import pwd
+import secrets
+import socket
 import stat
+import threading
+
+log = logging.getLogger("dynprof_nb")
 
 SHM_DIR = "/dev/shm"
 PREFIX = "dynprof_nb"
@@ -29,17 +52,98 @@ class LockError(RuntimeError):
     """The private lock directory is not ours: someone planted it (or a link) first."""
 
 
+_KNOWN: dict[tuple[str, int], str] = {}  # (base, uid) -> the private directory in use
+_KNOWN_LOCK = threading.Lock()
+
+
 def private_dir(base: str = SHM_DIR) -> str:
-    """``base/dynprof_nb.<uid>``, created 0700 if missing; raises LockError if what is there
-    is not a directory of ours closed to others."""
-    path = os.path.join(base, f"{PREFIX}.{os.getuid()}")
+    """This user's private directory in ``base``: ``base/dynprof_nb.<uid>``, created 0700 if
+    missing, or, when another user took that name first, the recorded private directory with
+    an unguessable name (see the module docstring). Raises LockError only when neither can be
+    had (the name is taken and there is no home directory to record another in)."""
+    key = (base, os.getuid())
+    known = _KNOWN.get(key)
+    if known is not None and _still_mine(known):  # one lstat on the common path
+        return known
+    with _KNOWN_LOCK:
+        path = os.path.join(base, f"{PREFIX}.{os.getuid()}")
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        try:
+            os.close(_open_dir(path))
+        except LockError as taken:
+            path = _unguessable(base, taken)
+        _KNOWN[key] = path
+        return path
+
+
+def _still_mine(path: str) -> bool:
+    """A directory of ours closed to others (in a sticky directory nobody else can replace
+    it, so one ``lstat`` suffices)."""
     try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and st.st_uid == os.getuid()
+        and not stat.S_IMODE(st.st_mode) & 0o077
+    )
+
+
+def _record_path(base: str) -> str:
+    """Where this user's processes on this node find the private directory of ``base``."""
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    try:
+        dev = os.stat(base).st_dev
+    except OSError:
+        dev = 0
+    digest = hashlib.sha256(f"{socket.gethostname()}|{dev}|{os.path.abspath(base)}".encode())
+    return os.path.join(home, ".cache", "dynprof_nb", f"private-dir.{digest.hexdigest()[:20]}")
+
+
+def _unguessable(base: str, taken: LockError) -> str:
+    """The recorded private directory (made, and recorded, when there is none yet), under
+    the record's lock so that processes starting at once agree on one."""
+    try:
+        record = _record_path(base)
+        os.makedirs(os.path.dirname(record), mode=0o700, exist_ok=True)
+        lock = os.open(
+            record + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+    except (OSError, KeyError) as exc:
+        raise LockError(
+            f"{taken} (and there is no home directory to record a private one in: {exc})"
+        ) from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(record, encoding="ascii") as fh:
+                name = fh.read().strip()
+        except (OSError, UnicodeDecodeError):
+            name = ""
+        if name.startswith(f"{PREFIX}-{os.getuid()}-") and "/" not in name:
+            path = os.path.join(base, name)
+            if _still_mine(path):
+                return path
+        name = f"{PREFIX}-{os.getuid()}-{secrets.token_hex(16)}"
+        path = os.path.join(base, name)
         os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    fd = _open_dir(path)
-    os.close(fd)
-    return path
+        tmp = f"{record}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="ascii") as fh:
+            fh.write(name + "\n")
+        os.replace(tmp, record)
+        log.warning(
+            "dynprof_nb: %s Using the private directory %s instead (its name is recorded in %s).",
+            taken,
+            path,
+            record,
+        )
+        return path
+    finally:
+        os.close(lock)
 
 
 def _open_dir(path: str) -> int:

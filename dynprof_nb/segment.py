@@ -8,7 +8,9 @@ Layout (all integers little-endian int64 unless noted, so a slot field is one al
 
 Why this shape (the flaws of MindSpore's DynamicProfilerMonitor):
 
-* one segment per *job name* and user (``dynprof_nb.<uid>.<job>``), never per hour;
+* one segment per *job name* and user (``dynprof_nb.<uid>.<job>``), never per hour, in the
+  user's private directory in ``/dev/shm`` (:func:`dynprof_nb.locks.private_dir`), where no
+  other user can create a name first;
 * the config is guarded by a seqlock plus a CRC, so a reader never sees a torn config, and
   writers take an ``flock`` on the segment so two writers cannot interleave. The kernel drops
   that lock when a writer dies, and a sequence number left odd by a dead writer is repaired by
@@ -37,6 +39,7 @@ This module knows bytes, not config keys: it never parses the JSON it carries.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import errno
 import fcntl
 import logging
@@ -52,6 +55,10 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Any
+
+from dynprof_nb.locks import LockError, private_dir
+from dynprof_nb.ownfd import OwnedFd
 
 log = logging.getLogger("dynprof_nb")
 
@@ -242,7 +249,22 @@ _OPEN_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _shm_path(name: str) -> str:
-    return SHM_DIR + name
+    """Where segment ``name`` lives: in this user's private directory in ``/dev/shm``
+    (:func:`dynprof_nb.locks.private_dir`), not in ``/dev/shm`` itself, where another user
+    could create the name first and so turn dynprof_nb off for this job."""
+    return _dir() + name
+
+
+def _dir() -> str:
+    try:
+        return private_dir(SHM_DIR)
+    except LockError as exc:
+        raise SegmentError(str(exc)) from None
+
+
+def segment_path(job: str) -> str:
+    """The file of job ``job``'s segment."""
+    return _shm_path(segment_name(job))
 
 
 def _shm_open(name: str) -> int:
@@ -280,7 +302,7 @@ def _shm_create(name: str, content: bytes | None = None) -> int | None:
     (by ``content`` when given, a copy of a lost segment), then linked into place. Returns its
     fd, or None if a segment by that name appeared first (attach to that one)."""
     # not under the jobs' prefix, so list_jobs() never sees a segment still being made
-    tmp = f"{SHM_DIR}/.{PREFIX}-new.{os.getuid()}.{os.getpid()}.{secrets.token_hex(6)}"
+    tmp = f"{_dir()}/.{PREFIX}-new.{os.getuid()}.{os.getpid()}.{secrets.token_hex(6)}"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.fchmod(fd, 0o600)
@@ -333,33 +355,35 @@ def _read_at(fd: int, offset: int, size: int) -> bytes:
 
 class _Words:
     """The segment's int64 words, each access a ``pread``/``pwrite`` (never a mapping: see the
-    module docstring). ``words[i]`` and ``words[i] = v`` as on a memoryview."""
+    module docstring) on a descriptor checked to still be the segment's (a job may have
+    closed it and opened its own file on the number). ``words[i]`` and ``words[i] = v`` as
+    on a memoryview."""
 
-    __slots__ = ("fd",)
+    __slots__ = ("own",)
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, own: OwnedFd) -> None:
+        self.own = own
 
     def __getitem__(self, index: int) -> int:
-        return int.from_bytes(_read_at(self.fd, index * 8, 8), "little", signed=True)
+        return int.from_bytes(_read_at(self.own.get(), index * 8, 8), "little", signed=True)
 
     def __setitem__(self, index: int, value: int) -> None:
-        os.pwrite(self.fd, int(value).to_bytes(8, "little", signed=True), index * 8)
+        os.pwrite(self.own.get(), int(value).to_bytes(8, "little", signed=True), index * 8)
 
 
 class _Bytes:
     """The segment's bytes, by ``pread``/``pwrite``: ``data[a:b]`` and ``data[a:b] = raw``."""
 
-    __slots__ = ("fd",)
+    __slots__ = ("own",)
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, own: OwnedFd) -> None:
+        self.own = own
 
     def __getitem__(self, key: slice | int) -> bytes | int:
         if isinstance(key, slice):
             start, stop, _ = key.indices(SEGMENT_BYTES)
-            return _read_at(self.fd, start, max(0, stop - start))
-        return _read_at(self.fd, key, 1)[0]
+            return _read_at(self.own.get(), start, max(0, stop - start))
+        return _read_at(self.own.get(), key, 1)[0]
 
     def __setitem__(self, key: slice | int, value: bytes | int) -> None:
         if isinstance(key, slice):
@@ -369,7 +393,7 @@ class _Bytes:
                 raise ValueError("a segment slice assignment must keep the size")
         else:
             start, data = key, bytes([value])
-        os.pwrite(self.fd, data, start)
+        os.pwrite(self.own.get(), data, start)
 
 
 def _reclaim(name: str, fd: int) -> bool:
@@ -461,20 +485,17 @@ def _leave_at_exit() -> None:
             pass
 
 
-def _leave_dropped(job: str, fd: int, opener: int) -> None:
+def _leave_dropped(job: str, own: OwnedFd, opener: int) -> None:
     """A Segment garbage-collected without ``close()`` (``attach(job).start(...)`` as a
-    one-liner, a function's local Job): leave as ``close()`` would. Its mapping is gone with
-    it, so look through a fresh one on the same open file."""
+    one-liner, a function's local Job): leave as ``close()`` would, through a fresh Segment
+    on the same open file (when its descriptor is still ours)."""
     try:
         if os.getpid() == opener:
-            Segment(job, os.dup(fd), created=False).close()
+            Segment(job, os.dup(own.get()), created=False).close()
     except Exception:  # a finalizer must not raise
         pass
     finally:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+        own.close()
 
 
 class Segment:
@@ -485,15 +506,26 @@ class Segment:
         self.name = segment_name(job)
         self.created = created
         self.removed = False  # set when this process removed the name on leaving
-        self._fd = fd
+        # a high, close-on-exec number checked before each use: the job may close it
+        self._own = OwnedFd(fd, f"job {job!r}'s segment")
         self._opener = os.getpid()  # a forked child shares our open file: it must not unlock it
-        _presence(fd, fcntl.F_RDLCK, wait=True)  # waits out a last leaver removing the name
-        self._bytes = _Bytes(fd)
-        self.words = _Words(fd)
+        _presence(self._fd, fcntl.F_RDLCK, wait=True)  # waits out a last leaver removing it
+        self._bytes = _Bytes(self._own)
+        self.words = _Words(self._own)
         _OPEN.add(self)
         # dropped without close(): leave all the same (at exit, _leave_at_exit does)
-        self._finalizer = weakref.finalize(self, _leave_dropped, job, fd, self._opener)
+        self._finalizer = weakref.finalize(self, _leave_dropped, job, self._own, self._opener)
         self._finalizer.atexit = False
+
+    @property
+    def _fd(self) -> int:
+        """The segment's descriptor, checked to be still ours (:class:`FdLost` if not)."""
+        return self._own.get()
+
+    @property
+    def fd_lost(self) -> bool:
+        """Our descriptor was closed under us, or its number now names another file."""
+        return self._own.fd >= 0 and not self._own.mine()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -572,7 +604,7 @@ class Segment:
             os.close(fd)
             return None
         seg = cls(job, fd, created=False)
-        if not _names_file(name, fd):  # the last process of a finished job just removed it
+        if not _names_file(name, seg._fd):  # the last process of a finished job just removed it
             seg.close(tidy=False)
             return None
         w = seg.words
@@ -649,6 +681,11 @@ class Segment:
         """What is wrong with this open segment as a rank holding it sees it ("" when
         nothing): cut short, overwritten, or no longer under its name. A changed mode is
         mended here (we own the file), not reported."""
+        if self.fd_lost:
+            return (
+                f"descriptor {self._own.fd} was closed under the job (os.closerange?) or "
+                "now names one of its files"
+            )
         st = os.fstat(self._fd)
         if st.st_size < SEGMENT_BYTES:
             return f"was truncated to {st.st_size} bytes"
@@ -765,7 +802,7 @@ class Segment:
         it exclusively shuts out newcomers (they wait for it, then see the name gone and create
         a fresh segment). Only called by ``close()`` and at exit: we stay detached. True if we
         removed the name."""
-        if self._fd < 0 or self.removed or os.getpid() != self._opener:
+        if self._own.fd < 0 or self.removed or os.getpid() != self._opener:
             return False
         _presence(self._fd, fcntl.F_UNLCK)
         if not _presence(self._fd, fcntl.F_WRLCK):  # someone else is attached
@@ -787,15 +824,17 @@ class Segment:
         """Detach. The segment stays for the other processes of the job; the last process to
         leave a finished job (see :meth:`finished`) removes it, and with ``unjoined`` also one
         that no rank ever joined, whatever it asks. True if this call removed it."""
-        if self._fd < 0:
+        if self._own.fd < 0:
+            return False
+        _OPEN.discard(self)
+        self._finalizer.detach()
+        if not self._own.mine():  # closed under us (the kernel dropped its locks): forget it
+            self._own.close()
             return False
         removed = self._tidy(unjoined=unjoined) if tidy else False
-        _OPEN.discard(self)
         if os.getpid() == self._opener:
             _presence(self._fd, fcntl.F_UNLCK)
-        self._finalizer.detach()
-        os.close(self._fd)
-        self._fd = -1
+        self._own.close()
         return removed
 
     def unlink(self) -> None:
@@ -1096,6 +1135,30 @@ _SEALS = 0x0002 | 0x0004 | 0x0001  # F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL
 _F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
 
 
+def _map_shared(fd: int, size: int) -> Any:
+    """``size`` bytes of ``fd`` mapped shared, as a ctypes array that is never unmapped.
+
+    Not :class:`mmap.mmap`: it keeps a ``dup`` of the descriptor on the lowest free number
+    and closes that number when the object goes (at exit at the latest), which after a
+    job's ``os.closerange`` is one of the job's own files. Python 3.13's ``trackfd=False``
+    would avoid it; this works on every supported Python."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        err = ctypes.get_errno()
+        raise OSError(err, f"mmap of the doorbell failed: {os.strerror(err)}")
+    return (ctypes.c_char * size).from_address(addr)
+
+
 class Doorbell:
     """A rank's private word of shared memory that cannot fault.
 
@@ -1108,21 +1171,31 @@ class Doorbell:
     """
 
     def __init__(self, job: str) -> None:
-        self.fd = os.memfd_create(f"dynprof_nb.bell.{job}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        fd = os.memfd_create(f"dynprof_nb.bell.{job}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        # a high number, checked by lost(): writers reach it as /proc/<pid>/fd/<n>, so a job
+        # that closes it must not leave that path naming a file of its own
+        self._own = OwnedFd(fd, f"job {job!r}'s doorbell")
         os.ftruncate(self.fd, BELL_BYTES)
         fcntl.fcntl(self.fd, _F_ADD_SEALS, _SEALS)
         self.token = secrets.randbits(62) + 1
-        self._map = mmap.mmap(self.fd, BELL_BYTES)
-        self.words = memoryview(self._map).cast("q")
+        self._map = _map_shared(self.fd, BELL_BYTES)
+        self.words = memoryview(self._map).cast("B").cast("q")
         self.words[0], self.words[1] = BELL_MAGIC, self.token
+
+    @property
+    def fd(self) -> int:
+        """The number published in the slot (writers check the token before ringing)."""
+        return self._own.fd
+
+    def lost(self) -> bool:
+        """Its descriptor was closed under the rank, or the number names another file: writers
+        can no longer ring it (the mapping, and so ``step()``, still works)."""
+        return not self._own.mine()
 
     def close(self) -> None:
         """Leaves the mapping in place (``step()`` may still read it on another thread):
-        it goes with the process."""
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        it goes with the process. The descriptor is closed only while it is still ours."""
+        self._own.close()
 
 
 def _open_bell(slot: SlotView) -> int | None:
@@ -1170,7 +1243,9 @@ def list_jobs() -> list[str]:
     """Names of this user's job segments on this machine."""
     prefix = f"{PREFIX}.{os.getuid()}."
     try:
-        names = os.listdir("/dev/shm")
+        names = os.listdir(_dir())
+    except SegmentError:  # no private directory can be had: no job of ours either
+        return []
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.EACCES):
             return []

@@ -17,8 +17,9 @@ count is published last, so a reader never sees half an entry.
 text seqlock), then its definition as JSON (checked by :func:`check_definition`) and the last
 reason.
 
-**Stack dumps.** In a private per-user directory (``/dev/shm/dynprof_nb-stacks.<uid>``, mode
-0700, owner-checked, never followed through a symlink): ``<pid>.<start>.stack`` (faulthandler's
+**Stack dumps.** In a private per-user directory (``stacks`` in the user's private directory,
+``/dev/shm/dynprof_nb.<uid>/stacks``, mode 0700, owner-checked, never followed through a
+symlink): ``<pid>.<start>.stack`` (faulthandler's
 dump on :data:`STACK_SIGNAL`) and ``<job>.<rank>.<pid>.json`` (the side file: thread names, the
 step and its timing).
 """
@@ -158,10 +159,17 @@ class StackDirError(RuntimeError):
 
 def stack_dir(create: bool = True) -> Path:
     """This user's private directory for stack dumps, created 0700 and checked every time:
-    owned by us, a real directory (not a symlink), no access for group or others."""
+    owned by us, a real directory (not a symlink), no access for group or others. It is
+    ``stacks`` in the user's private directory (:func:`dynprof_nb.locks.private_dir`), not a
+    name in ``/dev/shm`` itself that another user could create first."""
+    from dynprof_nb.locks import LockError, private_dir
+
     base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    # not "dynprof_nb.<uid>.<name>": that is a job segment's name, and list_jobs() would list it
-    path = Path(base) / f"dynprof_nb-stacks.{os.getuid()}"
+    try:
+        # not "dynprof_nb.<uid>.<name>": that is a job segment's name, listed by list_jobs()
+        path = Path(private_dir(base)) / "stacks"
+    except LockError as exc:
+        raise StackDirError(str(exc)) from None
     if create:
         try:
             os.mkdir(path, 0o700)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -101,8 +102,10 @@ def test_planted_links_and_held_locks_at_every_lock_path_are_neither_followed_no
 @pytest.mark.parametrize("kind", ["link", "dir"])
 def test_a_squatted_private_lock_directory_is_refused_and_reported_with_its_owner(kind):
     """The one name another user could take first, the private directory's, in a sticky
-    world-writable directory like /dev/shm: a symlink or a directory of theirs is refused
-    with a LockError naming it and its owner; the election says so instead of waiting."""
+    world-writable directory like /dev/shm: a symlink or a directory of theirs is never used.
+    private_dir() then makes (once, recorded for the user's other processes) a private
+    directory with an unguessable name instead; an election pointed at the squatted name
+    says so instead of waiting."""
     base = Path(tempfile.mkdtemp(prefix="dynprof-shm-"))
     os.chmod(base, 0o1777)
     name = base / f"dynprof_nb.{os.getuid()}"
@@ -110,7 +113,16 @@ def test_a_squatted_private_lock_directory_is_refused_and_reported_with_its_owne
     squatter = _as_nobody((kind, str(name), str(target)))
     try:
         with pytest.raises(locks.LockError, match=str(NOBODY) if kind == "dir" else "symlink"):
-            locks.private_dir(str(base))
+            locks._open_dir(str(name))
+        private = locks.private_dir(str(base))
+        assert Path(private).parent == base and Path(private) != name
+        assert Path(private).name.startswith(f"dynprof_nb-{os.getuid()}-")
+        st = os.lstat(private)
+        assert st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o700
+        locks._KNOWN.clear()  # as another process of the user: it finds the same one
+        assert locks.private_dir(str(base)) == private
+        with open(locks._record_path(str(base))) as fh:
+            assert fh.read().strip() == Path(private).name
         election = ElectionLock(str(name))
         assert not election.try_acquire()
         assert str(name) in election.why and "refusing" in election.why

@@ -49,7 +49,7 @@ def _chmod(path: str) -> None:
                          ids=["truncate", "unlink", "replace", "chmod000"])
 def test_ranks_survive_any_operation_on_their_segment_file(tmp_path: Path, operation) -> None:
     job = unique_job("segfile")
-    path = segment.SHM_DIR + segment.segment_name(job)
+    path = segment.segment_path(job)
     control = dynprof_nb.attach(job, create=True)
     procs = [spawn_rank(job, r, tmp_path, step_ms=1.0, steps=STEPS) for r in range(2)]
     try:
@@ -98,7 +98,7 @@ def _plant_garbage(job: str) -> str:
     """A 0600 segment with the right magic and layout and random content after them."""
     raw = bytearray(os.urandom(segment.SEGMENT_BYTES))
     raw[:16] = segment.MAGIC.to_bytes(8, "little") + segment.LAYOUT_VERSION.to_bytes(8, "little")
-    path = segment.SHM_DIR + segment.segment_name(job)
+    path = segment.segment_path(job)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, raw)
     os.close(fd)
@@ -113,7 +113,7 @@ def _plant_old_layout(job: str) -> str:
                          (segment.H_CREATOR, os.getpid()),
                          (segment.H_CREATOR_START, segment.pid_start_time(os.getpid()))):
         raw[index * 8:index * 8 + 8] = value.to_bytes(8, "little")
-    path = segment.SHM_DIR + segment.segment_name(job)
+    path = segment.segment_path(job)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, raw)
     os.close(fd)
@@ -129,7 +129,7 @@ def test_damaged_segments_are_each_their_own_jobs_problem(tmp_path: Path) -> Non
     names = {kind: unique_job(kind) for kind in ("garbage", "oldlayout", "short", "fifo", "link")}
     paths = [_plant_garbage(names["garbage"]), _plant_old_layout(names["oldlayout"])]
     for kind in ("short", "fifo", "link"):
-        paths.append(segment.SHM_DIR + segment.segment_name(names[kind]))
+        paths.append(segment.segment_path(names[kind]))
     Path(paths[2]).write_bytes(b"not a segment")
     os.chmod(paths[2], 0o600)
     os.mkfifo(paths[3], 0o600)

@@ -38,7 +38,7 @@ def test_one_segment_per_job_with_mode_0600(job):
         assert a.name != b.name and job in list_jobs() and other in list_jobs()
         a.write_config(b'{"x":1}')
         assert b.read_config() == (0, b"")  # jobs never share a segment
-        mode = stat.S_IMODE(os.stat(f"/dev/shm{a.name}").st_mode)
+        mode = stat.S_IMODE(os.stat(segment.segment_path(job)).st_mode)
         assert mode == 0o600
         a.close()
         b.close()

@@ -21,7 +21,7 @@ DYNPROF = [sys.executable, "-m", "dynprof_nb.ui.cli"]
 
 
 def _exists(job: str) -> bool:
-    return os.path.exists(f"/dev/shm{segment.segment_name(job)}")
+    return os.path.exists(segment.segment_path(job))
 
 
 @pytest.fixture

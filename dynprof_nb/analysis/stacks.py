@@ -72,6 +72,7 @@ class StackTree:
     def __init__(self, frame: pd.DataFrame, silent: list[dict[str, Any]] | None = None) -> None:
         self.roots: dict[str, Node] = {}
         self.silent = list(silent or [])
+        self.truncated = list(frame.attrs.get("truncated") or [])
         stacks: dict[tuple[str, tuple[str, ...]], set[int]] = {}
         if len(frame):
             ordered = frame.sort_values(["rank", "pid", "thread_id", "depth"])
@@ -125,6 +126,8 @@ class StackTree:
             self._text(root, 1, lines)
         for s in self.silent:
             lines.append(f"rank {s['rank']} (pid {s['pid']} on {s['node']}): silent: {s['why']}")
+        for c in self.truncated:
+            lines.append(f"rank {c['rank']} (pid {c['pid']} on {c['node']}): cut: {c['what']}")
         return "\n".join(lines) if lines else "no stacks (no live rank answered)"
 
     def _text(self, node: Node, indent: int, lines: list[str]) -> None:
@@ -163,6 +166,11 @@ class StackTree:
                 f"<div style='color:#b00'>rank {s['rank']} (pid {s['pid']} on "
                 f"{html.escape(str(s['node']))}): silent: {html.escape(s['why'])}</div>"
             )
+        for c in self.truncated:
+            out.append(
+                f"<div style='color:#a60'>rank {c['rank']} (pid {c['pid']} on "
+                f"{html.escape(str(c['node']))}): cut: {html.escape(str(c['what']))}</div>"
+            )
         return "".join(out) or "<i>no stacks (no live rank answered)</i>"
 
     def __str__(self) -> str:
@@ -186,6 +194,15 @@ class StackFrame(pd.DataFrame):
     def from_rows(
         cls, rows: list[dict[str, Any]], silent: list[dict[str, Any]] | None = None, **attrs: Any
     ) -> StackFrame:
+        """Rows may carry ``cut``: what faulthandler left out of that rank's dump (see
+        :func:`dynprof_nb.control.stacks.dump_cuts`), gathered in ``.attrs["truncated"]``."""
+        cuts = [
+            {"rank": r.get("rank"), "node": r.get("node"), "pid": r.get("pid"), "what": what}
+            for r in rows
+            for what in r.get("cut") or ()
+        ]
+        if cuts:
+            attrs.setdefault("truncated", cuts)
         frame = cls(pd.DataFrame(rows, columns=STACK_COLUMNS))
         frame["line"] = frame["line"].astype("Int64")
         frame.silent = list(silent or [])

@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 
-from dynprof_nb.locks import LockError, holder, open_lock
+from dynprof_nb.locks import LockError, holder, open_lock, private_dir
 
 log = logging.getLogger("dynprof_nb")
 
@@ -58,9 +58,12 @@ class ElectionLock:
 
     def __init__(self, directory: str | None = None) -> None:
         self.directory = directory
-        self.path = os.path.join(
-            directory or os.path.join(SHM_DIR, f"dynprof_nb.{os.getuid()}"), self.NAME
-        )
+        if directory is None:
+            try:
+                directory = private_dir(SHM_DIR)
+            except LockError:  # no private directory to be had: try_acquire says why
+                directory = os.path.join(SHM_DIR, f"dynprof_nb.{os.getuid()}")
+        self.path = os.path.join(directory, self.NAME)
         self._fd = -1
         self.held = False
         self.why = ""

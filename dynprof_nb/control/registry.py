@@ -16,13 +16,12 @@ from dynprof_nb.control.base import Controller, JobError
 from dynprof_nb.control.filemode import FileJob
 from dynprof_nb.control.job import Job
 from dynprof_nb.segment import (
-    PREFIX,
-    SHM_DIR,
     NoSuchJob,
     Segment,
     SegmentError,
     check_job_name,
     list_jobs,
+    segment_path,
 )
 
 if TYPE_CHECKING:
@@ -188,7 +187,7 @@ def _damaged_row(name: str, exc: BaseException) -> dict[str, Any]:
 
 def _owner(name: str) -> int:
     try:
-        return os.lstat(SHM_DIR + f"/{PREFIX}.{os.getuid()}.{name}").st_uid
+        return os.lstat(segment_path(name)).st_uid
     except OSError:
         return -1
 
@@ -202,7 +201,7 @@ def remove_damaged(frame: pd.DataFrame | None = None) -> list[str]:
         if row.owner != os.getuid():
             continue
         try:
-            os.unlink(SHM_DIR + f"/{PREFIX}.{os.getuid()}.{row.job}")
+            os.unlink(segment_path(row.job))
         except FileNotFoundError:
             pass
         except OSError as exc:

@@ -11,6 +11,13 @@ numbered from the outermost (``depth`` 0 is the thread's first frame, e.g. ``<mo
 faulthandler writes the innermost first). ``thread`` is the thread's name as the rank last
 recorded it (once a second), else its ident in hex.
 
+**What a dump lacks.** faulthandler writes at most :data:`MAX_THREADS` threads, newest first,
+and at most :data:`MAX_FRAMES` frames of each, innermost first, and marks each cut with
+``...``. A cut is never silent: a thread cut short gets an outermost row saying its older
+frames are not shown, the rank gets a ``cut`` note (``.attrs["truncated"]`` and the tree list
+them), and a main thread left out of the dump (the oldest thread: the first cut when a job
+has more than 100) is named as missing, in a ``MainThread`` row, never simply absent.
+
 **Naming a hang.** :func:`stall` reads each live rank's side file (its step, when that step
 last changed, the median of its recent step times): when no live rank has stepped for
 ``hang_after`` x the median step time (at least ``hang_min_s``), the job has stalled.
@@ -52,6 +59,13 @@ HANG_AFTER = 20.0  # x the median step time
 HANG_MIN_S = 60.0
 MAX_DUMP_BYTES = 4 << 20  # a dump larger than this is read only this far
 
+MAX_THREADS = 100  # faulthandler's limits (Python/traceback.c): it writes "..." past them
+MAX_FRAMES = 100
+FRAMES_CUT = f"<older frames not shown: faulthandler writes a thread's innermost {MAX_FRAMES}>"
+MAIN_MISSING = (
+    f"<the main thread is not in the dump: faulthandler writes at most {MAX_THREADS} "
+    "threads, newest first, and the main thread is the oldest>"
+)
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
 _FRAME = re.compile(r'^  File "(.*)", line (\d+|\?\?\?) in (.*)$')
 
@@ -72,6 +86,8 @@ def parse_dump(text: str, names: dict[str, str] | None = None) -> list[dict[str,
         if frame and threads:
             lineno = int(frame.group(2)) if frame.group(2).isdigit() else None
             threads[-1][1].append((frame.group(3), frame.group(1), lineno))
+        elif line == "  ..." and threads:  # this thread's older frames were cut
+            threads[-1][1].append((FRAMES_CUT, "", None))
     for ident, frames in threads:
         thread = names.get(ident) or f"0x{int(ident):x}"
         if not frames:
@@ -88,6 +104,35 @@ def parse_dump(text: str, names: dict[str, str] | None = None) -> list[dict[str,
                 }
             )
     return rows
+
+
+def dump_cuts(
+    text: str, main: str | None = None, threads: int | None = None
+) -> tuple[list[str], bool]:
+    """What faulthandler left out of ``text``: notes for a person, and whether the main
+    thread (ident ``main``, from the side file) is missing. ``threads``: how many threads
+    the rank last recorded (to say how many were not shown)."""
+    notes: list[str] = []
+    lines = text.splitlines()
+    idents = [str(int(m.group(2), 16)) for m in map(_THREAD.match, lines) if m]
+    if "..." in lines:
+        more = f"{threads - len(idents)} more" if threads and threads > len(idents) else "more"
+        notes.append(
+            f"faulthandler stopped after {len(idents)} threads ({more} not shown; it writes "
+            f"at most {MAX_THREADS}, newest first)"
+        )
+    cut = lines.count("  ...")
+    if cut:
+        notes.append(
+            f"{cut} thread{'s' if cut > 1 else ''} cut at {MAX_FRAMES} frames (the older "
+            "frames are not shown)"
+        )
+    missing = bool(main) and main not in idents and bool(idents)
+    if missing:
+        notes.append("the main thread is not in the dump")
+    elif not main and "..." in lines:
+        notes.append("the main thread may be among the threads not shown")
+    return notes, missing
 
 
 def read_side(job: str, slot: SlotView, directory: Path | None = None) -> dict[str, Any] | None:
@@ -111,8 +156,11 @@ class _Pending:
         self.size, self.since = 0, time.monotonic()
 
 
-def _refusal(slot: SlotView, path: Path) -> str | None:
-    """Why this rank must not be signalled, or None."""
+def _refusal(slot: SlotView, path: Path, side: dict[str, Any] | None = None) -> str | None:
+    """Why this rank must not be signalled, or None. ``side``: the rank's side file, which
+    says when the job replaced the signal's handler, and which descriptor the dump is
+    written to (signalled only while ``/proc/PID/fd/N`` is the dump file: a job that closed
+    it may have opened a file of its own on that number)."""
     try:
         owner = os.stat(f"/proc/{slot.pid}").st_uid
     except OSError:
@@ -131,6 +179,21 @@ def _refusal(slot: SlotView, path: Path) -> str | None:
         return f"it has no dump file {path.name} (an older dynprof_nb?)"
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
         return f"its dump file {path} is not a regular file of yours"
+    side = side or {}
+    if side.get("handler") not in (None, "ok"):
+        return str(side["handler"])
+    fd = side.get("dump_fd")
+    if isinstance(fd, int) and fd >= 0:
+        try:
+            target = os.stat(f"/proc/{slot.pid}/fd/{fd}")
+        except OSError:
+            target = None
+        if target is None or (target.st_dev, target.st_ino) != (info.st_dev, info.st_ino):
+            return (
+                f"its stack-dump descriptor {fd} no longer names its dump file (the job closed "
+                "it, os.closerange?); not signalled, so nothing is written into a file of the "
+                "job's. The rank reopens it within a second: try again."
+            )
     return None
 
 
@@ -152,8 +215,8 @@ def collect(
             continue
         seen.add(slot.pid)
         path = directory / dump_name(slot.pid, slot.pid_start)
-        why = _refusal(slot, path)
         side = read_side(job, slot, directory)  # before the signal: a rank may exit after it
+        why = _refusal(slot, path, side)
         fd = -1
         if why is None:
             try:
@@ -223,9 +286,34 @@ def _rows_of(p: _Pending, node: str) -> list[dict[str, Any]]:
     os.lseek(p.fd, 0, os.SEEK_SET)
     text = os.read(p.fd, MAX_DUMP_BYTES).decode("utf-8", "replace")
     names = p.side.get("threads") if isinstance(p.side.get("threads"), dict) else {}
+    main = p.side.get("main") if isinstance(p.side.get("main"), str) else None
+    rows = parse_dump(text, names)
+    notes, missing = dump_cuts(text, main, len(names) or None)
+    if missing:
+        rows += _main_rows(p.side, f"0x{int(main):x}" if main and main.isdigit() else "", notes)
+    out = [{"rank": p.slot.rank, "node": node, "pid": p.slot.pid, **row} for row in rows]
+    if notes and out:
+        out[0]["cut"] = notes  # StackFrame.from_rows puts these in .attrs["truncated"]
+    return out
+
+
+def _main_rows(side: dict[str, Any], main_id: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The main thread a dump left out: its stack as the rank last recorded it (a rank with
+    more threads than faulthandler writes records it every second), said how old; else one
+    row naming it missing."""
+    stack, at = side.get("main_stack"), side.get("main_stack_mono")
+    row = {"thread": "MainThread", "thread_id": main_id, "file": "", "line": None}
+    if not isinstance(stack, list) or not stack or not isinstance(at, (int, float)):
+        return [row | {"depth": 0, "function": MAIN_MISSING}]
+    age = max(0.0, time.monotonic() - float(at))
+    notes[notes.index("the main thread is not in the dump")] = (
+        f"the main thread is not in the dump; its stack is the one the rank recorded "
+        f"{age:.1f} s before"
+    )
     return [
-        {"rank": p.slot.rank, "node": node, "pid": p.slot.pid, **row}
-        for row in parse_dump(text, names)
+        row | {"depth": depth, "function": str(f[0]), "file": str(f[1]), "line": f[2]}
+        for depth, f in enumerate(stack)
+        if isinstance(f, list) and len(f) == 3
     ]
 
 

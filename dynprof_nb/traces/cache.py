@@ -41,7 +41,7 @@ from typing import Any
 import pandas as pd
 
 from .budget import parse_size
-from .errors import collected_warnings, warn
+from .errors import collected_warnings, disk_full, warn
 from .frame_codec import META_KEY, Unsupported, decode, encode, same
 
 # Bump when a reader's output changes in a way the package version would not show (a fix
@@ -143,6 +143,9 @@ def _have_pyarrow() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("pyarrow") is not None
+
+
+_full: set[str] = set()  # cache directories whose disk was found full (said once each)
 
 
 def _refuse(d: Path, why: str) -> None:
@@ -406,7 +409,18 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
         os.replace(tmp, d / (key + _SUFFIX))
         tmp = None
         counts["stored"] += 1
-    except (Unsupported, OSError, ValueError, TypeError, OverflowError):
+    except OSError as exc:
+        if disk_full(exc) and str(d) not in _full:  # the frame is in memory all the same
+            _full.add(str(d))
+            warn(
+                CacheWarning(
+                    f"the frame cache {d} is full ({exc.strerror or exc}): frames are loaded "
+                    f"but not cached. Free space there, or set {ENV_DIR} to a disk with room."
+                ),
+                stacklevel=4,
+            )
+        return
+    except (Unsupported, ValueError, TypeError, OverflowError):
         return
     except Exception:  # noqa: BLE001  pyarrow's own errors: the frame is simply not cached
         return

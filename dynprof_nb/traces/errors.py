@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 import warnings
 from collections.abc import Iterator
@@ -55,6 +56,17 @@ class TraceFormatError(ValueError):
         itself (not as a broken process pool)."""
         path, message, kw = self._args
         return _rebuild, (path, message, kw)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """A full disk or quota (ENOSPC, EDQUOT), as the OS or pyarrow says it: pyarrow's
+    ``OSError`` may carry the errno only in its text."""
+    if not isinstance(exc, OSError):
+        return False
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    return any(t in text for t in ("No space left", "Disk quota", "[errno 28]", "[errno 122]"))
 
 
 def _rebuild(path: str | Path, message: str, kw: dict) -> TraceFormatError:

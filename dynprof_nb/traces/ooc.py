@@ -22,6 +22,7 @@ not fit (:func:`.stream.wanted`).
 
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import json
@@ -382,13 +383,61 @@ class _Partition:
         return schema.conform(ev, "events")
 
 
+class DiskFull(RuntimeError):
+    """The partitions do not fit where they go (ENOSPC, EDQUOT): the directory, what is free
+    there and about what the load needs, in the message; never pyarrow's raw ``OSError``."""
+
+    def __init__(self, directory: Path, path: Path, exc: BaseException) -> None:
+        try:
+            free = shutil.disk_usage(directory if directory.exists() else directory.parent).free
+        except OSError:
+            free = -1
+        try:
+            need = path.stat().st_size
+        except OSError:
+            need = -1
+        self.directory, self.free, self.need = directory, free, need
+        super().__init__(
+            f"the out-of-core partitions of {path} do not fit in {directory} "
+            f"({_why_full(exc)}; {_mb(free)} free there, the load needs about {_mb(need)}: "
+            f"the trace file's size). Free space there, or set DYNPROF_NB_CACHE to a directory "
+            "on a disk with room."
+        )
+
+
+def _mb(n: int) -> str:
+    return "? MB" if n < 0 else f"{n / 1e6:.1f} MB"
+
+
+def _why_full(exc: BaseException) -> str:
+    return (
+        "disk quota exceeded"
+        if getattr(exc, "errno", None) == errno.EDQUOT
+        else ("no space left on device")
+    )
+
+
 def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tuple[Any, Any]:
     """Decode ``path`` once into Parquet partitions: (the Dask frame, the streamed summaries
-    or None). Raises :class:`.stream.NotStreamable` where the trace must be read whole."""
-    import dask.dataframe as dd
-
+    or None). Raises :class:`.stream.NotStreamable` where the trace must be read whole, and
+    :class:`DiskFull` when the partitions do not fit (nothing of them is left behind)."""
     out = _part_dir(path)
     out = _private_parent(out.parent) / out.name
+    from .errors import disk_full
+
+    try:
+        return _write_partitions(path, out, with_summaries, comm)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        elsewhere = out.parent.name.startswith("dynprof_nb-parts-")  # _elsewhere's, this load's
+        shutil.rmtree(out.parent if elsewhere else out, ignore_errors=True)
+        raise DiskFull(out.parent, path, exc) from None
+
+
+def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) -> tuple[Any, Any]:
+    import dask.dataframe as dd
+
     out.mkdir(mode=0o700)
     _prune(out.parent, out)
     gc_was = gc.isenabled()
@@ -446,6 +495,14 @@ def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
     try:
         ddf, s = write_partitions(path, need, w.comm_patterns)
     except stream.NotStreamable:
+        return None
+    except DiskFull as full:
+        if stream.too_big(files.traces):
+            raise  # it would not fit in memory either: say where and how much, plainly
+        from .cache import CacheWarning
+        from .errors import warn
+
+        warn(CacheWarning(f"{full} Loading the events into memory instead."), stacklevel=4)
         return None
     if s is not None:
         stream.adopt(w, s, path, provider)

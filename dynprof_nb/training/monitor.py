@@ -41,6 +41,7 @@ from typing import Any
 
 from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.ownfd import FdLost
 from dynprof_nb.protocol import Command, decode
 from dynprof_nb.segment import (
     BELL_GEN,
@@ -192,6 +193,7 @@ class Monitor:
         "last_error",
         "_bell",
         "_doorbell",
+        "_old_bells",
         "_kept",
         "_suspect",
         "segment_problem",
@@ -266,6 +268,7 @@ class Monitor:
         self._words: Any = [0] * 16  # stands in for the segment when there is none
         self._bell: Any = [0] * 16  # stands in for the doorbell when there is none
         self._doorbell: Doorbell | None = None
+        self._old_bells: list[Doorbell] = []  # replaced doorbells: their mappings stay
         self._kept: tuple[int, bytes] | None = None  # the last config read: (generation, bytes)
         self.segment_problem = ""  # what happened to the segment, while it is not mended
         self._suspect = False  # rung with a generation our segment lacks: check it now
@@ -1080,6 +1083,8 @@ class Monitor:
             beats += 1
             try:
                 words, base = self._words, self._base
+                if self._seg.fd_lost:  # the job closed our descriptor: mend it before use
+                    raise FdLost(self._seg.name, -1)
                 if self._seg is not watched:  # first beat, or the segment was republished
                     watched = self._seg
                     watch = StepWatch(watched, self._slot, self.rank, self._step, HEARTBEAT_S)
@@ -1115,6 +1120,7 @@ class Monitor:
             problem = f"cannot be read ({exc})"
         if not problem:
             self.segment_problem = ""
+            self._check_doorbell()
             if self._suspect:  # a ring from a writer on another segment; ours is sound
                 self._suspect = False
                 try:
@@ -1151,6 +1157,40 @@ class Monitor:
                 problem,
             )
             self._republish_slot()
+            self._check_doorbell()
+
+    def _check_doorbell(self) -> None:
+        """A doorbell whose descriptor the job closed (``os.closerange``) cannot be rung: make
+        a new one, publish it in the slot and say so once. ``step()`` reads the old mapping
+        until the swap, which is one attribute store; the old one is kept (never unmapped
+        under a step)."""
+        old = self._doorbell
+        if old is None or not old.lost():
+            return
+        new = None
+        try:
+            new = Doorbell(self.job)
+            self._words[self._base + S_BELL_TOKEN] = new.token
+            self._words[self._base + S_BELL_FD] = new.fd
+        except (OSError, SegmentError) as exc:
+            if new is not None:
+                new.close()
+            self._report(
+                f"the doorbell's descriptor was closed under the job and cannot be made "
+                f"again ({exc}); config changes reach this rank within a heartbeat"
+            )
+            return
+        new.words[BELL_GEN] = self._bell[BELL_GEN]
+        self._old_bells.append(old)
+        self._doorbell, self._bell = new, new.words
+        log.warning(
+            "dynprof_nb job %r rank %d: the doorbell's descriptor %d was closed under the job "
+            "(os.closerange?); made a new one (descriptor %d). Training went on.",
+            self.job,
+            self.rank,
+            old.fd,
+            new.fd,
+        )
 
     def _republish_slot(self) -> None:
         """Write this rank's status into a (re)joined slot: what a new segment does not hold."""

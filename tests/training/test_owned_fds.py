@@ -1,0 +1,118 @@
+"""The Monitor owns its descriptors: a job that closes every fd (``os.closerange(3, 10000)``, as
+daemonising code and some launchers do) and opens its own files gets them untouched.
+
+The job below closes everything, opens its own data files (on the low numbers a job's
+``open()`` gets) and also puts a file of its own on every number the Monitor had open (the worst
+case: the job's file now sits exactly where the profiler's was). Then 1,000 steps, a window
+and ``job.stacks()`` run; every file of the job must be byte-identical to what the job wrote,
+still open, and the rank must say what happened in its log and keep profiling.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from jobutil import finish, unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment
+
+REPO = Path(__file__).resolve().parents[2]
+
+JOB = textwrap.dedent("""
+    import json, os, sys, time
+    import dynprof_nb
+
+    job, out, files = sys.argv[1:4]
+    monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=out)
+    for _ in range(50):
+        monitor.step(); time.sleep(0.001)
+    time.sleep(0.3)  # the stack recorder and the heartbeat are up
+    had = {}
+    for n in sorted(int(n) for n in os.listdir("/proc/self/fd") if int(n) >= 3):
+        try:
+            had[n] = os.readlink(f"/proc/self/fd/{n}")
+        except OSError:  # the listing's own descriptor
+            pass
+    os.closerange(3, 10000)
+    payload = bytes(range(256)) * 64
+    mine = {}
+    for i in range(3):  # the job's own files, on the lowest numbers
+        fd = os.open(os.path.join(files, f"data{i}"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, payload)
+        mine[fd] = f"data{i}"
+    for n in had:  # and one on each number the Monitor (or anything) had open
+        if n in mine:
+            continue
+        fd = os.open(os.path.join(files, f"at{n}"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, payload)
+        if fd != n:
+            os.dup2(fd, n, inheritable=False)
+            os.close(fd)
+        mine[n] = f"at{n}"
+    print("closed", json.dumps(had), flush=True)
+    n = 0
+    while not os.path.exists(os.path.join(files, "stop")):
+        monitor.step(); n += 1
+        time.sleep(0.002)
+    check = {}
+    for fd, name in mine.items():
+        try:
+            check[name] = os.pread(fd, len(payload) + 1, 0) == payload
+            os.write(fd, b"")  # still open, still writable: not closed under the job
+        except OSError as exc:
+            check[name] = repr(exc)
+    monitor.close()
+    print("steps", n, "check", json.dumps(check), flush=True)
+""")
+
+
+def test_a_job_that_closes_every_fd_keeps_its_own_files_intact(tmp_path):
+    job = unique_job("fds")
+    files = tmp_path / "files"
+    files.mkdir()
+    control = dynprof_nb.attach(job, create=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", JOB, job, str(tmp_path / "out"), str(files)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("closed "), first + proc.stderr.read()
+        had = {int(n): what for n, what in json.loads(first.split(" ", 1)[1]).items()}
+        ours = [n for n, what in had.items() if "dynprof_nb" in what]
+        assert len(ours) >= 3 and min(ours) >= 1000, had  # segment, doorbell, dump: out of the way
+        start = wait_until(lambda: max((s.step for s in control.live_slots()), default=0),
+                           what="the rank to report after closerange", proc=proc)
+        wait_until(lambda: any(s.step >= start + 1000 for s in control.live_slots()),
+                   timeout=60, what="1,000 steps after closerange", proc=proc)
+        step = max(s.step for s in control.live_slots())
+        control.start(step + 20, step + 29)
+        control.wait(timeout=60, progress=False)
+        windows = control.windows()
+        assert list(windows.status) == ["complete"], windows
+        stacks = control.stacks()
+        assert not stacks.silent, stacks.silent
+        assert "MainThread" in set(stacks.thread)
+        (files / "stop").touch()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        finish(proc)
+        control.close()
+        segment.unlink(job)
+    assert proc.returncode == 0, err
+    check = json.loads(out.strip().rsplit(" check ", 1)[1])
+    assert check and all(v is True for v in check.values()), check
+    payload = bytes(range(256)) * 64
+    for path in files.iterdir():
+        if path.name != "stop":
+            assert path.read_bytes() == payload, path.name
+    # the rank said once each what happened, and mended it
+    for what in ("the job segment descriptor", "the doorbell's descriptor",
+                 "the stack-dump descriptor"):
+        assert err.count(what) == 1, err
+    assert "Thread 0x" not in "".join(p.read_text("latin-1") for p in files.iterdir())
