@@ -196,8 +196,9 @@ def _frameworks(report: Report) -> None:
         report.add("frameworks", name, f"{v}, {says}", ok=ok or not tested)
 
 
-def known_incompatibilities() -> list[str]:
-    """Each known incompatibility this environment has, with its fix."""
+def known_incompatibilities() -> list[tuple[str, bool]]:
+    """Each known incompatibility this environment has, with its fix, and whether it loses
+    the user something (False: handled, said for a bug report)."""
     from packaging.version import Version
 
     def ver(name: str) -> Version | None:
@@ -208,22 +209,36 @@ def known_incompatibilities() -> list[str]:
     numpy, pyarrow, pandas, ms = ver("numpy"), ver("pyarrow"), ver("pandas"), ver("mindspore")
     if numpy and pyarrow and numpy.major < 2 and pyarrow.major >= 26:
         out.append(
-            f"pyarrow {pyarrow} needs numpy 2 (this is {numpy}): the frame cache and out-of-core "
-            "frames are off. Fix: pip install 'pyarrow>=14,<26'"
+            (
+                f"pyarrow {pyarrow} needs numpy 2 (this is {numpy}): the frame cache and "
+                "out-of-core frames are off. Fix: pip install 'pyarrow>=14,<26'",
+                True,
+            )
         )
     if ms and ms.major == 2 and ms.minor <= 7 and numpy and numpy.major >= 2:
         out.append(
-            f"MindSpore {ms} is built for numpy<2 (this is {numpy}). Fix: pip install 'numpy<2'"
+            (
+                f"MindSpore {ms} is built for numpy<2 (this is {numpy}). "
+                "Fix: pip install 'numpy<2'",
+                True,
+            )
         )
     if pandas and pandas < Version("2.1"):
         out.append(
-            f"pandas {pandas}: categorical columns are built with a validation pass that "
-            "pandas 2.1+ skips (loads are correct, a little slower). Fix: pip install 'pandas>=2.1'"
+            (
+                f"pandas {pandas}: categorical columns are built with a validation pass that "
+                "pandas 2.1+ skips (loads are correct, a little slower). "
+                "Fix: pip install 'pandas>=2.1'",
+                False,
+            )
         )
     if sys.version_info < (3, 11):
         out.append(
-            "Python 3.10: sqlite3 has no Connection.setlimit; the .db readers set SQLite's value "
-            "length limit through sqlite3_limit (ctypes) instead. Nothing to do."
+            (
+                "Python 3.10: sqlite3 has no Connection.setlimit; the .db readers set SQLite's "
+                "value length limit through sqlite3_limit (ctypes) instead. Nothing to do.",
+                False,
+            )
         )
     return out
 
@@ -249,8 +264,8 @@ def doctor() -> Report:
     _cache(r)
     _frameworks(r)
     found = known_incompatibilities()
-    for i, text in enumerate(found, 1):
-        r.add("known incompatibilities", f"incompatibility {i}", text, ok=text.endswith("do."))
+    for i, (text, problem) in enumerate(found, 1):
+        r.add("known incompatibilities", f"incompatibility {i}", text, ok=not problem)
     if not found:
         r.add("known incompatibilities", "incompatibilities", "none known here")
     return r
