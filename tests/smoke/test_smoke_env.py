@@ -1,13 +1,16 @@
 """The smoke set each environment of the matrix runs (``make test``: ``.venv/matrix/*``, see the
 Makefile): what a user of that environment does first. Every bundled sample loads and
 summarises (through the frame cache where pyarrow imports, with it off and said once where
-not), a real job's window is started, waited for and loaded, the magics run in an IPython
-shell, and ``dynprof doctor`` reports. Lean on purpose: the whole suite runs in the main venv."""
+not), a real job's window is started, waited for and loaded, the magics and the quickstart
+notebook run in an IPython shell, and ``dynprof doctor`` reports. Lean on purpose: the whole
+suite runs in the main venv."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import uuid
 import warnings
 from pathlib import Path
 
@@ -18,6 +21,8 @@ from demojob import demo_job
 import dynprof_nb
 from dynprof_nb import optional, samples
 from dynprof_nb.traces import cache
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +77,30 @@ def test_the_magics_run_in_a_kernel(job: dynprof_nb.Job) -> None:
     w = ip.run_line_magic("dynprof", "load")
     assert len(w.ops)
     ip.run_line_magic("dynprof", "summary")
+
+
+def test_the_quickstart_notebook_runs_in_an_ipython_shell(tmp_path: Path, monkeypatch) -> None:
+    """Every code cell of notebooks/quickstart.ipynb, in order, in an IPython shell (what a
+    kernel runs them in: the magics, the plots, the panel), and the cells nbval checks print
+    what the notebook shows."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DYNPROF_JOB", f"smoke-nb-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = json.loads((REPO / "notebooks" / "quickstart.ipynb").read_text())
+    ip = InteractiveShell.instance()
+    for cell in (c for c in nb["cells"] if c["cell_type"] == "code"):
+        source = "".join(cell["source"])
+        with capture_output() as out:
+            result = ip.run_cell(source, store_history=True)
+        assert result.success, f"{source}\n{out.stdout}\n{result.error_in_exec!r}"
+        if "NBVAL_CHECK_OUTPUT" in source:
+            shown = "".join(
+                "".join(o["text"]) for o in cell["outputs"] if o.get("name") == "stdout"
+            )
+            assert out.stdout == shown, source
 
 
 def test_doctor_reports_this_environment() -> None:
