@@ -152,3 +152,24 @@ def test_doctor_in_a_log_is_one_fact_a_line_and_html_in_a_notebook() -> None:
     cli = subprocess.run([sys.executable, "-m", "dynprof_nb.ui.cli", "doctor"], text=True,
                          capture_output=True, timeout=120, check=True).stdout
     assert cli.splitlines()[0] == lines[0]
+
+
+def test_a_notebook_without_widgets_waits_with_lines(monkeypatch) -> None:
+    import io
+
+    from dynprof_nb.control.progress import Progress
+
+    optional._forget()
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    out = io.StringIO()
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            p = Progress("window 5-8", mode="notebook", stream=out)
+            p.update(1, 4, "recording")
+            p.close("written")
+        lines = out.getvalue().splitlines()
+        assert lines[0].startswith("window 5-8: recording") and "written" in lines[-1], lines
+        assert [str(w.message).count("notebook widgets is off") for w in said] == [1]
+    finally:
+        optional._forget()
