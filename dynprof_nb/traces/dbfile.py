@@ -77,6 +77,9 @@ def set_length_limit(con: sqlite3.Connection, n: int) -> None:
     _limit_310(con, n)
 
 
+_SQLITE3_LIMIT = None
+
+
 def _limit_310(con: sqlite3.Connection, n: int) -> None:
     """``sqlite3_limit(db, SQLITE_LIMIT_LENGTH, n)`` on CPython 3.10, whose
     ``pysqlite_Connection`` has the ``sqlite3 *db`` handle right after its object header (the
@@ -90,9 +93,13 @@ def _limit_310(con: sqlite3.Connection, n: int) -> None:
             f"no way to limit SQLite value lengths on {sys.implementation.name} "
             f"{sys.version.split()[0]}; use CPython 3.10+ (3.11+ has Connection.setlimit)"
         )
-    limit = ctypes.CDLL(_sqlite3.__file__).sqlite3_limit
-    limit.restype = ctypes.c_int
-    limit.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    global _SQLITE3_LIMIT
+    if _SQLITE3_LIMIT is None:  # the sqlite3_limit that _sqlite3 itself calls
+        limit = ctypes.CDLL(_sqlite3.__file__).sqlite3_limit
+        limit.restype = ctypes.c_int
+        limit.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        _SQLITE3_LIMIT = limit
+    limit = _SQLITE3_LIMIT
     db = ctypes.c_void_p.from_address(id(con) + object.__basicsize__).value
     limit(db, 0, n)  # 0: SQLITE_LIMIT_LENGTH (sqlite3 of 3.10 does not name it)
     if limit(db, 0, -1) > n:  # -1 reads it back (at most SQLite's compiled-in maximum)
