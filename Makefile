@@ -32,7 +32,7 @@ $(VENV)/ms/.stamp: pyproject.toml | $(BIN)/python
 
 # ---- the environment matrix: tests/smoke in the environments users have ---------------------
 # Each venv is built once (its stamp; rebuilt from scratch when pyproject.toml changes) with uv
-# (wheels only, seconds) where it can; torch's CPU wheel is a local file only pip finds.
+# (wheels only, seconds); .venv/ms with pip, as a MindSpore user builds it.
 # The interpreters: PY310/PY313 (any CPython 3.10/3.13; uv never downloads one here).
 PY310 ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python) python3.10)
 PY313 ?= $(firstword $(wildcard /root/.pyenv/versions/3.13.*/bin/python) python3.13)
@@ -51,11 +51,13 @@ $(MATRIX)/py310-lowest/.stamp: pyproject.toml | $(UV)
 	$(UV) pip install -q -p $(@D)/bin/python --resolution lowest-direct -e . $(SMOKE_TOOLS)
 	touch $@
 
-# what torch_npu/CANN images have: numpy 1.26 beside torch (CPU here)
-$(MATRIX)/np126-torch/.stamp: pyproject.toml | $(BIN)/python
-	rm -rf $(@D) && $(PYTHON) -m venv $(@D)
-	$(@D)/bin/python -m pip install -q --only-binary=:all: -e . 'numpy==1.26.*' torch==2.13.0 \
-		$(SMOKE_TOOLS)
+# what torch_npu/CANN images have: numpy 1.26 beside torch (CPU here). uv reads no pip config:
+# a local wheel folder pip is pointed at (PIP_FIND_LINKS: torch's CPU wheel) is passed on
+# (pip took 10 min for this venv on a busy machine, uv 20 s)
+$(MATRIX)/np126-torch/.stamp: pyproject.toml | $(UV)
+	rm -rf $(@D) && $(UV) venv -q -p $(PYTHON) $(@D)
+	$(UV) pip install -q -p $(@D)/bin/python $(PIP_FIND_LINKS:%=--find-links %) -e . \
+		'numpy==1.26.*' torch==2.13.0 $(SMOKE_TOOLS)
 	touch $@
 
 # Python 3.13 at the newest versions
