@@ -1,11 +1,12 @@
 # Two commands on a fresh machine with Python 3.11 and make:
 #   make demo   set up .venv and run the main job (two training ranks, one profiled window)
-#   make test   set up .venv with the test tools and frameworks, then lint and run every test
+#   make test   set up .venv with the test tools and frameworks, then lint and run every test,
+#               then the environment matrix (make matrix: tests/smoke in .venv/matrix/*)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-cluster clean
+.PHONY: demo test lint matrix bench bench-cluster clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +21,74 @@ $(VENV)/.test: pyproject.toml $(VENV)/.base
 	$(BIN)/python -m pip install -q -e '.[test]' torch==2.13.0
 	touch $@
 
-# MindSpore 2.7.0 pins numpy<2 and this venv's pandas 3.1 needs numpy>=2, so MindSpore gets
-# its own venv: the tests run MindSpore training processes with it (about 1 min, 2.8 GB).
+# MindSpore 2.7.0 pins numpy<2, so MindSpore gets its own venv, built as a MindSpore user
+# builds theirs (pip picks numpy 1.26, pandas 3.0, a pyarrow that cannot import with it): the
+# tests run MindSpore training processes with it (about 1 min, 2.8 GB), and it is the matrix's
+# MindSpore environment, where tests/smoke profiles and loads in this one venv.
 $(VENV)/ms/.stamp: pyproject.toml | $(BIN)/python
 	$(PYTHON) -m venv $(VENV)/ms
-	$(VENV)/ms/bin/python -m pip install -q -e . mindspore==2.7.0
+	$(VENV)/ms/bin/python -m pip install -q -e . mindspore==2.7.0 $(SMOKE_TOOLS)
 	touch $@
+
+# ---- the environment matrix: tests/smoke in the environments users have ---------------------
+# Each venv is built once (its stamp; rebuilt from scratch when pyproject.toml changes) with uv
+# (wheels only, seconds); .venv/ms with pip, as a MindSpore user builds it.
+# The interpreters: PY310/PY313 (any CPython 3.10/3.13; uv never downloads one here).
+PY310 ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python) python3.10)
+PY313 ?= $(firstword $(wildcard /root/.pyenv/versions/3.13.*/bin/python) python3.13)
+MATRIX := $(VENV)/matrix
+UV := $(VENV)/uv/bin/uv
+SMOKE_TOOLS := 'pytest>=8' 'pytest-timeout>=2'
+MATRIX_ENVS := py310-lowest np126-torch py313-newest no-pyarrow
+
+$(UV): | $(BIN)/python
+	$(PYTHON) -m venv $(VENV)/uv
+	$(VENV)/uv/bin/python -m pip install -q 'uv>=0.5'
+
+# Python 3.10 at the lowest version of every dependency pyproject.toml declares
+$(MATRIX)/py310-lowest/.stamp: pyproject.toml | $(UV)
+	rm -rf $(@D) && $(UV) venv -q -p $(PY310) $(@D)
+	$(UV) pip install -q -p $(@D)/bin/python --resolution lowest-direct -e . $(SMOKE_TOOLS)
+	touch $@
+
+# what torch_npu/CANN images have: numpy 1.26 beside torch (CPU here). uv reads no pip config:
+# a local wheel folder pip is pointed at (PIP_FIND_LINKS: torch's CPU wheel) is passed on
+# (pip took 10 min for this venv on a busy machine, uv 20 s)
+$(MATRIX)/np126-torch/.stamp: pyproject.toml | $(UV)
+	rm -rf $(@D) && $(UV) venv -q -p $(PYTHON) $(@D)
+	$(UV) pip install -q -p $(@D)/bin/python $(PIP_FIND_LINKS:%=--find-links %) -e . \
+		'numpy==1.26.*' torch==2.13.0 $(SMOKE_TOOLS)
+	touch $@
+
+# Python 3.13 at the newest versions
+$(MATRIX)/py313-newest/.stamp: pyproject.toml | $(UV)
+	rm -rf $(@D) && $(UV) venv -q -p $(PY313) $(@D)
+	$(UV) pip install -q -p $(@D)/bin/python -e . $(SMOKE_TOOLS)
+	touch $@
+
+# no pyarrow at all: loads work, the frame cache and out-of-core frames are off, said once
+$(MATRIX)/no-pyarrow/.stamp: pyproject.toml | $(UV)
+	rm -rf $(@D) && $(UV) venv -q -p $(PYTHON) $(@D)
+	$(UV) pip install -q -p $(@D)/bin/python -e . $(SMOKE_TOOLS)
+	$(UV) pip uninstall -q -p $(@D)/bin/python pyarrow
+	touch $@
+
+# tests/smoke in each environment of the matrix (test_smoke_env.py: the samples, a job's
+# window, the magics and the quickstart notebook, doctor), with the framework's own window where
+# the environment has one; each run's wall time is printed
+SMOKE := -m pytest -q -p no:cacheprovider tests/smoke/test_smoke_env.py
+define smoke
+	@start=$$(date +%s); echo "matrix: $(1): tests/smoke"; \
+	DYNPROF_MINDSPORE_PYTHON=$(VENV)/ms/bin/python $(1)/bin/python $(SMOKE) $(2) && \
+	echo "matrix: $(1): $$(( $$(date +%s) - start )) s"
+endef
+
+matrix: $(MATRIX_ENVS:%=$(MATRIX)/%/.stamp) $(VENV)/ms/.stamp
+	$(call smoke,$(MATRIX)/py310-lowest)
+	$(call smoke,$(MATRIX)/np126-torch,tests/smoke/test_smoke_torch.py)
+	$(call smoke,$(MATRIX)/py313-newest)
+	$(call smoke,$(MATRIX)/no-pyarrow)
+	$(call smoke,$(VENV)/ms,tests/smoke/test_smoke_mindspore.py)
 
 # msprof-analyze 26.2.0, Ascend's cluster analysis tool, is the oracle the NPU tests compare
 # dynprof_nb's numbers with (tests/analysis/test_cluster_msprof.py). Its own venv keeps its
@@ -59,11 +122,13 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check dynprof_nb tests benchmarks
 	$(BIN)/ruff format --check dynprof_nb
 
-# tests/ plus the notebooks, executed by nbval in this venv's Python
+# tests/ plus the notebooks, executed by nbval in this venv's Python; then the environment
+# matrix (tests/smoke runs there, not here)
 test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.stamp /usr/bin/chromium \
 		/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
-		--nbval-sanitize-with notebooks/sanitize.cfg tests notebooks
+		--nbval-sanitize-with notebooks/sanitize.cfg --ignore=tests/smoke tests notebooks
+	$(MAKE) --no-print-directory matrix
 
 bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.stamp
 	$(BIN)/python benchmarks/idle_step.py

@@ -44,6 +44,7 @@ _EXPORTS = {
     "TraceFormatError": "traces",
     "compare": "analysis",
     "panel": "ui.panel",
+    "doctor": "ui.doctor",
 }
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "TraceWindow",
     "attach",
     "compare",
+    "doctor",
     "jobs",
     "load_trace",
     "load_window",
@@ -81,6 +83,7 @@ if TYPE_CHECKING:  # what editors and type checkers see behind the lazy names
     from dynprof_nb.training.dropin import DynamicProfilerMonitor
     from dynprof_nb.training.monitor import Monitor
     from dynprof_nb.training.ranges import range
+    from dynprof_nb.ui.doctor import doctor
     from dynprof_nb.ui.panel import panel
 
 

@@ -112,6 +112,11 @@ class Progress:
 
     def _make_bar(self, total: int) -> Any:
         if self.mode == "notebook":
+            from dynprof_nb.optional import available
+
+            if not available("notebook widgets"):  # tqdm's widget bar would raise: lines
+                self.mode = "lines"
+                return None
             try:
                 from tqdm.auto import tqdm
             except ImportError:  # pragma: no cover - tqdm is a dependency

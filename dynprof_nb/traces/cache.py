@@ -24,7 +24,6 @@ else is not cached.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import stat
@@ -137,12 +136,13 @@ def _usable_dir(create: bool = True) -> Path | None:
     return d
 
 
-@functools.cache
 def _have_pyarrow() -> bool:
-    """Whether this interpreter can read entries (a venv without pyarrow runs uncached)."""
-    import importlib.util
+    """Whether this interpreter can read entries: pyarrow is installed and imports (a venv
+    without it, or with a pyarrow built for numpy 2 under numpy 1.26, runs uncached, and is
+    told so once: :mod:`dynprof_nb.optional`)."""
+    from ..optional import available
 
-    return importlib.util.find_spec("pyarrow") is not None
+    return available("frame cache", say=lambda w: warn(w, stacklevel=5))
 
 
 _full: set[str] = set()  # cache directories whose disk was found full (said once each)
@@ -473,11 +473,11 @@ class Entry:
 
 def entries() -> list[Entry]:
     """Every entry of the cache, least recently used first (unreadable ones skipped)."""
+    d = _usable_dir(create=False)
+    if d is None:  # off, or no pyarrow that imports: no entries to list
+        return []
     import pyarrow.parquet as pq
 
-    d = _usable_dir(create=False)
-    if d is None:
-        return []
     out = []
     for name in sorted(os.listdir(d)):
         p = d / name

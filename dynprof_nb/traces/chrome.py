@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.compat import categorical_from_codes
 from dynprof_nb.traces import budget, fastjson, schema
 from dynprof_nb.traces._time import NA_NS, NS_MAX_US, tokens_us_to_ns
 from dynprof_nb.traces.derive import DEVICE_CATS
@@ -719,9 +720,7 @@ def _from_lut(lut: np.ndarray, codes: np.ndarray, categories: np.ndarray) -> pd.
     """The categorical whose row ``i`` is category ``lut[codes[i]]``: one take, and no
     validation pass (every value of ``lut`` is a category code by construction)."""
     rows = lut[codes] if len(codes) else np.zeros(0, lut.dtype)
-    return pd.Categorical.from_codes(
-        rows, categories=pd.Index(categories, dtype=object), validate=False
-    )
+    return categorical_from_codes(rows, categories=pd.Index(categories, dtype=object))
 
 
 def _ids(codes: np.ndarray, table: dict) -> np.ndarray:

@@ -54,7 +54,7 @@ def connect(path: str | Path, limit_values: bool = True) -> sqlite3.Connection:
     try:
         con = sqlite3.connect(uri, uri=True, check_same_thread=False)
         if limit_values:
-            con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, budget.db_max_value())
+            set_length_limit(con, budget.db_max_value())
         con.execute("SELECT count(*) FROM sqlite_master").fetchall()
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(
@@ -64,6 +64,46 @@ def connect(path: str | Path, limit_values: bool = True) -> sqlite3.Connection:
             hint="the file is truncated or damaged; re-export it",
         ) from exc
     return con
+
+
+def set_length_limit(con: sqlite3.Connection, n: int) -> None:
+    """SQLite's own limit on the length of any string or blob (``SQLITE_LIMIT_LENGTH``): a
+    longer value fails its query with "string or blob too big" before it is built.
+    ``Connection.setlimit`` is Python 3.11+; on 3.10 the same C call, ``sqlite3_limit``, is made
+    on the connection's handle through ctypes, so a 3.10 user gets the same budget."""
+    if hasattr(con, "setlimit"):
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, n)
+        return
+    _limit_310(con, n)
+
+
+_SQLITE3_LIMIT = None
+
+
+def _limit_310(con: sqlite3.Connection, n: int) -> None:
+    """``sqlite3_limit(db, SQLITE_LIMIT_LENGTH, n)`` on CPython 3.10, whose
+    ``pysqlite_Connection`` has the ``sqlite3 *db`` handle right after its object header (the
+    layout of 3.6 to 3.10, which get no new features). Checked by reading the limit back."""
+    import _sqlite3
+    import ctypes
+    import sys
+
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 10):
+        raise RuntimeError(
+            f"no way to limit SQLite value lengths on {sys.implementation.name} "
+            f"{sys.version.split()[0]}; use CPython 3.10+ (3.11+ has Connection.setlimit)"
+        )
+    global _SQLITE3_LIMIT
+    if _SQLITE3_LIMIT is None:  # the sqlite3_limit that _sqlite3 itself calls
+        limit = ctypes.CDLL(_sqlite3.__file__).sqlite3_limit
+        limit.restype = ctypes.c_int
+        limit.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        _SQLITE3_LIMIT = limit
+    limit = _SQLITE3_LIMIT
+    db = ctypes.c_void_p.from_address(id(con) + object.__basicsize__).value
+    limit(db, 0, n)  # 0: SQLITE_LIMIT_LENGTH (sqlite3 of 3.10 does not name it)
+    if limit(db, 0, -1) > n:  # -1 reads it back (at most SQLite's compiled-in maximum)
+        raise RuntimeError("sqlite3_limit did not take: SQLite value lengths are not limited")
 
 
 _WAL_COPIES: dict[tuple, Path] = {}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import re
 import threading
+import types
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -106,3 +108,104 @@ def collected_warnings() -> Iterator[list[Warning]]:
         yield bucket
     finally:
         _thread_bucket.warnings = outer
+
+
+class LibraryError(RuntimeError):
+    """A reader failed calling a library of this environment (a keyword or attribute that its
+    version lacks, a module that does not import), not on the file's content: the message names
+    the library and its version and what to do. The file may well be fine."""
+
+
+# the libraries the readers call, by the names a signature error's message may start with
+_READER_LIBS = ("pandas", "numpy", "pyarrow", "msgspec", "orjson", "sqlite3", "dask")
+_SIGNATURE = re.compile(
+    r"([\w.]+)\(\) (?:got an unexpected keyword argument|missing \d+ required|takes \d+ "
+    r"positional argument|takes from|got multiple values for argument|takes no keyword)"
+)
+_CONTENT_TYPES = ("builtins", "pandas.core.frame", "pandas.core.series")
+
+
+def library_fault(exc: BaseException) -> str | None:
+    """The library (``name version``) a reader's exception came from when it is not about the
+    file's content, else None: an ImportError; a TypeError of a call's signature (a keyword the
+    installed version does not take); an AttributeError of a module or a library's object (a
+    ``sqlite3.Connection`` without ``setlimit``). An AttributeError of a str, dict or None, or a
+    frame's missing column, is the content's (a field of another type than the layout's)."""
+    lib: str | None = None
+    if isinstance(exc, ImportError):
+        lib = (exc.name or str(exc).split("'")[1 if "'" in str(exc) else 0]).split(".")[0]
+    elif isinstance(exc, AttributeError):
+        obj = getattr(exc, "obj", None)
+        if isinstance(obj, types.ModuleType):
+            lib = obj.__name__.split(".")[0]
+        elif obj is not None and type(obj).__module__ not in _CONTENT_TYPES:
+            lib = type(obj).__module__.split(".")[0]
+    elif isinstance(exc, TypeError):
+        m = _SIGNATURE.search(str(exc))
+        if m:
+            lib = _owner(m.group(1), exc)
+    if not lib:
+        return None
+    return f"{lib} {_version(lib)}"
+
+
+def _owner(qualname: str, exc: BaseException) -> str:
+    """The library whose callable ``qualname`` is (``Categorical.from_codes`` is pandas'):
+    the first of the readers' libraries that has its first part, else the innermost frame's
+    package in the traceback."""
+    import sys
+
+    head = qualname.split(".")[0]
+    for lib in _READER_LIBS:
+        mod = sys.modules.get(lib)
+        if mod is not None and (head == lib or hasattr(mod, head)):
+            return lib
+    tb, name = exc.__traceback__, "dynprof_nb"
+    while tb is not None:
+        name = str(tb.tb_frame.f_globals.get("__name__", name))
+        tb = tb.tb_next
+    return name.split(".")[0]
+
+
+def _version(lib: str) -> str:
+    import sys
+    from importlib import metadata
+
+    if lib == "sqlite3":
+        import sqlite3
+
+        return f"(SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]})"
+    try:
+        return metadata.version(lib)
+    except (metadata.PackageNotFoundError, ValueError):
+        return getattr(sys.modules.get(lib), "__version__", "(version unknown)")
+
+
+@contextmanager
+def library_faults(path: str | Path, what: str) -> Iterator[None]:
+    """Inside: an exception that :func:`library_fault` pins on a library becomes its
+    :class:`LibraryError`; every other exception passes as it is."""
+    try:
+        yield
+    except (TypeError, AttributeError, ImportError) as exc:
+        lib = library_fault(exc)
+        if lib is None:
+            raise
+        raise library_error(path, what, exc, lib) from exc
+
+
+def library_error(path: str | Path, what: str, exc: BaseException, lib: str) -> LibraryError:
+    """The error to raise for :func:`library_fault`'s ``lib``: whose fault, and what to do."""
+    from .. import __version__
+
+    if lib.startswith("dynprof_nb"):
+        whose = f"a call inside dynprof_nb {__version__} failed (its bug, or a library's version"
+        whose += " it was not tested with)"
+    else:
+        whose = f"{lib} in this environment does not work with dynprof_nb {__version__}"
+    return LibraryError(
+        f"{path}: cannot read {what}: {type(exc).__name__}: {str(exc)[:200]}. This is not the "
+        f"file: {whose}. Run `dynprof doctor` (in a notebook dynprof_nb.doctor()): it lists "
+        "the tested versions and known fixes; install one of those, or report this with its "
+        "output."
+    )

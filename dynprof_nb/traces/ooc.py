@@ -81,8 +81,19 @@ def wanted(paths: list[Path]) -> bool:
     the frame would not fit (:func:`.stream.too_big`)."""
     force = os.environ.get(OOC_ENV, "").strip()
     if force in ("0", "1"):
-        return force == "1"
-    return stream.too_big(paths)
+        want = force == "1"
+    else:
+        want = stream.too_big(paths)
+    return want and _can()
+
+
+def _can() -> bool:
+    """Whether pyarrow and dask import here; if not, the events load into memory, as with
+    ``DYNPROF_NB_OUT_OF_CORE=0``, and the user is told once (:mod:`dynprof_nb.optional`)."""
+    from ..optional import available
+    from .errors import warn
+
+    return available("out-of-core frames", say=lambda w: warn(w, stacklevel=5))
 
 
 _HOST = socket.gethostname().replace("-", "_")[:32]

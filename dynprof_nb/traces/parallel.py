@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.compat import categorical_from_codes
+
 Loaded = tuple[pd.DataFrame, dict, list]
 
 
@@ -230,7 +232,7 @@ def _frame(specs: list[tuple], arrays: list[np.ndarray], nrows: int) -> pd.DataF
         if kind == "cat":
             cats, ordered = extra
             dtype = pd.CategoricalDtype(cats, ordered=ordered)
-            cols[col] = pd.Categorical.from_codes(next(it), dtype=dtype, validate=False)
+            cols[col] = categorical_from_codes(next(it), dtype=dtype)
         elif kind == "Int64":
             values, mask = next(it), next(it)
             cols[col] = pd.arrays.IntegerArray(values, mask)

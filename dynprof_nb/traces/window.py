@@ -25,7 +25,16 @@ from .discover import (
     job_rank,
     read_json_object,
 )
-from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
+from .errors import (
+    IncompleteWindowWarning,
+    LibraryError,
+    TraceFormatError,
+    TraceRepairWarning,
+    library_error,
+    library_fault,
+    library_faults,
+    warn,
+)
 from .lazyframe import LazyFrame
 from .shortcuts import WindowShortcuts
 from .sources import FINDERS, SOURCES, Source, lone_file_reader, missing, providers, source_of
@@ -163,9 +172,12 @@ class TraceWindow(WindowShortcuts):
             if self.device is not None and "device" not in frame.columns:
                 frame["device"] = schema.constant_int(self.device, len(frame))
             return frame
-        except (TraceFormatError, FileNotFoundError, MemoryError):
+        except (TraceFormatError, FileNotFoundError, MemoryError, LibraryError):
             raise
-        except _CONTENT_ERRORS as exc:  # the file is not laid out as the reader expects
+        except (*_CONTENT_ERRORS, ImportError) as exc:  # not laid out as the reader expects
+            lib = library_fault(exc)
+            if lib:  # or a library of this environment, not the file, failed
+                raise library_error(self.path, f"its {kind}", exc, lib) from exc
             raise TraceFormatError(
                 self.path,
                 f"cannot read its {kind}: {type(exc).__name__}: {str(exc)[:200]}",
@@ -334,9 +346,12 @@ class TraceWindow(WindowShortcuts):
             w = cls(p, find_file(p), comm_patterns=comm_patterns)
             if not any(s.open_file(w) for s in SOURCES if s.open_file is not None):
                 raise TraceFormatError(p, "no registered source reads this file", offset=0)
-        except (TraceFormatError, FileNotFoundError, MemoryError):
+        except (TraceFormatError, FileNotFoundError, MemoryError, LibraryError):
             raise
-        except _CONTENT_ERRORS as exc:
+        except (*_CONTENT_ERRORS, ImportError) as exc:
+            lib = library_fault(exc)
+            if lib:
+                raise library_error(p, "it", exc, lib) from exc
             raise TraceFormatError(
                 p,
                 f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
@@ -390,14 +405,15 @@ class TraceWindow(WindowShortcuts):
                 "ASCEND_PROFILER_OUTPUT/",
             )
         w = cls(root, files, comm_patterns=comm_patterns)
-        if files.db is not None:
-            w.identify_db()
-        elif files.traces:
-            # a big trace: its summaries in one pass, without its events (not cached: a big
-            # trace streams on every load); else parsed for the rank, unless the frame cache
-            # has the rank from an earlier parse
-            if not fill_streamed(w, files, source_of(files.traces[0])):
-                cache.identify(w, lambda: (w.chrome_traces(), w.identify_trace()))
+        with library_faults(root, "it"):
+            if files.db is not None:
+                w.identify_db()
+            elif files.traces:
+                # a big trace: its summaries in one pass, without its events (not cached: a
+                # big trace streams on every load); else parsed for the rank, unless the frame
+                # cache has the rank from an earlier parse
+                if not fill_streamed(w, files, source_of(files.traces[0])):
+                    cache.identify(w, lambda: (w.chrome_traces(), w.identify_trace()))
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w
 

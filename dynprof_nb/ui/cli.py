@@ -230,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument(
         "--clear", nargs="?", const="", default=None, metavar="PATH", help=ARGUMENTS["--clear"]
     )
+    sub.add_parser("doctor", help=text["doctor"])
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
     for name in (
@@ -254,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "doctor":  # before anything that needs a working pandas
+        from dynprof_nb.ui.doctor import doctor
+
+        print(doctor().text())
+        return 0
     try:
         return _run(args)
     except (ConfigError, ValueError, RuntimeError, TimeoutError) as exc:

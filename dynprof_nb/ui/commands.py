@@ -31,6 +31,8 @@ COMMANDS = {
     "disarm it (--off), or show it",
     "cache": "the frame cache: the windows whose frames are kept as Parquet for a fast second "
     "load (--clear empties it, --clear PATH forgets one trace or window)",
+    "doctor": "this environment: Python, platform, every dependency's version, optional parts "
+    "on/off and why, /dev/shm, the cache directory, frameworks, known incompatibilities",
 }
 
 # arguments both spell the same way
@@ -73,6 +75,7 @@ CLI_COMMANDS = (
     "demo",
     "trigger",
     "cache",
+    "doctor",
 )
 
 

@@ -276,20 +276,23 @@ def test_profile_memory_records_the_process_rss_at_little_cost(rank):
     """profile_memory samples the process's RSS (tracemalloc hooked every allocation: a step
     7-12x slower; and it never saw memory outside Python's allocator, such as tensors'). A
     64 MiB anonymous mapping touched mid-window shows in memory_record.csv, and the extra
-    cost of a step is under half what tracemalloc's hook adds to it, both measured here."""
+    cost of a step is under half what tracemalloc's hook adds to it, both measured here: each
+    the best of three interleaved rounds (one round on a busy machine failed it by chance)."""
     import csv
     import mmap
     import tracemalloc
 
     control, make, out = rank
     monitor = make(max_windows_per_minute=100)
-    plain = _window_step_s(control, monitor, 4000)
-    with_memory = _window_step_s(control, monitor, 4000, profile_memory=True)
-    tracemalloc.start()  # what profile_memory used to cost: every allocation hooked
-    try:
-        traced = _window_step_s(control, monitor, 4000)
-    finally:
-        tracemalloc.stop()
+    plain = with_memory = traced = float("inf")
+    for _ in range(3):
+        plain = min(plain, _window_step_s(control, monitor, 2000))
+        with_memory = min(with_memory, _window_step_s(control, monitor, 2000, profile_memory=True))
+        tracemalloc.start()  # what profile_memory used to cost: every allocation hooked
+        try:
+            traced = min(traced, _window_step_s(control, monitor, 2000))
+        finally:
+            tracemalloc.stop()
     assert with_memory - plain < (traced - plain) / 2, (plain, with_memory, traced)
 
     now = monitor.step_count
