@@ -47,6 +47,11 @@ class WindowShortcuts:
         """Header, top operations, step breakdown and plain-language notes (HTML and text)."""
         return shortcut("summary")(self)
 
+    def advise(self, **kw: Any) -> Any:
+        """Findings: what msprof-analyze's advisor and HTA would flag here, with the numbers and
+        thresholds (``dynprof_nb.analysis.advise``)."""
+        return shortcut("advise")(self, **kw)
+
     def plot_timeline(self, **kw: Any) -> Any:
         """The ranks' events on a timeline (a matplotlib Figure); ``interactive=True``: a widget
         that zooms and pans down to one kernel."""

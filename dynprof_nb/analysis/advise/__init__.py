@@ -1,0 +1,60 @@
+"""``w.advise()``: from a window's numbers to findings, each rule its peer's (msprof-analyze's
+advisor, HTA), computed on the frames the window already loaded (no second parse).
+
+A rule family per module: :mod:`.ascend` (msprof-analyze advisor), :mod:`.gpu` (HTA),
+:mod:`.common` (both). A rule returns its findings, or raises
+:class:`~.findings.NotApplicable` when the window's format lacks what it needs: that is said
+once, in ``Findings.checked``, and never turned into a finding.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from . import ascend, common, gpu
+from .findings import Finding, Findings, NotApplicable
+
+Rule = Callable[[Any], list[Finding]]
+
+FAMILIES: dict[str, dict[str, Rule]] = {
+    ascend.PEER: ascend.RULES,
+    gpu.PEER: gpu.RULES,
+    common.PEER: common.RULES,
+}
+
+
+def rules() -> dict[str, tuple[str, Rule]]:
+    """Every rule by name: (peer, function)."""
+    return {name: (peer, f) for peer, family in FAMILIES.items() for name, f in family.items()}
+
+
+def advise(w: Any, only: list[str] | None = None) -> Findings:
+    """Run every rule (or those named in ``only``) on window ``w``."""
+    found: list[Finding] = []
+    checked = []
+    for name, (peer, rule) in rules().items():
+        if only is not None and name not in only:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = rule(w)
+        except NotApplicable as e:
+            checked.append((name, peer, "not applicable", str(e)))
+            continue
+        except (KeyError, ValueError, TypeError, AttributeError) as e:  # a frame not as expected
+            checked.append((name, peer, "error", f"{type(e).__name__}: {e}"))
+            continue
+        found += got
+        problems = [f for f in got if f.severity != "info"]
+        status = "found" if problems else "not found"
+        note = f"{len(problems)} finding(s)" if problems else "nothing over the threshold"
+        checked.append((name, peer, status, note))
+    return Findings(w, found, pd.DataFrame(checked, columns=["rule", "peer", "status", "note"]))
+
+
+__all__ = ["FAMILIES", "Finding", "Findings", "NotApplicable", "advise", "rules"]

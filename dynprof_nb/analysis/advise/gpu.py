@@ -1,0 +1,217 @@
+"""HTA 0.5.0's diagnoses of a GPU window, on its definitions (docs/definitions.md, "Advice"):
+
+- :func:`idle_time_breakdown` (HTA ``get_idle_time_breakdown``): per stream, each gap between
+  one kernel's end and the next one's start is *host wait* when the next kernel's launch (its
+  runtime call) began after the previous kernel ended (the CPU did not enqueue in time),
+  *kernel wait* when it is shorter than ``consecutive_kernel_delay`` (30 µs: launching
+  back-to-back kernels), else *other* (e.g. waiting on an event). Kernels, memsets and
+  memcopies count; syncs do not.
+- :func:`kernel_launch_stats` (HTA ``get_cuda_kernel_launch_stats``): per launch
+  (cudaLaunchKernel[ExC], cudaMemcpyAsync, cudaMemsetAsync, correlated with its device row):
+  ``cpu_duration``, ``gpu_duration`` and ``launch_delay`` = device start - launch end (>= 0);
+  HTA's cut-offs: runtime > 50 µs, launch delay > 100 µs, and kernels shorter than their launch.
+
+The rules turn them into findings: the idle share of the device's span when it is >= 10%
+(with host wait / kernel wait / other), and the launch outliers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dynprof_nb.analysis import gpu as gpu_frames
+
+from .findings import Finding, NotApplicable
+from .frames import with_rank
+
+PEER = "HTA"
+IDLE_CATS = {"kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events"}
+CONSECUTIVE_KERNEL_DELAY_US = 30.0
+LAUNCH_NAMES = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "runFunction - job_prep_and_submit_for_execution",
+)
+MEMORY_LAUNCH_NAMES = ("cudaMemcpyAsync", "cudaMemsetAsync")
+RUNTIME_CUTOFF_US = 50.0
+LAUNCH_DELAY_CUTOFF_US = 100.0
+IDLE_SHARE = 0.10
+
+
+def _device(w: Any, kernels_sel: gpu_frames.Selection, include_last_step: bool) -> pd.DataFrame:
+    k = w.kernels
+    if k.empty or "correlation" not in k:
+        raise NotApplicable("no GPU kernels with their launches (a Kineto trace has them)")
+    return with_rank(gpu_frames.select(k, w.steps, kernels_sel, include_last_step), w)
+
+
+def idle_time_breakdown(
+    w: Any,
+    consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US,
+    kernels_sel: gpu_frames.Selection = "steps",
+    include_last_step: bool = False,
+) -> pd.DataFrame:
+    """Per rank, stream and idle category (``host wait``, ``kernel wait``, ``other``):
+    ``idle_time_us`` and ``idle_time_ratio`` (of the stream's idle time), as HTA's table."""
+    k = _device(w, kernels_sel, include_last_step)
+    k = k[k["type"].astype(str).isin(IDLE_CATS)]
+    stream = k["stream_arg"] if "stream_arg" in k else k["stream"]
+    k = k.assign(_stream=stream)
+    rows = []
+    for (r, s), part in k.groupby(["rank", "_stream"], sort=True):
+        part = part.sort_values("start_ns", kind="stable")
+        start = part["start_ns"].to_numpy("float64") / 1e3
+        end = start + part["duration_us"].to_numpy("float64")
+        launch = part["launch_ns"].to_numpy("float64", na_value=np.nan) / 1e3
+        prev_end = np.r_[np.nan, end[:-1]]
+        gap = start - prev_end
+        host = launch > prev_end
+        kern = ~host & (gap < consecutive_kernel_delay_us)
+        cat = np.where(host, "host wait", np.where(kern, "kernel wait", "other"))
+        total = np.nansum(gap)
+        for c in ("host wait", "kernel wait", "other"):
+            if not (cat == c).any():
+                continue
+            t = float(np.nansum(gap[cat == c]))
+            rows.append((int(r), int(s), c, t, t / total if total else np.nan))
+    return pd.DataFrame(
+        rows, columns=["rank", "stream", "idle_category", "idle_time_us", "idle_time_ratio"]
+    )
+
+
+def kernel_launch_stats(
+    w: Any,
+    include_memory_events: bool = True,
+    kernels_sel: gpu_frames.Selection = "steps",
+    include_last_step: bool = False,
+) -> pd.DataFrame:
+    """Per launch: rank, correlation, name, cpu_duration_us, gpu_duration_us, launch_delay_us
+    (HTA's table, plus the kernel's name and start)."""
+    k = _device(w, kernels_sel, include_last_step)
+    e = with_rank(w.events, w)
+    names = LAUNCH_NAMES + (MEMORY_LAUNCH_NAMES if include_memory_events else ())
+    if e.empty or "correlation" not in e:
+        raise NotApplicable("no host launch events with correlation ids")
+    host = e[e["name"].astype(str).isin(names) & e["correlation"].notna()]
+    host = host[["rank", "correlation", "ts_ns", "dur_ns"]]
+    dev = k[k["correlation"].notna()][["rank", "correlation", "name", "start_ns", "duration_us"]]
+    m = host.merge(dev, on=["rank", "correlation"], how="inner")
+    cpu = m["dur_ns"].astype("float64") / 1e3
+    delay = (m["start_ns"].astype("float64") - m["ts_ns"].astype("float64")) / 1e3 - cpu
+    return pd.DataFrame(
+        {
+            "rank": m["rank"].astype(int),
+            "correlation": m["correlation"].astype("int64"),
+            "name": m["name"].astype(str),
+            "start_ns": m["start_ns"].astype("int64"),
+            "cpu_duration_us": cpu,
+            "gpu_duration_us": m["duration_us"].astype("float64"),
+            "launch_delay_us": delay.clip(lower=0),
+        }
+    )
+
+
+def idle_time(w: Any) -> list[Finding]:
+    tb = gpu_frames.temporal_breakdown(with_rank(w.kernels, w), w.steps)
+    if tb.empty:
+        raise NotApplicable("no device activity")
+    br = idle_time_breakdown(w)
+    out = []
+    for row in tb.itertuples(index=False):
+        share = row.idle_time_us / row.kernel_time_us if row.kernel_time_us else 0.0
+        if share < IDLE_SHARE:
+            continue
+        part = br[br["rank"] == row.rank].groupby("idle_category")["idle_time_us"].sum()
+        tot = float(part.sum())
+        by = {c: float(part.get(c, 0.0)) for c in ("host wait", "kernel wait", "other")}
+        main = max(by, key=lambda c: by[c])
+        out.append(
+            Finding(
+                rule="GPU idle time",
+                severity="high" if share >= 0.3 else "medium",
+                evidence=(
+                    f"rank {int(row.rank)}'s GPU is idle {100 * share:.1f}% of its "
+                    f"{row.kernel_time_us / 1000:.3f} ms (threshold {100 * IDLE_SHARE:.0f}%); "
+                    "per stream gaps: "
+                    + ", ".join(
+                        f"{c} {v / 1000:.3f} ms ({100 * v / tot if tot else 0:.0f}%)"
+                        for c, v in by.items()
+                    )
+                    + f" (kernel wait: gaps < {CONSECUTIVE_KERNEL_DELAY_US:g} µs)"
+                ),
+                suggestion={
+                    "host wait": "the CPU does not launch fast enough: CUDA graphs, fewer small "
+                    "ops (fusion, torch.compile), no synchronizations in the step",
+                    "kernel wait": "many back-to-back small kernels: fuse them (torch.compile, "
+                    "fused optimizers)",
+                    "other": "kernels wait on events (communication, copies): overlap them",
+                }[main],
+                peer=PEER,
+                ranks=[int(row.rank)],
+                numbers={
+                    "idle_share": share,
+                    "kernel_time_us": float(row.kernel_time_us),
+                    **{f"{c}_us": v for c, v in by.items()},
+                    "threshold": IDLE_SHARE,
+                },
+            )
+        )
+    return out
+
+
+def launch_stats(w: Any) -> list[Finding]:
+    s = kernel_launch_stats(w)
+    if s.empty:
+        raise NotApplicable("no kernel launches matched to their kernels")
+    out = []
+    for r, part in s.groupby("rank"):
+        short = part[part["gpu_duration_us"] < part["cpu_duration_us"]]
+        slow = part[part["cpu_duration_us"] > RUNTIME_CUTOFF_US]
+        late = part[part["launch_delay_us"] > LAUNCH_DELAY_CUTOFF_US]
+        n = len(part)
+        parts = []
+        if len(short) / n >= 0.5:
+            parts.append(f"{len(short)} of {n} kernels run shorter than their launch call")
+        if len(slow):
+            parts.append(
+                f"{len(slow)} launch calls take > {RUNTIME_CUTOFF_US:g} µs "
+                f"(max {slow['cpu_duration_us'].max():.1f} µs)"
+            )
+        if len(late):
+            parts.append(
+                f"{len(late)} kernels start > {LAUNCH_DELAY_CUTOFF_US:g} µs after "
+                f"their launch (max {late['launch_delay_us'].max():.1f} µs)"
+            )
+        if not parts:
+            continue
+        out.append(
+            Finding(
+                rule="kernel launches",
+                severity="medium",
+                evidence="; ".join(parts) + f" (rank {int(r)}, {n} launches)",
+                suggestion=(
+                    "short kernels: fuse them or capture the step in a CUDA graph; long launch "
+                    "delays: the device queue is full or the stream waits (look at what runs "
+                    "before)"
+                ),
+                peer=PEER,
+                ranks=[int(r)],
+                numbers={
+                    "launches": n,
+                    "shorter_than_launch": len(short),
+                    "runtime_outliers": len(slow),
+                    "delay_outliers": len(late),
+                    "runtime_cutoff_us": RUNTIME_CUTOFF_US,
+                    "launch_delay_cutoff_us": LAUNCH_DELAY_CUTOFF_US,
+                },
+            )
+        )
+    return out
+
+
+RULES = {"GPU idle time": idle_time, "kernel launches": launch_stats}
+
+__all__ = ["RULES", "idle_time_breakdown", "kernel_launch_stats"]
