@@ -55,7 +55,8 @@ def idle_time_breakdown(
     include_last_step: bool = False,
 ) -> pd.DataFrame:
     """Per rank, stream and idle category (``host wait``, ``kernel wait``, ``other``):
-    ``idle_time_us`` and ``idle_time_ratio`` (of the stream's idle time), as HTA's table."""
+    ``idle_time_us`` and ``idle_time_ratio`` (of the stream's idle time), as HTA's table, and
+    ``gaps`` (how many gaps; HTA's ``show_idle_interval_stats`` count)."""
     k = _device(w, kernels_sel, include_last_step)
     k = k[k["type"].astype(str).isin(IDLE_CATS)]
     stream = k["stream_arg"] if "stream_arg" in k else k["stream"]
@@ -75,10 +76,12 @@ def idle_time_breakdown(
         for c in ("host wait", "kernel wait", "other"):
             if not (cat == c).any():
                 continue
-            t = float(np.nansum(gap[cat == c]))
-            rows.append((int(r), int(s), c, t, t / total if total else np.nan))
+            sel = (cat == c) & ~np.isnan(gap)
+            t = float(gap[sel].sum())
+            rows.append((int(r), int(s), c, t, t / total if total else np.nan, int(sel.sum())))
     return pd.DataFrame(
-        rows, columns=["rank", "stream", "idle_category", "idle_time_us", "idle_time_ratio"]
+        rows,
+        columns=["rank", "stream", "idle_category", "idle_time_us", "idle_time_ratio", "gaps"],
     )
 
 

@@ -1,0 +1,91 @@
+"""HTA 0.5.0 as the oracle of w.advise()'s GPU rules: its get_idle_time_breakdown (per stream:
+host wait, kernel wait, other) and get_cuda_kernel_launch_stats (per launch: cpu and gpu
+duration, launch delay), run live in .venv/hta (tests/hta_advise_oracle.py) on HTA's own test
+traces, against dynprof_nb's for the same files (HTA's trace selection, ``kernels="hta"``).
+
+HTA keeps whole microseconds on these traces even with HTA_DISABLE_NS_ROUNDING=1 (its parse
+casts ts and dur to integers): each number may differ by 1 µs a kernel time, and by 0.5% overall.
+No expected number is typed here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import warnings
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import dynprof_nb
+from dynprof_nb.analysis.advise import gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+HTA_PY = Path(os.environ.get("DYNPROF_HTA_PYTHON", ROOT / ".venv" / "hta" / "bin" / "python"))
+KINETO = ROOT / "tests" / "data" / "kineto"
+TRACES = [
+    "hta__critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    "hta__nccl_parser_config__nccl_data.json.gz",
+    "hta__timeline_analysis__sampled_rank-0.json.gz",
+]
+pytestmark = pytest.mark.timeout(600)
+
+
+@cache
+def hta(name: str) -> dict:
+    assert HTA_PY.is_file(), f"HTA not found at {HTA_PY}: run `make .venv/hta/.stamp` (make test)"
+    env = {**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"}
+    r = subprocess.run([str(HTA_PY), str(ROOT / "tests" / "hta_advise_oracle.py"),
+                        str(KINETO / name)], capture_output=True, text=True, timeout=500, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@cache
+def window(name: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dynprof_nb.load_trace(KINETO / name)
+
+
+@pytest.mark.parametrize("name", TRACES, ids=[n[5:35] for n in TRACES])
+def test_idle_time_breakdown_matches_hta(name):
+    h = hta(name)
+    assert "idle" in h, h.get("idle_error")
+    mine = gpu.idle_time_breakdown(window(name), kernels_sel="hta")
+    got = {(int(r.stream), r.idle_category.replace(" ", "_")): r for r in mine.itertuples()}
+    theirs = {(x["stream"], x["category"]): x for x in h["idle"]}
+    assert set(got) == set(theirs)
+    for key, x in theirs.items():
+        t = got[key].idle_time_us
+        # a gap is two kernels' whole-µs times: 2 µs a gap at most
+        assert abs(t - x["time"]) <= max(0.005 * abs(x["time"]), 2.0 * got[key].gaps), (key, t, x)
+        assert got[key].idle_time_ratio == pytest.approx(x["ratio"], abs=0.005, nan_ok=True)
+
+
+@pytest.mark.parametrize("name", TRACES, ids=[n[5:35] for n in TRACES])
+def test_kernel_launch_stats_match_hta(name):
+    h = hta(name)
+    mine = gpu.kernel_launch_stats(window(name), kernels_sel="hta").set_index("correlation")
+    assert sorted(mine.index) == sorted(x["correlation"] for x in h["launch"])
+    for x in h["launch"]:
+        row = mine.loc[x["correlation"]]
+        for col, k in (("cpu_duration_us", "cpu"), ("gpu_duration_us", "gpu"),
+                       ("launch_delay_us", "delay")):
+            assert abs(row[col] - x[k]) <= max(0.005 * abs(x[k]), 1.0), (x, col, row[col])
+
+
+def test_rules_report_what_the_breakdown_and_stats_say():
+    """The findings' numbers are the functions' numbers (recomputable from the frames)."""
+    w = window(TRACES[0])
+    adv = w.advise()
+    (idle,) = adv.rule("GPU idle time")
+    br = gpu.idle_time_breakdown(w).groupby("idle_category")["idle_time_us"].sum()
+    for cat in ("host wait", "kernel wait", "other"):
+        assert idle.numbers[f"{cat}_us"] == pytest.approx(br.get(cat, 0.0))
+    (launch,) = adv.rule("kernel launches")
+    s = gpu.kernel_launch_stats(w)
+    assert launch.numbers["launches"] == len(s)
+    assert launch.numbers["runtime_outliers"] == int((s["cpu_duration_us"] > 50).sum())
+    assert launch.numbers["delay_outliers"] == int((s["launch_delay_us"] > 100).sum())
