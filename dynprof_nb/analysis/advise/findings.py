@@ -126,10 +126,10 @@ class Findings:
         return view
 
     def __repr__(self) -> str:
-        head = f"{len(self)} finding(s); rules checked: {self._counts()}"
+        head = f"{len(self)} finding(s); rules checked: {self.counts()}"
         return "\n".join([head, *self.lines()])
 
-    def _counts(self) -> str:
+    def counts(self) -> str:
         c = self.checked["status"].value_counts()
         return ", ".join(f"{n} {s}" for s, n in c.items())
 
@@ -152,7 +152,7 @@ class Findings:
             f"<li>{esc(r.rule)}: {esc(r.note)}</li>" for r in na.itertuples(index=False)
         )
         return (
-            f"<div><b>{len(self)} finding(s)</b> ({esc(self._counts())})"
+            f"<div><b>{len(self)} finding(s)</b> ({esc(self.counts())})"
             "<table><tr><th>severity</th><th>rule</th><th>ranks</th><th>steps</th>"
             "<th>evidence (threshold)</th><th>suggestion</th><th>from</th></tr>"
             + "".join(rows)
