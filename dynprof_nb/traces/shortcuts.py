@@ -49,7 +49,7 @@ class WindowShortcuts:
 
     def advise(self, **kw: Any) -> Any:
         """Findings: what msprof-analyze's advisor and HTA would flag here, with the numbers and
-        thresholds (``dynprof_nb.analysis.advise``)."""
+        thresholds beside them; ``.checked`` says which rules did not apply here and why."""
         return shortcut("advise")(self, **kw)
 
     def plot_timeline(self, **kw: Any) -> Any:
