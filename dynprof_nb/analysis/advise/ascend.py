@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .findings import Finding, NotApplicable
-from .frames import rank_window, ranks_of, span, with_rank
+from .frames import names_where, rank_window, ranks_of, span, with_rank
 
 PEER = "msprof-analyze advisor"
 
@@ -49,7 +49,12 @@ SYNC_RATIO = 0.5
 
 def _bare(names: pd.Series) -> pd.Series:
     """Event names without the ``AscendCL@`` prefix text exports add (a .db has none)."""
-    return names.astype(str).str.replace(r"^AscendCL@", "", regex=True)
+    return names.str.replace(r"^AscendCL@", "", regex=True)
+
+
+def _named(e: pd.DataFrame, test: Any) -> pd.DataFrame:
+    """The events whose bare name passes ``test`` (a string Series -> bool Series)."""
+    return e[names_where(e["name"], lambda n: test(_bare(n)))]
 
 
 def slow_rank(w: Any) -> list[Finding]:
@@ -335,8 +340,8 @@ def _host_events(w: Any) -> pd.DataFrame:
 
 
 def memory_operators(w: Any) -> list[Finding]:
-    e = _host_events(w)
-    bare = _bare(e["name"])
+    e = _named(_host_events(w), lambda n: n.isin(MEMORY_OPS))
+    bare = _bare(e["name"].astype(str))
     out = []
     for name in MEMORY_OPS:
         hit = e[bare == name]
@@ -377,7 +382,7 @@ def memory_operators(w: Any) -> list[Finding]:
 
 def slow_dataloader(w: Any) -> list[Finding]:
     e = _host_events(w)
-    hit = e[e["name"].astype(str).str.contains("dataloader", case=False)]
+    hit = e[names_where(e["name"], lambda n: n.str.contains("dataloader", case=False))]
     hit = hit[hit["dur_ns"] >= DATALOADER_US * 1e3]
     out = []
     for r, part in hit.groupby("rank"):
@@ -413,7 +418,7 @@ def slow_dataloader(w: Any) -> list[Finding]:
 
 def gc_pauses(w: Any) -> list[Finding]:
     e = _host_events(w)
-    gc = e[e["cat"].astype(str).str.lower() == "gc"]
+    gc = e[names_where(e["cat"], lambda c: c.str.lower() == "gc")]
     if gc.empty:
         raise NotApplicable(
             "no garbage-collection events (torch_npu records them with gc_detect_threshold; "
@@ -448,13 +453,13 @@ def gc_pauses(w: Any) -> list[Finding]:
 
 
 def synchronize_stream(w: Any) -> list[Finding]:
-    e = _host_events(w)
-    bare = _bare(e["name"])
-    pick = bare.str.startswith(SYNC_STREAM) | bare.str.startswith(NODE_LAUNCH)
-    if not pick.any():
+    e = _named(
+        _host_events(w), lambda n: n.str.startswith(SYNC_STREAM) | n.str.startswith(NODE_LAUNCH)
+    )
+    if e.empty:
         return []
     out = []
-    for r, part in e[pick].assign(bare=bare[pick]).groupby("rank"):
+    for r, part in e.assign(bare=_bare(e["name"].astype(str))).groupby("rank"):
         part = part.sort_values("ts_ns", kind="stable")
         is_launch = part["bare"].str.startswith(NODE_LAUNCH).to_numpy()
         is_sync = part["bare"].str.startswith(SYNC_STREAM).to_numpy()

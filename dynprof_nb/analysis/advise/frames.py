@@ -3,8 +3,10 @@ rank column. Only public window methods and frames (no trace reader is imported 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .findings import NotApplicable
@@ -30,6 +32,18 @@ def with_rank(frame: pd.DataFrame, w: Any) -> pd.DataFrame:
     if "rank" in frame.columns:
         return frame
     return frame.assign(rank=ranks_of(w)[0])
+
+
+def names_where(names: pd.Series, test: Callable[[pd.Series], pd.Series]) -> np.ndarray:
+    """Boolean mask of ``names`` for which ``test`` (on a string Series) is true; on a
+    categorical column it tests each distinct name once (a window has 100k's of events and a
+    few thousand names)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = pd.Series(names.cat.categories.astype(str))
+        hit = test(cats).fillna(False).to_numpy(bool)
+        codes = names.cat.codes.to_numpy()
+        return np.where(codes >= 0, hit[np.maximum(codes, 0)], False)
+    return test(names.astype(str)).fillna(False).to_numpy(bool)
 
 
 def need(frame: pd.DataFrame, cols: tuple[str, ...], what: str) -> pd.DataFrame:
@@ -61,4 +75,4 @@ def span(
     return int(s.min()), int(e.max())
 
 
-__all__ = ["need", "rank_window", "ranks_of", "span", "with_rank"]
+__all__ = ["names_where", "need", "rank_window", "ranks_of", "span", "with_rank"]
