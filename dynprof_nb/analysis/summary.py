@@ -503,10 +503,18 @@ def summarize(window: Any, top: int = 10) -> Summary:
 
 
 def top_findings(window: Any, n: int = 3) -> list[str]:
-    """The ``n`` most severe of ``w.advise()``'s findings, one line each (rule: evidence)."""
+    """The ``n`` most severe of ``w.advise()``'s findings, one line each (rule: evidence); a
+    triggered window's first line is ``w.explain()``'s answer."""
     from dynprof_nb.analysis.advise import advise
+    from dynprof_nb.analysis.explain import explain, triggered_reason
 
-    return [f"[{f.severity}] {f.rule}: {f.evidence}" for f in advise(window).top(n)]
+    lines = [f"[{f.severity}] {f.rule}: {f.evidence}" for f in advise(window).top(n)]
+    if triggered_reason(window):  # a triggered window: why, against the job's last normal one
+        try:
+            lines.insert(0, f"why (vs the last normal window): {explain(window)}")
+        except (ValueError, OSError):
+            pass  # no normal window beside it: w.explain(baseline) names one
+    return lines
 
 
 def top_ops_table(ops: pd.DataFrame, top: int) -> pd.DataFrame:
