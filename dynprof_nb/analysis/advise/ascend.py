@@ -43,6 +43,7 @@ MEMORY_OPS = ("aclMallocMemInner", "aclrtFreePhysical", "aclrtFree")
 MEMORY_MAX_US = 10_000.0
 DATALOADER_US = 10_000.0
 GC_US = 1_000.0
+GC_EVENT = "GC"  # dynprof_nb.training.gcpauses.GC_EVENT (training/ is not imported here)
 SYNC_STREAM, NODE_LAUNCH = "aclrtSynchronizeStream", "Node@launch"
 SYNC_RATIO = 0.5
 
@@ -418,7 +419,15 @@ def slow_dataloader(w: Any) -> list[Finding]:
 
 def gc_pauses(w: Any) -> list[Finding]:
     e = _host_events(w)
-    gc = e[names_where(e["cat"], lambda c: c.str.lower() == "gc")]
+    # category gc (torch_npu's GC records; the built-in and MindSpore backends' pauses), or
+    # the torch backend's record_function named GC (Kineto files it as a user_annotation)
+    gc = e[
+        names_where(e["cat"], lambda c: c.str.lower() == "gc")
+        | (
+            names_where(e["name"], lambda n: n == GC_EVENT)
+            & names_where(e["cat"], lambda c: c == "user_annotation")
+        )
+    ]
     if gc.empty:
         raise NotApplicable(
             "no garbage-collection events (torch_npu records them with gc_detect_threshold; "
