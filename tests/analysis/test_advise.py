@@ -179,3 +179,15 @@ def test_where_people_look(capsys):
     text = str(w.summary())
     assert "Top findings" in text
     assert adv.top(1)[0].evidence in text
+
+
+def test_show_opens_the_timeline_zoomed_where_the_finding_is():
+    w, adv = level1()
+    (i,) = [k for k, f in enumerate(adv) if f.rule == "byte alignment" and f.ranks == [0]]
+    f = adv[i]
+    view = adv.show(i)
+    off = view.tl.offsets[0]
+    lo, hi = view.visible_range
+    assert lo <= f.start_ns - off < f.end_ns - off <= hi  # the finding's tasks are in view
+    assert hi - lo < 2 * (f.end_ns - f.start_ns)  # and the view is about them, not the window
+    assert view.drawn["count"] > 0
