@@ -2,7 +2,8 @@
 get_idle_time_breakdown (per stream and idle category) and get_cuda_kernel_launch_stats (per
 correlation), for tests/analysis/test_advise_hta_oracle.py. Nothing here is dynprof_nb's.
 
-``.venv/hta/bin/python tests/hta_advise_oracle.py TRACE``
+``.venv/hta/bin/python tests/hta_advise_oracle.py TRACE`` (or ``--stragglers DIR``: HTA's
+get_potential_stragglers on the rank traces of DIR).
 """
 
 from __future__ import annotations
@@ -48,5 +49,40 @@ def main(path: str) -> dict:
     return out
 
 
+
+
+def stragglers(directory: str) -> dict:
+    """HTA's get_potential_stragglers on every ``rank{r}.*.json.gz`` of ``directory``, and the
+    metric it ranks them by (its normalized start time of the probe NCCL kernel)."""
+    import re
+
+    logging.disable(logging.WARNING)
+    from hta.analyzers.straggler import _compute_normalized_start_time_of_significant_comm_kernels
+    from hta.analyzers.straggler_analysis import StragglerAnalysis
+    from hta.common.trace import Trace
+    from hta.configs.parser_config import ParserConfig
+
+    files = {int(re.match(r"rank(\d+)\.", p.name).group(1)): str(p)
+             for p in Path(directory).glob("rank*.json.gz")}
+    t = Trace(trace_files=files, trace_dir=directory,
+              parser_config=ParserConfig(ParserConfig.get_minimum_args()))
+    t.load_traces(use_multiprocessing=False)
+    out = {"stragglers": [int(r) for r in StragglerAnalysis.get_potential_stragglers(t)]}
+    ranks = list(t.get_all_traces())
+    import pandas as pd
+
+    df = pd.concat([t.get_trace(r) for r in ranks], keys=ranks, names=["rank", "idx"])
+    df = df.reset_index()
+    steps = StragglerAnalysis.get_profiler_steps(t)
+    metric, name = _compute_normalized_start_time_of_significant_comm_kernels(
+        df[df["iteration"].isin(steps)], t.symbol_table)
+    out["metric"] = [{"rank": int(r.rank), "step": int(r.iteration), name: float(getattr(r, name))}
+                     for r in metric.itertuples(index=False)]
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    if sys.argv[1] == "--stragglers":
+        print(json.dumps(stragglers(sys.argv[2])))
+    else:
+        print(json.dumps(main(sys.argv[1])))

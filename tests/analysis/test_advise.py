@@ -16,7 +16,7 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.analysis.advise import advise, ascend, common
+from dynprof_nb.analysis.advise import advise, ascend, common, gpu
 from dynprof_nb.analysis.advise.findings import Findings
 from dynprof_nb.ui import cli
 
@@ -161,11 +161,12 @@ def test_a_cpu_window_gets_no_device_or_communication_claims():
     adv = w.advise()
     claimed = {f.rule for f in adv}
     device = {"slow link", "byte alignment", "small packets", "AICPU operators",
-              "GPU idle time", "kernel launches", "communication not overlapped"}
+              "GPU idle time", "kernel launches", "potential stragglers",
+              "communication not overlapped"}
     assert not claimed & device, adv.lines()
     assert "error" not in set(adv.checked["status"]), adv.checked
-    assert set(adv.checked["rule"]) == {r for fam in (ascend.RULES, common.RULES) for r in fam} | {
-        "GPU idle time", "kernel launches"}
+    assert set(adv.checked["rule"]) == {
+        r for fam in (ascend.RULES, gpu.RULES, common.RULES) for r in fam}
 
 
 def test_where_people_look(capsys):

@@ -89,3 +89,45 @@ def test_rules_report_what_the_breakdown_and_stats_say():
     assert launch.numbers["launches"] == len(s)
     assert launch.numbers["runtime_outliers"] == int((s["cpu_duration_us"] > 50).sum())
     assert launch.numbers["delay_outliers"] == int((s["launch_delay_us"] > 100).sum())
+
+
+def four_ranks(directory: Path) -> list[Path]:
+    """Four ranks made from HTA's NCCL trace: rank r starts every NCCL kernel later (0, 5, 30,
+    50% of its duration) and runs it 0.2% x r longer, so the ranks differ where HTA looks."""
+    import gzip
+
+    src = json.loads(gzip.decompress((KINETO / TRACES[1]).read_bytes()))
+    paths = []
+    for r, late in enumerate((0.0, 0.05, 0.3, 0.5)):
+        t = json.loads(json.dumps(src))
+        t.setdefault("distributedInfo", {})["rank"] = r
+        for e in t["traceEvents"]:
+            if str(e.get("name", "")).startswith("ncclKernel"):
+                e["ts"] = round(e["ts"] + e.get("dur", 0) * late, 3)
+                e["dur"] = round(e.get("dur", 0) * (1 + 0.002 * r), 3)
+        p = directory / f"rank{r}.trace.json.gz"
+        p.write_bytes(gzip.compress(json.dumps(t).encode()))
+        paths.append(p)
+    return paths
+
+
+def test_potential_stragglers_match_hta(tmp_path):
+    paths = four_ranks(tmp_path)
+    env = {**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"}
+    r = subprocess.run([str(HTA_PY), str(ROOT / "tests" / "hta_advise_oracle.py"),
+                        "--stragglers", str(tmp_path)], capture_output=True, text=True,
+                       timeout=500, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    h = json.loads(r.stdout.strip().splitlines()[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = dynprof_nb.load_window([str(p) for p in paths])
+    m = gpu.straggler_metric(w).set_index(["rank", "step"])["normalized_start_time"]
+    theirs = {(x["rank"], x["step"]): x["normalized_start_time"] for x in h["metric"]}
+    assert set(m.index) == set(theirs)
+    for key, v in theirs.items():  # HTA's float µs since the epoch hold ~0.25 µs: 1e-5 of a step
+        assert m[key] == pytest.approx(v, rel=1e-5), key
+    t = gpu.potential_stragglers(w)
+    assert set(t.loc[t["straggler"], "rank"]) == set(h["stragglers"])
+    (f,) = w.advise(only=["potential stragglers"]).rule("potential stragglers")
+    assert set(f.ranks) == set(h["stragglers"])

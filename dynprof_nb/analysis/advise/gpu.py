@@ -39,6 +39,8 @@ MEMORY_LAUNCH_NAMES = ("cudaMemcpyAsync", "cudaMemsetAsync")
 RUNTIME_CUTOFF_US = 50.0
 LAUNCH_DELAY_CUTOFF_US = 100.0
 IDLE_SHARE = 0.10
+STRAGGLER_MIN_DURATION = 0.01  # HTA's min_normalized_duration
+STRAGGLER_GAP = 0.05  # dynprof_nb's: a straggler finding is medium when this much later
 
 
 def _device(w: Any, kernels_sel: gpu_frames.Selection, include_last_step: bool) -> pd.DataFrame:
@@ -215,6 +217,143 @@ def launch_stats(w: Any) -> list[Finding]:
     return out
 
 
-RULES = {"GPU idle time": idle_time, "kernel launches": launch_stats}
+def _steps_kept(w: Any, include_last_step: bool) -> list[int]:
+    """HTA's profiler steps: every step of the window but the last (kept only with
+    ``include_last_step``), the last possibly incomplete in a Kineto trace."""
+    st = sorted(int(s) for s in with_rank(w.steps, w)["step"].dropna().unique())
+    return st if include_last_step or len(st) < 2 else st[:-1]
 
-__all__ = ["RULES", "idle_time_breakdown", "kernel_launch_stats"]
+
+def straggler_metric(
+    w: Any,
+    min_normalized_duration: float = STRAGGLER_MIN_DURATION,
+    include_last_step: bool = False,
+) -> pd.DataFrame:
+    """HTA's straggler metric (``_compute_normalized_start_time_of_significant_comm_kernels``):
+    of the NCCL kernels lasting >= 1% of the mean step, the last one per (rank, stream, step,
+    kernel); the (stream, kernel) whose duration differs most across ranks (mean over steps
+    of the ranks' standard deviation) is the probe, and each rank's ``normalized_start_time``
+    is when it started that kernel, from the first event of the steps, in mean steps."""
+    steps = _steps_kept(w, include_last_step)
+    if not steps:
+        raise NotApplicable("no profiler steps")
+    k = _device(w, "hta", include_last_step)
+    k = k[k["step"].isin(steps)]
+    e = with_rank(w.events, w)
+    e = e[e["step"].isin(steps)] if "step" in e else e.iloc[:0]
+    starts = [k["start_ns"].astype("float64").min(), e["ts_ns"].astype("float64").min()]
+    ends = [
+        (k["start_ns"].astype("float64") + k["duration_us"] * 1000).max(),
+        (e["ts_ns"].astype("float64") + e["dur_ns"].astype("float64")).max(),
+    ]
+    t_min = float(np.nanmin(starts))
+    mean_iter = (float(np.nanmax(ends)) - t_min) / len(steps)
+    stream = k["stream_arg"] if "stream_arg" in k else k["stream"]
+    comm = k[
+        (stream > 0).fillna(False).to_numpy(bool)
+        & (k["step"] > 0).fillna(False).to_numpy(bool)
+        & (k["duration_us"] * 1000 >= mean_iter * min_normalized_duration).to_numpy(bool)
+        & k["name"].astype(str).str.startswith("ncclKernel").to_numpy(bool)
+    ].assign(_stream=stream)
+    comm = comm.drop(columns=[c for c in ("stream",) if c in comm])
+    if comm.empty or comm["rank"].nunique() < 2:
+        raise NotApplicable("no NCCL kernels on two ranks or more")
+    last = (
+        comm.sort_values("start_ns", kind="stable")
+        .groupby(["rank", "_stream", "step", comm["name"].astype(str)], observed=True)
+        .last()
+        .drop(columns="name")
+        .reset_index()
+        .rename(columns={"_stream": "stream"})
+    )
+    last["normalized_start_time"] = (last["start_ns"].astype("float64") - t_min) / mean_iter
+    last["duration"] = last["duration_us"] * 1000 / mean_iter
+    spread = (
+        last.groupby(["stream", "step", "name"])["duration"]
+        .std()
+        .groupby(["stream", "name"])
+        .mean()
+    )
+    if spread.isna().all():
+        raise NotApplicable("one rank per NCCL kernel: nothing to compare")
+    probe = spread.idxmax()
+    out = last[(last["stream"] == probe[0]) & (last["name"] == probe[1])]
+    return out[["rank", "step", "stream", "name", "normalized_start_time", "duration"]]
+
+
+def potential_stragglers(
+    w: Any, num_candidates: int = 2, include_last_step: bool = False
+) -> pd.DataFrame:
+    """HTA's ``get_potential_stragglers``: per step the ``num_candidates`` ranks that start the
+    probe kernel latest (:func:`straggler_metric`); per rank ``times`` it was one, the ranks
+    HTA names first (``straggler``: the top ``num_candidates`` by ``times``)."""
+    m = straggler_metric(w, include_last_step=include_last_step)
+    n = max(1, num_candidates)
+    flags = []
+    for _, g in m.groupby("step"):
+        vals = g["normalized_start_time"].sort_values(ascending=False).tolist()
+        thr = vals[min(n, len(vals)) - 1]
+        flags.append(g.assign(is_straggler=(g["normalized_start_time"] >= thr).astype(int)))
+    f = pd.concat(flags)
+    times = f.groupby("rank")["is_straggler"].sum()
+    top = set(times.sort_values(ascending=False, kind="stable").index[:n])
+    mean = m.groupby("rank")["normalized_start_time"].mean()
+    return pd.DataFrame(
+        {
+            "rank": times.index.astype(int),
+            "times": times.to_numpy(),
+            "mean_normalized_start": mean.reindex(times.index).to_numpy(),
+            "straggler": [r in top for r in times.index],
+        }
+    )
+
+
+def stragglers(w: Any) -> list[Finding]:
+    t = potential_stragglers(w)
+    late = t[t["straggler"]]
+    rest = t[~t["straggler"]]
+    if rest.empty:
+        raise NotApplicable(
+            f"{len(t)} ranks: HTA's {len(late)} candidates are every rank, nothing to tell apart"
+        )
+    gap = float(late["mean_normalized_start"].min() - rest["mean_normalized_start"].max())
+    ranks = sorted(int(r) for r in late["rank"])
+    return [
+        Finding(
+            rule="potential stragglers",
+            severity="medium" if gap >= STRAGGLER_GAP else "info",
+            evidence=(
+                f"ranks {', '.join(map(str, ranks))} start the probe NCCL kernel latest "
+                f"(HTA's get_potential_stragglers); they start it "
+                f"{100 * gap:.1f}% of a mean step after the others "
+                f"(threshold {100 * STRAGGLER_GAP:.0f}%)"
+            ),
+            suggestion=(
+                "the others wait for these ranks in the collective: compare their compute "
+                "(w.slow_ranks(), w.explain) and host (dataloader, CPU contention)"
+            ),
+            peer=PEER,
+            ranks=ranks,
+            numbers={
+                "ranks": ranks,
+                "gap_mean_steps": gap,
+                "times": dict(zip(t["rank"].astype(int), t["times"].astype(int), strict=True)),
+                "threshold": STRAGGLER_GAP,
+            },
+        )
+    ]
+
+
+RULES = {
+    "GPU idle time": idle_time,
+    "kernel launches": launch_stats,
+    "potential stragglers": stragglers,
+}
+
+__all__ = [
+    "RULES",
+    "idle_time_breakdown",
+    "kernel_launch_stats",
+    "potential_stragglers",
+    "straggler_metric",
+]
