@@ -192,3 +192,23 @@ def test_show_opens_the_timeline_zoomed_where_the_finding_is():
     assert lo <= f.start_ns - off < f.end_ns - off <= hi  # the finding's tasks are in view
     assert hi - lo < 2 * (f.end_ns - f.start_ns)  # and the view is about them, not the window
     assert view.drawn["count"] > 0
+
+
+def test_bandwidth_contention_is_sdma_beside_a_matmul_under_its_threshold():
+    limit = ascend.CONTENTION_RATIO * ascend.SDMA_BASELINE_GBPS
+    t0 = 10**15
+    w = Frames(events([("x", "cpu_op", 1.0)]))
+    w.kernels = pd.DataFrame({"name": pd.Categorical(["MatMulV3", "Add"]), "type": ["a", "b"],
+                              "core": ["AI_CORE", "AI_CORE"],
+                              "start_ns": [t0 + 1000, t0 + 50_000], "duration_us": [20.0, 5.0],
+                              "rank": 0})
+    w.communication = pd.DataFrame({"name": ["ar_slow_beside", "ar_slow_alone", "ar_fast"],
+                                    "start_ns": [t0, t0 + 40_000, t0 + 5000],
+                                    "elapse_us": [10.0, 10.0, 10.0], "step": [1, 1, 1],
+                                    "rank": 0})
+    bw = pd.DataFrame({"name": ["ar_slow_beside", "ar_slow_alone", "ar_fast"],
+                       "transport": "SDMA", "size_mb": 1.0,
+                       "bandwidth_gbps": [limit - 1, limit - 1, limit + 1], "rank": 0})
+    w.communication_bandwidth = lambda: bw
+    (f,) = advise(w, only=["bandwidth contention"]).rule("bandwidth contention")
+    assert f.numbers["names"] == ["ar_slow_beside"] and f.numbers["threshold_gbps"] == limit

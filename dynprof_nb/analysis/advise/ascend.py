@@ -10,6 +10,8 @@ frames, with its thresholds and definitions (docs/definitions.md, "Advice"):
   multiple of 512 B (``ByteAlignmentChecker``);
 - small packets: more than 20% of a rank's ops move under 16 MB over SDMA (1 MB over RDMA)
   (``PacketChecker``);
+- bandwidth contention: an SDMA op (one that moves SDMA data) running while a MatMul runs at
+  under 80% of the 18 GB/s SDMA baseline (``BandwidthContentionChecker``);
 - AICPU operators: device tasks on the AI CPU, when the longest task is >= 20 µs
   (``AicpuChecker``);
 - memory operators: aclMallocMemInner / aclrtFreePhysical / aclrtFree taking > 10 ms in all
@@ -39,6 +41,7 @@ SLOW_LINK_RATIO = 0.05
 ALIGN_BYTES = 512
 SMALL_SDMA_MB, SMALL_RDMA_MB, SMALL_RATIO = 16.0, 1.0, 0.2
 AICPU_MIN_TASK_US = 20.0
+SDMA_BASELINE_GBPS, CONTENTION_RATIO, BANDWIDTH_TOP = 18.0, 0.8, 10
 MEMORY_OPS = ("aclMallocMemInner", "aclrtFreePhysical", "aclrtFree")
 MEMORY_MAX_US = 10_000.0
 DATALOADER_US = 10_000.0
@@ -287,6 +290,65 @@ def small_packets(w: Any) -> list[Finding]:
     return out
 
 
+def bandwidth_contention(w: Any) -> list[Finding]:
+    """SDMA ops running while a MatMul runs, at under 80% of the 18 GB/s SDMA baseline."""
+    c, b, k = with_rank(w.communication, w), w.communication_bandwidth(), w.kernels
+    if c.empty or b.empty or k.empty or "start_ns" not in c:
+        raise NotApplicable("no communication ops with SDMA bandwidths and device tasks")
+    b = with_rank(b, w)
+    sdma = b[(b["transport"] == "SDMA") & (b["size_mb"] > 0)][["rank", "name", "bandwidth_gbps"]]
+    ops = c.merge(
+        sdma.drop_duplicates(["rank", "name"]),
+        on=["rank", "name"],
+        how="inner",
+        suffixes=("_op", ""),
+    )
+    k = with_rank(k, w)
+    mm = k[names_where(k["name"], lambda n: n.str.lower().str.contains("matmul"))]
+    limit = CONTENTION_RATIO * SDMA_BASELINE_GBPS
+    out = []
+    for r, part in ops.groupby("rank"):
+        m = mm[mm["rank"] == r]
+        if m.empty:
+            continue
+        ms = m["start_ns"].to_numpy("float64")
+        me = ms + m["duration_us"].to_numpy("float64") * 1000
+        s0 = part["start_ns"].to_numpy("float64")
+        s1 = s0 + part["elapse_us"].to_numpy("float64") * 1000
+        under = [((ms <= b1) & (me >= a0)).any() for a0, b1 in zip(s0, s1, strict=True)]
+        hit = part[np.array(under, bool) & (part["bandwidth_gbps"] < limit).to_numpy(bool)]
+        if hit.empty:
+            continue
+        worst = hit.sort_values("bandwidth_gbps").head(BANDWIDTH_TOP)
+        out.append(
+            Finding(
+                rule="bandwidth contention",
+                severity="medium",
+                evidence=(
+                    f"{len(hit)} SDMA communication op(s) on rank {int(r)} run beside a MatMul at "
+                    f"under {limit:g} GB/s ({100 * CONTENTION_RATIO:.0f}% of the "
+                    f"{SDMA_BASELINE_GBPS:g} GB/s SDMA baseline): "
+                    + ", ".join(
+                        f"{n} {v:.2f} GB/s"
+                        for n, v in zip(worst["name"], worst["bandwidth_gbps"], strict=True)
+                    )
+                ),
+                suggestion=(
+                    "computing and communicating at once costs bandwidth here: compare with "
+                    "the overlap turned off to see whether the overlap still pays"
+                ),
+                peer=PEER,
+                ranks=[int(r)],
+                steps=sorted(int(s) for s in hit["step"].dropna().unique()),
+                start_ns=int(hit["start_ns"].min()),
+                end_ns=int((hit["start_ns"] + hit["elapse_us"] * 1000).max()),
+                lanes=[f"rank {int(r)} HCCL"],
+                numbers={"ops": len(hit), "names": list(hit["name"]), "threshold_gbps": limit},
+            )
+        )
+    return out
+
+
 def aicpu(w: Any) -> list[Finding]:
     k = w.kernels
     if k.empty or "core" not in k or k["core"].isna().all():
@@ -505,6 +567,7 @@ RULES = {
     "slow link": slow_link,
     "byte alignment": byte_alignment,
     "small packets": small_packets,
+    "bandwidth contention": bandwidth_contention,
     "AICPU operators": aicpu,
     "memory operators": memory_operators,
     "slow dataloader": slow_dataloader,
