@@ -49,12 +49,38 @@ def advise(w: Any, only: list[str] | None = None) -> Findings:
         except (KeyError, ValueError, TypeError, AttributeError) as e:  # a frame not as expected
             checked.append((name, peer, "error", f"{type(e).__name__}: {e}"))
             continue
-        found += got
+        found += [_locate(w, f) for f in got]
         problems = [f for f in got if f.severity != "info"]
         status = "found" if problems else "not found"
         note = f"{len(problems)} finding(s)" if problems else "nothing over the threshold"
         checked.append((name, peer, status, note))
     return Findings(w, found, pd.DataFrame(checked, columns=["rule", "peer", "status", "note"]))
+
+
+def _locate(w: Any, f: Finding) -> Finding:
+    """A finding without a time range gets its steps' (on its ranks; all steps and ranks when
+    it names none), and its ranks as lanes, so ``show()`` always has somewhere to go."""
+    if f.start_ns is not None:
+        return f
+    try:
+        st = w.steps
+    except (KeyError, ValueError, AttributeError):
+        return f
+    if st.empty or "start_ns" not in st:
+        return f
+    sel = st[st["start_ns"].notna()]
+    if f.ranks and "rank" in sel:
+        sel = sel[sel["rank"].isin(f.ranks)]
+    if f.steps:
+        sel = sel[sel["step"].isin(f.steps)]
+    if sel.empty:
+        return f
+    start = sel["start_ns"].astype("int64")
+    f.start_ns = int(start.min())
+    f.end_ns = int((start + (sel["duration_us"].fillna(0) * 1000).round().astype("int64")).max())
+    if not f.lanes:
+        f.lanes = [f"rank {r}" for r in (f.ranks or sorted(set(sel.get("rank", [0]))))]
+    return f
 
 
 __all__ = ["FAMILIES", "Finding", "Findings", "NotApplicable", "advise", "rules"]
