@@ -147,6 +147,14 @@ def test_findings_numbers_recompute_from_the_frames():
     # byte alignment's tasks are in the window: its ops and sizes
     for f in adv.rule("byte alignment"):
         assert f.numbers["ops"] >= 1 and f.start_ns is not None and f.end_ns >= f.start_ns
+    # operator compile: aclopCompileAndExecute's self time over the rank's host self time
+    ops = w.ops
+    for f in adv.rule("operator compile"):
+        o = ops[ops["rank"] == f.ranks[0]]
+        comp = o[o["name"].astype(str).str.contains("CompileAndExecute")]["self_us"].sum()
+        assert f.numbers["share"] == pytest.approx(comp / o["self_us"].sum())
+        assert f.numbers["share"] >= ascend.COMPILE_SHARE
+    assert adv.rule("operator compile")
     # every row says where (ranks or all), what, and the threshold beside the number
     for f in adv:
         assert "threshold" in f.evidence or f.rule == "byte alignment", f.evidence

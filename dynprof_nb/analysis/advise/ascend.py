@@ -14,6 +14,9 @@ frames, with its thresholds and definitions (docs/definitions.md, "Advice"):
   under 80% of the 18 GB/s SDMA baseline (``BandwidthContentionChecker``);
 - AICPU operators: device tasks on the AI CPU, when the longest task is >= 20 µs
   (``AicpuChecker``);
+- operator compile: operators compiled at run time (aclopCompileAndExecute, opCompile) taking
+  >= 5% of a rank's host self time (the summary's note; the advisor's dynamic-shape check
+  needs kernel_details' OpState, which a window rarely has);
 - memory operators: aclMallocMemInner / aclrtFreePhysical / aclrtFree taking > 10 ms in all
   (``MemoryOpsChecker``);
 - slow dataloader: a framework call whose name has "dataloader" taking >= 10 ms
@@ -46,6 +49,7 @@ MEMORY_OPS = ("aclMallocMemInner", "aclrtFreePhysical", "aclrtFree")
 MEMORY_MAX_US = 10_000.0
 DATALOADER_US = 10_000.0
 GC_US = 1_000.0
+COMPILE_SHARE = 0.05  # the summary's "operators compiled at run time" note
 GC_EVENT = "GC"  # dynprof_nb.training.gcpauses.GC_EVENT (training/ is not imported here)
 SYNC_STREAM, NODE_LAUNCH = "aclrtSynchronizeStream", "Node@launch"
 SYNC_RATIO = 0.5
@@ -443,6 +447,48 @@ def memory_operators(w: Any) -> list[Finding]:
     return out
 
 
+def operator_compile(w: Any) -> list[Finding]:
+    """Operators compiled at run time (aclopCompileAndExecute ...): the summary's host
+    overhead table's "op compile" row, per rank, when >= 5% of host self time."""
+    from dynprof_nb.analysis.summary import overhead_table
+
+    ops = with_rank(w.ops, w)
+    if ops.empty or "self_us" not in ops:
+        raise NotApplicable("no host operators with self time")
+    out = []
+    for r, part in ops.groupby("rank"):
+        t = overhead_table(part)
+        row = t[t["overhead"] == "op compile"]
+        if row.empty or float(row["share"].iloc[0]) < COMPILE_SHARE:
+            continue
+        row = row.iloc[0]
+        out.append(
+            Finding(
+                rule="operator compile",
+                severity="high" if row["share"] >= 0.2 else "medium",
+                evidence=(
+                    f"operators compiled at run time take {row['self_us'] / 1000:.3f} ms = "
+                    f"{100 * row['share']:.1f}% of rank {int(r)}'s host self time "
+                    f"({int(row['calls'])} calls: {row['ops']}; threshold "
+                    f"{100 * COMPILE_SHARE:.0f}%)"
+                ),
+                suggestion=(
+                    "dynamic shapes recompile operators: pad to fixed shapes, or "
+                    "torch_npu.npu.set_compile_mode(jit_compile=False) to use prebuilt binaries"
+                ),
+                peer=PEER,
+                ranks=[int(r)],
+                numbers={
+                    "self_us": float(row["self_us"]),
+                    "share": float(row["share"]),
+                    "calls": int(row["calls"]),
+                    "threshold": COMPILE_SHARE,
+                },
+            )
+        )
+    return out
+
+
 def slow_dataloader(w: Any) -> list[Finding]:
     e = _host_events(w)
     hit = e[names_where(e["name"], lambda n: n.str.contains("dataloader", case=False))]
@@ -570,6 +616,7 @@ RULES = {
     "bandwidth contention": bandwidth_contention,
     "AICPU operators": aicpu,
     "memory operators": memory_operators,
+    "operator compile": operator_compile,
     "slow dataloader": slow_dataloader,
     "GC": gc_pauses,
     "synchronize stream": synchronize_stream,
