@@ -36,7 +36,9 @@ COMM = re.compile(
     r"c10d|send|recv|hcom_",
     re.I,
 )
-SAME_WINDOW_SLACK_S = 600.0  # ranks of one window start within this (control.base's value)
+SAME_WINDOW_SLACK_S = 600.0
+# a rank's own work must account for this share of the step's growth to be named the cause
+OWN_WORK_SHARE = 0.1  # ranks of one window start within this (control.base's value)
 
 
 @dataclass
@@ -173,7 +175,10 @@ def _kernel_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
     k = _with_rank(w.kernels, w)
     if k.empty:
         return pd.DataFrame(columns=["rank", "name", "us", "comm"])
-    key = k["type"].astype(str) if "core" in k and k["core"].notna().any() else k["name"]
+    # an Ascend task's op type (MatMulV2) groups its many named instances; a GPU kernel's
+    # name is its identity (its "type" is Kineto's category)
+    ascend = "core" in k and k["core"].astype(str).str.match(r"AI_|MIX_|HCCL").any()
+    key = k["type"].astype(str) if ascend else k["name"]
     t = k.groupby(["rank", key.astype(str)])["duration_us"].sum().reset_index()
     t.columns = ["rank", "name", "us"]
     t["us"] = t["us"] / t["rank"].map(nsteps).astype(float)
@@ -293,10 +298,16 @@ def _sentence(
         f" ({top['delta_us'] / 1000:+.3f} ms)"
     )
     work = "device time" if device else "compute"
+    if grew[rank] < OWN_WORK_SHARE * delta:
+        return text + (
+            f"; no rank's own {work} grew by much (at most {grew[rank] / 1000:+.3f} ms, rank "
+            f"{rank}): the difference is not one rank's operators"
+        )
     text += f"; rank {rank}'s {work} grew {grew[rank] / 1000:+.3f} ms"
     if not ops.empty and ops["delta_us"].iloc[0] > 0:
         o = ops.iloc[0]
-        text += f", most in {o['name']} ({o['delta_us'] / 1000:+.3f} ms"
+        name = o["name"] if len(o["name"]) <= 60 else o["name"][:57] + "..."
+        text += f", most in {name} ({o['delta_us'] / 1000:+.3f} ms"
         if pd.notna(o["vs_others"]):
             text += f", {o['vs_others']:.1f}x the other ranks'"
         text += ")"
