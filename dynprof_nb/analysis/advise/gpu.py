@@ -140,7 +140,9 @@ def idle_time(w: Any) -> list[Finding]:
                 evidence=(
                     f"rank {int(row.rank)}'s GPU is idle {100 * share:.1f}% of its "
                     f"{row.kernel_time_us / 1000:.3f} ms (threshold {100 * IDLE_SHARE:.0f}%); "
-                    "per stream gaps: "
+                    f"gaps between kernels, summed over its "
+                    f"{int((br['rank'] == row.rank).groupby(br['stream']).any().sum())} "
+                    "stream(s): "
                     + ", ".join(
                         f"{c} {v / 1000:.3f} ms ({100 * v / tot if tot else 0:.0f}%)"
                         for c, v in by.items()
@@ -198,9 +200,10 @@ def launch_stats(w: Any) -> list[Finding]:
                 severity="medium",
                 evidence="; ".join(parts) + f" (rank {int(r)}, {n} launches)",
                 suggestion=(
-                    "short kernels: fuse them or capture the step in a CUDA graph; long launch "
-                    "delays: the device queue is full or the stream waits (look at what runs "
-                    "before)"
+                    "kernels shorter than their launch: fuse them or capture the step in a CUDA "
+                    "graph; slow launch calls: the host is the bottleneck there; long launch "
+                    "delays: the host runs ahead and the device's queue (or a wait on another "
+                    "stream) holds the kernel"
                 ),
                 peer=PEER,
                 ranks=[int(r)],
