@@ -220,3 +220,14 @@ def test_bandwidth_contention_is_sdma_beside_a_matmul_under_its_threshold():
     w.communication_bandwidth = lambda: bw
     (f,) = advise(w, only=["bandwidth contention"]).rule("bandwidth contention")
     assert f.numbers["names"] == ["ar_slow_beside"] and f.numbers["threshold_gbps"] == limit
+
+
+def test_terminal_table_says_what_did_not_apply():
+    from dynprof_nb.ui.advisecmd import advise_text
+
+    _, adv = level1()
+    text = advise_text(adv, tty=True)
+    for f in adv:
+        assert f.evidence in text and f.suggestion in text
+    na = adv.checked[adv.checked["status"] == "not applicable"]
+    assert "not applicable to this window:" in text and all(r in text for r in na["rule"])
