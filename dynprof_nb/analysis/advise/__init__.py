@@ -46,7 +46,8 @@ def advise(w: Any, only: list[str] | None = None) -> Findings:
         except NotApplicable as e:
             checked.append((name, peer, "not applicable", str(e)))
             continue
-        except (KeyError, ValueError, TypeError, AttributeError) as e:  # a frame not as expected
+        # a frame not as the rule expects: said in checked ("error"); the other rules still run
+        except (LookupError, ValueError, TypeError, AttributeError, ArithmeticError) as e:
             checked.append((name, peer, "error", f"{type(e).__name__}: {e}"))
             continue
         found += [_locate(w, f) for f in got]

@@ -67,7 +67,7 @@ class Findings:
 
     ``frame``: one row per finding (rule, severity, ranks, steps, evidence, suggestion,
     start_ns, end_ns, lanes, peer, numbers), the most severe first; ``checked``: one row per
-    rule (rule, peer, status ``found`` / ``not found`` / ``not applicable``, note).
+    rule (rule, peer, status ``found`` / ``not found`` / ``not applicable`` / ``error``, note).
     ``findings[i]`` is a :class:`Finding`; ``show(i)`` opens the interactive timeline zoomed to
     where finding ``i`` is."""
 
