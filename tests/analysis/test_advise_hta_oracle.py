@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import dynprof_nb
-from dynprof_nb.analysis.advise import gpu
+from dynprof_nb.analysis.advise import NotApplicable, gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 HTA_PY = Path(os.environ.get("DYNPROF_HTA_PYTHON", ROOT / ".venv" / "hta" / "bin" / "python"))
@@ -28,7 +28,8 @@ TRACES = [
     "hta__critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
     "hta__nccl_parser_config__nccl_data.json.gz",
     "hta__timeline_analysis__sampled_rank-0.json.gz",
-]
+] + [p.name for p in sorted(KINETO.glob("*.json.gz")) if "alexnet" not in p.name
+     and "nccl_parser" not in p.name and "timeline_analysis" not in p.name]
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -52,21 +53,41 @@ def window(name: str):
 @pytest.mark.parametrize("name", TRACES, ids=[n[5:35] for n in TRACES])
 def test_idle_time_breakdown_matches_hta(name):
     h = hta(name)
-    assert "idle" in h, h.get("idle_error")
+    if "idle" not in h:  # HTA has no device rows to break down: neither has dynprof_nb
+        with pytest.raises(NotApplicable):
+            gpu.idle_time_breakdown(window(name), kernels_sel="hta")
+        return
     mine = gpu.idle_time_breakdown(window(name), kernels_sel="hta")
     got = {(int(r.stream), r.idle_category.replace(" ", "_")): r for r in mine.itertuples()}
     theirs = {(x["stream"], x["category"]): x for x in h["idle"]}
     assert set(got) == set(theirs)
+    # HTA compares a launch with the previous kernel's end in float µs since the epoch (a
+    # quarter of a µs apart at best): a gap whose launch is within 1 µs of that end may land
+    # in either category there. dynprof_nb compares exact ns.
+    gaps = gpu.idle_gaps(window(name), kernels_sel="hta")
     for key, x in theirs.items():
+        g = gaps[gaps["stream"] == key[0]]
+        borderline = float(g.loc[g["launch_margin_us"].abs() < 1.0, "gap_us"].sum())
+        total = float(g["gap_us"].sum())
         t = got[key].idle_time_us
-        # a gap is two kernels' whole-µs times: 2 µs a gap at most
-        assert abs(t - x["time"]) <= max(0.005 * abs(x["time"]), 2.0 * got[key].gaps), (key, t, x)
-        assert got[key].idle_time_ratio == pytest.approx(x["ratio"], abs=0.005, nan_ok=True)
+        # and whole µs on the µs traces: 2 µs a gap at most
+        slack = max(0.005 * abs(x["time"]), 2.0 * got[key].gaps) + borderline
+        assert abs(t - x["time"]) <= slack, (key, t, x, borderline)
+        ratio_slack = 0.005 + (borderline / total if total else 0.0)  # HTA rounds to 0.01
+        assert got[key].idle_time_ratio == pytest.approx(x["ratio"], abs=ratio_slack,
+                                                         nan_ok=True)
 
 
 @pytest.mark.parametrize("name", TRACES, ids=[n[5:35] for n in TRACES])
 def test_kernel_launch_stats_match_hta(name):
     h = hta(name)
+    if not h["launch"]:
+        try:
+            mine = gpu.kernel_launch_stats(window(name), kernels_sel="hta")
+        except NotApplicable:
+            return
+        assert mine.empty
+        return
     mine = gpu.kernel_launch_stats(window(name), kernels_sel="hta").set_index("correlation")
     assert sorted(mine.index) == sorted(x["correlation"] for x in h["launch"])
     for x in h["launch"]:

@@ -50,6 +50,47 @@ def _device(w: Any, kernels_sel: gpu_frames.Selection, include_last_step: bool) 
     return with_rank(gpu_frames.select(k, w.steps, kernels_sel, include_last_step), w)
 
 
+def idle_gaps(
+    w: Any,
+    consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US,
+    kernels_sel: gpu_frames.Selection = "steps",
+    include_last_step: bool = False,
+) -> pd.DataFrame:
+    """Every gap between consecutive device rows of a stream: rank, stream, ``start_ns`` (of
+    the kernel after it), ``gap_us``, ``launch_margin_us`` (its launch minus the previous
+    kernel's end: > 0 is host wait) and ``idle_category``. Exact ns arithmetic (µs since the
+    epoch in a float would keep only a quarter of a µs)."""
+    k = _device(w, kernels_sel, include_last_step)
+    k = k[k["type"].astype(str).isin(IDLE_CATS)]
+    stream = k["stream_arg"] if "stream_arg" in k else k["stream"]
+    k = k.assign(_stream=stream)
+    parts = []
+    for (r, s), part in k.groupby(["rank", "_stream"], sort=True):
+        part = part.sort_values("start_ns", kind="stable")
+        start = part["start_ns"].to_numpy("int64")
+        end = start + np.rint(part["duration_us"].to_numpy("float64") * 1000).astype(np.int64)
+        launch = part["launch_ns"].astype("Float64").to_numpy("float64", na_value=np.nan)
+        gap = (start[1:] - end[:-1]) / 1e3
+        margin = (launch[1:] - end[:-1].astype("float64")) / 1e3
+        host = margin > 0
+        kern = ~host & (gap < consecutive_kernel_delay_us)
+        cat = np.where(host, "host wait", np.where(kern, "kernel wait", "other"))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "rank": int(r),
+                    "stream": int(s),
+                    "start_ns": start[1:],
+                    "gap_us": gap,
+                    "launch_margin_us": margin,
+                    "idle_category": cat,
+                }
+            )
+        )
+    cols = ["rank", "stream", "start_ns", "gap_us", "launch_margin_us", "idle_category"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
 def idle_time_breakdown(
     w: Any,
     consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US,
@@ -58,29 +99,22 @@ def idle_time_breakdown(
 ) -> pd.DataFrame:
     """Per rank, stream and idle category (``host wait``, ``kernel wait``, ``other``):
     ``idle_time_us`` and ``idle_time_ratio`` (of the stream's idle time), as HTA's table, and
-    ``gaps`` (how many gaps; HTA's ``show_idle_interval_stats`` count)."""
+    ``gaps`` (how many gaps; HTA's ``show_idle_interval_stats`` count). A stream's first
+    kernel has no gap; HTA files it under "other" with none, so every stream has that row."""
+    g = idle_gaps(w, consecutive_kernel_delay_us, kernels_sel, include_last_step)
     k = _device(w, kernels_sel, include_last_step)
     k = k[k["type"].astype(str).isin(IDLE_CATS)]
     stream = k["stream_arg"] if "stream_arg" in k else k["stream"]
-    k = k.assign(_stream=stream)
     rows = []
-    for (r, s), part in k.groupby(["rank", "_stream"], sort=True):
-        part = part.sort_values("start_ns", kind="stable")
-        start = part["start_ns"].to_numpy("float64") / 1e3
-        end = start + part["duration_us"].to_numpy("float64")
-        launch = part["launch_ns"].to_numpy("float64", na_value=np.nan) / 1e3
-        prev_end = np.r_[np.nan, end[:-1]]
-        gap = start - prev_end
-        host = launch > prev_end
-        kern = ~host & (gap < consecutive_kernel_delay_us)
-        cat = np.where(host, "host wait", np.where(kern, "kernel wait", "other"))
-        total = np.nansum(gap)
+    for (r, s), _ in k.groupby([k["rank"], stream], sort=True):
+        part = g[(g["rank"] == r) & (g["stream"] == s)]
+        total = float(part["gap_us"].sum())
         for c in ("host wait", "kernel wait", "other"):
-            if not (cat == c).any():
+            sel = part[part["idle_category"] == c]
+            if sel.empty and c != "other":
                 continue
-            sel = (cat == c) & ~np.isnan(gap)
-            t = float(gap[sel].sum())
-            rows.append((int(r), int(s), c, t, t / total if total else np.nan, int(sel.sum())))
+            t = float(sel["gap_us"].sum())
+            rows.append((int(r), int(s), c, t, t / total if total else np.nan, len(sel)))
     return pd.DataFrame(
         rows,
         columns=["rank", "stream", "idle_category", "idle_time_us", "idle_time_ratio", "gaps"],
@@ -355,6 +389,7 @@ RULES = {
 
 __all__ = [
     "RULES",
+    "idle_gaps",
     "idle_time_breakdown",
     "kernel_launch_stats",
     "potential_stragglers",
