@@ -504,17 +504,31 @@ def summarize(window: Any, top: int = 10) -> Summary:
 
 def top_findings(window: Any, n: int = 3) -> list[str]:
     """The ``n`` most severe of ``w.advise()``'s findings, one line each (rule: evidence); a
-    triggered window's first line is ``w.explain()``'s answer."""
-    from dynprof_nb.analysis.advise import advise
-    from dynprof_nb.analysis.explain import explain, triggered_reason
-
-    lines = [f"[{f.severity}] {f.rule}: {f.evidence}" for f in advise(window).top(n)]
-    if triggered_reason(window):  # a triggered window: why, against the job's last normal one
+    triggered window's first line is ``w.explain()``'s answer. Through the window's
+    shortcuts (the advice builds on this module's tables: no import of it here)."""
+    advise = getattr(window, "advise", None)
+    if not callable(advise):
+        return []
+    lines = [f"[{f.severity}] {f.rule}: {f.evidence}" for f in advise().top(n)]
+    if _triggered(window):  # a triggered window: why, against the job's last normal one
         try:
-            lines.insert(0, f"why (vs the last normal window): {explain(window)}")
+            lines.insert(0, f"why (vs the last normal window): {window.explain()}")
         except (ValueError, OSError):
             pass  # no normal window beside it: w.explain(baseline) names one
     return lines
+
+
+def _triggered(window: Any) -> bool:
+    """The window, or any of its ranks, was recorded by the trigger (a ``reason``)."""
+    if window_reason(window):
+        return True
+    rank_window = getattr(window, "rank_window", None)
+    ranks = getattr(window, "ranks", None) or []
+    return (
+        callable(rank_window)
+        and len(ranks) > 1
+        and any(window_reason(rank_window(r)) for r in ranks)
+    )
 
 
 def top_ops_table(ops: pd.DataFrame, top: int) -> pd.DataFrame:
