@@ -17,6 +17,18 @@ def _summary(w: Any, **kw: Any) -> Any:
     return summarize(w, **kw)
 
 
+def _advise(w: Any, **kw: Any) -> Any:
+    from .advise import advise
+
+    return advise(w, **kw)
+
+
+def _explain(w: Any, baseline: Any = None) -> Any:
+    from .explain import explain
+
+    return explain(w, baseline)
+
+
 def _plots(name: str) -> Shortcut:
     def call(w: Any, **kw: Any) -> Any:
         from . import plots
@@ -68,6 +80,8 @@ def _rank_plots(name: str) -> Shortcut:
 
 SHORTCUTS: dict[str, Shortcut] = {
     "summary": _summary,
+    "advise": _advise,
+    "explain": _explain,
     "timeline_view": _timeline_view,
     **{n: _plots(n) for n in ("timeline", "top_ops", "step_breakdown", "memory_over_time")},
     **{

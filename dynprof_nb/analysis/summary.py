@@ -357,6 +357,7 @@ class Summary:
     kernels: pd.DataFrame | None = None
     device: pd.DataFrame | None = None
     overhead: pd.DataFrame | None = None
+    findings: list[str] = field(default_factory=list)  # w.advise()'s top findings, one line each
 
     def _headline(self) -> str:
         h = self.header
@@ -419,6 +420,9 @@ class Summary:
         if self.notes:
             lines.append("\nNotes:")
             lines += [f"- {n}" for n in self.notes]
+        if self.findings:
+            lines.append("\nTop findings (w.advise() has them all, with their numbers):")
+            lines += [f"- {n}" for n in self.findings]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -429,6 +433,12 @@ class Summary:
         if self.notes:
             parts.append(
                 "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
+            )
+        if self.findings:
+            parts.append(
+                "<h4>Top findings (w.advise() has them all)</h4><ul>"
+                + "".join(f"<li>{html.escape(n)}</li>" for n in self.findings)
+                + "</ul>"
             )
         for title, table, fmt in self._sections():
             parts.append(
@@ -478,10 +488,47 @@ def summarize(window: Any, top: int = 10) -> Summary:
         notes = device_notes(device, overhead, kernels, steps)
     notes += notes_for(steps, ops, ranks, device=not k.empty)
     summary = Summary(
-        header, top_ops, step_breakdown(steps), ranks, notes, kernels, device, overhead
+        header,
+        top_ops,
+        step_breakdown(steps),
+        ranks,
+        notes,
+        kernels,
+        device,
+        overhead,
+        top_findings(window) if ev is not None else [],
     )
     # an NPU window leads with device time, the communication share and the slow rank
     return npu_first(window, summary) if is_npu_window(window) else summary
+
+
+def top_findings(window: Any, n: int = 3) -> list[str]:
+    """The ``n`` most severe of ``w.advise()``'s findings, one line each (rule: evidence); a
+    triggered window's first line is ``w.explain()``'s answer. Through the window's
+    shortcuts (the advice builds on this module's tables: no import of it here)."""
+    advise = getattr(window, "advise", None)
+    if not callable(advise):
+        return []
+    lines = [f"[{f.severity}] {f.rule}: {f.evidence}" for f in advise().top(n)]
+    if _triggered(window):  # a triggered window: why, against the job's last normal one
+        try:
+            lines.insert(0, f"why (vs the last normal window): {window.explain()}")
+        except (ValueError, OSError):
+            pass  # no normal window beside it: w.explain(baseline) names one
+    return lines
+
+
+def _triggered(window: Any) -> bool:
+    """The window, or any of its ranks, was recorded by the trigger (a ``reason``)."""
+    if window_reason(window):
+        return True
+    rank_window = getattr(window, "rank_window", None)
+    ranks = getattr(window, "ranks", None) or []
+    return (
+        callable(rank_window)
+        and len(ranks) > 1
+        and any(window_reason(rank_window(r)) for r in ranks)
+    )
 
 
 def top_ops_table(ops: pd.DataFrame, top: int) -> pd.DataFrame:

@@ -47,6 +47,17 @@ class WindowShortcuts:
         """Header, top operations, step breakdown and plain-language notes (HTML and text)."""
         return shortcut("summary")(self)
 
+    def advise(self, **kw: Any) -> Any:
+        """Findings: what msprof-analyze's advisor and HTA would flag here, with the numbers and
+        thresholds beside them; ``.checked`` says which rules did not apply here and why."""
+        return shortcut("advise")(self, **kw)
+
+    def explain(self, baseline: Any = None) -> Any:
+        """Why this window was slower than ``baseline`` (a window or its folder; default: the
+        job's last untriggered window before it): the rank, step phase and operators that
+        account for the difference, in time and share."""
+        return shortcut("explain")(self, baseline=baseline)
+
     def plot_timeline(self, **kw: Any) -> Any:
         """The ranks' events on a timeline (a matplotlib Figure); ``interactive=True``: a widget
         that zooms and pans down to one kernel."""

@@ -10,6 +10,7 @@
     dynprof stacks JOB [--last] [--timeout S]
     dynprof relay --cfg-path DIR --job JOB [--poll-interval S]
     dynprof demo
+    dynprof advise WINDOW_DIR [--rule NAME ...]
 
 The config flags of ``start`` are generated from ``ProfilerConfig``'s traits, so they cannot
 drift from the schema. They hold for that window only; ``set`` makes a key standing (every
@@ -231,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--clear", nargs="?", const="", default=None, metavar="PATH", help=ARGUMENTS["--clear"]
     )
     sub.add_parser("doctor", help=text["doctor"])
+    adv = sub.add_parser("advise", help=text["advise"])
+    adv.add_argument("window", help="a window folder or one trace file")
+    adv.add_argument("--rule", action="append", default=None, help="only this rule (repeatable)")
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
     for name in (
@@ -287,6 +291,11 @@ def _run(args: argparse.Namespace) -> int:
         return _relay(args.cfg_path, args.job, args.poll_interval)
     if args.command == "cache":
         print(cache_report(args.clear))
+        return 0
+    if args.command == "advise":
+        from dynprof_nb.ui.advisecmd import run_advise
+
+        print(run_advise(args.window, args.rule))
         return 0
     cluster = {}
     if args.cluster is not None:

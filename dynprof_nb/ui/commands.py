@@ -21,6 +21,8 @@ COMMANDS = {
     "windows": "the job's windows on disk",
     "load": "load a window into a TraceWindow (latest by default)",
     "summary": "the summary of a window (latest by default)",
+    "advise": "what msprof-analyze's advisor and HTA would flag in a window (latest by default, "
+    "or a window folder / trace file): one finding per line with its numbers and thresholds",
     "stacks": "where every thread of every live rank is now (even a rank stuck in C code), "
     "identical stacks merged into one tree, the odd ranks first",
     "panel": "the interactive panel: config form, live ranks, windows",
@@ -57,6 +59,7 @@ MAGIC_COMMANDS = (
     "windows",
     "load",
     "summary",
+    "advise",
     "stacks",
     "panel",
     "trigger",
@@ -76,6 +79,7 @@ CLI_COMMANDS = (
     "trigger",
     "cache",
     "doctor",
+    "advise",
 )
 
 

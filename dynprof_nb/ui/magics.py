@@ -104,7 +104,7 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     add_config_flags(p["trigger"], TRIGGER_OPTIONS_TITLE)
     p["wait"].add_argument("--timeout", type=float, default=None, metavar="S")
     p["wait"].add_argument("--no-progress", action="store_true", help="no progress bar")
-    for name in ("load", "summary"):
+    for name in ("load", "summary", "advise"):
         p[name].add_argument(
             "window",
             nargs="?",
@@ -337,6 +337,15 @@ class DynprofMagics(Magics):
     def _do_summary(self, args: argparse.Namespace) -> Any:
         return self._need_job().load(_window_arg(args.window)).summary()
 
+    def _do_advise(self, args: argparse.Namespace) -> Any:
+        """A window's findings; a path needs no job (a folder or trace file from anywhere)."""
+        arg = _window_arg(args.window)
+        if isinstance(arg, str) and self.job is None:
+            from dynprof_nb.ui.advisecmd import load_for_advice
+
+            return load_for_advice(arg).advise()
+        return self._need_job().load(arg).advise()
+
     def _do_stacks(self, args: argparse.Namespace) -> Any:
         """The merged tree (HTML in a notebook); ``-o NAME`` keeps the frame itself."""
         if args.name and not args.name.isidentifier():
@@ -398,6 +407,7 @@ HANDLERS: dict[str, Callable[[DynprofMagics, argparse.Namespace], Any]] = {
     "windows": DynprofMagics._do_windows,
     "load": DynprofMagics._do_load,
     "summary": DynprofMagics._do_summary,
+    "advise": DynprofMagics._do_advise,
     "stacks": DynprofMagics._do_stacks,
     "panel": DynprofMagics._do_panel,
     "trigger": DynprofMagics._do_trigger,

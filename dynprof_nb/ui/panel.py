@@ -16,7 +16,8 @@
 * A "Step times" section: the ranks' recent step times as a heat map (at most once a second,
   drawn off the refresh) and the trigger's Arm / Disarm (``dynprof_nb.ui.steppanel``).
 * One row per window (steps, ranks done/total, the config it was recorded with) with
-  **Load**, **Summary** and **Compare**, rendering into an Output area.
+  **Load**, **Summary**, **Compare** and **Advice** (``w.advise()``), rendering into an Output
+  area.
 
 Frontends without widgets show the text repr (the job and its ranks).
 """
@@ -592,6 +593,11 @@ class Panel(widgets.VBox):
                 "compare with the window loaded last (or the one before this)",
                 lambda: self.compare(index),
             ),
+            (
+                "Advice",
+                "what msprof-analyze's advisor and HTA would flag here (w.advise())",
+                lambda: self.advise(index),
+            ),
         ):
             button = widgets.Button(
                 description=name, tooltip=tip, layout=widgets.Layout(width="90px")
@@ -665,6 +671,27 @@ class Panel(widgets.VBox):
             out.append_display_data(trace)
             out.append_stdout("loaded into panel.trace\n")
         return trace
+
+    def advise(self, index: int | None = None) -> Any:
+        """Load window row ``index`` into ``self.trace`` and render its findings
+        (``w.advise()``; a triggered window's ``w.explain()`` first)."""
+        out = _cleared(self.output)
+        try:
+            trace = self._load(index)
+            self.trace = trace
+            from dynprof_nb.analysis.explain import explain, triggered_reason
+
+            if triggered_reason(trace):
+                try:
+                    out.append_stdout(f"why: {explain(trace)}\n")
+                except (ValueError, OSError) as exc:
+                    out.append_stdout(f"why: {exc}\n")
+            findings = trace.advise()
+        except Exception as exc:
+            out.append_stdout(f"could not advise on the window: {exc}\n")
+            return None
+        out.append_display_data(findings)
+        return findings
 
     def compare(self, index: int) -> Any:
         """Compare window row ``index`` with the window loaded last (or, when that is the

@@ -75,6 +75,16 @@ def test_bad_input_without_a_job(ip: InteractiveShell, magics, text: str, says: 
     assert says in usage_error(ip, text)
 
 
+def test_advise_a_window_folder_needs_no_job(ip: InteractiveShell, magics) -> None:
+    from testdata import fixtures_dir
+
+    from dynprof_nb.analysis.advise import Findings
+
+    found = line(ip, f"advise {fixtures_dir() / 'ascend_real' / 'db_level1'}")
+    assert isinstance(found, Findings) and len(found) > 0
+    assert "finding(s)" in found._repr_html_()
+
+
 def test_jobs_lists_the_running_job(ip: InteractiveShell, magics, job) -> None:
     frame = line(ip, "jobs")
     assert isinstance(frame, pd.DataFrame)
@@ -141,6 +151,8 @@ def test_window_start_wait_load_summary(ip: InteractiveShell, magics, job) -> No
     assert sorted(trace.steps["step"].unique()) == list(range(cfg.start_step, cfg.stop_step + 1))
     summary = line(ip, "summary")
     assert "matmul" in str(summary) and "<table" in summary._repr_html_()
+    advice = line(ip, "advise")  # the latest window's findings, every rule checked
+    assert len(advice.checked) == len(advice.checked["rule"].unique()) > 10
     one = line(ip, f"load {len(windows) - 1}")
     assert one.ranks == [int(windows.iloc[-1]["rank"])]
 

@@ -6,6 +6,8 @@ What it records while a window is active:
 * user ranges (``dynprof_nb.range``) as ``user_annotation`` spans;
 * with ``with_stack``: every Python and C function call on the training thread
   (``sys.setprofile``), as ``python_function`` spans named ``file.py(line): name``;
+* each garbage collection as a ``GC`` span in category ``gc`` (``gc.callbacks``: only a
+  collection pays for it; :mod:`dynprof_nb.training.gcpauses`);
 * with ``profile_memory``: the process's resident memory (RSS, from ``/proc/self/statm``) and
   its highest value so far in the window, at every step and range end. ``tracemalloc`` (traced
   Python allocations) hooked every allocation and made a step 6-12x slower, and it does not
@@ -34,6 +36,7 @@ from typing import Any
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.protocol import step_marker
 from dynprof_nb.training import ranges
+from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
 
 try:
     import orjson
@@ -72,6 +75,7 @@ class BuiltinBackend:
         self._names: dict[Any, str] = {}  # code object, (module, qualname) -> event name
         self._max_events = DEFAULT_MEMORY_BUDGET // EVENT_BYTES
         self.full: str | None = None  # why recording stopped before the window's end
+        self._gc = GcPauses(self._gc_pause)
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -100,6 +104,7 @@ class BuiltinBackend:
             threading.setprofile(self._profile)
             sys.setprofile(self._profile)
         ranges.set_sink(self)
+        self._gc.start()
 
     def adopt_history(self, kept: list[Any]) -> None:
         """Begin the window with steps kept before it (dynprof_nb.training.history): their
@@ -178,7 +183,11 @@ class BuiltinBackend:
         )
         self._detach()
 
+    def _gc_pause(self, _token: Any, t0: int, t1: int, tid: int, _info: dict[str, Any]) -> None:
+        self.events.append((GC_EVENT, GC_CATEGORY, tid, t0, t1 - t0))
+
     def _detach(self) -> None:
+        self._gc.stop()
         ranges.set_sink(None)
         if self._with_stack:
             self._with_stack = False

@@ -68,6 +68,7 @@ from mindspore.profiler.profiler_interface import ProfilerInterface
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.protocol import STEPS_FILE, step_marker
 from dynprof_nb.training import ranges
+from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
 from dynprof_nb.window_dirs import MANIFEST
 
 from .base import BackendError, growth_over_budget, process_rss
@@ -131,6 +132,7 @@ class MindSporeBackend:
         self.full: str | None = None  # why the window must end early (its memory budget)
         self._budget = 0
         self._rss0 = 0
+        self._gc = GcPauses(self._gc_pause, clock=time.time_ns)
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -171,6 +173,7 @@ class MindSporeBackend:
         self._mstx = config.mstx
         self._step_t0 = time.time_ns()
         ranges.set_sink(self)
+        self._gc.start()
 
     def step(self, step: int) -> None:
         now = time.time_ns()
@@ -184,6 +187,7 @@ class MindSporeBackend:
 
     def stop(self) -> None:
         ranges.set_sink(None)
+        self._gc.stop()
         try:
             self._prof.stop()
         finally:
@@ -212,6 +216,9 @@ class MindSporeBackend:
         if mstx_id:
             msprof.mstx.range_end(mstx_id)
         self.marks.append((name, category, t0, time.time_ns(), threading.get_native_id()))
+
+    def _gc_pause(self, _token: Any, t0: int, t1: int, tid: int, _info: dict[str, Any]) -> None:
+        self.marks.append((GC_EVENT, GC_CATEGORY, t0, t1, tid))
 
     # -- helpers --------------------------------------------------------------------------
 

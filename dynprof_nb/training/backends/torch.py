@@ -42,6 +42,7 @@ import torch.profiler
 from dynprof_nb.config import LEVELS, ProfilerConfig
 from dynprof_nb.protocol import STEP_PREFIX, step_marker
 from dynprof_nb.training import ranges
+from dynprof_nb.training.gcpauses import GC_EVENT, GcPauses
 
 from .base import BackendError, growth_over_budget, process_rss
 
@@ -125,6 +126,8 @@ class TorchBackend:
         self.full: str | None = None  # why the window must end early (its memory budget)
         self._budget = 0
         self._rss0 = 0
+        # a collection is a record_function named GC (on Kineto's clock, beside the ops)
+        self._gc = GcPauses(self._gc_end, on_start=self._gc_begin)
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -149,6 +152,7 @@ class TorchBackend:
         self._add_metadata()
         self._open(first_step)
         ranges.set_sink(self)
+        self._gc.start()
 
     def step(self, step: int) -> None:
         self._close()
@@ -160,6 +164,7 @@ class TorchBackend:
 
     def stop(self) -> None:
         ranges.set_sink(None)
+        self._gc.stop()
         self._close()
         if self._prof is not None:
             self._prof.stop()
@@ -184,6 +189,14 @@ class TorchBackend:
 
     def close_range(self, token: Any) -> None:
         token.__exit__(None, None, None)
+
+    def _gc_begin(self) -> Any:
+        fn = torch.profiler.record_function(GC_EVENT)
+        fn.__enter__()
+        return fn
+
+    def _gc_end(self, fn: Any, _t0: int, _t1: int, _tid: int, _info: dict[str, Any]) -> None:
+        fn.__exit__(None, None, None)
 
     # -- helpers --------------------------------------------------------------------------
 

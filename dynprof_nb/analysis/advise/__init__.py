@@ -1,0 +1,87 @@
+"""``w.advise()``: from a window's numbers to findings, each rule its peer's (msprof-analyze's
+advisor, HTA), computed on the frames the window already loaded (no second parse).
+
+A rule family per module: :mod:`.ascend` (msprof-analyze advisor), :mod:`.gpu` (HTA),
+:mod:`.common` (both). A rule returns its findings, or raises
+:class:`~.findings.NotApplicable` when the window's format lacks what it needs: that is said
+once, in ``Findings.checked``, and never turned into a finding.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from . import ascend, common, gpu
+from .findings import Finding, Findings, NotApplicable
+
+Rule = Callable[[Any], list[Finding]]
+
+FAMILIES: dict[str, dict[str, Rule]] = {
+    ascend.PEER: ascend.RULES,
+    gpu.PEER: gpu.RULES,
+    common.PEER: common.RULES,
+}
+
+
+def rules() -> dict[str, tuple[str, Rule]]:
+    """Every rule by name: (peer, function)."""
+    return {name: (peer, f) for peer, family in FAMILIES.items() for name, f in family.items()}
+
+
+def advise(w: Any, only: list[str] | None = None) -> Findings:
+    """Run every rule (or those named in ``only``) on window ``w``."""
+    found: list[Finding] = []
+    checked = []
+    for name, (peer, rule) in rules().items():
+        if only is not None and name not in only:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = rule(w)
+        except NotApplicable as e:
+            checked.append((name, peer, "not applicable", str(e)))
+            continue
+        # a frame not as the rule expects: said in checked ("error"); the other rules still run
+        except (LookupError, ValueError, TypeError, AttributeError, ArithmeticError) as e:
+            checked.append((name, peer, "error", f"{type(e).__name__}: {e}"))
+            continue
+        found += [_locate(w, f) for f in got]
+        problems = [f for f in got if f.severity != "info"]
+        status = "found" if problems else "not found"
+        note = f"{len(problems)} finding(s)" if problems else "nothing over the threshold"
+        checked.append((name, peer, status, note))
+    return Findings(w, found, pd.DataFrame(checked, columns=["rule", "peer", "status", "note"]))
+
+
+def _locate(w: Any, f: Finding) -> Finding:
+    """A finding without a time range gets its steps' (on its ranks; all steps and ranks when
+    it names none), and its ranks as lanes, so ``show()`` always has somewhere to go."""
+    if f.start_ns is not None:
+        return f
+    try:
+        st = w.steps
+    except (KeyError, ValueError, AttributeError):
+        return f
+    if st.empty or "start_ns" not in st:
+        return f
+    sel = st[st["start_ns"].notna()]
+    if f.ranks and "rank" in sel:
+        sel = sel[sel["rank"].isin(f.ranks)]
+    if f.steps:
+        sel = sel[sel["step"].isin(f.steps)]
+    if sel.empty:
+        return f
+    start = sel["start_ns"].astype("int64")
+    f.start_ns = int(start.min())
+    f.end_ns = int((start + (sel["duration_us"].fillna(0) * 1000).round().astype("int64")).max())
+    if not f.lanes:
+        f.lanes = [f"rank {r}" for r in (f.ranks or sorted(set(sel.get("rank", [0]))))]
+    return f
+
+
+__all__ = ["FAMILIES", "Finding", "Findings", "NotApplicable", "advise", "rules"]
