@@ -496,7 +496,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         kernels,
         device,
         overhead,
-        top_findings(window) if ev is not None else [],
+        top_findings(window),  # never from the events frame: the same for a streamed window
     )
     # an NPU window leads with device time, the communication share and the slow rank
     return npu_first(window, summary) if is_npu_window(window) else summary
@@ -509,7 +509,8 @@ def top_findings(window: Any, n: int = 3) -> list[str]:
     advise = getattr(window, "advise", None)
     if not callable(advise):
         return []
-    lines = [f"[{f.severity}] {f.rule}: {f.evidence}" for f in advise().top(n)]
+    # without the events frame: a summary never builds it (a big trace's is streamed)
+    lines = [f"[{f.severity}] {f.rule}: {f.evidence}" for f in advise(events=False).top(n)]
     if _triggered(window):  # a triggered window: why, against the job's last normal one
         try:
             lines.insert(0, f"why (vs the last normal window): {window.explain()}")

@@ -17,6 +17,7 @@ from .derive import DEVICE_CATS
 # torch's key_averages has no such rows), the profiler's own span, device-side tasks, Ascend's
 # synthetic overlap lanes and MindSpore's scope lane (which spans everything).
 NON_OP_CATS = {"python_function", "Trace", "gpu_user_annotation", "step_marker", *DEVICE_CATS}
+GC_CAT = "gc"  # training.gcpauses.GC_CATEGORY (traces/ imports nothing of training/)
 NON_OP_PROCESSES = {"Ascend Hardware", "Overlap Analysis", "HCCL", "Scope Layer"}
 
 
@@ -32,7 +33,10 @@ def host_ops(events: pd.DataFrame) -> pd.DataFrame:
     cats = ev["cat"].astype(object)
     ops = ev[~cats.isin(NON_OP_CATS)]
     frames = ev[cats == "python_function"]
-    if len(frames) and ops["name"].astype(str).str.startswith(STEP_PREFIX).all():
+    # steps and garbage collections (the backends' ``gc`` spans) are not code of the user's:
+    # a window of plain Python code with GC pauses still has its functions as operations
+    besides = ~(ops["name"].astype(str).str.startswith(STEP_PREFIX) | (cats[ops.index] == GC_CAT))
+    if len(frames) and not besides.any():
         return ev[~cats.isin(NON_OP_CATS - {"python_function"})]
     return ops
 

@@ -46,7 +46,7 @@ from . import budget, chrome, derive, fastjson, ops, schema
 from ._time import NA_NS
 from .derive import DEVICE_CATS
 from .errors import TraceRepairWarning, warn
-from .ops import NON_OP_CATS, table_from_sums
+from .ops import GC_CAT, NON_OP_CATS, table_from_sums
 
 STREAM_ENV = "DYNPROF_NB_STREAM"
 #: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)
@@ -223,6 +223,7 @@ class _Reducer(chrome._Columns):
         self.is_dev = _Lut(DEVICE_CATS.__contains__)
         self.is_nonop = _Lut(NON_OP_CATS.__contains__)
         self.is_pyf = _Lut("python_function".__eq__)
+        self.is_gc = _Lut(GC_CAT.__eq__)
         self.is_marker = _Lut(lambda s: STEP_RE.match(s) is not None)
         self.is_stepname = _Lut(lambda s: s.startswith(STEP_PREFIX))
         self.ops, self.pyfuncs = _HostSums(), _HostSums()
@@ -292,7 +293,8 @@ class _Reducer(chrome._Columns):
         for sums, sel in ((self.ops, ~pyf), (self.pyfuncs, pyf)):
             if sel.any():
                 sums.add(names[sel], dur[sel], idx[sel] + start, n_codes)
-        if (~self.is_stepname(self.name_t)[names[~pyf]]).any():
+        gc_ = self.is_gc(self.cat_t)[c["cat"][idx]]  # GC pauses, like steps, are not the user's
+        if (~self.is_stepname(self.name_t)[names[~pyf & ~gc_]]).any():
             self.nonstep_op = True
         key = (c["pid"][idx].astype(np.int64) << 32) | c["tid"][idx].astype(np.int64)
         t = np.where(ts[idx] == NA_NS, 0, ts[idx])  # ops.self_times reads NA as 0

@@ -32,8 +32,31 @@ def rules() -> dict[str, tuple[str, Rule]]:
     return {name: (peer, f) for peer, family in FAMILIES.items() for name, f in family.items()}
 
 
-def advise(w: Any, only: list[str] | None = None) -> Findings:
-    """Run every rule (or those named in ``only``) on window ``w``."""
+class _WithoutEvents:
+    """A window whose ``events`` frame is not to be built (the summary's top findings: a
+    summary of a big trace never materialises its events, and its text must not depend on
+    whether they happen to be loaded). Rules that need the events say "not applicable"."""
+
+    def __init__(self, window: Any) -> None:
+        self._window = window
+
+    @property
+    def events(self) -> Any:
+        raise NotApplicable("needs the events frame, which the summary does not build")
+
+    def frame(self, kind: str) -> Any:
+        if kind == "events":
+            return self.events
+        return self._window.frame(kind)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._window, name)
+
+
+def advise(w: Any, only: list[str] | None = None, events: bool = True) -> Findings:
+    """Run every rule (or those named in ``only``) on window ``w``; ``events=False`` runs
+    them without building the events frame (the rules that need it are not applicable)."""
+    window, w = w, (w if events else _WithoutEvents(w))
     found: list[Finding] = []
     checked = []
     for name, (peer, rule) in rules().items():
@@ -55,7 +78,9 @@ def advise(w: Any, only: list[str] | None = None) -> Findings:
         status = "found" if problems else "not found"
         note = f"{len(problems)} finding(s)" if problems else "nothing over the threshold"
         checked.append((name, peer, status, note))
-    return Findings(w, found, pd.DataFrame(checked, columns=["rule", "peer", "status", "note"]))
+    return Findings(
+        window, found, pd.DataFrame(checked, columns=["rule", "peer", "status", "note"])
+    )
 
 
 def _locate(w: Any, f: Finding) -> Finding:
