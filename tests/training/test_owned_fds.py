@@ -14,6 +14,8 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 from jobutil import finish, unique_job, wait_until
@@ -116,3 +118,73 @@ def test_a_job_that_closes_every_fd_keeps_its_own_files_intact(tmp_path):
                  "the stack-dump descriptor"):
         assert err.count(what) == 1, err
     assert "Thread 0x" not in "".join(p.read_text("latin-1") for p in files.iterdir())
+
+
+FORKING_JOB = textwrap.dedent("""
+    import os, sys, time
+    import dynprof_nb
+
+    job, out, files = sys.argv[1:4]
+    monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=out)
+    for _ in range(20):
+        monitor.step(); time.sleep(0.001)
+    pid = os.fork()
+    if pid == 0:  # the child trains on with the parent's Monitor, far ahead of the parent
+        monitor._step = 10**6
+        while not os.path.exists(os.path.join(files, "go")):
+            time.sleep(0.005)
+        for _ in range(1000):
+            monitor.step(); time.sleep(0.001)
+        os._exit(0)
+    print("forked", pid, flush=True)
+    child_done = False
+    while not os.path.exists(os.path.join(files, "stop")):
+        monitor.step(); time.sleep(0.002)
+        if not child_done and os.waitpid(pid, os.WNOHANG)[0]:
+            child_done = True
+            print("child exited", flush=True)
+    monitor.close()
+""")
+
+
+def test_a_forked_child_never_writes_into_the_parents_slot(tmp_path):
+    """A job that forks and steps the inherited Monitor in the child (the doorbell and slot
+    mappings are shared across fork) does not get the child's steps, state, errors or windows
+    as the parent's rank: a window armed for the child's step numbers is never recorded, the
+    slot keeps the parent's pid, step and an empty error, and the parent still profiles."""
+    job = unique_job("fork")
+    files, out = tmp_path / "files", tmp_path / "out"
+    files.mkdir()
+    control = dynprof_nb.attach(job, create=True)
+    proc = subprocess.Popen([sys.executable, "-c", FORKING_JOB, job, str(out), str(files)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("forked"), proc.stderr.read()
+        wait_until(lambda: control.live_slots(), what="the parent's slot", proc=proc)
+        control.start(10**6 + 300, 10**6 + 305)  # only the child ever reaches these steps
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()))
+        reader.start()
+        (files / "go").touch()
+        seen = set()
+        while reader.is_alive():  # what the slot shows while the child steps
+            seen |= {(s.pid, s.step >= 10**6, s.state) for s in control.live_slots()}
+            time.sleep(0.0005)
+        assert lines == ["child exited\n"], proc.stderr.read()
+        assert seen and seen <= {(proc.pid, False, "armed"), (proc.pid, False, "idle")}, seen
+        (slot,) = control.live_slots()
+        assert slot.pid == proc.pid and slot.step < 10**5, slot
+        status = control.status()
+        assert list(status.error) == [""], status.error
+        assert control.windows().empty, control.windows()
+        control.start("+50", "+55")
+        control.wait(timeout=60, progress=False)
+        assert list(control.windows().status) == ["complete"], control.windows()
+        (files / "stop").touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        finish(proc)
+        control.close()
+        segment.unlink(job)
+    assert proc.returncode == 0, err
+    assert err.count("this is a forked child") == 1, err
