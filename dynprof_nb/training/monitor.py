@@ -41,7 +41,7 @@ from typing import Any
 
 from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig
-from dynprof_nb.ownfd import FdLost
+from dynprof_nb.ownfd import FdLost, guard_stderr
 from dynprof_nb.protocol import Command, decode
 from dynprof_nb.segment import (
     BELL_GEN,
@@ -249,6 +249,7 @@ class Monitor:
         self.handed_off: list[int] = []  # pids of writer processes left to finish windows
         self.timings: dict[str, float] = {}  # the last window's start/stop/save costs (s)
         self._pid = os.getpid()
+        guard_stderr()  # a job that closes fd 2 and opens a file there gets no line of ours
         self._stacks: Any = None  # the stack-dump handler and side file (job.stacks())
         self.job = job
         self.rank = rank_from_env() if rank is None else int(rank)
