@@ -190,6 +190,8 @@ def test_a_forked_child_never_writes_into_the_parents_slot(tmp_path):
         control.start("+50", "+55")
         control.wait(timeout=60, progress=False)
         assert list(control.windows().status) == ["complete"], control.windows()
+        stacks = control.stacks()
+        assert not stacks.silent and "MainThread" in set(stacks.thread), stacks.silent
         (files / "stop").touch()
         _, err = proc.communicate(timeout=60)
     finally:
