@@ -23,10 +23,13 @@ first too (a directory or a symlink of theirs, which this user cannot remove). T
 directory (``~/.cache/dynprof_nb/``, from the password database, not ``$HOME``, so every
 process of the user reads the same record), one record per host, ``/dev/shm`` device and base
 directory, so every process of the user on that node finds the same one and the planted name
-costs the victim nothing. ``$XDG_RUNTIME_DIR`` is not used as the base: it is set in some of a
-user's processes and not in others (a SLURM step, a service-started Jupyter), is removed when
-the user's last login session ends (under a ``nohup`` job), and is not the node-private
-``/dev/shm`` a node agent elects in.
+costs the victim nothing. The record is trusted only in a directory of ours that no one else
+can write (a home in a shared ``/tmp`` is one another user can): else, or with no home, the
+private directory is found by listing the base for this user's unguessable names, since no
+one else can make a directory that is ours. ``$XDG_RUNTIME_DIR`` is not used as the base: it
+is set in some of a user's processes and not in others (a SLURM step, a service-started
+Jupyter), is removed when the user's last login session ends (under a ``nohup`` job), and is
+not the node-private ``/dev/shm`` a node agent elects in.
 """
 
 from __future__ import annotations
@@ -93,57 +96,158 @@ def _still_mine(path: str) -> bool:
     )
 
 
-def _record_path(base: str) -> str:
-    """Where this user's processes on this node find the private directory of ``base``."""
-    home = pwd.getpwuid(os.getuid()).pw_dir
+def _home() -> str:
+    """The user's home from the password database (not ``$HOME``: every process agrees)."""
+    return pwd.getpwuid(os.getuid()).pw_dir
+
+
+def _record_name(base: str) -> str:
+    """The record's file name for ``base`` on this node (host, device and path)."""
     try:
         dev = os.stat(base).st_dev
     except OSError:
         dev = 0
     digest = hashlib.sha256(f"{socket.gethostname()}|{dev}|{os.path.abspath(base)}".encode())
-    return os.path.join(home, ".cache", "dynprof_nb", f"private-dir.{digest.hexdigest()[:20]}")
+    return f"private-dir.{digest.hexdigest()[:20]}"
+
+
+def _record_path(base: str) -> str:
+    """Where this user's processes on this node find the private directory of ``base``."""
+    return os.path.join(_home(), ".cache", "dynprof_nb", _record_name(base))
+
+
+def _record_dir() -> int:
+    """A descriptor of ``~/.cache/dynprof_nb``, only when it is a real directory of ours that
+    no one else can write in. A home another user can write (a shared ``/tmp`` home) lets them
+    plant that directory, a symlink in it at the record's temporary name (which would truncate
+    whatever file of ours it points to), or a lock file they hold forever; a record kept there
+    is not trusted (:func:`_scan` finds the private directory instead)."""
+    path = os.path.join(_home(), ".cache", "dynprof_nb")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    fd = _open_dir_fd(path)
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        os.close(fd)
+        raise PermissionError(
+            f"{path} belongs to uid {st.st_uid} with mode {oct(stat.S_IMODE(st.st_mode))}"
+        )
+    return fd
+
+
+def _open_dir_fd(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PermissionError(f"{path} is a symlink or not a directory") from None
+        raise
+
+
+def _mine(base: str, name: str) -> str | None:
+    """``base/name`` when ``name`` is one of this user's unguessable names and a private
+    directory of ours."""
+    if not name.startswith(f"{PREFIX}-{os.getuid()}-") or "/" in name:
+        return None
+    path = os.path.join(base, name)
+    return path if _still_mine(path) else None
 
 
 def _unguessable(base: str, taken: LockError) -> str:
     """The recorded private directory (made, and recorded, when there is none yet), under
     the record's lock so that processes starting at once agree on one."""
     try:
-        record = _record_path(base)
-        os.makedirs(os.path.dirname(record), mode=0o700, exist_ok=True)
-        lock = os.open(
-            record + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
+        rdir = _record_dir()
     except (OSError, KeyError) as exc:
-        raise LockError(
-            f"{taken} (and there is no home directory to record a private one in: {exc})"
-        ) from None
+        return _scan(base, taken, f"the record directory is not usable ({exc})")
+    record = _record_name(base)
     try:
+        lock = os.open(
+            record + ".lock",
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=rdir,
+        )
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            with open(record, encoding="ascii") as fh:
-                name = fh.read().strip()
-        except (OSError, UnicodeDecodeError):
-            name = ""
-        if name.startswith(f"{PREFIX}-{os.getuid()}-") and "/" not in name:
-            path = os.path.join(base, name)
-            if _still_mine(path):
+            name = _read_record(rdir, record)
+            path = _mine(base, name)
+            if path is not None:
                 return path
-        name = f"{PREFIX}-{os.getuid()}-{secrets.token_hex(16)}"
-        path = os.path.join(base, name)
+            name = f"{PREFIX}-{os.getuid()}-{secrets.token_hex(16)}"
+            path = os.path.join(base, name)
+            os.mkdir(path, 0o700)
+            _write_record(rdir, record, name)
+            log.warning(
+                "dynprof_nb: %s Using the private directory %s instead (its name is recorded "
+                "in %s).",
+                taken,
+                path,
+                _record_path(base),
+            )
+            return path
+        finally:
+            os.close(lock)
+    finally:
+        os.close(rdir)
+
+
+def _read_record(rdir: int, record: str) -> str:
+    try:
+        fd = os.open(record, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=rdir)
+    except OSError:
+        return ""
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+
+
+def _write_record(rdir: int, record: str, name: str) -> None:
+    """Write the record atomically, never through a link (``O_EXCL`` on a fresh name)."""
+    tmp = f"{record}.{os.getpid()}.tmp"
+    try:
+        os.unlink(tmp, dir_fd=rdir)
+    except FileNotFoundError:
+        pass
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=rdir
+    )
+    try:
+        os.write(fd, (name + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, record, src_dir_fd=rdir, dst_dir_fd=rdir)
+
+
+_SCAN_SAID: set[str] = set()
+
+
+def _scan(base: str, taken: LockError, why: str) -> str:
+    """Without a record to trust: the first (by name) private directory of ours in ``base``
+    with an unguessable name, made when there is none. No one else can make a directory that
+    is ours, so what is found is safe; two processes that both find none at the same instant
+    may each make one (then they agree again from the next process on)."""
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        names = []
+    found = [p for p in (_mine(base, n) for n in names) if p is not None]
+    if found:
+        path = found[0]
+    else:
+        path = os.path.join(base, f"{PREFIX}-{os.getuid()}-{secrets.token_hex(16)}")
         os.mkdir(path, 0o700)
-        tmp = f"{record}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="ascii") as fh:
-            fh.write(name + "\n")
-        os.replace(tmp, record)
+    if base not in _SCAN_SAID:
+        _SCAN_SAID.add(base)
         log.warning(
-            "dynprof_nb: %s Using the private directory %s instead (its name is recorded in %s).",
+            "dynprof_nb: %s Using the private directory %s instead; %s, so its name is not "
+            "recorded: it is found by listing %s.",
             taken,
             path,
-            record,
+            why,
+            base,
         )
-        return path
-    finally:
-        os.close(lock)
+    return path
 
 
 def _open_dir(path: str) -> int:

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import resource
+import sys
 
 FLOOR = 1000  # the lowest number an owned descriptor is moved to
 
@@ -106,3 +108,63 @@ class OwnedFd:
             return False
         os.close(fd)
         return True
+
+
+class StderrGuard(logging.Filter):
+    """Keeps dynprof_nb's log lines out of a file of the job's that now sits on fd 2.
+
+    ``os.closerange(0, N)`` closes stderr too, and the job's next ``open()`` lands on 0, 1
+    and 2: a warning that went to ``sys.stderr`` (Python's last-resort handler, or a
+    ``StreamHandler`` on it) would be written into the job's data file. The guard remembers
+    the file fd 2 named when the first Monitor started; while fd 2 names another file (or
+    none), a record that some handler would write to fd 2 is dropped. What the Monitor
+    reports also goes to the rank's slot, where the notebook shows it."""
+
+    def __init__(self) -> None:
+        super().__init__("dynprof_nb")
+        self.key = _key(2)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.key is None or _key(2) == self.key:
+            return True
+        return not _reaches_fd2(logging.getLogger(record.name))
+
+
+def _key(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _reaches_fd2(logger: logging.Logger) -> bool:
+    handlers: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        handlers += current.handlers
+        if not current.propagate:
+            break
+        current = current.parent
+    if not handlers and logging.lastResort is not None:
+        handlers = [logging.lastResort]
+    for handler in handlers:
+        stream = getattr(handler, "stream", None)
+        if handler is logging.lastResort:
+            stream = sys.stderr
+        try:
+            if stream is not None and stream.fileno() == 2:
+                return True
+        except (AttributeError, OSError, ValueError):
+            continue
+    return False
+
+
+_GUARD: list[StderrGuard] = []
+
+
+def guard_stderr() -> None:
+    """Install the :class:`StderrGuard` on the ``dynprof_nb`` logger (once per process)."""
+    if not _GUARD:
+        _GUARD.append(StderrGuard())
+        logging.getLogger("dynprof_nb").addFilter(_GUARD[0])

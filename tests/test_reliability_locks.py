@@ -149,3 +149,70 @@ def test_a_standby_names_the_process_that_holds_the_lock(tmp_path):
         holder.kill()
         holder.wait()
     wait_until(lambda: ElectionLock(str(tmp_path)).try_acquire(), what="the handover")
+
+
+@pytest.mark.parametrize("attack", ["planted_links", "held_lock"])
+def test_a_record_in_a_home_another_user_can_write_is_not_trusted(attack, monkeypatch, caplog):
+    """A victim whose home another user can write (a shared /tmp home): uid 65534 squats the
+    private directory's name, makes ``~/.cache/dynprof_nb`` its own, and there plants a record
+    naming a directory of its own, a symlink at the record's temporary name pointing at a file
+    of the victim's, and a symlink in the base with the victim's unguessable prefix pointing
+    into a directory of the victim's; or holds the record's lock forever. The victim gets a
+    private directory of its own at once, its file is untouched, nothing of the attacker's is
+    used, and the log says why the record is not used."""
+    top = Path(tempfile.mkdtemp(prefix="dynprof-home-"))
+    os.chmod(top, 0o755)
+    base, home, theirs = top / "shm", top / "home", top / "victim-private"
+    base.mkdir(mode=0o1777)
+    os.chmod(base, 0o1777)
+    home.mkdir()
+    os.chmod(home, 0o777)  # a home another user can write
+    theirs.mkdir(mode=0o700)
+    victim_file = top / "victim-notes.txt"
+    victim_file.write_text("the victim's own file\n")
+    uid = os.getuid()
+    monkeypatch.setattr(locks, "_home", lambda: str(home))
+    record = locks._record_name(str(base))
+    cache = home / ".cache" / "dynprof_nb"
+    attacker_dir = f"dynprof_nb-{uid}-{'f' * 32}"
+    plant = textwrap.dedent(f"""
+        import os
+        os.mkdir({str(base / f"dynprof_nb.{uid}")!r}, 0o700)
+        os.makedirs({str(cache)!r}, 0o777)
+        os.chmod({str(cache)!r}, 0o777)
+        os.mkdir({str(base / attacker_dir)!r}, 0o700)
+        with open({str(cache / record)!r}, "w") as fh:
+            fh.write({attacker_dir!r} + "\\n")
+        os.symlink({str(theirs)!r}, {str(base / f"dynprof_nb-{uid}-{'0' * 32}")!r})
+        if {attack == "planted_links"}:  # the victim's pid is no secret
+            os.symlink({str(victim_file)!r}, {str(cache / record)!r} + ".{os.getpid()}.tmp")
+    """)
+    subprocess.run([shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                    "--clear-groups", sys.executable, "-c", plant], check=True, timeout=60)
+    squatter = (_as_nobody(("file", str(cache / f"{record}.lock"), "-"))
+                if attack == "held_lock" else None)
+    locks._KNOWN.clear()
+    try:
+        got: list[str] = []
+        caller = threading.Thread(target=lambda: got.append(locks.private_dir(str(base))),
+                                  daemon=True)
+        with caplog.at_level("WARNING", logger="dynprof_nb"):
+            caller.start()
+            caller.join(60)
+        assert got, "private_dir() waited on a lock another user holds"
+        private = Path(got[0])
+        st = os.lstat(private)
+        assert private.parent == base and private.name.startswith(f"dynprof_nb-{uid}-")
+        assert private.name != attacker_dir and not private.is_symlink()
+        assert st.st_uid == uid and stat.S_IMODE(st.st_mode) == 0o700
+        assert victim_file.read_text() == "the victim's own file\n", "a planted link was followed"
+        assert not list(theirs.iterdir())
+        said = caplog.text
+        assert f"{cache} belongs to uid {NOBODY}" in said and "not recorded" in said, said
+        locks._KNOWN.clear()  # another process of the victim finds the same directory
+        assert locks.private_dir(str(base)) == str(private)
+    finally:
+        if squatter is not None:
+            _stop(squatter)
+        locks._KNOWN.clear()
+        shutil.rmtree(top)

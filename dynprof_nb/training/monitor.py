@@ -41,7 +41,7 @@ from typing import Any
 
 from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig
-from dynprof_nb.ownfd import FdLost
+from dynprof_nb.ownfd import FdLost, guard_stderr
 from dynprof_nb.protocol import Command, decode
 from dynprof_nb.segment import (
     BELL_GEN,
@@ -249,6 +249,7 @@ class Monitor:
         self.handed_off: list[int] = []  # pids of writer processes left to finish windows
         self.timings: dict[str, float] = {}  # the last window's start/stop/save costs (s)
         self._pid = os.getpid()
+        guard_stderr()  # a job that closes fd 2 and opens a file there gets no line of ours
         self._stacks: Any = None  # the stack-dump handler and side file (job.stacks())
         self.job = job
         self.rank = rank_from_env() if rank is None else int(rank)
@@ -493,6 +494,9 @@ class Monitor:
     # -- the slow path: only on steps where something changed --------------------------------
 
     def _advance(self, n: int) -> None:
+        if os.getpid() != self._pid:  # a forked child stepping the parent's Monitor
+            self._stand_down_in_child()
+            return
         if self._fork_job is not None:  # the window-I/O thread waits for its writer process
             self._run_fork_job()
             with self._lock:
@@ -1052,6 +1056,25 @@ class Monitor:
             state = "saving"
         if self._seg is not None:
             self._words[self._base + S_STATE] = STATE[state]
+
+    def _stand_down_in_child(self) -> None:
+        """A ``fork()`` of the training process shares the parent's slot and doorbell
+        mappings: a child that steps on (a worker forked from the loop, a job that forks
+        and trains in the child) would apply the parent's config, write its step, state and
+        errors into the parent's slot and record windows as the parent's rank. The child
+        stands down once, says so in its own log only, and its ``step()`` stays on the fast
+        path (a frozen private copy of the doorbell)."""
+        self._bell = list(self._bell)
+        self._watch = self._bell[4]
+        log.warning(
+            "dynprof_nb job %r rank %d: this is a forked child (pid %d) of the rank's "
+            "process (pid %d); it does not profile and never writes into the rank's slot. "
+            "Start a Monitor of its own in the child to profile it.",
+            self.job,
+            self.rank,
+            os.getpid(),
+            self._pid,
+        )
 
     def _report(self, message: str, generation: int | None = None) -> None:
         """Say it once: to the log and to this rank's slot, where the notebook shows it."""
