@@ -476,11 +476,11 @@ class ClusterJob(Controller):
 
     def trigger(
         self,
-        slowdown: float | None = 2.0,
+        slowdown: float | None = 1.5,
         steps: int = 10,
-        cooldown_s: float = 600.0,
+        cooldown_s: float | None = None,
         max_windows: int = 3,
-        confirm: int = 1,
+        confirm: int = 3,
         disk_budget_mb: float | None = None,
         **window_options: Any,
     ) -> dict[str, Any]:
@@ -523,7 +523,9 @@ class ClusterJob(Controller):
         if value is None:
             return {"armed": False}
         d = value["definition"]
-        left = max(0.0, d["cooldown_s"] - (time.time() - value.get("last_fire", 0.0)))
+        from dynprof_nb.shared_layout import cooldown_s as pause_of
+
+        left = max(0.0, pause_of(d, 0) - (time.time() - value.get("last_fire", 0.0)))
         fired = value.get("fired", 0)
         state = (
             "spent"

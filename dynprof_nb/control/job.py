@@ -369,21 +369,24 @@ class Job(Controller):
 
     def trigger(
         self,
-        slowdown: float | None = 2.0,
+        slowdown: float | None = 1.5,
         steps: int = 10,
-        cooldown_s: float = 600.0,
+        cooldown_s: float | None = None,
         max_windows: int = 3,
-        confirm: int = 1,
+        confirm: int = 3,
         disk_budget_mb: float | None = None,
         **window_options: Any,
     ) -> dict[str, Any]:
         """Arm a window that starts by itself when a step slows; ``trigger(None)`` disarms.
 
-        When a rank's step takes more than ``slowdown`` x its own rolling median (``confirm``
-        observations in a row), or the job's median step is ``slowdown`` x its median now,
+        When ``confirm`` of a rank's steps in a row each take more than ``slowdown`` x its
+        median over its last 64 steps (and more than 5 scaled MADs over it: noise is not a
+        slowdown), or the job's median step is ``slowdown`` x its median now,
         every rank records ``steps`` steps from one step just ahead of the most advanced
         rank, with ``window_options`` (config keys, for that window only). At most
-        ``max_windows`` windows, ``cooldown_s`` apart, none while another window is pending
+        ``max_windows`` windows recorded (windows a rank refused are counted apart, as
+        ``refused``), ``cooldown_s`` apart (None: 20 windows' worth of the job's steps, at
+        least 10 s), none while another window is pending
         or recording (it waits), none once the job's windows use ``disk_budget_mb``. Stored
         in the job: evaluated by the ranks themselves, with no notebook attached. Each
         window's manifest and ``windows()`` row say why (``reason``). Returns ``triggers``.
@@ -396,6 +399,7 @@ class Job(Controller):
             d = trigger.definition(
                 slowdown, steps, cooldown_s, max_windows, confirm, disk_budget_mb, **window_options
             )
+            trigger.check_window(self.config, d, self._current_step())
         except (trigger.TriggerError, ConfigError) as exc:
             raise JobError(str(exc)) from None
         trigger.arm(self._seg, d)
@@ -409,8 +413,9 @@ class Job(Controller):
 
     def step_times(self, last: int = 100) -> pd.DataFrame:
         """Every rank's last ``last`` step times, measured without profiling: ``rank, node,
-        step, end_s, duration_s, kind`` (``kind`` "step": one step, exact to the 20 ms
-        heartbeat; "interval": the mean of the steps a heartbeat saw end together)."""
+        step, end_s, duration_s, kind`` (``kind`` "step": one step, its own duration, for
+        steps of 0.5 ms and more; "interval": the mean of the steps a heartbeat saw end
+        together, for faster steps; see docs/trigger.md)."""
         return trigger.step_frame(trigger.step_rows(self._attached(create=False), int(last)))
 
     # -- ranks ----------------------------------------------------------------------------

@@ -62,7 +62,7 @@ from dynprof_nb.segment import (
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import History, adopt
-from dynprof_nb.training.steptimes import StepWatch
+from dynprof_nb.training.steptimes import ENDS, ENDS_MASK, StepWatch, wants_timing
 
 log = logging.getLogger("dynprof_nb")
 
@@ -199,6 +199,8 @@ class Monitor:
         "_fork_lock",
         "_closing",
         "_rate",
+        "_ends",
+        "_exact_from",
     )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
@@ -284,6 +286,10 @@ class Monitor:
         self._fork_lock = threading.Lock()
         self._closing = False
         self._rate = 0.0  # steps per second, as the heartbeat last measured it
+        # when each step ended, written by the timed step() (see _set_timed); valid from
+        # step _exact_from on (None: step() is not timed)
+        self._ends = [0] * ENDS
+        self._exact_from: int | None = None
         try:
             resolve_backend(backend)
             self._seg = Segment.open(job)
@@ -306,6 +312,7 @@ class Monitor:
         if cfg_path is not None:  # first: the relay's first look at the file is in _advance(0)
             self._start_relay(cfg_path, poll_interval)
         self._advance(0)  # apply a config written before the job started (a window at step 1)
+        self._set_timed(True)  # most loops' steps are long enough; the heartbeat decides
         self._beat = threading.Thread(
             target=self._heartbeat, name="dynprof_nb-heartbeat", daemon=True
         )
@@ -372,6 +379,24 @@ class Monitor:
         if self._bell[4] != self._watch:
             self._advance(self._step)
 
+    def _set_timed(self, on: bool) -> None:
+        """Make ``step()`` record when each step ends (``on``) or not.
+
+        A clock read costs about two empty method calls, so a ``step()`` that always took one
+        would break the idle bound (under 3x an empty call) in a loop that does little else.
+        The heartbeat therefore times steps only while they are long enough for the read not
+        to matter (:func:`~dynprof_nb.training.steptimes.wants_timing`): it swaps this
+        instance's class for one whose ``step`` reads the clock. Same slots, nothing added to
+        the untimed ``step()``. Steps from :attr:`_exact_from` on have their end time."""
+        plain = _PLAIN.get(type(self), type(self))
+        if on:
+            self.__class__ = _timed_class(plain)
+            # the step in progress may still run the untimed step() (looked up before)
+            self._exact_from = self._step + 2
+        else:
+            self.__class__ = plain
+            self._exact_from = None
+
     # -- MindSpore's callback protocol --------------------------------------------------------
 
     def step_begin(self, run_context: Any = None) -> None:
@@ -429,6 +454,7 @@ class Monitor:
         except Exception as exc:
             self._report(f"closing: {exc!r}")
         self._closed.set()
+        self._set_timed(False)  # no heartbeat reads the end times any more
         if self._stacks is not None:
             self._stacks.close()
         if self._seg is not None:
@@ -1078,11 +1104,13 @@ class Monitor:
                 if self._seg is not watched:  # first beat, or the segment was republished
                     watched = self._seg
                     watch = StepWatch(watched, self._slot, self.rank, self._step, HEARTBEAT_S)
-                watch.beat(self._step, self.state)
+                n = self._step  # before the end times: each of steps <= n has its own
+                exact_from = self._exact_from
+                watch.beat(n, self.state, self._ends if exact_from else None, exact_from)
+                self._note_watch(watch)
                 gen = words[H_GEN]
                 if gen > self._bell[BELL_GEN]:
                     self._bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
-                n = self._step
                 if n != last:
                     now = time.monotonic_ns()
                     current = (n - last) * 1e9 / max(1, now - last_ns)
@@ -1091,12 +1119,24 @@ class Monitor:
                     words[base + S_BEAT_NS] = now
                     words[base + S_RATE] = int(rate * 1000)
                     self._rate = rate
+                    timed = exact_from is not None
+                    if wants_timing(timed, n - last, now - last_ns) != timed:
+                        self._set_timed(not timed)
                     last, last_ns = n, now
             except (OSError, SegmentError):
                 beats = CHECK_EVERY  # the segment is in trouble: check it now
             if beats >= CHECK_EVERY or self._suspect:
                 beats = 0
                 self._check_segment()
+
+    def _note_watch(self, watch: StepWatch) -> None:
+        """A failure of the step-time watch (or the trigger) goes into this rank's status
+        error; once it is reset (the trigger re-armed), that error is cleared."""
+        if watch.failed:
+            self._report(watch.failed)
+        elif watch.cleared and self.last_error == watch.cleared:
+            watch.cleared = ""
+            self._clear_error()
 
     def _check_segment(self) -> None:
         """Mend a segment that was truncated, removed, replaced or overwritten under the job:
@@ -1166,6 +1206,32 @@ class Monitor:
             self._applied = gen
             if self._watch >= 0:
                 self._watch = gen
+
+
+_clock = time.monotonic_ns
+_PLAIN: dict[type, type] = {}  # a timed class -> its untimed class
+_TIMED: dict[type, type] = {}
+
+
+def _timed_step(self: Monitor) -> None:
+    """``Monitor.step()`` that also records when the step ended (see ``_set_timed``): the
+    time first, then the count, so a heartbeat that sees step n finds n's end time."""
+    n = self._step + 1
+    self._ends[n & ENDS_MASK] = _clock()
+    self._step = n
+    if self._bell[4] != self._watch:
+        self._advance(n)
+
+
+def _timed_class(plain: type) -> type:
+    """``plain`` (Monitor, or its MindSpore callback form) with the timed ``step``: the same
+    slots, so an instance can switch between the two."""
+    timed = _TIMED.get(plain)
+    if timed is None:
+        doc = {"__slots__": (), "__module__": plain.__module__, "__doc__": plain.__doc__}
+        timed = type(plain.__name__, (plain,), dict(doc, step=_timed_step))
+        _TIMED[plain], _PLAIN[timed] = timed, plain
+    return timed
 
 
 def shifted_window(start: int, stop: int, n: int) -> tuple[int, int] | None:
