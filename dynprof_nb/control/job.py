@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control import stacks as hangs
-from dynprof_nb.control import trigger
+from dynprof_nb.control import stall, trigger
 from dynprof_nb.control.base import (
     Controller,
     JobError,
@@ -51,8 +51,10 @@ class Job(Controller):
     a refused request (a bad value, a window already begun) leaves nothing behind.
     """
 
-    hang_after = HANG_AFTER  # a job has stalled after this x its median step time...
-    hang_min_s = HANG_MIN_S  # ...and at least this many seconds without a step
+    # a rank has stalled after this x its own median step time, and at least this many
+    # seconds without a step (control/stall.py; the stacks are taken then, once a stall)
+    hang_after = stall.STALL_AFTER
+    hang_min_s = stall.STALL_MIN_S
 
     def __init__(self, name: str, segment: Segment | None) -> None:
         self.name = name
@@ -415,8 +417,17 @@ class Job(Controller):
         """Every rank's last ``last`` step times, measured without profiling: ``rank, node,
         step, end_s, duration_s, kind`` (``kind`` "step": one step, its own duration, for
         steps of 0.5 ms and more; "interval": the mean of the steps a heartbeat saw end
-        together, for faster steps; see docs/trigger.md)."""
-        return trigger.step_frame(trigger.step_rows(self._attached(create=False), int(last)))
+        together, for faster steps; see docs/trigger.md). ``.attrs["stalled"]``: the stalled
+        ranks, ``{rank: {"step", "seconds", "first"}}`` (the heat map draws them)."""
+        seg = self._attached(create=False)
+        frame = trigger.step_frame(trigger.step_rows(seg, int(last)))
+        slots = self.slots()
+        found = stall.stalls(seg, slots, time.monotonic_ns(), self.hang_after, self.hang_min_s)
+        frame.attrs["stalled"] = {
+            v[0].rank: {"step": v[0].step, "seconds": round(v[0].seconds, 1), "first": v[0].first}
+            for v in found.values()
+        }
+        return frame
 
     # -- ranks ----------------------------------------------------------------------------
 
@@ -464,8 +475,20 @@ class Job(Controller):
                     if not row["error"] or "also claimed" in row["error"]
                     else f"{note}; {row['error']}"
                 )
-        found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
-        self._hang.note(found, rows, since, self.stacks)
+        for s, row in zip(slots, rows, strict=True):  # exec'd: not this Monitor's any more
+            lost = stall.lost_monitor(s, now) if row["alive"] else ""
+            if lost:
+                row.update(state="dead", alive=False, step_s=None)
+                row["error"] = f"{lost}; {row['error']}" if row["error"] else lost
+        stalled = stall.stalls(seg, slots, now, self.hang_after, self.hang_min_s)
+        stall.mark(rows, slots, stalled)
+        if stalled:  # the stacks, once per stall, from the first rank to stop
+            first = max((v[0] for v in stalled.values()), key=lambda x: x.seconds)
+            since = time.monotonic() - first.seconds
+            self._hang.note((first.step, first.seconds), [], since, self.stacks)
+        else:
+            found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
+            self._hang.note(found, rows, since, self.stacks)
         if not self.config.has_window:  # the header says "no window asked for": so do the rows
             for row in rows:
                 if row["state"] not in BUSY_STATES:

@@ -159,6 +159,7 @@ class StepTimesSection(widgets.VBox):
         key = (
             len(frame),
             int(pd.util.hash_pandas_object(frame, index=False).sum()) if len(frame) else 0,
+            repr(frame.attrs.get("stalled")),  # a stall drawn as it grows
         )
         if key == self._heat_key:
             return
