@@ -232,13 +232,9 @@ class SlotView:
 
     def estimated_step(self, now_ns: int, horizon_s: float = 5.0) -> int:
         """The step the rank is probably at now: the published step is up to one heartbeat
-        old, so extrapolate with the measured step rate (at most ``horizon_s`` ahead), unless
-        no step was published for 3 of its steps and 0.1 s (then it is not stepping)."""
-        age = max(0, now_ns - self.heartbeat_ns) / 1e9
-        rate = self.rate_milli / 1000
-        if rate <= 0 or age > 0.1 + 3 / rate:  # no new step for 3 of its steps: not stepping
-            return self.step  # a stalled rank is where it stopped, never extrapolated
-        return self.step + int(rate * min(age, horizon_s))
+        old, so extrapolate with the measured step rate (at most ``horizon_s`` ahead)."""
+        age = min(max(0, now_ns - self.heartbeat_ns) / 1e9, horizon_s)
+        return self.step + int(self.rate_milli / 1000 * age)
 
 
 SHM_DIR = "/dev/shm"

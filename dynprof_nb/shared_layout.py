@@ -40,6 +40,7 @@ from dynprof_nb.segment import RING_ENTRIES, RING_HEADER_WORDS, Segment
 
 # ring header words (relative to Segment.ring_base)
 R_COUNT, R_RECENT_NS, R_MEDIAN_NS, R_LAST_NS = range(4)
+R_LOOKED_NS = 4  # when the heartbeat last looked at the step counter (every beat)
 
 
 APPROX = 1 << 62  # in an entry's step word: its end time is a heartbeat's, not the step's own
@@ -87,6 +88,19 @@ def last_end(words: Any, ring: int) -> tuple[int, int] | None:
     any entry)."""
     entries = read_entries(words, ring, 0)
     return (entries[-1][0], entries[-1][1]) if entries else None
+
+
+def estimated_step(seg: Segment, slot: Any, now_ns: int) -> int:
+    """``slot.estimated_step`` (the published step extrapolated at the rank's rate), except
+    for a rank that is not stepping: when its heartbeat has looked since and seen no new step
+    for 3 of its steps (and 0.1 s), it is where it stopped, never extrapolated. A heartbeat
+    that has not looked lately (a busy machine) proves nothing: the rate is used then."""
+    looked = seg.words[seg.ring_base(slot.index) + R_LOOKED_NS]
+    rate = slot.rate_milli / 1000
+    idle_for = (looked - slot.heartbeat_ns) / 1e9
+    if looked and rate > 0 and idle_for > 0.1 + 3 / rate:
+        return slot.step
+    return slot.estimated_step(now_ns)
 
 
 def median_of(values: Any) -> float:

@@ -33,6 +33,7 @@ from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.protocol import Command, command, decode
 from dynprof_nb.protocol import window_options as window_options_of
 from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError, SlotView
+from dynprof_nb.shared_layout import estimated_step
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -269,8 +270,12 @@ class Job(Controller):
         return self._write("start", cfg, late="shift")
 
     def _current_step(self) -> int:
+        """The most advanced live rank's step now (a stalled rank's is not extrapolated)."""
         now = time.monotonic_ns()
-        return max((s.estimated_step(now) for s in self.live_slots()), default=0)
+        seg = self._attached(create=False)
+        if seg is None:
+            return max((s.estimated_step(now) for s in self.live_slots()), default=0)
+        return max((estimated_step(seg, s, now) for s in self.live_slots()), default=0)
 
     def _refuse_passed(self, first: int, last: int) -> None:
         slots = self.live_slots()

@@ -34,6 +34,7 @@ from typing import Any
 from dynprof_nb.segment import STATE, Segment
 from dynprof_nb.shared_layout import (
     R_LAST_NS,
+    R_LOOKED_NS,
     R_MEDIAN_NS,
     R_RECENT_NS,
     T_BASELINE_NS,
@@ -46,6 +47,7 @@ from dynprof_nb.shared_layout import (
     T_REQ_DONE,
     check_definition,
     cooldown_s,
+    estimated_step,
     job_median_ns,
     median_of,
     write_entry,
@@ -328,7 +330,7 @@ def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> s
         if got is not None and got[0] > 0:
             cmd = decode(got[1])
         wall = time.monotonic_ns()  # heartbeats are on the monotonic clock
-        current = max((s.estimated_step(wall) for s in live), default=0)
+        current = max((estimated_step(seg, s, wall) for s in live), default=0)
         if cmd.config.has_window and cmd.config.stop_step >= current:
             return "busy"  # a window asked for and not yet over
         if d["disk_budget_mb"] is not None and _disk_used_mb(live) >= d["disk_budget_mb"]:
@@ -339,7 +341,7 @@ def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> s
                 f"than disk_budget_mb={d['disk_budget_mb']:g}",
             )
             return "disk"
-        first = first_step(live, wall)
+        first = first_step(seg, live, wall)
         cfg = cmd.config.update(start_step=first, stop_step=first + d["steps"] - 1)
         new = command("start", cfg, d["window"], reason=reason)
         w[tb + T_FIRED] += 1
@@ -359,12 +361,15 @@ def note_refused(seg: Segment, generation: int) -> None:
             w[tb + T_REFUSED] += 1
 
 
-def first_step(live: list[Any], now_ns: int) -> int:
+def first_step(seg: Segment, live: list[Any], now_ns: int) -> int:
     """The earliest step every live rank can still begin a window at: each rank reads a
     request at the end of its next step, so two of its steps plus :data:`MARGIN_S` (at its own
     rate) after where it probably is now, the latest of those."""
     return max(
-        (s.estimated_step(now_ns) + math.ceil(s.rate_milli / 1000 * MARGIN_S) + 2 for s in live),
+        (
+            estimated_step(seg, s, now_ns) + math.ceil(s.rate_milli / 1000 * MARGIN_S) + 2
+            for s in live
+        ),
         default=1,
     )
 
@@ -415,6 +420,7 @@ class StepWatch:
         try:
             quiet = state not in ("recording", "saving")  # the profiler's cost is not the job's
             now = time.monotonic_ns()
+            self.seg.words[self.clock.ring + R_LOOKED_NS] = now
             seen = self.clock.observe(step, now, quiet, ends, exact_from)
             running = self.clock.running(now) if not seen else None
             spread = self.clock.spread() if self.trigger.definition or seen else 0.0
