@@ -103,6 +103,19 @@ def estimated_step(seg: Segment, slot: Any, now_ns: int) -> int:
     return slot.estimated_step(now_ns)
 
 
+def common_step(seg: Segment, slots: list[Any], now_ns: int, ahead: int, margin_s: float) -> int:
+    """The earliest step every rank of ``slots`` can still honour: its step now
+    (:func:`estimated_step`) + ``ahead`` + ``margin_s`` at its own rate, the latest of those (a
+    rank reads a request at the end of the step it is in)."""
+    return max(
+        (
+            estimated_step(seg, s, now_ns) + ahead + math.ceil(s.rate_milli / 1000 * margin_s)
+            for s in slots
+        ),
+        default=1,
+    )
+
+
 def median_of(values: Any) -> float:
     """The median of ``values`` (0.0 when empty): the ring's summary words and the trigger's
     reference use this one definition."""

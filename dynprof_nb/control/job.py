@@ -33,7 +33,7 @@ from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.protocol import Command, command, decode
 from dynprof_nb.protocol import window_options as window_options_of
 from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError, SlotView
-from dynprof_nb.shared_layout import estimated_step
+from dynprof_nb.shared_layout import common_step, estimated_step
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from dynprof_nb.analysis.stacks import StackFrame
 
 BUSY_STATES = ("armed", "recording", "saving")
+STOP_MARGIN_S = 0.05  # stop(): the write, the doorbell and a heartbeat-old estimate
 HANG_AFTER, HANG_MIN_S = hangs.HANG_AFTER, hangs.HANG_MIN_S
 
 
@@ -317,13 +318,23 @@ class Job(Controller):
             )
 
     def stop(self) -> int:
-        """End an active window at once (what was recorded is saved) or cancel a pending one.
+        """End an active window (what was recorded is saved) or cancel a pending one. A window
+        being recorded ends on every rank at one step: the next step every rank can reach
+        (a step or two and :data:`STOP_MARGIN_S` at each rank's rate past where it is).
         ``describe_stop()`` beforehand says which. With no window asked for there is nothing
         to stop: nothing is written and the generation stays as it is."""
         cfg = self.config
         if not cfg.has_window:
             return self.generation
-        return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
+        seg = self._attached(create=False)
+        busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
+        if seg is None or not any(s.state == "recording" for s in busy):
+            return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
+        # one step for every rank: the next each can honour (so the ranks' directories are
+        # one window); a rank that reads it too late ends where it is, and windows() says so
+        at = common_step(seg, busy, time.monotonic_ns(), 1, STOP_MARGIN_S)
+        at = min(max(at, cfg.start_step), cfg.stop_step)
+        return self._write("stop", cfg.update(stop_step=at))
 
     def describe_stop(self) -> str:
         """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing
@@ -352,7 +363,10 @@ class Job(Controller):
 
         parts = []
         if "recording" in by_state:
-            parts.append(f"ended on {ranks('recording')} (what was recorded is saved)")
+            parts.append(
+                f"ended on {ranks('recording')} at one step, the next every rank can reach "
+                "(what was recorded is saved)"
+            )
         if "armed" in by_state:
             parts.append(f"cancelled on {ranks('armed')} (not begun)")
         return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)

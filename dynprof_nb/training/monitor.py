@@ -532,7 +532,8 @@ class Monitor:
                     backend.step(n)
                     full = getattr(backend, "full", None)
                     if n >= self.window[1] or full:
-                        self._finish(n, stopped=bool(full), reason=full)
+                        early = bool(full) or self._recording.get("stop_asked", False)
+                        self._finish(n, stopped=early, reason=full)
                 if self._bell[4] != self._applied:
                     self._read_config(n)
                 if self._pending is not None and self.state != "recording":
@@ -612,10 +613,7 @@ class Monitor:
         if cmd.action == "start":
             self._reason = cmd.reason
         if cmd.action == "stop":
-            if self.state == "recording":
-                self._finish(n, stopped=True)
-            elif self.state in ("armed", "excluded"):
-                self._set_state("idle")
+            self._stop_at(cfg.stop_step if cfg.has_window else -1, n)
         elif cmd.action == "start" or (
             cfg.has_window and (cfg.start_step, cfg.stop_step) != (old.start_step, old.stop_step)
         ):
@@ -627,6 +625,23 @@ class Monitor:
         elif not cfg.has_window and self.state in ("armed", "excluded"):
             self._set_state("idle")
         self._words[self._base + S_APPLIED] = gen
+
+    def _stop_at(self, at: int, n: int) -> None:
+        """A stop: at once (``at`` -1, or a step this rank has reached), or when step ``at``
+        ends, the step the controller chose for every rank, so their windows end together."""
+        if self.state == "recording":
+            if at > n and self.window is not None:
+                self.window = (self.window[0], min(self.window[1], at))
+                self._words[self._base + S_STOP] = self.window[1]
+                self._recording["stop_asked"] = True
+            else:
+                self._finish(n, stopped=True)
+        elif self.state in ("armed", "excluded"):
+            if self.window is not None and 1 <= self.window[0] <= at:
+                self.window = (self.window[0], min(self.window[1], at))
+                self._words[self._base + S_STOP] = self.window[1]
+            else:
+                self._set_state("idle")
 
     def _arm(self, n: int) -> None:
         cfg = self.window_config

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from collections import deque
@@ -46,6 +45,7 @@ from dynprof_nb.shared_layout import (
     T_REQ,
     T_REQ_DONE,
     check_definition,
+    common_step,
     cooldown_s,
     estimated_step,
     job_median_ns,
@@ -365,13 +365,7 @@ def first_step(seg: Segment, live: list[Any], now_ns: int) -> int:
     """The earliest step every live rank can still begin a window at: each rank reads a
     request at the end of its next step, so two of its steps plus :data:`MARGIN_S` (at its own
     rate) after where it probably is now, the latest of those."""
-    return max(
-        (
-            estimated_step(seg, s, now_ns) + math.ceil(s.rate_milli / 1000 * MARGIN_S) + 2
-            for s in live
-        ),
-        default=1,
-    )
+    return common_step(seg, live, now_ns, 2, MARGIN_S)
 
 
 def _disk_used_mb(live: list[Any]) -> float:

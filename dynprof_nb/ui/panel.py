@@ -749,7 +749,7 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
             (
                 g
                 for g in groups
-                if (g["start"], g["stop"]) == (row.start, row.stop)
+                if g["start"] == row.start  # a rank that ended it elsewhere: the same window
                 and (
                     pd.isna(started)
                     or pd.isna(g["started_at"])
@@ -766,12 +766,18 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 "paths": [],
                 "complete": [],
                 "ranks": [],
+                "stops": [],
                 "statuses": [],
                 "backend": getattr(row, "backend", None),
                 "config": getattr(row, "config", "") or "",
+                "reason": "",
             }
             groups.append(group)
         group["paths"].append(row.path)
+        group["stops"].append(row.stop)
+        reason = getattr(row, "reason", "")
+        if isinstance(reason, str) and reason and not group["reason"]:
+            group["reason"] = reason
         group["ranks"].append(row.rank)
         group["statuses"].append(row.status)
         if row.status == "complete":
@@ -779,6 +785,13 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
     for g in groups:
         g["key"] = (g["start"], g["stop"], str(g["started_at"]))
         done, total = len(g["complete"]), len(g["paths"])
+        steps = f"steps {g['start']}-{g['stop']}"
+        if len(set(g["stops"])) > 1:  # the ranks ended it at different steps: say which
+            g["stop"] = max(g["stops"])
+            steps = "steps " + ", ".join(
+                f"{g['start']}-{stop} (rank {rank})"
+                for rank, stop in sorted(zip(g["ranks"], g["stops"], strict=True))
+            )
         state = (
             "complete"
             if done == total
@@ -786,10 +799,11 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
         )
         parts = [
             "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
-            f"steps {g['start']}-{g['stop']}",
+            steps,
             f"ranks {done}/{total} {state}",
             g["backend"] or "",
             g["config"] or "",
+            f"TRIGGERED: {g['reason']}" if g["reason"] else "",
         ]
         g["label"] = " · ".join(p for p in parts if p)
     return groups[::-1]
