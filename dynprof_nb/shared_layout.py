@@ -126,9 +126,10 @@ def median_of(values: Any) -> float:
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def job_median_ns(seg: Segment) -> float:
-    """The median of the live ranks' recent step times (0 when none has one yet)."""
-    values = [seg.words[seg.ring_base(s.index) + R_RECENT_NS] for s in seg.slots() if s.live]
+def job_median_ns(seg: Segment, word: int = R_RECENT_NS) -> float:
+    """The median of the live ranks' recent step times (``word`` R_MEDIAN_NS: their rolling
+    medians), 0 when none has one yet."""
+    values = [seg.words[seg.ring_base(s.index) + word] for s in seg.slots() if s.live]
     return median_of([v for v in values if v > 0])
 
 
@@ -144,7 +145,7 @@ TRIGGER_DEFAULTS = {
     "steps": 10,
     "cooldown_s": None,  # None: auto_cooldown_s, from the job's step time
     "max_windows": 3,
-    "confirm": 3,
+    "confirm": 5,
     "disk_budget_mb": None,
     "mode": "local",
     "window": {},

@@ -394,7 +394,7 @@ class Job(Controller):
         steps: int = 10,
         cooldown_s: float | None = None,
         max_windows: int = 3,
-        confirm: int = 3,
+        confirm: int = 5,
         disk_budget_mb: float | None = None,
         **window_options: Any,
     ) -> dict[str, Any]:

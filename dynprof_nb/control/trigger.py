@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dynprof_nb.control.status import THIS_NODE
 from dynprof_nb.segment import Segment
 from dynprof_nb.shared_layout import (
+    R_MEDIAN_NS,
     R_RECENT_NS,
     T_ARMED_NS,
     T_BASELINE_NS,
@@ -48,7 +49,7 @@ def definition(
     steps: int = 10,
     cooldown_s: float | None = None,
     max_windows: int = 3,
-    confirm: int = 3,
+    confirm: int = 5,
     disk_budget_mb: float | None = None,
     mode: str = "local",
     **window: Any,
@@ -83,7 +84,7 @@ def arm(seg: Segment, d: dict[str, Any] | None) -> int:
     with seg.write_lock():
         w[tb + T_FIRED] = 0
         w[tb + T_LAST_FIRE_NS] = 0
-        w[tb + T_BASELINE_NS] = int(job_median_ns(seg)) if d else 0
+        w[tb + T_BASELINE_NS] = int(job_median_ns(seg, R_MEDIAN_NS)) if d else 0
         w[tb + T_REFUSED] = w[tb + T_REFUSED_GEN] = 0
         w[tb + T_REQ_DONE] = w[tb + T_REQ]
         w[tb + T_ARMED_NS] = time.time_ns() if d else 0

@@ -181,13 +181,14 @@ class TriggerWatch:
         self.next_job_check = 0.0
         self.last_error = ""
         self.run_times: list[float] = []  # the slow steps in a row so far (ns)
+        self.job_slow_run = 0  # looks in a row that found the job's median slow
 
     def _load(self) -> None:
         gen = self.seg.words[self.seg.trigger_base + T_GEN]
         if gen == self.gen:
             return
         self.gen, self.slow_run, self.pending, self.flagged = gen, 0, None, 0
-        self.run_times = []
+        self.run_times, self.job_slow_run = [], 0
         self.definition = None
         if gen <= 0:
             return
@@ -279,9 +280,10 @@ class TriggerWatch:
         )
 
     def _job_slowdown(self, d: dict[str, Any]) -> str | None:
-        """The second condition: the job's median against its median when armed."""
+        """The second condition: the job's median against its median when armed, both over
+        the ranks' last :data:`ROLLING` steps, ``confirm`` looks in a row."""
         w, tb = self.seg.words, self.seg.trigger_base
-        current = job_median_ns(self.seg)
+        current = job_median_ns(self.seg, R_MEDIAN_NS)
         if current <= 0:
             return None
         baseline = w[tb + T_BASELINE_NS]
@@ -290,13 +292,19 @@ class TriggerWatch:
                 if w[tb + T_BASELINE_NS] <= 0 and w[tb + T_GEN] == self.gen:
                     w[tb + T_BASELINE_NS] = int(current)
             return None
-        if current > d["slowdown"] * baseline:
-            return (
-                f"the job's median step {current / 1e6:.0f} ms = "
-                f"{current / baseline:.1f}x its median when armed {baseline / 1e6:.1f} ms "
-                f"(seen by rank {self.rank})"
-            )
-        return None
+        if current <= d["slowdown"] * baseline:
+            self.job_slow_run = 0
+            return None
+        self.job_slow_run += 1  # sustained: confirm looks in a row, JOB_CHECK_S apart
+        if self.job_slow_run < d["confirm"]:
+            return None
+        self.job_slow_run = 0
+        return (
+            f"the job's median step {current / 1e6:.0f} ms (the median of the ranks' "
+            f"medians over their last {ROLLING} steps, {d['confirm']} looks {JOB_CHECK_S:g} s "
+            f"apart) = {current / baseline:.1f}x its median when armed "
+            f"{baseline / 1e6:.1f} ms (seen by rank {self.rank})"
+        )
 
 
 def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> str:
