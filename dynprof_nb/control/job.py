@@ -319,8 +319,9 @@ class Job(Controller):
 
     def stop(self) -> int:
         """End an active window (what was recorded is saved) or cancel a pending one. A window
-        being recorded ends on every rank at one step: the next step every rank can reach
-        (a step or two and :data:`STOP_MARGIN_S` at each rank's rate past where it is).
+        being recorded by several ranks ends on every one at one step: the next step every
+        rank can reach (a step and :data:`STOP_MARGIN_S` at each rank's rate past where it
+        is); with one rank, at once.
         ``describe_stop()`` beforehand says which. With no window asked for there is nothing
         to stop: nothing is written and the generation stays as it is."""
         cfg = self.config
@@ -328,7 +329,8 @@ class Job(Controller):
             return self.generation
         seg = self._attached(create=False)
         busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
-        if seg is None or not any(s.state == "recording" for s in busy):
+        if seg is None or len(busy) < 2 or not any(s.state == "recording" for s in busy):
+            # one rank (nothing to keep together) or nothing begun: at once
             return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
         # one step for every rank: the next each can honour (so the ranks' directories are
         # one window); a rank that reads it too late ends where it is, and windows() says so
