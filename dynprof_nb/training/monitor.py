@@ -62,7 +62,7 @@ from dynprof_nb.segment import (
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import History, adopt
-from dynprof_nb.training.steptimes import ENDS, ENDS_MASK, StepWatch, wants_timing
+from dynprof_nb.training.steptimes import ENDS, ENDS_MASK, StepWatch, note_refused, wants_timing
 
 log = logging.getLogger("dynprof_nb")
 
@@ -708,6 +708,11 @@ class Monitor:
         if refusal:
             self._set_state("idle")
             self._report(f"window {start}-{stop} refused: {refusal}")
+            if self._reason and self._seg is not None:  # the trigger's: counted apart
+                try:
+                    note_refused(self._seg, self._applied)
+                except (OSError, SegmentError):
+                    pass
             if self._disk_over:
                 threading.Thread(target=self._recheck_disk, args=(cfg,), daemon=True).start()
             return
