@@ -81,8 +81,8 @@ def plot_step_times(frame: pd.DataFrame, steps: int = RECENT_STEPS, ax: Any = No
         label = f"{'* ' if s else ''}{grid.index.name} {i}"
         if i in stalled:
             v = stalled[i]
-            first = ", first" if v.get("first") else ""
-            label = f"{grid.index.name} {i} STALLED at {v['step']} ({v['seconds']:.0f} s{first})"
+            first = " (first)" if v.get("first") else ""
+            label = f"{grid.index.name} {i} STALLED at {v['step']}{first}"
         labels.append(label)
     ax.set_yticklabels(labels)
     for tick, s, i in zip(ax.get_yticklabels(), slow, grid.index, strict=True):
