@@ -83,6 +83,7 @@ assert BELL_GEN == 4, "step() reads the generation at the literal index 4"
 MEMORY_BUDGET_MB = 512  # per window; reaching it ends the window, which is then saved
 DISK_BUDGET_MB = 20_480  # all windows under the output root; over it, new windows are refused
 MAX_WINDOWS_PER_MINUTE = 30  # window starts per rank; a flood is refused, not recorded
+NOTE = "note: "  # a status message that informs (a cost, a choice made), not an error
 CLOSE_WAIT_S = 8.0  # close() waits this long for saves, then hands them off and says so
 EXIT_WAIT_S = 3.0  # the same on the way out of a dying process (exception, SIGTERM)
 
@@ -872,8 +873,8 @@ class Monitor:
             "training_thread_s": {k: round(v, 6) for k, v in self.timings.items()},
         }
         if t2 - t1 > 0.1:
-            self._report(
-                f"window {rec['window'][0]}-{n}: the profiler's own stop held the "
+            self._report(  # what it cost, not a failure: a note (status shows it apart)
+                f"{NOTE}window {rec['window'][0]}-{n}: the profiler's own stop held the "
                 f"training thread {t2 - t1:.2f} s (saving it does not)."
             )
         if reason:

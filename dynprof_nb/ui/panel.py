@@ -57,6 +57,22 @@ TABLE_STYLE = (
     " text-align: right} table.dynprof-status td:last-child {text-align: left;"
     " color: #c62828}</style>"
 )
+NOTE = "note: "  # the Monitor's prefix of a message that informs, not an error
+
+
+def with_notes(status: Any) -> Any:
+    """The status rows with notes (errors that start with :data:`NOTE`: a cost, a choice made)
+    moved to a ``note`` column before ``error``, so the red error column holds errors only."""
+    if "error" not in status:
+        return status
+    status = status.copy()
+    errors = status["error"].fillna("").astype(str)
+    is_note = errors.str.startswith(NOTE)
+    status.insert(len(status.columns) - 1, "note", errors.where(is_note, "").str.slice(len(NOTE)))
+    status["error"] = errors.where(~is_note, "")
+    return status
+
+
 WINDOW_KEYS = ("start_step", "stop_step")
 WINDOW_ROWS = 12  # newest windows listed
 FIELD_WIDTH = "320px"
@@ -527,7 +543,7 @@ class Panel(widgets.VBox):
         """Re-read the ranks (and, with ``windows``, the window list); sets traits only."""
         with self._lock:
             status = self.job.status()
-            table = TABLE_STYLE + status_view(status[STATUS_SHOWN]).to_html(
+            table = TABLE_STYLE + status_view(with_notes(status[STATUS_SHOWN])).to_html(
                 index=False, border=0, na_rep="", classes="dynprof-status"
             )
             if self.ranks.value != table:
