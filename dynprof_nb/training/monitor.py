@@ -670,11 +670,13 @@ class Monitor:
             return
         if start <= n:
             length = stop - start
+            # a lead that would have worked: twice how late this request was, at least 5
+            lead = max(5, 2 * (n - start + 3))
             self._set_state("idle")
             self._report(
                 f"window {start}-{stop} skipped: the request reached this rank at "
-                f"the end of step {n}, after step {start} had begun. Ask for a later "
-                f"window, e.g. start +2 +{length + 2}."
+                f"the end of step {n}, {n - start + 1} step(s) after step {start} had begun. "
+                f"Ask for a later window, e.g. start +{lead} +{lead + length}."
             )
             return
         self._set_state("armed")
