@@ -337,10 +337,20 @@ class DynprofMagics(Magics):
             self.shell.user_ns[args.name] = window
         return window
 
-    def _do_cache(self, args: argparse.Namespace) -> None:
-        from dynprof_nb.ui.cli import cache_report
+    def _do_cache(self, args: argparse.Namespace) -> Any:
+        """Clearing says what it removed; listing is a table (a DataFrame) of this user's
+        cached windows, its total printed above it."""
+        from dynprof_nb.ui.cli import cache_frame, cache_report
 
-        print(cache_report(args.clear))
+        if args.clear is not None:
+            print(cache_report(args.clear))
+            return None
+        frame = cache_frame()
+        if isinstance(frame, str):
+            print(frame)
+            return None
+        print(frame.attrs["note"])
+        return frame
 
     def _do_summary(self, args: argparse.Namespace) -> Any:
         return self._need_job().load(_window_arg(args.window)).summary()
