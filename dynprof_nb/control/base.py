@@ -146,7 +146,7 @@ class Controller(ABC):
         """Ranks known to be running now (empty where the controller cannot see them)."""
         return []
 
-    def trigger(self, slowdown: float | None = 2.0, **options: Any) -> dict[str, Any]:
+    def trigger(self, slowdown: float | None = 1.5, **options: Any) -> dict[str, Any]:
         """Arm a window that starts by itself when a step slows (``Job.trigger``)."""
         raise JobError(
             f"{type(self).__name__} cannot watch step times: a trigger needs the "

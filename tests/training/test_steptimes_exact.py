@@ -75,6 +75,8 @@ def test_steps_too_fast_to_time_are_a_stated_aggregate(job) -> None:
     while time.monotonic_ns() - t0 < 0.3e9:
         monitor.step()
     mean_ns = (time.monotonic_ns() - t0) / (monitor.step_count - first)
+    assert monitor._exact_from is None, "a loop this fast runs the untimed step()"
+    assert type(monitor).step is dynprof_nb.Monitor.step
     wait_until(lambda: len(control.step_times(last=250)) > 3, timeout=10, what="entries")
     rows = control.step_times(last=250)
     fast = rows[rows.step > first + 1000]
