@@ -310,8 +310,20 @@ class ClusterJob(Controller):
         return self._write("set", self.config.update(**changes))
 
     def stop(self) -> int:
-        """End the window on every rank at once, or cancel a pending one."""
-        return self._write("stop", self.config.update(start_step=-1, stop_step=-1))
+        """End the window, or cancel a pending one. A window that several ranks record ends
+        on every rank at one step, as ``Job.stop`` does: the most advanced rank's step plus
+        the margin a triggered start keeps (two fan-outs, two slow steps, the trigger's
+        safety time), so the nodes' directories are one window."""
+        cfg = self.config
+        busy = [
+            r for r in self._rows() if r.get("alive") and r.get("state") in ("armed", "recording")
+        ]
+        if not cfg.has_window or len(busy) < 2 or all(r["state"] != "recording" for r in busy):
+            return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
+        ahead = max(int(r.get("step") or 0) for r in busy)
+        at = ahead + self.margin_steps(busy, self._rtt, self.trigger_safety_s(self._rtt))
+        at = min(max(at, cfg.start_step), cfg.stop_step)
+        return self._write("stop", cfg.update(stop_step=at))
 
     # -- same step everywhere ----------------------------------------------------------------
 
