@@ -548,9 +548,18 @@ class Panel(widgets.VBox):
             )
             if self.ranks.value != table:
                 self.ranks.value = table
-            stalled = [e for e in status["error"].fillna("") if "stalled since" in e]
+            stalled = sorted(  # the first rank to stop leads: the others wait for it
+                (
+                    "the first rank to stop" not in e,
+                    (f"rank {r}: " if r >= 0 else "") + e.split(": job.stacks")[0],
+                )
+                for r, e in zip(status["rank"], status["error"].fillna(""), strict=True)
+                if "stalled since" in e
+            )
             banner = (
-                f'<span style="{ERROR_STYLE}">{html.escape(stalled[0].split(";")[0])}</span>'
+                f'<span style="{ERROR_STYLE}">{html.escape(stalled[0][1].split("; ")[0])}'
+                + ("; the first rank to stop" if not stalled[0][0] else "")
+                + "</span>"
                 if stalled
                 else ""
             )
