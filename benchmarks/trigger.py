@@ -89,7 +89,7 @@ def one_run(ranks: int, step_ms: float, slow_ms: float, out: Path) -> dict:
     try:
         wait_until(lambda: len(job.live_slots()) == ranks
                    and all(s.step > 40 for s in job.live_slots()), 60)
-        job.trigger(slowdown=2.0, steps=8)
+        job.trigger(slowdown=2.0, steps=8, confirm=1)
         time.sleep(0.3)
         slow.touch()
         touched = time.monotonic()

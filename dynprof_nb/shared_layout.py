@@ -10,7 +10,8 @@ of the ring and trigger regions; their words are laid out here.
 
 **The step-time ring.** One per slot, written only by that rank's heartbeat thread: a header of
 summary words (``R_*``, relative to :meth:`Segment.ring_base`), then
-:data:`~dynprof_nb.segment.RING_ENTRIES` ``(step, end_ns)`` pairs (``time.monotonic_ns``). The
+:data:`~dynprof_nb.segment.RING_ENTRIES` ``(step, end_ns)`` pairs (``time.monotonic_ns``; the
+step word carries :data:`APPROX` when the end time is a heartbeat's, not the step's own). The
 count is published last, so a reader never sees half an entry.
 
 **The trigger.** Numeric words (``T_*``, relative to :attr:`Segment.trigger_base`; word 0 is the
@@ -40,39 +41,80 @@ from dynprof_nb.segment import RING_ENTRIES, RING_HEADER_WORDS, Segment
 
 # ring header words (relative to Segment.ring_base)
 R_COUNT, R_RECENT_NS, R_MEDIAN_NS, R_LAST_NS = range(4)
+R_LOOKED_NS = 4  # when the heartbeat last looked at the step counter (every beat)
 
 
-def write_entry(words: Any, ring: int, step: int, end_ns: int) -> None:
-    """Append one observation (the single writer: this rank's heartbeat thread)."""
+APPROX = 1 << 62  # in an entry's step word: its end time is a heartbeat's, not the step's own
+
+
+def write_entry(words: Any, ring: int, step: int, end_ns: int, exact: bool = False) -> None:
+    """Append one observation (the single writer: this rank's heartbeat thread). ``exact``:
+    ``end_ns`` is when the step itself ended (the training thread's clock read), not when a
+    heartbeat saw it had."""
     i = words[ring + R_COUNT]
     e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
-    words[e] = step
+    words[e] = step if exact else step | APPROX
     words[e + 1] = end_ns
     words[ring + R_COUNT] = i + 1  # published last: a reader never sees a half entry
 
 
-def read_entries(words: Any, ring: int, last: int = RING_ENTRIES) -> list[tuple[int, int]]:
-    """Up to ``last`` + 1 newest ``(step, end_ns)`` entries, oldest first, none torn: those
-    the writer overwrote while we read are dropped."""
+def read_entries(words: Any, ring: int, last: int = RING_ENTRIES) -> list[tuple[int, int, bool]]:
+    """Up to ``last`` + 1 newest ``(step, end_ns, exact)`` entries, oldest first, none torn:
+    those the writer overwrote while we read are dropped."""
     count = words[ring + R_COUNT]
     n = min(count, RING_ENTRIES - 1, last + 1)
     out = []
     for i in range(count - n, count):
         e = ring + RING_HEADER_WORDS + 2 * (i % RING_ENTRIES)
-        out.append((words[e], words[e + 1]))
+        word = words[e]
+        out.append((word & ~APPROX, words[e + 1], not word & APPROX))
     overwritten = words[ring + R_COUNT] - (RING_ENTRIES - 1) - (count - n)
     return out[max(0, overwritten) :]
 
 
-def durations(entries: list[tuple[int, int]]) -> list[tuple[int, int, float, str]]:
-    """``(step, end_ns, duration_s per step, kind)`` from consecutive entries."""
+def durations(entries: list[tuple[int, int, bool]]) -> list[tuple[int, int, float, str]]:
+    """``(step, end_ns, duration_s per step, kind)`` from consecutive entries: ``kind`` "step"
+    for one step between two exact ends (its own duration), else "interval" (the mean of the
+    steps since the previous entry, or a step timed by a heartbeat)."""
     rows = []
-    for (s0, t0), (s1, t1) in zip(entries, entries[1:], strict=False):
+    for (s0, t0, x0), (s1, t1, x1) in zip(entries, entries[1:], strict=False):
         if s1 > s0 and t1 >= t0:
-            rows.append(
-                (s1, t1, (t1 - t0) / 1e9 / (s1 - s0), "step" if s1 - s0 == 1 else "interval")
-            )
+            kind = "step" if s1 - s0 == 1 and x0 and x1 else "interval"
+            rows.append((s1, t1, (t1 - t0) / 1e9 / (s1 - s0), kind))
     return rows
+
+
+def last_end(words: Any, ring: int) -> tuple[int, int] | None:
+    """The newest entry's ``(step, end_ns)``: when this rank's last step ended (None before
+    any entry)."""
+    entries = read_entries(words, ring, 0)
+    return (entries[-1][0], entries[-1][1]) if entries else None
+
+
+def estimated_step(seg: Segment, slot: Any, now_ns: int) -> int:
+    """``slot.estimated_step`` (the published step extrapolated at the rank's rate), except
+    for a rank that is not stepping: when its heartbeat has looked since and seen no new step
+    for 3 of its steps (and 0.1 s), it is where it stopped, never extrapolated. A heartbeat
+    that has not looked lately (a busy machine) proves nothing: the rate is used then."""
+    looked = seg.words[seg.ring_base(slot.index) + R_LOOKED_NS]
+    rate = slot.rate_milli / 1000
+    idle_for = (looked - slot.heartbeat_ns) / 1e9
+    if looked and rate > 0 and idle_for > 0.1 + 3 / rate:
+        return slot.step
+    return slot.estimated_step(now_ns)
+
+
+def common_step(seg: Segment, slots: list[Any], now_ns: int, ahead: int, margin_s: float) -> int:
+    """The earliest step every rank of ``slots`` can still honour: its step now
+    (:func:`estimated_step`) + ``ahead`` + ``margin_s`` at its own rate, the latest of those (a
+    rank reads a request at the end of the step it is in)."""
+    return max(
+        (
+            estimated_step(seg, s, now_ns) + ahead + math.ceil(s.rate_milli / 1000 * margin_s)
+            for s in slots
+        ),
+        default=1,
+    )
 
 
 def median_of(values: Any) -> float:
@@ -85,9 +127,10 @@ def median_of(values: Any) -> float:
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def job_median_ns(seg: Segment) -> float:
-    """The median of the live ranks' recent step times (0 when none has one yet)."""
-    values = [seg.words[seg.ring_base(s.index) + R_RECENT_NS] for s in seg.slots() if s.live]
+def job_median_ns(seg: Segment, word: int = R_RECENT_NS) -> float:
+    """The median of the live ranks' recent step times (``word`` R_MEDIAN_NS: their rolling
+    medians), 0 when none has one yet."""
+    values = [seg.words[seg.ring_base(s.index) + word] for s in seg.slots() if s.live]
     return median_of([v for v in values if v > 0])
 
 
@@ -95,12 +138,15 @@ def job_median_ns(seg: Segment) -> float:
 
 # trigger words (relative to Segment.trigger_base; word 0 is the text seqlock)
 T_GEN, T_FIRED, T_LAST_FIRE_NS, T_BASELINE_NS, T_REQ, T_REQ_DONE, T_ARMED_NS = range(1, 8)
+# windows the trigger asked for that a rank refused (its per-minute cap, its disk budget), and
+# the config generation of the last one counted (each refused window is counted once)
+T_REFUSED, T_REFUSED_GEN = 8, 9
 TRIGGER_DEFAULTS = {
-    "slowdown": 2.0,
+    "slowdown": 1.5,
     "steps": 10,
-    "cooldown_s": 600.0,
+    "cooldown_s": None,  # None: auto_cooldown_s, from the job's step time
     "max_windows": 3,
-    "confirm": 1,
+    "confirm": 5,
     "disk_budget_mb": None,
     "mode": "local",
     "window": {},
@@ -136,7 +182,8 @@ def check_definition(raw: dict[str, Any]) -> dict[str, Any]:
 
     number("slowdown", 1.01)
     number("steps", 1, integer=True)
-    number("cooldown_s", 0)
+    if d["cooldown_s"] is not None:
+        number("cooldown_s", 0)
     number("max_windows", 1, integer=True)
     number("confirm", 1, integer=True)
     if d["disk_budget_mb"] is not None:
@@ -146,6 +193,19 @@ def check_definition(raw: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(d["window"], dict):
         raise TriggerError("trigger: window options must be a dict of config keys.")
     return d
+
+
+COOLDOWN_WINDOWS = 20  # the auto cooldown: this many windows' worth of steps...
+COOLDOWN_MIN_S = 10.0  # ...and at least this long
+
+
+def cooldown_s(d: dict[str, Any], baseline_ns: float) -> float:
+    """The trigger's cooldown: ``cooldown_s`` as given, else (auto) :data:`COOLDOWN_WINDOWS`
+    x the window's length at the job's median step when armed, at least
+    :data:`COOLDOWN_MIN_S`: 10-step windows of 10 ms steps are 10 s apart, of 2 s steps 400 s."""
+    if d.get("cooldown_s") is not None:
+        return float(d["cooldown_s"])
+    return max(COOLDOWN_MIN_S, COOLDOWN_WINDOWS * d.get("steps", 1) * baseline_ns / 1e9)
 
 
 # -- stack dumps ---------------------------------------------------------------------------

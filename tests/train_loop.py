@@ -43,6 +43,14 @@ def main() -> None:
                         "first and last step numbers are then written to FILE.done")
     p.add_argument("--slow-ms", type=float, default=60.0)
     p.add_argument("--slow-steps", type=int, default=20)
+    p.add_argument("--hiccups", default="",
+                   help="LO-HI:EVERY: single steps LO-HI x --step-ms long (random), one in about "
+                        "EVERY steps, never two in a row (a noisy job)")
+    p.add_argument("--hang-file", default="",
+                   help="once this file exists, the loop blocks in its next step (a hang); "
+                        "the last step it ended is written to FILE.at")
+    p.add_argument("--exec-file", default="",
+                   help="once this file exists, the process exec's `sleep 600`")
     args = p.parse_args()
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -50,6 +58,15 @@ def main() -> None:
                                  backend=args.backend)
     ctx = RunContext()
     done = 0
+    import random
+
+    rng = random.Random(args.rank)
+    hiccup = None
+    if args.hiccups:
+        span, every = args.hiccups.split(":")
+        lo, hi = (float(x) for x in span.split("-"))
+        hiccup = (lo, hi, int(every))
+    last_hiccup = -2
     slow_from = None
     for n in range(1, args.steps + 1):
         if stop["now"]:
@@ -63,8 +80,21 @@ def main() -> None:
         if slow_from is not None and n == slow_from + args.slow_steps:
             with open(args.slow_file + ".done", "w") as fh:
                 fh.write(f"{slow_from} {n - 1}")
+        if args.hang_file and os.path.exists(args.hang_file):
+            with open(args.hang_file + ".at", "w") as fh:
+                fh.write(str(n - 1))
+            while not stop["now"]:
+                time.sleep(0.05)  # hung in step n (SIGTERM still ends the test's loop)
+            break
+        if args.exec_file and os.path.exists(args.exec_file):
+            os.execvp("sleep", ["sleep", "600"])
+        ms = args.slow_ms if slow else args.step_ms
+        if hiccup and n - last_hiccup > 1 and rng.random() < 1 / hiccup[2]:
+            ms, last_hiccup = args.step_ms * rng.uniform(hiccup[0], hiccup[1]), n
+            with open(f"{args.out}.hiccups.{args.rank}", "a") as fh:
+                fh.write(f"{n}\n")
         with dynprof_nb.range("work"):
-            time.sleep((args.slow_ms if slow else args.step_ms) / 1000)
+            time.sleep(ms / 1000)
         if args.style == "callback":
             monitor.step_end(ctx)
         else:

@@ -246,10 +246,15 @@ def notes_for(
             else steps.set_index("step")["duration_us"]
         )
         med = by.median()
+        over = (
+            f"the median of the {len(by)} steps' slowest-rank times"
+            if "rank" in steps and steps["rank"].nunique() > 1
+            else f"the median of the window's {len(by)} steps"
+        )
         for step, d in by.items():
             if med > 0 and d >= slow_factor * med and len(by) > 2:
                 notes.append(
-                    f"step {step} took {d / med:.1f}x the median "
+                    f"step {step} took {d / med:.1f}x {over} "
                     f"({d / 1000:.1f} ms vs {med / 1000:.1f} ms)"
                 )
         comm = steps.get("communication_us")
@@ -269,7 +274,8 @@ def notes_for(
         if top["vs_fastest"] > 0.05:
             notes.append(f"rank {int(top['rank'])} is the slowest by {top['vs_fastest']:.0%}")
     if not ops.empty and ops["share"].iloc[0] >= 0.3:
-        notes.append(f"{ops['name'].iloc[0]} takes {ops['share'].iloc[0]:.0%} of host self time")
+        name = people_names(ops["name"].iloc[:1]).iloc[0]  # the table's name for it
+        notes.append(f"{name} takes {ops['share'].iloc[0]:.0%} of host self time")
     return notes
 
 
@@ -558,6 +564,11 @@ def host_summary(
 def window_reason(window: Any) -> str:
     """Why the window was recorded (its manifest's ``reason``, set by a trigger), or ""."""
     manifest = getattr(window, "manifest", None) or {}
+    if not manifest.get("reason"):  # a multi-rank window: its ranks' manifests say it
+        for child in getattr(window, "children", None) or []:
+            reason = (getattr(child, "manifest", None) or {}).get("reason")
+            if reason:
+                return str(reason)
     return str(manifest.get("reason") or "")
 
 

@@ -325,8 +325,20 @@ class ClusterJob(Controller):
         return self._write("set", self.config.update(**changes))
 
     def stop(self) -> int:
-        """End the window on every rank at once, or cancel a pending one."""
-        return self._write("stop", self.config.update(start_step=-1, stop_step=-1))
+        """End the window, or cancel a pending one. A window that several ranks record ends
+        on every rank at one step, as ``Job.stop`` does: the most advanced rank's step plus
+        the margin a triggered start keeps (two fan-outs, two slow steps, the trigger's
+        safety time), so the nodes' directories are one window."""
+        cfg = self.config
+        busy = [
+            r for r in self._rows() if r.get("alive") and r.get("state") in ("armed", "recording")
+        ]
+        if not cfg.has_window or len(busy) < 2 or all(r["state"] != "recording" for r in busy):
+            return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
+        ahead = max(int(r.get("step") or 0) for r in busy)
+        at = ahead + self.margin_steps(busy, self._rtt, self.trigger_safety_s(self._rtt))
+        at = min(max(at, cfg.start_step), cfg.stop_step)
+        return self._write("stop", cfg.update(stop_step=at))
 
     # -- same step everywhere ----------------------------------------------------------------
 
@@ -491,11 +503,11 @@ class ClusterJob(Controller):
 
     def trigger(
         self,
-        slowdown: float | None = 2.0,
+        slowdown: float | None = 1.5,
         steps: int = 10,
-        cooldown_s: float = 600.0,
+        cooldown_s: float | None = None,
         max_windows: int = 3,
-        confirm: int = 1,
+        confirm: int = 5,
         disk_budget_mb: float | None = None,
         **window_options: Any,
     ) -> dict[str, Any]:
@@ -538,7 +550,9 @@ class ClusterJob(Controller):
         if value is None:
             return {"armed": False}
         d = value["definition"]
-        left = max(0.0, d["cooldown_s"] - (time.time() - value.get("last_fire", 0.0)))
+        from dynprof_nb.shared_layout import cooldown_s as pause_of
+
+        left = max(0.0, pause_of(d, 0) - (time.time() - value.get("last_fire", 0.0)))
         fired = value.get("fired", 0)
         state = (
             "spent"

@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Any
 
+from dynprof_nb.shared_layout import cooldown_s
+
 log = logging.getLogger("dynprof_nb")
 
 POLL_S = 0.02  # how often an agent looks for a request while its node has an armed trigger
@@ -151,7 +153,7 @@ class Firer:
             d = value["definition"]
             if value.get("fired", 0) >= d["max_windows"]:
                 return "spent"
-            if time.time() - value.get("last_fire", 0) < d["cooldown_s"]:
+            if time.time() - value.get("last_fire", 0) < cooldown_s(d, 0):
                 return "cooldown"
             cj = self.jobs.get(job)
             if cj is None:

@@ -146,7 +146,7 @@ class Controller(ABC):
         """Ranks known to be running now (empty where the controller cannot see them)."""
         return []
 
-    def trigger(self, slowdown: float | None = 2.0, **options: Any) -> dict[str, Any]:
+    def trigger(self, slowdown: float | None = 1.5, **options: Any) -> dict[str, Any]:
         """Arm a window that starts by itself when a step slows (``Job.trigger``)."""
         raise JobError(
             f"{type(self).__name__} cannot watch step times: a trigger needs the "
@@ -209,10 +209,18 @@ class Controller(ABC):
 
         frame = self.windows()
         if window is None:
-            paths = latest_window_paths(frame)
+            paths, missing = latest_window(frame)
             if not paths:
                 raise JobError(
                     f"job {self.name!r} has no complete window yet; start one and wait() for it."
+                )
+            if missing:  # never a subset without a word
+                import warnings
+
+                warnings.warn(
+                    f"job {self.name!r}: the latest window is loaded without "
+                    f"{', '.join(missing)}: only {len(paths)} rank(s) wrote it whole.",
+                    stacklevel=2,
                 )
             return load_window(paths[0] if len(paths) == 1 else paths)
         if isinstance(window, int) and not isinstance(window, bool):
@@ -247,21 +255,35 @@ class Controller(ABC):
 
 def latest_window_paths(frame: pd.DataFrame) -> list[str]:
     """The rank directories of the latest complete window in a ``windows()`` frame, one per
-    rank: windows with the same steps started within ``SAME_WINDOW_SLACK_S`` of it."""
+    rank: see :func:`latest_window`."""
+    return latest_window(frame)[0]
+
+
+def latest_window(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """``(paths, missing)`` of the latest window with a complete rank: the rank directories of
+    every rank that recorded it (same first step, started within ``SAME_WINDOW_SLACK_S``;
+    ranks that ended it at another step too, e.g. one that read a stop late), and what is
+    missing from it, in words ("rank 1 (incomplete: ...)")."""
     import pandas as pd
 
     complete = frame[frame.status == "complete"]
     if complete.empty:
-        return []
+        return [], []
     latest = complete.iloc[-1]
     slack = pd.Timedelta(seconds=SAME_WINDOW_SLACK_S)
-    group = complete[
-        (complete.start == latest.start)
-        & (complete.stop == latest.stop)
-        & (complete.started_at >= latest.started_at - slack)
-    ]
-    group = group.drop_duplicates("rank", keep="last").sort_values("rank")
-    return list(group.path)
+    near = frame.started_at.isna() | (
+        (frame.started_at >= latest.started_at - slack)
+        & (frame.started_at <= latest.started_at + slack)
+    )
+    group = frame[(frame.start == latest.start) & near]
+    done = group[group.status == "complete"].drop_duplicates("rank", keep="last")
+    done = done.sort_values("rank")
+    missing = []
+    for rank, rows in group[~group["rank"].isin(done["rank"])].groupby("rank"):
+        row = rows.iloc[-1]
+        why = f": {row.error}" if isinstance(getattr(row, "error", None), str) and row.error else ""
+        missing.append(f"rank {rank} ({row.status}{why})")
+    return list(done.path), missing
 
 
 def _ranks_text(labels: list[str], limit: int = 8) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control import stacks as hangs
-from dynprof_nb.control import trigger
+from dynprof_nb.control import stall, trigger
 from dynprof_nb.control.base import (
     Controller,
     JobError,
@@ -33,6 +33,7 @@ from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.protocol import Command, command, decode
 from dynprof_nb.protocol import window_options as window_options_of
 from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError, SlotView
+from dynprof_nb.shared_layout import common_step, estimated_step
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from dynprof_nb.analysis.stacks import StackFrame
 
 BUSY_STATES = ("armed", "recording", "saving")
+STOP_MARGIN_S = 0.05  # stop(): the write, the doorbell and a heartbeat-old estimate
 HANG_AFTER, HANG_MIN_S = hangs.HANG_AFTER, hangs.HANG_MIN_S
 
 
@@ -51,8 +53,10 @@ class Job(Controller):
     a refused request (a bad value, a window already begun) leaves nothing behind.
     """
 
-    hang_after = HANG_AFTER  # a job has stalled after this x its median step time...
-    hang_min_s = HANG_MIN_S  # ...and at least this many seconds without a step
+    # a rank has stalled after this x its own median step time, and at least this many
+    # seconds without a step (control/stall.py; the stacks are taken then, once a stall)
+    hang_after = stall.STALL_AFTER
+    hang_min_s = stall.STALL_MIN_S
 
     def __init__(self, name: str, segment: Segment | None) -> None:
         self.name = name
@@ -267,8 +271,12 @@ class Job(Controller):
         return self._write("start", cfg, late="shift")
 
     def _current_step(self) -> int:
+        """The most advanced live rank's step now (a stalled rank's is not extrapolated)."""
         now = time.monotonic_ns()
-        return max((s.estimated_step(now) for s in self.live_slots()), default=0)
+        seg = self._attached(create=False)
+        if seg is None:
+            return max((s.estimated_step(now) for s in self.live_slots()), default=0)
+        return max((estimated_step(seg, s, now) for s in self.live_slots()), default=0)
 
     def _refuse_passed(self, first: int, last: int) -> None:
         slots = self.live_slots()
@@ -310,13 +318,25 @@ class Job(Controller):
             )
 
     def stop(self) -> int:
-        """End an active window at once (what was recorded is saved) or cancel a pending one.
+        """End an active window (what was recorded is saved) or cancel a pending one. A window
+        being recorded by several ranks ends on every one at one step: the next step every
+        rank can reach (a step and :data:`STOP_MARGIN_S` at each rank's rate past where it
+        is); with one rank, at once.
         ``describe_stop()`` beforehand says which. With no window asked for there is nothing
         to stop: nothing is written and the generation stays as it is."""
         cfg = self.config
         if not cfg.has_window:
             return self.generation
-        return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
+        seg = self._attached(create=False)
+        busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
+        if seg is None or len(busy) < 2 or not any(s.state == "recording" for s in busy):
+            # one rank (nothing to keep together) or nothing begun: at once
+            return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
+        # one step for every rank: the next each can honour (so the ranks' directories are
+        # one window); a rank that reads it too late ends where it is, and windows() says so
+        at = common_step(seg, busy, time.monotonic_ns(), 1, STOP_MARGIN_S)
+        at = min(max(at, cfg.start_step), cfg.stop_step)
+        return self._write("stop", cfg.update(stop_step=at))
 
     def describe_stop(self) -> str:
         """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing
@@ -345,7 +365,10 @@ class Job(Controller):
 
         parts = []
         if "recording" in by_state:
-            parts.append(f"ended on {ranks('recording')} (what was recorded is saved)")
+            parts.append(
+                f"ended on {ranks('recording')} at one step, the next every rank can reach "
+                "(what was recorded is saved)"
+            )
         if "armed" in by_state:
             parts.append(f"cancelled on {ranks('armed')} (not begun)")
         return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)
@@ -369,21 +392,24 @@ class Job(Controller):
 
     def trigger(
         self,
-        slowdown: float | None = 2.0,
+        slowdown: float | None = 1.5,
         steps: int = 10,
-        cooldown_s: float = 600.0,
+        cooldown_s: float | None = None,
         max_windows: int = 3,
-        confirm: int = 1,
+        confirm: int = 5,
         disk_budget_mb: float | None = None,
         **window_options: Any,
     ) -> dict[str, Any]:
         """Arm a window that starts by itself when a step slows; ``trigger(None)`` disarms.
 
-        When a rank's step takes more than ``slowdown`` x its own rolling median (``confirm``
-        observations in a row), or the job's median step is ``slowdown`` x its median now,
+        When ``confirm`` of a rank's steps in a row each take more than ``slowdown`` x its
+        median over its last 64 steps (and more than 5 scaled MADs over it: noise is not a
+        slowdown), or the job's median step is ``slowdown`` x its median now,
         every rank records ``steps`` steps from one step just ahead of the most advanced
         rank, with ``window_options`` (config keys, for that window only). At most
-        ``max_windows`` windows, ``cooldown_s`` apart, none while another window is pending
+        ``max_windows`` windows recorded (windows a rank refused are counted apart, as
+        ``refused``), ``cooldown_s`` apart (None: 20 windows' worth of the job's steps, at
+        least 10 s), none while another window is pending
         or recording (it waits), none once the job's windows use ``disk_budget_mb``. Stored
         in the job: evaluated by the ranks themselves, with no notebook attached. Each
         window's manifest and ``windows()`` row say why (``reason``). Returns ``triggers``.
@@ -396,6 +422,7 @@ class Job(Controller):
             d = trigger.definition(
                 slowdown, steps, cooldown_s, max_windows, confirm, disk_budget_mb, **window_options
             )
+            trigger.check_window(self.config, d, self._current_step())
         except (trigger.TriggerError, ConfigError) as exc:
             raise JobError(str(exc)) from None
         trigger.arm(self._seg, d)
@@ -409,9 +436,19 @@ class Job(Controller):
 
     def step_times(self, last: int = 100) -> pd.DataFrame:
         """Every rank's last ``last`` step times, measured without profiling: ``rank, node,
-        step, end_s, duration_s, kind`` (``kind`` "step": one step, exact to the 20 ms
-        heartbeat; "interval": the mean of the steps a heartbeat saw end together)."""
-        return trigger.step_frame(trigger.step_rows(self._attached(create=False), int(last)))
+        step, end_s, duration_s, kind`` (``kind`` "step": one step, its own duration, for
+        steps of 0.5 ms and more; "interval": the mean of the steps a heartbeat saw end
+        together, for faster steps; see docs/trigger.md). ``.attrs["stalled"]``: the stalled
+        ranks, ``{rank: {"step", "seconds", "first"}}`` (the heat map draws them)."""
+        seg = self._attached(create=False)
+        frame = trigger.step_frame(trigger.step_rows(seg, int(last)))
+        slots = self.slots()
+        found = stall.stalls(seg, slots, time.monotonic_ns(), self.hang_after, self.hang_min_s)
+        frame.attrs["stalled"] = {
+            v[0].rank: {"step": v[0].step, "seconds": round(v[0].seconds, 1), "first": v[0].first}
+            for v in found.values()
+        }
+        return frame
 
     # -- ranks ----------------------------------------------------------------------------
 
@@ -459,8 +496,20 @@ class Job(Controller):
                     if not row["error"] or "also claimed" in row["error"]
                     else f"{note}; {row['error']}"
                 )
-        found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
-        self._hang.note(found, rows, since, self.stacks)
+        for s, row in zip(slots, rows, strict=True):  # exec'd: not this Monitor's any more
+            lost = stall.lost_monitor(s, now) if row["alive"] else ""
+            if lost:
+                row.update(state="dead", alive=False, step_s=None)
+                row["error"] = f"{lost}; {row['error']}" if row["error"] else lost
+        stalled = stall.stalls(seg, slots, now, self.hang_after, self.hang_min_s)
+        stall.mark(rows, slots, stalled)
+        if stalled:  # the stacks, once per stall, from the first rank to stop
+            first = max((v[0] for v in stalled.values()), key=lambda x: x.seconds)
+            since = time.monotonic() - first.seconds
+            self._hang.note((first.step, first.seconds), [], since, self.stacks)
+        else:
+            found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
+            self._hang.note(found, rows, since, self.stacks)
         if not self.config.has_window:  # the header says "no window asked for": so do the rows
             for row in rows:
                 if row["state"] not in BUSY_STATES:

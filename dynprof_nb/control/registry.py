@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -91,14 +92,27 @@ def attach(
             raise JobError(str(exc)) from None
         if job not in list_jobs():
             raise JobError(unknown_job_message(job))
-    try:
-        handle = Job.open(job, create=create)
-    except JobError as exc:
-        if not create and job not in list_jobs():  # it was stale and is gone now
-            raise JobError(f"{exc} {unknown_job_message(job)}") from None
-        raise
+    deadline = time.monotonic() + ATTACH_WAIT_S
+    while True:
+        try:
+            handle = Job.open(job, create=create)
+            break
+        except JobError as exc:
+            if create:
+                raise
+            if job not in list_jobs():  # it was stale and is gone now
+                raise JobError(f"{exc} {unknown_job_message(job)}") from None
+            if time.monotonic() > deadline:
+                raise JobError(
+                    f"job {job!r} is listed on this machine but its segment could not be "
+                    f"opened for {ATTACH_WAIT_S:g} s: {exc}"
+                ) from None
+            time.sleep(0.05)  # a segment its first rank is still creating: wait a little
     handle.removes_unjoined = True  # a person's handle: a job no rank joined goes with it
     return handle
+
+
+ATTACH_WAIT_S = 2.0  # attach() waits this long for a segment being created under its name
 
 
 def unknown_job_message(job: str) -> str:

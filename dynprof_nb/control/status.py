@@ -125,8 +125,8 @@ def status_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def mark_slow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Fill each row's ``slow``: its ``step_s`` against the median of the live rows', as
-    ``"+35%"`` ("" where either is unknown)."""
+    """Fill each row's ``slow``: its ``step_s`` against the median of the live rows that
+    step, as ``"+35%"`` ("" where either is unknown; "stalled" for a stalled rank)."""
 
     def known(v: Any) -> bool:
         try:
@@ -134,16 +134,18 @@ def mark_slow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         except TypeError:  # pd.NA
             return False
 
-    values = sorted(r["step_s"] for r in rows if known(r.get("alive")) and known(r.get("step_s")))
+    def stepping(r: dict[str, Any]) -> bool:
+        return known(r.get("alive")) and r.get("state") != "stalled"
+
+    values = sorted(r["step_s"] for r in rows if stepping(r) and known(r.get("step_s")))
     n = len(values)
     median = (values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2) if n else 0
     for r in rows:
         v = r.get("step_s")
-        r["slow"] = (
-            f"{(v / median - 1) * 100:+.0f}%"
-            if known(v) and median and known(r.get("alive"))
-            else ""
-        )
+        if r.get("state") == "stalled":  # not a fast rank: a rank that does not step
+            r["slow"] = "stalled"
+            continue
+        r["slow"] = f"{(v / median - 1) * 100:+.0f}%" if known(v) and median and stepping(r) else ""
     return rows
 
 

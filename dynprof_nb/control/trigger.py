@@ -16,16 +16,20 @@ from typing import TYPE_CHECKING, Any
 from dynprof_nb.control.status import THIS_NODE
 from dynprof_nb.segment import Segment
 from dynprof_nb.shared_layout import (
+    R_MEDIAN_NS,
     R_RECENT_NS,
     T_ARMED_NS,
     T_BASELINE_NS,
     T_FIRED,
     T_GEN,
     T_LAST_FIRE_NS,
+    T_REFUSED,
+    T_REFUSED_GEN,
     T_REQ,
     T_REQ_DONE,
     TriggerError,
     check_definition,
+    cooldown_s,
     durations,
     job_median_ns,
     read_entries,
@@ -34,16 +38,18 @@ from dynprof_nb.shared_layout import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dynprof_nb.config import ProfilerConfig
+
 STEP_TIME_COLUMNS = ["rank", "node", "step", "end_s", "duration_s", "kind"]
 SLOW_MARK = 0.2  # a rank this much slower than the job's median is a straggler (plots)
 
 
 def definition(
-    slowdown: float = 2.0,
+    slowdown: float = 1.5,
     steps: int = 10,
-    cooldown_s: float = 600.0,
+    cooldown_s: float | None = None,
     max_windows: int = 3,
-    confirm: int = 1,
+    confirm: int = 5,
     disk_budget_mb: float | None = None,
     mode: str = "local",
     **window: Any,
@@ -64,13 +70,22 @@ def definition(
     )
 
 
+def check_window(config: ProfilerConfig, d: dict[str, Any], current: int) -> None:
+    """Build the window config the trigger would ask for if it fired now (from the standing
+    config, ``steps`` steps ahead of step ``current``, with its window options), so values
+    no rank could use (``steps=10**30``) are refused when armed, not when it fires."""
+    first = current + 3
+    config.update(start_step=first, stop_step=first + d["steps"] - 1, **d["window"])
+
+
 def arm(seg: Segment, d: dict[str, Any] | None) -> int:
     """Store (``d``) or clear (None) the job's trigger; returns the trigger's generation."""
     w, tb = seg.words, seg.trigger_base
     with seg.write_lock():
         w[tb + T_FIRED] = 0
         w[tb + T_LAST_FIRE_NS] = 0
-        w[tb + T_BASELINE_NS] = int(job_median_ns(seg)) if d else 0
+        w[tb + T_BASELINE_NS] = int(job_median_ns(seg, R_MEDIAN_NS)) if d else 0
+        w[tb + T_REFUSED] = w[tb + T_REFUSED_GEN] = 0
         w[tb + T_REQ_DONE] = w[tb + T_REQ]
         w[tb + T_ARMED_NS] = time.time_ns() if d else 0
         seg.write_trigger_text(json.dumps(d) if d else "", "")
@@ -90,10 +105,12 @@ def describe(seg: Segment | None) -> dict[str, Any]:
         d = json.loads(text)
     except ValueError:
         return {"armed": False, "error": "the stored trigger is unreadable; arm it again"}
-    fired, last = w[tb + T_FIRED], w[tb + T_LAST_FIRE_NS]
+    refused = w[tb + T_REFUSED]
+    fired, last = w[tb + T_FIRED] - refused, w[tb + T_LAST_FIRE_NS]
     cooldown = 0.0
+    pause = cooldown_s(d, w[tb + T_BASELINE_NS])
     if last:
-        cooldown = max(0.0, d.get("cooldown_s", 0) - (time.monotonic_ns() - last) / 1e9)
+        cooldown = max(0.0, pause - (time.monotonic_ns() - last) / 1e9)
     state = (
         "spent"
         if fired >= d.get("max_windows", 1)
@@ -107,6 +124,8 @@ def describe(seg: Segment | None) -> dict[str, Any]:
         **{k: v for k, v in d.items() if k != "window"},
         "window_options": d.get("window", {}),
         "fired": fired,
+        "refused": refused,
+        "cooldown_effective_s": round(pause, 1),
         "cooldown_left_s": round(cooldown, 1),
         "baseline_s": w[tb + T_BASELINE_NS] / 1e9,
         "last_reason": reason,
@@ -121,6 +140,7 @@ def take_request(seg: Segment) -> str | None:
         return None
     with seg.write_lock():
         reason = seg.read_trigger_text()[1]
+        w[tb + T_REFUSED] = w[tb + T_REFUSED_GEN] = 0
         w[tb + T_REQ_DONE] = w[tb + T_REQ]
     return reason
 

@@ -497,16 +497,23 @@ def entries() -> list[Entry]:
 
 
 def summary() -> pd.DataFrame:
-    """One row per cached window: path, frames, size (bytes), last used (a Timestamp)."""
+    """One row per cached window of this user's entries: path, frames (each kind once),
+    size (bytes), last used (a Timestamp)."""
     rows: dict[str, dict[str, Any]] = {}
+    uid = os.getuid()
     for e in entries():
+        try:
+            if os.lstat(e.path).st_uid != uid:  # a shared cache folder: not this user's
+                continue
+        except OSError:
+            continue
         r = rows.setdefault(e.window, {"path": e.window, "frames": [], "bytes": 0, "used": 0.0})
         if e.kind != "identity":
             r["frames"].append(e.kind)
         r["bytes"] += e.size
         r["used"] = max(r["used"], e.used)
     frame = pd.DataFrame(list(rows.values()), columns=["path", "frames", "bytes", "used"])
-    frame["frames"] = [", ".join(sorted(f)) for f in frame["frames"]]
+    frame["frames"] = [", ".join(sorted(set(f))) for f in frame["frames"]]
     frame["used"] = pd.to_datetime(frame["used"], unit="s").dt.floor("s")
     return frame.sort_values("used", ascending=False, ignore_index=True)
 

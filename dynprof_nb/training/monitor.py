@@ -64,7 +64,7 @@ from dynprof_nb.segment import (
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import History, adopt
-from dynprof_nb.training.steptimes import StepWatch
+from dynprof_nb.training.steptimes import ENDS, ENDS_MASK, StepWatch, note_refused, wants_timing
 
 log = logging.getLogger("dynprof_nb")
 
@@ -85,6 +85,7 @@ assert BELL_GEN == 4, "step() reads the generation at the literal index 4"
 MEMORY_BUDGET_MB = 512  # per window; reaching it ends the window, which is then saved
 DISK_BUDGET_MB = 20_480  # all windows under the output root; over it, new windows are refused
 MAX_WINDOWS_PER_MINUTE = 30  # window starts per rank; a flood is refused, not recorded
+NOTE = "note: "  # a status message that informs (a cost, a choice made), not an error
 CLOSE_WAIT_S = 8.0  # close() waits this long for saves, then hands them off and says so
 EXIT_WAIT_S = 3.0  # the same on the way out of a dying process (exception, SIGTERM)
 
@@ -202,6 +203,8 @@ class Monitor:
         "_fork_lock",
         "_closing",
         "_rate",
+        "_ends",
+        "_exact_from",
     )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
@@ -292,6 +295,10 @@ class Monitor:
         self._fork_lock = threading.Lock()
         self._closing = False
         self._rate = 0.0  # steps per second, as the heartbeat last measured it
+        # when each step ended, written by the timed step() (see _set_timed); valid from
+        # step _exact_from on (None: step() is not timed)
+        self._ends = [0] * ENDS
+        self._exact_from: int | None = None
         try:
             resolve_backend(backend)
             self._seg = Segment.open(job)
@@ -314,6 +321,7 @@ class Monitor:
         if cfg_path is not None:  # first: the relay's first look at the file is in _advance(0)
             self._start_relay(cfg_path, poll_interval)
         self._advance(0)  # apply a config written before the job started (a window at step 1)
+        self._set_timed(True)  # most loops' steps are long enough; the heartbeat decides
         self._beat = threading.Thread(
             target=self._heartbeat, name="dynprof_nb-heartbeat", daemon=True
         )
@@ -381,6 +389,26 @@ class Monitor:
         if self._bell[4] != self._watch:
             self._advance(self._step)
 
+    def _set_timed(self, on: bool) -> None:
+        """Make ``step()`` record when each step ends (``on``) or not.
+
+        A clock read costs about two empty method calls, so a ``step()`` that always took one
+        would break the idle bound (under 3x an empty call) in a loop that does little else.
+        The heartbeat therefore times steps only while they are long enough for the read not
+        to matter (:func:`~dynprof_nb.training.steptimes.wants_timing`): it swaps this
+        instance's class for one whose ``step`` reads the clock. Same slots, nothing added to
+        the untimed ``step()``. Steps from :attr:`_exact_from` on have their end time."""
+        plain = _PLAIN.get(type(self), type(self))
+        if on and plain.step not in (Monitor.step, FileModeMonitor.step):
+            return  # a subclass's own step(): keep it (the heartbeat's times stand)
+        if on:
+            self.__class__ = _timed_class(plain)
+            # the step in progress may still run the untimed step() (looked up before)
+            self._exact_from = self._step + 2
+        else:
+            self.__class__ = plain
+            self._exact_from = None
+
     # -- MindSpore's callback protocol --------------------------------------------------------
 
     def step_begin(self, run_context: Any = None) -> None:
@@ -438,6 +466,7 @@ class Monitor:
         except Exception as exc:
             self._report(f"closing: {exc!r}")
         self._closed.set()
+        self._set_timed(False)  # no heartbeat reads the end times any more
         if self._stacks is not None:
             self._stacks.close()
         if self._seg is not None:
@@ -518,7 +547,8 @@ class Monitor:
                     backend.step(n)
                     full = getattr(backend, "full", None)
                     if n >= self.window[1] or full:
-                        self._finish(n, stopped=bool(full), reason=full)
+                        early = bool(full) or self._recording.get("stop_asked", False)
+                        self._finish(n, stopped=early, reason=full)
                 if self._bell[4] != self._applied:
                     self._read_config(n)
                 if self._pending is not None and self.state != "recording":
@@ -598,10 +628,7 @@ class Monitor:
         if cmd.action == "start":
             self._reason = cmd.reason
         if cmd.action == "stop":
-            if self.state == "recording":
-                self._finish(n, stopped=True)
-            elif self.state in ("armed", "excluded"):
-                self._set_state("idle")
+            self._stop_at(cfg.stop_step if cfg.has_window else -1, n)
         elif cmd.action == "start" or (
             cfg.has_window and (cfg.start_step, cfg.stop_step) != (old.start_step, old.stop_step)
         ):
@@ -613,6 +640,23 @@ class Monitor:
         elif not cfg.has_window and self.state in ("armed", "excluded"):
             self._set_state("idle")
         self._words[self._base + S_APPLIED] = gen
+
+    def _stop_at(self, at: int, n: int) -> None:
+        """A stop: at once (``at`` -1, or a step this rank has reached), or when step ``at``
+        ends, the step the controller chose for every rank, so their windows end together."""
+        if self.state == "recording":
+            if at > n and self.window is not None:
+                self.window = (self.window[0], min(self.window[1], at))
+                self._words[self._base + S_STOP] = self.window[1]
+                self._recording["stop_asked"] = True
+            else:
+                self._finish(n, stopped=True)
+        elif self.state in ("armed", "excluded"):
+            if self.window is not None and 1 <= self.window[0] <= at:
+                self.window = (self.window[0], min(self.window[1], at))
+                self._words[self._base + S_STOP] = self.window[1]
+            else:
+                self._set_state("idle")
 
     def _arm(self, n: int) -> None:
         cfg = self.window_config
@@ -640,11 +684,13 @@ class Monitor:
             return
         if start <= n:
             length = stop - start
+            # a lead that would have worked: twice how late this request was, at least 5
+            lead = max(5, 2 * (n - start + 3))
             self._set_state("idle")
             self._report(
                 f"window {start}-{stop} skipped: the request reached this rank at "
-                f"the end of step {n}, after step {start} had begun. Ask for a later "
-                f"window, e.g. start +2 +{length + 2}."
+                f"the end of step {n}, {n - start + 1} step(s) after step {start} had begun. "
+                f"Ask for a later window, e.g. start +{lead} +{lead + length}."
             )
             return
         self._set_state("armed")
@@ -679,6 +725,11 @@ class Monitor:
         if refusal:
             self._set_state("idle")
             self._report(f"window {start}-{stop} refused: {refusal}")
+            if self._reason and self._seg is not None:  # the trigger's: counted apart
+                try:
+                    note_refused(self._seg, self._applied)
+                except (OSError, SegmentError):
+                    pass
             if self._disk_over:
                 threading.Thread(target=self._recheck_disk, args=(cfg,), daemon=True).start()
             return
@@ -838,8 +889,8 @@ class Monitor:
             "training_thread_s": {k: round(v, 6) for k, v in self.timings.items()},
         }
         if t2 - t1 > 0.1:
-            self._report(
-                f"window {rec['window'][0]}-{n}: the profiler's own stop held the "
+            self._report(  # what it cost, not a failure: a note (status shows it apart)
+                f"{NOTE}window {rec['window'][0]}-{n}: the profiler's own stop held the "
                 f"training thread {t2 - t1:.2f} s (saving it does not)."
             )
         if reason:
@@ -1111,11 +1162,13 @@ class Monitor:
                 if self._seg is not watched:  # first beat, or the segment was republished
                     watched = self._seg
                     watch = StepWatch(watched, self._slot, self.rank, self._step, HEARTBEAT_S)
-                watch.beat(self._step, self.state)
+                n = self._step  # before the end times: each of steps <= n has its own
+                exact_from = self._exact_from
+                watch.beat(n, self.state, self._ends if exact_from else None, exact_from)
+                self._note_watch(watch)
                 gen = words[H_GEN]
                 if gen > self._bell[BELL_GEN]:
                     self._bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
-                n = self._step
                 if n != last:
                     now = time.monotonic_ns()
                     current = (n - last) * 1e9 / max(1, now - last_ns)
@@ -1124,12 +1177,24 @@ class Monitor:
                     words[base + S_BEAT_NS] = now
                     words[base + S_RATE] = int(rate * 1000)
                     self._rate = rate
+                    timed = exact_from is not None
+                    if wants_timing(timed, n - last, now - last_ns) != timed:
+                        self._set_timed(not timed)
                     last, last_ns = n, now
             except (OSError, SegmentError):
                 beats = CHECK_EVERY  # the segment is in trouble: check it now
             if beats >= CHECK_EVERY or self._suspect:
                 beats = 0
                 self._check_segment()
+
+    def _note_watch(self, watch: StepWatch) -> None:
+        """A failure of the step-time watch (or the trigger) goes into this rank's status
+        error; once it is reset (the trigger re-armed), that error is cleared."""
+        if watch.failed:
+            self._report(watch.failed)
+        elif watch.cleared and self.last_error == watch.cleared:
+            watch.cleared = ""
+            self._clear_error()
 
     def _check_segment(self) -> None:
         """Mend a segment that was truncated, removed, replaced or overwritten under the job:
@@ -1286,6 +1351,44 @@ class _NoFile:
     @staticmethod
     def changed() -> bool:
         return False
+
+
+_clock = time.monotonic_ns
+_PLAIN: dict[type, type] = {}  # a timed class -> its untimed class
+_TIMED: dict[type, type] = {}
+
+
+def _timed_step(self: Monitor) -> None:
+    """``Monitor.step()`` that also records when the step ended (see ``_set_timed``): the
+    time first, then the count, so a heartbeat that sees step n finds n's end time."""
+    n = self._step + 1
+    self._ends[n & ENDS_MASK] = _clock()
+    self._step = n
+    if self._bell[4] != self._watch:
+        self._advance(n)
+
+
+def _timed_file_step(self: FileModeMonitor) -> None:
+    """``FileModeMonitor.step()`` with the step's end time recorded, as :func:`_timed_step`."""
+    n = self._step + 1
+    self._ends[n & ENDS_MASK] = _clock()
+    self._step = n
+    if self._filewatch.changed():
+        self._relay_file()
+    if self._bell[4] != self._watch:
+        self._advance(n)
+
+
+def _timed_class(plain: type) -> type:
+    """``plain`` (Monitor, or its MindSpore callback form) with the timed ``step``: the same
+    slots, so an instance can switch between the two."""
+    timed = _TIMED.get(plain)
+    if timed is None:
+        doc = {"__slots__": (), "__module__": plain.__module__, "__doc__": plain.__doc__}
+        step = _timed_file_step if issubclass(plain, FileModeMonitor) else _timed_step
+        timed = type(plain.__name__, (plain,), dict(doc, step=step))
+        _TIMED[plain], _PLAIN[timed] = timed, plain
+    return timed
 
 
 def shifted_window(start: int, stop: int, n: int) -> tuple[int, int] | None:

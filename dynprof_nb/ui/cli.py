@@ -390,6 +390,27 @@ def cache_report(clear: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def cache_frame() -> Any:
+    """``%dynprof cache`` in a notebook: this user's cached windows as a DataFrame (an HTML
+    table that does not wrap), ``path, exists, frames, size, last_used``; ``.attrs["note"]``
+    the total, the folder and its bound. A string when the cache is off."""
+    from dynprof_nb.traces import cache
+
+    where = cache.cache_dir()
+    if where is None:
+        return f"the frame cache is off ({cache.ENV_DIR}={os.environ.get(cache.ENV_DIR)})"
+    table = cache.summary()
+    frame = table.assign(
+        exists=[os.path.exists(p) for p in table["path"]],
+        size=[_size(b) for b in table["bytes"]],
+    ).rename(columns={"used": "last_used"})[["path", "exists", "frames", "size", "last_used"]]
+    frame.attrs["note"] = (
+        f"{len(table)} window(s), {_size(int(table['bytes'].sum()))} in {where} "
+        f"(bound {_size(cache.limit_bytes())}; {cache.ENV_LIMIT} changes it)"
+    )
+    return frame
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":

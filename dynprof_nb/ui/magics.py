@@ -32,7 +32,12 @@ from dynprof_nb.ui.cli import (
     stop_and_describe,
 )
 from dynprof_nb.ui.commands import ARGUMENTS, MAGIC_COMMANDS, helps
-from dynprof_nb.ui.triggercmd import TRIGGER_OPTIONS_TITLE, add_trigger_arguments, run_trigger
+from dynprof_nb.ui.triggercmd import (
+    TRIGGER_OPTIONS_TITLE,
+    FireNotices,
+    add_trigger_arguments,
+    run_trigger,
+)
 
 __all__ = ["DynprofMagics", "load_ipython_extension"]
 
@@ -306,7 +311,10 @@ class DynprofMagics(Magics):
         return job.config
 
     def _do_trigger(self, args: argparse.Namespace) -> None:
-        print(run_trigger(self._need_job(), args, config_changes(args)))
+        job = self._need_job()
+        print(run_trigger(job, args, config_changes(args)))
+        if not args.off and job.triggers.get("armed"):
+            FireNotices(job)  # one line printed each time it fires a window
 
     def _do_status(self, args: argparse.Namespace) -> Any:
         return self._need_job().status()
@@ -329,10 +337,20 @@ class DynprofMagics(Magics):
             self.shell.user_ns[args.name] = window
         return window
 
-    def _do_cache(self, args: argparse.Namespace) -> None:
-        from dynprof_nb.ui.cli import cache_report
+    def _do_cache(self, args: argparse.Namespace) -> Any:
+        """Clearing says what it removed; listing is a table (a DataFrame) of this user's
+        cached windows, its total printed above it."""
+        from dynprof_nb.ui.cli import cache_frame, cache_report
 
-        print(cache_report(args.clear))
+        if args.clear is not None:
+            print(cache_report(args.clear))
+            return None
+        frame = cache_frame()
+        if isinstance(frame, str):
+            print(frame)
+            return None
+        print(frame.attrs["note"])
+        return frame
 
     def _do_summary(self, args: argparse.Namespace) -> Any:
         return self._need_job().load(_window_arg(args.window)).summary()

@@ -58,6 +58,22 @@ TABLE_STYLE = (
     " text-align: right} table.dynprof-status td:last-child {text-align: left;"
     " color: #c62828}</style>"
 )
+NOTE = "note: "  # the Monitor's prefix of a message that informs, not an error
+
+
+def with_notes(status: Any) -> Any:
+    """The status rows with notes (errors that start with :data:`NOTE`: a cost, a choice made)
+    moved to a ``note`` column before ``error``, so the red error column holds errors only."""
+    if "error" not in status:
+        return status
+    status = status.copy()
+    errors = status["error"].fillna("").astype(str)
+    is_note = errors.str.startswith(NOTE)
+    status.insert(len(status.columns) - 1, "note", errors.where(is_note, "").str.slice(len(NOTE)))
+    status["error"] = errors.where(~is_note, "")
+    return status
+
+
 WINDOW_KEYS = ("start_step", "stop_step")
 WINDOW_ROWS = 12  # newest windows listed
 FIELD_WIDTH = "320px"
@@ -528,14 +544,23 @@ class Panel(widgets.VBox):
         """Re-read the ranks (and, with ``windows``, the window list); sets traits only."""
         with self._lock:
             status = self.job.status()
-            table = TABLE_STYLE + status_view(status[STATUS_SHOWN]).to_html(
+            table = TABLE_STYLE + status_view(with_notes(status[STATUS_SHOWN])).to_html(
                 index=False, border=0, na_rep="", classes="dynprof-status"
             )
             if self.ranks.value != table:
                 self.ranks.value = table
-            stalled = [e for e in status["error"].fillna("") if "stalled since" in e]
+            stalled = sorted(  # the first rank to stop leads: the others wait for it
+                (
+                    "the first rank to stop" not in e,
+                    (f"rank {r}: " if r >= 0 else "") + e.split(": job.stacks")[0],
+                )
+                for r, e in zip(status["rank"], status["error"].fillna(""), strict=True)
+                if "stalled since" in e
+            )
             banner = (
-                f'<span style="{ERROR_STYLE}">{html.escape(stalled[0].split(";")[0])}</span>'
+                f'<span style="{ERROR_STYLE}">{html.escape(stalled[0][1].split("; ")[0])}'
+                + ("; the first rank to stop" if not stalled[0][0] else "")
+                + "</span>"
                 if stalled
                 else ""
             )
@@ -776,7 +801,7 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
             (
                 g
                 for g in groups
-                if (g["start"], g["stop"]) == (row.start, row.stop)
+                if g["start"] == row.start  # a rank that ended it elsewhere: the same window
                 and (
                     pd.isna(started)
                     or pd.isna(g["started_at"])
@@ -793,12 +818,18 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 "paths": [],
                 "complete": [],
                 "ranks": [],
+                "stops": [],
                 "statuses": [],
                 "backend": getattr(row, "backend", None),
                 "config": getattr(row, "config", "") or "",
+                "reason": "",
             }
             groups.append(group)
         group["paths"].append(row.path)
+        group["stops"].append(row.stop)
+        reason = getattr(row, "reason", "")
+        if isinstance(reason, str) and reason and not group["reason"]:
+            group["reason"] = reason
         group["ranks"].append(row.rank)
         group["statuses"].append(row.status)
         if row.status == "complete":
@@ -806,6 +837,13 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
     for g in groups:
         g["key"] = (g["start"], g["stop"], str(g["started_at"]))
         done, total = len(g["complete"]), len(g["paths"])
+        steps = f"steps {g['start']}-{g['stop']}"
+        if len(set(g["stops"])) > 1:  # the ranks ended it at different steps: say which
+            g["stop"] = max(g["stops"])
+            steps = "steps " + ", ".join(
+                f"{g['start']}-{stop} (rank {rank})"
+                for rank, stop in sorted(zip(g["ranks"], g["stops"], strict=True))
+            )
         state = (
             "complete"
             if done == total
@@ -813,10 +851,11 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
         )
         parts = [
             "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
-            f"steps {g['start']}-{g['stop']}",
+            steps,
             f"ranks {done}/{total} {state}",
             g["backend"] or "",
             g["config"] or "",
+            f"TRIGGERED: {g['reason']}" if g["reason"] else "",
         ]
         g["label"] = " · ".join(p for p in parts if p)
     return groups[::-1]

@@ -6,9 +6,12 @@
   :data:`HEAT_PERIOD_S`, skips the picture when they did not change, and renders it in a thread
   of its own (one at a time), so a slow render never holds up the ranks' table: a refresh that
   finds a render still running leaves it be.
-* The trigger controls: ``slowdown`` and ``steps``, Arm (``job.trigger(slowdown, steps)``),
-  Disarm (``job.trigger(None)``), and a line with ``job.triggers``: armed or not, its state,
-  windows fired, the last reason.
+* The trigger controls: every field of ``job.trigger`` (slowdown, confirm, steps, cooldown
+  (empty: auto), max windows, disk budget (empty: none)), Arm and Disarm, and a line with the
+  armed values (``job.triggers``): its state, windows fired and refused, the last reason. The
+  fields show the armed trigger's values whenever it is armed anew (from here, the magic or
+  another notebook), so a box never reads 2 while 3 is armed. When a window fires, a notice
+  says so with its reason (and the panel's message line).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import ipywidgets as widgets
 import pandas as pd
 
 from dynprof_nb.analysis.steptimes import RECENT_STEPS, plot_step_times, step_grid
+from dynprof_nb.shared_layout import TRIGGER_DEFAULTS
+from dynprof_nb.ui.triggercmd import armed_values, fired_notice
 
 HEAT_PERIOD_S = 1.0  # the heat map is re-read and re-drawn at most this often
 HEAT_DPI = 72
@@ -43,19 +48,26 @@ def heat_png(frame: pd.DataFrame, steps: int = RECENT_STEPS) -> bytes:
 
 
 def trigger_line(state: dict[str, Any]) -> str:
-    """``job.triggers`` in one line: "armed (watching): 2.0x, 10-step windows, fired 0/3"."""
+    """``job.triggers`` in one line: "armed (watching): slowdown 1.5x, confirm 5 steps, ..."."""
     if not state.get("armed"):
         return state.get("error") or "not armed"
-    line = (
-        f"armed ({state.get('state', '?')}): {state.get('slowdown')}x its median, "
-        f"{state.get('steps')}-step windows, fired {state.get('fired', 0)}/"
-        f"{state.get('max_windows', '?')}"
-    )
+    line = f"armed ({state.get('state', '?')}): {armed_values(state)}"
     if state.get("cooldown_left_s"):
         line += f", cooling down {state['cooldown_left_s']} s"
     if state.get("last_reason"):
         line += f"; last: {state['last_reason']}"
     return line
+
+
+def _optional(text: str, name: str) -> float | None:
+    """An empty box is None (auto, none); anything else a number, or a ValueError naming it."""
+    text = str(text).strip()
+    if not text or text.lower() in ("auto", "none"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{name}: {text!r} is not a number (empty: the default)") from None
 
 
 class StepTimesSection(widgets.VBox):
@@ -72,19 +84,62 @@ class StepTimesSection(widgets.VBox):
         self._heat_at = -HEAT_PERIOD_S  # monotonic time of the last read of the step times
         self._heat_key: Any = None  # what the picture shows, to skip an unchanged one
         self._render: threading.Thread | None = None
+        d = TRIGGER_DEFAULTS
+        small = widgets.Layout(width="190px")
         self.slowdown = widgets.FloatText(
-            value=2.0,
+            value=d["slowdown"],
             description="slowdown",
             step=0.5,
-            tooltip="x a rank's own rolling median step time",
-            layout=widgets.Layout(width="200px"),
+            tooltip="x a rank's median step over its last 64 steps",
+            layout=small,
+        )
+        self.confirm = widgets.IntText(
+            value=d["confirm"],
+            description="confirm",
+            tooltip="slow steps in a row before it fires (one hiccup is not a slowdown)",
+            layout=small,
         )
         self.steps = widgets.IntText(
-            value=10,
+            value=d["steps"],
             description="steps",
             tooltip="steps the triggered window records",
-            layout=widgets.Layout(width="200px"),
+            layout=small,
         )
+        self.cooldown = widgets.Text(
+            value="",
+            description="cooldown s",
+            placeholder="auto",
+            tooltip="seconds between two windows; empty: auto (20 windows' worth of steps, "
+            "at least 10 s)",
+            layout=small,
+        )
+        self.max_windows = widgets.IntText(
+            value=d["max_windows"],
+            description="max windows",
+            tooltip="windows at most, until armed again",
+            layout=small,
+        )
+        self.disk_budget = widgets.Text(
+            value="",
+            description="disk MB",
+            placeholder="none",
+            tooltip="fire no more once the job's windows use this much disk; empty: no bound",
+            layout=small,
+        )
+        self.fields = {
+            "slowdown": self.slowdown,
+            "confirm": self.confirm,
+            "steps": self.steps,
+            "cooldown_s": self.cooldown,
+            "max_windows": self.max_windows,
+            "disk_budget_mb": self.disk_budget,
+        }
+        for name, field in self.fields.items():
+            field.add_class(f"dynprof-trigger-field-{name}")
+        self._armed_at: Any = None  # the armed trigger the fields last showed
+        self._fired = 0  # windows fired when last looked (a notice when it grows)
+        self.notice = widgets.HTML()
+        self.notice.add_class("dynprof-trigger-notice")
         self.arm_button = self._button(
             "Arm",
             "start a window by itself when a step slows "
@@ -99,8 +154,11 @@ class StepTimesSection(widgets.VBox):
             [
                 widgets.HTML("<b>Step times</b> (no profiling; * = straggler)"),
                 self.heat,
-                widgets.HBox([self.slowdown, self.steps, self.arm_button, self.disarm_button]),
+                widgets.HBox([self.slowdown, self.confirm, self.steps]),
+                widgets.HBox([self.cooldown, self.max_windows, self.disk_budget]),
+                widgets.HBox([self.arm_button, self.disarm_button]),
                 self.trigger_state,
+                self.notice,
             ]
         )
         self.add_class("dynprof-section-steptimes")
@@ -116,15 +174,21 @@ class StepTimesSection(widgets.VBox):
     # -- the trigger ------------------------------------------------------------------------
 
     def arm(self) -> dict[str, Any] | None:
-        """Arm the job's trigger with the fields' slowdown and steps; returns ``triggers``."""
+        """Arm the job's trigger with every field's value; returns ``triggers``."""
         try:
-            state = self.job.trigger(
-                slowdown=float(self.slowdown.value), steps=int(self.steps.value)
-            )
+            values = {
+                "slowdown": float(self.slowdown.value),
+                "confirm": int(self.confirm.value),
+                "steps": int(self.steps.value),
+                "cooldown_s": _optional(self.cooldown.value, "cooldown s"),
+                "max_windows": int(self.max_windows.value),
+                "disk_budget_mb": _optional(self.disk_budget.value, "disk MB"),
+            }
+            state = self.job.trigger(**values)
         except Exception as exc:  # JobError: "slowdown must be > 1", ...
             self.say(f"trigger not armed: {exc}", error=True)
             return None
-        self.say(f"trigger armed: {self.slowdown.value}x, {self.steps.value}-step windows")
+        self.say(f"trigger armed: {armed_values(state)}")
         self.show_trigger(state)
         return state
 
@@ -139,9 +203,30 @@ class StepTimesSection(widgets.VBox):
         return state
 
     def show_trigger(self, state: dict[str, Any]) -> None:
+        """The armed values in the line, in the fields when armed anew, and a notice when a
+        window has fired since the last look."""
         text = html.escape(trigger_line(state))
         if self.trigger_state.value != text:
             self.trigger_state.value = text
+        if not state.get("armed"):
+            self._armed_at, self._fired = None, 0
+            return
+        if state.get("armed_at") != self._armed_at:  # armed anew: the fields read its values
+            self._armed_at, self._fired = state.get("armed_at"), state.get("fired", 0)
+            for name, field in self.fields.items():
+                value = state.get(name)
+                if name in ("cooldown_s", "disk_budget_mb"):
+                    value = "" if value is None else f"{value:g}"
+                if value is not None and field.value != value:
+                    field.value = value
+        if state.get("fired", 0) > self._fired:
+            self._fired = state["fired"]
+            notice = fired_notice(getattr(self.job, "name", "?"), state)
+            self.notice.value = (
+                '<div style="background:#fff3cd;border-left:4px solid #f0ad4e;'
+                f'padding:4px 8px"><b>window fired</b>: {html.escape(notice)}</div>'
+            )
+            self.say(notice)
 
     # -- the live part ----------------------------------------------------------------------
 
@@ -159,6 +244,7 @@ class StepTimesSection(widgets.VBox):
         key = (
             len(frame),
             int(pd.util.hash_pandas_object(frame, index=False).sum()) if len(frame) else 0,
+            repr({r: v["step"] for r, v in (frame.attrs.get("stalled") or {}).items()}),
         )
         if key == self._heat_key:
             return

@@ -20,7 +20,7 @@ def test_summary_notes_slow_step_and_slow_rank(tmp_path: Path):
     w = dynprof_nb.load_window(tmp_path)
     s = w.summary()
     text = str(s)
-    assert "step 4 took 2.3x the median" in text
+    assert "step 4 took 2.3x the median of the 6 steps' slowest-rank times" in text
     assert "rank 2 is the slowest by 25%" in text
     ranks_table = text.split("Ranks:")[1]
     assert "25.0%" in ranks_table  # vs_fastest read as a percentage, not 0.250
@@ -102,3 +102,17 @@ def test_no_device_idle_note_without_a_device(tmp_path):
     assert w.kernels.empty
     assert not any("device idle" in n for n in notes_for(steps, w.ops, device=False))
     assert any("device idle (free) for 50%" in n for n in notes_for(steps, w.ops, device=True))
+
+
+def test_a_multi_rank_summary_leads_with_the_trigger_reason(tmp_path: Path):
+    """The reason a trigger recorded a window is in each rank's manifest: a multi-rank
+    summary leads with it too, as a single-rank one does."""
+    import json
+
+    reason = "rank 1 steps 40-44 took 21, 20, 22, 20, 21 ms = 2.0x its median 10.2 ms"
+    for r in range(2):
+        d = write_builtin_window(tmp_path, rank=r, start=1, stop=4)
+        manifest = json.loads((d / "window.json").read_text())
+        (d / "window.json").write_text(json.dumps(dict(manifest, reason=reason)))
+    text = str(dynprof_nb.load_window(tmp_path).summary())
+    assert f"triggered because {reason}" in text, text[:400]

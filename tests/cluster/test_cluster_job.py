@@ -281,3 +281,22 @@ def test_window_not_armed_everywhere_is_cancelled_everywhere(cluster, job_on_nod
     assert (st.generation == gen + 2).all()
     frame = job.windows()  # cancelled before it began: no rank recorded it
     assert not ((frame.start == first) & (frame.stop == last)).any()
+
+
+def test_stop_ends_a_cluster_window_on_every_rank_at_one_step(job_on_nodes):
+    """Stop of a window being recorded on 8 ranks of 4 nodes: one window, every rank's
+    directory with the same steps (the nodes' ranks read the stop at different steps)."""
+    job = job_on_nodes
+    job.start("+10", "+100000")
+
+    def recording():
+        st = job.status()
+        live = st[st.alive.astype(bool)]
+        return [st] if len(live) == RANKS and (live.state == "recording").all() else None
+
+    wait_until(recording, 120, "every rank recording")
+    job.stop()
+    job.wait(timeout=120, progress=False)
+    frame = job.windows()
+    assert len(frame) == RANKS and (frame.status == "complete").all(), frame.to_string()
+    assert len(set(zip(frame.start, frame.stop, strict=True))) == 1, frame[["rank", "stop"]]

@@ -36,7 +36,7 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
             return len(live) == 4 and (live.step > 40).all() and live.step_s.notna().all()
 
         wait_until(ready, timeout=120, what="4 ranks on 4 nodes stepping")
-        armed = job.trigger(slowdown=2.0, steps=8)
+        armed = job.trigger(slowdown=3.0, steps=8, confirm=1)  # placement: a 6x slowdown
         assert armed["armed"] and armed["mode"] == "cluster" and armed["fired"] == 0
         time.sleep(0.5)  # the agents see the armed trigger
         slow.touch()
@@ -101,7 +101,7 @@ def test_a_node_that_joins_after_arming_picks_up_the_trigger(cluster, tmp_path: 
                 and live.step_s.notna().all()
 
         wait_until(steady, timeout=120, what="the first nodes' ranks stepping")
-        job.trigger(slowdown=2.0, steps=6)
+        job.trigger(slowdown=3.0, steps=6, confirm=1)
         late = cluster.add_node()  # after arming: only the agent's catch-up can arm it
         cluster.wait_workers(len(cluster.nodes))
         slow = tmp_path / "late-slow"

@@ -261,11 +261,16 @@ def test_cache_lists_and_clears_the_frame_cache(
     trace.write_text('{"traceEvents": [{"name": "a", "ph": "X", "ts": 1, "dur": 2}]}')
     load_trace(trace).load_all()
     with capture_output() as out:
-        assert line(ip, "cache") is None
-    assert str(trace.resolve()) in out.stdout and "1 window(s)" in out.stdout
+        table = line(ip, "cache")  # a table (HTML in a notebook), not wrapping text
+    assert list(table.columns) == ["path", "exists", "frames", "size", "last_used"]
+    assert list(table.path) == [str(trace.resolve())] and table.exists.all()
+    frames = table.frames.iloc[0].split(", ")
+    assert len(frames) == len(set(frames)), frames  # each kind of frame once
+    assert "<table" in table._repr_html_()
+    assert "1 window(s)" in out.stdout
     with capture_output() as out:
         line(ip, f"cache --clear {trace}")
     assert "removed 7 cached frame file(s)" in out.stdout
     with capture_output() as out:
-        line(ip, "cache")
-    assert "is empty" in out.stdout
+        table = line(ip, "cache")
+    assert table.empty and "0 window(s)" in out.stdout

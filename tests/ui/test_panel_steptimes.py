@@ -114,3 +114,53 @@ def test_unchanged_step_times_are_not_redrawn(parked: Job) -> None:
         assert section.renders == 1 and section.heat.value == first
     finally:
         panel.close()
+
+
+def test_every_trigger_field_the_armed_values_and_a_notice_when_it_fires(tmp_path: Path) -> None:
+    """Every field is edited and armed; a trigger armed elsewhere (the magic, another
+    notebook) shows its values in the boxes; a window fired is a visible notice with its
+    reason, and the Windows list marks it."""
+    from dynprof_nb.ui.panel import window_groups
+
+    slow = tmp_path / "slow"
+    with running_ranks(unique_job("panelfire"), tmp_path, ranks=2, step_ms=10,
+                       extra=["--slow-file", str(slow), "--slow-ms", "60",
+                              "--slow-steps", "40"]) as (job, _):
+        panel = Panel(job, poll=False)
+        try:
+            section = panel.step_section
+            for name, value in (("slowdown", 2.5), ("confirm", 4), ("steps", 6),
+                                ("cooldown_s", "30"), ("max_windows", 2),
+                                ("disk_budget_mb", "500")):
+                section.fields[name].set_state({"value": value})
+            section.arm_button.click()
+            state = job.triggers
+            assert (state["slowdown"], state["confirm"], state["steps"], state["cooldown_s"],
+                    state["max_windows"], state["disk_budget_mb"]) == (2.5, 4, 6, 30.0, 2, 500.0)
+            line = section.trigger_state.value
+            assert "slowdown 2.5x, confirm 4 steps, 6-step windows, cooldown 30 s" in line, line
+
+            other = dynprof_nb.attach(job.name, create=False)  # armed from elsewhere
+            try:
+                other.trigger(slowdown=3.0, confirm=2, steps=5)
+            finally:
+                other.close()
+            panel.refresh()
+            assert section.slowdown.value == 3.0 and section.confirm.value == 2
+            assert section.steps.value == 5 and section.cooldown.value == ""  # auto
+            assert "(auto)" in section.trigger_state.value
+
+            wait_until(lambda: all(s.step > 80 for s in job.live_slots()), timeout=60,
+                       what="a baseline")
+            assert section.notice.value == ""
+            slow.touch()
+            wait_until(lambda: panel.refresh() or "window fired" in section.notice.value,
+                       timeout=30, what="the notice")
+            assert "the trigger fired a window: rank " in section.notice.value
+            assert "the trigger fired a window" in panel.message.value
+            wait_until(lambda: (job.windows().status == "complete").sum() == 2, timeout=60,
+                       what="the window")
+            groups = window_groups(job.windows())
+            assert "TRIGGERED: rank" in groups[0]["label"], groups[0]["label"]
+        finally:
+            panel.close()

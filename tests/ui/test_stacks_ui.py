@@ -74,6 +74,7 @@ def test_magic_returns_the_tree_and_keeps_the_frame(ip: InteractiveShell, magics
 def test_panel_button_and_stall_banner(parked):
     from dynprof_nb.ui.panel import Panel
 
+    parked.hang_min_s = 1000.0  # the parked rank is not stalled yet (its bound: 5 s)
     panel = Panel(parked, poll=False)
     try:
         frame = panel.stacks_button.click() or panel.stacks_frame
