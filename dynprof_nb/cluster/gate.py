@@ -246,6 +246,17 @@ def gate_listener(listener: Any, subject: frozenset[tuple[str, str]] | None = No
     return listener
 
 
+SERVING: list[str] = []  # the gated servers of this process (set by install())
+_SAID: set[str] = set()
+
+
+def _once(key: str, message: str, *args: Any) -> None:
+    """Log ``message`` the first time ``key`` comes up (a worker retries a connect)."""
+    if key not in _SAID:
+        _SAID.add(key)
+        log.warning(message, *args)
+
+
 def _user_context(purpose: str) -> Any:
     from dynprof_nb.cluster import tls
 
@@ -268,13 +279,46 @@ def _contexts(_directory: str, purpose: str) -> Any:
 def _backends() -> tuple[Any, Any]:
     from distributed.comm import tcp
 
+    class GatedTCPConnector(tcp.TCPConnector):
+        """Outgoing ``tcp://`` from a process that serves a gated server is mutual TLS too
+        (its own servers speak nothing else): in plain text, whoever answers at that address
+        (a scheduler another user started, named in a scheduler file it wrote) would be read
+        as soon as Dask's handshake is, and its pickles run as this user."""
+
+        async def connect(self, address: str, deserialize: bool = True, **args: Any) -> Any:
+            if unsafe_plain_tcp() or not SERVING:
+                return await super().connect(address, deserialize, **args)
+            _once(
+                f"upgrade {address}",
+                "dynprof_nb gate: this process connects tcp://%s as mutual TLS (uid %d's "
+                "certificates); a plain-TCP peer could send code to run here; %s=1 keeps "
+                "plain TCP",
+                address,
+                os.getuid(),
+                UNSAFE_PLAIN_TCP,
+            )
+            return await tls_backend.get_connector().connect(address, deserialize, **args)
+
     class GatedTLSConnector(tcp.TLSConnector):
-        """Outgoing ``tls://`` without a certificate presents the user's own."""
+        """Outgoing ``tls://`` without a certificate presents the user's own, and accepts
+        only a server whose certificate the user's CA signed."""
 
         async def connect(self, address: str, deserialize: bool = True, **args: Any) -> Any:
             if args.get("ssl_context") is None:
                 args["ssl_context"] = _user_context("client")
-            return await super().connect(address, deserialize, **args)
+            try:
+                return await super().connect(address, deserialize, **args)
+            except Exception as exc:
+                _once(
+                    f"refused {address}",
+                    "dynprof_nb gate: not connecting to %s: it did not complete mutual TLS "
+                    "with uid %d's certificates (%s); a server another user started cannot "
+                    "prove it is yours, and nothing it sends is read",
+                    address,
+                    os.getuid(),
+                    exc,
+                )
+                raise
 
     class GatedTLSBackend(tcp.TLSBackend):
         _connector_class = GatedTLSConnector
@@ -291,6 +335,8 @@ def _backends() -> tuple[Any, Any]:
 
     class GatedTCPBackend(tcp.TCPBackend):
         """``tcp://`` listeners become mutual TLS unless plain TCP was asked for by name."""
+
+        _connector_class = GatedTCPConnector
 
         def get_listener(self, loc: str, handle_comm: Any, deserialize: Any, **args: Any) -> Any:
             if unsafe_plain_tcp():
@@ -390,6 +436,7 @@ def install(server: Any) -> dict[str, Any]:
     owner = getattr(server, "_dynprof_gate", None)
     uid = os.getuid()
     if owner is None:
+        SERVING.append(type(server).__name__)
         subject = own_subject(server)
         owner = {"uid": uid, "subject": sorted(subject) if subject else None}
         server._dynprof_gate, server._dynprof_subject = owner, subject

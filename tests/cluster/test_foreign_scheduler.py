@@ -1,0 +1,67 @@
+"""A scheduler another user (uid 65534) starts, and a scheduler file it wrote: the victim's
+worker, run as docs/cluster.md prints it, must not read a byte from it.
+
+The fake scheduler sends every peer a Dask handshake carrying a pickle whose ``os.system``
+payload writes a file. Without the gate on outgoing connections, a gated worker connected to a
+``tcp://`` address in plain text and unpickled that handshake (as the victim). Now a process
+that serves a gated server connects ``tcp://`` as mutual TLS with its user's certificates (the
+attacker's plain server fails the TLS handshake), and a ``tls://`` server whose certificate is
+not of the user's CA fails it too; the worker says so in its log.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from nodes import _kill_group, child_env
+from otheruser import OTHER_GID, OTHER_UID, as_other_user
+
+pytestmark = pytest.mark.timeout(300)
+FAKE = Path(__file__).resolve().parent / "fake_scheduler.py"
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "tls"])
+def test_a_worker_refuses_a_scheduler_of_another_user(scheme, tmp_path):
+    markers = Path(tempfile.mkdtemp(prefix="dynprof-markers-"))  # root's, 0700
+    shared = Path(tempfile.mkdtemp(prefix="dynprof-shared-"))  # the attacker's directory
+    os.chown(shared, OTHER_UID, OTHER_GID)
+    sched = shared / "scheduler.json"
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    fake = subprocess.Popen(
+        as_other_user([sys.executable, str(FAKE), scheme, str(sched),
+                       str(markers / "pwned.txt")], shared),
+        env=dict(child_env(), HOME=str(shared)), cwd=str(shared), start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "worker.log"
+    worker = None
+    try:
+        assert "listening" in fake.stdout.readline()
+        with open(log, "w") as fh:  # the documented worker command, this user, no flags
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "dask", "worker", "--scheduler-file",
+                 str(sched), "--preload", "dynprof_nb.cluster.agent", "--no-nanny",
+                 "--nthreads", "1", "--death-timeout", "20"],
+                env=child_env({"HOME": str(home)}), cwd=str(home), stdout=fh,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and worker.poll() is None:
+            if "not connecting to" in log.read_text() or os.listdir(markers):
+                break
+            time.sleep(0.5)
+        time.sleep(2)  # a payload that ran would have written by now
+        text = log.read_text()
+        assert os.listdir(markers) == [], f"the attacker's payload ran as this user: {text}"
+        if scheme == "tcp":  # the recipes' servers speak TLS: so does the worker, to anyone
+            assert "as mutual TLS (uid 0's certificates)" in text, text[-3000:]
+        assert "not connecting to" in text and "nothing it sends is read" in text, text[-3000:]
+    finally:
+        _kill_group(worker)
+        _kill_group(fake)
+        subprocess.run(["rm", "-rf", str(markers), str(shared)], check=False)
