@@ -405,6 +405,38 @@ def _checkable_only(listen: Any) -> Any:
     return checked
 
 
+class _UncheckedBackend:
+    """A ws://, wss:// or ucx:// backend in a process that serves a gated server: it does not
+    connect (whoever answers there, another user's server among them, cannot be checked, and
+    its handshake would be unpickled here); listening is :func:`_checkable_only`'s."""
+
+    dynprof_refusing = True
+
+    def __init__(self, scheme: str, backend: Any) -> None:
+        self.scheme, self.backend = scheme, backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def get_connector(self) -> Any:
+        connector, scheme = self.backend.get_connector(), self.scheme
+
+        class Refusing:
+            async def connect(self, address: str, deserialize: bool = True, **args: Any) -> Any:
+                if SERVING and not unsafe_plain_tcp():
+                    why = (
+                        f"dynprof_nb gate: not connecting to {scheme}://{address}: the gate "
+                        f"cannot check who answers a {scheme}:// connection, and a server "
+                        "another user started would be read as this user; nothing it sends is "
+                        "read (use tls://)"
+                    )
+                    _once(f"refused {scheme}://{address}", "%s", why)
+                    raise OSError(why)
+                return await connector.connect(address, deserialize, **args)
+
+        return Refusing()
+
+
 def register() -> None:
     """Gate every Dask server this process starts from now on (idempotent)."""
     import distributed.core
@@ -419,6 +451,10 @@ def register() -> None:
         tcp_backend, tls_backend = _backends()
         tcp_backend.dynprof_gated = tls_backend.dynprof_gated = True
         registry.backends["tcp"], registry.backends["tls"] = tcp_backend, tls_backend
+    for scheme in ("ws", "wss", "ucx"):
+        backend = registry.backends.get(scheme)
+        if backend is not None and not getattr(backend, "dynprof_refusing", False):
+            registry.backends[scheme] = _UncheckedBackend(scheme, backend)
     if not getattr(ServerNode.start_http_server, "dynprof_local", False):
         ServerNode.start_http_server = _local_http(ServerNode.start_http_server)
 

@@ -2,7 +2,7 @@
 peer that connects is sent a Dask handshake carrying a pickle whose ``os.system`` payload
 writes a file (what a victim's worker or client unpickles if it reads that handshake).
 
-    python fake_scheduler.py tcp|tls SCHEDULER_FILE MARKER
+    python fake_scheduler.py tcp|tls|ws SCHEDULER_FILE MARKER
 
 ``tls``: with a certificate of the attacker's own (``Security.temporary()``), not signed by
 the victim's CA. Serves until killed; prints one JSON line per connection it saw.

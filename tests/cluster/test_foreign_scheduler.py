@@ -26,8 +26,10 @@ pytestmark = pytest.mark.timeout(300)
 FAKE = Path(__file__).resolve().parent / "fake_scheduler.py"
 
 
-@pytest.mark.parametrize("scheme", ["tcp", "tls"])
-def test_a_worker_refuses_a_scheduler_of_another_user(scheme, tmp_path):
+@pytest.mark.parametrize(("scheme", "listen"), [("tcp", None), ("tls", None), ("ws", None),
+                                                ("ws", "tls")])
+def test_a_worker_refuses_a_scheduler_of_another_user(scheme, listen, tmp_path):
+    """``listen``: the worker's own ``--protocol`` (else its scheduler's)."""
     markers = Path(tempfile.mkdtemp(prefix="dynprof-markers-"))  # root's, 0700
     shared = Path(tempfile.mkdtemp(prefix="dynprof-shared-"))  # the attacker's directory
     os.chown(shared, OTHER_UID, OTHER_GID)
@@ -47,12 +49,15 @@ def test_a_worker_refuses_a_scheduler_of_another_user(scheme, tmp_path):
             worker = subprocess.Popen(
                 [sys.executable, "-m", "dask", "worker", "--scheduler-file",
                  str(sched), "--preload", "dynprof_nb.cluster.agent", "--no-nanny",
-                 "--nthreads", "1", "--death-timeout", "20"],
+                 "--nthreads", "1", "--death-timeout", "20",
+                 *(["--protocol", listen] if listen else [])],
                 env=child_env({"HOME": str(home)}), cwd=str(home), stdout=fh,
                 stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and worker.poll() is None:
             if "not connecting to" in log.read_text() or os.listdir(markers):
+                break
+            if scheme == "ws" and not listen and "not listening on ws://" in log.read_text():
                 break
             time.sleep(0.5)
         time.sleep(2)  # a payload that ran would have written by now
@@ -60,7 +65,10 @@ def test_a_worker_refuses_a_scheduler_of_another_user(scheme, tmp_path):
         assert os.listdir(markers) == [], f"the attacker's payload ran as this user: {text}"
         if scheme == "tcp":  # the recipes' servers speak TLS: so does the worker, to anyone
             assert "as mutual TLS (uid 0's certificates)" in text, text[-3000:]
-        assert "not connecting to" in text and "nothing it sends is read" in text, text[-3000:]
+        if scheme == "ws" and not listen:  # it would listen on ws:// too: it does not start
+            assert "not listening on ws://" in text, text[-3000:]
+        else:
+            assert "not connecting to" in text and "nothing it sends is read" in text, text[-3000:]
     finally:
         _kill_group(worker)
         _kill_group(fake)
