@@ -48,6 +48,7 @@ GATE_HANDLER = "dynprof_nb_gate"
 PROC_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 ESTABLISHED = "01"  # /proc/net/tcp's st column
 SAY_WHY_S = 1.0  # at most this long telling a refused peer why
+TLS_HANDSHAKE_S = 10.0  # a peer that has not completed TLS by then is closed
 UNSAFE_PLAIN_TCP = "DYNPROF_NB_UNSAFE_PLAIN_TCP"
 UNSAFE_PUBLIC_HTTP = "DYNPROF_NB_UNSAFE_PUBLIC_HTTP"
 TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
@@ -320,8 +321,29 @@ def _backends() -> tuple[Any, Any]:
                 )
                 raise
 
+    class GatedTLSListener(tcp.TLSListener):
+        """Dask's TLS listener, whose handshake waits for the peer without end: a peer that
+        connects and never completes TLS (a slowloris) would hold its socket for good, and
+        many of them every file descriptor. Here it gets :data:`TLS_HANDSHAKE_S`."""
+
+        async def _prepare_stream(self, stream: Any, address: str) -> Any:
+            try:
+                return await asyncio.wait_for(
+                    super()._prepare_stream(stream, address), TLS_HANDSHAKE_S
+                )
+            except asyncio.TimeoutError:
+                log.warning(
+                    "dynprof_nb gate on %s: refused %s: no TLS handshake within %.0f s",
+                    getattr(self, "dynprof_server", "this process"),
+                    address,
+                    TLS_HANDSHAKE_S,
+                )
+                stream.close()
+                return None
+
     class GatedTLSBackend(tcp.TLSBackend):
         _connector_class = GatedTLSConnector
+        _listener_class = GatedTLSListener
 
         def get_listener(self, loc: str, handle_comm: Any, deserialize: Any, **args: Any) -> Any:
             subject = None
@@ -330,7 +352,7 @@ def _backends() -> tuple[Any, Any]:
 
                 args["ssl_context"] = _user_context("server")
                 subject = tls.user_tls().subject()
-            listener = tcp.TLSListener(loc, handle_comm, deserialize, **args)
+            listener = GatedTLSListener(loc, handle_comm, deserialize, **args)
             return gate_listener(listener, subject)
 
     class GatedTCPBackend(tcp.TCPBackend):
