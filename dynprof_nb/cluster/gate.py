@@ -57,14 +57,9 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
 
 
 def _opted_in(env: str, key: str) -> bool:
-    if os.environ.get(env, "").strip().lower() in ("1", "true", "yes"):
-        return True
-    try:
-        import dask
+    from dynprof_nb.cluster.access import opted_in
 
-        return bool(dask.config.get(f"dynprof_nb.{key}", False))
-    except Exception:
-        return False
+    return opted_in(env, key)
 
 
 def unsafe_plain_tcp() -> bool:

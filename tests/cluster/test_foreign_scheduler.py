@@ -11,6 +11,7 @@ not of the user's CA fails it too; the worker says so in its log.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,5 +72,43 @@ def test_a_worker_refuses_a_scheduler_of_another_user(scheme, listen, tmp_path):
             assert "not connecting to" in text and "nothing it sends is read" in text, text[-3000:]
     finally:
         _kill_group(worker)
+        _kill_group(fake)
+        subprocess.run(["rm", "-rf", str(markers), str(shared)], check=False)
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "ws"])
+def test_attach_refuses_a_loopback_scheduler_of_another_user(scheme):
+    """``attach(job, cluster="tcp://127.0.0.1:PORT")`` (loopback plain TCP, which
+    ``check_transport`` lets through) connects as mutual TLS: the attacker's plain scheduler
+    fails the TLS handshake and its handshake pickle is never read in this notebook; a
+    loopback ``ws://`` is refused before connecting."""
+    import dynprof_nb
+    from dynprof_nb.control.base import JobError
+
+    markers = Path(tempfile.mkdtemp(prefix="dynprof-markers-"))
+    shared = Path(tempfile.mkdtemp(prefix="dynprof-shared-"))
+    os.chown(shared, OTHER_UID, OTHER_GID)
+    sched = shared / "scheduler.json"
+    fake = subprocess.Popen(
+        as_other_user([sys.executable, str(FAKE), scheme, str(sched),
+                       str(markers / "pwned.txt")], shared),
+        env=dict(child_env(), HOME=str(shared)), cwd=str(shared), start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = fake.stdout.readline()
+        assert "listening" in line, line + fake.stdout.read()[-3000:]
+        port = json.loads(line)["listening"].rsplit(":", 1)[1]
+        address = f"{scheme}://127.0.0.1:{port}"
+        with pytest.raises(JobError) as refused:
+            dynprof_nb.attach("victim", cluster=address)
+        time.sleep(1)
+        assert os.listdir(markers) == [], f"the payload ran in the notebook: {refused.value}"
+        text = str(refused.value)
+        if scheme == "tcp":
+            assert f"connected as tls://{address.split('://')[1]}" in text, text
+            assert "Nothing it sent was read" in text, text
+        else:
+            assert "no dynprof_nb cluster serves ws://" in text, text
+    finally:
         _kill_group(fake)
         subprocess.run(["rm", "-rf", str(markers), str(shared)], check=False)
