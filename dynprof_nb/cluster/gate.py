@@ -21,6 +21,11 @@ worker imports it through ``--preload dynprof_nb.cluster.agent``) replaces Dask'
   uid: a closing socket, or one the kernel cannot name, is unknown and refused; a peer on
   another machine must present a certificate whose subject is the server's own;
   ``inproc://`` is the same process;
+* **outgoing, from a process that serves a gated server**: ``tcp://`` is connected as mutual
+  TLS too, trusting only the user's CA, and ``ws://``, ``wss://``, ``ucx://`` not at all: a
+  scheduler another user started (named in a scheduler file it wrote) would otherwise have
+  its handshake unpickled here; a peer that does not complete TLS within
+  :data:`TLS_HANDSHAKE_S` is closed (a slowloris holds nothing);
 * the HTTP servers listen on 127.0.0.1 only and serve ``/health`` (and a dashboard, if one
   was asked for), not Dask's ``/metrics``, logs and call stacks, unless
   ``DYNPROF_NB_UNSAFE_PUBLIC_HTTP=1``.
