@@ -111,6 +111,25 @@ def insecure_message(address: str) -> str:
     )
 
 
+def opted_in(env: str, key: str) -> bool:
+    """Whether the person set ``env`` (``1``/``true``/``yes``) or the Dask config
+    ``dynprof_nb.<key>``: the unsafe opt-ins, whose names say they are unsafe."""
+    if os.environ.get(env, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    try:
+        import dask
+
+        return bool(dask.config.get(f"dynprof_nb.{key}", False))
+    except Exception:
+        return False
+
+
+def plain_tcp_opted_in() -> bool:
+    """``DYNPROF_NB_UNSAFE_PLAIN_TCP=1`` (or the Dask config ``dynprof_nb.unsafe-plain-tcp``):
+    the person asked for plain-TCP clusters."""
+    return opted_in("DYNPROF_NB_UNSAFE_PLAIN_TCP", "unsafe-plain-tcp")
+
+
 def check_transport(address: str, allow_insecure: bool = False) -> str:
     """``address`` if it may be used; raises :class:`InsecureClusterError` (nothing is sent
     anywhere) for a plain-text non-loopback address without ``allow_insecure``."""

@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.cluster import wire
-from dynprof_nb.cluster.access import InsecureClusterError, check_transport, requester
+from dynprof_nb.cluster.access import (
+    PLAIN_SCHEMES,
+    InsecureClusterError,
+    check_transport,
+    plain_tcp_opted_in,
+    requester,
+)
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.operations import NotYourJob
 from dynprof_nb.cluster.stacks import cluster_stacks, cluster_stall
@@ -95,18 +101,38 @@ def attach_cluster(
             f"cluster: got {cluster!r}; expected a distributed.Client or a "
             "scheduler address like 'tls://host:8786'."
         )
-    address = _check(cluster.strip(), allow_insecure)
+    address = _as_tls(_check(cluster.strip(), allow_insecure), allow_insecure)
     if security is None and address.startswith("tls://"):
         security = default_security()
     try:
         client = Client(address, set_as_default=False, timeout=10, security=security)
     except Exception as exc:  # OSError, TimeoutError, a TLS context Dask refuses (TypeError)
+        upgraded = "" if address == cluster.strip() else f" (connected as {address})"
         raise JobError(
-            f"cannot reach the Dask scheduler at {cluster}: {exc}. Is `dask "
+            f"cannot reach the Dask scheduler at {cluster}{upgraded}: {exc}. Is `dask "
             "scheduler` running there, and (for tls://) are security=... the "
-            "cluster's certificates?"
+            "cluster's certificates? Nothing it sent was read."
         ) from None
     return ClusterJob(job, client, own_client=True)
+
+
+def _as_tls(address: str, allow_insecure: bool) -> str:
+    """A loopback ``tcp://`` address as ``tls://`` (a gated cluster serves ``tcp://`` as
+    mutual TLS: in plain text, whoever listens there, another user's fake scheduler among
+    them, would have its handshake unpickled in this notebook); a loopback ``ws://`` or
+    ``ucx://``, which no gated cluster serves, refused. Unless ``allow_insecure`` or the
+    plain-TCP opt-in (``DYNPROF_NB_UNSAFE_PLAIN_TCP=1``)."""
+    scheme, _, rest = address.rpartition("://")
+    scheme = scheme or "tcp"
+    if allow_insecure or plain_tcp_opted_in() or scheme not in PLAIN_SCHEMES:
+        return address
+    if scheme != "tcp":
+        raise JobError(
+            f"{address}: no dynprof_nb cluster serves {scheme}://, and whoever listens there "
+            "(another user of this machine, say) would be read as you; use tls:// (or "
+            "allow_insecure=True)"
+        )
+    return f"tls://{rest}"
 
 
 def default_security() -> Any:

@@ -21,6 +21,11 @@ worker imports it through ``--preload dynprof_nb.cluster.agent``) replaces Dask'
   uid: a closing socket, or one the kernel cannot name, is unknown and refused; a peer on
   another machine must present a certificate whose subject is the server's own;
   ``inproc://`` is the same process;
+* **outgoing, from a process that serves a gated server**: ``tcp://`` is connected as mutual
+  TLS too, trusting only the user's CA, and ``ws://``, ``wss://``, ``ucx://`` not at all: a
+  scheduler another user started (named in a scheduler file it wrote) would otherwise have
+  its handshake unpickled here; a peer that does not complete TLS within
+  :data:`TLS_HANDSHAKE_S` is closed (a slowloris holds nothing);
 * the HTTP servers listen on 127.0.0.1 only and serve ``/health`` (and a dashboard, if one
   was asked for), not Dask's ``/metrics``, logs and call stacks, unless
   ``DYNPROF_NB_UNSAFE_PUBLIC_HTTP=1``.
@@ -48,6 +53,7 @@ GATE_HANDLER = "dynprof_nb_gate"
 PROC_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 ESTABLISHED = "01"  # /proc/net/tcp's st column
 SAY_WHY_S = 1.0  # at most this long telling a refused peer why
+TLS_HANDSHAKE_S = 10.0  # a peer that has not completed TLS by then is closed
 UNSAFE_PLAIN_TCP = "DYNPROF_NB_UNSAFE_PLAIN_TCP"
 UNSAFE_PUBLIC_HTTP = "DYNPROF_NB_UNSAFE_PUBLIC_HTTP"
 TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
@@ -56,14 +62,9 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
 
 
 def _opted_in(env: str, key: str) -> bool:
-    if os.environ.get(env, "").strip().lower() in ("1", "true", "yes"):
-        return True
-    try:
-        import dask
+    from dynprof_nb.cluster.access import opted_in
 
-        return bool(dask.config.get(f"dynprof_nb.{key}", False))
-    except Exception:
-        return False
+    return opted_in(env, key)
 
 
 def unsafe_plain_tcp() -> bool:
@@ -246,6 +247,17 @@ def gate_listener(listener: Any, subject: frozenset[tuple[str, str]] | None = No
     return listener
 
 
+SERVING: list[str] = []  # the gated servers of this process (set by install())
+_SAID: set[str] = set()
+
+
+def _once(key: str, message: str, *args: Any) -> None:
+    """Log ``message`` the first time ``key`` comes up (a worker retries a connect)."""
+    if key not in _SAID:
+        _SAID.add(key)
+        log.warning(message, *args)
+
+
 def _user_context(purpose: str) -> Any:
     from dynprof_nb.cluster import tls
 
@@ -268,16 +280,70 @@ def _contexts(_directory: str, purpose: str) -> Any:
 def _backends() -> tuple[Any, Any]:
     from distributed.comm import tcp
 
+    class GatedTCPConnector(tcp.TCPConnector):
+        """Outgoing ``tcp://`` from a process that serves a gated server is mutual TLS too
+        (its own servers speak nothing else): in plain text, whoever answers at that address
+        (a scheduler another user started, named in a scheduler file it wrote) would be read
+        as soon as Dask's handshake is, and its pickles run as this user."""
+
+        async def connect(self, address: str, deserialize: bool = True, **args: Any) -> Any:
+            if unsafe_plain_tcp() or not SERVING:
+                return await super().connect(address, deserialize, **args)
+            _once(
+                f"upgrade {address}",
+                "dynprof_nb gate: this process connects tcp://%s as mutual TLS (uid %d's "
+                "certificates); a plain-TCP peer could send code to run here; %s=1 keeps "
+                "plain TCP",
+                address,
+                os.getuid(),
+                UNSAFE_PLAIN_TCP,
+            )
+            return await tls_backend.get_connector().connect(address, deserialize, **args)
+
     class GatedTLSConnector(tcp.TLSConnector):
-        """Outgoing ``tls://`` without a certificate presents the user's own."""
+        """Outgoing ``tls://`` without a certificate presents the user's own, and accepts
+        only a server whose certificate the user's CA signed."""
 
         async def connect(self, address: str, deserialize: bool = True, **args: Any) -> Any:
             if args.get("ssl_context") is None:
                 args["ssl_context"] = _user_context("client")
-            return await super().connect(address, deserialize, **args)
+            try:
+                return await super().connect(address, deserialize, **args)
+            except Exception as exc:
+                _once(
+                    f"refused {address}",
+                    "dynprof_nb gate: not connecting to %s: it did not complete mutual TLS "
+                    "with uid %d's certificates (%s); a server another user started cannot "
+                    "prove it is yours, and nothing it sends is read",
+                    address,
+                    os.getuid(),
+                    exc,
+                )
+                raise
+
+    class GatedTLSListener(tcp.TLSListener):
+        """Dask's TLS listener, whose handshake waits for the peer without end: a peer that
+        connects and never completes TLS (a slowloris) would hold its socket for good, and
+        many of them every file descriptor. Here it gets :data:`TLS_HANDSHAKE_S`."""
+
+        async def _prepare_stream(self, stream: Any, address: str) -> Any:
+            try:
+                return await asyncio.wait_for(
+                    super()._prepare_stream(stream, address), TLS_HANDSHAKE_S
+                )
+            except asyncio.TimeoutError:
+                log.warning(
+                    "dynprof_nb gate on %s: refused %s: no TLS handshake within %.0f s",
+                    getattr(self, "dynprof_server", "this process"),
+                    address,
+                    TLS_HANDSHAKE_S,
+                )
+                stream.close()
+                return None
 
     class GatedTLSBackend(tcp.TLSBackend):
         _connector_class = GatedTLSConnector
+        _listener_class = GatedTLSListener
 
         def get_listener(self, loc: str, handle_comm: Any, deserialize: Any, **args: Any) -> Any:
             subject = None
@@ -286,11 +352,13 @@ def _backends() -> tuple[Any, Any]:
 
                 args["ssl_context"] = _user_context("server")
                 subject = tls.user_tls().subject()
-            listener = tcp.TLSListener(loc, handle_comm, deserialize, **args)
+            listener = GatedTLSListener(loc, handle_comm, deserialize, **args)
             return gate_listener(listener, subject)
 
     class GatedTCPBackend(tcp.TCPBackend):
         """``tcp://`` listeners become mutual TLS unless plain TCP was asked for by name."""
+
+        _connector_class = GatedTCPConnector
 
         def get_listener(self, loc: str, handle_comm: Any, deserialize: Any, **args: Any) -> Any:
             if unsafe_plain_tcp():
@@ -359,6 +427,38 @@ def _checkable_only(listen: Any) -> Any:
     return checked
 
 
+class _UncheckedBackend:
+    """A ws://, wss:// or ucx:// backend in a process that serves a gated server: it does not
+    connect (whoever answers there, another user's server among them, cannot be checked, and
+    its handshake would be unpickled here); listening is :func:`_checkable_only`'s."""
+
+    dynprof_refusing = True
+
+    def __init__(self, scheme: str, backend: Any) -> None:
+        self.scheme, self.backend = scheme, backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def get_connector(self) -> Any:
+        connector, scheme = self.backend.get_connector(), self.scheme
+
+        class Refusing:
+            async def connect(self, address: str, deserialize: bool = True, **args: Any) -> Any:
+                if SERVING and not unsafe_plain_tcp():
+                    why = (
+                        f"dynprof_nb gate: not connecting to {scheme}://{address}: the gate "
+                        f"cannot check who answers a {scheme}:// connection, and a server "
+                        "another user started would be read as this user; nothing it sends is "
+                        "read (use tls://)"
+                    )
+                    _once(f"refused {scheme}://{address}", "%s", why)
+                    raise OSError(why)
+                return await connector.connect(address, deserialize, **args)
+
+        return Refusing()
+
+
 def register() -> None:
     """Gate every Dask server this process starts from now on (idempotent)."""
     import distributed.core
@@ -373,6 +473,10 @@ def register() -> None:
         tcp_backend, tls_backend = _backends()
         tcp_backend.dynprof_gated = tls_backend.dynprof_gated = True
         registry.backends["tcp"], registry.backends["tls"] = tcp_backend, tls_backend
+    for scheme in ("ws", "wss", "ucx"):
+        backend = registry.backends.get(scheme)
+        if backend is not None and not getattr(backend, "dynprof_refusing", False):
+            registry.backends[scheme] = _UncheckedBackend(scheme, backend)
     if not getattr(ServerNode.start_http_server, "dynprof_local", False):
         ServerNode.start_http_server = _local_http(ServerNode.start_http_server)
 
@@ -390,6 +494,7 @@ def install(server: Any) -> dict[str, Any]:
     owner = getattr(server, "_dynprof_gate", None)
     uid = os.getuid()
     if owner is None:
+        SERVING.append(type(server).__name__)
         subject = own_subject(server)
         owner = {"uid": uid, "subject": sorted(subject) if subject else None}
         server._dynprof_gate, server._dynprof_subject = owner, subject

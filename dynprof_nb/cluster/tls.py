@@ -94,6 +94,27 @@ def _private_dir(path: Path, make: bool) -> None:
         os.chmod(path, 0o700)  # ours: make it private (files inside are checked one by one)
 
 
+def _safe_ancestors(path: Path) -> None:
+    """Every directory above ``path`` is the user's or root's, and no one else can rename
+    entries in it (not group/other-writable, or sticky like ``/tmp``): otherwise its owner
+    could swap the key directory for one of theirs (a symlink, between a check and a use)
+    and choose which CA this user trusts."""
+    uid = os.getuid()
+    for parent in path.absolute().parents:
+        try:
+            st = os.stat(parent)
+        except OSError:
+            continue  # not made yet: made below by this user
+        open_to_others = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX
+        if st.st_uid not in (uid, 0) or open_to_others:
+            raise TLSDirError(
+                f"{path}: the directory {parent} above it belongs to uid {st.st_uid} with mode "
+                f"{stat.S_IMODE(st.st_mode):#o}, so another user could replace your cluster "
+                f"keys' directory; refusing to use it: set {ENV_DIR} to a directory under one "
+                "only you (or root) can change"
+            )
+
+
 def _check_file(path: Path) -> None:
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
@@ -107,6 +128,7 @@ def user_tls() -> UserTLS:
     """This user's CA and certificate, made on first use (several processes at once: an
     ``flock`` makes one of them write, atomically)."""
     directory = tls_dir()
+    _safe_ancestors(directory)
     try:
         if os.environ.get(ENV_DIR) is None:
             _private_dir(directory.parent, make=True)  # ~/.dynprof

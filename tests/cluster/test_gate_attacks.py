@@ -167,3 +167,23 @@ def test_the_old_recipe_with_a_nanny_gates_the_nanny(tls_cluster):
         from nodes import _kill_group
 
         _kill_group(proc)
+
+
+def test_a_self_made_ca_with_the_owners_subject_gets_no_tls(tls_cluster, tmp_path):
+    """A CA and certificate of the attacker's own making, with exactly the owner's subject
+    (``CN=dynprof-<user>, O=dynprof_nb uid <uid>``): not signed by the owner's CA, so the TLS
+    handshake fails on every server and nothing is decoded."""
+    pems = tls._make_pems()  # the owner's subject, a fresh CA: what anyone can make
+    for name, data in pems.items():
+        (tmp_path / name).write_bytes(data)
+    made = (tmp_path / "ca.pem", tmp_path / "cert.pem", tmp_path / "key.pem")
+    from cryptography import x509
+
+    forged = x509.load_pem_x509_certificate(made[1].read_bytes()).subject
+    assert frozenset((a.oid._name, str(a.value)) for a in forged) == tls.user_tls().subject()
+    targets = servers(tls_cluster)
+    seen, written = attack(targets, certs=made)
+    assert written == [], f"a payload ran on the cluster: {written} ({seen})"
+    for key, text in seen.items():
+        if key != "uid":
+            assert not text.startswith("answered"), f"{key}: {text}"

@@ -7,6 +7,12 @@ it is run first), in a fresh ``$HOME`` (so the per-user CA is made by the comman
 Then: the servers speak TLS, no nanny runs, every other port they listen on is an HTTP server on
 127.0.0.1 that serves only ``/health``, this user attaches with no flags, and uid 65534's
 attacks (with and without a copy of the certificate) run nothing.
+
+The SLURM recipe's scheduler binds its default port on all interfaces (as printed), and every
+server a test starts must listen on 127.0.0.1 only: so each recipe runs, with everything that
+talks to it (the training loop, the attacker, the attach check), in a private network namespace
+(``unshare --net``, its loopback up), whose only interface is that loopback; the test re-runs
+itself in it, and the namespace goes away with that run.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +37,7 @@ import dynprof_nb
 
 pytestmark = pytest.mark.timeout(600)
 DOC = REPO / "docs" / "cluster.md"
+IN_NETNS = "DYNPROF_NB_TEST_PRIVATE_NETNS"  # set for the run inside the private namespace
 
 
 def bash_blocks(text: str) -> list[str]:
@@ -107,8 +115,34 @@ def listening(pids: list[int]) -> list[tuple[str, int]]:
     return out
 
 
+def interfaces() -> list[str]:
+    """This network namespace's interfaces (netlink: per namespace, unlike /sys)."""
+    import socket
+
+    return sorted(name for _, name in socket.if_nameindex())
+
+
+def rerun_in_private_netns(nodeid: str) -> None:
+    """This one test, run again by pytest in a fresh network namespace with only ``lo`` (up):
+    "all interfaces" there is that loopback, and nothing in it is reachable from outside."""
+    tool = [shutil.which("unshare"), shutil.which("ip")]
+    if os.geteuid() != 0 or None in tool:  # CI runs as root; say why loudly elsewhere
+        pytest.fail(f"a private network namespace needs root, unshare and ip ({tool})")
+    inner = subprocess.run(
+        [tool[0], "--net", "--", "sh", "-c", f'{tool[1]} link set lo up && exec "$0" "$@"',
+         sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", nodeid],
+        env=dict(os.environ, **{IN_NETNS: "1"}), cwd=str(REPO), capture_output=True,
+        text=True, timeout=580)
+    assert inner.returncode == 0, (inner.stdout + inner.stderr)[-6000:]
+    assert re.search(r"^1 passed", inner.stdout, re.M), inner.stdout[-3000:]
+
+
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r[0] for r in RECIPES])
-def test_a_recipe_run_as_printed_is_safe(recipe, tmp_path, monkeypatch):
+def test_a_recipe_run_as_printed_is_safe(recipe, tmp_path, monkeypatch, request):
+    if os.environ.get(IN_NETNS) != "1":
+        rerun_in_private_netns(request.node.nodeid)
+        return
+    assert interfaces() == ["lo"], interfaces()  # nothing the recipe binds is reachable
     _, once, setup, commands = recipe
     home = tmp_path / "home"
     home.mkdir(mode=0o700)

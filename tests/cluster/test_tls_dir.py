@@ -43,3 +43,23 @@ def test_a_directory_that_is_not_private_and_yours_is_refused(tmp_path, monkeypa
     os.chmod(mine / "key.pem", 0o644)
     with pytest.raises(tls.TLSDirError, match="not a private"):
         tls.user_tls()
+
+
+def test_a_directory_under_one_another_user_controls_is_refused(tmp_path, monkeypatch):
+    """``$DYNPROF_NB_TLS_DIR`` under a directory another user owns (or anyone may write):
+    its owner could swap the key directory (a symlink race) and pick the CA this user trusts.
+    Refused before anything is made there; the sticky /tmp itself is fine."""
+    for mode, owner in ((0o755, 65534), (0o777, 0)):
+        parent = tmp_path / f"parent-{owner}-{mode:o}"
+        parent.mkdir()
+        os.chmod(parent, mode)
+        os.chown(parent, owner, owner)
+        monkeypatch.setenv(tls.ENV_DIR, str(parent / "tls"))
+        with pytest.raises(tls.TLSDirError, match=f"{parent} above it belongs to uid {owner}"):
+            tls.user_tls()
+        assert not (parent / "tls").exists()
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    monkeypatch.setenv(tls.ENV_DIR, str(sticky / "tls"))
+    assert tls.user_tls().directory == sticky / "tls"
