@@ -478,6 +478,21 @@ class Job(Controller):
         """
         return hangs.take_stacks(self.name, self.live_slots(), timeout)
 
+    def hang_report(
+        self, timeout: float = hangs.DUMP_TIMEOUT_S, keep: str | Path | None = None
+    ) -> Any:
+        """Which collective the job waits in, which ranks never arrived, and where their main
+        threads are: the ranks' Flight Recorder dumps (``Monitor(flight_recorder=True)``)
+        analysed and joined with ``stacks()``; without a recorder, the stacks alone, saying
+        why. ``keep=DIR`` copies the dumps there (``_dump_<rank>``, as torch names them).
+        See :mod:`dynprof_nb.control.hang`."""
+        from dynprof_nb.control import hang
+
+        slots = self.live_slots()
+        return hang.report(
+            self.name, slots, lambda t: hangs.take_stacks(self.name, slots, t), timeout, keep
+        )
+
     @property
     def last_stacks(self) -> StackFrame | None:
         """The stacks taken automatically when ``status()`` last found the job stalled (kept

@@ -182,6 +182,9 @@ def _group_row(
         return None
     lowest = min(last.values())
     first_missing = lowest + 1 if max(last.values()) > lowest else None
+    if any(r not in have_dump for r in members) and max(last.values()) > done:
+        # a member without a dump cannot show it arrived at the first one not completed
+        first_missing = min(done + 1, first_missing or done + 1)
     if first_missing is not None and first_missing <= done:
         first_missing = None  # someone completed it: everyone arrived; the gap is old
     # the first collective that the ranks who called it disagree on
@@ -212,6 +215,8 @@ def _group_row(
     first = at[min(at)]
     if seq != first_mismatch:
         mismatched = _disagree(at) if len(at) > 1 else []
+    elif seq != first_missing:
+        missing = []
     created = [c.created for c in at.values() if c.created is not None and c.created == c.created]
     return {
         "pg_id": name,
@@ -270,6 +275,35 @@ def analyse(source: FRFrame | str | Path | list[str | Path]) -> Analysis:
     return out
 
 
+def culprits(rows: pd.DataFrame) -> list[int]:
+    """The missing ranks that wait in no stuck collective themselves: the ones the others
+    wait for. A rank missing from one group's collective because it waits in another's (which
+    it did call) is blocked, not the cause."""
+    waiting = {r for a in rows["arrived"] for r in a} if len(rows) else set()
+    return sorted(missing_ranks(rows) - waiting)
+
+
+def blocked(rows: pd.DataFrame) -> dict[int, pd.Series]:
+    """Missing ranks that wait elsewhere → the stuck collective they wait in."""
+    out: dict[int, pd.Series] = {}
+    for rank in sorted(missing_ranks(rows)):
+        for _, r in rows.iterrows():
+            if rank in r["arrived"]:
+                out[rank] = r
+                break
+    return out
+
+
+def headline_row(rows: pd.DataFrame) -> pd.Series:
+    """The stuck collective the job waits on: the earliest whose missing ranks are all
+    culprits (the direct wait on them), else the earliest."""
+    cause = set(culprits(rows))
+    for _, r in rows.iterrows():
+        if r["missing"] and set(r["missing"]) <= cause:
+            return r
+    return rows.iloc[0]
+
+
 def _verdict(rows: Analysis, fr: FRFrame) -> str:
     if not len(rows):
         n = len(fr.ranks)
@@ -277,22 +311,23 @@ def _verdict(rows: Analysis, fr: FRFrame) -> str:
             f"No stuck collective in the dumps of {n} rank{'s' * (n != 1)}: every process "
             "group's members called the same collectives, and agree on them."
         )
-    first = rows.iloc[0]
+    first = headline_row(rows)
     text = _headline(first) + "."
-    never = sorted({r for m in rows["missing"] for r in m})
+    cause = culprits(rows)
     odd = sorted({r for m in rows["mismatched"] for r in m})
     if len(rows) > 1:
-        others = ", ".join(
-            f"PG {r['pg_id']} {r['pg_desc']} {r['op']}" for _, r in rows.iloc[1:4].iterrows()
-        )
-        more = f" and {len(rows) - 4} more" if len(rows) > 4 else ""
-        text += f" {len(rows) - 1} other process group(s) wait as well: {others}{more}."
-    if never:
+        others = [r for _, r in rows.iterrows() if r.name != first.name]
+        listed = ", ".join(f"PG {r['pg_id']} {r['pg_desc']} {r['op']}" for r in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        text += f" {len(others)} other process group(s) wait as well: {listed}{more}."
+    if cause:
+        s = "s" * (len(cause) > 1)
         text += (
-            f" Rank{'s' * (len(never) > 1)} {_ranks_text(never)} "
-            f"{'are' if len(never) > 1 else 'is'} missing from every stuck collective listed: "
-            "look at where their main thread is (job.stacks())."
+            f" The rank{s} the others wait for: {_ranks_text(cause)} (in no stuck collective "
+            "themselves: look at where their main thread is, job.stacks())."
         )
+    for rank, r in blocked(rows).items():
+        text += f" Rank {rank} is held up in PG {r['pg_id']} {r['pg_desc']} {r['op']} #{r['seq']}."
     if odd:
         text += f" Rank{'s' * (len(odd) > 1)} {_ranks_text(odd)} called a different collective."
     return text

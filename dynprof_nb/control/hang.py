@@ -1,0 +1,213 @@
+"""``job.hang_report()``: which collective a hung job waits in, who never came, and where they are.
+
+On request (or when ``status()`` has named a stall), every live rank whose Monitor has the
+Flight Recorder on (``flight_recorder=True``; :mod:`dynprof_nb.training.frdump`) is asked for
+its dump through a request file in the private stack directory
+(:mod:`dynprof_nb.flight_recorder.layout`); the stacks of every rank are taken at the same
+time (``job.stacks()``). The dumps are read with the safe reader and analysed
+(:mod:`dynprof_nb.flight_recorder.analysis`), and each rank that never arrived is joined with
+its main thread's place in the stacks: "rank 1 never called all_reduce #4 (PG 0 default_pg);
+its main thread is in rank1_sleeps ← main ← <module>". A rank that did not answer (stuck
+holding the GIL, or gone) is still a member of its groups, so it shows as missing, and its
+stack (faulthandler needs no GIL) says where it is. Without a recorder on any rank (the
+built-in backend, MindSpore, or ``flight_recorder`` off) the report is the stacks alone, and
+says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dynprof_nb.flight_recorder import layout
+from dynprof_nb.segment import SlotView
+from dynprof_nb.shared_layout import stack_dir
+
+if TYPE_CHECKING:
+    from dynprof_nb.analysis.stacks import StackFrame
+
+ANSWER_TIMEOUT_S = 5.0
+FRAMES_SHOWN = 3  # innermost frames of a missing rank's main thread in its line
+
+
+class HangReport:
+    """What ``job.hang_report()`` found: ``.lines`` (one per finding), ``.analysis`` (the stuck
+    collectives, or None without a recorder), ``.stacks``, ``.dumps`` (rank → file read),
+    ``.notes`` (rank → why it has no dump). ``str()`` is the text; a notebook shows it as such."""
+
+    def __init__(
+        self,
+        lines: list[str],
+        analysis: Any,
+        stacks: StackFrame,
+        dumps: dict[int, str],
+        notes: dict[int, str],
+    ) -> None:
+        self.lines, self.analysis, self.stacks = lines, analysis, stacks
+        self.dumps, self.notes = dumps, notes
+
+    @property
+    def verdict(self) -> str:
+        return self.lines[0] if self.lines else ""
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(str(self))}</pre>"
+
+
+def where(stacks: StackFrame, rank: int) -> str:
+    """``f ← g ← h``: the innermost frames of ``rank``'s main thread, or why there are none."""
+    rows = stacks[(stacks["rank"] == rank) & (stacks["thread"] == "MainThread")]
+    if not len(rows):
+        silent = [s for s in getattr(stacks, "silent", []) if s.get("rank") == rank]
+        return f"its stack is unknown ({silent[0]['why']})" if silent else "its stack is unknown"
+    funcs = list(rows.sort_values("depth", ascending=False)["function"])
+    shown = " ← ".join(funcs[:FRAMES_SHOWN]) + (" ← ..." if len(funcs) > FRAMES_SHOWN else "")
+    return f"its main thread is in {shown}"
+
+
+def _paths(directory: Path, job: str, s: SlotView) -> dict[str, Path]:
+    return {
+        "on": directory / layout.on_name(job, s.rank, s.pid),
+        "request": directory / layout.request_name(job, s.rank, s.pid),
+        "dump": directory / layout.dump_name(job, s.rank, s.pid),
+        "note": directory / layout.note_name(job, s.rank, s.pid),
+    }
+
+
+def _own_file(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+
+
+def ask(
+    job: str, slots: list[SlotView], stack_traces: bool = False
+) -> tuple[dict[int, dict[str, Path]], dict[int, str]]:
+    """Write a request to every rank that announced its recorder; the others' reasons."""
+    directory = stack_dir()
+    asked: dict[int, dict[str, Path]] = {}
+    notes: dict[int, str] = {}
+    for s in slots:
+        p = _paths(directory, job, s)
+        if not _own_file(p["on"]):
+            notes[s.rank] = "flight_recorder is off for this rank (Monitor(flight_recorder=True))"
+            continue
+        for old in (p["dump"], p["note"]):
+            try:
+                os.unlink(old)
+            except OSError:
+                pass
+        fd = os.open(p["request"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"stack_traces": stack_traces}, fh)
+        asked[s.rank] = p
+    return asked, notes
+
+
+def collect(
+    asked: dict[int, dict[str, Path]], timeout: float
+) -> tuple[dict[int, Path], dict[int, str]]:
+    """Wait for the ranks' answers: their dump files, and the reasons of those with none."""
+    deadline = time.monotonic() + timeout
+    dumps: dict[int, Path] = {}
+    notes: dict[int, str] = {}
+    pending = dict(asked)
+    while pending and time.monotonic() < deadline:
+        for rank, p in list(pending.items()):
+            if _own_file(p["dump"]):
+                dumps[rank] = p["dump"]
+                del pending[rank]
+            elif _own_file(p["note"]):
+                try:
+                    notes[rank] = str(json.loads(p["note"].read_bytes()[:65536]).get("why", ""))
+                except (OSError, ValueError, AttributeError):
+                    notes[rank] = "an unreadable answer"
+                del pending[rank]
+        if pending:
+            time.sleep(0.02)
+    for rank, p in pending.items():
+        notes[rank] = (
+            f"no dump within {timeout:.0f} s (the rank may hold the GIL, e.g. stuck in C code)"
+        )
+        try:
+            os.unlink(p["request"])
+        except OSError:
+            pass
+    return dumps, notes
+
+
+def report(
+    job: str,
+    slots: list[SlotView],
+    take_stacks: Any,
+    timeout: float = ANSWER_TIMEOUT_S,
+    keep: str | Path | None = None,
+    stack_traces: bool = False,
+) -> HangReport:
+    """The hang report of ``job`` on this machine (see the module's doc). ``stack_traces``
+    asks the recorder for each entry's call site too (slow the first time: seconds)."""
+    asked, notes = ask(job, slots, stack_traces)
+    stacks = take_stacks(timeout)
+    dumps, more = collect(asked, timeout)
+    notes.update(more)
+    kept: dict[int, str] = {}
+    if keep is not None and dumps:
+        out = Path(keep)
+        out.mkdir(parents=True, exist_ok=True)
+        for rank, path in dumps.items():
+            kept[rank] = str(shutil.copyfile(path, out / f"_dump_{rank}"))
+    return build(stacks, dumps, notes, kept)
+
+
+def build(
+    stacks: StackFrame,
+    dumps: dict[int, Path],
+    notes: dict[int, str],
+    kept: dict[int, str] | None = None,
+) -> HangReport:
+    """Analyse the dumps and join the missing ranks with their stacks."""
+    lines: list[str] = []
+    analysis = None
+    if dumps:
+        from dynprof_nb.flight_recorder.analysis import analyse, missing_ranks
+        from dynprof_nb.flight_recorder.frames import load
+
+        analysis = analyse(load(sorted(dumps.values())))
+        lines.append(analysis.verdict)
+        if len(analysis):
+            for rank in sorted(missing_ranks(analysis)):
+                first = next(r for _, r in analysis.iterrows() if rank in r["missing"])
+                lines.append(
+                    f"rank {rank} never called {first['op']} #{first['seq']} "
+                    f"(PG {first['pg_id']} {first['pg_desc']}); {where(stacks, rank)}"
+                )
+            lines += [f"  {x}" for x in analysis.lines()]
+    else:
+        why = sorted(set(notes.values())) or ["no live rank"]
+        lines.append(
+            "No Flight Recorder dump (" + "; ".join(why) + "): the stacks alone say where each "
+            "rank is."
+        )
+    for rank, why in sorted(notes.items()):
+        if dumps:
+            lines.append(f"rank {rank}: no dump: {why}")
+    lines.append("")
+    lines += str(stacks.tree()).splitlines()
+    return HangReport(
+        lines, analysis, stacks, {r: str(p) for r, p in (kept or dumps).items()}, notes
+    )
