@@ -64,9 +64,9 @@ def main() -> None:
 
 
 def dump_and_exit(rank: int, directory: str) -> None:
-    from dynprof_nb.training.frdump import dump_bytes
-
     import torch._C._distributed_c10d as c10d
+
+    from dynprof_nb.training.frdump import dump_bytes
 
     # torch's own JSON form first, as written (gloo records no pg_config in it); then the
     # pickle with call sites (torch symbolises them: seconds, the hang outlasts it)

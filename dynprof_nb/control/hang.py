@@ -184,19 +184,19 @@ def build(
     lines: list[str] = []
     analysis = None
     if dumps:
-        from dynprof_nb.flight_recorder.analysis import analyse, missing_ranks
+        from dynprof_nb.flight_recorder.analysis import analyse, culprits
         from dynprof_nb.flight_recorder.frames import load
 
         analysis = analyse(load(sorted(dumps.values())))
         lines.append(analysis.verdict)
         if len(analysis):
-            for rank in sorted(missing_ranks(analysis)):
+            for rank in culprits(analysis):
                 first = next(r for _, r in analysis.iterrows() if rank in r["missing"])
                 lines.append(
                     f"rank {rank} never called {first['op']} #{first['seq']} "
                     f"(PG {first['pg_id']} {first['pg_desc']}); {where(stacks, rank)}"
                 )
-            lines += [f"  {x}" for x in analysis.lines()]
+            lines += [f"  {x}" for x in analysis.log()]
     else:
         why = sorted(set(notes.values())) or ["no live rank"]
         lines.append(

@@ -52,7 +52,7 @@ _SIZES_MAY_DIFFER = frozenset(
 
 class Analysis(pd.DataFrame):
     """One row per stuck collective; ``.verdict`` is the one-paragraph reading of them,
-    ``.lines()`` one line per finding (what ``dynprof fr DIR`` prints)."""
+    ``.log()`` one line per finding (what ``dynprof fr DIR`` prints)."""
 
     _metadata = ["verdict", "findings"]
 
@@ -60,11 +60,12 @@ class Analysis(pd.DataFrame):
     def _constructor(self) -> type[Analysis]:
         return Analysis
 
-    def lines(self) -> list[str]:
+    def log(self) -> list[str]:
+        """One line per finding: each stuck collective, the ranks waited for, the held up."""
         return list(self.findings)
 
     def __str__(self) -> str:
-        return "\n".join(self.lines())
+        return "\n".join(self.log())
 
 
 @dataclass
@@ -182,8 +183,9 @@ def _group_row(
         return None
     lowest = min(last.values())
     first_missing = lowest + 1 if max(last.values()) > lowest else None
-    if any(r not in have_dump for r in members) and max(last.values()) > done:
-        # a member without a dump cannot show it arrived at the first one not completed
+    if any(r not in last for r in members) and max(last.values()) > done:
+        # a member with no record of the group (no dump, or an empty one) cannot show it
+        # arrived at the first collective not completed
         first_missing = min(done + 1, first_missing or done + 1)
     if first_missing is not None and first_missing <= done:
         first_missing = None  # someone completed it: everyone arrived; the gap is old
@@ -268,11 +270,24 @@ def analyse(source: FRFrame | str | Path | list[str | Path]) -> Analysis:
         frame = frame.sort_values(["_order", "seq"], kind="stable").drop(columns="_order")
         frame = frame.reset_index(drop=True)
     out = Analysis(frame)
-    out.findings = [_headline(r) for _, r in out.iterrows()]
     out.verdict = _verdict(out, fr)
-    if not out.findings:
-        out.findings = [out.verdict]
+    out.findings = _findings(out) or [out.verdict]
     return out
+
+
+def _findings(rows: Analysis) -> list[str]:
+    lines = [_headline(r) for _, r in rows.iterrows()]
+    cause = culprits(rows) if len(rows) else []
+    if cause:
+        lines.append(
+            f"waited for: rank{'s' * (len(cause) > 1)} {_ranks_text(cause)} "
+            "(missing, and waiting in no stuck collective)"
+        )
+    for rank, r in (blocked(rows) if len(rows) else {}).items():
+        lines.append(
+            f"held up: rank {rank} waits in PG {r['pg_id']} {r['pg_desc']} {r['op']} #{r['seq']}"
+        )
+    return lines
 
 
 def culprits(rows: pd.DataFrame) -> list[int]:

@@ -110,19 +110,24 @@ def _read_bytes(path: Path) -> bytes:
 
 def _decode(data: bytes, path: Path) -> dict[str, Any]:
     head = data.lstrip()[:1]
-    if data[:1] == b"\x80":
-        value = safe_pickle.loads(data, path)
-    elif head in (b"{",):
+    if head == b"{":
         try:
             value = json.loads(data)
         except (ValueError, RecursionError) as exc:
             raise TraceFormatError(path, f"not a readable JSON dump: {exc}") from None
-    else:
-        raise TraceFormatError(
-            path,
-            "not a Flight Recorder dump (neither a pickle nor JSON)",
-            hint="dumps are the files torch writes on a watchdog timeout or on request",
-        )
+    elif data[:1] == b"\x80":  # pickle protocol 2 and later, what torch writes
+        value = safe_pickle.loads(data, path)
+    else:  # protocols 0 and 1 have no header: refused the same way if they name a callable
+        try:
+            value = safe_pickle.loads(data, path)
+        except TraceFormatError as exc:
+            if "refused" in str(exc):
+                raise
+            raise TraceFormatError(
+                path,
+                "not a Flight Recorder dump (neither a pickle nor JSON)",
+                hint="dumps are the files torch writes on a watchdog timeout or on request",
+            ) from None
     if not isinstance(value, dict) or not isinstance(value.get("entries", []), list):
         raise TraceFormatError(path, "not a Flight Recorder dump: no 'entries' list at its top")
     return value
