@@ -97,19 +97,23 @@ def _calls(fr: FRFrame) -> dict[tuple[int, str], dict[int, _Call]]:
     if not len(fr):
         return out
     coll = fr[~fr["is_p2p"].astype(bool) & fr["collective_seq_id"].notna()]
-    for row in coll.itertuples(index=False):
-        seqs = out[(int(row.rank), row.pg_id)]
-        seq = int(row.collective_seq_id)
+    columns = [
+        coll[c].tolist()
+        for c in ("rank", "pg_id", "collective_seq_id", "op", "input_sizes", "dtypes")
+    ]
+    columns += [coll["time_created_ns"].astype(object).tolist(), coll["state"].tolist()]
+    for rank, pg, seq, op, sizes, dtypes, created, state in zip(*columns, strict=True):
+        seqs = out[(int(rank), pg)]
+        seq = int(seq)
         if seq in seqs and seqs[seq].op != "coalesced":
             continue
-        dtypes = row.dtypes if isinstance(row.dtypes, (list, tuple)) else []
         seqs[seq] = _Call(
-            op=row.op,
-            size=_size(row.input_sizes),
-            dtype=str(dtypes[0]) if dtypes else "?",
-            sizes=row.input_sizes,
-            created=row.time_created_ns,
-            state=str(row.state),
+            op=op,
+            size=_size(sizes),
+            dtype=str(dtypes[0]) if isinstance(dtypes, (list, tuple)) and dtypes else "?",
+            sizes=sizes,
+            created=None if created is pd.NA else created,
+            state=str(state),
         )
     return out
 

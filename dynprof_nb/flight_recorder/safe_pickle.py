@@ -3,15 +3,17 @@
 A dump is a pickle written by a training job, often on another machine, by whoever could write
 to the job's output directory. ``pickle.load`` on it runs whatever callables the file names
 (``os.system`` among them). PyTorch's and torch_npu's recorders write only dicts, lists,
-tuples, strings, numbers, booleans and None, so nothing here ever needs to be called:
+tuples, strings, numbers, booleans and None, so nothing here ever needs to be called.
 
-* before anything is built, every opcode is read (:func:`pickletools.genops`) and refused
-  unless it only pushes a builtin value or fills a container: no ``GLOBAL``/``STACK_GLOBAL``
-  (naming a callable), ``REDUCE``/``BUILD``/``INST``/``OBJ``/``NEWOBJ`` (calling one),
-  ``EXT*`` or persistent ids;
-* the :class:`pickle.Unpickler` that then builds it has a ``find_class`` that admits nothing
-  and a ``persistent_load`` that refuses, so even an opcode the scan let through could not
-  reach a callable.
+The :class:`pickle.Unpickler` used has a ``find_class`` that admits nothing and a
+``persistent_load`` that refuses. Those are the only ways a pickle reaches a callable: every
+opcode that names one (``GLOBAL``, ``STACK_GLOBAL``, ``INST``, ``OBJ``'s class, ``EXT*``)
+goes through ``find_class``, and the opcodes that call (``REDUCE``, ``NEWOBJ``, ``BUILD``'s
+``__setstate__``) act on what is on the stack, which can then only be builtin values (none of
+which has a ``__setstate__``, on 3.10 to 3.13). The C unpickler keeps a 12 MB dump's read to
+milliseconds; a pure-Python scan of every opcode first took 6 s for 64 such files, so the scan
+(:func:`check_opcodes`, every opcode but plain data refused) runs only to name the offending
+opcode and its offset once the unpickler has refused, and for tests.
 
 Anything refused raises :class:`TraceFormatError` naming the file and the opcode.
 """
@@ -77,10 +79,10 @@ def check_opcodes(data: bytes, path: str | Path) -> None:
 def loads(data: bytes, path: str | Path) -> Any:
     """The value of pickle ``data`` (read from ``path``, named in errors), built from builtin
     containers and scalars only; nothing in it is ever imported or called."""
-    check_opcodes(data, path)
     try:
         return _NothingUnpickler(io.BytesIO(data)).load()
     except RecursionError:
         raise TraceFormatError(path, "the pickle nests too deeply") from None
     except Exception as exc:
+        check_opcodes(data, path)  # names the opcode that asked for a callable, if one did
         raise TraceFormatError(path, f"not a readable pickle: {exc}") from None
