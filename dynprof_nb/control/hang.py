@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import stat
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.flight_recorder import layout
+from dynprof_nb.flight_recorder.reader import Dump
 from dynprof_nb.segment import SlotView
 from dynprof_nb.shared_layout import stack_dir
 
@@ -161,33 +163,65 @@ def report(
 ) -> HangReport:
     """The hang report of ``job`` on this machine (see the module's doc). ``stack_traces``
     asks the recorder for each entry's call site too (slow the first time: seconds)."""
+    from dynprof_nb.flight_recorder.reader import read_dump
+
     asked, notes = ask(job, slots, stack_traces)
     stacks = take_stacks(timeout)
-    dumps, more = collect(asked, timeout)
+    paths, more = collect(asked, timeout)
     notes.update(more)
-    kept: dict[int, str] = {}
-    if keep is not None and dumps:
-        out = Path(keep)
-        out.mkdir(parents=True, exist_ok=True)
-        for rank, path in dumps.items():
-            kept[rank] = str(shutil.copyfile(path, out / f"_dump_{rank}"))
-    return build(stacks, dumps, notes, kept)
+    dumps = []
+    for rank, path in sorted(paths.items()):
+        try:
+            dumps.append(read_dump(path))
+        except (OSError, ValueError) as exc:
+            notes[rank] = f"its dump could not be read: {exc}"
+    return build(stacks, dumps, notes, keep)
+
+
+def keep_dumps(dumps: list[Dump], keep: str | Path) -> dict[int, str]:
+    """Copy the dumps into ``keep`` as ``_dump_<rank>`` (what torch's ``fr_trace`` reads)."""
+    out = Path(keep)
+    out.mkdir(parents=True, exist_ok=True)
+    kept = {}
+    for d in dumps:
+        target = out / f"_dump_{d.rank}"
+        if os.path.exists(d.path):
+            shutil.copyfile(d.path, target)
+        else:  # a dump that came over the wire: its plain data, pickled again
+            target.write_bytes(pickle.dumps(as_plain(d), protocol=4))
+        kept[d.rank] = str(target)
+    return kept
+
+
+def as_plain(d: Dump) -> dict[str, Any]:
+    """A dump as the recorder's own dict (what an agent sends: plain data only)."""
+    config = {
+        name: {"name": name, "desc": cfg["desc"], "ranks": str(list(cfg["ranks"]))}
+        for name, cfg in d.pg_config.items()
+    }
+    return {
+        "version": d.version,
+        "rank": d.rank,
+        "pg_config": config,
+        "pg_status": d.pg_status,
+        "entries": d.entries,
+    }
 
 
 def build(
     stacks: StackFrame,
-    dumps: dict[int, Path],
+    dumps: list[Dump],
     notes: dict[int, str],
-    kept: dict[int, str] | None = None,
+    keep: str | Path | None = None,
 ) -> HangReport:
-    """Analyse the dumps and join the missing ranks with their stacks."""
+    """Analyse the dumps and join the ranks the others wait for with their stacks."""
     lines: list[str] = []
     analysis = None
     if dumps:
         from dynprof_nb.flight_recorder.analysis import analyse, culprits
-        from dynprof_nb.flight_recorder.frames import load
+        from dynprof_nb.flight_recorder.frames import frame_of
 
-        analysis = analyse(load(sorted(dumps.values())))
+        analysis = analyse(frame_of(sorted(dumps, key=lambda d: d.rank)))
         lines.append(analysis.verdict)
         if len(analysis):
             for rank in culprits(analysis):
@@ -197,17 +231,17 @@ def build(
                     f"(PG {first['pg_id']} {first['pg_desc']}); {where(stacks, rank)}"
                 )
             lines += [f"  {x}" for x in analysis.log()]
+        for rank, why in sorted(notes.items()):
+            lines.append(f"rank {rank}: no dump: {why}")
     else:
         why = sorted(set(notes.values())) or ["no live rank"]
         lines.append(
             "No Flight Recorder dump (" + "; ".join(why) + "): the stacks alone say where each "
             "rank is."
         )
-    for rank, why in sorted(notes.items()):
-        if dumps:
-            lines.append(f"rank {rank}: no dump: {why}")
     lines.append("")
     lines += str(stacks.tree()).splitlines()
-    return HangReport(
-        lines, analysis, stacks, {r: str(p) for r, p in (kept or dumps).items()}, notes
+    files = (
+        keep_dumps(dumps, keep) if keep is not None and dumps else {d.rank: d.path for d in dumps}
     )
+    return HangReport(lines, analysis, stacks, files, notes)

@@ -133,7 +133,7 @@ def _decode(data: bytes, path: Path) -> dict[str, Any]:
     return value
 
 
-def _ranks_of(spec: Any) -> list[int]:
+def ranks_of(spec: Any) -> list[int]:
     """``ranks`` of a pg_config entry: the recorder writes the list's repr, ``'[0, 1]'``."""
     if isinstance(spec, str):
         try:
@@ -182,9 +182,9 @@ def read_dump(path: str | Path) -> Dump:
         if not isinstance(cfg, dict):
             continue
         name = str(cfg.get("name", key))
-        if name == "" and not _ranks_of(cfg.get("ranks")):
+        if name == "" and not ranks_of(cfg.get("ranks")):
             continue  # gloo's placeholder: no group recorded
-        pg_config[name] = {"desc": str(cfg.get("desc", "")), "ranks": _ranks_of(cfg.get("ranks"))}
+        pg_config[name] = {"desc": str(cfg.get("desc", "")), "ranks": ranks_of(cfg.get("ranks"))}
     status = {str(k): v for k, v in (value.get("pg_status") or {}).items() if isinstance(v, dict)}
     entries = [e for e in value.get("entries") or [] if isinstance(e, dict)]
     extra = {

@@ -249,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         "wait",
         "trigger",
         "stacks",
+        "hang",
     ):  # on a cluster
         sub.choices[name].add_argument(
             "--cluster",
