@@ -97,6 +97,15 @@ def _own_file(path: Path) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
 
 
+def any_recorder(job: str, slots: list[SlotView]) -> bool:
+    """Whether a live rank of ``job`` has announced its Flight Recorder."""
+    try:
+        directory = stack_dir(create=False)
+    except (OSError, RuntimeError):
+        return False
+    return any(_own_file(_paths(directory, job, s)["on"]) for s in slots)
+
+
 def ask(
     job: str, slots: list[SlotView], stack_traces: bool = False
 ) -> tuple[dict[int, dict[str, Path]], dict[int, str]]:

@@ -58,6 +58,7 @@ class Job(Controller):
         self.name = name
         self._segment = segment
         self._hang = hangs.HangWatch(name)
+        self._last_hang: Any = None  # the hang report taken at the last stall (control/hang.py)
         self._closed = False
         # a person's handle (registry.attach): its close() also removes a job no rank joined.
         # Internal handles (a cluster node's one-operation handle, a relay) never do: their
@@ -460,7 +461,7 @@ class Job(Controller):
                     else f"{note}; {row['error']}"
                 )
         found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
-        self._hang.note(found, rows, since, self.stacks)
+        self._hang.note(found, rows, since, self._stall_capture)
         if not self.config.has_window:  # the header says "no window asked for": so do the rows
             for row in rows:
                 if row["state"] not in BUSY_STATES:
@@ -492,6 +493,23 @@ class Job(Controller):
         return hang.report(
             self.name, slots, lambda t: hangs.take_stacks(self.name, slots, t), timeout, keep
         )
+
+    def _stall_capture(self) -> StackFrame:
+        """What a named stall takes: the hang report where a rank has its Flight Recorder on
+        (kept as ``last_hang_report``; its stacks become ``last_stacks``), else the stacks."""
+        from dynprof_nb.control import hang
+
+        slots = self.live_slots()
+        if not hang.any_recorder(self.name, slots):
+            return self.stacks()
+        self._last_hang = self.hang_report()
+        return self._last_hang.stacks
+
+    @property
+    def last_hang_report(self) -> Any:
+        """The hang report taken when ``status()`` last named a stall (ranks with
+        ``flight_recorder=True`` only), or None."""
+        return self._last_hang
 
     @property
     def last_stacks(self) -> StackFrame | None:

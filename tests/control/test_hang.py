@@ -73,6 +73,15 @@ def test_the_report_names_the_hung_rank_and_its_main_thread_within_10_s(hung_job
     kept = sorted(p.name for p in (tmp_path / "dumps").iterdir())
     assert kept == ["_dump_0", "_dump_1", "_dump_2", "_dump_3"]
 
+    # when status() names the stall, the report is taken by itself, once
+    assert job.last_hang_report is None
+    job.hang_after, job.hang_min_s = 20.0, 1.0
+    wait_until(lambda: job.status().error.str.contains(f"stalled since step {HANG_STEP - 1}")
+               .all(), 20, "the stall to be named")
+    auto = job.last_hang_report
+    assert auto is not None and culprits(auto.analysis) == [3]
+    assert job.last_stacks is auto.stacks
+
 
 def test_without_a_recorder_the_report_is_the_stacks_saying_why(tmp_path):
     with running_ranks(unique_job("frnone"), tmp_path, ranks=1, step_ms=5.0) as (job, _procs):
