@@ -63,6 +63,18 @@ class HangReport:
     def __repr__(self) -> str:
         return str(self)
 
+    def findings(self) -> list[str]:
+        """The report without the stacks tree that ends it."""
+        return self.lines[: self.lines.index("")] if "" in self.lines else list(self.lines)
+
+    def findings_html(self) -> Any:
+        """The findings for a notebook's output area (the panel shows the tree below)."""
+        import html
+
+        from IPython.display import HTML
+
+        return HTML(f"<pre class='dynprof-hang'>{html.escape(chr(10).join(self.findings()))}</pre>")
+
     def _repr_html_(self) -> str:
         import html
 
@@ -95,6 +107,13 @@ def _own_file(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+
+
+def wants_report(job: Any) -> bool:
+    """Whether the panel's Stacks button should take the hang report: a job on this machine
+    with a live rank whose Flight Recorder is on."""
+    live_slots = getattr(job, "live_slots", None)  # a local Job (not a file-mode or cluster one)
+    return callable(live_slots) and any_recorder(job.name, live_slots())
 
 
 def any_recorder(job: str, slots: list[SlotView]) -> bool:
