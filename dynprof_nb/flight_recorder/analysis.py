@@ -294,6 +294,43 @@ def _findings(rows: Analysis) -> list[str]:
     return lines
 
 
+def unmatched_p2p(fr: FRFrame) -> list[tuple[str, int, int, int]]:
+    """Point-to-point traffic not completed whose other side is not posted: ``(pg, src, dst,
+    sends - recvs)`` in global ranks, from the pending ``send a->b`` / ``recv b<-a`` entries
+    (their numbers are the group's ranks)."""
+    if not len(fr):
+        return []
+    p2p = fr[fr["is_p2p"].astype(bool) & (fr["state"] != "completed")]
+    members = {str(g.pg_id): sorted(g.ranks) for g in fr.pg_config.itertuples(index=False)}
+    count: Counter = Counter()
+    for pg, name in zip(p2p["pg_id"].tolist(), p2p["profiling_name"].tolist(), strict=True):
+        ranks = members.get(pg, [])
+        meta = name.split(" ")[1] if " " in name else ""
+        try:
+            if "->" in meta:
+                a, b = (int(x) for x in meta.split("->"))
+                count[(pg, ranks[a], ranks[b])] += 1
+            elif "<-" in meta:
+                b, a = (int(x) for x in meta.split("<-"))
+                count[(pg, ranks[a], ranks[b])] -= 1
+        except (ValueError, IndexError):
+            continue
+    return sorted((pg, a, b, n) for (pg, a, b), n in count.items() if n)
+
+
+def _p2p_note(fr: FRFrame) -> str:
+    pending = unmatched_p2p(fr)
+    if not pending:
+        return ""
+    shown = "; ".join(
+        f"PG {pg}: {a}->{b} "
+        + (f"{n} send(s) without a recv" if n > 0 else f"{-n} recv(s) without a send")
+        for pg, a, b, n in pending[:4]
+    )
+    more = f" and {len(pending) - 4} more" if len(pending) > 4 else ""
+    return f" Point-to-point ops wait unmatched: {shown}{more}."
+
+
 def culprits(rows: pd.DataFrame) -> list[int]:
     """The missing ranks that wait in no stuck collective themselves: the ones the others
     wait for. A rank missing from one group's collective because it waits in another's (which
@@ -328,7 +365,7 @@ def _verdict(rows: Analysis, fr: FRFrame) -> str:
         n = len(fr.ranks)
         return (
             f"No stuck collective in the dumps of {n} rank{'s' * (n != 1)}: every process "
-            "group's members called the same collectives, and agree on them."
+            "group's members called the same collectives, and agree on them." + _p2p_note(fr)
         )
     first = headline_row(rows)
     text = _headline(first) + "."

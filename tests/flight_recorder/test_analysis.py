@@ -129,3 +129,18 @@ def test_dynprof_fr_prints_one_line_per_finding():
     assert "waited for: rank 3 (missing, and waiting in no stuck collective)" in lines
     assert "held up: rank 2 waits in PG 2 PAIR_B all_reduce #5" in lines
     assert len(load(DUMPS)) > 0
+
+
+def test_a_send_without_its_recv_is_named_when_no_collective_is_stuck(tmp_path):
+    world = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+    send = {"record_id": 0, "pg_id": 0, "process_group": ("0", "default_pg"),
+            "collective_seq_id": 0, "p2p_seq_id": 1, "op_id": 1, "is_p2p": True,
+            "profiling_name": "gloo:send 0->1", "input_sizes": [[8]], "output_sizes": [[8]],
+            "input_dtypes": ["Float"], "output_dtypes": ["Float"], "state": "scheduled",
+            "time_created_ns": 1, "timeout_ms": 1000, "frames": []}
+    for rank, entries in ((0, [send]), (1, [])):
+        (tmp_path / f"_dump_{rank}").write_bytes(pickle.dumps(
+            {"version": "2.10", "pg_config": world, "pg_status": {}, "entries": entries}))
+    rows = analyse(tmp_path)
+    assert len(rows) == 0
+    assert "Point-to-point ops wait unmatched: PG 0: 0->1 1 send(s) without a recv" in rows.verdict
