@@ -23,6 +23,7 @@ import io
 import json
 import os
 import re
+import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,8 +60,9 @@ def max_bytes() -> int:
 
 
 def dump_files(sources: str | Path | list[str | Path]) -> list[Path]:
-    """The dump files of ``sources``: a directory (every regular file in it, not below, except
-    dot-files and ``.txt``/``.log`` notes) or files named one by one."""
+    """The dump files of ``sources``: a directory (its regular files, not below, except
+    dot-files and ``.txt``/``.log``/``.md`` notes), files named one by one, or a path prefix
+    as torch's ``TORCH_FR_DUMP_TEMP_FILE`` is (``/tmp/trace_`` for ``/tmp/trace_0`` ...)."""
     items = [sources] if isinstance(sources, (str, Path)) else list(sources)
     files: list[Path] = []
     for item in items:
@@ -75,11 +77,24 @@ def dump_files(sources: str | Path | list[str | Path]) -> list[Path]:
             )
         elif p.is_file():
             files.append(p)
+        elif p.parent.is_dir() and any(c.name.startswith(p.name) for c in p.parent.iterdir()):
+            files += sorted(c for c in p.parent.iterdir() if c.name.startswith(p.name))
         else:
             raise FileNotFoundError(f"no Flight Recorder dump at {p}")
     if not files:
         raise FileNotFoundError(f"no Flight Recorder dump files in {', '.join(map(str, items))}")
     return files
+
+
+def looks_like_a_dump(path: Path) -> bool:
+    """Whether a file in a dump directory is one (a pickle, JSON object or gzip by its first
+    byte); a job's logs beside the dumps are not."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64).lstrip()[:2]
+    except OSError:
+        return False
+    return head[:1] in (b"\x80", b"{") or head == b"\x1f\x8b"
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -204,9 +219,22 @@ def read_dump(path: str | Path) -> Dump:
 
 
 def read_dumps(sources: str | Path | list[str | Path]) -> list[Dump]:
-    """Every dump of ``sources``, by rank; two files for one rank is an error naming both."""
+    """Every dump of ``sources``, by rank; two files for one rank is an error naming both.
+    Files found in a directory or by a prefix that are no pickle, JSON or gzip at all (the
+    job's logs) are left out with a warning; a file named on its own is always read."""
     dumps: dict[int, Dump] = {}
-    for f in dump_files(sources):
+    files = dump_files(sources)
+    named = {Path(x) for x in ([sources] if isinstance(sources, (str, Path)) else sources)}
+    skipped = [f for f in files if f not in named and not looks_like_a_dump(f)]
+    if skipped:
+        warnings.warn(
+            f"not Flight Recorder dumps, left out: {', '.join(f.name for f in skipped[:5])}"
+            + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""),
+            stacklevel=3,
+        )
+    for f in files:
+        if f in skipped:
+            continue
         d = read_dump(f)
         if d.rank in dumps:
             raise TraceFormatError(

@@ -85,7 +85,8 @@ def test_rank_from_the_groups_when_the_name_has_none(tmp_path):
 def test_a_pickle_that_would_run_code_is_refused_and_nothing_runs(tmp_path):
     data = hostile_dump()
     # the dump is really hostile: plain pickle, in a child, runs the command
-    ran = tmp_path / "plain_pickle_ran"
+    (tmp_path / "child").mkdir()
+    ran = tmp_path / "child" / "plain_pickle_ran"
     plain = "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"
     subprocess.run([sys.executable, "-c", plain], input=data,
                    env=dict(os.environ, DYNPROF_FR_MARK=str(ran)), check=False)
@@ -143,3 +144,14 @@ def test_the_package_imports_no_torch_and_the_rank_side_no_pandas():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=dict(os.environ, PYTHONPATH=str(REPO))).stdout.strip()
     assert out == ""
+
+
+def test_a_jobs_logs_beside_the_dumps_are_left_out_and_a_prefix_finds_them(tmp_path):
+    for rank in range(4):
+        shutil.copy(DUMPS / f"_dump_{rank}", tmp_path / f"nccl_trace_rank_{rank}")
+    (tmp_path / "slurm-1234.out").write_text("rank 3: watchdog timeout\n")
+    with pytest.warns(UserWarning, match="not Flight Recorder dumps, left out: slurm-1234.out"):
+        assert load(tmp_path).ranks == [0, 1, 2, 3]
+    assert load(tmp_path / "nccl_trace_rank_").ranks == [0, 1, 2, 3]  # TORCH_FR_DUMP_TEMP_FILE
+    with pytest.raises(TraceFormatError, match="neither a pickle nor JSON"):
+        load([tmp_path / "slurm-1234.out"])  # named on its own: read, and refused
