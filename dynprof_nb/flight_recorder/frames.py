@@ -52,9 +52,11 @@ class FRFrame(pd.DataFrame):
 
 
 def _op(profiling_name: str) -> tuple[str, str]:
+    """``(backend, op)`` of ``nccl:all_reduce`` / ``gloo:send 0->1``; torch_npu's HCCL
+    recorder leaves the name empty (no profiling there): the op is then ``collective``."""
     backend, _, name = profiling_name.partition(":")
     if not name:
-        return "", backend
+        return "", backend or "collective"
     return backend, name.split(" ")[0]
 
 

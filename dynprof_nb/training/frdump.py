@@ -5,9 +5,10 @@ the rank turns PyTorch's recorder on if the user has not (``TORCH_FR_BUFFER_SIZE
 torch when a process group first records), and a daemon thread (``dynprof_nb-fr``) looks every
 0.2 s for a request file the controller writes (see :mod:`dynprof_nb.flight_recorder.layout`).
 On one it calls torch's documented dump, ``torch._C._distributed_c10d._dump_fr_trace()`` (NCCL
-and gloo; torch_npu's ``_dump_hccl_trace`` for HCCL), and writes the bytes beside the stack
-dumps. The thread needs the GIL but not the main thread, so a rank stuck in a collective wait
-(which releases the GIL) answers; one stuck holding the GIL does not, and the report says so.
+and gloo; ``torch_npu._C._distributed_c10d._dump_hccl_trace`` for HCCL), and writes the bytes
+beside the stack dumps. The thread needs the GIL but not the main thread, so a rank stuck in
+a collective wait (which releases the GIL) answers; one stuck holding the GIL does not, and
+the report says so.
 
 gloo records no process-group membership (its ``pg_config`` is empty), so the dump is read
 back with the safe unpickler, the groups this rank knows (``torch.distributed``'s own table)
@@ -68,9 +69,9 @@ def dump_bytes(rank: int, stack_traces: bool = False) -> tuple[bytes | None, str
         return None, "torch.distributed is not initialised in this rank"
     c10d = torch._C._distributed_c10d
     dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
-    if "torch_npu" in sys.modules:
-        npu = getattr(sys.modules["torch_npu"]._C, "_dump_hccl_trace", None)
-        dump = npu or dump
+    if "torch_npu" in sys.modules:  # HCCL's recorder, where torch_npu keeps it
+        npu_c10d = getattr(getattr(sys.modules["torch_npu"], "_C", None), "_distributed_c10d", None)
+        dump = getattr(npu_c10d, "_dump_hccl_trace", None) or dump
     if dump is None:
         return None, f"torch {torch.__version__} has no Flight Recorder dump"
     try:

@@ -144,3 +144,27 @@ def test_a_send_without_its_recv_is_named_when_no_collective_is_stuck(tmp_path):
     rows = analyse(tmp_path)
     assert len(rows) == 0
     assert "Point-to-point ops wait unmatched: PG 0: 0->1 1 send(s) without a recv" in rows.verdict
+
+
+def test_torch_npu_hccl_dumps_as_its_own_tests_describe_them(tmp_path):
+    """torch_npu's recorder (its test_flight_recorder.py): version 2.4, group "group_name_0"
+    with an empty desc, an empty profiling_name, sizes as tuples, files trace_<rank>."""
+    config = {"group_name_0": {"name": "group_name_0", "desc": "", "ranks": "[0, 1]"}}
+    for rank, last in ((0, 3), (1, 2)):
+        entries = [{"record_id": s - 1, "pg_id": 0, "process_group": ("group_name_0", ""),
+                    "collective_seq_id": s, "p2p_seq_id": 0, "op_id": s,
+                    "profiling_name": "", "input_sizes": ((3, 4),), "output_sizes": ((3, 4),),
+                    "input_dtypes": ["Float"], "output_dtypes": ["Float"],
+                    "state": "completed" if s < 3 else "scheduled", "retired": s < 3,
+                    "time_created_ns": 100 + s, "time_discovered_started_ns": None,
+                    "time_discovered_completed_ns": None, "timeout_ms": 3636000,
+                    "frames": []} for s in range(1, last + 1)]
+        status = {"0": {"last_enqueued_collective": last, "last_started_collective": -1,
+                        "last_completed_collective": 2}}
+        (tmp_path / f"trace_{rank}").write_bytes(pickle.dumps(
+            {"version": "2.4", "pg_config": config, "pg_status": status, "entries": entries}))
+    rows = analyse(tmp_path)
+    assert stuck(rows) == {("", 3): [1]}
+    row = rows.iloc[0]
+    assert (row.pg_id, row.op, row["size"], row["dtype"]) == ("group_name_0", "collective", "3x4",
+                                                             "Float")
