@@ -4,7 +4,9 @@ Recorder on (``Monitor(flight_recorder=True)``).
 Groups: the world, ``PAIR_A`` = [0, 1] and ``PAIR_B`` = [2, 3] (``group_desc``). Every step
 all-reduces on the world and on each rank's pair. At step ``--hang-step`` rank 3 sleeps in
 :func:`rank3_sleeps` (``--hang-s``) before its pair's all-reduce and the world's, while rank 2
-waits in PAIR_B's all-reduce and ranks 0 and 1, done with PAIR_A, wait in the world's. With
+waits in PAIR_B's all-reduce and ranks 0 and 1, done with PAIR_A, wait in the world's
+(``--hold-gil``: rank 3 sleeps in C holding the GIL, so no thread of it can answer;
+``--wake-file`` ends a plain sleep early, ``--gil-step`` adds a second hang holding the GIL). With
 ``--dump-dir`` each rank writes its dump there 1 s into the hang (rank 3 from its sleep), through
 :func:`dynprof_nb.training.frdump.dump_bytes` (as ``job.hang_report()`` would have it), then
 the job exits (``json/`` beside them: torch's own ``_dump_fr_trace_json()``, as written): how
@@ -14,6 +16,7 @@ the job exits (``json/`` beside them: torch's own ``_dump_fr_trace_json()``, as 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import threading
@@ -25,8 +28,18 @@ import torch.distributed as dist
 import dynprof_nb
 
 
-def rank3_sleeps(seconds: float) -> None:
-    time.sleep(seconds)
+def rank3_sleeps(seconds: float, hold_gil: bool = False, wake: str = "") -> None:
+    if hold_gil:  # in C, holding the GIL: no other Python thread of this rank runs meanwhile
+        # a signal (job.stacks()'s) ends libc's sleep early, so sleep again; the long switch
+        # interval keeps this thread from handing the GIL over between the two calls
+        sys.setswitchinterval(1000.0)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            ctypes.PyDLL(None).sleep(max(1, int(end - time.monotonic())))
+    else:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not (wake and os.path.exists(wake)):
+            time.sleep(0.05)
 
 
 def main() -> None:
@@ -38,6 +51,10 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=20.0)
     parser.add_argument("--step-s", type=float, default=0.02)
     parser.add_argument("--dump-dir", default="")
+    parser.add_argument("--hold-gil", action="store_true", help="rank 3 sleeps holding the GIL")
+    parser.add_argument("--wake-file", default="", help="ends rank 3's sleep when it appears")
+    parser.add_argument("--gil-step", type=int, default=0,
+                        help="a second hang, holding the GIL for --hang-s, at this step")
     args = parser.parse_args()
     torch.set_num_threads(1)
     monitor = dynprof_nb.Monitor(job=args.job, output_path=args.out, flight_recorder=True)
@@ -51,7 +68,9 @@ def main() -> None:
         if step == args.hang_step and args.dump_dir:
             threading.Timer(1.0, dump_and_exit, (rank, args.dump_dir)).start()
         if rank == 3 and step == args.hang_step:
-            rank3_sleeps(args.hang_s)
+            rank3_sleeps(args.hang_s, args.hold_gil, args.wake_file)
+        if rank == 3 and step == args.gil_step:
+            rank3_sleeps(args.hang_s, hold_gil=True)
         dist.all_reduce(x, group=pair)
         dist.all_reduce(x)
         x.div_(4.0)

@@ -150,10 +150,11 @@ def ask(
 
 
 def collect(
-    asked: dict[int, dict[str, Path]], timeout: float
+    asked: dict[int, dict[str, Path]], timeout: float, since: float | None = None
 ) -> tuple[dict[int, Path], dict[int, str]]:
-    """Wait for the ranks' answers: their dump files, and the reasons of those with none."""
-    deadline = time.monotonic() + timeout
+    """Wait for the ranks' answers (until ``timeout`` s after ``since``, the monotonic time
+    they were asked; now by default): their dump files, and the reasons of those with none."""
+    deadline = (time.monotonic() if since is None else since) + timeout
     dumps: dict[int, Path] = {}
     notes: dict[int, str] = {}
     pending = dict(asked)
@@ -193,9 +194,10 @@ def report(
     asks the recorder for each entry's call site too (slow the first time: seconds)."""
     from dynprof_nb.flight_recorder.reader import read_dump
 
+    asked_at = time.monotonic()
     asked, notes = ask(job, slots, stack_traces)
-    stacks = take_stacks(timeout)
-    paths, more = collect(asked, timeout)
+    stacks = take_stacks(timeout)  # meanwhile the ranks answer: one timeout for both
+    paths, more = collect(asked, timeout, asked_at)
     notes.update(more)
     dumps = []
     for rank, path in sorted(paths.items()):
@@ -246,14 +248,14 @@ def build(
     lines: list[str] = []
     analysis = None
     if dumps:
-        from dynprof_nb.flight_recorder.analysis import analyse, culprits
+        from dynprof_nb.flight_recorder.analysis import analyse, culprits, waited_in
         from dynprof_nb.flight_recorder.frames import frame_of
 
         analysis = analyse(frame_of(sorted(dumps, key=lambda d: d.rank)))
         lines.append(analysis.verdict)
         if len(analysis):
             for rank in culprits(analysis):
-                first = next(r for _, r in analysis.iterrows() if rank in r["missing"])
+                first = waited_in(analysis, rank)
                 lines.append(
                     f"rank {rank} never called {first['op']} #{first['seq']} "
                     f"(PG {first['pg_id']} {first['pg_desc']}); {where(stacks, rank)}"

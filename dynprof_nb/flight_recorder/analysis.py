@@ -350,6 +350,16 @@ def blocked(rows: pd.DataFrame) -> dict[int, pd.Series]:
     return out
 
 
+def waited_in(rows: pd.DataFrame, rank: int) -> pd.Series:
+    """The stuck collective that waits on ``rank`` most directly: the earliest row missing it
+    whose missing ranks are all culprits (a row missing a held-up rank too waits on it only
+    through another group), else the earliest row missing it."""
+    cause = set(culprits(rows))
+    having = [r for _, r in rows.iterrows() if rank in r["missing"]]
+    direct = [r for r in having if set(r["missing"]) <= cause]
+    return (direct or having)[0]
+
+
 def headline_row(rows: pd.DataFrame) -> pd.Series:
     """The stuck collective the job waits on: the earliest whose missing ranks are all
     culprits (the direct wait on them), else the earliest."""

@@ -5,6 +5,7 @@ recorder, whose report is its stacks, saying why."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from dynprof_nb.flight_recorder.analysis import culprits
 REPO = Path(__file__).resolve().parents[2]
 FR_JOB = REPO / "tests" / "fr_hang_job.py"
 HANG_STEP = 5
+GIL_STEP = 7
 
 
 def free_port() -> int:
@@ -29,35 +31,52 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def hung_job(tmp_path):
+def start(tmp_path: Path, *extra: str) -> tuple[Job, subprocess.Popen]:
     """torchrun, 4 ranks, gloo, flight_recorder=True; rank 3 sleeps 60 s at step HANG_STEP."""
     name = unique_job("frhang")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(FR_JOB),
            "--job", name, "--out", str(tmp_path), "--steps", "8", "--hang-step",
-           str(HANG_STEP), "--hang-s", "60"]
+           str(HANG_STEP), "--hang-s", "60", *extra]
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True)
-    job = Job.open(name)
+    return Job.open(name), proc
+
+
+def stop(job: Job, proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # rank 3 may sit in C for a minute: no clean exit
+    finish(proc, timeout=60)
+    job.close()
+    segment.unlink(job.name)
+
+
+@pytest.fixture
+def hung_job(tmp_path):
+    """Rank 3 sleeps at step HANG_STEP until tmp_path/wake appears, then, at step GIL_STEP,
+    sleeps in C holding the GIL."""
+    job, proc = start(tmp_path, "--wake-file", str(tmp_path / "wake"), "--gil-step",
+                      str(GIL_STEP))
     try:
         yield job, proc
     finally:
-        finish(proc, timeout=60)
-        job.close()
-        segment.unlink(name)
+        stop(job, proc)
+
+
+def at_the_hang(job: Job, proc: subprocess.Popen, step: int = HANG_STEP) -> None:
+    """Ranks 0-2 at the step they cannot pass without rank 3 (rank 3's own slot may show the
+    step before: its heartbeat thread publishes the step, and cannot while it holds the GIL)."""
+    def there():
+        live = job.live_slots()
+        return len(live) == 4 and all(s.step == step - 1 for s in live if s.rank != 3)
+
+    wait_until(there, 180, "the four ranks to reach the hang", proc)
+    time.sleep(1.5)  # ranks 0-2 are now inside their all-reduces, rank 3 in its sleep
 
 
 def test_the_report_names_the_hung_rank_and_its_main_thread_within_10_s(hung_job, tmp_path):
     job, proc = hung_job
-
-    def at_the_hang():
-        live = job.live_slots()
-        return len(live) == 4 and all(s.step == HANG_STEP - 1 for s in live)
-
-    wait_until(at_the_hang, 180, "the four ranks to reach the hang", proc)
-    time.sleep(1.0)  # ranks 0-2 are now inside their all-reduces, rank 3 in its sleep
+    at_the_hang(job, proc)
 
     t0 = time.monotonic()
     report = job.hang_report(keep=tmp_path / "dumps")
@@ -81,6 +100,17 @@ def test_the_report_names_the_hung_rank_and_its_main_thread_within_10_s(hung_job
     auto = job.last_hang_report
     assert auto is not None and culprits(auto.analysis) == [3]
     assert job.last_stacks is auto.stacks
+
+    # rank 3 goes on, then hangs holding the GIL: no thread of it can answer, yet it is named
+    (tmp_path / "wake").touch()
+    at_the_hang(job, proc, GIL_STEP)
+    t0 = time.monotonic()
+    report = job.hang_report()
+    assert time.monotonic() - t0 < 10.0
+    assert sorted(report.dumps) == [0, 1, 2] and "no dump within 5 s" in report.notes[3]
+    assert culprits(report.analysis) == [3]
+    assert "rank 3 never called all_reduce #7 (PG 2 PAIR_B); its main thread is in " \
+        "rank3_sleeps" in str(report), str(report)
 
 
 def test_without_a_recorder_the_report_is_the_stacks_saying_why(tmp_path):

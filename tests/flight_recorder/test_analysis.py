@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from dynprof_nb.flight_recorder import analyse, load
-from dynprof_nb.flight_recorder.analysis import culprits
+from dynprof_nb.flight_recorder.analysis import culprits, waited_in
 
 REPO = Path(__file__).resolve().parents[2]
 DUMPS = REPO / "tests" / "data" / "flight_recorder" / "gloo_hang"
@@ -51,6 +51,9 @@ def test_real_gloo_hang_names_the_hung_rank_as_torchs_fr_trace_does(tmp_path):
         "PG 2 PAIR_B all_reduce #5 64 Float: 1 of 2 ranks arrived; 3 never did")
     assert "Rank 2 is held up in PG 2 PAIR_B" in rows.verdict
     assert stuck(analyse(DUMPS / "json")) == stuck(rows)  # torch's JSON form, no pg_config
+    # whichever group's wait began first, rank 3 is waited for in PAIR_B (rank 2's wait)
+    flipped = rows.iloc[::-1].reset_index(drop=True)
+    assert waited_in(flipped, 3).pg_desc == waited_in(rows, 3).pg_desc == "PAIR_B"
 
 
 def test_a_rank_with_an_empty_or_no_dump_is_still_a_member(tmp_path):
