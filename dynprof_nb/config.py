@@ -377,6 +377,11 @@ class ProfilerConfig(HasTraits):
     mstx_domain_include = StrList(help="only these mstx domains", flag="mstx-include")
     mstx_domain_exclude = StrList(help="all mstx domains but these", flag="mstx-exclude")
     host_sys = ChoiceList(HOST_SYS, [], help="host system data to collect", flag="host-sys")
+    flight_recorder = StrictBool(
+        False,
+        help="let job.hang_report() ask PyTorch ranks for their Flight Recorder dump",
+        flag="flight-recorder",
+    )
     ranks = RankList(help="ranks to profile; empty = all", flag="ranks")
 
     # -- construction -------------------------------------------------------------------

@@ -38,7 +38,7 @@ from dynprof_nb.cluster.access import (
 )
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.operations import NotYourJob
-from dynprof_nb.cluster.stacks import cluster_stacks, cluster_stall
+from dynprof_nb.cluster.stacks import cluster_hang_report, cluster_stacks, cluster_stall
 from dynprof_nb.cluster.wire import UngatedCluster, call, command_variable, lock_name
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.base import (
@@ -633,6 +633,11 @@ class ClusterJob(Controller):
         """The stack of every thread of every live rank on every node, each node's agent
         taking its own (see ``Job.stacks``); ranks no node answered for are in ``.silent``."""
         return cluster_stacks(self, timeout)
+
+    def hang_report(self, timeout: float = DUMP_TIMEOUT_S, keep: Any = None) -> Any:
+        """Which collective the job waits in, which ranks never arrived and where they are,
+        from every node's ranks (see ``Job.hang_report``)."""
+        return cluster_hang_report(self, timeout, keep)
 
     @property
     def last_stacks(self) -> StackFrame | None:

@@ -3,7 +3,7 @@
 The cluster controller calls :meth:`NodeOperations.call` with an operation name from
 :data:`OPERATIONS` and a payload of plain data (strings, numbers, dicts of them): apply a
 command to a job's segment, report a job's rank slots, list a job's windows, check a window path,
-take the stacks of the job's ranks on this node.
+take the stacks of the job's ranks on this node, collect their Flight Recorder dumps.
 Reading a window's tables is a task (:mod:`dynprof_nb.cluster.reduce`) that first asks
 :meth:`NodeOperations.window_path` whether the path is one of the job's windows on this node. A
 fixed surface is what lets the access check sit in one place: every operation names the requesting
@@ -144,6 +144,30 @@ class NodeOperations:
             slots = handle.live_slots()
         rows, silent = collect(job, slots, min(float(timeout_s), DUMP_TIMEOUT_S), self.name)
         return {"rows": rows, "silent": silent}
+
+    def _op_flight_recorder(
+        self, job: str, timeout_s: float = DUMP_TIMEOUT_S, stack_traces: bool = False
+    ) -> dict[str, Any]:
+        """The Flight Recorder dumps of the job's live ranks on this node that have one (see
+        :mod:`dynprof_nb.control.hang`), read with the safe reader and sent as plain data;
+        the others' reasons."""
+        from dynprof_nb.control import hang
+        from dynprof_nb.flight_recorder.reader import read_dump
+
+        if job not in list_jobs():
+            return {"dumps": [], "notes": {}}
+        with self.job(job) as handle:
+            slots = handle.live_slots()
+        asked, notes = hang.ask(job, slots, bool(stack_traces))
+        paths, more = hang.collect(asked, min(float(timeout_s), DUMP_TIMEOUT_S))
+        notes.update(more)
+        dumps = []
+        for rank, path in sorted(paths.items()):
+            try:
+                dumps.append(hang.as_plain(read_dump(path)))
+            except (OSError, ValueError) as exc:
+                notes[rank] = f"its dump could not be read: {exc}"
+        return {"dumps": dumps, "notes": {str(r): why for r, why in notes.items()}}
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -297,4 +321,5 @@ OPERATIONS: dict[str, Callable[..., dict[str, Any]]] = {
     "trigger": NodeOperations._op_trigger,
     "step_times": NodeOperations._op_step_times,
     "stacks": NodeOperations._op_stacks,
+    "flight_recorder": NodeOperations._op_flight_recorder,
 }

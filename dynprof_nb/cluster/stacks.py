@@ -54,3 +54,44 @@ def cluster_stall(
     found = stall(records, time.time(), hang_after, hang_min_s, clock="last_step_wall")
     since = max((float(r["last_step_wall"]) for r in live if r.get("last_step_wall")), default=0.0)
     return found, since
+
+
+def cluster_hang_report(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S, keep: Any = None) -> Any:
+    """``ClusterJob.hang_report()``: every node's agent collects its ranks' Flight Recorder
+    dumps (the ``flight_recorder`` operation), then the stacks are taken; the dumps are
+    analysed together here (see :mod:`dynprof_nb.control.hang`)."""
+    from dynprof_nb.control import hang
+    from dynprof_nb.flight_recorder.reader import Dump
+
+    answers, errors = job._run("flight_recorder", {"job": job.name, "timeout_s": float(timeout)})
+    labels = job.feed.labels()
+    dumps: list[Dump] = []
+    notes: dict[int, str] = {}
+    for answer in answers:
+        node = labels.get(answer["key"], answer["node"])
+        for d in answer.get("dumps", []):
+            config = {
+                str(k): {"desc": str(v.get("desc", "")), "ranks": _ranks(v.get("ranks"))}
+                for k, v in (d.get("pg_config") or {}).items()
+            }
+            dumps.append(
+                Dump(
+                    path=f"{node}:rank {d['rank']}",
+                    rank=int(d["rank"]),
+                    version=str(d.get("version", "")),
+                    entries=list(d.get("entries") or []),
+                    pg_config=config,
+                    pg_status=dict(d.get("pg_status") or {}),
+                )
+            )
+        for rank, why in (answer.get("notes") or {}).items():
+            notes[int(rank)] = f"{why} (on {node})"
+    for e in errors:
+        notes.setdefault(-1, f"an agent did not answer: {e}")
+    return hang.build(cluster_stacks(job, timeout), dumps, notes, keep)
+
+
+def _ranks(spec: Any) -> list[int]:
+    from dynprof_nb.flight_recorder.reader import ranks_of
+
+    return ranks_of(spec)

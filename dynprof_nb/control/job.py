@@ -62,6 +62,7 @@ class Job(Controller):
         self.name = name
         self._segment = segment
         self._hang = hangs.HangWatch(name)
+        self._last_hang: Any = None  # the hang report taken at the last stall (control/hang.py)
         self._closed = False
         # a person's handle (registry.attach): its close() also removes a job no rank joined.
         # Internal handles (a cluster node's one-operation handle, a relay) never do: their
@@ -506,10 +507,10 @@ class Job(Controller):
         if stalled:  # the stacks, once per stall, from the first rank to stop
             first = max((v[0] for v in stalled.values()), key=lambda x: x.seconds)
             since = time.monotonic() - first.seconds
-            self._hang.note((first.step, first.seconds), [], since, self.stacks)
+            self._hang.note((first.step, first.seconds), [], since, self._stall_capture)
         else:
             found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
-            self._hang.note(found, rows, since, self.stacks)
+            self._hang.note(found, rows, since, self._stall_capture)
         if not self.config.has_window:  # the header says "no window asked for": so do the rows
             for row in rows:
                 if row["state"] not in BUSY_STATES:
@@ -526,6 +527,38 @@ class Job(Controller):
         in ``.silent``. ``.tree()`` shows which ranks differ. See :mod:`dynprof_nb.control.stacks`.
         """
         return hangs.take_stacks(self.name, self.live_slots(), timeout)
+
+    def hang_report(
+        self, timeout: float = hangs.DUMP_TIMEOUT_S, keep: str | Path | None = None
+    ) -> Any:
+        """Which collective the job waits in, which ranks never arrived, and where their main
+        threads are: the ranks' Flight Recorder dumps (``Monitor(flight_recorder=True)``)
+        analysed and joined with ``stacks()``; without a recorder, the stacks alone, saying
+        why. ``keep=DIR`` copies the dumps there (``_dump_<rank>``, as torch names them).
+        See :mod:`dynprof_nb.control.hang`."""
+        from dynprof_nb.control import hang
+
+        slots = self.live_slots()
+        return hang.report(
+            self.name, slots, lambda t: hangs.take_stacks(self.name, slots, t), timeout, keep
+        )
+
+    def _stall_capture(self) -> StackFrame:
+        """What a named stall takes: the hang report where a rank has its Flight Recorder on
+        (kept as ``last_hang_report``; its stacks become ``last_stacks``), else the stacks."""
+        from dynprof_nb.control import hang
+
+        slots = self.live_slots()
+        if not hang.any_recorder(self.name, slots):
+            return self.stacks()
+        self._last_hang = self.hang_report()
+        return self._last_hang.stacks
+
+    @property
+    def last_hang_report(self) -> Any:
+        """The hang report taken when ``status()`` last named a stall (ranks with
+        ``flight_recorder=True`` only), or None."""
+        return self._last_hang
 
     @property
     def last_stacks(self) -> StackFrame | None:

@@ -173,6 +173,8 @@ class Monitor:
         "_disk_over",
         "_pid",
         "_stacks",
+        "_fr",
+        "flight_recorder",
         "_late",
         "_asked",
         "_reason",
@@ -229,8 +231,13 @@ class Monitor:
         disk_budget_mb: float | None = None,
         max_windows_per_minute: int | None = None,
         history_steps: int | None = None,
+        flight_recorder: bool = False,
     ) -> None:
         self._relay: Any = None
+        # job.hang_report()'s rank side (training/frdump.py): on with flight_recorder=True here
+        # or the config key of that name
+        self.flight_recorder = bool(flight_recorder)
+        self._fr: Any = None
         # the last K steps' ranges, kept between windows (built-in backend; history.py)
         k = int(history_steps or _env_number("DYNPROF_NB_HISTORY_STEPS", 0))
         self._history = History(k) if k > 0 else None
@@ -320,6 +327,8 @@ class Monitor:
         self._io_thread.start()
         if cfg_path is not None:  # first: the relay's first look at the file is in _advance(0)
             self._start_relay(cfg_path, poll_interval)
+        if self.flight_recorder:
+            self._fr = _fr_responder(self)
         self._advance(0)  # apply a config written before the job started (a window at step 1)
         self._set_timed(True)  # most loops' steps are long enough; the heartbeat decides
         self._beat = threading.Thread(
@@ -469,6 +478,8 @@ class Monitor:
         self._set_timed(False)  # no heartbeat reads the end times any more
         if self._stacks is not None:
             self._stacks.close()
+        if self._fr is not None:
+            self._fr.close()
         if self._seg is not None:
             self._beat.join()
             self.state = "closed"
@@ -623,6 +634,8 @@ class Monitor:
     def _apply(self, cmd: Command, gen: int, n: int) -> None:
         old, cfg = self.config, cmd.config
         self.config = cfg
+        if cfg.flight_recorder and self._fr is None:
+            self._fr = _fr_responder(self)
         self.window_options = dict(cmd.window)
         self._late = cmd.late
         if cmd.action == "start":
@@ -1489,6 +1502,13 @@ def _stack_recorder(monitor: Monitor) -> Any:
     except Exception as exc:
         log.warning("dynprof_nb: job.stacks() will not see this rank: %r", exc)
         return None
+
+
+def _fr_responder(monitor: Monitor) -> Any:
+    """The Flight Recorder responder (see :mod:`~dynprof_nb.training.frdump`), or None."""
+    from dynprof_nb.training.frdump import start
+
+    return start(monitor)
 
 
 def _mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:

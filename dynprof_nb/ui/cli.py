@@ -8,6 +8,8 @@
     dynprof windows JOB
     dynprof wait JOB [--timeout S]
     dynprof stacks JOB [--last] [--timeout S]
+    dynprof hang JOB [--timeout S] [--keep DIR]
+    dynprof fr DIR_or_files ...
     dynprof relay --cfg-path DIR --job JOB [--poll-interval S]
     dynprof demo
     dynprof advise WINDOW_DIR [--rule NAME ...]
@@ -212,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     stacks.add_argument("job")
     stacks.add_argument("--last", action="store_true", help=ARGUMENTS["--last"])
     stacks.add_argument("--timeout", type=float, default=5.0, help=ARGUMENTS["--timeout-stacks"])
+    hang = sub.add_parser("hang", help=text["hang"])
+    hang.add_argument("job")
+    hang.add_argument("--timeout", type=float, default=5.0, help=ARGUMENTS["--timeout-hang"])
+    hang.add_argument("--keep", default=None, metavar="DIR", help=ARGUMENTS["--keep"])
+    fr = sub.add_parser("fr", help=text["fr"])
+    fr.add_argument("paths", nargs="+", metavar="DIR_or_file")
     relay = sub.add_parser("relay", help=text["relay"])
     relay.add_argument(
         "--cfg-path", required=True, help="directory of profiler_config.json (or the file)"
@@ -246,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         "wait",
         "trigger",
         "stacks",
+        "hang",
     ):  # on a cluster
         sub.choices[name].add_argument(
             "--cluster",
@@ -296,6 +305,11 @@ def _run(args: argparse.Namespace) -> int:
         from dynprof_nb.ui.advisecmd import run_advise
 
         print(run_advise(args.window, args.rule))
+    if args.command == "fr":
+        from dynprof_nb.flight_recorder.analysis import analyse
+
+        paths = args.paths[0] if len(args.paths) == 1 else args.paths
+        print("\n".join(analyse(paths).log()))
         return 0
     cluster = {}
     if args.cluster is not None:
@@ -331,6 +345,8 @@ def _run(args: argparse.Namespace) -> int:
         print(job.wait(timeout=args.timeout).to_string(index=False))
     elif args.command == "trigger":
         print(run_trigger(job, args, config_changes(args)))
+    elif args.command == "hang":
+        print(job.hang_report(timeout=args.timeout, keep=args.keep))
     elif args.command == "stacks":
         stacks = job.last_stacks if args.last else job.stacks(timeout=args.timeout)
         if stacks is None:

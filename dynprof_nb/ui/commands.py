@@ -25,6 +25,11 @@ COMMANDS = {
     "or a window folder / trace file): one finding per line with its numbers and thresholds",
     "stacks": "where every thread of every live rank is now (even a rank stuck in C code), "
     "identical stacks merged into one tree, the odd ranks first",
+    "hang": "when a job hangs: which collective it waits in, which ranks never arrived "
+    "(their Flight Recorder dumps, Monitor(flight_recorder=True)) and where those ranks' main "
+    "threads are; without a recorder, the stacks alone",
+    "fr": "the same analysis of Flight Recorder dumps collected elsewhere (DIR or files: a "
+    "torchrun watchdog's, a SLURM job's output)",
     "panel": "the interactive panel: config form, live ranks, windows",
     "relay": "mirror a profiler_config.json into a job (one per node), as MindSpore's monitor "
     "process does",
@@ -44,6 +49,8 @@ ARGUMENTS = {
     "--create": "prepare the job if its ranks have not started yet",
     "--last": "the stacks taken automatically when the job was last found stalled",
     "--timeout-stacks": "seconds to wait for every rank's dump (the silent ones are named)",
+    "--timeout-hang": "seconds to wait for the ranks' dumps and stacks",
+    "--keep": "also copy the dumps into DIR (_dump_<rank>, as torch names them)",
     "--clear": "remove every cached frame, or (with PATH) those of one trace file or window",
 }
 
@@ -61,6 +68,7 @@ MAGIC_COMMANDS = (
     "summary",
     "advise",
     "stacks",
+    "hang",
     "panel",
     "trigger",
     "cache",
@@ -74,6 +82,8 @@ CLI_COMMANDS = (
     "set",
     "wait",
     "stacks",
+    "hang",
+    "fr",
     "relay",
     "demo",
     "trigger",

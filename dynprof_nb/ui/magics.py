@@ -127,6 +127,17 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
         metavar="NAME",
         help="also store the stacks DataFrame in variable NAME",
     )
+    p["hang"].add_argument(
+        "--timeout", type=float, default=5.0, metavar="S", help=ARGUMENTS["--timeout-hang"]
+    )
+    p["hang"].add_argument("--keep", default=None, metavar="DIR", help=ARGUMENTS["--keep"])
+    p["hang"].add_argument(
+        "-o",
+        dest="name",
+        default=None,
+        metavar="NAME",
+        help="also store the report (.analysis, .stacks) in variable NAME",
+    )
     p["load"].add_argument(
         "-o",
         dest="name",
@@ -380,6 +391,15 @@ class DynprofMagics(Magics):
             self.shell.user_ns[args.name] = stacks
         return stacks.tree()
 
+    def _do_hang(self, args: argparse.Namespace) -> Any:
+        """The hang report (see ``Job.hang_report``); ``-o NAME`` keeps it."""
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"-o {args.name!r}: not a Python variable name.")
+        report = self._need_job().hang_report(timeout=args.timeout, keep=args.keep)
+        if args.name:
+            self.shell.user_ns[args.name] = report
+        return report
+
     def _do_panel(self, args: argparse.Namespace) -> Any:
         from dynprof_nb.ui.panel import panel
 
@@ -427,6 +447,7 @@ HANDLERS: dict[str, Callable[[DynprofMagics, argparse.Namespace], Any]] = {
     "summary": DynprofMagics._do_summary,
     "advise": DynprofMagics._do_advise,
     "stacks": DynprofMagics._do_stacks,
+    "hang": DynprofMagics._do_hang,
     "panel": DynprofMagics._do_panel,
     "trigger": DynprofMagics._do_trigger,
     "cache": DynprofMagics._do_cache,

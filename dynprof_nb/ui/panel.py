@@ -292,6 +292,7 @@ class Panel(widgets.VBox):
             "where every thread of every live rank is now (even a rank stuck in C code), merged",
         )
         self.stacks_frame: Any = None  # the last stacks taken with the Stacks button
+        self.hang_report: Any = None  # and the hang report, where a rank records collectives
         self.stall = widgets.HTML()  # "stalled since step N (X s)" while the job is stalled
         self.stall.add_class("dynprof-stall")
         self.message = widgets.HTML(layout=widgets.Layout(min_height="20px"))
@@ -505,13 +506,19 @@ class Panel(widgets.VBox):
     def stacks(self) -> Any:
         """Take every rank's stacks and show the merged tree below (kept in
         ``self.stacks_frame``)."""
+        from dynprof_nb.control.hang import wants_report
+
         self.output.clear_output()
         try:
-            frame = self.job.stacks()
+            # a rank with its Flight Recorder on: the hang report, its stacks below it
+            self.hang_report = self.job.hang_report() if wants_report(self.job) else None
+            frame = self.hang_report.stacks if self.hang_report else self.job.stacks()
         except Exception as exc:
             self._say(f"no stacks: {exc}", error=True)
             return None
         self.stacks_frame = frame
+        if self.hang_report is not None:
+            self.output.append_display_data(self.hang_report.findings_html())
         self.output.append_display_data(frame.tree())
         self._say(
             f"stacks of {frame['rank'].nunique()} rank(s)"

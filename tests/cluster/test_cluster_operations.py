@@ -24,7 +24,7 @@ def test_only_the_listed_operations_with_plain_payloads():
     with pytest.raises(OperationError, match="payload must be a dict"):
         ops.call("status", ["job"])  # type: ignore[arg-type]
     assert set(OPERATIONS) == {"hello", "apply", "status", "windows", "trigger", "step_times",
-                               "stacks"}
+                               "stacks", "flight_recorder"}
     with pytest.raises(OperationError, match="action"):
         ops.call("apply", {"job": "x", "action": "rm", "config": {}, "seq": 1, "user": ME})
 

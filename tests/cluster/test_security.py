@@ -449,7 +449,7 @@ def test_the_controller_ships_only_calls_into_the_fixed_operations():
     bad = [s for s in shipped if s[2] not in allowed or s[1] == "run_on_scheduler"]
     assert not bad, f"code shipped to the workers beyond the fixed operations: {bad}"
     assert set(OPERATIONS) == {"hello", "apply", "status", "windows", "trigger", "step_times",
-                               "stacks"}
+                               "stacks", "flight_recorder"}
 
 
 def test_access_rules_without_a_cluster(tmp_path):
