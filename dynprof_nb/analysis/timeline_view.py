@@ -29,7 +29,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import plots
-from dynprof_nb.traces.event_args import event_args
+from dynprof_nb.traces.formats.chrome.event_args import event_args
 
 _ROW_PX = 14  # row height in the canvas, shrunk to fit ~640 px with many rows
 _CANVAS_ROWS_PX = 640

@@ -14,7 +14,7 @@ import pandas as pd
 
 from . import parallel, schema
 from .errors import collected_warnings
-from .ooc import goes_out_of_core
+from .formats.chrome.out_of_core import goes_out_of_core
 from .partitioned import is_out_of_core
 from .window import TraceWindow
 

@@ -15,9 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_bandwidth, cache, comm, schema
-from .ascend_db import AscendDb
-from .chrome import ChromeTrace, load_chrome_trace
+from . import cache, comm, schema
 from .discover import (
     WindowFiles,
     find_file,
@@ -26,10 +24,14 @@ from .discover import (
     read_json_object,
 )
 from .errors import IncompleteWindowWarning, TraceFormatError, TraceRepairWarning, warn
+from .formats import FINDERS, SOURCES, Source, lone_file_reader, missing, providers, source_of
+from .formats.ascend import bandwidth as ascend_bandwidth
+from .formats.ascend import text as ascend
+from .formats.ascend.db import AscendDb
+from .formats.chrome.reader import ChromeTrace, load_chrome_trace
+from .formats.chrome.summaries import Streamed, fill_streamed
 from .lazyframe import LazyFrame
 from .shortcuts import WindowShortcuts
-from .sources import FINDERS, SOURCES, Source, lone_file_reader, missing, providers, source_of
-from .stream import Streamed, fill_streamed
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 

@@ -341,7 +341,7 @@ def cache_report(clear: str | None = None) -> str:
     if clear is not None:
         n = cache.clear(clear or None)
         if not clear:
-            from dynprof_nb.traces import ooc
+            from dynprof_nb.traces.formats.chrome import out_of_core as ooc
 
             parts = ooc.prune()
             return (

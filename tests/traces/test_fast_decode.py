@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 from testdata import fixtures_dir, npu_text_window
 
 import dynprof_nb
-from dynprof_nb.traces import chrome, fastjson, parallel
-from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
+from dynprof_nb.traces import parallel
 from dynprof_nb.traces.errors import TraceRepairWarning
+from dynprof_nb.traces.formats.chrome import pieces as fastjson
+from dynprof_nb.traces.formats.chrome import reader as chrome
+from dynprof_nb.traces.formats.common.timestamps import NA_NS, tokens_us_to_ns
 
 CHROME_FILES = sorted(
     [p for p in (fixtures_dir() / "kineto").glob("*.json.gz")]

@@ -20,7 +20,15 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.traces import fastjson, ooc, stream
+from dynprof_nb.traces.formats.chrome import (
+    out_of_core as ooc,
+)
+from dynprof_nb.traces.formats.chrome import (
+    pieces as fastjson,
+)
+from dynprof_nb.traces.formats.chrome import (
+    summaries as stream,
+)
 
 KINETO = sorted((fixtures_dir() / "kineto").glob("*.json.gz")) + sorted(
     (fixtures_dir() / "torch_cpu").glob("*.json")

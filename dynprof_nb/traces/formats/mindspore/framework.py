@@ -9,10 +9,10 @@ import pandas as pd
 
 from dynprof_nb.protocol import STEP_PREFIX
 
-from . import schema
-from ._time import parse_scaled
-from .ascend import read_csv
-from .errors import TraceFormatError
+from ... import schema
+from ...errors import TraceFormatError
+from ..ascend.text import read_csv
+from ..common.timestamps import parse_scaled
 
 
 def cpu_op_detail(path: str | Path) -> pd.DataFrame:

@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .. import derive, mindspore, schema
-from ..discover import WindowFiles
-from ..ops import op_table
-from .base import Provides, Read, Source
+from ... import schema
+from ...discover import WindowFiles
+from ..base import Provides, Read, Source
+from ..mindspore import framework as mindspore
+from . import from_events as derive
+from .op_table import op_table
 
 if TYPE_CHECKING:
-    from ..window import TraceWindow
+    from ...window import TraceWindow
 
 #: below every format's own table
 LAST = 9

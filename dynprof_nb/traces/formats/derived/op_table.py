@@ -10,8 +10,8 @@ import pandas as pd
 
 from dynprof_nb.protocol import STEP_FOLDED, STEP_PREFIX
 
-from . import schema
-from .derive import DEVICE_CATS
+from ... import schema
+from .from_events import DEVICE_CATS
 
 # Not host operations: Python stack frames (they would swallow their ops' time as children and
 # torch's key_averages has no such rows), the profiler's own span, device-side tasks, Ascend's

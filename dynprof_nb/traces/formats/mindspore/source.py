@@ -7,13 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import mindspore, schema
-from ..discover import FRAMEWORK_FILES, WindowFiles
-from .base import Provides, Read, Source
-from .derived import events_with_steps
+from ... import schema
+from ...discover import FRAMEWORK_FILES, WindowFiles
+from ..base import Provides, Read, Source
+from ..derived.source import events_with_steps
+from . import framework as mindspore
 
 if TYPE_CHECKING:
-    from ..window import TraceWindow
+    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:

@@ -14,9 +14,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from dynprof_nb.traces import fastjson
-from dynprof_nb.traces._time import tokens_us_to_ns
-from dynprof_nb.traces.chrome import read_bytes
+from dynprof_nb.traces.formats.chrome import pieces as fastjson
+from dynprof_nb.traces.formats.chrome.reader import read_bytes
+from dynprof_nb.traces.formats.common.timestamps import tokens_us_to_ns
 
 MAX_FILE_BYTES = 1 << 30  # past this a click would stall the kernel for many seconds
 

@@ -14,9 +14,10 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from . import ascend_bandwidth, schema
-from ._time import NA_NS, str_us_to_ns
-from .errors import TraceFormatError
+from ... import schema
+from ...errors import TraceFormatError
+from ..common.timestamps import NA_NS, str_us_to_ns
+from . import bandwidth as ascend_bandwidth
 
 MB = 1024 * 1024
 

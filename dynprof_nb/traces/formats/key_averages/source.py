@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..discover import WindowFiles
-from ..errors import TraceFormatError
-from .base import Provides, Read, Source
+from ...discover import WindowFiles
+from ...errors import TraceFormatError
+from ..base import Provides, Read, Source
 
 if TYPE_CHECKING:
-    from ..window import TraceWindow
+    from ...window import TraceWindow
 
 _UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _TIME = re.compile(r"^([0-9.]+)(ns|us|ms|s)$")

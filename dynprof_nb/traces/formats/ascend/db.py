@@ -14,9 +14,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import ascend_db_comm, ascend_db_events, ascend_db_kernels, schema
-from dynprof_nb.traces.dbfile import DbFile, connect, int_or_none, ns, raw, text
+from dynprof_nb.traces import schema
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning, warn
+from dynprof_nb.traces.formats.ascend import (
+    db_comm as ascend_db_comm,
+)
+from dynprof_nb.traces.formats.ascend import (
+    db_events as ascend_db_events,
+)
+from dynprof_nb.traces.formats.ascend import (
+    db_kernels as ascend_db_kernels,
+)
+from dynprof_nb.traces.formats.common.sqlite import DbFile, connect, int_or_none, ns, raw, text
 from dynprof_nb.traces.intervals import overlap_breakdown, steps_of, stream_wait
 
 __all__ = ["AscendDb", "connect", "overlap_breakdown"]

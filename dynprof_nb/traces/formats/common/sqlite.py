@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import budget
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning, warn
+from dynprof_nb.traces.formats.common import budget
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DAMAGED = "the database is truncated, damaged or of an unknown schema version; re-export it"

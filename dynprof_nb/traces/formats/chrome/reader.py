@@ -24,11 +24,13 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import budget, fastjson, schema
-from dynprof_nb.traces._time import NA_NS, NS_MAX_US, tokens_us_to_ns
-from dynprof_nb.traces.derive import DEVICE_CATS
+from dynprof_nb.traces import schema
 from dynprof_nb.traces.errors import TraceFormatError
-from dynprof_nb.traces.repair import check_text_like, first_byte, repair_json
+from dynprof_nb.traces.formats.chrome import pieces as fastjson
+from dynprof_nb.traces.formats.chrome.repair import check_text_like, first_byte, repair_json
+from dynprof_nb.traces.formats.common import budget
+from dynprof_nb.traces.formats.common.timestamps import NA_NS, NS_MAX_US, tokens_us_to_ns
+from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS
 
 KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
 _NULL = msgspec.Raw(b"null")

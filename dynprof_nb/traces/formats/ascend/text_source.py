@@ -7,13 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import ascend, derive, mindspore, schema
-from ..discover import MEMORY_CSVS, WindowFiles
-from .base import Provides, Read, Source
-from .kineto import read_traces, traces_alone
+from ... import schema
+from ...discover import MEMORY_CSVS, WindowFiles
+from ..base import Provides, Read, Source
+from ..chrome.source import read_traces, traces_alone
+from ..derived import from_events as derive
+from ..mindspore import framework as mindspore
+from . import text as ascend
 
 if TYPE_CHECKING:
-    from ..window import TraceWindow
+    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:

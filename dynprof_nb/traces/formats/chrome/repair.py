@@ -13,7 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .errors import TraceFormatError
+from ...errors import TraceFormatError
 
 _STRING_OR_BARE = re.compile(
     r'"(?:[^"\\]|\\[\s\S])*"'

@@ -40,9 +40,13 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from . import chrome, derive, fastjson, schema, stream
-from ._time import NA_NS
-from .derive import DEVICE_CATS
+from ... import schema
+from ..common.timestamps import NA_NS
+from ..derived import from_events as derive
+from ..derived.from_events import DEVICE_CATS
+from . import pieces as fastjson
+from . import reader as chrome
+from . import summaries as stream
 
 OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
 VERSION = 1
@@ -67,7 +71,7 @@ def cache_root() -> Path:
     """The frame cache's directory (:func:`.cache.cache_dir`: ``~`` expanded, made absolute, so
     a later ``os.chdir`` loses no partition), or with the cache off (``DYNPROF_NB_CACHE=off``)
     ``<tmp>/dynprof_nb-<uid>``: never a folder named ``off`` in the working directory."""
-    from .cache import cache_dir
+    from ...cache import cache_dir
 
     d = cache_dir()
     if d is None:
@@ -121,8 +125,8 @@ def _private_parent(parent: Path) -> Path:
 
 
 def _elsewhere(d: Path, why: str) -> Path:
-    from .cache import CacheWarning
-    from .errors import warn
+    from ...cache import CacheWarning
+    from ...errors import warn
 
     fresh = Path(tempfile.mkdtemp(prefix="dynprof_nb-parts-"))
     warn(

@@ -20,7 +20,12 @@ from .base import FileReader, FrameReader, Provides, Read, Source  # noqa: F401 
 
 
 def _registry() -> list[Source]:
-    from . import ascend_db, ascend_text, derived, key_averages, kineto, mindspore
+    from .ascend import db_source as ascend_db
+    from .ascend import text_source as ascend_text
+    from .chrome import source as kineto
+    from .derived import source as derived
+    from .key_averages import source as key_averages
+    from .mindspore import source as mindspore
 
     return [
         ascend_db.SOURCE,

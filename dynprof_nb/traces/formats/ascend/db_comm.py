@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import ascend_bandwidth, schema
-from dynprof_nb.traces.dbfile import DbFile, enum, ns, raw, text
+from dynprof_nb.traces import schema
+from dynprof_nb.traces.formats.ascend import bandwidth as ascend_bandwidth
+from dynprof_nb.traces.formats.common.sqlite import DbFile, enum, ns, raw, text
 from dynprof_nb.traces.intervals import steps_of
 
 # communication task types that wait rather than move data (the rest count as transit)

@@ -40,9 +40,9 @@ from typing import Any
 
 import pandas as pd
 
-from .budget import parse_size
-from .errors import collected_warnings, warn
-from .frame_codec import META_KEY, Unsupported, decode, encode, same
+from ..errors import collected_warnings, warn
+from ..formats.common.budget import parse_size
+from .codec import META_KEY, Unsupported, decode, encode, same
 
 # Bump when a reader's output changes in a way the package version would not show (a fix
 # between releases): every entry written before is then a miss.
@@ -200,7 +200,7 @@ def _key(window: Any, kind: str) -> str | None:
             )
     except (OSError, RuntimeError):  # a file went away: the reader says so, uncached
         return None
-    from .. import __version__
+    from dynprof_nb import __version__
 
     material = {
         "reader": READER_VERSION,

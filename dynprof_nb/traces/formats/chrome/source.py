@@ -9,15 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import cache, schema
-from ..discover import WindowFiles
-from ..ooc import events_out_of_core
-from ..stream import fill_streamed
-from .base import Provides, Read, Source
-from .derived import events_with_steps
+from ... import cache, schema
+from ...discover import WindowFiles
+from ..base import Provides, Read, Source
+from ..derived.source import events_with_steps
+from .out_of_core import events_out_of_core
+from .summaries import fill_streamed
 
 if TYPE_CHECKING:
-    from ..window import TraceWindow
+    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:

@@ -42,11 +42,16 @@ import pandas as pd
 
 from dynprof_nb.protocol import STEP_PREFIX, STEP_RE
 
-from . import budget, chrome, derive, fastjson, ops, schema
-from ._time import NA_NS
-from .derive import DEVICE_CATS
-from .errors import TraceRepairWarning, warn
-from .ops import NON_OP_CATS, table_from_sums
+from ... import schema
+from ...errors import TraceRepairWarning, warn
+from ..common import budget
+from ..common.timestamps import NA_NS
+from ..derived import from_events as derive
+from ..derived import op_table as ops
+from ..derived.from_events import DEVICE_CATS
+from ..derived.op_table import NON_OP_CATS, table_from_sums
+from . import pieces as fastjson
+from . import reader as chrome
 
 STREAM_ENV = "DYNPROF_NB_STREAM"
 #: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.traces import schema
-from dynprof_nb.traces.dbfile import DbFile, IntColumn, ns, raw
+from dynprof_nb.traces.formats.common.sqlite import DbFile, IntColumn, ns, raw
 from dynprof_nb.traces.intervals import steps_of, stream_wait
 
 TASK_COLS = [

@@ -10,10 +10,10 @@ import pandas as pd
 
 from dynprof_nb.protocol import STEP_RE
 
-from . import comm as comm_names
-from . import schema
-from .intervals import intersect_us, union_us
-from .partitioned import rows as ooc_rows
+from ... import comm as comm_names
+from ... import schema
+from ...intervals import intersect_us, union_us
+from ...partitioned import rows as ooc_rows
 
 #: Every category Kineto writes for activity on a device: CUDA/ROCm kernels, copies and sets,
 #: the device side of a CUDA synchronisation (on the stream's lane, as HTA counts it), and MTIA's

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import ascend_db_comm, schema
-from dynprof_nb.traces.dbfile import DbFile, enum, ns, raw, text
+from dynprof_nb.traces import schema
+from dynprof_nb.traces.formats.ascend import db_comm as ascend_db_comm
+from dynprof_nb.traces.formats.common.sqlite import DbFile, enum, ns, raw, text
 
 # trace_view.json's device pids: (host pid << 10) | (process sort index << 5) | device id
 _HW_SORT, _HCCL_SORT = 13, 15

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .. import schema
-from ..ascend_db import AscendDb
-from ..discover import WindowFiles
-from .base import Provides, Read, Source
-from .derived import events_with_steps
+from ... import schema
+from ...discover import WindowFiles
+from ..base import Provides, Read, Source
+from ..derived.source import events_with_steps
+from .db import AscendDb
 
 if TYPE_CHECKING:
-    from ..window import TraceWindow
+    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:
