@@ -577,7 +577,7 @@ class ClusterJob(Controller):
     def stacks(self, timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
         """The stack of every thread of every live rank on every node, each node's agent
         taking its own (see ``Job.stacks``); ranks no node answered for are in ``.silent``."""
-        return cluster_stacks(self, timeout)
+        return cluster_stacks(self.name, self._run, self._rows, self.feed.labels, timeout)
 
     @property
     def last_stacks(self) -> StackFrame | None:

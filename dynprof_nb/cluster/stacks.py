@@ -13,20 +13,33 @@ well under the 60 s floor).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, stall
 
 if TYPE_CHECKING:
     from dynprof_nb.analysis.stacks import StackFrame
-    from dynprof_nb.cluster.controller import ClusterJob
 
 
-def cluster_stacks(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
+#: ``ask(operation, payload) -> (answers, errors)``: one operation on every node's agent
+Ask = Callable[[str, dict[str, Any]], tuple[list[dict[str, Any]], list[str]]]
+
+
+def cluster_stacks(
+    name: str,
+    ask: Ask,
+    rows_of: Callable[[], list[dict[str, Any]]],
+    labels_of: Callable[[], dict[str, str]],
+    timeout: float = DUMP_TIMEOUT_S,
+) -> StackFrame:
+    """Job ``name``'s stacks: ``ask`` runs the ``stacks`` operation on the agents, ``rows_of``
+    gives the pushed status rows and ``labels_of`` the nodes' names (``ClusterJob`` passes its
+    own, so this module needs no import of the controller that imports it)."""
     from dynprof_nb.analysis.stacks import StackFrame
 
-    answers, errors = job._run("stacks", {"job": job.name, "timeout_s": float(timeout)})
-    labels = job.feed.labels()
+    answers, errors = ask("stacks", {"job": name, "timeout_s": float(timeout)})
+    labels = labels_of()
     rows: list[dict[str, Any]] = []
     silent: list[dict[str, Any]] = []
     answered: set[tuple[str, int]] = set()
@@ -39,10 +52,10 @@ def cluster_stacks(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S) -> StackFra
             silent.append(dict(quiet, node=node))
             answered.add((node, quiet["pid"]))
     why = "its node's agent did not answer" + (f" ({'; '.join(errors)})" if errors else "")
-    for row in job._rows():
+    for row in rows_of():
         if row.get("alive") and (row["node"], row["pid"]) not in answered:
             silent.append({"rank": row["rank"], "node": row["node"], "pid": row["pid"], "why": why})
-    return StackFrame.from_rows(rows, silent, job=job.name)
+    return StackFrame.from_rows(rows, silent, job=name)
 
 
 def cluster_stall(

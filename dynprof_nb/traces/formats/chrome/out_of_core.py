@@ -1,7 +1,7 @@
 """The ``events`` frame of a trace too big for memory, as a Dask DataFrame over Parquet
 partitions (issue 25 item 2).
 
-One pass over the decoded pieces (:class:`.stream._Reducer`, which also gives the window's
+One pass over the decoded pieces (:class:`.stream.Reducer`, which also gives the window's
 ops, steps and kernels when it has none yet) writes the piece columns as they come, as raw
 codes, to Parquet files of ``PART_ROWS`` rows. What a row's final columns need from the whole
 file is known only after the pass, and is small: the code tables (names, categories, process and
@@ -179,7 +179,7 @@ def prune() -> int:
     return _prune(cache_root() / "events-parts")
 
 
-class _Writer(stream._Reducer):
+class _Writer(stream.Reducer):
     """The reducer, also writing every piece's columns to Parquet partitions."""
 
     def __init__(self, base: Any, out: Path, host: bool) -> None:
@@ -218,7 +218,7 @@ class _Writer(stream._Reducer):
             picked = [args[i] for i in coll]
             for name in _COLL_FLOATS:
                 full = np.full(n, np.nan)
-                full[sel] = [chrome._int_or_nan(getattr(a, name)) for a in picked]
+                full[sel] = [chrome.int_or_nan(getattr(a, name)) for a in picked]
                 cols[name] = full
             for name in _COLL_TEXTS:
                 obj = np.full(n, None, dtype=object)
@@ -257,18 +257,18 @@ class _Writer(stream._Reducer):
 
 class _Partition:
     """Builds one partition of the events frame from its Parquet file (the columns
-    chrome._events_frame, chrome._link_columns and window._load_events give)."""
+    chrome.events_frame, chrome._link_columns and window._load_events give)."""
 
     def __init__(self, w: _Writer, iv: pd.DataFrame) -> None:
         self.dir = w.out
         self.iv = iv
         self.cats: dict[str, tuple[np.ndarray, pd.Index]] = {}
         for col, table in (("name", w.name_t), ("cat", w.cat_t), ("ph", w.ph_t)):
-            labels = [stream._label(k) for k in table]
+            labels = [stream.label_of(k) for k in table]
             uniq, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
             self.cats[col] = (inverse.astype(np.int32).reshape(-1), pd.Index(uniq, dtype=object))
-        self.pid = chrome._ids(np.arange(len(w.pid_t)), w.pid_t)
-        self.tid = chrome._ids(np.arange(len(w.tid_t)), w.tid_t)
+        self.pid = chrome.table_ids(np.arange(len(w.pid_t)), w.pid_t)
+        self.tid = chrome.table_ids(np.arange(len(w.tid_t)), w.tid_t)
         proc_names, thread_names = chrome.metadata_labels(w.meta_rows)
         # process: a label per pid code; thread: per (pid, tid) pair that occurs
         pids = list(w.pid_t)
@@ -397,9 +397,9 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
     _prune(out.parent, out)
     gc_was = gc.isenabled()
     gc.disable()
-    close: Callable[[], None] = stream._nothing
+    close: Callable[[], None] = stream.nothing
     try:
-        top, pieces, close, notes = stream._pieces(path)
+        top, pieces, close, notes = stream.open_pieces(path)
         acc = _Writer(top.baseTimeNanoseconds, out, host=with_summaries)
         acc.on_piece = acc.piece
         for piece in pieces:

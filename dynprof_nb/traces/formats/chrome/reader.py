@@ -126,7 +126,7 @@ class _MemArgs(msgspec.Struct, gc=False):
     device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
-#: Which of the keys a row needs to be a link row (see ``_Columns._add_links``) an event's args
+#: Which of the keys a row needs to be a link row (see ``Columns._add_links``) an event's args
 #: hold: ``{}`` for nearly every event of a file without links (Ascend, MindSpore), an empty
 #: dict being cheaper to make and to test than a :class:`_LinkArgs` of seven fields.
 _LinkKeys = TypedDict(
@@ -140,7 +140,7 @@ _NO_LINK = _LinkArgs()
 class _LinkKeysEvent(_NumberDurEvent, gc=False):
     """:class:`_NumberDurEvent` with ``args`` read as :class:`_LinkKeys` in the piece's own
     decode (an empty dict for an event without link keys; no raw copy, no second decode).
-    Only for a piece that needs nothing else from its args: see ``_Columns._decode``."""
+    Only for a piece that needs nothing else from its args: see ``Columns._decode``."""
 
     args: _LinkKeys | None = None
 
@@ -334,7 +334,7 @@ def _load_streaming(path: Path) -> ChromeTrace | None:
         gc.disable()
         try:
             top, pieces = fastjson.file_pieces(fh, size)
-            acc = _Columns()
+            acc = Columns()
             for piece in pieces:
                 acc.add(piece)
         except (fastjson.NotFast, msgspec.DecodeError, OSError):
@@ -384,9 +384,9 @@ def parse_chrome_bytes(
     return acc.finish(str(Path(path)), top, notes)
 
 
-def _decode(data: bytes) -> tuple[fastjson.Top, _Columns | None]:
+def _decode(data: bytes) -> tuple[fastjson.Top, Columns | None]:
     """Decode every event piece into columns; the pieces come from :mod:`.fastjson`."""
-    acc = _Columns()
+    acc = Columns()
     try:
         top, pieces = fastjson.event_pieces(data)
         for piece in pieces:
@@ -397,7 +397,7 @@ def _decode(data: bytes) -> tuple[fastjson.Top, _Columns | None]:
     top, pieces = fastjson.split_pieces(data)  # raises DecodeError on invalid JSON
     if pieces is None:
         return top, None
-    acc = _Columns()
+    acc = Columns()
     acc.how = "split"
     for piece in pieces:
         acc.add(piece)
@@ -472,7 +472,7 @@ def _dur_ns(values: list, loose: bool) -> np.ndarray:
         return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
 
 
-class _Columns:
+class Columns:
     """Column accumulator: one call per decoded piece, ``finish`` builds the frame."""
 
     def __init__(self) -> None:
@@ -659,7 +659,7 @@ class _Columns:
         if base:
             ts = np.where(ts == NA_NS, NA_NS, ts + base)
         ph_counts = {str(k): int(n) for k, n in zip(self.ph_t, self.ph_count, strict=True)}
-        ev = _events_frame(c, self, ts)
+        ev = events_frame(c, self, ts)
         _link_columns(ev, self)
         meta = {
             "distributedInfo": top.distributedInfo,
@@ -670,13 +670,13 @@ class _Columns:
         }
         counters = (list(self.cnt_t), self.counter_parts)
         if self.bad_ts:
-            notes = [*notes, _bad_ts_note(self.bad_ts, self.bad_ts_example)]
+            notes = [*notes, bad_ts_note(self.bad_ts, self.bad_ts_example)]
         return ChromeTrace(
             path, ev, meta, ph_counts, notes, base, counters, self.memory_parts, self.read_path()
         )
 
 
-def _bad_ts_note(count: int, example: bytes) -> str:
+def bad_ts_note(count: int, example: bytes) -> str:
     return (
         f"{count} events have a ts that is not a time dynprof_nb can hold (first: "
         f"{example.decode('ascii', 'replace')}): their ts_ns is NA. Times are int64 ns, which "
@@ -726,7 +726,7 @@ def _from_lut(lut: np.ndarray, codes: np.ndarray, categories: np.ndarray) -> pd.
     )
 
 
-def _ids(codes: np.ndarray, table: dict) -> np.ndarray:
+def table_ids(codes: np.ndarray, table: dict) -> np.ndarray:
     """int64 when every id is an integer, else an object array (becomes a categorical)."""
     keys = list(table)
     if all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
@@ -754,11 +754,11 @@ def metadata_labels(meta_rows: list) -> tuple[dict, dict]:
     return proc_names, thread_names
 
 
-def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
+def events_frame(c: dict, acc: Columns, ts: np.ndarray) -> pd.DataFrame:
     proc_names, thread_names = metadata_labels(acc.meta_rows)
     pid_c, tid_c = c["pid"], c["tid"]  # codes index as they are: no int64 copy of each
-    pid = _ids(pid_c, acc.pid_t)
-    tid = _ids(tid_c, acc.tid_t)
+    pid = table_ids(pid_c, acc.pid_t)
+    tid = table_ids(tid_c, acc.tid_t)
     frame = pd.DataFrame(
         {
             "name": _categorical(c["name"], acc.name_t),
@@ -778,11 +778,11 @@ def _events_frame(c: dict, acc: _Columns, ts: np.ndarray) -> pd.DataFrame:
     return frame
 
 
-def _int_or_nan(v: Any) -> float:
+def int_or_nan(v: Any) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else np.nan
 
 
-def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
+def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
     """Add ``correlation``, ``launch_ns`` and ``stream_arg`` (the ``args.stream`` HTA files
     device activity by) to Kineto traces, and the collective columns (NCCL).
 
@@ -795,11 +795,11 @@ def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
     rows = np.concatenate(acc.link_rows)
     n = len(ev)
     corr = np.array(
-        [_int_or_nan(a.correlation) if a is not None else np.nan for a in acc.link_args],
+        [int_or_nan(a.correlation) if a is not None else np.nan for a in acc.link_args],
         dtype=np.float64,
     )
     stream = np.array(
-        [_int_or_nan(a.stream) if a is not None else np.nan for a in acc.link_args],
+        [int_or_nan(a.stream) if a is not None else np.nan for a in acc.link_args],
         dtype=np.float64,
     )
     if (~np.isnan(stream)).any():
@@ -835,7 +835,7 @@ def _link_columns(ev: pd.DataFrame, acc: _Columns) -> None:
         args = [acc.link_args[i] for i in coll]
         for name in ("in_nelems", "out_nelems", "group_size"):
             full = np.full(n, np.nan)
-            full[sel] = [_int_or_nan(getattr(a, name)) for a in args]
+            full[sel] = [int_or_nan(getattr(a, name)) for a in args]
             ev[name] = full
         for name in ("collective", "dtype"):
             obj = np.full(n, None, dtype=object)

@@ -1,7 +1,7 @@
 """A Kineto window's ``ops``, ``steps`` and ``kernels`` in one pass over its decoded pieces,
 without the ``events`` frame (issue 25: a 5 GB trace summarised in less memory than the file).
 
-The Chrome reader's piece decoding (:class:`.chrome._Columns`, fed by :mod:`.fastjson`) runs as
+The Chrome reader's piece decoding (:class:`.chrome.Columns`, fed by :mod:`.fastjson`) runs as
 usual, but each decoded piece is reduced at once and its columns dropped:
 
 - host operations: per name exact int64 sums (count, total, min, max) and, to get self times,
@@ -109,11 +109,11 @@ def too_big(paths: list[Path]) -> bool:
     return size * FRAME_PER_BYTE > budget.load_memory() // 2
 
 
-def _nothing() -> None:
+def nothing() -> None:
     return None
 
 
-def _pieces(path: Path) -> tuple[fastjson.Top, Iterator[Any], Callable[[], None], list[str]]:
+def open_pieces(path: Path) -> tuple[fastjson.Top, Iterator[Any], Callable[[], None], list[str]]:
     """The trace's top object and its event pieces (read from the file as they are decoded;
     a gzip file is inflated first, within the reader's budgets)."""
     fh = open(path, "rb")  # noqa: SIM115 (closed by the returned close())
@@ -129,7 +129,7 @@ def _pieces(path: Path) -> tuple[fastjson.Top, Iterator[Any], Callable[[], None]
     fh.close()
     data, notes = chrome.read_bytes(path)
     top, pieces = fastjson.event_pieces(data)
-    return top, pieces, _nothing, notes
+    return top, pieces, nothing, notes
 
 
 def stream_trace(path: str | Path, comm_patterns: Any = None) -> Streamed:
@@ -139,10 +139,10 @@ def stream_trace(path: str | Path, comm_patterns: Any = None) -> Streamed:
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        close: Callable[[], None] = _nothing
+        close: Callable[[], None] = nothing
         try:
-            top, pieces, close, notes = _pieces(path)
-            acc = _Reducer(top.baseTimeNanoseconds)
+            top, pieces, close, notes = open_pieces(path)
+            acc = Reducer(top.baseTimeNanoseconds)
             for piece in pieces:
                 acc.add(piece)
         except (fastjson.NotFast, msgspec.DecodeError) as exc:
@@ -156,16 +156,16 @@ def stream_trace(path: str | Path, comm_patterns: Any = None) -> Streamed:
 
 
 def _int_or_nan(values: list) -> np.ndarray:
-    """chrome._int_or_nan of each value, in one conversion when all are numbers or None."""
+    """chrome.int_or_nan of each value, in one conversion when all are numbers or None."""
     if set(map(type, values)) <= {int, float, type(None)}:
         try:
             return np.array(values, np.float64)
         except OverflowError:
             pass
-    return np.array([chrome._int_or_nan(v) for v in values], np.float64)
+    return np.array([chrome.int_or_nan(v) for v in values], np.float64)
 
 
-def _label(key: Any) -> str:
+def label_of(key: Any) -> str:
     """A table key as the events frame's categories spell it (chrome._categorical)."""
     return "" if key is None else str(key)
 
@@ -179,7 +179,7 @@ class _Lut:
 
     def __call__(self, table: dict) -> np.ndarray:
         if len(self.values) < len(table):
-            new = [self.test(_label(k)) for k in list(table)[len(self.values) :]]
+            new = [self.test(label_of(k)) for k in list(table)[len(self.values) :]]
             self.values = np.concatenate([self.values, np.asarray(new, bool)])
         return self.values
 
@@ -215,7 +215,7 @@ class _HostSums:
         np.minimum.at(self.first, names, rows)
 
 
-class _Reducer(chrome._Columns):
+class Reducer(chrome.Columns):
     """The Chrome reader's piece decoding, each piece reduced as soon as it is decoded."""
 
     def __init__(self, base: Any, host: bool = True) -> None:
@@ -308,7 +308,7 @@ class _Reducer(chrome._Columns):
 
     # ---- after the pass -----------------------------------------------------------------------
     def processes(self) -> set[str]:
-        labels = {_label(k) for k in self.pid_t}
+        labels = {label_of(k) for k in self.pid_t}
         labels |= {str(label) for kind, _, _, label in self.meta_rows if kind == "process_name"}
         return labels
 
@@ -331,7 +331,7 @@ class _Reducer(chrome._Columns):
             "deviceProperties": top.deviceProperties,
         }
         if self.bad_ts:
-            notes = [*notes, chrome._bad_ts_note(self.bad_ts, self.bad_ts_example)]
+            notes = [*notes, chrome.bad_ts_note(self.bad_ts, self.bad_ts_example)]
         span = None if self.lo is None else (self.hi - self.lo) / 1e6
         return Streamed(
             self._ops(),
@@ -348,7 +348,7 @@ class _Reducer(chrome._Columns):
         """The device rows and step markers as events rows, with the link columns the whole
         frame would have (chrome._link_columns; a launch found in any piece)."""
         cat = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.lean.items()}
-        ev = chrome._events_frame(cat, self, cat["ts"])
+        ev = chrome.events_frame(cat, self, cat["ts"])
         if self.any_stream:
             ev["stream_arg"] = pd.array(cat["stream"], dtype="Float64").astype("Int64")
         if self.any_corr:
@@ -386,7 +386,7 @@ class _Reducer(chrome._Columns):
         self_ns = self._self_times(n, with_pyf)
         codes = np.flatnonzero(count)
         codes = codes[np.argsort(first[codes], kind="stable")]
-        labels = np.array([_label(k) for k in self.name_t], dtype=object)
+        labels = np.array([label_of(k) for k in self.name_t], dtype=object)
         per_code = pd.DataFrame(
             {
                 "count": count[codes],
