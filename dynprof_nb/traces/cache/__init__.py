@@ -7,7 +7,8 @@ or ``~/.cache/dynprof_nb``; ``0``/``off`` turns the cache off), never beside the
 is found by a hash of what could change the frame: every file the window's readers may read
 (resolved path, size, mtime_ns, ctime_ns, inode), the path as given, the communication patterns,
 the readers' ``DYNPROF_NB_*`` limits, this reader's version and the pandas/pyarrow versions. A
-window still being written (no complete manifest) is never cached.
+window still being written (no complete manifest) is never cached. The key is :mod:`.keys`'s
+(with the out-of-core partitions' key), the directory checks :mod:`.dirs`'s.
 
 Hostile by default: the directory is created 0700 and refused when it is a symlink or another
 user's; an entry is opened without following symlinks and must be a regular file of ours; an
@@ -18,7 +19,7 @@ so two processes at once each see a whole entry or none. The cache is bounded
 touches it) are removed after each write.
 
 Frames round-trip exactly (dtypes, categories with their dtype and order, nullable ints, object
-columns, the index, attrs: :mod:`dynprof_nb.traces.frame_codec`); a frame holding anything
+columns, the index, attrs: :mod:`.codec`); a frame holding anything
 else is not cached.
 """
 
@@ -32,9 +33,8 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
-from hashlib import sha256
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +43,10 @@ import pandas as pd
 from ..errors import collected_warnings, warn
 from ..formats.common.budget import parse_size
 from .codec import META_KEY, Unsupported, decode, encode, same
+from .dirs import private_dir
+from .keys import ENV_DIR, ENV_LIMIT, READER_VERSION, entry_key, window_paths  # noqa: F401
 
-# Bump when a reader's output changes in a way the package version would not show (a fix
-# between releases): every entry written before is then a miss.
-READER_VERSION = 1
 DEFAULT_LIMIT_BYTES = 2 * 1024**3
-ENV_DIR = "DYNPROF_NB_CACHE"
-ENV_LIMIT = "DYNPROF_NB_CACHE_SIZE"
 _OFF = ("0", "off", "no", "false", "none")
 _SUFFIX = ".parquet"
 _TMP_PREFIX = ".tmp-"
@@ -107,34 +104,15 @@ _refused: set[str] = set()
 
 def _usable_dir(create: bool = True) -> Path | None:
     """The cache directory, created 0700, or None (with one CacheWarning per directory) when it
-    is a symlink, not a directory or not ours."""
+    is a symlink, not a directory or not ours (:func:`.dirs.private_dir`)."""
     d = cache_dir()
     if d is None or not _have_pyarrow():
         return None
     try:
-        if create and not os.path.lexists(d):
-            d.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.mkdir(d, 0o700)
-            except FileExistsError:  # another process made it meanwhile
-                pass
-        st = os.lstat(d)
+        why = private_dir(d, create)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        return _refuse(d, f"it cannot be created or read ({exc.strerror})")
-    if stat.S_ISLNK(st.st_mode):
-        return _refuse(d, "it is a symlink (someone may be pointing it at their own files)")
-    if not stat.S_ISDIR(st.st_mode):
-        return _refuse(d, "it is not a directory")
-    if st.st_uid != os.geteuid():
-        return _refuse(d, f"it belongs to uid {st.st_uid}, not to you")
-    if st.st_mode & 0o077:
-        try:
-            os.chmod(d, 0o700)
-        except OSError as exc:
-            return _refuse(d, f"others can read it and it cannot be made private ({exc})")
-    return d
+    return d if why is None else _refuse(d, why)
 
 
 @functools.cache
@@ -158,84 +136,6 @@ def _refuse(d: Path, why: str) -> None:
     return None
 
 
-# ---- what -----------------------------------------------------------------------------------
-def _paths(files: Any) -> Iterator[Path]:
-    """Every file a window's readers may read: the paths in its ``WindowFiles`` (whatever
-    fields it has), its window.json and the analysis.db a reader looks for beside a db."""
-    for f in fields(files):
-        if f.name in ("root", "outside"):  # the folder itself; symlinks that are never read
-            continue
-        value = getattr(files, f.name)
-        if isinstance(value, dict):
-            value = list(value.values())
-        for v in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(v, Path):
-                yield v
-    root = Path(files.root)
-    for extra in [root / "window.json"] + (
-        [Path(files.db).parent / "analysis.db"] if getattr(files, "db", None) else []
-    ):
-        if extra.is_file():
-            yield extra
-
-
-def _key(window: Any, kind: str) -> str | None:
-    """The entry name for ``kind`` of ``window``, or None when it must not be cached."""
-    files = getattr(window, "files", None)
-    if files is None or getattr(files, "incomplete", None):
-        return None
-    try:
-        seen = []
-        for p in sorted({str(p) for p in _paths(files)}):
-            st = os.stat(p)
-            seen.append(
-                [
-                    str(Path(p).resolve()),
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ctime_ns,
-                    st.st_ino,
-                    st.st_dev,
-                ]
-            )
-    except (OSError, RuntimeError):  # a file went away: the reader says so, uncached
-        return None
-    from dynprof_nb import __version__
-
-    material = {
-        "reader": READER_VERSION,
-        "package": __version__,
-        "pandas": pd.__version__,
-        "pyarrow": _pyarrow_version(),
-        "class": type(window).__qualname__,
-        "path": str(window.path),
-        "kind": kind,
-        "patterns": list(getattr(window, "comm_patterns", ())),
-        "identity": [
-            files.rank,
-            files.device,
-            files.framework_name,
-            files.start_step,
-            files.stop_step,
-        ],
-        "files": seen,
-        # the readers' limits (DYNPROF_NB_GZIP_RATIO, ...): a load under other limits is another
-        # load (a frame read under a large one must not answer a load that a small one refuses)
-        "limits": sorted(
-            (k, v)
-            for k, v in os.environ.items()
-            if k.startswith("DYNPROF_NB_") and k not in (ENV_DIR, ENV_LIMIT)
-        ),
-    }
-    return sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:40]
-
-
-def _pyarrow_version() -> str:
-    import pyarrow
-
-    return pyarrow.__version__
-
-
 # ---- the hook ---------------------------------------------------------------------------------
 # warnings repeated from cache entries, per window: each is said once per window, as a parse
 # says it once (the traces are parsed once per window)
@@ -247,7 +147,7 @@ def through(window: Any, kind: str, build: Callable[[], pd.DataFrame]) -> pd.Dat
     """Frame ``kind`` of ``window``: from its cache entry when there is a good one, else
     ``build()`` (whose warnings are said as usual), then stored for the next load."""
     d = _usable_dir()
-    key = _key(window, kind) if d is not None else None
+    key = entry_key(window, kind) if d is not None else None
     if key is not None:
         hit = _read(d, key)
         if hit is not None:
@@ -267,7 +167,7 @@ def identify(window: Any, read: Callable[[], Any]) -> None:
     """``read()``, which sets ``window.rank`` and ``window.framework`` from its trace (parsing
     it), or those two from the cache entry of an earlier ``read()`` of the same files."""
     d = _usable_dir()
-    key = _key(window, "identity") if d is not None else None
+    key = entry_key(window, "identity") if d is not None else None
     if key is not None:
         hit = _read(d, key)
         if hit is not None:
@@ -389,7 +289,7 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
         key=key,
         kind=kind,
         window=str(Path(window.path).resolve()),
-        files=sorted({str(Path(p).resolve()) for p in _paths(window.files)}),
+        files=sorted({str(Path(p).resolve()) for p in window_paths(window.files)}),
         written=time.time(),
     )
     if not meta.pop("exact", True):

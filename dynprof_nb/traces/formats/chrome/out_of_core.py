@@ -1,7 +1,7 @@
 """The ``events`` frame of a trace too big for memory, as a Dask DataFrame over Parquet
 partitions (issue 25 item 2).
 
-One pass over the decoded pieces (:class:`.stream.Reducer`, which also gives the window's
+One pass over the decoded pieces (:class:`.summaries.Reducer`, which also gives the window's
 ops, steps and kernels when it has none yet) writes the piece columns as they come, as raw
 codes, to Parquet files of ``PART_ROWS`` rows. What a row's final columns need from the whole
 file is known only after the pass, and is small: the code tables (names, categories, process and
@@ -12,25 +12,22 @@ the in-memory events frame, column for column, dtype for dtype (categories inclu
 
 Where: ``<cache root>/events-parts/<key>/`` (the cache root is ``$DYNPROF_NB_CACHE``, else
 ``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``; the key names the file by path,
-size, mtime and this module's ``VERSION``, and by the load's host and pid). A directory goes
+size, mtime, ctime and inode and the partitions' version:
+:func:`dynprof_nb.traces.cache.keys.partition_key`; and by the load's host and pid:
+:mod:`dynprof_nb.traces.cache.partitions`). A directory goes
 when the frame built on it (and every frame derived from it) is collected, or at the next
 load once its process has ended: another kernel's live frame keeps its files.
 
 When: ``DYNPROF_NB_OUT_OF_CORE=1`` always, ``=0`` never; otherwise when the events frame would
-not fit (:func:`.stream.wanted`).
+not fit (:func:`.summaries.wanted`).
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import os
 import shutil
-import socket
-import stat
-import tempfile
-import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ... import schema
+from ...cache import partitions
 from ..common.timestamps import NA_NS
 from ..derived import from_events as derive
 from ..derived.from_events import DEVICE_CATS
@@ -49,9 +47,7 @@ from . import reader as chrome
 from . import summaries as stream
 
 OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
-VERSION = 1
 PART_ROWS = 1_000_000
-STALE_S = 7 * 24 * 3600.0  # a partition directory no host's live process can hold
 
 
 class PartitionsGone(RuntimeError):
@@ -67,116 +63,13 @@ NOTE = (
 )
 
 
-def cache_root() -> Path:
-    """The frame cache's directory (:func:`.cache.cache_dir`: ``~`` expanded, made absolute, so
-    a later ``os.chdir`` loses no partition), or with the cache off (``DYNPROF_NB_CACHE=off``)
-    ``<tmp>/dynprof_nb-<uid>``: never a folder named ``off`` in the working directory."""
-    from ...cache import cache_dir
-
-    d = cache_dir()
-    if d is None:
-        d = Path(tempfile.gettempdir()) / f"dynprof_nb-{os.geteuid()}"
-    return d.absolute()
-
-
 def wanted(paths: list[Path]) -> bool:
     """Whether these traces' events go out of core: by ``DYNPROF_NB_OUT_OF_CORE``, else when
-    the frame would not fit (:func:`.stream.too_big`)."""
+    the frame would not fit (:func:`.summaries.too_big`)."""
     force = os.environ.get(OOC_ENV, "").strip()
     if force in ("0", "1"):
         return force == "1"
     return stream.too_big(paths)
-
-
-_HOST = socket.gethostname().replace("-", "_")[:32]
-
-
-def _part_dir(path: Path) -> Path:
-    """A new directory for this load's partitions: named by the file (path, size, mtime,
-    ``VERSION``) and by this load (host, pid), so two kernels loading one trace never share
-    one and a later load can tell whether the process that made it still runs."""
-    st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{VERSION}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-    name = f"{digest}-{_HOST}-{os.getpid()}-{os.urandom(4).hex()}"
-    return cache_root() / "events-parts" / name
-
-
-def _private_parent(parent: Path) -> Path:
-    """``parent`` (``<root>/events-parts``), created 0700; where the root or it is a symlink,
-    not a directory or another user's (someone squatting ``/tmp/dynprof_nb-<uid>``), a fresh
-    private temporary directory instead, with a CacheWarning: partitions are read back later,
-    so they must never be where someone else can swap them."""
-    for d in (parent.parent, parent):
-        try:
-            if not os.path.lexists(d):
-                d.parent.mkdir(parents=True, exist_ok=True)
-                os.mkdir(d, 0o700)
-            st = os.lstat(d)
-        except FileExistsError:  # made meanwhile by another load: checked below
-            st = os.lstat(d)
-        except OSError as exc:
-            return _elsewhere(d, f"it cannot be created ({exc.strerror})")
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            return _elsewhere(d, "it is a symlink or not a directory")
-        if st.st_uid != os.geteuid():
-            return _elsewhere(d, f"it belongs to uid {st.st_uid}, not to you")
-    return parent
-
-
-def _elsewhere(d: Path, why: str) -> Path:
-    from ...cache import CacheWarning
-    from ...errors import warn
-
-    fresh = Path(tempfile.mkdtemp(prefix="dynprof_nb-parts-"))
-    warn(
-        CacheWarning(
-            f"not writing out-of-core partitions under {d}: {why}; using {fresh} for this "
-            "load. Set DYNPROF_NB_CACHE to a directory of yours."
-        ),
-        stacklevel=4,
-    )
-    return fresh
-
-
-def _dead(d: Path, now: float) -> bool:
-    """Whether partition directory ``d`` can go: its process (on this host) has ended, or it
-    is older than ``STALE_S`` (another host's, or a name from an older version)."""
-    parts = d.name.split("-")
-    if len(parts) == 4 and parts[1] == _HOST and parts[2].isdigit():
-        try:
-            os.kill(int(parts[2]), 0)
-        except ProcessLookupError:
-            return True
-        except OSError:  # alive, another user's
-            return False
-        return False
-    try:
-        return now - d.stat().st_mtime > STALE_S
-    except OSError:
-        return False
-
-
-def _prune(parent: Path, keep: Path | None = None) -> int:
-    """Remove the partition directories of loads whose process has ended (how many): never a
-    live frame's (another kernel's, or one this process still holds, which goes when its
-    frame is collected: :func:`write_partitions`)."""
-    now = time.time()
-    try:
-        names = list(parent.iterdir())
-    except OSError:
-        return 0
-    removed = 0
-    for d in names:
-        if d != keep and d.is_dir() and not d.is_symlink() and _dead(d, now):
-            shutil.rmtree(d, ignore_errors=True)
-            removed += 1
-    return removed
-
-
-def prune() -> int:
-    """Remove the partitions of loads that have ended (``dynprof cache --clear``): how many."""
-    return _prune(cache_root() / "events-parts")
 
 
 class _Writer(stream.Reducer):
@@ -388,13 +281,10 @@ class _Partition:
 
 def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tuple[Any, Any]:
     """Decode ``path`` once into Parquet partitions: (the Dask frame, the streamed summaries
-    or None). Raises :class:`.stream.NotStreamable` where the trace must be read whole."""
+    or None). Raises :class:`.summaries.NotStreamable` where the trace must be read whole."""
     import dask.dataframe as dd
 
-    out = _part_dir(path)
-    out = _private_parent(out.parent) / out.name
-    out.mkdir(mode=0o700)
-    _prune(out.parent, out)
+    out = partitions.new_dir(path)
     gc_was = gc.isenabled()
     gc.disable()
     close: Callable[[], None] = stream.nothing
