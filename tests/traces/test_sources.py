@@ -197,3 +197,13 @@ def test_a_damaged_key_averages_table_is_a_trace_format_error(tmp_path):
     path.write_text("just text\n")
     with pytest.raises(TraceFormatError, match="not a key_averages"):
         dynprof_nb.load_trace(path)
+
+
+def test_the_window_is_the_readers_context():
+    """The formats' readers are typed against ``ReadContext`` / ``OpenContext`` (formats/base.py),
+    never the concrete window: the window implements both, so a format imports no window."""
+    from dynprof_nb.traces.formats.base import OpenContext, ReadContext
+
+    w = dynprof_nb.load_trace(KINETO)
+    assert isinstance(w, ReadContext) and isinstance(w, OpenContext)
+    assert not isinstance(object(), ReadContext)

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
+
 from ..discover import WindowFiles
-from .base import FileReader, FrameReader, Provides, Read, Source  # noqa: F401  (the API)
+from .base import FileReader, FrameReader, Provides, Read, ReadContext, Source  # noqa: F401
 
 
 def _registry() -> list[Source]:
@@ -81,3 +83,16 @@ def source_of(path: str | Path) -> Source | None:
 def lone_file_reader(path: Path) -> Source | None:
     """The source that reads ``path`` alone with a reader of its own, if any."""
     return next((s for s in SOURCES if s.read_file is not None and s.owns(path)), None)
+
+
+def read_table(w: ReadContext, kind: str) -> pd.DataFrame:
+    """Side table ``kind`` of window ``w`` (``links``, ``bandwidth``, ``memory_copies``): the
+    first registered source that declares it and has it (in registry order, whether or not the
+    window's files were detected as that source, as a lone file's table is asked for too)."""
+    for s in SOURCES:
+        reader = s.tables.get(kind)
+        if reader is not None:
+            table = reader(w)
+            if table is not None:
+                return table
+    raise KeyError(f"no registered source reads the side table {kind!r}")

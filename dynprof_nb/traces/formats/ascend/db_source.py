@@ -1,23 +1,20 @@
 """Ascend's profiler database (``ascend_{pytorch,mindspore}_profiler_N.db``, ``msprof_*.db``,
 beside ``analysis.db``): when a window has one, every frame it holds is read from it (one
-export), by :class:`~dynprof_nb.traces.ascend_db.AscendDb`."""
+export), by :class:`~dynprof_nb.traces.formats.ascend.db.AscendDb`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ... import schema
 from ...discover import WindowFiles
-from ..base import Provides, Read, Source
-from ..derived.source import events_with_steps
+from ..base import OpenContext, Provides, Read, ReadContext, Source
+from ..derived.steps import events_with_steps
+from . import links
 from .db import AscendDb
-
-if TYPE_CHECKING:
-    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:
@@ -28,7 +25,7 @@ def _detect(files: WindowFiles) -> bool:
     return files.db is not None
 
 
-def _noted(w: TraceWindow, kind: str, frame: pd.DataFrame, tables: str) -> Read:
+def _noted(w: ReadContext, kind: str, frame: pd.DataFrame, tables: str) -> Read:
     """The frame, with its note: the db's files, or what is missing; the path the db took."""
     adb = w.database()
     files = [adb.path] + (
@@ -47,14 +44,14 @@ def _noted(w: TraceWindow, kind: str, frame: pd.DataFrame, tables: str) -> Read:
 
 
 def _reader(kind: str, read: Callable[[AscendDb], pd.DataFrame], tables: str):
-    def read_frame(w: TraceWindow) -> Read:
+    def read_frame(w: ReadContext) -> Read:
         return _noted(w, kind, read(w.database()), tables)
 
     read_frame.__qualname__ = f"read_{kind}"
     return read_frame
 
 
-def _events(w: TraceWindow) -> Read:
+def _events(w: ReadContext) -> Read:
     ev, path = _noted(
         w, "events", w.database().api_events(), "PYTORCH_API, CANN_API, TASK and COMMUNICATION_OP"
     )
@@ -63,7 +60,7 @@ def _events(w: TraceWindow) -> Read:
     return events_with_steps(w, ev), path
 
 
-def _open(w: TraceWindow) -> bool:
+def _open(w: OpenContext) -> bool:
     """A lone .db: its rank and device now (reading the table list validates the file)."""
     if w.files.db is None:
         return False
@@ -95,4 +92,9 @@ SOURCE = Source(
     },
     identity="RANK_DEVICE_MAP (rank) and TASK (device) of the database",
     open_file=_open,
+    tables={
+        "links": links.db_links,
+        "bandwidth": links.db_bandwidth,
+        "memory_copies": links.db_memory_copies,
+    },
 )

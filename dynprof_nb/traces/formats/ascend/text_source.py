@@ -1,22 +1,19 @@
 """Ascend's text export (``ASCEND_PROFILER_OUTPUT/``: ``trace_view.json``, ``kernel_details.csv``,
 ``op_statistic.csv``, ``step_trace_time.csv``, the memory CSVs, ``communication*.json``), read
-by :mod:`dynprof_nb.traces.ascend` and the Chrome reader."""
+by :mod:`dynprof_nb.traces.formats.ascend.text` and the Chrome reader."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ... import schema
 from ...discover import MEMORY_CSVS, WindowFiles
-from ..base import Provides, Read, Source
+from ..base import OpenContext, Provides, Read, ReadContext, Source
 from ..chrome.source import read_traces, traces_alone
 from ..derived import from_events as derive
 from ..mindspore import framework as mindspore
+from . import links
 from . import text as ascend
-
-if TYPE_CHECKING:
-    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:
@@ -36,13 +33,13 @@ def _detect(files: WindowFiles) -> bool:
     )
 
 
-def _events(w: TraceWindow) -> Read | None:
+def _events(w: ReadContext) -> Read | None:
     if not any(p.name == "trace_view.json" for p in w.files.traces):
         return None
     return read_traces(w)
 
 
-def _ops(w: TraceWindow) -> Read | None:
+def _ops(w: ReadContext) -> Read | None:
     p = w.files.csv.get("op_statistic")
     if p is None:
         return None
@@ -50,7 +47,7 @@ def _ops(w: TraceWindow) -> Read | None:
     return ascend.op_statistic(p), "csv"
 
 
-def _steps(w: TraceWindow) -> Read | None:
+def _steps(w: ReadContext) -> Read | None:
     """step_trace_time.csv, its start times from the step marker events."""
     p = w.files.csv.get("step_trace_time")
     if p is None:
@@ -72,7 +69,7 @@ def _steps(w: TraceWindow) -> Read | None:
     return st, "csv"
 
 
-def _kernels(w: TraceWindow) -> Read | None:
+def _kernels(w: ReadContext) -> Read | None:
     p = w.files.csv.get("kernel_details")
     if p is None:
         return None
@@ -80,7 +77,7 @@ def _kernels(w: TraceWindow) -> Read | None:
     return ascend.kernel_details(p), "csv"
 
 
-def _memory(w: TraceWindow) -> Read | None:
+def _memory(w: ReadContext) -> Read | None:
     """The memory CSVs, with a MindSpore window's FRAMEWORK memory record beside them (one
     timeline of both allocators, as the window's memory has always been)."""
     frames, files = [], []
@@ -100,7 +97,7 @@ def _memory(w: TraceWindow) -> Read | None:
     return out.sort_values("ts_ns", ignore_index=True), "csv"
 
 
-def _communication(w: TraceWindow) -> Read | None:
+def _communication(w: ReadContext) -> Read | None:
     p = w.files.communication
     if p is None:
         return None
@@ -108,7 +105,7 @@ def _communication(w: TraceWindow) -> Read | None:
     return ascend.communication_json(p), "json"
 
 
-def _open(w: TraceWindow) -> bool:
+def _open(w: OpenContext) -> bool:
     """A lone Ascend file: the frame it feeds now (its rank, for a metadata file)."""
     f = w.files
     if f.metadata is not None:
@@ -150,4 +147,10 @@ SOURCE = Source(
     identity="profiler_metadata.json distributed_args.rank, then profiler_info_N.json "
     "(rank); PROF_*/device_N (device)",
     open_file=_open,
+    # after the database's (registry order): these say what is missing when neither has one
+    tables={
+        "links": links.text_links,
+        "bandwidth": links.text_bandwidth,
+        "memory_copies": links.no_memory_copies,
+    },
 )

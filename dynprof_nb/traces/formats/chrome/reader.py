@@ -1,6 +1,6 @@
 """Chrome trace JSON reader (Kineto, Ascend trace_view.json, dynprof_nb's built-in trace).
 
-Fast path (:mod:`.fastjson`): the events array is cut into a few MB pieces at event boundaries,
+Fast path (:mod:`.pieces`): the events array is cut into a few MB pieces at event boundaries,
 each piece is decoded by msgspec into small typed structs, and the structs go straight into
 column arrays: categorical codes for names, categories and phases, exact int64 ns for times
 (``ts`` is kept as its raw JSON text and converted in bulk, so string and ns-resolution
@@ -161,7 +161,7 @@ COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype
 #: ``streaming`` (a large plain file decoded as it is read), ``pieces`` (the text in memory cut
 #: at event boundaries), ``split`` (cut by a full scan where the quick cut was unsure); then
 #: ``+loose`` when a piece had a field of an odd type (decoded untyped), and ``repaired+`` first
-#: when the strict parse failed and :func:`~dynprof_nb.traces.repair.repair_json` ran
+#: when the strict parse failed and :func:`~dynprof_nb.traces.formats.chrome.repair.repair_json` ran
 READ_PATHS = ("streaming", "pieces", "split")
 
 
@@ -385,7 +385,7 @@ def parse_chrome_bytes(
 
 
 def _decode(data: bytes) -> tuple[fastjson.Top, Columns | None]:
-    """Decode every event piece into columns; the pieces come from :mod:`.fastjson`."""
+    """Decode every event piece into columns; the pieces come from :mod:`.pieces`."""
     acc = Columns()
     try:
         top, pieces = fastjson.event_pieces(data)

@@ -1,5 +1,5 @@
 """Chrome trace JSON: PyTorch's Kineto ``*.pt.trace.json[.gz]``, the built-in backend's
-``trace.json``, any ``traceEvents`` file; read by :mod:`dynprof_nb.traces.chrome` (whose
+``trace.json``, any ``traceEvents`` file; read by :mod:`.reader` (whose
 ``repairs`` say when a damaged file was repaired, and ``read_path`` which decode path ran).
 Steps, kernels, memory and communication are derived from its events where no table gives
 them (:mod:`.derived`)."""
@@ -7,17 +7,13 @@ them (:mod:`.derived`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ... import cache, schema
 from ...discover import WindowFiles
-from ..base import Provides, Read, Source
-from ..derived.source import events_with_steps
+from ..base import OpenContext, Provides, Read, ReadContext, Source
+from ..derived.steps import events_with_steps
 from .out_of_core import events_out_of_core
 from .summaries import fill_streamed
-
-if TYPE_CHECKING:
-    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:
@@ -28,7 +24,7 @@ def _detect(files: WindowFiles) -> bool:
     return any(p.name != "trace_view.json" for p in files.traces)
 
 
-def read_traces(w: TraceWindow) -> Read | None:
+def read_traces(w: ReadContext) -> Read | None:
     """Every Chrome trace of the window (Kineto's and Ascend's trace_view.json alike) as one
     events frame; the path is each trace's decode path (``pieces``, ``repaired+split``, ...)."""
     ooc = events_out_of_core(w, w.files, SOURCE)  # a trace too big for memory: Dask over Parquet
@@ -43,14 +39,14 @@ def read_traces(w: TraceWindow) -> Read | None:
     return events_with_steps(w, ev), "+".join(dict.fromkeys(t.read_path for t in traces))
 
 
-def traces_alone(w: TraceWindow) -> None:
+def traces_alone(w: OpenContext) -> None:
     """A lone trace file: its events now, and the rank and framework it says it is."""
     if not fill_streamed(w, w.files, SOURCE):  # a big trace: its summaries without its events
         cache.identify(w, lambda: (w.frame("events"), w.identify_trace()))
         w.frame("events")  # from the frame cache when identify did not read it
 
 
-def _open(w: TraceWindow) -> bool:
+def _open(w: OpenContext) -> bool:
     if not w.files.traces:
         return False
     traces_alone(w)

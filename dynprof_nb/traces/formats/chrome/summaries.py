@@ -1,7 +1,7 @@
 """A Kineto window's ``ops``, ``steps`` and ``kernels`` in one pass over its decoded pieces,
 without the ``events`` frame (issue 25: a 5 GB trace summarised in less memory than the file).
 
-The Chrome reader's piece decoding (:class:`.chrome.Columns`, fed by :mod:`.fastjson`) runs as
+The Chrome reader's piece decoding (:class:`.reader.Columns`, fed by :mod:`.pieces`) runs as
 usual, but each decoded piece is reduced at once and its columns dropped:
 
 - host operations: per name exact int64 sums (count, total, min, max) and, to get self times,
@@ -14,7 +14,7 @@ usual, but each decoded piece is reduced at once and its columns dropped:
 - device rows and step markers (the steps' intervals and breakdown, the kernels frame and the
   kernel-to-step attribution by launch correlation, issue 18): kept as rows and built into a
   small frame of only those rows, which the same functions as the in-memory path
-  (:mod:`.derive`) read;
+  (:mod:`..derived.from_events`) read;
 - each launch's correlation and ts (to find a kernel's launch in any piece), and the span.
 
 Every result is the in-memory one (tests/traces/test_stream.py compares them on every Kineto

@@ -189,7 +189,7 @@ def op_table(events: pd.DataFrame) -> pd.DataFrame:
 def table_from_sums(t: pd.DataFrame) -> pd.DataFrame:
     """The ``ops`` frame from per-name integer sums (index: names in order of first appearance;
     columns count, total_ns, self_ns, min_ns, max_ns), as :func:`op_table` and the streamed
-    summary (:mod:`dynprof_nb.traces.stream`) both build it.
+    summary (:mod:`dynprof_nb.traces.formats.chrome.summaries`) both build it.
 
     Sums are exact int64 ns and become µs once, so a table merged from pieces is the same, to
     the last bit, as one computed over the whole frame. Like torch's key_averages(), all step

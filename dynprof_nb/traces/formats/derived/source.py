@@ -6,45 +6,22 @@ communication from the events or the Chrome traces' side tables where no table g
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import pandas as pd
 
 from ... import schema
 from ...discover import WindowFiles
-from ..base import Provides, Read, Source
-from ..mindspore import framework as mindspore
+from ..base import Provides, Read, ReadContext, Source
 from . import from_events as derive
 from .op_table import op_table
-
-if TYPE_CHECKING:
-    from ...window import TraceWindow
 
 #: below every format's own table
 LAST = 9
 
 
-def events_with_steps(w: TraceWindow, ev: pd.DataFrame) -> pd.DataFrame:
-    """Every events reader's last step: the MindSpore backend's step markers
-    (``dynprof_steps.csv``) joined in, and each event's step assigned."""
-    markers = w.files.step_markers
-    if markers is not None:
-        ev = schema.concat_frames(
-            [schema.conform(ev, "events").drop(columns="step"), mindspore.step_markers(markers)]
-        )
-        w.sources["events"]["files"].append(str(markers))
-        w.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
-    iv = derive.step_intervals(ev)
-    steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), iv)
-    ev["step"] = derive.device_steps(ev, iv, steps)
-    return ev
-
-
-def _event_files(w: TraceWindow) -> list[str] | None:
+def _event_files(w: ReadContext) -> list[str] | None:
     return w.sources.get("events", {}).get("files")
 
 
-def _ops(w: TraceWindow) -> Read | None:
+def _ops(w: ReadContext) -> Read | None:
     ev = w.frame("events")
     if ev.empty:
         return None
@@ -56,7 +33,7 @@ def _ops(w: TraceWindow) -> Read | None:
     return op_table(ev), "op_table"
 
 
-def _steps(w: TraceWindow) -> Read:
+def _steps(w: ReadContext) -> Read:
     derived, how = derive.steps_from_events(w.frame("events"), w.comm_patterns)
     if derived.empty:
         w.note("steps", missing=how)
@@ -65,7 +42,7 @@ def _steps(w: TraceWindow) -> Read:
     return derived, "events"
 
 
-def _kernels(w: TraceWindow) -> Read:
+def _kernels(w: ReadContext) -> Read:
     k = derive.kernels_from_events(w.frame("events"))
     if k.empty:
         w.note(
@@ -77,7 +54,7 @@ def _kernels(w: TraceWindow) -> Read:
     return k, "events"
 
 
-def _memory(w: TraceWindow) -> Read:
+def _memory(w: ReadContext) -> Read:
     w.frame("events")  # loads the traces
     frames, files = [], []
     for t in w.chrome_traces():
@@ -100,7 +77,7 @@ def _memory(w: TraceWindow) -> Read:
     return out.sort_values("ts_ns", ignore_index=True), "events"
 
 
-def _communication(w: TraceWindow) -> Read:
+def _communication(w: ReadContext) -> Read:
     c = derive.communication_from_events(w.frame("events"), w.comm_patterns)
     if c.empty:
         w.note(

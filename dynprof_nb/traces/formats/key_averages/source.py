@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ...discover import WindowFiles
 from ...errors import TraceFormatError
-from ..base import Provides, Read, Source
-
-if TYPE_CHECKING:
-    from ...window import TraceWindow
+from ..base import Provides, Read, ReadContext, Source
 
 _UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _TIME = re.compile(r"^([0-9.]+)(ns|us|ms|s)$")
@@ -95,7 +91,7 @@ def read(path: Path) -> tuple[dict[str, pd.DataFrame], str]:
     return {"ops": ops}, "table"
 
 
-def _ops(w: TraceWindow) -> Read:
+def _ops(w: ReadContext) -> Read:
     """A window directory's table (the first, by name): the ops frame where neither the events
     nor an Ascend or MindSpore table give it."""
     p = w.files.found["key_averages"][0]

@@ -1,20 +1,16 @@
 """MindSpore's ``FRAMEWORK/`` files (``cpu_op_detail_info``, ``cpu_op_execute_timestamp``,
 ``cpu_ms_memory_record``) and the MindSpore backend's ``dynprof_steps.csv`` step markers, read by
-:mod:`dynprof_nb.traces.mindspore`; used where no trace or Ascend table gives the frame."""
+:mod:`.framework`; used where no trace or Ascend table gives the frame."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ... import schema
 from ...discover import FRAMEWORK_FILES, WindowFiles
-from ..base import Provides, Read, Source
-from ..derived.source import events_with_steps
+from ..base import OpenContext, Provides, Read, ReadContext, Source
+from ..derived.steps import events_with_steps
 from . import framework as mindspore
-
-if TYPE_CHECKING:
-    from ...window import TraceWindow
 
 
 def _owns(p: Path) -> bool:
@@ -25,7 +21,7 @@ def _detect(files: WindowFiles) -> bool:
     return bool(files.framework) or files.step_markers is not None
 
 
-def _events(w: TraceWindow) -> Read | None:
+def _events(w: ReadContext) -> Read | None:
     p = w.files.framework.get("cpu_op_execute_timestamp")
     if p is None:
         return None
@@ -34,7 +30,7 @@ def _events(w: TraceWindow) -> Read | None:
     return events_with_steps(w, ev), "table"
 
 
-def _ops(w: TraceWindow) -> Read | None:
+def _ops(w: ReadContext) -> Read | None:
     p = w.files.framework.get("cpu_op_detail_info")
     if p is None:
         return None
@@ -42,7 +38,7 @@ def _ops(w: TraceWindow) -> Read | None:
     return mindspore.cpu_op_detail(p), "table"
 
 
-def _memory(w: TraceWindow) -> Read | None:
+def _memory(w: ReadContext) -> Read | None:
     p = w.files.framework.get("cpu_ms_memory_record")
     if p is None:
         return None
@@ -51,7 +47,7 @@ def _memory(w: TraceWindow) -> Read | None:
     return out.sort_values("ts_ns", ignore_index=True), "table"
 
 
-def _open(w: TraceWindow) -> bool:
+def _open(w: OpenContext) -> bool:
     """A lone FRAMEWORK file: the frame it feeds now."""
     fw = w.files.framework
     if "cpu_op_detail_info" in fw:
