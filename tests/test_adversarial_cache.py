@@ -228,12 +228,12 @@ def test_a_partition_root_another_user_made_is_not_written_into(
     there; the load still goes out of core, in a fresh private directory, and says so."""
     import gc
 
-    from dynprof_nb.traces.formats.chrome import out_of_core as ooc
+    from dynprof_nb.traces.cache import partitions
 
     monkeypatch.setenv(cache.ENV_DIR, "off")
     monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(ooc.tempfile, "tempdir", None)  # TMPDIR is read again
+    monkeypatch.setattr(partitions.tempfile, "tempdir", None)  # TMPDIR is read again
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o777)
     (tmp_path / f"dynprof_nb-{os.geteuid()}").symlink_to(theirs)  # what any user can plant
