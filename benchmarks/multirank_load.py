@@ -41,7 +41,7 @@ ONE_BY_ONE = r"""
 import gc, json, resource, sys, time
 from pathlib import Path
 from dynprof_nb import load_trace
-import dynprof_nb.traces.chrome, pandas  # imported before the baseline (current) RSS
+import dynprof_nb.traces.formats.chrome.reader, pandas  # imported before the baseline (current) RSS
 base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
 times, cpus, rows = [], [], 0
 for p in sorted(Path(sys.argv[1]).glob("*/trace.json")):
@@ -61,7 +61,7 @@ print(json.dumps({"times": times, "cpus": cpus, "rows": rows, "frame_bytes": fra
 WINDOW = r"""
 import json, resource, sys, time
 from dynprof_nb import load_window
-import dynprof_nb.traces.chrome, pandas
+import dynprof_nb.traces.formats.chrome.reader, pandas
 base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
 t, c = time.perf_counter(), time.process_time()
 w = load_window(sys.argv[1])

@@ -6,7 +6,7 @@ each copy shifted in time past the one before and with its correlation ids shift
 copy's kernels link to their own launches. The generator holds one copy's templates (a few
 hundred MB) and streams the copies out. Then, each in a fresh subprocess (peak RSS its own):
 
-  - decode: the reader's piece decoding alone (fastjson pieces into chrome._Columns, each
+  - decode: the reader's piece decoding alone (fastjson pieces into chrome.Columns, each
     piece's columns dropped): the floor a pass over the file costs
   - stream: ``load_trace(path)`` with ``DYNPROF_NB_STREAM=1``, then ``w.summary()`` (ops,
     steps, kernels and the breakdown without the events frame)
@@ -40,14 +40,14 @@ STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 DECODE = r"""
 import gc, os, resource, sys, time, json
-from dynprof_nb.traces import chrome, fastjson
+from dynprof_nb.traces.formats.chrome import pieces as fastjson, reader as chrome
 t = time.perf_counter()
 gc.disable()
 n = 0
 with open(sys.argv[1], "rb") as fh:
     top, pieces = fastjson.file_pieces(fh, os.fstat(fh.fileno()).st_size)
     for piece in pieces:
-        acc = chrome._Columns()
+        acc = chrome.Columns()
         acc.add(piece)
         n += acc.n_rows
 print(json.dumps({"seconds": time.perf_counter() - t, "rows": n,

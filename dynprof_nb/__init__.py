@@ -90,15 +90,6 @@ if TYPE_CHECKING:  # what editors and type checkers see behind the lazy names
 # ``%load_ext dynprof_nb`` looks this up; resolved like the public names, so the facade imports
 # nothing itself (IPython's code is loaded only in a kernel that asks for the magics)
 _HOOKS = {"load_ipython_extension": "ui.magics"}
-# what a higher layer adds to a lower one, imported when the lower one first asks for it
-# (``dynprof_nb.traces.shortcuts``: a window's summary and plots, so traces/ names no module of
-# analysis/ and reading a trace never loads matplotlib; ``control.registry``: attach(cluster=)
-# from cluster/, so control/ and cluster/ make no cycle and Dask loads only for a cluster)
-_EXTENSIONS = {
-    "window_shortcuts": ("analysis.shortcuts",),
-    # the agent module sets how attach installs agents (cluster.wire.install_agents)
-    "cluster_attach": ("cluster.agent", "cluster.controller"),
-}
 # subpackages reachable as attributes without an import of their own (dynprof_nb.samples.path)
 _SUBPACKAGES = ("samples",)
 
@@ -112,12 +103,6 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
-
-
-def _extend(point: str) -> None:
-    """Import the modules that extend ``point`` (they register themselves when imported)."""
-    for module in _EXTENSIONS.get(point, ()):
-        importlib.import_module(f".{module}", __name__)
 
 
 def __dir__() -> list[str]:

@@ -16,7 +16,8 @@ import pytest
 from matplotlib.text import Text
 from testdata import REPO
 
-from dynprof_nb.traces import budget, cache, load_trace
+from dynprof_nb.traces import cache, load_trace
+from dynprof_nb.traces.formats.common import budget
 
 SMALL = REPO / "tests" / "data" / "kineto" / "hta__timeline_analysis__sampled_rank-0.json.gz"
 
@@ -115,7 +116,7 @@ def test_an_out_of_core_window_summarises_and_plots_as_in_memory(
     from dynprof_nb.analysis import plots
     from dynprof_nb.analysis.perfetto import open_in_perfetto
     from dynprof_nb.analysis.shortcuts import SHORTCUTS
-    from dynprof_nb.traces import ooc
+    from dynprof_nb.traces.formats.chrome import out_of_core as ooc
 
     (path,) = (REPO / "tests" / "data" / "kineto").glob(name + "*")
     monkeypatch.setenv(cache.ENV_DIR, "off")
@@ -187,7 +188,7 @@ def test_a_multi_rank_window_of_out_of_core_ranks_loads_as_in_memory(
     "Column assignment doesn't support type IntegerArray", its steps a misleading "the file
     is damaged" (the parallel loader shipped Dask frames without their summaries)."""
     import dynprof_nb
-    from dynprof_nb.traces import ooc
+    from dynprof_nb.traces.formats.chrome import out_of_core as ooc
 
     kineto = REPO / "tests" / "data" / "kineto"
     paths = [
@@ -227,12 +228,12 @@ def test_a_partition_root_another_user_made_is_not_written_into(
     there; the load still goes out of core, in a fresh private directory, and says so."""
     import gc
 
-    from dynprof_nb.traces import ooc
+    from dynprof_nb.traces.cache import partitions
 
     monkeypatch.setenv(cache.ENV_DIR, "off")
     monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(ooc.tempfile, "tempdir", None)  # TMPDIR is read again
+    monkeypatch.setattr(partitions.tempfile, "tempdir", None)  # TMPDIR is read again
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o777)
     (tmp_path / f"dynprof_nb-{os.geteuid()}").symlink_to(theirs)  # what any user can plant

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from dynprof_nb import optional, samples
-from dynprof_nb.traces import dbfile
 from dynprof_nb.traces.errors import LibraryError, TraceFormatError, library_fault
+from dynprof_nb.traces.formats.common import sqlite as dbfile
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def test_a_pyarrow_that_cannot_import_turns_the_cache_off_said_once(tmp_path: Pa
 
 
 def test_an_optional_part_off_is_off_for_the_out_of_core_frames_too(monkeypatch) -> None:
-    from dynprof_nb.traces import ooc
+    from dynprof_nb.traces.formats.chrome import out_of_core as ooc
 
     optional._forget()
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow: ImportError

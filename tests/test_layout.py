@@ -39,8 +39,9 @@ def _is_import_module(func: ast.AST) -> bool:
         isinstance(func, ast.Attribute) and func.attr == "import_module")
 
 
-def imported_modules(path: Path, modules: set[str]) -> set[str]:
-    """Package modules ``path`` imports anywhere except under ``if TYPE_CHECKING:``."""
+def imported_modules(path: Path, modules: set[str], type_checking: bool = False) -> set[str]:
+    """Package modules ``path`` imports anywhere except under ``if TYPE_CHECKING:`` (there too
+    with ``type_checking``)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
@@ -58,7 +59,7 @@ def imported_modules(path: Path, modules: set[str]) -> set[str]:
             found.add(text)
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
@@ -88,10 +89,48 @@ def imported_modules(path: Path, modules: set[str]) -> set[str]:
     return {m for m in found if m in modules and m != name}
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(type_checking: bool = False) -> dict[str, set[str]]:
     paths = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(p) for p in paths}
-    return {module_name(p): imported_modules(p, modules) for p in paths}
+    return {module_name(p): imported_modules(p, modules, type_checking) for p in paths}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_imports() -> list[str]:
+    """Where a package module takes another module's private name: ``from m import _x``, or
+    ``m._x`` on a module ``m`` it imported (``self._x`` of its own classes is not counted)."""
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    found = []
+    for path in paths:
+        name = module_name(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text())
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                for a in node.names:
+                    if f"{base}.{a.name}" in modules:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+                    elif base in modules and base != name and _private(a.name):
+                        found.append(f"{name}:{node.lineno} from {base} import {a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in modules and a.asname:
+                        aliases[a.asname] = a.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and _private(node.attr)):
+                found.append(f"{name}:{node.lineno} {aliases[node.value.id]}.{node.attr}")
+    return sorted(found)
 
 
 def subpackage(module: str) -> str:
@@ -271,3 +310,45 @@ def test_windows_reach_into_no_other_windows_private_fields():
                     and not node.attr.startswith("__") and not own):
                 reaches.append(f"{rel}:{node.lineno} .{node.attr}")
     assert reaches == []
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A module uses another through its public names (tests are exempt): a private name is
+    free to change with its own module."""
+    assert private_imports() == []
+
+
+def test_no_import_cycles_counting_type_checking_imports():
+    """Not even for type hints: a reader is typed against ``formats.base.ReadContext``, not
+    the window that imports the formats; ``cluster.stacks`` takes callables, not the
+    controller that imports it."""
+    cycle = find_cycle(import_graph(type_checking=True))
+    assert cycle is None, "import cycle (TYPE_CHECKING included): " + " -> ".join(cycle)
+
+
+#: traces/'s format-neutral vocabulary; everything a format owns is under traces/formats/
+NEUTRAL = {"__init__", "load", "errors", "window", "multirank", "parallel", "discover",
+           "lazyframe", "shortcuts", "interface", "schema", "comm", "intervals", "partitioned"}
+
+
+def test_every_formats_files_are_under_its_folder():
+    """One folder per format (issue 31): traces/ holds only the format-neutral modules and the
+    ``formats/`` and ``cache/`` packages; each registered source is the ``source.py`` (Ascend:
+    ``*_source.py``) of its format's folder, and that folder holds no other format's source."""
+    traces = PACKAGE / "traces"
+    assert {p.stem for p in traces.glob("*.py")} == NEUTRAL
+    packages = {p.parent.name for p in traces.glob("*/*.py")}  # (a folder of stale bytecode
+    assert packages == {"formats", "cache"}                    # left by a move is no package)
+    from dynprof_nb.traces import formats
+
+    homes: dict[str, set[str]] = {}
+    for src in formats.SOURCES:
+        module = next(m for m in sys.modules.values()
+                      if getattr(m, "SOURCE", None) is src)
+        rel = Path(module.__file__).resolve().relative_to(traces / "formats")
+        assert len(rel.parts) == 2 and rel.stem.endswith("source"), rel
+        homes.setdefault(rel.parts[0], set()).add(src.name)
+    # a folder is one format (Ascend's is two sources of one format: its text and .db exports)
+    assert all(len(names) == 1 for folder, names in homes.items() if folder != "ascend"), homes
+    formats_dirs = {p.parent.name for p in (traces / "formats").glob("*/*.py")}
+    assert formats_dirs == set(homes) | {"common"}

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.traces import comm as comm_names
-from dynprof_nb.traces.derive import device_kinds
+from dynprof_nb.traces.formats.derived.from_events import device_kinds
 from dynprof_nb.traces.intervals import intersection_ns
 
 Selection = Literal["steps", "hta"]

@@ -25,7 +25,7 @@ from matplotlib.patches import Patch
 from dynprof_nb.analysis.figure import Figure
 from dynprof_nb.analysis.summary import OUTSIDE_RANGES, people_names
 from dynprof_nb.protocol import STEP_RE
-from dynprof_nb.traces.derive import DEVICE_CATS, DEVICE_PROCESSES
+from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS, DEVICE_PROCESSES
 from dynprof_nb.traces.partitioned import is_out_of_core, per_partition
 
 _BREAKDOWN = [
@@ -37,8 +37,10 @@ _BREAKDOWN = [
 # span: drawn as bars they would show idle time as busy.
 _NOT_DRAWN_PROCESSES = {"Overlap Analysis"}
 _NOT_DRAWN_CATS = {"Trace", "gpu_user_annotation"}
-_OTHER = "#b8b8b8"
-_PALETTE = [
+# OTHER, PALETTE, short_label, time_unit and aligned_steps are what the timeline view
+# (timeline_view.py) shares with these plots: its lanes look and read the same
+OTHER = "#b8b8b8"
+PALETTE = [
     "#4c72b0",
     "#dd8452",
     "#55a868",
@@ -66,7 +68,7 @@ def _empty(title: str, why: str) -> Figure:
     return fig
 
 
-def _short(text: str, n: int = 60) -> str:
+def short_label(text: str, n: int = 60) -> str:
     text = str(text)
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -74,7 +76,7 @@ def _short(text: str, n: int = 60) -> str:
 def _distinct_labels(texts: Sequence[str], n: int = 30) -> list[str]:
     """Labels of at most ``n`` characters that stay distinct: two long names cut to the same
     head keep their ends as well (``aten::convolution…ackward``), else a number."""
-    labels = [_short(t, n) for t in texts]
+    labels = [short_label(t, n) for t in texts]
     for i, t in enumerate(texts):
         if labels.count(labels[i]) > 1 and len(str(t)) > n:
             labels[i] = str(t)[: n // 2 - 1] + "…" + str(t)[-(n - n // 2) :]
@@ -109,8 +111,8 @@ def op_colors(window: Any) -> dict[str, str]:
     if weight.empty:
         return {}
     weight = weight[[not STEP_RE.match(n) and n != OUTSIDE_RANGES for n in weight.index]]
-    top = weight[weight > 0].nlargest(len(_PALETTE)).index
-    return {name: _PALETTE[i] for i, name in enumerate(top)}
+    top = weight[weight > 0].nlargest(len(PALETTE)).index
+    return {name: PALETTE[i] for i, name in enumerate(top)}
 
 
 #: what the timeline and the Perfetto export say of a window whose events are out of core (a
@@ -141,7 +143,7 @@ def _rank_column(frame: pd.DataFrame, window: Any) -> np.ndarray:
     return np.full(len(frame), -1 if r is None else int(r), np.int64)
 
 
-def _time_unit(span_ns: float) -> tuple[float, str]:
+def time_unit(span_ns: float) -> tuple[float, str]:
     return (1e9, "s") if span_ns > 20e9 else (1e6, "ms")
 
 
@@ -431,8 +433,8 @@ def lane_labels(lanes_df: pd.DataFrame) -> list[str]:
     for r in lanes_df.itertuples():
         parts = [f"rank {r.rank}"] if r.rank >= 0 else []
         if multi_proc[r.rank] > 1 and process_in_label(r.process):
-            parts.append(_short(r.process, 24))
-        parts.append(_short(r.thread or f"thread {r.tid}", 32))
+            parts.append(short_label(r.process, 24))
+        parts.append(short_label(r.thread or f"thread {r.tid}", 32))
         labels.append(" · ".join(parts))
     return labels
 
@@ -502,7 +504,7 @@ def timeline(
         budget = max(1, max_events // int(new_row.sum()))
         firsts = firsts[o[np.arange(len(o)) - row_start < budget]]
     sel, x0, x1, y = sel[firsts], x0[firsts], x1[firsts], y[firsts].astype(np.float64)
-    scale, unit = _time_unit(hi - lo)
+    scale, unit = time_unit(hi - lo)
     x0, x1, lo, hi = x0 / scale, x1 / scale, lo / scale, hi / scale
     x1 = np.maximum(x1, x0 + (hi - lo) / (2 * _PIXELS))  # short events stay visible
 
@@ -513,7 +515,7 @@ def timeline(
     palette = op_colors(window)
     top = [int(c) for c in np.argsort(-weight) if weight[c] > 0 and shown_as[c] in palette]
     top = top[:legend]
-    color_of = np.tile(np.array(to_rgba(_OTHER)), (len(names.cat.categories), 1))
+    color_of = np.tile(np.array(to_rgba(OTHER)), (len(names.cat.categories), 1))
     for c in top:
         color_of[c] = to_rgba(palette[shown_as[c]])
 
@@ -530,7 +532,7 @@ def timeline(
             verts, facecolors=color_of[codes[sel]], linewidths=0, antialiaseds=False, zorder=2
         )
     )
-    step_pos = _aligned_steps(window, offsets, scale)
+    step_pos = aligned_steps(window, offsets, scale)
     if step_pos is not None and len(step_pos):
         lo = min(lo, float(step_pos["a"].min()))
         hi = max(hi, float(step_pos["b"].max()))
@@ -595,7 +597,7 @@ def timeline(
             for c, label in zip(top, labels, strict=True)
         ]
         if len(top) < np.count_nonzero(weight):
-            handles.append(Patch(color=_OTHER, label="other"))
+            handles.append(Patch(color=OTHER, label="other"))
         fig.legend(
             handles=handles,
             loc="outside lower center",
@@ -606,7 +608,7 @@ def timeline(
     return fig
 
 
-def _aligned_steps(window: Any, offsets: dict[int, int], scale: float) -> pd.DataFrame | None:
+def aligned_steps(window: Any, offsets: dict[int, int], scale: float) -> pd.DataFrame | None:
     """Each rank's steps on the plot's time axis: rank, step, a (start), b (end)."""
     st = window.steps
     if st.empty or st["start_ns"].isna().all():
@@ -725,7 +727,7 @@ def top_ops(
         ax.barh(
             _distinct_labels(list(top.index), 60),
             top.to_numpy() / 1000.0,
-            color=[palette.get(s, "#4c72b0" if not palette else _OTHER) for s in top.index],
+            color=[palette.get(s, "#4c72b0" if not palette else OTHER) for s in top.index],
         )
         ax.set_xlabel(f"{label} (ms)")
         ax.set_title(title)
@@ -759,7 +761,7 @@ def top_ops(
                 y - 0.4 + h * (nr - i - 0.5),
                 wide[r].to_numpy(),
                 height=h,
-                color=_PALETTE[i % len(_PALETTE)],
+                color=PALETTE[i % len(PALETTE)],
                 label=f"rank {r}",
             )
         ax.legend(fontsize=8, loc="lower right")
@@ -964,7 +966,7 @@ def memory_over_time(window: Any, align: str | None = None, component: str | Non
     series = [(int(r), str(d), rows) for (r, d), rows in groups.items()]
     cols = [c for c in ("allocated_bytes", "reserved_bytes") if mem[c].notna().any()]
     t_all = ts - off
-    scale, unit = _time_unit(float(t_all.max() - t_all.min()) if len(t_all) else 0.0)
+    scale, unit = time_unit(float(t_all.max() - t_all.min()) if len(t_all) else 0.0)
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
     many = len(series) > 8
@@ -977,9 +979,7 @@ def memory_over_time(window: Any, align: str | None = None, component: str | Non
     for i, (r, d, rows) in enumerate(series):
         order = rows[np.argsort(ts[rows], kind="stable")]
         t = t_all[order] / scale
-        color = (
-            cmap(ranks.index(r) / max(1, len(ranks) - 1)) if many else _PALETTE[i % len(_PALETTE)]
-        )
+        color = cmap(ranks.index(r) / max(1, len(ranks) - 1)) if many else PALETTE[i % len(PALETTE)]
         who = (f"rank {r} · " if r >= 0 else "") + d
         for col, style in zip(cols, ("-", "--"), strict=False):
             v = mem[col].to_numpy()[order]

@@ -458,7 +458,8 @@ def summarize(window: Any, top: int = 10) -> Summary:
     overhead, communication overlap), then host operators, steps, ranks and notes.
 
     A window whose trace was read in one pass (``window.streamed``, a trace too big for its
-    events frame: :mod:`dynprof_nb.traces.stream`) is summarised without loading its events."""
+    events frame: :mod:`dynprof_nb.traces.formats.chrome.summaries`) is summarised without
+    loading its events."""
     streamed = getattr(window, "streamed", None)
     if streamed is not None and not window.loaded("events"):
         ev = None

@@ -29,7 +29,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import plots
-from dynprof_nb.traces.event_args import event_args
+from dynprof_nb.traces.formats.chrome.event_args import event_args
 
 _ROW_PX = 14  # row height in the canvas, shrunk to fit ~640 px with many rows
 _CANVAS_ROWS_PX = 640
@@ -86,14 +86,14 @@ def _colours(
     used, compact = np.unique(layout.codes, return_inverse=True)
     weight = np.bincount(compact, weights=layout.dur, minlength=len(used))
     top = [int(c) for c in np.argsort(-weight)[:legend] if weight[c] > 0]
-    colours = [plots._OTHER] * len(used)
+    colours = [plots.OTHER] * len(used)
     for i, c in enumerate(top):
-        colours[c] = plots._PALETTE[i % len(plots._PALETTE)]
+        colours[c] = plots.PALETTE[i % len(plots.PALETTE)]
     cats = layout.names.cat.categories
-    names = [plots._short(cats[int(c)], 120) for c in used]
-    entries = [[plots._short(names[c], 40), colours[c]] for c in top]
+    names = [plots.short_label(cats[int(c)], 120) for c in used]
+    entries = [[plots.short_label(names[c], 40), colours[c]] for c in top]
     if len(top) < len(used):
-        entries.append(["other", plots._OTHER])
+        entries.append(["other", plots.OTHER])
     return compact.astype(np.int32), names, entries, colours
 
 
@@ -185,7 +185,7 @@ class TimelineView(anywidget.AnyWidget):
     def _step_bands(self) -> bytes:
         """Every other step of each shown rank, shaded in the rank's band of lanes: a, b (ns),
         top, bottom (rows), column by column as float64."""
-        pos = plots._aligned_steps(self.window, self.tl.offsets, 1.0)
+        pos = plots.aligned_steps(self.window, self.tl.offsets, 1.0)
         if pos is None or pos.empty:
             return b""
         lanes = self.tl.lanes
@@ -280,7 +280,7 @@ class TimelineView(anywidget.AnyWidget):
         """The current view as a matplotlib figure: the same choice of events, lanes, labels."""
         lo, hi = self.visible_range
         idx, _ = self.index.select(lo, hi, pixels)
-        scale, unit = plots._time_unit(hi - lo) if hi - lo > 2e6 else (1e3, "µs")
+        scale, unit = plots.time_unit(hi - lo) if hi - lo > 2e6 else (1e3, "µs")
         lay = self.tl
         fig = Figure(
             figsize=(plots.WIDTH_IN, min(plots.MAX_HEIGHT_IN, 1.6 + 0.2 * lay.rows)),

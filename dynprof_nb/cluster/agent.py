@@ -296,7 +296,7 @@ class Agent:
             return
         try:
             with self.operations.job(job) as handle:
-                seg = handle._attached(create=False)
+                seg = handle.segment()
                 if seg is not None and trigger.describe(seg).get("armed"):
                     return  # already here (the arming fan-out reached this node)
             self.operations.call(

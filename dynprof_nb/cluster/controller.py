@@ -632,12 +632,14 @@ class ClusterJob(Controller):
     def stacks(self, timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
         """The stack of every thread of every live rank on every node, each node's agent
         taking its own (see ``Job.stacks``); ranks no node answered for are in ``.silent``."""
-        return cluster_stacks(self, timeout)
+        return cluster_stacks(self.name, self._run, self._rows, self.feed.labels, timeout)
 
     def hang_report(self, timeout: float = DUMP_TIMEOUT_S, keep: Any = None) -> Any:
         """Which collective the job waits in, which ranks never arrived and where they are,
         from every node's ranks (see ``Job.hang_report``)."""
-        return cluster_hang_report(self, timeout, keep)
+        return cluster_hang_report(
+            self.name, self._run, self._rows, self.feed.labels, timeout, keep
+        )
 
     @property
     def last_stacks(self) -> StackFrame | None:

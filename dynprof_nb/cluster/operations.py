@@ -98,7 +98,7 @@ class NodeOperations:
         with self.job(job, create=True) as handle:
             with self._lock:
                 # validate, then publish: as a local Job does
-                gen = handle._write(action, cfg, reason=check_reason(reason))
+                gen = handle.publish(action, cfg, reason=check_reason(reason))
                 self._seqs.setdefault(job, []).append((gen, int(seq)))
                 del self._seqs[job][:-64]
             slots = self._wait_applied(handle, gen, min(float(arm_wait_s), ARM_WAIT_MAX_S))
@@ -124,16 +124,14 @@ class NodeOperations:
         if definition is not None:
             d = check_definition(dict(definition, mode="cluster"))
         with self.job(job, create=True) as handle:
-            trigger.arm(handle._seg, d)
+            trigger.arm(handle.segment(create=True), d)
         return {"armed": d is not None}
 
     def _op_step_times(self, job: str, last: int = 100) -> dict[str, Any]:
         if job not in list_jobs():
             return {"rows": []}
         with self.job(job) as handle:
-            return {
-                "rows": trigger.step_rows(handle._attached(create=False), int(last), node=self.name)
-            }
+            return {"rows": trigger.step_rows(handle.segment(), int(last), node=self.name)}
 
     def _op_stacks(self, job: str, timeout_s: float = DUMP_TIMEOUT_S) -> dict[str, Any]:
         """Every thread's stack of the job's live ranks on this node (see
@@ -223,7 +221,7 @@ class NodeOperations:
         try:
             with self.job(job) as handle:
                 slots = handle.slots()
-                seg = handle._attached(create=False)
+                seg = handle.segment()
                 steps = {s.index: trigger.recent_step_s(seg, s.index) for s in slots}
         except JobError:  # removed since it was listed
             return []

@@ -13,20 +13,33 @@ well under the 60 s floor).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, stall
 
 if TYPE_CHECKING:
     from dynprof_nb.analysis.stacks import StackFrame
-    from dynprof_nb.cluster.controller import ClusterJob
 
 
-def cluster_stacks(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
+#: ``ask(operation, payload) -> (answers, errors)``: one operation on every node's agent
+Ask = Callable[[str, dict[str, Any]], tuple[list[dict[str, Any]], list[str]]]
+
+
+def cluster_stacks(
+    name: str,
+    ask: Ask,
+    rows_of: Callable[[], list[dict[str, Any]]],
+    labels_of: Callable[[], dict[str, str]],
+    timeout: float = DUMP_TIMEOUT_S,
+) -> StackFrame:
+    """Job ``name``'s stacks: ``ask`` runs the ``stacks`` operation on the agents, ``rows_of``
+    gives the pushed status rows and ``labels_of`` the nodes' names (``ClusterJob`` passes its
+    own, so this module needs no import of the controller that imports it)."""
     from dynprof_nb.analysis.stacks import StackFrame
 
-    answers, errors = job._run("stacks", {"job": job.name, "timeout_s": float(timeout)})
-    labels = job.feed.labels()
+    answers, errors = ask("stacks", {"job": name, "timeout_s": float(timeout)})
+    labels = labels_of()
     rows: list[dict[str, Any]] = []
     silent: list[dict[str, Any]] = []
     answered: set[tuple[str, int]] = set()
@@ -39,10 +52,10 @@ def cluster_stacks(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S) -> StackFra
             silent.append(dict(quiet, node=node))
             answered.add((node, quiet["pid"]))
     why = "its node's agent did not answer" + (f" ({'; '.join(errors)})" if errors else "")
-    for row in job._rows():
+    for row in rows_of():
         if row.get("alive") and (row["node"], row["pid"]) not in answered:
             silent.append({"rank": row["rank"], "node": row["node"], "pid": row["pid"], "why": why})
-    return StackFrame.from_rows(rows, silent, job=job.name)
+    return StackFrame.from_rows(rows, silent, job=name)
 
 
 def cluster_stall(
@@ -56,15 +69,23 @@ def cluster_stall(
     return found, since
 
 
-def cluster_hang_report(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S, keep: Any = None) -> Any:
+def cluster_hang_report(
+    name: str,
+    ask: Ask,
+    rows_of: Callable[[], list[dict[str, Any]]],
+    labels_of: Callable[[], dict[str, str]],
+    timeout: float = DUMP_TIMEOUT_S,
+    keep: Any = None,
+) -> Any:
     """``ClusterJob.hang_report()``: every node's agent collects its ranks' Flight Recorder
     dumps (the ``flight_recorder`` operation), then the stacks are taken; the dumps are
-    analysed together here (see :mod:`dynprof_nb.control.hang`)."""
+    analysed together here (see :mod:`dynprof_nb.control.hang`). The callables as for
+    :func:`cluster_stacks`."""
     from dynprof_nb.control import hang
     from dynprof_nb.flight_recorder.reader import Dump
 
-    answers, errors = job._run("flight_recorder", {"job": job.name, "timeout_s": float(timeout)})
-    labels = job.feed.labels()
+    answers, errors = ask("flight_recorder", {"job": name, "timeout_s": float(timeout)})
+    labels = labels_of()
     dumps: list[Dump] = []
     notes: dict[int, str] = {}
     for answer in answers:
@@ -88,7 +109,8 @@ def cluster_hang_report(job: ClusterJob, timeout: float = DUMP_TIMEOUT_S, keep: 
             notes[int(rank)] = f"{why} (on {node})"
     for e in errors:
         notes.setdefault(-1, f"an agent did not answer: {e}")
-    return hang.build(cluster_stacks(job, timeout), dumps, notes, keep)
+    stacks = cluster_stacks(name, ask, rows_of, labels_of, timeout)
+    return hang.build(stacks, dumps, notes, keep)
 
 
 def _ranks(spec: Any) -> list[int]:

@@ -76,7 +76,7 @@ class Firer:
         for job in jobs:
             try:
                 with self.operations.job(job) as handle:
-                    seg = handle._attached(create=False)
+                    seg = handle.segment()
                     if seg is None or not trigger.describe(seg).get("armed"):
                         continue
                     armed.add(job)
@@ -182,7 +182,7 @@ class Firer:
         finally:
             lock.release()
         with self.operations.job(job) as handle:
-            trigger.note_fired(handle._seg, reason)
+            trigger.note_fired(handle.segment(create=True), reason)
         return "fired"
 
     def close(self) -> None:

@@ -110,6 +110,18 @@ class Job(Controller):
                 raise JobError(str(exc)) from None
         return self._segment
 
+    def segment(self, create: bool = False) -> Segment | None:
+        """The job's segment (what the cluster's agents read and arm triggers in): attached now
+        if the job has started since, created first with ``create``; None when the job has no
+        segment and ``create`` is False."""
+        return self._seg if create else self._attached(create=False)
+
+    def publish(self, action: str, cfg: ProfilerConfig, **extra: Any) -> int:
+        """Validate ``cfg``, then publish it with ``action`` to the ranks (a bad value never
+        reaches a rank): the generation written. What ``set``/``stop`` do, for a caller that
+        holds a config already (a cluster agent relaying a notebook's request)."""
+        return self._write(action, cfg, **extra)
+
     @staticmethod
     def _lost(seg: Segment) -> bool:
         try:

@@ -45,9 +45,9 @@ def register_cluster_attach(func: ClusterAttach) -> None:
 
 def _cluster_attach() -> ClusterAttach:
     if "attach" not in _CLUSTER:
-        from dynprof_nb import _extend
+        from dynprof_nb.extensions import extend
 
-        _extend("cluster_attach")
+        extend("cluster_attach")
     return _CLUSTER["attach"]
 
 

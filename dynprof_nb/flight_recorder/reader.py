@@ -9,10 +9,10 @@ the last enqueued, started and completed collective) and ``entries`` (the ring b
 Either may be gzipped. A file's rank comes from the digits that end its name (torch writes
 ``<prefix><rank>``), or else from its ``pg_config`` (the one rank every group it lists holds).
 
-Limits, as for traces (:mod:`dynprof_nb.traces.budget`): a file over ``DYNPROF_NB_FR_MAX_BYTES``
-(default 1 GiB) is refused, a gzip inflates to at most ``DYNPROF_NB_GZIP_RATIO`` times its
-size, and what is held at once stays within ``DYNPROF_NB_LOAD_MEMORY``. Pickles go through
-:mod:`dynprof_nb.flight_recorder.safe_pickle`: nothing in a dump is ever imported or called.
+Limits, as for traces (:mod:`dynprof_nb.traces.formats.common.budget`): a file over
+``DYNPROF_NB_FR_MAX_BYTES`` (default 1 GiB) is refused, a gzip inflates to at most
+``DYNPROF_NB_GZIP_RATIO`` times its size, and what is held at once stays within
+``DYNPROF_NB_LOAD_MEMORY``. Pickles go through :mod:`dynprof_nb.flight_recorder.safe_pickle`: nothing in a dump is ever imported or called.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from dynprof_nb.flight_recorder import safe_pickle
-from dynprof_nb.traces import budget
 from dynprof_nb.traces.errors import TraceFormatError
+from dynprof_nb.traces.formats.common import budget
 
 DEFAULT_MAX_BYTES = 1 << 30
 _TRAILING_RANK = re.compile(r"(\d+)$")

@@ -88,7 +88,7 @@ def find_window_files(
     root: Path, finders: dict[str, Callable[[Path], list[Path]]] | None = None
 ) -> WindowFiles:
     """The files of the window directory ``root``, by role; ``finders`` (source name -> its
-    ``find``, :data:`dynprof_nb.traces.sources.FINDERS`) add the files of the formats that find
+    ``find``, :data:`dynprof_nb.traces.formats.FINDERS`) add the files of the formats that find
     their own, under ``found[name]``."""
     wf = WindowFiles(root=root)
     man = root / "window.json"

@@ -11,8 +11,8 @@ from pathlib import Path
 from . import comm
 from .discover import find_file, find_window_files, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError
+from .formats import FINDERS
 from .multirank import MultiRankWindow
-from .sources import FINDERS
 from .window import TraceWindow
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from . import parallel, schema
 from .errors import collected_warnings
-from .ooc import goes_out_of_core
+from .formats.chrome.out_of_core import goes_out_of_core
 from .partitioned import is_out_of_core
 from .window import TraceWindow
 
@@ -26,6 +26,8 @@ class MultiRankWindow(TraceWindow):
         super().__init__(path, comm_patterns=children[0].comm_patterns if children else None)
         self.children = children
         self.skipped = skipped
+        self._links: pd.DataFrame | None = None  # the ranks' side tables, joined
+        self._bandwidth: pd.DataFrame | None = None
         fw = {c.framework for c in children}
         self.framework = fw.pop() if len(fw) == 1 else "mixed"
         starts = {c.start_step for c in children}

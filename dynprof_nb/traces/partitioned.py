@@ -1,6 +1,6 @@
 """Analyses written for a pandas frame that reduce it (sums, bounds, a few rows), run on an
-out-of-core events frame too (:mod:`dynprof_nb.traces.ooc`: a Dask frame over Parquet
-partitions) one partition at a time, so the frame is never whole in memory."""
+out-of-core events frame too (:mod:`dynprof_nb.traces.formats.chrome.out_of_core`: a Dask
+frame over Parquet partitions) one partition at a time, so the frame is never whole in memory."""
 
 from __future__ import annotations
 

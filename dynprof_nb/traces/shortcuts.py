@@ -27,9 +27,9 @@ def register(name: str, func: Shortcut) -> None:
 def shortcut(name: str) -> Shortcut:
     """The callable registered for ``name``, importing the providers on first use."""
     if name not in _REGISTERED:
-        from dynprof_nb import _extend  # the facade knows which packages provide shortcuts
+        from dynprof_nb.extensions import extend  # which packages provide shortcuts
 
-        _extend("window_shortcuts")
+        extend("window_shortcuts")
     try:
         return _REGISTERED[name]
     except KeyError:

@@ -1,7 +1,7 @@
 """TraceWindow: one profiling window (or several ranks' windows) as lazily loaded DataFrames.
 
 Each frame is read on first access from the best source the window has (the registered sources
-of :mod:`dynprof_nb.traces.sources` declare which frames they provide, at which priority, and
+of :mod:`dynprof_nb.traces.formats` declare which frames they provide, at which priority, and
 read them), and ``sources`` records which source and which of its paths built it, which file
 fed it, what was repaired and what was missing. Several ranks parse in parallel
 processes (the JSON decode holds the GIL, so threads would not help).
@@ -15,9 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, ascend_bandwidth, cache, comm, schema
-from .ascend_db import AscendDb
-from .chrome import ChromeTrace, load_chrome_trace
+from . import cache, comm, schema
 from .discover import (
     WindowFiles,
     find_file,
@@ -35,10 +33,21 @@ from .errors import (
     library_faults,
     warn,
 )
+from .formats import (
+    FINDERS,
+    SOURCES,
+    Source,
+    lone_file_reader,
+    missing,
+    providers,
+    read_table,
+    source_of,
+)
+from .formats.ascend.db import AscendDb
+from .formats.chrome.reader import ChromeTrace, load_chrome_trace
+from .formats.chrome.summaries import Streamed, fill_streamed
 from .lazyframe import LazyFrame
 from .shortcuts import WindowShortcuts
-from .sources import FINDERS, SOURCES, Source, lone_file_reader, missing, providers, source_of
-from .stream import Streamed, fill_streamed
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 
@@ -107,8 +116,7 @@ class TraceWindow(WindowShortcuts):
         self._cache: dict[str, pd.DataFrame] = {}
         self._chrome: list[ChromeTrace] | None = None
         self._adb: AscendDb | None = None
-        self._links: pd.DataFrame | None = None
-        self._bandwidth: pd.DataFrame | None = None
+        self._side: dict[str, pd.DataFrame] = {}  # the side tables read (links, ...)
         self.sources: dict[str, dict[str, Any]] = {}
         self.tables: dict[str, pd.DataFrame] = {}  # files kept as read, with no frame of their own
         self.manifest: dict | None = files.manifest
@@ -157,7 +165,7 @@ class TraceWindow(WindowShortcuts):
 
     def _read(self, kind: str) -> pd.DataFrame:
         """Frame ``kind`` from the best of the window's sources that has it: each provider
-        (:func:`~dynprof_nb.traces.sources.providers`, best first) is asked in turn, the first
+        (:func:`~dynprof_nb.traces.formats.providers`, best first) is asked in turn, the first
         that gives a frame wins, and ``sources[kind]`` says which and by which path."""
         try:
             for src in providers(self._files, kind):
@@ -272,61 +280,27 @@ class TraceWindow(WindowShortcuts):
     def communication_links(self) -> pd.DataFrame:
         """Per communication op and link (src_rank -> dst_rank): transport, size_mb, transit_us,
         bandwidth_gbps; from communication_matrix.json, or the database's HCCL tasks."""
-        if self._links is None:
-            adb = self.database()
-            m = self._files.matrix
-            if adb is not None:
-                self._links = adb.links()
-                self.sources["links"] = {"files": [str(adb.path)], "format": "db"}
-            elif m is not None:
-                self._links = ascend.communication_matrix_json(m)
-                self.sources["links"] = {"files": [str(m)], "format": "text"}
-            else:
-                self._links = pd.DataFrame(columns=ascend.LINK_COLUMNS)
-                self.sources["links"] = {
-                    "files": [],
-                    "missing": "no communication_matrix.json "
-                    f"or database (this rank has: {self.have()})",
-                }
-        return self._links
+        return self._table("links")
 
     def communication_bandwidth(self) -> pd.DataFrame:
         """Per communication op and transport (HCCS, PCIE, SIO, SDMA = their total, RDMA):
         size_mb, transit_us, bandwidth_gbps, large_packet_ratio, Ascend's "Communication
         Bandwidth Info"; from communication.json, analysis.db or the database's HCCL tasks.
         The communication frame's size_mb / bandwidth_gbps are its SDMA + RDMA rows."""
-        if self._bandwidth is None:
-            adb = self.database()
-            p = self._files.communication
-            if adb is not None:
-                self._bandwidth = adb.bandwidth()
-                self.sources["bandwidth"] = {"files": [str(adb.path)], "format": "db"}
-            elif p is not None:
-                self._bandwidth = ascend.communication_bandwidth_json(p)
-                self.sources["bandwidth"] = {"files": [str(p)], "format": "text"}
-            else:
-                self._bandwidth = ascend_bandwidth.frame(
-                    pd.DataFrame(columns=ascend_bandwidth.COLUMNS)
-                )
-                self.sources["bandwidth"] = {
-                    "files": [],
-                    "missing": f"no communication.json or database (this rank has: {self.have()})",
-                }
-        return self._bandwidth
+        return self._table("bandwidth")
 
     def memory_copies(self) -> pd.DataFrame:
         """The device's asynchronous memory copies (MEMCPY_ASYNC tasks: start_ns, end_ns,
         step) of a database window; empty for other formats."""
-        adb = self.database()
-        if adb is not None:
-            return adb.memory_copies()
-        return pd.DataFrame(
-            {
-                "start_ns": pd.Series(dtype="int64"),
-                "end_ns": pd.Series(dtype="int64"),
-                "step": pd.Series(dtype="Int64"),
-            }
-        )
+        return self._table("memory_copies")
+
+    def _table(self, kind: str) -> pd.DataFrame:
+        """Side table ``kind``, read once by the format that has it (``Source.tables``: the
+        Ascend formats, :mod:`~dynprof_nb.traces.formats.ascend.links`), through the frame
+        cache as a frame is."""
+        if kind not in self._side:
+            self._side[kind] = cache.through(self, kind, lambda: read_table(self, kind))
+        return self._side[kind]
 
     # ---- reading ----------------------------------------------------------------------------
     @classmethod

@@ -372,9 +372,9 @@ def cache_report(clear: str | None = None) -> str:
     if clear is not None:
         n = cache.clear(clear or None)
         if not clear:
-            from dynprof_nb.traces import ooc
+            from dynprof_nb.traces.cache import partitions
 
-            parts = ooc.prune()
+            parts = partitions.prune()
             return (
                 f"removed {n} cached frame file(s) (all) and {parts} partition folder(s) of "
                 f"ended loads from {where}"

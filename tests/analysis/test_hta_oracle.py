@@ -23,7 +23,7 @@ import pytest
 
 import dynprof_nb
 from dynprof_nb.analysis import gpu
-from dynprof_nb.traces.derive import DEVICE_CATS, DTYPE_BYTES, device_kinds
+from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS, DTYPE_BYTES, device_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 HTA_PY = Path(os.environ.get("DYNPROF_HTA_PYTHON", ROOT / ".venv" / "hta" / "bin" / "python"))

@@ -10,7 +10,7 @@ from testdata import write_builtin_window
 
 import dynprof_nb
 from dynprof_nb.analysis.summary import ranks_view
-from dynprof_nb.traces.ops import op_table
+from dynprof_nb.traces.formats.derived.op_table import op_table
 
 
 def test_summary_notes_slow_step_and_slow_rank(tmp_path: Path):

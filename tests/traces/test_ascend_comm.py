@@ -15,8 +15,9 @@ from testdata import fixtures_dir
 
 import dynprof_nb
 from dynprof_nb import samples
-from dynprof_nb.traces import ascend, ascend_db_comm
-from dynprof_nb.traces.ascend_db import AscendDb
+from dynprof_nb.traces.formats.ascend import db_comm as ascend_db_comm
+from dynprof_nb.traces.formats.ascend import text as ascend
+from dynprof_nb.traces.formats.ascend.db import AscendDb
 
 REAL = fixtures_dir() / "ascend_real"
 TEXT_FILES = sorted(

@@ -321,7 +321,7 @@ def test_mixed_numeric_columns_are_not_truncated(tmp_path: Path):
     be truncated to an integer because the first row happened to be one."""
     d = _damaged(tmp_path, "UPDATE COMMUNICATION_OP SET count = 2.5 WHERE opId = 2;")
     w = dynprof_nb.load_window(d / "rank0_ascend_pt")
-    from dynprof_nb.traces.ascend_db import AscendDb
+    from dynprof_nb.traces.formats.ascend.db import AscendDb
 
     ops = AscendDb(_db(0, d))._comm_ops().set_index("op_id")
     assert ops.loc[2, "count"] == 2.5 and ops.loc[1, "count"] == 4097000

@@ -16,9 +16,15 @@ import pandas as pd
 import pytest
 
 import dynprof_nb
-from dynprof_nb.traces import TraceFormatError, ascend_db_comm, ascend_db_kernels
-from dynprof_nb.traces.ascend_db import AscendDb
-from dynprof_nb.traces.dbfile import _parse_ints
+from dynprof_nb.traces import TraceFormatError
+from dynprof_nb.traces.formats.ascend import (
+    db_comm as ascend_db_comm,
+)
+from dynprof_nb.traces.formats.ascend import (
+    db_kernels as ascend_db_kernels,
+)
+from dynprof_nb.traces.formats.ascend.db import AscendDb
+from dynprof_nb.traces.formats.common.sqlite import _parse_ints
 
 COVERED = {
     "as_recorded": "",

@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 from testdata import fixtures_dir, npu_text_window
 
 import dynprof_nb
-from dynprof_nb.traces import chrome, fastjson, parallel
-from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
+from dynprof_nb.traces import parallel
 from dynprof_nb.traces.errors import TraceRepairWarning
+from dynprof_nb.traces.formats.chrome import pieces as fastjson
+from dynprof_nb.traces.formats.chrome import reader as chrome
+from dynprof_nb.traces.formats.common.timestamps import NA_NS, tokens_us_to_ns
 
 CHROME_FILES = sorted(
     [p for p in (fixtures_dir() / "kineto").glob("*.json.gz")]
@@ -256,21 +258,21 @@ def _args_paths(monkeypatch: pytest.MonkeyPatch, raw: bool) -> tuple[list[bool],
     counters or links is read."""
     keyed: list[bool] = []
     sticky: list[bool] = []  # whether link-key decoding is still on after each piece
-    init, decode = chrome._Columns.__init__, chrome._Columns._decode
+    init, decode = chrome.Columns.__init__, chrome.Columns._decode
 
-    def raw_init(self: chrome._Columns) -> None:
+    def raw_init(self: chrome.Columns) -> None:
         init(self)
         self.args_keys = False
 
-    def counted(self: chrome._Columns, piece: bytes) -> tuple:
+    def counted(self: chrome.Columns, piece: bytes) -> tuple:
         out = decode(self, piece)
         keyed.append(out[2] is not None)
         sticky.append(self.args_keys)
         return out
 
-    monkeypatch.setattr(chrome._Columns, "_decode", counted)
+    monkeypatch.setattr(chrome.Columns, "_decode", counted)
     if raw:
-        monkeypatch.setattr(chrome._Columns, "__init__", raw_init)
+        monkeypatch.setattr(chrome.Columns, "__init__", raw_init)
     return keyed, sticky
 
 

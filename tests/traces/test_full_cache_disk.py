@@ -15,7 +15,9 @@ import pandas as pd
 import pytest
 from testdata import REPO
 
-from dynprof_nb.traces import cache, load_trace, ooc, stream
+from dynprof_nb.traces import cache, load_trace
+from dynprof_nb.traces.formats.chrome import out_of_core as ooc
+from dynprof_nb.traces.formats.chrome import summaries as stream
 
 SMALL = REPO / "tests" / "data" / "kineto" / "hta__timeline_analysis__sampled_rank-0.json.gz"
 

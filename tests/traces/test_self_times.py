@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dynprof_nb.traces import ops, stream
+from dynprof_nb.traces.formats.chrome import summaries as stream
+from dynprof_nb.traces.formats.derived import op_table as ops
 
 
 def _nested(rng: np.random.Generator, n_threads: int, n: int, span: int) -> tuple:

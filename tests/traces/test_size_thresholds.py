@@ -23,9 +23,11 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.traces import _time, chrome, fastjson
-from dynprof_nb.traces._time import NA_NS, tokens_us_to_ns
 from dynprof_nb.traces.errors import TraceRepairWarning
+from dynprof_nb.traces.formats.chrome import pieces as fastjson
+from dynprof_nb.traces.formats.chrome import reader as chrome
+from dynprof_nb.traces.formats.common import timestamps as _time
+from dynprof_nb.traces.formats.common.timestamps import NA_NS, tokens_us_to_ns
 
 SRC = fixtures_dir() / "kineto" / "hta__df_index_resolver__df_index_resolver.json.gz"
 SHIFT_US = 1669783687352244  # the fixture's first ts: copy k is shifted by k times it, as in

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import dynprof_nb
-from dynprof_nb.traces import TraceRepairWarning, sources
+from dynprof_nb.traces import TraceRepairWarning
+from dynprof_nb.traces import formats as sources
 from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.window import FRAMES
 
@@ -20,8 +21,10 @@ KINETO = SAMPLES / "pytorch_cpu" / "rank0.1795968823191922673.pt.trace.json"
 
 
 def test_every_source_module_is_in_the_registry():
-    names = [m.name for m in pkgutil.iter_modules(sources.__path__) if m.name != "base"]
-    modules = [importlib.import_module(f"{sources.__name__}.{n}") for n in names]
+    """A format's source is its folder's ``source.py`` (or ``*_source.py``, Ascend's two)."""
+    names = [m.name for m in pkgutil.walk_packages(sources.__path__, sources.__name__ + ".")
+             if m.name.rpartition(".")[2].endswith("source")]
+    modules = [importlib.import_module(n) for n in names]
     assert {m.SOURCE.name for m in modules} == {s.name for s in sources.SOURCES}
 
 
@@ -66,7 +69,7 @@ def test_the_chrome_path_named_is_the_one_that_ran(tmp_path, monkeypatch, frame_
     """A clean trace, one a field of an odd type forces untyped, a cut-short one the repair
     forces, and a large one streamed: each names its path, and the repair ran exactly when the
     path says so."""
-    from dynprof_nb.traces import chrome
+    from dynprof_nb.traces.formats.chrome import reader as chrome
 
     repairs = []
     real = chrome.repair_json
@@ -104,7 +107,7 @@ def test_the_chrome_path_named_is_the_one_that_ran(tmp_path, monkeypatch, frame_
 
 
 def _not_fast(data):
-    from dynprof_nb.traces import fastjson
+    from dynprof_nb.traces.formats.chrome import pieces as fastjson
 
     raise fastjson.NotFast("forced by the test")
 
@@ -115,7 +118,7 @@ def test_the_db_kernels_path_named_is_the_one_that_ran(tmp_path, monkeypatch, fr
     import shutil
     import sqlite3
 
-    from dynprof_nb.traces import ascend_db_kernels
+    from dynprof_nb.traces.formats.ascend import db_kernels as ascend_db_kernels
 
     src = SAMPLES / "ascend_db" / "rank0_ascend_pt"
     fast = dynprof_nb.load_window(src)
@@ -194,3 +197,13 @@ def test_a_damaged_key_averages_table_is_a_trace_format_error(tmp_path):
     path.write_text("just text\n")
     with pytest.raises(TraceFormatError, match="not a key_averages"):
         dynprof_nb.load_trace(path)
+
+
+def test_the_window_is_the_readers_context():
+    """The formats' readers are typed against ``ReadContext`` / ``OpenContext`` (formats/base.py),
+    never the concrete window: the window implements both, so a format imports no window."""
+    from dynprof_nb.traces.formats.base import OpenContext, ReadContext
+
+    w = dynprof_nb.load_trace(KINETO)
+    assert isinstance(w, ReadContext) and isinstance(w, OpenContext)
+    assert not isinstance(object(), ReadContext)

@@ -20,7 +20,16 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.traces import fastjson, ooc, stream
+from dynprof_nb.traces.cache import partitions
+from dynprof_nb.traces.formats.chrome import (
+    out_of_core as ooc,
+)
+from dynprof_nb.traces.formats.chrome import (
+    pieces as fastjson,
+)
+from dynprof_nb.traces.formats.chrome import (
+    summaries as stream,
+)
 
 KINETO = sorted((fixtures_dir() / "kineto").glob("*.json.gz")) + sorted(
     (fixtures_dir() / "torch_cpu").glob("*.json")
@@ -183,15 +192,15 @@ def test_pruning_keeps_partitions_in_use(
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         parts.mkdir(parents=True)
-        live_dir = f"ab-{ooc._HOST}-{alive.pid}-00"  # another kernel's, still running
+        live_dir = f"ab-{partitions.HOST}-{alive.pid}-00"  # another kernel's, still running
         (parts / live_dir).mkdir()
         gone = subprocess.Popen([sys.executable, "-c", ""])
         gone.wait()
-        (parts / f"cd-{ooc._HOST}-{gone.pid}-00").mkdir()  # a kernel that exited
+        (parts / f"cd-{partitions.HOST}-{gone.pid}-00").mkdir()  # a kernel that exited
         frames = [dynprof_nb.load_trace(path).events for _ in range(6)]
         assert {d.name for d in parts.iterdir()} >= {f.dynprof_dir.name for f in frames}
         assert (parts / live_dir).is_dir()
-        assert not (parts / f"cd-{ooc._HOST}-{gone.pid}-00").exists()
+        assert not (parts / f"cd-{partitions.HOST}-{gone.pid}-00").exists()
         pd.testing.assert_frame_equal(frames[0].compute(), frames[-1].compute())
         del frames
         gc.collect()

@@ -1,0 +1,444 @@
+"""The columnar cache: a window's frames kept as Parquet so a second load, in any process, reads
+them back in a fraction of the parse.
+
+The first load of a frame writes it (with what the load said about it: its ``sources`` notes, its
+``attrs``, the warnings it gave) to ``$DYNPROF_NB_CACHE`` (default ``$XDG_CACHE_HOME/dynprof_nb``
+or ``~/.cache/dynprof_nb``; ``0``/``off`` turns the cache off), never beside the trace. An entry
+is found by a hash of what could change the frame: every file the window's readers may read
+(resolved path, size, mtime_ns, ctime_ns, inode), the path as given, the communication patterns,
+the readers' ``DYNPROF_NB_*`` limits, this reader's version and the pandas/pyarrow versions. A
+window still being written (no complete manifest) is never cached. The key is :mod:`.keys`'s
+(with the out-of-core partitions' key), the directory checks :mod:`.dirs`'s.
+
+Hostile by default: the directory is created 0700 and refused when it is a symlink or another
+user's; an entry is opened without following symlinks and must be a regular file of ours; an
+entry that does not decode (truncated, corrupted, planted) is removed and the trace is read as if
+there were no cache. Writes go to a temporary file in the cache directory, renamed into place,
+so two processes at once each see a whole entry or none. The cache is bounded
+(``DYNPROF_NB_CACHE_SIZE``, default 2 GB): the least recently used entries (reading one
+touches it) are removed after each write.
+
+Frames round-trip exactly (dtypes, categories with their dtype and order, nullable ints, object
+columns, the index, attrs: :mod:`.codec`); a frame holding anything
+else is not cached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import collected_warnings, disk_full, warn
+from ..formats.common.budget import parse_size
+from .codec import META_KEY, Unsupported, decode, encode, same
+from .dirs import private_dir
+from .keys import ENV_DIR, ENV_LIMIT, READER_VERSION, entry_key, window_paths  # noqa: F401
+
+DEFAULT_LIMIT_BYTES = 2 * 1024**3
+_OFF = ("0", "off", "no", "false", "none")
+_SUFFIX = ".parquet"
+_TMP_PREFIX = ".tmp-"
+_STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died
+
+
+# what this process's loads did, for tests and benchmarks: entries read, built and stored
+counts = {"hits": 0, "misses": 0, "stored": 0, "discarded": 0}
+
+
+class CacheWarning(UserWarning):
+    """The frame cache could not be used (its directory is unsafe); frames are read from the
+    trace files, as without a cache."""
+
+
+# ---- where ----------------------------------------------------------------------------------
+def cache_dir() -> Path | None:
+    """The cache directory this process uses, or None when ``DYNPROF_NB_CACHE`` turns it off."""
+    env = os.environ.get(ENV_DIR, "").strip()
+    if env.lower() in _OFF:
+        return None
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "dynprof_nb"
+
+
+def limit_bytes() -> int:
+    """The bound on the cache's size: ``DYNPROF_NB_CACHE_SIZE`` (bytes, or ``500M``, ``2G``,
+    ``2GB``; ``0`` keeps nothing). A value that is not a size (``abc``, ``-5``, ``inf``) gives
+    the default, with one CacheWarning: a typo must neither fail a load nor empty the cache."""
+    text = os.environ.get(ENV_LIMIT, "").strip()
+    if not text:
+        return DEFAULT_LIMIT_BYTES
+    try:
+        return parse_size(text)
+    except ValueError:
+        if text not in _bad_limits:
+            _bad_limits.add(text)
+            warn(
+                CacheWarning(
+                    f"{ENV_LIMIT}={text!r} is not a size (bytes, or like 500M, 2G); the frame "
+                    f"cache keeps to its default bound of {DEFAULT_LIMIT_BYTES >> 30} GB"
+                ),
+                stacklevel=4,
+            )
+        return DEFAULT_LIMIT_BYTES
+
+
+_bad_limits: set[str] = set()
+
+_refused: set[str] = set()
+
+
+def _usable_dir(create: bool = True) -> Path | None:
+    """The cache directory, created 0700, or None (with one CacheWarning per directory) when it
+    is a symlink, not a directory or not ours (:func:`.dirs.private_dir`)."""
+    d = cache_dir()
+    if d is None or not _have_pyarrow():
+        return None
+    try:
+        why = private_dir(d, create)
+    except FileNotFoundError:
+        return None
+    return d if why is None else _refuse(d, why)
+
+
+def _have_pyarrow() -> bool:
+    """Whether this interpreter can read entries: pyarrow is installed and imports (a venv
+    without it, or with a pyarrow built for numpy 2 under numpy 1.26, runs uncached, and is
+    told so once: :mod:`dynprof_nb.optional`)."""
+    from ...optional import available
+
+    return available("frame cache", say=lambda w: warn(w, stacklevel=5))
+
+
+_full: set[str] = set()  # cache directories whose disk was found full (said once each)
+
+
+def _refuse(d: Path, why: str) -> None:
+    if str(d) not in _refused:
+        _refused.add(str(d))
+        warn(  # collected in a reader thread, said by the thread that started it
+            CacheWarning(
+                f"not using the frame cache {d}: {why}; frames are read from the trace files. "
+                f"Set {ENV_DIR} to a directory of yours, or {ENV_DIR}=off."
+            ),
+            stacklevel=4,
+        )
+    return None
+
+
+# ---- the hook ---------------------------------------------------------------------------------
+# warnings repeated from cache entries, per window: each is said once per window, as a parse
+# says it once (the traces are parsed once per window)
+_said: weakref.WeakKeyDictionary[Any, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
+_said_lock = threading.Lock()
+
+
+def through(window: Any, kind: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """Frame ``kind`` of ``window``: from its cache entry when there is a good one, else
+    ``build()`` (whose warnings are said as usual), then stored for the next load."""
+    d = _usable_dir()
+    key = entry_key(window, kind) if d is not None else None
+    if key is not None:
+        hit = _read(d, key)
+        if hit is not None:
+            counts["hits"] += 1
+            frame, meta = hit
+            window.sources.update(meta["sources"])
+            _repeat(window, meta["warnings"])
+            return frame
+    frame, meta = _recorded(window, build)
+    if key is not None and isinstance(frame, pd.DataFrame):  # never an out-of-core frame
+        counts["misses"] += 1
+        _write(d, key, window, kind, frame, meta)
+    return frame
+
+
+def identify(window: Any, read: Callable[[], Any]) -> None:
+    """``read()``, which sets ``window.rank`` and ``window.framework`` from its trace (parsing
+    it), or those two from the cache entry of an earlier ``read()`` of the same files."""
+    d = _usable_dir()
+    key = entry_key(window, "identity") if d is not None else None
+    if key is not None:
+        hit = _read(d, key)
+        if hit is not None:
+            counts["hits"] += 1
+            _frame, meta = hit
+            window.rank, window.framework = meta["identity"]
+            window.sources.update(meta["sources"])
+            _repeat(window, meta["warnings"])
+            return
+
+    def build() -> pd.DataFrame:
+        read()
+        return pd.DataFrame()
+
+    frame, meta = _recorded(window, build)
+    if key is not None:
+        counts["misses"] += 1
+        meta["identity"] = [window.rank, window.framework]
+        _write(d, key, window, "identity", frame, meta)
+
+
+def _recorded(window: Any, build: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, dict]:
+    """``build()``, with the warnings it gave (said on, as they were) and the ``sources`` notes
+    it added or changed."""
+    before = json.dumps(window.sources, sort_keys=True, default=str)
+    before_notes = json.loads(before)
+    try:
+        with collected_warnings() as said:
+            frame = build()
+    finally:  # said on as they were, outside the collection (to an outer one, or to the user)
+        for w in said:
+            warn(w, stacklevel=5)
+    after = json.loads(json.dumps(window.sources, default=str))
+    changed = {k: v for k, v in after.items() if before_notes.get(k) != v}
+    return frame, {
+        "sources": changed,
+        "warnings": [[_category_name(type(w)), str(w)] for w in said],
+        # notes JSON would not give back as they are (paths, tuples): such a frame is not cached
+        "exact": all(same(v, window.sources.get(k)) for k, v in changed.items()),
+    }
+
+
+def _repeat(window: Any, said: list[list[str]]) -> None:
+    with _said_lock:
+        done = _said.setdefault(window, set())
+        todo = [(c, m) for c, m in said if (c, m) not in done]
+        done.update(todo)
+    for category, message in todo:
+        warn(_category(category)(message), stacklevel=5)
+
+
+def _category_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _category(name: str) -> type[Warning]:
+    """The warning class an entry names: only dynprof_nb's own and the builtin ones (an entry
+    makes this process import nothing but dynprof_nb's modules); else UserWarning."""
+    import importlib
+    import sys
+
+    module, _, qual = name.partition(":")
+    if module == "builtins" or module.startswith("dynprof_nb."):
+        mod = sys.modules.get(module) or (
+            importlib.import_module(module) if module.startswith("dynprof_nb.") else None
+        )
+        cls = getattr(mod, qual, None) if mod is not None else None
+        if isinstance(cls, type) and issubclass(cls, Warning):
+            return cls
+    return UserWarning
+
+
+# ---- reading and writing entries ------------------------------------------------------------
+def _read(d: Path, key: str) -> tuple[pd.DataFrame, dict] | None:
+    """The entry ``key``, touched, or None; an entry that is not a good one of ours is removed."""
+    path = d / (key + _SUFFIX)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError:  # a symlink planted in its place (ELOOP), or unreadable
+        counts["discarded"] += 1
+        _discard(path)
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise Unsupported("not a regular file of ours")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read()
+        try:
+            os.utime(fd)  # last used: what the size bound removes first is the oldest
+        except OSError:
+            pass
+        frame, meta = decode(data)
+        if meta.get("key") != key:
+            raise Unsupported("an entry under another entry's name")
+        return frame, meta
+    except Exception:  # noqa: BLE001  any bad entry is a miss, never a failed load
+        counts["discarded"] += 1
+        _discard(path)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _discard(path: Path) -> None:
+    try:
+        os.unlink(path)  # a symlink itself, never what it points at
+    except OSError:
+        pass
+
+
+def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta: dict) -> None:
+    """Store ``frame`` as entry ``key`` (atomically), then keep the cache within its bound.
+    A frame the cache cannot hold exactly, or a full disk, leaves no entry and no error."""
+    meta = dict(
+        meta,
+        key=key,
+        kind=kind,
+        window=str(Path(window.path).resolve()),
+        files=sorted({str(Path(p).resolve()) for p in window_paths(window.files)}),
+        written=time.time(),
+    )
+    if not meta.pop("exact", True):
+        return
+    tmp = None
+    limit = limit_bytes()
+    try:
+        data = encode(frame, meta)
+        if len(data) > limit:  # it would be removed at once, with every other entry
+            return
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_SUFFIX, dir=d)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, d / (key + _SUFFIX))
+        tmp = None
+        counts["stored"] += 1
+    except OSError as exc:
+        if disk_full(exc) and str(d) not in _full:  # the frame is in memory all the same
+            _full.add(str(d))
+            warn(
+                CacheWarning(
+                    f"the frame cache {d} is full ({exc.strerror or exc}): frames are loaded "
+                    f"but not cached. Free space there, or set {ENV_DIR} to a disk with room."
+                ),
+                stacklevel=4,
+            )
+        return
+    except (Unsupported, ValueError, TypeError, OverflowError):
+        return
+    except Exception:  # noqa: BLE001  pyarrow's own errors: the frame is simply not cached
+        return
+    finally:
+        if tmp is not None:
+            _discard(Path(tmp))
+    _trim(d, limit)
+
+
+def _trim(d: Path, limit: int) -> None:
+    """Remove the least recently used entries until the cache holds at most ``limit`` bytes,
+    and temporary files that writers which died left behind."""
+    entries = []
+    now = time.time()
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        p = d / name
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if name.startswith(_TMP_PREFIX):
+            if now - st.st_mtime > _STALE_TMP_S:
+                _discard(p)
+        elif name.endswith(_SUFFIX):
+            entries.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries):
+        if total <= limit:
+            break
+        _discard(p)
+        total -= size
+
+
+# ---- listing and clearing ------------------------------------------------------------------------
+@dataclass
+class Entry:
+    """One cached frame: which window and files it was read from, its size, when last used."""
+
+    path: Path
+    window: str
+    kind: str
+    files: list[str]
+    size: int
+    used: float
+
+
+def entries() -> list[Entry]:
+    """Every entry of the cache, least recently used first (unreadable ones skipped)."""
+    d = _usable_dir(create=False)
+    if d is None:  # off, or no pyarrow that imports: no entries to list
+        return []
+    import pyarrow.parquet as pq
+
+    out = []
+    for name in sorted(os.listdir(d)):
+        p = d / name
+        if not name.endswith(_SUFFIX) or name.startswith(_TMP_PREFIX):
+            continue
+        try:
+            st = os.lstat(p)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            meta = json.loads(pq.read_schema(p).metadata[META_KEY])
+            out.append(
+                Entry(p, meta["window"], meta["kind"], list(meta["files"]), st.st_size, st.st_mtime)
+            )
+        except Exception:  # noqa: BLE001  a damaged entry is removed by its next read
+            continue
+    return sorted(out, key=lambda e: e.used)
+
+
+def summary() -> pd.DataFrame:
+    """One row per cached window of this user's entries: path, frames (each kind once),
+    size (bytes), last used (a Timestamp)."""
+    rows: dict[str, dict[str, Any]] = {}
+    uid = os.getuid()
+    for e in entries():
+        try:
+            if os.lstat(e.path).st_uid != uid:  # a shared cache folder: not this user's
+                continue
+        except OSError:
+            continue
+        r = rows.setdefault(e.window, {"path": e.window, "frames": [], "bytes": 0, "used": 0.0})
+        if e.kind != "identity":
+            r["frames"].append(e.kind)
+        r["bytes"] += e.size
+        r["used"] = max(r["used"], e.used)
+    frame = pd.DataFrame(list(rows.values()), columns=["path", "frames", "bytes", "used"])
+    frame["frames"] = [", ".join(sorted(set(f))) for f in frame["frames"]]
+    frame["used"] = pd.to_datetime(frame["used"], unit="s").dt.floor("s")
+    return frame.sort_values("used", ascending=False, ignore_index=True)
+
+
+def clear(path: str | os.PathLike[str] | None = None) -> int:
+    """Remove every entry, or those read from ``path`` (a trace file or window directory, or
+    a file or folder inside one); returns how many were removed."""
+    d = _usable_dir(create=False)
+    if d is None:
+        return 0
+    if path is None:
+        removed = 0
+        for name in os.listdir(d):
+            if name.endswith(_SUFFIX):
+                _discard(d / name)
+                removed += 1
+        return removed
+    target = str(Path(path).expanduser().resolve())
+    removed = 0
+    for e in entries():
+        if any(_within(f, target) for f in [e.window, *e.files]):
+            _discard(e.path)
+            removed += 1
+    return removed
+
+
+def _within(path: str, target: str) -> bool:
+    return path == target or path.startswith(target.rstrip(os.sep) + os.sep)

@@ -1,0 +1,462 @@
+"""The ``events`` frame of a trace too big for memory, as a Dask DataFrame over Parquet
+partitions (issue 25 item 2).
+
+One pass over the decoded pieces (:class:`.summaries.Reducer`, which also gives the window's
+ops, steps and kernels when it has none yet) writes the piece columns as they come, as raw
+codes, to Parquet files of ``PART_ROWS`` rows. What a row's final columns need from the whole
+file is known only after the pass, and is small: the code tables (names, categories, process and
+thread labels from the metadata events), the launches by correlation (``launch_ns``), the step
+intervals (``step``) and which optional columns the file has. Each partition is built from its
+Parquet file and these by :class:`_Partition` when Dask computes it, so ``ddf.compute()`` is
+the in-memory events frame, column for column, dtype for dtype (categories included).
+
+Where: ``<cache root>/events-parts/<key>/`` (the cache root is ``$DYNPROF_NB_CACHE``, else
+``$XDG_CACHE_HOME/dynprof_nb``, else ``~/.cache/dynprof_nb``; the key names the file by path,
+size, mtime, ctime and inode and the partitions' version:
+:func:`dynprof_nb.traces.cache.keys.partition_key`; and by the load's host and pid:
+:mod:`dynprof_nb.traces.cache.partitions`). A directory goes
+when the frame built on it (and every frame derived from it) is collected, or at the next
+load once its process has ended: another kernel's live frame keeps its files.
+
+When: ``DYNPROF_NB_OUT_OF_CORE=1`` always, ``=0`` never; otherwise when the events frame would
+not fit (:func:`.summaries.wanted`).
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import json
+import os
+import shutil
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ... import schema
+from ...cache import partitions
+from ..common.timestamps import NA_NS
+from ..derived import from_events as derive
+from ..derived.from_events import DEVICE_CATS
+from . import pieces as fastjson
+from . import reader as chrome
+from . import summaries as stream
+
+OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
+PART_ROWS = 1_000_000
+
+
+class PartitionsGone(RuntimeError):
+    """An out-of-core frame's Parquet partition was removed or damaged after the load."""
+
+
+_COLL_FLOATS = ("in_nelems", "out_nelems", "group_size")
+_COLL_TEXTS = ("collective", "dtype")
+NOTE = (
+    "out of core: a dask.dataframe over {n} Parquet partitions in {dir} (the trace's events "
+    "would not fit in memory, or DYNPROF_NB_OUT_OF_CORE=1); reduce it before .compute(), "
+    "e.g. ev.groupby('name', observed=True).dur_ns.sum().compute()"
+)
+
+
+def wanted(paths: list[Path]) -> bool:
+    """Whether these traces' events go out of core: by ``DYNPROF_NB_OUT_OF_CORE``, else when
+    the frame would not fit (:func:`.summaries.too_big`)."""
+    force = os.environ.get(OOC_ENV, "").strip()
+    if force in ("0", "1"):
+        want = force == "1"
+    else:
+        want = stream.too_big(paths)
+    return want and _can()
+
+
+def _can() -> bool:
+    """Whether pyarrow and dask import here; if not, the events load into memory, as with
+    ``DYNPROF_NB_OUT_OF_CORE=0``, and the user is told once (:mod:`dynprof_nb.optional`)."""
+    from ....optional import available
+    from ...errors import warn
+
+    return available("out-of-core frames", say=lambda w: warn(w, stacklevel=5))
+
+
+class _Writer(stream.Reducer):
+    """The reducer, also writing every piece's columns to Parquet partitions."""
+
+    def __init__(self, base: Any, out: Path, host: bool) -> None:
+        super().__init__(base, host=host)
+        self.out = out
+        self.buf: list[dict[str, np.ndarray]] = []
+        self.buf_rows = 0
+        self.parts: list[tuple[str, int, int]] = []  # (file, first row, rows)
+        self.pairs: set[int] = set()  # (pid code << 32 | tid code) of the rows
+        self.coll_cats: dict[str, set[str]] = {k: set() for k in _COLL_TEXTS}
+        self.any_coll = False
+        self.any_na_ts = False
+
+    def piece(
+        self,
+        c: dict,
+        ts: np.ndarray,
+        corr: np.ndarray,
+        stream_: np.ndarray,
+        args: list,
+        rows: np.ndarray,
+    ) -> None:
+        n = len(ts)
+        cols = {k: c[k] for k in ("name", "cat", "ph", "pid", "tid", "dur")}
+        cols["ts"] = ts
+        cols["corr"] = corr
+        cols["stream"] = stream_
+        coll = [
+            i
+            for i, a in enumerate(args)
+            if a is not None and (a.in_nelems is not None or a.out_nelems is not None)
+        ]
+        if coll:
+            self.any_coll = True
+            sel = rows[coll]
+            picked = [args[i] for i in coll]
+            for name in _COLL_FLOATS:
+                full = np.full(n, np.nan)
+                full[sel] = [chrome.int_or_nan(getattr(a, name)) for a in picked]
+                cols[name] = full
+            for name in _COLL_TEXTS:
+                obj = np.full(n, None, dtype=object)
+                obj[sel] = [
+                    None if getattr(a, name) is None else str(getattr(a, name)) for a in picked
+                ]
+                self.coll_cats[name].update(v for v in obj[sel] if v is not None)
+                cols[name] = obj
+        else:
+            for name in _COLL_FLOATS:
+                cols[name] = np.full(n, np.nan)
+            for name in _COLL_TEXTS:
+                cols[name] = np.full(n, None, dtype=object)
+        self.any_na_ts |= bool((ts == NA_NS).any())
+        key = (c["pid"].astype(np.int64) << 32) | c["tid"].astype(np.int64)
+        self.pairs.update(np.unique(key).tolist())
+        self.buf.append(cols)
+        self.buf_rows += n
+        if self.buf_rows >= PART_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        cols = {k: np.concatenate([b[k] for b in self.buf]) for k in self.buf[0]}
+        first = self.parts[-1][1] + self.parts[-1][2] if self.parts else 0
+        name = f"part-{len(self.parts):05d}.parquet"
+        table = pa.table({k: pa.array(v) for k, v in cols.items()})
+        pq.write_table(table, self.out / name, compression="lz4")
+        self.parts.append((name, first, self.buf_rows))
+        self.buf, self.buf_rows = [], 0
+
+
+class _Partition:
+    """Builds one partition of the events frame from its Parquet file (the columns
+    chrome.events_frame, chrome._link_columns and window._load_events give)."""
+
+    def __init__(self, w: _Writer, iv: pd.DataFrame) -> None:
+        self.dir = w.out
+        self.iv = iv
+        self.cats: dict[str, tuple[np.ndarray, pd.Index]] = {}
+        for col, table in (("name", w.name_t), ("cat", w.cat_t), ("ph", w.ph_t)):
+            labels = [stream.label_of(k) for k in table]
+            uniq, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
+            self.cats[col] = (inverse.astype(np.int32).reshape(-1), pd.Index(uniq, dtype=object))
+        self.pid = chrome.table_ids(np.arange(len(w.pid_t)), w.pid_t)
+        self.tid = chrome.table_ids(np.arange(len(w.tid_t)), w.tid_t)
+        proc_names, thread_names = chrome.metadata_labels(w.meta_rows)
+        # process: a label per pid code; thread: per (pid, tid) pair that occurs
+        pids = list(w.pid_t)
+        ptext = np.array([proc_names.get(p, str(p)) for p in pids], dtype=object)
+        self.proc_cats = pd.Index(np.unique(ptext) if len(ptext) else [], dtype=object)
+        self.proc_code = self.proc_cats.get_indexer(ptext).astype(np.int32)
+        tids = list(w.tid_t)
+        pairs = np.array(sorted(w.pairs), dtype=np.int64)
+        ttext = np.array(
+            [
+                thread_names.get((pids[k >> 32], tids[k & 0xFFFFFFFF]), str(tids[k & 0xFFFFFFFF]))
+                for k in pairs.tolist()
+            ],
+            dtype=object,
+        )
+        self.pairs = pairs
+        self.thread_cats = pd.Index(np.unique(ttext) if len(ttext) else [], dtype=object)
+        self.thread_code = self.thread_cats.get_indexer(ttext).astype(np.int32)
+        self.pid_cats = None if self.pid.dtype == np.int64 else pd.Categorical(self.pid).categories
+        self.tid_cats = None if self.tid.dtype == np.int64 else pd.Categorical(self.tid).categories
+        self.any_stream, self.any_corr, self.any_coll = w.any_stream, w.any_corr, w.any_coll
+        self.any_na_ts = w.any_na_ts
+        self.coll_cats = {k: sorted(v) for k, v in w.coll_cats.items()}
+        self.launch_keys = self.launch_ts = np.empty(0, np.int64)
+        if w.launch:
+            keys = np.concatenate([k for k, _ in w.launch])
+            ts = np.concatenate([t for _, t in w.launch])
+            self.launch_keys, first = np.unique(keys, return_index=True)
+            self.launch_ts = ts[first]
+        self.dev_cats = np.isin(self.cats["cat"][1].to_numpy(), list(DEVICE_CATS))
+
+    def _cat(self, col: str, codes: np.ndarray) -> pd.Categorical:
+        remap, cats = self.cats[col]
+        return pd.Categorical.from_codes(remap[codes] if len(codes) else codes, categories=cats)
+
+    def _id(self, ids: np.ndarray, codes: np.ndarray, cats: pd.Index | None) -> Any:
+        v = ids[codes] if len(codes) else ids[:0]
+        return v if cats is None else pd.Categorical(v, categories=cats)
+
+    def __call__(self, part: tuple[str, int, int]) -> pd.DataFrame:
+        import pyarrow.parquet as pq
+
+        name, first, n = part
+        if n:
+            try:
+                t = pq.read_table(self.dir / name).to_pandas()
+            except (OSError, ValueError) as exc:  # removed or damaged under a live frame
+                raise PartitionsGone(
+                    f"the out-of-core events' partition {self.dir / name} cannot be read "
+                    f"({exc.__class__.__name__}: {exc}); it was removed or damaged after the "
+                    "load (by hand, a cleaner of the cache directory): load the trace again"
+                ) from exc
+            col = {k: t[k].to_numpy() for k in t.columns}
+        else:  # the meta: no rows, every dtype
+            col = {k: np.empty(0, np.int32) for k in ("name", "cat", "ph", "pid", "tid")}
+            col.update(
+                ts=np.empty(0, np.int64),
+                dur=np.empty(0, np.int64),
+                corr=np.empty(0, np.int64),
+                stream=np.empty(0, np.float64),
+            )
+            for k in _COLL_FLOATS:
+                col[k] = np.empty(0, np.float64)
+            for k in _COLL_TEXTS:
+                col[k] = np.empty(0, object)
+        key = (col["pid"].astype(np.int64) << 32) | col["tid"].astype(np.int64)
+        pair = np.searchsorted(self.pairs, key)
+        ev = pd.DataFrame(
+            {
+                "name": self._cat("name", col["name"]),
+                "cat": self._cat("cat", col["cat"]),
+                "ph": self._cat("ph", col["ph"]),
+                "pid": self._id(self.pid, col["pid"], self.pid_cats),
+                "tid": self._id(self.tid, col["tid"], self.tid_cats),
+                "process": pd.Categorical.from_codes(
+                    self.proc_code[col["pid"]], categories=self.proc_cats
+                ),
+                "thread": pd.Categorical.from_codes(
+                    self.thread_code[pair], categories=self.thread_cats
+                ),
+                "ts_ns": col["ts"],
+                "dur_ns": col["dur"],
+            },
+            index=pd.RangeIndex(first, first + n),
+        )
+        if self.any_na_ts:
+            ev["ts_ns"] = ev["ts_ns"].astype("Int64").mask(ev["ts_ns"] == NA_NS)
+        if self.any_stream:
+            ev["stream_arg"] = pd.array(col["stream"], dtype="Float64").astype("Int64")
+        if self.any_corr:
+            corr = col["corr"]
+            c = pd.array(corr, dtype="Int64")
+            c[corr < 0] = pd.NA
+            ev["correlation"] = c
+            is_dev = self.dev_cats[self.cats["cat"][0][col["cat"]]] if n else np.zeros(0, bool)
+            is_dev &= ev["ph"].astype(object).to_numpy() == "X"
+            dev = is_dev & (corr >= 0)
+            out = np.full(n, -1, np.int64)
+            if len(self.launch_keys) and dev.any():
+                pos = np.minimum(
+                    np.searchsorted(self.launch_keys, corr[dev]), len(self.launch_keys) - 1
+                )
+                found = np.where(self.launch_keys[pos] == corr[dev], self.launch_ts[pos], -1)
+                out[np.flatnonzero(dev)] = np.where(found == NA_NS, -1, found)
+            lc = pd.array(out, dtype="Int64")
+            lc[out < 0] = pd.NA
+            ev["launch_ns"] = lc
+        if self.any_coll:
+            for k in _COLL_FLOATS:
+                ev[k] = col[k]
+            for k in _COLL_TEXTS:
+                ev[k] = pd.Categorical(col[k], categories=self.coll_cats[k])
+        steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), self.iv)
+        ev["step"] = derive.device_steps(ev, self.iv, steps)
+        return schema.conform(ev, "events")
+
+
+class DiskFull(RuntimeError):
+    """The partitions do not fit where they go (ENOSPC, EDQUOT): the directory, what is free
+    there and about what the load needs, in the message; never pyarrow's raw ``OSError``."""
+
+    def __init__(self, directory: Path, path: Path, exc: BaseException) -> None:
+        try:
+            free = shutil.disk_usage(directory if directory.exists() else directory.parent).free
+        except OSError:
+            free = -1
+        try:
+            need = path.stat().st_size
+        except OSError:
+            need = -1
+        self.directory, self.free, self.need = directory, free, need
+        super().__init__(
+            f"the out-of-core partitions of {path} do not fit in {directory} "
+            f"({_why_full(exc)}; {_mb(free)} free there, the load needs about {_mb(need)}: "
+            f"the trace file's size). Free space there, or set DYNPROF_NB_CACHE to a directory "
+            "on a disk with room."
+        )
+
+
+def _mb(n: int) -> str:
+    return "? MB" if n < 0 else f"{n / 1e6:.1f} MB"
+
+
+def _why_full(exc: BaseException) -> str:
+    return (
+        "disk quota exceeded"
+        if getattr(exc, "errno", None) == errno.EDQUOT
+        else ("no space left on device")
+    )
+
+
+def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tuple[Any, Any]:
+    """Decode ``path`` once into Parquet partitions: (the Dask frame, the streamed summaries
+    or None). Raises :class:`.summaries.NotStreamable` where the trace must be read whole,
+    and :class:`DiskFull` when the partitions do not fit (nothing of them is left behind)."""
+    from ...errors import disk_full
+
+    out = None
+    try:
+        out = partitions.new_dir(path)
+        return _write_partitions(path, out, with_summaries, comm)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        if out is None:  # not even the directory could be made
+            raise DiskFull(partitions.root(), path, exc) from None
+        elsewhere = out.parent.name.startswith("dynprof_nb-parts-")  # _elsewhere's, this load's
+        shutil.rmtree(out.parent if elsewhere else out, ignore_errors=True)
+        raise DiskFull(out.parent, path, exc) from None
+
+
+def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) -> tuple[Any, Any]:
+    import dask.dataframe as dd
+
+    gc_was = gc.isenabled()
+    gc.disable()
+    close: Callable[[], None] = stream.nothing
+    try:
+        top, pieces, close, notes = stream.open_pieces(path)
+        acc = _Writer(top.baseTimeNanoseconds, out, host=with_summaries)
+        acc.on_piece = acc.piece
+        for piece in pieces:
+            acc.add(piece)
+        acc.flush()
+    except (fastjson.NotFast, msgspec.DecodeError) as exc:
+        shutil.rmtree(out, ignore_errors=True)
+        raise stream.NotStreamable(f"{path}: not laid out plainly ({exc})") from exc
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        close()
+        if gc_was:
+            gc.enable()
+    try:
+        summaries = acc.result(path, top, notes, comm)  # NotStreamable for Ascend files
+    except stream.NotStreamable:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    build = _Partition(acc, acc.iv)
+    # every frame derived from this one holds ``build`` in its graph: the files go with the last
+    own = out.parent if out.parent.name.startswith("dynprof_nb-parts-") else out  # _elsewhere's
+    weakref.finalize(build, shutil.rmtree, own, True)
+    (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
+    parts = acc.parts or [("", 0, 0)]
+    meta = build(("", 0, 0))
+    divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
+    ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
+    ddf = _out_of_core(ddf, out)
+    return ddf, (summaries if with_summaries else None)
+
+
+def goes_out_of_core(w: Any) -> bool:
+    """Whether window ``w``'s events will be an out-of-core frame (:func:`events_out_of_core`)."""
+    files = w.files
+    return w.device is None and stream.streamable(files) and wanted(files.traces)
+
+
+def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
+    """Window ``w``'s events as an out-of-core Dask frame when its one Kineto trace is too
+    big (:func:`wanted`), filling its ops/steps/kernels from the same pass if it has none;
+    None (nothing done) otherwise, and the events load into memory as usual."""
+    if w.device is not None or not stream.streamable(files) or not wanted(files.traces):
+        return None
+    path = files.traces[0]
+    need = not all(w.loaded(k) for k in ("ops", "steps", "kernels"))
+    try:
+        ddf, s = write_partitions(path, need, w.comm_patterns)
+    except stream.NotStreamable:
+        return None
+    except DiskFull as full:
+        if stream.too_big(files.traces):
+            raise  # it would not fit in memory either: say where and how much, plainly
+        from ...cache import CacheWarning
+        from ...errors import warn
+
+        warn(CacheWarning(f"{full} Loading the events into memory instead."), stacklevel=4)
+        return None
+    if s is not None:
+        stream.adopt(w, s, path, provider)
+    ddf.dynprof_note = NOTE.format(n=ddf.npartitions, dir=ddf.dynprof_dir)
+    w.note("events", [path], notes=[ddf.dynprof_note])
+    return ddf
+
+
+def _out_of_core(ddf: Any, out: Path, note: str = "") -> Any:
+    """Dask frame ``ddf`` over the partitions in ``out``, as an :class:`OutOfCoreEvents`."""
+    ddf = _out_of_core_class(type(ddf))(ddf._expr)
+    ddf.dynprof_dir = out
+    ddf.dynprof_note = note
+    return ddf
+
+
+class OutOfCoreEvents:
+    """Mixed into dask's DataFrame class (:func:`_out_of_core_class`): the repr starts with
+    the out-of-core note, and a pickled frame comes back as one, note included."""
+
+    dynprof_note = ""
+    dynprof_dir: Path | None = None
+
+    def __repr__(self) -> str:
+        return f"{self.dynprof_note}\n{super().__repr__()}"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p><b>{html.escape(self.dynprof_note)}</b></p>" + super()._repr_html_()
+
+    def __reduce__(self) -> tuple:
+        return _unpickle, (self._expr, self.dynprof_dir, self.dynprof_note)
+
+
+def _unpickle(expr: Any, out: Path, note: str) -> Any:
+    from dask._collections import new_collection
+
+    return _out_of_core(new_collection(expr), out, note)
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _out_of_core_class(base: type) -> type:
+    """``base`` (dask's DataFrame class) with :class:`OutOfCoreEvents` mixed in."""
+    if base not in _CLASSES:
+        _CLASSES[base] = type("OutOfCoreEvents", (OutOfCoreEvents, base), {})
+    return _CLASSES[base]

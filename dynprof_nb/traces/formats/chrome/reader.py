@@ -1,0 +1,992 @@
+"""Chrome trace JSON reader (Kineto, Ascend trace_view.json, dynprof_nb's built-in trace).
+
+Fast path (:mod:`.pieces`): the events array is cut into a few MB pieces at event boundaries,
+each piece is decoded by msgspec into small typed structs, and the structs go straight into
+column arrays: categorical codes for names, categories and phases, exact int64 ns for times
+(``ts`` is kept as its raw JSON text and converted in bulk, so string and ns-resolution
+timestamps never pass through float64). Only the rows of the events frame are materialised;
+counter and memory events keep their raw ``args`` text and become frames on first access.
+Only when the strict parse fails does :mod:`.repair` take over (slow and tolerant); its output
+is re-encoded and fed through the same fast path.
+"""
+
+from __future__ import annotations
+
+import gc
+import operator
+import os
+import zlib
+from itertools import compress, repeat
+from pathlib import Path
+from typing import Any, BinaryIO, Literal, TypedDict
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from dynprof_nb.compat import categorical_from_codes
+from dynprof_nb.traces import schema
+from dynprof_nb.traces.errors import TraceFormatError
+from dynprof_nb.traces.formats.chrome import pieces as fastjson
+from dynprof_nb.traces.formats.chrome.repair import check_text_like, first_byte, repair_json
+from dynprof_nb.traces.formats.common import budget
+from dynprof_nb.traces.formats.common.timestamps import NA_NS, NS_MAX_US, tokens_us_to_ns
+from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS
+
+KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
+_NULL = msgspec.Raw(b"null")
+# Every phase of the Trace Event Format: decoded as these very objects, so coding them is cheap.
+# A file with another phase decodes through _LooseEvent instead.
+Phase = Literal[
+    "X",
+    "B",
+    "E",
+    "i",
+    "I",
+    "C",
+    "M",
+    "s",
+    "t",
+    "f",
+    "b",
+    "n",
+    "e",
+    "S",
+    "T",
+    "p",
+    "F",
+    "P",
+    "N",
+    "O",
+    "D",
+    "V",
+    "v",
+    "R",
+    "c",
+    "(",
+    ")",
+]
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The fields the frames use; every other key (and ``args``' content) is skipped."""
+
+    ph: Phase | None = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NULL
+    dur: float | str | None = None  # MindSpore writes every duration as a string: "5.919"
+    args: msgspec.Raw = _NULL
+
+
+class _NumberDurEvent(_Event, gc=False):
+    """:class:`_Event` read by a non-strict decoder: a decimal-string ``dur`` becomes its
+    float in the decode itself (correctly rounded, as ``float()`` reads it), not one Python
+    string per event converted afterwards. Only ``dur`` is typed, so nothing else is coerced;
+    a string it cannot read (``"n/a"``, ``" 5"``) fails the piece over to :class:`_Event`."""
+
+    dur: float | None = None
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """Fallback for a piece where a field has an odd type (``"dur": true``, ``"ph": 3``)."""
+
+    ph: Any = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NULL
+    dur: Any = None
+    args: msgspec.Raw = _NULL
+
+
+class _LinkArgs(msgspec.Struct, gc=False):
+    """The ``args`` Kineto links host and device with (``correlation``: the launch on the host
+    and the device activity it launched share it) and the message of an NCCL collective
+    (written on the kernel and on ``record_param_comms``)."""
+
+    correlation: Any = None
+    stream: Any = None
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    dtype: Any = None
+
+
+class _MemArgs(msgspec.Struct, gc=False):
+    """The args of Kineto ``[memory]`` instant events."""
+
+    Bytes: Any = None
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+
+
+#: Which of the keys a row needs to be a link row (see ``Columns._add_links``) an event's args
+#: hold: ``{}`` for nearly every event of a file without links (Ascend, MindSpore), an empty
+#: dict being cheaper to make and to test than a :class:`_LinkArgs` of seven fields.
+_LinkKeys = TypedDict(
+    "_LinkKeys",
+    {"correlation": Any, "stream": Any, "In msg nelems": Any, "Out msg nelems": Any},
+    total=False,
+)
+_NO_LINK = _LinkArgs()
+
+
+class _LinkKeysEvent(_NumberDurEvent, gc=False):
+    """:class:`_NumberDurEvent` with ``args`` read as :class:`_LinkKeys` in the piece's own
+    decode (an empty dict for an event without link keys; no raw copy, no second decode).
+    Only for a piece that needs nothing else from its args: see ``Columns._decode``."""
+
+    args: _LinkKeys | None = None
+
+
+_DEC_EVENTS = msgspec.json.Decoder(list[_Event])
+_DEC_NUMBER_DUR = msgspec.json.Decoder(list[_NumberDurEvent], strict=False)
+_DEC_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
+_DEC_ANY_LIST = msgspec.json.Decoder(list[Any])
+_DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
+_DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
+_DEC_LINK_KEYS = msgspec.json.Decoder(list[_LinkKeys | None])
+_DEC_LINK_KEYS_EVENTS = msgspec.json.Decoder(list[_LinkKeysEvent], strict=False)
+#: the collective columns an events frame gets when some event carries them
+COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
+
+
+#: the decode paths a Chrome trace can take (each gives the same frame for a file both read):
+#: ``streaming`` (a large plain file decoded as it is read), ``pieces`` (the text in memory cut
+#: at event boundaries), ``split`` (cut by a full scan where the quick cut was unsure); then
+#: ``+loose`` when a piece had a field of an odd type (decoded untyped), and ``repaired+`` first
+#: when the strict parse failed and :func:`~dynprof_nb.traces.formats.chrome.repair.repair_json` ran
+READ_PATHS = ("streaming", "pieces", "split")
+
+
+class ChromeTrace:
+    """What one Chrome trace file gave: the events frame, side tables built on first access
+    (``memory``, ``counters``), the top-level metadata, what was repaired, and ``read_path``,
+    the decode path that ran (see :data:`READ_PATHS`: ``"pieces"``, ``"repaired+split+loose"``)."""
+
+    def __init__(
+        self,
+        path: str,
+        events: pd.DataFrame,
+        meta: dict,
+        ph_counts: dict,
+        repairs: list[str],
+        base_ns: int,
+        counter_parts: tuple,
+        memory_parts: list,
+        read_path: str = "pieces",
+    ):
+        self.path = path
+        self.read_path = read_path
+        self.events = events
+        self.meta = meta
+        self.ph_counts = ph_counts
+        self.repairs = repairs
+        self._base = base_ns
+        self._counter_parts = counter_parts
+        self._memory_parts = memory_parts
+        self._memory: pd.DataFrame | None = None
+        self._counters: pd.DataFrame | None = None
+
+    @property
+    def memory(self) -> pd.DataFrame:
+        """Kineto ``[memory]`` instant events as memory rows."""
+        if self._memory is None:
+            self._memory = _memory_frame(self._memory_parts, self._base)
+            self._memory_parts = []
+        return self._memory
+
+    @property
+    def counters(self) -> pd.DataFrame:
+        """``ph: "C"`` counter events: one row per (event, args key): name, series, value, ts_ns."""
+        if self._counters is None:
+            self._counters = _counter_frame(self._counter_parts, self._base)
+            self._counter_parts = ([], [])
+        return self._counters
+
+
+def read_bytes(path: str | Path) -> tuple[bytes | bytearray, list[str]]:
+    """Read a file, gunzipping ``.gz`` (and keeping what a cut-short gzip stream gave).
+
+    Within the budgets of :mod:`.budget`: binary data is refused from the first megabyte, and
+    a gzip stream is inflated piece by piece and stopped at its limit (relative to the file and
+    absolute), so a small file that inflates to gigabytes never sits in memory whole."""
+    path = Path(path)
+    notes: list[str] = []
+    with open(path, "rb") as fh:
+        head = fh.read(budget.SNIFF_BYTES)
+        if head[:2] != b"\x1f\x8b":
+            size = os.fstat(fh.fileno()).st_size
+            sniff(head, path, size)
+            budget.check_memory(path, 2 * size, "reading this trace whole")
+            return head + fh.read(), notes
+        fh.seek(0)
+        return _inflate(fh, path, os.fstat(fh.fileno()).st_size)
+
+
+def _inflate(fh: BinaryIO, path: Path, compressed: int) -> tuple[bytearray, list[str]]:
+    limit, words = budget.inflate_limit(path, compressed)
+    memory = budget.load_memory() // 2  # the text, then its pieces and columns beside it
+    out = bytearray()
+    d = zlib.decompressobj(wbits=47)
+    notes: list[str] = []
+    sniffed = False
+    pending = b""
+    try:
+        while True:
+            block = d.unconsumed_tail or pending or fh.read(1 << 20)
+            pending = b""
+            if not block:
+                if not d.eof:
+                    raise EOFError("compressed file ended before the end-of-stream marker")
+                break
+            out += d.decompress(block, 1 << 22)
+            if not sniffed and (len(out) >= budget.SNIFF_BYTES or d.eof):
+                sniff(bytes(out[: budget.SNIFF_BYTES]), path, len(out), inflated=True)
+                sniffed = True
+            if len(out) > limit:
+                raise budget.too_big(path, "gzip data inflates", words)
+            if len(out) > memory:
+                budget.check_memory(path, 2 * len(out), "inflating this trace")
+            if d.eof:  # another gzip member may follow (as gzip.decompress reads them)
+                pending = d.unused_data or fh.read(1 << 20)
+                if not pending.strip(b"\x00"):
+                    break
+                d = zlib.decompressobj(wbits=47)
+    except (EOFError, OSError, zlib.error) as exc:
+        if not out:
+            raise TraceFormatError(
+                path,
+                f"gzip data is corrupt ({exc})",
+                offset=0,
+                hint="re-copy the file or decompress it by hand",
+            ) from exc
+        notes.append(f"gzip stream cut short; kept the first {len(out)} decompressed bytes")
+    if not sniffed:
+        sniff(bytes(out[: budget.SNIFF_BYTES]), path, len(out), inflated=True)
+    return out, notes  # not bytes(out): that would hold the text twice
+
+
+def sniff(head: bytes, path: str | Path, size: int, inflated: bool = False) -> None:
+    """Refuse an empty file, binary data in its first megabyte, or a first character that
+    cannot start JSON, before reading the rest (a 2 GB file of zeros is refused at once)."""
+    what = " (in its decompressed text)" if inflated else ""
+    if size == 0:
+        raise TraceFormatError(
+            path,
+            f"file is empty{what}",
+            offset=0,
+            hint="the profiler was probably stopped before it wrote the trace",
+        )
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise TraceFormatError(
+            path,
+            f"binary data where JSON text was expected{what}",
+            offset=nul,
+            hint="is this the right file? traces are .json or .json.gz",
+        )
+    first = first_byte(head)
+    if first and first not in (b"{", b"["):
+        raise TraceFormatError(
+            path,
+            f"not JSON: starts with {first!r}{what}",
+            offset=0,
+            hint="load_trace expects a Chrome trace JSON here",
+        )
+
+
+def load_chrome_trace(path: str | Path) -> ChromeTrace:
+    """Parse a Chrome trace file (object or bare array form, plain or gzip) into frames."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(budget.SNIFF_BYTES)
+        if head[:2] != b"\x1f\x8b":
+            sniff(head, path, os.fstat(fh.fileno()).st_size)
+    del head
+    streamed = _load_streaming(path)
+    if streamed is not None:
+        return streamed
+    data, notes = read_bytes(path)
+    box = [data]
+    del data
+    return parse_chrome_bytes(box, path, notes)
+
+
+STREAM_MIN = 8 << 20  # smaller files are read whole
+
+
+def _load_streaming(path: Path) -> ChromeTrace | None:
+    """A large uncompressed trace decoded piece by piece as it is read (the text never sits in
+    memory whole); None when the file is small, gzip, or not laid out plainly enough."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < STREAM_MIN or fh.read(2) == b"\x1f\x8b":
+            return None
+        fh.seek(0)
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            top, pieces = fastjson.file_pieces(fh, size)
+            acc = Columns()
+            for piece in pieces:
+                acc.add(piece)
+        except (fastjson.NotFast, msgspec.DecodeError, OSError):
+            return None
+        finally:
+            if gc_was:
+                gc.enable()
+    acc.how = "streaming"
+    return acc.finish(str(path), top, [])
+
+
+def parse_chrome_bytes(
+    data: bytes | list, path: str | Path, notes: list[str] | None = None
+) -> ChromeTrace:
+    """Strict fast parse; on failure repair (with notes) and parse the repaired document.
+
+    ``data`` may be passed as a one-item list: the list is emptied so the parser holds the only
+    reference and can free the raw text before building the frame (peak memory).
+    """
+    box = data if isinstance(data, list) else [data]
+    notes = list(notes or [])
+    check_text_like(box[0], path)
+    gc_was = gc.isenabled()
+    gc.disable()  # hundreds of thousands of short-lived structs; the collector only slows down
+    try:
+        try:
+            top, acc = _decode(box[0])
+        except msgspec.DecodeError:  # not strict JSON: repair, then the same fast path
+            obj, repair_notes = repair_json(box[0], path)
+            notes.extend(repair_notes)
+            box[0] = msgspec.json.encode(obj)
+            del obj
+            top, acc = _decode(box[0])
+            if acc is not None:
+                acc.repaired = True
+        box.clear()  # the text is no longer needed: free it before the frame is built
+    finally:
+        if gc_was:
+            gc.enable()
+    if acc is None:
+        raise TraceFormatError(
+            path,
+            "valid JSON but not a trace: no traceEvents array",
+            offset=0,
+            hint="load_trace reads Chrome traces, Ascend CSV/JSON/DB files",
+        )
+    return acc.finish(str(Path(path)), top, notes)
+
+
+def _decode(data: bytes) -> tuple[fastjson.Top, Columns | None]:
+    """Decode every event piece into columns; the pieces come from :mod:`.pieces`."""
+    acc = Columns()
+    try:
+        top, pieces = fastjson.event_pieces(data)
+        for piece in pieces:
+            acc.add(piece)
+        return top, acc
+    except (fastjson.NotFast, msgspec.DecodeError):  # e.g. a cut at a false boundary
+        pass
+    top, pieces = fastjson.split_pieces(data)  # raises DecodeError on invalid JSON
+    if pieces is None:
+        return top, None
+    acc = Columns()
+    acc.how = "split"
+    for piece in pieces:
+        acc.add(piece)
+    return top, acc
+
+
+def _decode_piece(piece: bytes | memoryview, number_dur: bool = True) -> tuple[list, bool]:
+    if number_dur:
+        try:
+            return _DEC_NUMBER_DUR.decode(piece), False
+        except msgspec.ValidationError:
+            pass
+    try:
+        return _DEC_EVENTS.decode(piece), False
+    except msgspec.ValidationError:
+        pass
+    try:
+        return _DEC_LOOSE.decode(piece), True
+    except msgspec.ValidationError:  # an element that is not an object: drop it
+        items = _DEC_ANY_LIST.decode(piece)
+        keep = [msgspec.json.encode(x) for x in items if isinstance(x, dict)]
+        return _DEC_LOOSE.decode(b"[" + b",".join(keep) + b"]"), True
+
+
+def _codes(values: list, table: dict) -> np.ndarray:
+    """Codes of one piece's values in the file-wide code table (new values get new codes).
+
+    After the first pieces of a file nearly every value is in the table already: one C-level
+    lookup pass then, and the set of new values only when a lookup misses. A column with one
+    value all through the piece (a MindSpore file's ``cat``, ``pid``, ``tid``) is one count."""
+    n = len(values)
+    try:
+        if n and values[0] == values[-1] and values.count(values[0]) == n:
+            code = table.get(values[0])
+            if code is None:
+                code = table[values[0]] = len(table)
+            return np.full(n, code, np.int32)
+        return np.fromiter(map(table.__getitem__, values), np.int32, n)
+    except (KeyError, TypeError):  # a new value (or an unhashable one, below)
+        pass
+    try:
+        for u in set(values).difference(table):
+            table[u] = len(table)
+        return np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+    except TypeError:  # an unhashable value (a list or object where a name belongs)
+        return _codes([_hashable(v) for v in values], table)
+
+
+def _hashable(v: Any) -> Any:
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return msgspec.json.encode(v).decode()
+
+
+def _dur_ns(values: list, loose: bool) -> np.ndarray:
+    """Durations in µs (float, decimal string, or None) to int64 ns; 0 where missing or
+    unreadable. A string reads as ``float()`` reads it (numpy's conversion calls it), in C:
+    MindSpore's files hold nothing but string durations."""
+    if loose:  # true, [..]: read what reads as a number, the rest is missing
+        values = [_num(v) for v in values]
+    try:
+        a = np.array(values, dtype=np.float64)  # None -> nan, "5.919" -> 5.919
+    except (TypeError, ValueError, OverflowError):  # "n/a", "": missing
+        a = np.array([_num(v) for v in values], dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~(np.abs(a) < 2.0**43)  # beyond float64's ns grid, nan, inf: unreadable
+        if bad.any():
+            a[bad] = 0.0
+        whole = np.floor(a)
+        return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
+
+
+class Columns:
+    """Column accumulator: one call per decoded piece, ``finish`` builds the frame."""
+
+    def __init__(self) -> None:
+        self.ph_t: dict = {}
+        self.name_t: dict = {}
+        self.cat_t: dict = {}
+        self.pid_t: dict = {}
+        self.tid_t: dict = {}
+        self.cnt_t: dict = {}  # counter names
+        self.ph_count: np.ndarray = np.zeros(0, np.int64)
+        self.cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("name", "cat", "ph", "pid", "tid", "ts", "dur")
+        }
+        self.meta_rows: list[tuple] = []
+        self.counter_parts: list[tuple] = []
+        self.memory_parts: list[tuple] = []
+        self.link_rows: list[np.ndarray] = []  # row numbers (in the events frame) with link args
+        self.link_args: list[_LinkArgs | None] = []
+        self.n_rows = 0
+        self.bad_ts = 0  # ts tokens given but not a time int64 ns can hold
+        self.bad_ts_example = b""
+        self.how = "pieces"  # which decode path fed it (READ_PATHS)
+        self.loose = False  # a piece was decoded untyped (a field of an odd type)
+        self.number_dur = True  # try _NumberDurEvent first (until a piece fails it)
+        self.link_keys_first = True  # test args for link keys first (until a piece has them)
+        self.args_keys = True  # try _LinkKeysEvent first (see _decode)
+        self.repaired = False  # the text was repaired first
+
+    def read_path(self) -> str:
+        """The decode path that ran, as ``ChromeTrace.read_path`` names it."""
+        return ("repaired+" if self.repaired else "") + self.how + ("+loose" if self.loose else "")
+
+    def _unreadable_ts(self, tokens: list) -> None:
+        """Count the ts that were written but could not be read (a missing ts, or ``null``, is
+        not counted): a time beyond int64 ns (after 2262 as Unix µs) or junk. Their rows keep
+        ``ts_ns`` NA, and the trace says so in its repairs instead of leaving it silent."""
+        given = [t for t in tokens if t != _NULL]
+        if given and not self.bad_ts:
+            self.bad_ts_example = bytes(given[0])[:40]
+        self.bad_ts += len(given)
+
+    def _decode(self, piece: bytes | memoryview) -> tuple[list, list, list | None, bool]:
+        """The piece's events, their phases, their names (when read here) and whether they
+        were decoded untyped (``+loose``). ``names`` is not None only for a piece decoded with
+        :class:`_LinkKeysEvent`: one whose args the frames need nothing from, that is with no
+        counter (its args are kept whole), metadata (its ``name``), ``[memory]`` event (its
+        fields) and no link key in any args (a MindSpore file's pieces, after the first).
+        Any other piece is decoded again with raw args; one with counters or links turns this
+        off for the rest of the file (one wasted decode per file at most)."""
+        if self.args_keys:
+            try:
+                evs = _DEC_LINK_KEYS_EVENTS.decode(piece)
+            except msgspec.ValidationError:  # an odd field: the careful decoders below
+                evs = None
+                self.args_keys = False
+            if evs is not None:
+                phs = [e.ph for e in evs]
+                if "C" in phs or any([e.args for e in evs]):
+                    self.args_keys = False
+                elif "M" not in phs:
+                    names = [e.name for e in evs]
+                    if "[memory]" not in names:
+                        return evs, phs, names, False
+                    self.args_keys = False
+        evs, loose = _decode_piece(piece, self.number_dur)
+        if self.number_dur and evs and type(evs[0]) is not _NumberDurEvent:
+            self.number_dur = False  # this file's durations are not all numbers: strict first
+        return evs, [e.ph for e in evs], None, loose
+
+    def add(self, piece: bytes | memoryview) -> None:
+        evs, phs, names, loose = self._decode(piece)
+        self.loose |= loose
+        n = len(evs)
+        if not n:
+            return
+        phc = _codes(phs, self.ph_t)
+        ph_t = self.ph_t
+        here = np.bincount(phc, minlength=len(ph_t))  # this piece's events of each phase
+        counts = here.copy()
+        counts[: len(self.ph_count)] += self.ph_count
+        self.ph_count = counts
+        kept = [ph_t[p] for p in KEEP_PH if p in ph_t]
+        if int(here[kept].sum()) == n:  # every event is kept (a file of complete events)
+            idx, sub = np.arange(n), evs
+        else:
+            keep = np.zeros(len(ph_t), bool)
+            keep[kept] = True
+            keep = keep[phc]
+            idx = np.flatnonzero(keep)
+            sub = list(compress(evs, keep.tolist()))
+        has_c = "C" in ph_t and here[ph_t["C"]] > 0
+        csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if has_c else []
+        tsr = [e.ts for e in sub]  # only the rows that are kept
+        if csub:
+            tsr += [e.ts for e in csub]
+        ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
+        bad = np.flatnonzero(ts == NA_NS)
+        if len(bad):
+            self._unreadable_ts([tsr[i] for i in bad.tolist()])
+        del tsr
+        if len(idx):
+            name_c = _codes(
+                names if names is not None and sub is evs else [e.name for e in sub], self.name_t
+            )
+            c = self.cols
+            c["name"].append(name_c)
+            c["cat"].append(_codes([e.cat for e in sub], self.cat_t))
+            c["ph"].append(phc if sub is evs else phc[idx])
+            c["pid"].append(_codes([e.pid for e in sub], self.pid_t))
+            c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
+            c["ts"].append(ts[: len(idx)])
+            c["dur"].append(_dur_ns([e.dur for e in sub], loose))
+            if names is None:
+                self._add_links(sub)
+            else:  # no args of this piece has a link key (_decode checked)
+                self.n_rows += len(sub)
+            mcode = self.name_t.get("[memory]")
+            if mcode is not None:
+                sel = np.flatnonzero(name_c == mcode).tolist()
+                if sel:
+                    self.memory_parts.append((ts[sel], _raw_list([sub[i].args for i in sel])))
+        if "M" in ph_t and here[ph_t["M"]] > 0:
+            meta = list(compress(evs, (phc == ph_t["M"]).tolist()))
+            if meta:  # their args in one decode, not one call per event
+                labels = _arg_names([e.args for e in meta])
+                self.meta_rows.extend(
+                    (e.name, e.pid, e.tid, label) for e, label in zip(meta, labels, strict=True)
+                )
+        if csub:
+            self.counter_parts.append(
+                (
+                    ts[len(idx) :],
+                    _codes([e.name for e in csub], self.cnt_t),
+                    _raw_list([e.args for e in csub]),
+                )
+            )
+
+    def _add_links(self, sub: list) -> None:
+        """Keep the correlation / stream / collective args of the rows that have them (one
+        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped).
+
+        Until a piece has one of the keys a link row needs, a piece's args are first read as
+        :class:`_LinkKeys` (an empty dict per event, tested in C by ``any``): a file with no
+        links at all (every Ascend and MindSpore one) never makes a :class:`_LinkArgs`."""
+        blob = _raw_list([e.args for e in sub])
+        try:
+            if self.link_keys_first:
+                if not any(_DEC_LINK_KEYS.decode(blob)):  # no row can be a link row
+                    self.n_rows += len(sub)
+                    return
+                self.link_keys_first = False  # this file has links: read them at once
+            args = _DEC_LINK_ARGS.decode(blob)
+        except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
+            args = None
+        del blob
+        if args is not None and args.count(_NO_LINK) < len(args):  # else: no event has one
+            # Most events carry none of these keys (every event of an Ascend or MindSpore
+            # file): a C-level comparison with the empty struct drops them without a Python
+            # step per event; the exact test below runs on the few that are left.
+            some = np.fromiter(map(operator.ne, args, repeat(_NO_LINK)), bool, len(args))
+            hit = [
+                i
+                for i in np.flatnonzero(some).tolist()
+                if (a := args[i]) is not None
+                and (
+                    a.correlation is not None
+                    or a.stream is not None
+                    or a.in_nelems is not None
+                    or a.out_nelems is not None
+                )
+            ]
+            if hit:
+                self.link_rows.append(np.asarray(hit, np.int64) + self.n_rows)
+                self.link_args.extend(args[i] for i in hit)
+        self.n_rows += len(sub)
+
+    def finish(self, path: str, top: fastjson.Top, notes: list[str]) -> ChromeTrace:
+        c = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.cols.items()}
+        base = top.baseTimeNanoseconds
+        base = (
+            base if isinstance(base, int) and not isinstance(base, bool) and 0 < base < 2**62 else 0
+        )
+        ts = c["ts"]
+        if base:
+            ts = np.where(ts == NA_NS, NA_NS, ts + base)
+        ph_counts = {str(k): int(n) for k, n in zip(self.ph_t, self.ph_count, strict=True)}
+        ev = events_frame(c, self, ts)
+        _link_columns(ev, self)
+        meta = {
+            "distributedInfo": top.distributedInfo,
+            "baseTimeNanoseconds": top.baseTimeNanoseconds,
+            "displayTimeUnit": top.displayTimeUnit,
+            "otherData": top.otherData,
+            "deviceProperties": top.deviceProperties,
+        }
+        counters = (list(self.cnt_t), self.counter_parts)
+        if self.bad_ts:
+            notes = [*notes, bad_ts_note(self.bad_ts, self.bad_ts_example)]
+        return ChromeTrace(
+            path, ev, meta, ph_counts, notes, base, counters, self.memory_parts, self.read_path()
+        )
+
+
+def bad_ts_note(count: int, example: bytes) -> str:
+    return (
+        f"{count} events have a ts that is not a time dynprof_nb can hold (first: "
+        f"{example.decode('ascii', 'replace')}): their ts_ns is NA. Times are int64 ns, which "
+        f"reach ±{NS_MAX_US} µs (2262-04-11 as Unix time); a ts beyond that is a clock or "
+        "tool bug in the file"
+    )
+
+
+def _raw_list(raws: list) -> bytes:
+    """Raw JSON values as one JSON array text (kept compact for a frame built later), copied
+    once: the brackets ride on the first and last value, not on two more copies of the whole
+    (the args of a piece are most of its bytes where events carry long ``Call stack`` texts)."""
+    if len(raws) < 2:
+        return b"[" + b"".join(raws) + b"]"
+    return b",".join([b"[" + raws[0], *raws[1:-1], bytes(raws[-1]) + b"]"])
+
+
+def _arg_names(raws: list) -> list:
+    """``args["name"]`` of each metadata event (None where its args are not an object)."""
+    return [
+        a.get("name") if isinstance(a, dict) else None
+        for a in _DEC_ANY_LIST.decode(_raw_list(raws))
+    ]
+
+
+def _categorical(codes: np.ndarray, table: dict) -> pd.Categorical:
+    cats = [("" if k is None else str(k)) for k in table]
+    uniq, inverse = np.unique(np.array(cats, dtype=object), return_inverse=True)
+    return _from_lut(_code_lut(inverse, len(uniq)), codes, uniq)
+
+
+def _code_lut(values: np.ndarray, n_categories: int) -> np.ndarray:
+    """``values`` (category codes) in the integer type pandas keeps for that many categories,
+    so the row codes taken through it are final (no second pass to narrow them)."""
+    for kind in (np.int8, np.int16, np.int32):
+        if n_categories < np.iinfo(kind).max:
+            return np.asarray(values).reshape(-1).astype(kind)
+    return np.asarray(values).reshape(-1).astype(np.int64)
+
+
+def _from_lut(lut: np.ndarray, codes: np.ndarray, categories: np.ndarray) -> pd.Categorical:
+    """The categorical whose row ``i`` is category ``lut[codes[i]]``: one take, and no
+    validation pass (every value of ``lut`` is a category code by construction)."""
+    rows = lut[codes] if len(codes) else np.zeros(0, lut.dtype)
+    return categorical_from_codes(rows, categories=pd.Index(categories, dtype=object))
+
+
+def table_ids(codes: np.ndarray, table: dict) -> np.ndarray:
+    """int64 when every id is an integer, else an object array (becomes a categorical)."""
+    keys = list(table)
+    if all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
+        return np.asarray(keys, dtype=np.int64)[codes] if keys else codes.astype(np.int64)
+    lut = np.empty(len(keys), dtype=object)
+    lut[:] = keys
+    return lut[codes]
+
+
+def metadata_labels(meta_rows: list) -> tuple[dict, dict]:
+    """The process names by pid and thread names by (pid, tid) that a trace's ``M`` events
+    give (``process_name`` / ``thread_name``); the last one wins, as in Perfetto."""
+    proc_names: dict = {}
+    thread_names: dict = {}
+    for kind, p, t, label in meta_rows:
+        if label is None:
+            continue
+        try:
+            if kind == "process_name":
+                proc_names[p] = str(label)
+            elif kind == "thread_name":
+                thread_names[(p, t)] = str(label)
+        except TypeError:  # an unhashable pid/tid in a hand-made file
+            continue
+    return proc_names, thread_names
+
+
+def events_frame(c: dict, acc: Columns, ts: np.ndarray) -> pd.DataFrame:
+    proc_names, thread_names = metadata_labels(acc.meta_rows)
+    pid_c, tid_c = c["pid"], c["tid"]  # codes index as they are: no int64 copy of each
+    pid = table_ids(pid_c, acc.pid_t)
+    tid = table_ids(tid_c, acc.tid_t)
+    frame = pd.DataFrame(
+        {
+            "name": _categorical(c["name"], acc.name_t),
+            "cat": _categorical(c["cat"], acc.cat_t),
+            "ph": _categorical(c["ph"], acc.ph_t),
+            "pid": _id_column(pid),
+            "tid": _id_column(tid),
+            "process": _label_column((pid_c, acc.pid_t), None, proc_names),
+            "thread": _label_column((pid_c, acc.pid_t), (tid_c, acc.tid_t), thread_names),
+            "ts_ns": ts,
+            "dur_ns": c["dur"],
+        },
+        copy=False,  # the columns are this frame's own: no copy into one 2-D int64 block
+    )
+    if len(ts) and (ts == NA_NS).any():
+        frame["ts_ns"] = frame["ts_ns"].astype("Int64").mask(frame["ts_ns"] == NA_NS)
+    return frame
+
+
+def int_or_nan(v: Any) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else np.nan
+
+
+def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
+    """Add ``correlation``, ``launch_ns`` and ``stream_arg`` (the ``args.stream`` HTA files
+    device activity by) to Kineto traces, and the collective columns (NCCL).
+
+    ``launch_ns`` is set on each device row (``derive.DEVICE_CATS``): the ``ts_ns`` of the host
+    event with the same correlation (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ``mtia``'s
+    runtime call...), as HTA links them. Matching within one file keeps two files' (two ranks')
+    correlation ids apart."""
+    if not acc.link_rows:
+        return
+    rows = np.concatenate(acc.link_rows)
+    n = len(ev)
+    corr = np.array(
+        [int_or_nan(a.correlation) if a is not None else np.nan for a in acc.link_args],
+        dtype=np.float64,
+    )
+    stream = np.array(
+        [int_or_nan(a.stream) if a is not None else np.nan for a in acc.link_args],
+        dtype=np.float64,
+    )
+    if (~np.isnan(stream)).any():
+        full_s = np.full(n, np.nan)
+        full_s[rows] = stream
+        ev["stream_arg"] = pd.array(full_s, dtype="Float64").astype("Int64")
+    ok = ~np.isnan(corr)
+    if ok.any():
+        full = np.full(n, -1, np.int64)
+        full[rows[ok]] = corr[ok].astype(np.int64)
+        col = pd.array(full, dtype="Int64")
+        col[full < 0] = pd.NA
+        ev["correlation"] = col
+        cats = ev["cat"].astype(object).to_numpy()
+        is_dev = np.isin(cats, list(DEVICE_CATS)) & (ev["ph"].astype(object).to_numpy() == "X")
+        host = (~is_dev) & (full >= 0)
+        launch = pd.Series(ev["ts_ns"].to_numpy()[host], index=full[host])
+        launch = launch[~launch.index.duplicated(keep="first")]
+        dev = is_dev & (full >= 0)
+        out = np.full(n, -1, np.int64)
+        found = launch.reindex(full[dev])
+        out[np.flatnonzero(dev)] = found.fillna(-1).to_numpy(np.int64)
+        lcol = pd.array(out, dtype="Int64")
+        lcol[out < 0] = pd.NA
+        ev["launch_ns"] = lcol
+    coll = [
+        i
+        for i, a in enumerate(acc.link_args)
+        if a is not None and (a.in_nelems is not None or a.out_nelems is not None)
+    ]
+    if coll:
+        sel = rows[coll]
+        args = [acc.link_args[i] for i in coll]
+        for name in ("in_nelems", "out_nelems", "group_size"):
+            full = np.full(n, np.nan)
+            full[sel] = [int_or_nan(getattr(a, name)) for a in args]
+            ev[name] = full
+        for name in ("collective", "dtype"):
+            obj = np.full(n, None, dtype=object)
+            obj[sel] = [None if getattr(a, name) is None else str(getattr(a, name)) for a in args]
+            ev[name] = pd.Categorical(obj)
+
+
+def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:
+    if a.dtype == np.int64:
+        return a
+    return pd.Categorical(a)
+
+
+def _label_column(
+    pid: tuple[np.ndarray, dict], tid: tuple[np.ndarray, dict] | None, labels: dict
+) -> pd.Categorical:
+    """``process`` (tid None) or ``thread`` labels from the pid/tid codes and their tables:
+    the metadata's name where there is one, else the id as text. Each row's (pid, tid) is a
+    slot ``pid_code * n_tids + tid_code``; the slots that occur are counted (hashed only when
+    there are far more slots than rows) and each row takes its label's code in one lookup."""
+    pc, pkeys = pid[0], list(pid[1])
+    if tid is None:
+        slot, size = pc, len(pkeys)
+
+        def text(k: int) -> str:
+            return labels.get(pkeys[k], str(pkeys[k]))
+    else:
+        tkeys = list(tid[1])
+        nt = max(len(tkeys), 1)
+        slot, size = pc.astype(np.int64) * nt + tid[0], len(pkeys) * nt
+
+        def text(k: int) -> str:
+            return labels.get((pkeys[k // nt], tkeys[k % nt]), str(tkeys[k % nt]))
+
+    if size <= 4 * len(slot) + 4096:
+        seen = np.flatnonzero(np.bincount(slot, minlength=size)) if len(slot) else slot[:0]
+        codes = slot
+    else:  # ids given as huge ints with few rows: hash the rows instead
+        codes, seen = pd.factorize(slot)
+        size = len(seen)
+    texts = [text(k) for k in seen.tolist()]
+    cats, inverse = (
+        np.unique(np.array(texts, dtype=object), return_inverse=True)
+        if texts
+        else (np.array([], dtype=object), np.array([], dtype=np.int64))
+    )
+    lut = np.zeros(size, np.int64)
+    lut[seen if codes is slot else np.arange(size)] = np.asarray(inverse).reshape(-1)
+    return _from_lut(_code_lut(lut, len(cats)), codes, cats)
+
+
+# ---- side tables, built on first access -----------------------------------------------------
+
+
+def _num(v: Any) -> float:
+    if isinstance(v, bool) or v is None:
+        return float("nan")
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+
+
+def _floats(values: list | tuple) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter((_num(v) for v in values), np.float64, len(values))
+
+
+def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
+    rows_ts, cols = [], [[] for _ in range(5)]
+    for ts, blob in parts:
+        try:
+            args = _DEC_MEM_ARGS.decode(blob)
+        except msgspec.ValidationError:  # some args are not objects: read the others one by one
+            args = [_mem_args(a) for a in _DEC_ANY_LIST.decode(blob)]
+        args = [a or _MemArgs() for a in args]
+        rows_ts.append(ts)
+        for out, key in zip(
+            cols,
+            ("Bytes", "total_allocated", "total_reserved", "device_type", "device_id"),
+            strict=True,
+        ):
+            out.append(_floats([getattr(a, key) for a in args]))
+    if not rows_ts:
+        return schema.empty("memory")
+    ts = np.concatenate(rows_ts)
+    if base:
+        ts = np.where(ts == NA_NS, NA_NS, ts + base)
+    delta, alloc, reserved, dtype_, dev_id = (np.concatenate(c) for c in cols)
+    names = [
+        f"{_dev_type(t)}:{_dev_id(d)}"
+        for t, d in zip(dtype_.tolist(), dev_id.tolist(), strict=True)
+    ]
+    n = len(ts)
+    return pd.DataFrame(
+        {
+            "ts_ns": ts,
+            "device": pd.Categorical(names),
+            "allocated_bytes": alloc,
+            "reserved_bytes": reserved,
+            "active_bytes": np.full(n, np.nan),
+            "delta_bytes": delta,
+            "name": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=["[memory]"]),
+            "source": pd.Categorical.from_codes(
+                np.zeros(n, np.int8), categories=["[memory] events"]
+            ),
+        }
+    )
+
+
+def _mem_args(a: Any) -> _MemArgs | None:
+    try:
+        return msgspec.convert(a, _MemArgs) if isinstance(a, dict) else None
+    except msgspec.ValidationError:
+        return None
+
+
+def _dev_id(v: float) -> int:
+    return int(v) if v == v and abs(v) < 999_999 else -1
+
+
+def _dev_type(v: float) -> str:
+    # Kineto's c10 DeviceType numbering for the ones seen in traces.
+    if v != v:
+        return "cpu"
+    k = int(v) if abs(v) < 2**31 else v
+    return {0: "cpu", 1: "cuda", 20: "privateuse1", 8: "hip"}.get(k, str(k))
+
+
+def _counter_frame(parts: tuple[list, list[tuple]], base: int) -> pd.DataFrame:
+    table, pieces = parts
+    ts_out, name_out, series_out, value_out = [], [], [], []
+    for ts, codes, blob in pieces:
+        args = _DEC_ANY_LIST.decode(blob)
+        for t, code, a in zip(ts.tolist(), codes.tolist(), args, strict=True):
+            name = table[code]
+            if isinstance(a, dict):  # one series per key, e.g. {"Allocated": .., "Reserved": ..}
+                for key, value in a.items():
+                    ts_out.append(t)
+                    name_out.append(str(name))
+                    series_out.append(str(key))
+                    value_out.append(_num(value))
+    ts = np.asarray(ts_out, dtype=np.int64)
+    if base:
+        ts = np.where(ts == NA_NS, NA_NS, ts + base)
+    return pd.DataFrame(
+        {
+            "name": pd.Series(name_out, dtype=object),
+            "series": pd.Series(series_out, dtype=object),
+            "value": np.asarray(value_out, dtype=np.float64),
+            "ts_ns": ts,
+        }
+    )

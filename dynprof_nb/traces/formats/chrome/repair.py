@@ -1,0 +1,195 @@
+"""Tolerant JSON reading for traces that real profilers wrote badly.
+
+Handles bare ``inf``/``NaN``, unquoted ``N/A``, raw control characters, unescaped backslashes
+and files cut short by a killed process. Slow on purpose-built regexes, so it only runs after
+the strict parser refused the file. Every change is reported back as a note.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ...errors import TraceFormatError
+
+_STRING_OR_BARE = re.compile(
+    r'"(?:[^"\\]|\\[\s\S])*"'
+    r'|(?<![\w."])(?:[-+]?(?:Infinity|inf(?:inity)?|INF|Inf)|NaN|nan|N/A|n/a|undefined)(?![\w"])'
+)
+_BAD_IN_STRING = re.compile(r'[\x00-\x1f]|\\(?!["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_FIX_IN_STRING = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|\\|[\x00-\x1f]')
+_EVENTS_START = re.compile(r'"traceEvents"\s*:\s*\[')
+_RESYNC = re.compile(r"\}\s*,\s*(?=\{)")
+_BASE_TIME = re.compile(r'"baseTimeNanoseconds"\s*:\s*(\d+)')
+
+
+_WS = re.compile(rb"[ \t\r\n]*")
+
+
+def first_byte(data: bytes) -> bytes:
+    """The first non-whitespace byte, without copying a multi-GB buffer the way strip() would."""
+    end = _WS.match(data).end()
+    return data[end : end + 1]
+
+
+def check_text_like(data: bytes, path: str | Path) -> None:
+    """Refuse empty and binary files with a clear message instead of a decoder traceback."""
+    if not first_byte(data):
+        raise TraceFormatError(
+            path,
+            "file is empty",
+            offset=0,
+            hint="the profiler was probably stopped before it wrote the trace",
+        )
+    head = data[:65536]
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise TraceFormatError(
+            path,
+            "binary data where JSON text was expected",
+            offset=nul,
+            hint="is this the right file? traces are .json or .json.gz",
+        )
+    first = first_byte(head)
+    if first not in (b"{", b"["):
+        raise TraceFormatError(
+            path,
+            f"not JSON: starts with {head.lstrip()[:20]!r}",
+            offset=0,
+            hint="load_trace expects a Chrome trace JSON here",
+        )
+
+
+def _fix_string(s: str) -> str:
+    def one(m: re.Match) -> str:
+        t = m.group(0)
+        if len(t) > 1:
+            return t
+        if t == "\\":
+            return "\\\\"
+        return f"\\u{ord(t):04x}"
+
+    return '"' + _FIX_IN_STRING.sub(one, s[1:-1]) + '"'
+
+
+def sanitize(text: str) -> tuple[str, dict[str, int]]:
+    """Rewrite bare non-JSON tokens to null and fix bad characters inside strings."""
+    counts = {"bare tokens": 0, "strings": 0}
+
+    def repl(m: re.Match) -> str:
+        t = m.group(0)
+        if t[0] == '"':
+            if _BAD_IN_STRING.search(t, 1, len(t) - 1):
+                counts["strings"] += 1
+                return _fix_string(t)
+            return t
+        counts["bare tokens"] += 1
+        return "null"
+
+    return _STRING_OR_BARE.sub(repl, text), counts
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def repair_json(data: bytes, path: str | Path) -> tuple[Any, list[str]]:
+    """Best-effort parse of a damaged trace; returns the document and what was changed or lost."""
+    notes: list[str] = []
+    text = data.decode("utf-8", errors="replace")
+    if "\ufffd" in text:
+        notes.append("replaced invalid UTF-8 bytes")
+    try:  # the stdlib accepts NaN/Infinity and (strict=False) raw control characters
+        obj = json.loads(text, strict=False, parse_float=Decimal)
+        notes.append("non-standard JSON (NaN/Infinity or control characters) accepted")
+        return obj, notes
+    except json.JSONDecodeError:
+        pass
+    fixed, counts = sanitize(text)
+    if counts["bare tokens"]:
+        notes.append(f"{counts['bare tokens']} bare inf/NaN/N/A values read as null")
+    if counts["strings"]:
+        notes.append(
+            f"{counts['strings']} strings with control characters or stray backslashes fixed"
+        )
+    try:
+        return json.loads(fixed, strict=False, parse_float=Decimal), notes
+    except json.JSONDecodeError as exc:
+        first_error = exc
+    events, lost = _salvage_events(fixed, path, first_error)
+    notes.extend(lost)
+    doc: dict[str, Any] = {"traceEvents": events}
+    m = _BASE_TIME.search(fixed)
+    if m:
+        doc["baseTimeNanoseconds"] = int(m.group(1))
+    return doc, notes
+
+
+def _salvage_events(
+    text: str, path: str | Path, first_error: json.JSONDecodeError
+) -> tuple[list, list[str]]:
+    """Decode events one by one; skip a broken one, stop where the file was cut."""
+    stripped = len(text) - len(text.lstrip())
+    if text[stripped : stripped + 1] == "[":
+        pos = stripped + 1
+    else:
+        m = _EVENTS_START.search(text)
+        if not m:
+            line, col = _line_col(text, first_error.pos)
+            raise TraceFormatError(
+                path,
+                f"invalid JSON ({first_error.msg}) and no traceEvents array found",
+                line=line,
+                column=col,
+                hint="check that this is a Chrome trace file",
+            )
+        pos = m.end()
+    dec = json.JSONDecoder(strict=False)
+    events: list = []
+    skipped: list[tuple[int, int]] = []
+    n = len(text)
+    truncated_at = None
+    while True:
+        while pos < n and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= n:
+            truncated_at = n
+            break
+        if text[pos] == "]":
+            break
+        try:
+            obj, end = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            m = _RESYNC.search(text, exc.pos if exc.pos > pos else pos + 1)
+            if m is None:
+                truncated_at = pos
+                break
+            skipped.append((pos, m.end()))
+            pos = m.end()
+            continue
+        if isinstance(obj, dict):
+            events.append(obj)
+        pos = end
+    notes = []
+    if skipped:
+        notes.append(f"skipped {len(skipped)} unreadable events (first at byte {skipped[0][0]})")
+    if truncated_at is not None:
+        line, col = _line_col(text, truncated_at)
+        notes.append(
+            f"file is cut short (line {line}, column {col}): kept the {len(events)} complete "
+            "events before that point, the rest of the trace is lost"
+        )
+    if not events:
+        line, col = _line_col(text, first_error.pos)
+        raise TraceFormatError(
+            path,
+            f"invalid JSON ({first_error.msg}); no event could be recovered",
+            line=line,
+            column=col,
+            hint="the file may be truncated at its start or not a trace",
+        )
+    return events, notes

@@ -1,0 +1,1 @@
+"""What several formats' readers share: read budgets, SQLite access, timestamps."""

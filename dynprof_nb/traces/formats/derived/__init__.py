@@ -1,0 +1,1 @@
+"""Frames derived from other frames (ops from events, steps, device tasks)."""

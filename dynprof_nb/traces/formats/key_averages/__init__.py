@@ -1,0 +1,1 @@
+"""PyTorch's key_averages() table saved as text (the worked example of a format)."""

@@ -1,0 +1,1 @@
+"""MindSpore's FRAMEWORK/ files and the MindSpore backend's step records."""
