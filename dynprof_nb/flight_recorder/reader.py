@@ -12,7 +12,8 @@ Either may be gzipped. A file's rank comes from the digits that end its name (to
 Limits, as for traces (:mod:`dynprof_nb.traces.formats.common.budget`): a file over
 ``DYNPROF_NB_FR_MAX_BYTES`` (default 1 GiB) is refused, a gzip inflates to at most
 ``DYNPROF_NB_GZIP_RATIO`` times its size, and what is held at once stays within
-``DYNPROF_NB_LOAD_MEMORY``. Pickles go through :mod:`dynprof_nb.flight_recorder.safe_pickle`: nothing in a dump is ever imported or called.
+``DYNPROF_NB_LOAD_MEMORY``. Pickles go through :mod:`dynprof_nb.flight_recorder.safe_pickle`:
+nothing in a dump is ever imported or called.
 """
 
 from __future__ import annotations
