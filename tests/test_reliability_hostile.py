@@ -110,7 +110,7 @@ def test_every_hostile_file_loads_or_is_refused_within_bounds(corpus: tuple):
             bad.append(f"{case.name}: something was written beside it: "
                        f"{sorted(set(_tree(root)) ^ set(before))}")
     assert not bad, "\n".join(bad)
-    for where in ("lead", "between", "tail"):  # parsing linear in whitespace
+    for where in ("lead", "between", "tail", "gap_before"):  # parsing linear in whitespace
         small, big = results[f"ws_{where}_8"], results[f"ws_{where}_32"]
         floor = ref["seconds"] / 50  # below this a load is timer noise
         assert big["seconds"] <= 4 * LINEAR_SLACK * max(small["seconds"], floor), (where, results)

@@ -156,6 +156,31 @@ def whitespace(out: Path, where: str, mb: int) -> Case:
     return Case(f"ws_{where}_{mb}", p, "load", size_mb=p.stat().st_size / 2**20)
 
 
+GAP_SIDES = {  # where one long whitespace run sits between (or inside) two events
+    "before": (EVENT, b",", EVENT),  # } <run> , {   (the layout of issue 32)
+    "after": (EVENT + b",", b"", EVENT),  # } , <run> {
+    "both": (EVENT, b"\n,", EVENT),  # } <run> , <run> {
+    "inside": (EVENT + b',{"ph":"X",', b"", EVENT[10:]),  # {"ph":"X", <run> "cat": ...}
+}
+
+
+def whitespace_gap(out: Path, mb: float, side: str = "before") -> Case:
+    """Valid JSON with one run of ``mb`` MB of whitespace between two events (``side``: see
+    :data:`GAP_SIDES`; "both" splits it around the comma). A reader that searches the run
+    again for each block it reads takes time quadratic in ``mb`` (58 s at 256 MB)."""
+    p = out / f"ws_gap_{side}_{mb:g}.json"
+    first, mid, last = GAP_SIDES[side]
+    run = b" \n\t\r" * (int(mb * (1 << 20)) // 4)
+    with open(p, "wb") as fh:
+        fh.write(b'{"traceEvents": [' + first)
+        if side == "both":
+            fh.write(run[: len(run) // 2] + mid + run[len(run) // 2 :])
+        else:
+            fh.write(run + mid)
+        fh.write(last.replace(b"464181", b"464191") + b"]}")
+    return Case(f"ws_gap_{side}_{mb:g}", p, "load", size_mb=p.stat().st_size / 2**20)
+
+
 def deep_nesting(out: Path) -> Case:
     """One event whose args nest a million arrays deep (valid JSON)."""
     p = out / "deep_nesting.json"
@@ -202,6 +227,7 @@ def make(out: Path) -> tuple[list[Case], Path]:
              sparse_zeros(out), deep_nesting(out), long_name(out), symlink_out(out)]
     cases += [whitespace(out, where, mb) for where in ("lead", "between", "tail")
               for mb in (8, 32)]
+    cases += [whitespace_gap(out, mb) for mb in (8, 32)]
     return cases, wal_ref
 
 

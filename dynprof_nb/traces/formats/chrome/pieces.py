@@ -23,6 +23,9 @@ SPLIT_EVENTS = 20_000  # events per piece on the careful path
 _WS = b" \t\r\n"
 _WS_RE = re.compile(rb"[ \t\r\n]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+# what may follow a '}' up to the end of the buffer when a boundary could still start at it:
+# ``[ws]*`` (the comma not yet read) or ``[ws]*,[ws]*`` (the '{' not yet read)
+_BEFORE_COMMA = re.compile(rb"[ \t\r\n]*(,[ \t\r\n]*)?")
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _MAX_END_TRIES = 64
 _BACK_BLOCK = 1 << 16
@@ -144,13 +147,20 @@ def file_pieces(fh: BinaryIO, size: int) -> tuple[Top, Iterator[bytes]]:
 
 def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[memoryview]:
     """Blocks read into one reused buffer behind a ``[``; each piece ends at the last event
-    boundary found in the second half of what is buffered, the rest is carried over."""
+    boundary found in the second half of what is buffered, the rest is carried over.
+
+    Every byte is searched once, whatever the layout: where a block ends inside a boundary
+    (``}`` and a run of whitespace, perhaps a comma), that ``}`` is kept as pending and the next
+    block only continues the run from where it stopped. (Searching again from the ``}`` made
+    a file with 64 MB of whitespace between two events take 4 s, and 256 MB 58 s.)"""
     fh.seek(start)
     left = end - start
     buf = bytearray(2 * PIECE_BYTES + 2)
     buf[0] = 0x5B
     have = 0  # carried-over bytes at buf[1:1 + have]
-    scan = 1  # no event boundary starts in buf[1:scan]: searched already (whitespace runs)
+    scan = 1  # no event boundary starts in buf[1:scan]: searched already
+    pend = 0  # a '}' whose boundary runs past what was searched (0: none) ...
+    comma = False  # ... whether that run has its comma yet
     while True:
         want = min(PIECE_BYTES, left)
         if len(buf) < have + want + 2:  # one event longer than a block: grow
@@ -174,17 +184,37 @@ def _stream(fh: BinaryIO, start: int, end: int) -> Iterator[memoryview]:
                 with memoryview(buf) as mv:
                     yield mv[: total + 2]
             return
-        half = max(scan, 1 + total // 2)
-        m = _CUT.search(buf, half, 1 + total) or (
-            _CUT.search(buf, scan, 1 + total) if scan < half else None
-        )
-        if m is None:  # a boundary found later starts at the last '}' seen, or after it
-            brace = buf.rfind(b"}", scan, 1 + total)
-            scan = brace if brace >= 0 else 1 + total
-            have = total
-            continue
+        cut = nxt = 0
+        if pend:  # continue the pending boundary's run where the last block stopped
+            if comma:
+                stop = _WS_RE.match(buf, scan, 1 + total).end()
+            else:
+                run = _BEFORE_COMMA.match(buf, scan, 1 + total)
+                comma, stop = run.group(1) is not None, run.end()
+            if stop == 1 + total:
+                have = total
+                scan = stop
+                continue
+            if comma and buf[stop] == 0x7B:
+                cut, nxt = pend + 1, stop
+            scan = stop
+            pend = 0
+        if not cut:
+            half = max(scan, 1 + total // 2)
+            m = _CUT.search(buf, half, 1 + total) or (
+                _CUT.search(buf, scan, 1 + total) if scan < half else None
+            )
+            if m is None:  # no boundary in buf[scan:]; one may start at its last '}'
+                brace = buf.rfind(b"}", scan, 1 + total)
+                run = _BEFORE_COMMA.match(buf, brace + 1, 1 + total) if brace >= 0 else None
+                if run is not None and run.end() == 1 + total:
+                    pend, comma = brace, run.group(1) is not None
+                scan = 1 + total
+                have = total
+                continue
+            cut, nxt = m.start() + 1, m.end() - 1
         scan = 1
-        cut, nxt = m.start() + 1, m.end() - 1
+        pend = 0
         saved = buf[cut]
         buf[cut] = 0x5D
         with memoryview(buf) as mv:

@@ -23,6 +23,7 @@ _BAD_IN_STRING = re.compile(r'[\x00-\x1f]|\\(?!["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _FIX_IN_STRING = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|\\|[\x00-\x1f]')
 _EVENTS_START = re.compile(r'"traceEvents"\s*:\s*\[')
 _RESYNC = re.compile(r"\}\s*,\s*(?=\{)")
+_BETWEEN = re.compile(r"[ \t\r\n,]*")  # what may separate two events while salvaging
 _BASE_TIME = re.compile(r'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
 
@@ -154,8 +155,7 @@ def _salvage_events(
     n = len(text)
     truncated_at = None
     while True:
-        while pos < n and text[pos] in " \t\r\n,":
-            pos += 1
+        pos = _BETWEEN.match(text, pos).end()  # in C: a Python loop took 3 s per 64 MB
         if pos >= n:
             truncated_at = n
             break

@@ -1,0 +1,65 @@
+"""Reading a Chrome trace takes time linear in its bytes, whatever their layout (issue 32 item 1).
+
+One long run of whitespace between two events used to be searched again for each block the
+streaming reader read: 32/64/128/256 MB took 1.2/3.9/14.5/58 s. The fit is of CPU time (not
+wall time, which a loaded machine inflates at random) against size, the best of interleaved
+runs, in one process; it fails on superlinear growth, not on any bound in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from testdata import fixtures_dir
+
+from dynprof_nb.traces.formats.chrome import reader
+
+sys.path.insert(0, str(fixtures_dir() / "hostile"))
+import make_corpus  # noqa: E402
+
+SIZES_MB = (8, 16, 32, 64)
+MAX_SLOPE = 1.35  # log-log slope of time against size: 1 is linear, quadratic measured 1.8-2
+
+
+def _slope(sizes: tuple, seconds: list[float]) -> float:
+    xs, ys = [math.log(s) for s in sizes], [math.log(t) for t in seconds]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
+
+
+def _cpu_load(path: Path) -> float:
+    t = time.process_time()
+    trace = reader.load_chrome_trace(path)
+    spent = time.process_time() - t
+    assert trace.read_path == "streaming" and len(trace.events) == 2, (path, trace.read_path)
+    return spent
+
+
+def test_one_long_whitespace_run_streams_in_linear_time(tmp_path: Path) -> None:
+    paths = [make_corpus.whitespace_gap(tmp_path, mb).path for mb in SIZES_MB]
+    best = [math.inf] * len(paths)
+    for _ in range(3):  # interleaved: a burst of load hits every size alike
+        for i, p in enumerate(paths):
+            best[i] = min(best[i], _cpu_load(p))
+    slope = _slope(SIZES_MB, best)
+    seconds = dict(zip(SIZES_MB, best, strict=True))
+    assert slope <= MAX_SLOPE, f"time grows as size^{slope:.2f}: {seconds}"
+
+
+@pytest.mark.parametrize("side", sorted(make_corpus.GAP_SIDES))
+def test_every_whitespace_layout_streams_to_the_compact_events(tmp_path: Path, side: str):
+    """The run before, after or around the comma, or between two keys of an event: the
+    streamed frame is the one of the same trace without the run."""
+    big = make_corpus.whitespace_gap(tmp_path, 9, side).path
+    text = big.read_bytes()
+    compact = tmp_path / "compact.json"
+    compact.write_bytes(b" ".join(text.split()))
+    got = reader.load_chrome_trace(big)
+    want = reader.load_chrome_trace(compact)
+    assert got.read_path == "streaming" and want.read_path == "pieces"
+    assert got.events.equals(want.events) and len(got.events) == 2
