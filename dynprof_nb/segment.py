@@ -871,7 +871,7 @@ class Segment:
             )
         # each rank sees the write at its next step: its doorbell is rung right after the
         # generation, with descriptors opened beforehand so nothing slow sits in between
-        bells = [fd for fd in map(_open_bell, self.slots()) if fd is not None]
+        bells = [fd for fd in map(open_bell, self.slots()) if fd is not None]
         try:
             return self._write_config(data, bells, locked)
         finally:
@@ -1198,7 +1198,7 @@ class Doorbell:
         self._own.close()
 
 
-def _open_bell(slot: SlotView) -> int | None:
+def open_bell(slot: SlotView) -> int | None:
     """The doorbell of ``slot``'s rank, opened through ``/proc/<pid>/fd/<n>`` and checked
     (ours, its size, its magic and the slot's token); None when it cannot be reached or is
     not the one the slot names (the rank's heartbeat then catches up)."""
@@ -1227,7 +1227,7 @@ def _open_bell(slot: SlotView) -> int | None:
 def ring(slot: SlotView, generation: int) -> bool:
     """Tell the rank of ``slot`` that config ``generation`` is there; False when its doorbell
     cannot be reached or is not the one the slot names."""
-    fd = _open_bell(slot)
+    fd = open_bell(slot)
     if fd is None:
         return False
     try:

@@ -44,7 +44,7 @@ def test_32_ranks_100k_steps_under_constant_writes(tmp_path):
     assert writes == seq + 1  # each write got its own generation: none lost in the segment
     checksum_ranks.check(results, STEPS, last_seq=seq)
     # the writes really raced the steps: every rank saw many different configs mid-run
-    assert seq > 100 and min(r["seen"] for r in results) > 20
+    assert seq >= 100 and min(r["seen"] for r in results) > 20
     print(f"\n{RANKS} ranks x {STEPS} steps, {seq + 1} writes, "
           f"{sum(r['seen'] for r in results)} config changes applied")
 

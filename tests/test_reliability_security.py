@@ -124,9 +124,33 @@ def test_no_code_path_unpickles_or_evaluates_data():
     assert len(_offences(bad)) == 6  # re.compile is fine
     files = sorted(PACKAGE.rglob("*.py"))
     assert len(files) > 20
-    offences = {str(f.relative_to(PACKAGE)): o for f in files
-                if (o := _offences(ast.parse(f.read_text(encoding="utf-8"))))}
+    offences = {}
+    for f in files:
+        rel, tree = str(f.relative_to(PACKAGE)), ast.parse(f.read_text(encoding="utf-8"))
+        found = _offences(tree)
+        if rel == SAFE_UNPICKLER:  # the one unpickler: it imports and calls nothing
+            found = [o for o in found if o != "pickle"]
+        elif _pickle_writes_only(tree):  # pickle.dumps of plain data (a Flight Recorder dump)
+            found = [o for o in found if o != "pickle"]
+        if found:
+            offences[rel] = found
     assert offences == {}
+
+
+# Flight Recorder dumps are pickles: they are read only through this module's Unpickler, whose
+# find_class and persistent_load refuse everything (tests/flight_recorder/test_reader.py runs
+# a dump that would call os.system through it and checks nothing ran)
+SAFE_UNPICKLER = "flight_recorder/safe_pickle.py"
+
+
+def _pickle_writes_only(tree: ast.AST) -> bool:
+    """The module uses ``pickle`` only to write (``pickle.dumps``/``dump``): nothing it reads
+    is unpickled."""
+    uses = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and getattr(node.value, "id", "") == "pickle"}
+    froms = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and (node.module or "").split(".")[0] == "pickle"]
+    return not froms and bool(uses) and uses <= {"dumps", "dump"}
 
 
 class _Bomb:

@@ -81,13 +81,13 @@ def lost_monitor(slot: SlotView, now_ns: int) -> str:
     """Why a live slot's process no longer runs its Monitor ("" when it does): it has not
     stepped for :data:`LOST_AFTER_S` and no longer holds the doorbell the slot names (an
     ``exec`` closes it: the fd is close-on-exec)."""
-    from dynprof_nb.segment import _open_bell
+    from dynprof_nb.segment import open_bell
 
     if slot.state == "closed" or not slot.bell_fd or not pid_alive(slot.pid):
         return ""
     if (now_ns - slot.heartbeat_ns) / 1e9 < LOST_AFTER_S:
         return ""
-    fd = _open_bell(slot)
+    fd = open_bell(slot)
     if fd is not None:
         import os
 

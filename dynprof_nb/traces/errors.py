@@ -196,7 +196,10 @@ def library_faults(path: str | Path, what: str) -> Iterator[None]:
 
 def library_error(path: str | Path, what: str, exc: BaseException, lib: str) -> LibraryError:
     """The error to raise for :func:`library_fault`'s ``lib``: whose fault, and what to do."""
-    from .. import __version__
+    import sys
+
+    # the package is imported before any of its modules: no import edge back to the facade
+    __version__ = getattr(sys.modules.get("dynprof_nb"), "__version__", "(version unknown)")
 
     if lib.startswith("dynprof_nb"):
         whose = f"a call inside dynprof_nb {__version__} failed (its bug, or a library's version"

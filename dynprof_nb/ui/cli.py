@@ -305,6 +305,7 @@ def _run(args: argparse.Namespace) -> int:
         from dynprof_nb.ui.advisecmd import run_advise
 
         print(run_advise(args.window, args.rule))
+        return 0
     if args.command == "fr":
         from dynprof_nb.flight_recorder.analysis import analyse
 

@@ -246,7 +246,10 @@ def known_incompatibilities() -> list[tuple[str, bool]]:
 def doctor() -> Report:
     """This environment, fact by fact: print it (``dynprof doctor``), or show it in a notebook
     (an HTML table). Paste it into a bug report."""
-    from dynprof_nb import __version__, optional
+    from dynprof_nb import optional
+
+    # the package is imported before its modules: no import edge back to the facade
+    __version__ = getattr(sys.modules.get("dynprof_nb"), "__version__", "(unknown)")
 
     r = Report()
     impl = sys.implementation.name

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import fields
 from hashlib import sha256
@@ -79,7 +80,8 @@ def entry_key(window: Any, kind: str) -> str | None:
             seen.append(file_stamp(Path(p)))
     except (OSError, RuntimeError):  # a file went away: the reader says so, uncached
         return None
-    from dynprof_nb import __version__
+    # the package is imported before its modules: no import edge back to the facade
+    __version__ = getattr(sys.modules.get("dynprof_nb"), "__version__", "")
 
     material = {
         "reader": READER_VERSION,
