@@ -122,7 +122,7 @@ def test_a_prepared_window_outlives_a_cli_start_for_its_ranks(tmp_path):
 
 
 def test_stop_with_nothing_to_stop_writes_nothing_and_rows_match_the_header(ranks):
-    ranks.start("+5", "+7")
+    ranks.start("+25", "+27")
     ranks.wait(timeout=60, progress=False)
     assert (ranks.status().window != "").all()  # the window each rank recorded
     told = ranks.describe_stop()
@@ -174,10 +174,10 @@ def test_windows_under_another_prof_path_stay_listed(ranks, tmp_path):
     default = ranks.config.prof_path
     elsewhere = tmp_path / "elsewhere"
     ranks.set(prof_path=str(elsewhere))
-    ranks.start("+5", "+6")
+    ranks.start("+25", "+26")
     ranks.wait(timeout=60, progress=False)
     ranks.set(prof_path=default)
-    ranks.start("+5", "+6")
+    ranks.start("+25", "+26")
     ranks.wait(timeout=60, progress=False)
     frame = ranks.windows()
     done = frame[frame.status == "complete"]

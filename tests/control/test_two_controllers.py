@@ -120,7 +120,7 @@ def test_restarting_the_window_being_recorded_is_refused_not_skipped(tmp_path):
         wait_until(lambda: job.live_slots()[0].state == "recording", what="recording")
         gen = job.generation
         try:
-            job.start("+5", "+8")
+            job.start("+25", "+28")
         except WindowConflict as exc:
             assert "(this process)" in str(exc) and "rank 0 is recording" in str(exc)
         else:
