@@ -300,6 +300,99 @@ def open_lock(name: str, directory: str | None = None) -> int:
         os.close(dir_fd)
 
 
+def still_named(fd: int, name: str, directory: str | None = None) -> bool:
+    """Whether the lock file open as ``fd`` is still the one named ``name``: a lock file is
+    removed (:func:`remove_lock`) by whoever holds it, so a process that opened it before
+    holds a lock on a file nobody else will open again, and must reopen the name."""
+    dir_fd = _open_dir(directory or private_dir())
+    try:
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(dir_fd)
+    st = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)
+
+
+def lock_fd(name: str, blocking: bool = True, directory: str | None = None) -> int | None:
+    """Open the lock file ``name`` and take its ``flock`` exclusively: the descriptor, or
+    None when ``blocking`` is False and another process holds it. A file removed between
+    the open and the lock is opened again (see :func:`still_named`), so every holder locks
+    the file the name points to."""
+    while True:
+        fd = open_lock(name, directory)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        if still_named(fd, name, directory):
+            return fd
+        os.close(fd)
+
+
+def remove_lock(name: str, directory: str | None = None) -> bool:
+    """Remove the lock file ``name`` unless another process holds it now (then its holder
+    or the next ``remove_lock`` does); True when it was removed or was not there. Removed
+    under its own lock, so a process that opened it earlier sees it gone when it locks it
+    (:func:`still_named`) and opens a fresh one. Job-scoped lock files go with their job
+    (:func:`forget_job`); without this, every job ever run left its files behind."""
+    try:
+        fd = lock_fd(name, blocking=False, directory=directory)
+    except FileNotFoundError:
+        return True
+    if fd is None:
+        return False
+    try:
+        dir_fd = _open_dir(directory or private_dir())
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(dir_fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def drop_lock(fd: int, name: str, directory: str | None = None) -> None:
+    """Remove the lock file ``name`` that this process holds locked as ``fd``, then close
+    ``fd``: a holder leaving removes its file; a process waiting on it wakes on a removed
+    file and opens a fresh one (:func:`lock_fd`, :func:`still_named`)."""
+    try:
+        if still_named(fd, name, directory):
+            dir_fd = _open_dir(directory or private_dir())
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+    except (OSError, LockError) as exc:
+        log.debug("dynprof_nb: cannot remove %s: %r", name, exc)
+    finally:
+        os.close(fd)
+
+
+def job_lock_name(job: str, what: str) -> str:
+    """The name of one of job ``job``'s lock files on this node (``what``: ``state``,
+    ``lock``), kept here so that whoever removes a job's files finds them all."""
+    return f"relay.{job}.{what}"
+
+
+JOB_LOCKS = ("state", "lock")
+
+
+def forget_job(job: str) -> None:
+    """Remove job ``job``'s lock files (each one nobody holds): called when its segment goes,
+    the last process of the job having left."""
+    for what in JOB_LOCKS:
+        try:
+            remove_lock(job_lock_name(job, what))
+        except (OSError, LockError) as exc:
+            log.debug("dynprof_nb: cannot remove %s: %r", job_lock_name(job, what), exc)
+
+
 def holder(fd: int) -> str:
     """Who holds a lock on the file open as ``fd``: ``pid N (uid U: command)``, or ``""``
     when nobody is found (``/proc/locks`` shows pids of this pid namespace only)."""

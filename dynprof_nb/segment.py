@@ -57,7 +57,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from dynprof_nb.locks import LockError, private_dir
+from dynprof_nb.locks import LockError, forget_job, private_dir
 from dynprof_nb.ownfd import OwnedFd
 
 log = logging.getLogger("dynprof_nb")
@@ -815,6 +815,7 @@ class Segment:
             ):
                 _shm_unlink(self.name)
                 self.removed = True
+                forget_job(self.job)  # the node's relay files of this job go with it
                 log.debug("dynprof_nb: job %r is finished; removed its segment", self.job)
         finally:
             _presence(self._fd, fcntl.F_UNLCK)
@@ -1254,5 +1255,7 @@ def list_jobs() -> list[str]:
 
 
 def unlink(job: str) -> None:
-    """Remove a job's segment by name (for a segment refused as unusable)."""
+    """Remove a job's segment by name (for a segment refused as unusable), and the node's
+    relay files of that job with it."""
     _shm_unlink(segment_name(job))
+    forget_job(job)

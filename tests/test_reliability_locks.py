@@ -216,3 +216,61 @@ def test_a_record_in_a_home_another_user_can_write_is_not_trusted(attack, monkey
             _stop(squatter)
         locks._KNOWN.clear()
         shutil.rmtree(top)
+
+
+def _relay_files(job: str) -> list[str]:
+    return sorted(n for n in os.listdir(locks.private_dir()) if n.startswith(f"relay.{job}."))
+
+
+def test_a_relay_leaving_hands_over_and_leaves_no_file_behind():
+    """The elected relay removes its lock file as it leaves (under the lock); the standby that
+    waited on the removed file locks a fresh one, which then shuts out a third process; once
+    the standby leaves too, nothing of the job is left in the private directory (hundreds of
+    these files piled up, one per job ever run)."""
+    job = unique_job("handover")
+    first, second = threading.Event(), threading.Event()
+    stop_first, stop_second = threading.Event(), threading.Event()
+
+    def relay(held: threading.Event, stop: threading.Event) -> None:
+        with relay_lock(job, stop, check=0.01) as acquired:
+            assert acquired
+            held.set()
+            stop.wait()
+
+    a = threading.Thread(target=relay, args=(first, stop_first))
+    a.start()
+    assert first.wait(5)
+    b = threading.Thread(target=relay, args=(second, stop_second))
+    b.start()
+    assert not second.wait(0.2)  # standby while the first holds it
+    stop_first.set()
+    a.join(5)
+    assert second.wait(5), "the standby never took over"
+    assert _relay_files(job) == [f"relay.{job}.lock"]  # the standby's fresh file, named
+    assert locks.lock_fd(f"relay.{job}.lock", blocking=False) is None  # and really held
+    stop_second.set()
+    b.join(5)
+    assert _relay_files(job) == []
+
+
+def test_a_state_file_removed_under_a_reader_is_reopened_not_forked():
+    """The node's relay state goes with the job's segment; a process that opened it before
+    must not keep locking the removed file while a newcomer locks a new one (two processes
+    would then both relay the same edit)."""
+    job = unique_job("state")
+    name = locks.job_lock_name(job, "state")
+    early = locks.open_lock(name)
+    try:
+        locks.forget_job(job)
+        assert _relay_files(job) == []
+        assert not locks.still_named(early, name)
+        late = locks.lock_fd(name)
+        try:
+            assert locks.still_named(late, name)
+            assert locks.lock_fd(name, blocking=False) is None  # the name is the locked file
+        finally:
+            os.close(late)
+    finally:
+        os.close(early)
+        locks.forget_job(job)
+    assert _relay_files(job) == []

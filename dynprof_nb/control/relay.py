@@ -53,7 +53,7 @@ from typing import Any
 from dynprof_nb.config import ConfigError, ProfilerConfig, config_file, unknown_keys_message
 from dynprof_nb.control.job import Job
 from dynprof_nb.filewatch import FileWatch
-from dynprof_nb.locks import holder, open_lock
+from dynprof_nb.locks import drop_lock, holder, job_lock_name, open_lock, still_named
 from dynprof_nb.segment import H_CREATOR, H_CREATOR_START, pid_start_time
 
 log = logging.getLogger("dynprof_nb")
@@ -92,7 +92,8 @@ class Relay:
         self._relaying = False  # this process runs the node's relay loop (it won the election)
         self._lock_wait = NODE_LOCK_WAIT_S
         # the node's relay state and lock: one file per job in the private lock directory
-        self._state_fd = open_lock(f"relay.{self.job.name}.state")
+        self._state_name = job_lock_name(self.job.name, "state")
+        self._state_fd = open_lock(self._state_name)
         self._note = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,7 +106,9 @@ class Relay:
         when the job was written. Safe from any thread and any process of the node at once
         (a file-mode rank calls it from ``step()`` when :class:`FileWatch` sees a change):
         the first to take the node's relay lock relays an edit, the others adopt it."""
-        with self._poll_lock, _node_lock(self._state_fd, self._lock_wait) as locked:
+        if self._state_fd < 0:  # stopped
+            return False
+        with self._poll_lock, self._node_lock(self._lock_wait) as locked:
             # a stuck holder: this look is skipped (the file still reads as changed), and the
             # next ones do not wait until the lock is had again
             self._lock_wait = NODE_LOCK_WAIT_S if locked else 0.0
@@ -165,6 +168,34 @@ class Relay:
             self.generation = gen
             log.info("dynprof_nb relay: %s -> job %r generation %d", self.path, self.job.name, gen)
         return bool(gen)
+
+    @contextlib.contextmanager
+    def _node_lock(self, timeout: float = NODE_LOCK_WAIT_S) -> Iterator[bool]:
+        """The node's relay lock of this job (an ``flock`` on the state file, which the kernel
+        drops if its holder dies): one process at a time reads the shared state, relays and
+        writes it. A holder keeps it for microseconds; one stopped while holding it (a
+        debugger, SIGSTOP) must not stall every rank's ``step()``, so after ``timeout`` this
+        yields False and the caller looks next time. The file goes with the job's segment
+        (:func:`dynprof_nb.locks.forget_job`): one found removed once locked is opened again,
+        so every process of the node shares the file the name points to."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(self._state_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(0.0005)
+                continue
+            if still_named(self._state_fd, self._state_name):
+                break
+            os.close(self._state_fd)
+            self._state_fd = open_lock(self._state_name)
+        try:
+            yield True
+        finally:
+            fcntl.flock(self._state_fd, fcntl.LOCK_UN)
 
     # -- what this node relayed last (shared by every process that relays the file) --------
 
@@ -266,6 +297,9 @@ class Relay:
                 self.job.close()
         with self._poll_lock:
             self.watch.close()
+            if self._state_fd >= 0:
+                os.close(self._state_fd)
+                self._state_fd = -1
 
     def _run_elected(self) -> None:
         try:
@@ -298,13 +332,18 @@ def relay_lock(
     :mod:`dynprof_nb.locks`), so no other user can plant it or hold it; while another relay
     holds it, the log says which process, once.
     """
-    fd = open_lock(f"relay.{job}.lock")
+    name = job_lock_name(job, "lock")
+    fd = open_lock(name)
     try:
         acquired, told = False, ""
         while not acquired:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                acquired = True
+                acquired = still_named(fd, name)
+                if not acquired:  # its holder left and removed it: lock the fresh one
+                    os.close(fd)
+                    fd = -1
+                    fd = open_lock(name)
             except BlockingIOError:
                 if on_wait is not None:
                     on_wait()
@@ -324,29 +363,10 @@ def relay_lock(
                     time.sleep(check)
         yield acquired
     finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _node_lock(fd: int, timeout: float = NODE_LOCK_WAIT_S) -> Iterator[bool]:
-    """The node's relay lock of one job (an ``flock`` the kernel drops if its holder dies):
-    one process at a time reads the shared state, relays and writes it. A holder keeps it for
-    microseconds; one stopped while holding it (a debugger, SIGSTOP) must not stall every
-    rank's ``step()``, so after ``timeout`` this yields False and the caller looks next time."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                yield False
-                return
-            time.sleep(0.0005)
-    try:
-        yield True
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        if acquired:  # the holder leaving removes the file; a standby opens a fresh one
+            drop_lock(fd, name)
+        elif fd >= 0:
+            os.close(fd)
 
 
 def parse_config(data: bytes, path: os.PathLike[str] | str) -> tuple[ProfilerConfig, str]:

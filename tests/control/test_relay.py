@@ -4,6 +4,7 @@ process), by the Relay class, by ``dynprof relay`` and by ``Monitor(cfg_path=...
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import dynprof_nb
 from dynprof_nb import segment
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.relay import POLL_INTERVAL_S, Relay
+from dynprof_nb.locks import private_dir
 
 
 def write_file(cfg_dir: Path, **keys: object) -> None:
@@ -109,6 +111,8 @@ def test_dynprof_relay_command(tmp_path: Path, job: dynprof_nb.Job) -> None:
         write_file(tmp_path, start_step=100, stop_step=110, record_shapes=True)
         wait_until(lambda: job.config.start_step == 100, timeout=30, what="the CLI relay")
         assert job.config.record_shapes is True
+        # the relay's row is published just after the config it relayed
+        wait_until(lambda: (job.status()["rank"] == -1).any(), what="the relay's row")
         assert relay_row(job)["pid"] == proc.pid
     finally:
         proc.terminate()
@@ -134,7 +138,9 @@ def test_monitor_with_cfg_path_relays_on_one_process(tmp_path: Path) -> None:
         relays = job.status()
         assert (relays["rank"] == -1).sum() == 1  # one relay per node, not one per rank
     job.close()
-    segment.unlink(name)
+    # the last process leaving a finished job removes its segment and the node's relay files
+    assert name not in segment.list_jobs()
+    assert not [n for n in os.listdir(private_dir()) if n.startswith(f"relay.{name}.")]
 
 
 def test_poll_interval_is_the_documented_one() -> None:
@@ -193,6 +199,8 @@ def test_file_mode_still_skips_a_window_that_has_ended(tmp_path: Path) -> None:
     try:
         for _ in range(8):
             monitor.step()
+        # the step a rank publishes is up to one heartbeat old: the relay judges by it
+        wait_until(lambda: job.live_slots()[0].step >= 8, what="step 8 to be published")
         write_file(cfg, start_step=3, stop_step=5)  # all of it ran before the edit
         wait_until(lambda: "has ended on every rank" in relay_row(job)["error"],
                    what="the relay to refuse the ended window")
