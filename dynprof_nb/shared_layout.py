@@ -91,30 +91,43 @@ def last_end(words: Any, ring: int) -> tuple[int, int] | None:
     return (entries[-1][0], entries[-1][1]) if entries else None
 
 
-def estimated_step(seg: Segment, slot: Any, now_ns: int) -> int:
-    """``slot.estimated_step`` (the published step extrapolated at the rank's rate), except
-    for a rank that is not stepping: when its heartbeat has looked since and seen no new step
-    for 3 of its steps (and 0.1 s), it is where it stopped, never extrapolated. A heartbeat
-    that has not looked lately (a busy machine) proves nothing: the rate is used then."""
+def estimated_step(seg: Segment, slot: Any, now_ns: int, rate: float | None = None) -> int:
+    """``slot.estimated_step`` (the published step extrapolated at the rank's rate, or at
+    ``rate`` steps/s), except for a rank that is not stepping: when its heartbeat has looked
+    since and seen no new step for 3 of its steps (and 0.1 s), it is where it stopped, never
+    extrapolated. A heartbeat that has not looked lately (a busy machine) proves nothing: the
+    rate is used then."""
     looked = seg.words[seg.ring_base(slot.index) + R_LOOKED_NS]
-    rate = slot.rate_milli / 1000
+    beat_rate = slot.rate_milli / 1000
     idle_for = (looked - slot.heartbeat_ns) / 1e9
-    if looked and rate > 0 and idle_for > 0.1 + 3 / rate:
+    if looked and beat_rate > 0 and idle_for > 0.1 + 3 / beat_rate:
         return slot.step
-    return slot.estimated_step(now_ns)
+    if rate is None:
+        return slot.estimated_step(now_ns)
+    age = min(max(0, now_ns - slot.heartbeat_ns) / 1e9, 5.0)  # Slot.estimated_step's horizon
+    return slot.step + int(rate * age)
+
+
+def steps_per_s(seg: Segment, slot: Any) -> float:
+    """How fast a rank steps now: the faster of its heartbeat's rate and its recent median
+    step (the ring's last 9 steps). A one-off stall (the torch profiler's start holding the
+    training thread for half a second) drags the heartbeat's rate down for a while, and a
+    stop placed at that rate came a step too early for the rank, which then ended a step later
+    than the others: two windows (tests/ui/test_live_browser.py, at load average 10)."""
+    recent = seg.words[seg.ring_base(slot.index) + R_RECENT_NS]
+    return max(slot.rate_milli / 1000, 1e9 / recent if recent > 0 else 0.0)
 
 
 def common_step(seg: Segment, slots: list[Any], now_ns: int, ahead: int, margin_s: float) -> int:
     """The earliest step every rank of ``slots`` can still honour: its step now
-    (:func:`estimated_step`) + ``ahead`` + ``margin_s`` at its own rate, the latest of those (a
-    rank reads a request at the end of the step it is in)."""
-    return max(
-        (
-            estimated_step(seg, s, now_ns) + ahead + math.ceil(s.rate_milli / 1000 * margin_s)
-            for s in slots
-        ),
-        default=1,
-    )
+    (:func:`estimated_step`, extrapolated at :func:`steps_per_s`) + ``ahead`` + ``margin_s`` at
+    that rate, the latest of those (a rank reads a request at the end of the step it is in)."""
+
+    def honours(s: Any) -> int:
+        rate = steps_per_s(seg, s)
+        return estimated_step(seg, s, now_ns, rate) + ahead + math.ceil(rate * margin_s)
+
+    return max((honours(s) for s in slots), default=1)
 
 
 def median_of(values: Any) -> float:

@@ -51,6 +51,12 @@ def main() -> None:
                         "the last step it ended is written to FILE.at")
     p.add_argument("--exec-file", default="",
                    help="once this file exists, the process exec's `sleep 600`")
+    p.add_argument("--torch", type=int, default=0, metavar="N",
+                   help="each step also multiplies two NxN torch tensors (a torch job), then "
+                        "sleeps what is left of --step-ms")
+    p.add_argument("--clock-file", default="",
+                   help="append 'step before_ns after_ns' per step: the loop's own clock read "
+                        "just before and just after monitor.step()")
     args = p.parse_args()
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -68,6 +74,8 @@ def main() -> None:
         hiccup = (lo, hi, int(every))
     last_hiccup = -2
     slow_from = None
+    work = _torch_work(args.torch) if args.torch else None
+    clock = open(args.clock_file, "a", buffering=1) if args.clock_file else None
     for n in range(1, args.steps + 1):
         if stop["now"]:
             break
@@ -94,17 +102,32 @@ def main() -> None:
             with open(f"{args.out}.hiccups.{args.rank}", "a") as fh:
                 fh.write(f"{n}\n")
         with dynprof_nb.range("work"):
-            time.sleep(ms / 1000)
+            t0 = time.monotonic()
+            if work is not None:
+                work()
+            time.sleep(max(0.0, ms / 1000 - (time.monotonic() - t0)))
+        before = time.monotonic_ns()
         if args.style == "callback":
             monitor.step_end(ctx)
         else:
             monitor.step()
+        if clock is not None:
+            clock.write(f"{n} {before} {time.monotonic_ns()}\n")
         done = n
     if args.style == "callback":
         monitor.on_train_end(ctx)
     else:
         monitor.close()
     print(f"steps={done}", flush=True)
+
+
+def _torch_work(n: int):
+    """One step's torch compute: an NxN matmul (a real torch op the profiler records)."""
+    import torch
+
+    torch.set_num_threads(1)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return lambda: torch.mm(a, b)
 
 
 if __name__ == "__main__":

@@ -433,7 +433,7 @@ def _cluster_job(job: str, client: Any) -> Any:
     """The ClusterJob a trigger firer starts its windows through (agents are in place)."""
     from dynprof_nb.cluster.controller import ClusterJob
 
-    return ClusterJob(job, client, install=False)
+    return ClusterJob(job, client, install=False, probe=False)
 
 
 def _install_agents(client: Any) -> None:

@@ -162,8 +162,17 @@ class ClusterJob(Controller):
     hang_min_s = HANG_MIN_S
 
     def __init__(
-        self, name: str, client: Any, own_client: bool = False, install: bool = True
+        self,
+        name: str,
+        client: Any,
+        own_client: bool = False,
+        install: bool = True,
+        probe: bool = True,
     ) -> None:
+        """``probe=False``: an agent's own ClusterJob (its trigger's): the agents are in place
+        and ``start()`` reads every node's rows itself, so neither the agents' hello nor the
+        first pull is made (two fan-outs, ~45 ms on the firing path of a trigger's first
+        window: 4-5 steps at 10 ms, with the slowdown going on)."""
         from distributed import Lock, Variable
 
         self.name = name
@@ -178,8 +187,9 @@ class ClusterJob(Controller):
         self._hang = HangWatch(f"@cluster.{name}")
         self.feed = feed_of(client)
         self.feed.watch(name)
-        self._ensure_agents(install)
-        self.refresh()
+        if probe:
+            self._ensure_agents(install)
+            self.refresh()
 
     # -- fan-out ----------------------------------------------------------------------------
 
@@ -397,6 +407,7 @@ class ClusterJob(Controller):
         *,
         reason: str = "",
         triggered: bool = False,
+        requested_at: float | None = None,
         **changes: Any,
     ) -> int:
         """Ask every rank of every node to record steps ``start``..``stop`` (inclusive).
@@ -404,7 +415,11 @@ class ClusterJob(Controller):
         ``"+k"`` counts from the most advanced rank of the whole cluster; the window moves
         later (keeping its length) if ``k`` is inside the safety margin, and
         ``last_start`` says what was measured and chosen. ``triggered``: a trigger's window,
-        whose safety time is measured (:meth:`trigger_safety_s`), not fixed. Returns the new
+        whose safety time is measured (:meth:`trigger_safety_s`), not fixed;
+        ``requested_at``: the ``time.monotonic()`` by which its request had been raised, so
+        ``last_start["waited_s"]`` says how long it waited before the ranks' steps were read
+        for its placement (``read_at``: that read's ``time.monotonic()`` on the machine that
+        started it). Returns the new
         generation, once
         every live rank has armed the same window; raises ``JobError`` after cancelling it
         everywhere otherwise.
@@ -453,6 +468,9 @@ class ClusterJob(Controller):
                 "window": (first, last),
                 "generation": seq,
             }
+            if requested_at is not None:
+                self.last_start["read_at"] = t0 + rtt
+                self.last_start["waited_s"] = round(t0 + rtt - requested_at, 4)
             budget = self._arm_budget(live, first, current, rtt, safety)
             answers, errors = self._send("start", cfg, seq, budget, reason=reason)
             problems = errors + _not_armed(answers, first, last)

@@ -65,6 +65,11 @@ class Firer:
         self.pending: dict[str, str] = {}  # job -> a reason waiting for a window to end
         self.armed: set[str] = set()
         self.cancelled: dict[str, int] = {}  # job -> windows cancelled in a row (retried)
+        # job -> the monotonic time of the look before the one that took its request (the
+        # request was raised after it): kept over retries, so last_start's waited_s is the
+        # whole wait of the window, measured, not a poll period assumed
+        self.requested: dict[str, float] = {}
+        self._looked = 0.0
         self._busy = threading.Lock()
 
     def look(self, jobs: list[str]) -> bool:
@@ -73,6 +78,8 @@ class Firer:
         from dynprof_nb.control import trigger
 
         armed = set()
+        now = time.monotonic()
+        before, self._looked = self._looked or now, now
         for job in jobs:
             try:
                 with self.operations.job(job) as handle:
@@ -85,6 +92,7 @@ class Firer:
                 continue
             if reason:
                 self.pending[job] = reason
+                self.requested.setdefault(job, before)
         self.armed = armed
         for job, reason in list(self.pending.items()):
             if self._busy.acquire(blocking=False):  # one start at a time, off the beat thread
@@ -109,6 +117,8 @@ class Firer:
             self.cancelled.pop(job, None)
             if outcome == "busy":
                 self.pending.setdefault(job, reason)
+            else:
+                self.requested.pop(job, None)
         except JobError as exc:  # cancelled everywhere (a rank did not arm in time)
             tries = self.cancelled[job] = self.cancelled.get(job, 0) + 1
             again = tries <= CANCEL_RETRIES
@@ -122,7 +132,10 @@ class Firer:
             )
             if again:
                 self.pending.setdefault(job, reason)
+            else:
+                self.requested.pop(job, None)
         except Exception as exc:
+            self.requested.pop(job, None)
             log.warning(
                 "dynprof_nb agent on %s: the trigger of job %r could not start a window: %r",
                 self.operations.name,
@@ -164,7 +177,12 @@ class Firer:
                 return "busy"
             try:
                 cj.start(
-                    "+1", f"+{d['steps']}", reason=reason, triggered=True, **d.get("window", {})
+                    "+1",
+                    f"+{d['steps']}",
+                    reason=reason,
+                    triggered=True,
+                    requested_at=self.requested.get(job),
+                    **d.get("window", {}),
                 )
             except WindowConflict:
                 return "busy"
@@ -176,7 +194,11 @@ class Firer:
                     fired=value.get("fired", 0) + 1,
                     last_fire=time.time(),
                     last_reason=reason,
-                    last_start=dict(cj.last_start, fired_s=round(time.monotonic() - t0, 4)),
+                    last_start=dict(
+                        cj.last_start,
+                        fired_s=round(time.monotonic() - t0, 4),
+                        tries=self.cancelled.get(job, 0) + 1,
+                    ),
                 ),
             )
         finally:

@@ -25,7 +25,7 @@ def test_two_background_ranks_record_exactly_the_window(two_ranks):
     assert sorted(status["rank"]) == [0, 1] and status.alive.all()
     assert set(status.columns) >= {"rank", "pid", "step", "state", "window", "generation",
                                    "heartbeat_age_s", "alive", "error"}
-    gen = control.start("+15", "+24")
+    gen = control.start("+25", "+34")  # 75 ms ahead at 3 ms steps (a loaded box stalls 15 ms)
     cfg = control.config
     assert cfg.stop_step - cfg.start_step == 9
     final = control.wait(timeout=60, progress=False)
@@ -129,7 +129,7 @@ def test_cli_drives_a_background_job(tmp_path):
 
         assert job in cli("jobs").stdout
         assert "idle" in cli("status", job).stdout
-        started = cli("start", job, "+10", "+12", "--memory", "--wait")
+        started = cli("start", job, "+25", "+27", "--memory", "--wait")  # 75 ms at 3 ms
         assert started.returncode == 0, started.stderr
         assert "asked for" in started.stdout
         assert "complete" in cli("windows", job).stdout

@@ -65,7 +65,7 @@ def test_overlapping_window_of_a_second_controller_is_refused_and_a_later_one_qu
 
             assert ask_b("ready") == 2  # B is attached and sees both ranks
 
-            job_a.start("+10", "+400")
+            job_a.start("+25", "+400")  # 75 ms ahead at 3 ms: a stalled rank would skip it
             a_first, a_last = job_a.config.start_step, job_a.config.stop_step
             wait_until(lambda: [s.state for s in job_a.live_slots()] == ["recording"] * 2,
                        what="both ranks recording A's window")
@@ -116,7 +116,7 @@ def test_restarting_the_window_being_recorded_is_refused_not_skipped(tmp_path):
     """The same controller asking again while its window records: the rank would skip it
     after the current one (the old behaviour: "accepted", then a skipped window)."""
     with running_ranks(unique_job("again"), tmp_path, ranks=1, step_ms=3) as (job, _):
-        job.start("+10", "+3000")
+        job.start("+25", "+3000")  # 75 ms ahead at 3 ms: a stalled rank would skip it
         wait_until(lambda: job.live_slots()[0].state == "recording", what="recording")
         gen = job.generation
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,7 @@ from IPython.utils.capture import capture_output
 
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.status import STATUS_COLUMNS
+from dynprof_nb.training.backends.builtin import EVENT_BYTES
 from dynprof_nb.ui.magics import HANDLERS, SUBCOMMANDS
 
 
@@ -224,6 +226,36 @@ def test_cell_magic_shows_the_python_functions_of_a_plain_cell(
     assert ops.filter(like="dumps", axis=0)["count"].sum() == 900
     ip.run_cell_magic("dynprof", f"--dir {tmp_path} -o nostack -q --no-stack", cell)
     assert not any("encode_rows" in n for n in ip.user_ns["nostack"].ops["name"])
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:  # what the built-in backend's memory reads
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_cell_magic_memory_records_memory_not_the_profilers_own_events(
+        ip: InteractiveShell, magics, tmp_path: Path) -> None:
+    """``%%dynprof --memory`` typed in a cell: the window is recorded without Python calls
+    (each would be an event held in this process, counted in the RSS it reports), its
+    header says so, and the memory it reports is the cell's, not the profiler's."""
+    body = "def bump(i):\n    return i + 1\nfor i in range(200_000):\n    bump(i)\n"
+    before = _rss()
+    with capture_output() as out:
+        result = ip.run_cell(f"%%dynprof --dir {tmp_path} -o mem --memory\n{body}")
+    assert result.success, result.error_in_exec
+    mem = ip.user_ns["mem"]
+    assert mem.config["profile_memory"] and not mem.config["with_stack"]
+    header = str(out.outputs[0].data["text/plain"]).splitlines()[0]
+    assert "profile_memory=True" in header and "with_stack" not in header
+    assert not any(n.endswith("bump") for n in mem.ops["name"])
+    grew = int(mem.memory["allocated_bytes"].max()) - before
+    # both asked for: the user's --stack holds, and its events are what the RSS then counts
+    ip.run_cell(f"%%dynprof --dir {tmp_path} -o both -q --memory --stack\n{body}")
+    both = ip.user_ns["both"]
+    assert both.config["profile_memory"] and both.config["with_stack"]
+    calls = int(both.ops.set_index("name").filter(like="bump", axis=0)["count"].sum())
+    assert calls == 200_000
+    assert grew < calls * EVENT_BYTES / 4, (grew, calls)
 
 
 def test_cell_magic_keeps_the_window_when_the_cell_raises(
