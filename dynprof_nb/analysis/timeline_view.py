@@ -41,8 +41,7 @@ from matplotlib.figure import Figure
 from dynprof_nb.analysis import plots
 from dynprof_nb.traces.formats.chrome.event_args import event_args
 
-_ROW_PX = 14  # row height in the canvas, shrunk to fit ~640 px with many rows
-_CANVAS_ROWS_PX = 640
+_ROW_PX = 18  # row height in the canvas: an 11 px name fits inside a bar
 
 
 def _lane_of_row(lanes: Any, row: int) -> Any:
@@ -263,7 +262,7 @@ class TimelineView(anywidget.AnyWidget):
             )
         ]
         span = max(lay.hi - lay.lo, 1.0)
-        held, lev, widths, complete = summary_levels(self.index)
+        held, lev, widths, complete = summary_levels(self.index, SUMMARY_BUDGET)
         self._held = held
         marks, step_title = self._step_marks()
         super().__init__(
