@@ -214,6 +214,12 @@ function render({ model, el }) {
     contentH = y;
   }
 
+  function showLanes() {
+    root.dataset.rows = String(contentH / rowH);
+    root.dataset.pinned = JSON.stringify([...pinned]);
+    root.dataset.order = JSON.stringify(order.filter((j) => laneY[j] >= 0).map((j) => lanes[j].label));
+  }
+
   function layout() {
     width = Math.max(500, Math.floor(el.getBoundingClientRect().width || 1000));
     height = TOP + contentH + BOTTOM;
@@ -329,6 +335,7 @@ function render({ model, el }) {
     ctx.font = "11px sans-serif";
     ctx.textBaseline = "middle";
     ctx.textAlign = "left";
+    let labelled = 0;
     for (const h of textQ) {
       const nm = H.src[h] ? D.name[H.i[h]] : S.name[H.i[h]];
       const label = names[nm] || "";
@@ -344,7 +351,9 @@ function render({ model, el }) {
       }
       ctx.fillStyle = inks[nm];
       ctx.fillText(s, a + 3, TOP + rowY[H.row[h]] + rowH / 2 + 0.5);
+      labelled += 1;
     }
+    root.dataset.labels = String(labelled);
     // the selected event, its links, the search match, the range
     const outline = (x0, x1, row, colour, lw) => {
       if (rowY[row] < 0) return;
@@ -723,8 +732,7 @@ function render({ model, el }) {
     arrange();
     layout();
     draw();
-    root.dataset.rows = String(contentH / rowH);
-    root.dataset.pinned = JSON.stringify([...pinned]);
+    showLanes();
   });
   canvas.addEventListener("mousemove", (e) => {
     const r = canvas.getBoundingClientRect();
@@ -906,7 +914,7 @@ function render({ model, el }) {
   const g = model.get("goto");
   if (g && g.length >= 2) setRange(g[0], g[1]);
   else draw();
-  root.dataset.rows = String(contentH / rowH);
+  showLanes();
   root.dataset.held = String(S.n);
   root.dataset.ready = "1";
   const ro = new ResizeObserver(() => {
