@@ -3,7 +3,8 @@
 // Zoom and pan are drawn here, from the multi-resolution summary the kernel sent once
 // (`summary`: per level and row, the longest event starting in each bucket, sorted by start):
 // a redraw draws the levels as fine as a pixel, finding each row's events in range by
-// bisection, at most one narrow bar per pixel. Only when the view is finer than the finest
+// bisection, at most one narrow bar per pixel, into one pixel layer (a row of pixels per
+// bar, copied down the rows at the end: tens of thousands of fillRect calls would not fit a frame). Only when the view is finer than the finest
 // level held does it ask the kernel (`view` -> `rects`), without waiting: the summary is drawn
 // meanwhile and the answer redraws. Every redraw recomputes what is under the pointer, so a
 // tooltip never names an event that has moved away.
@@ -61,6 +62,12 @@ function textColour(hex) {
   return l > 140 ? "#111111" : "#ffffff";
 }
 
+function dim(word) {
+  // the colour 25% darker: a bar's right edge, so that neighbours of one name stay apart
+  const r = (word & 255) * 0.75, g = ((word >> 8) & 255) * 0.75, b = ((word >> 16) & 255) * 0.75;
+  return (0xff000000 | (b << 16) | (g << 8) | r) >>> 0;
+}
+
 function el_(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -112,6 +119,15 @@ function render({ model, el }) {
   const names = model.get("names");
   const colors = model.get("colors");
   const inks = colors.map(textColour);
+  const rgba = Uint32Array.from(colors, (c) => {
+    const n = parseInt(c.slice(1), 16); // little-endian RGBA in one word: 0xAABBGGRR
+    return (0xff000000 | ((n & 255) << 16) | (n & 0xff00) | (n >> 16)) >>> 0;
+  });
+  // bars under 2 px go into one pixel layer (one write per pixel row), composited at once:
+  // a wide view of a dense window is tens of thousands of them, too many for fillRect
+  const layer = document.createElement("canvas");
+  const lctx = layer.getContext("2d");
+  let lw = 0, lh = 0, limg = null, lbuf = null;
   const nameW = new Float32Array(names.length); // measured at the bar font, lazily
   const full = model.get("full");
   let lo = full[0];
@@ -272,7 +288,7 @@ function render({ model, el }) {
         if (steps.b[i] < lo || steps.a[i] > hi) continue;
         const a = Math.max(LEFT, LEFT + (steps.a[i] - lo) * k);
         const b = Math.min(LEFT + pw, LEFT + (steps.b[i] - lo) * k);
-        if (b - a < 0.5) continue;
+        if (b - a < 3) continue; // bands under 3 px are noise (as in the static plot)
         const band = rankBand.get(steps.rank[i]);
         if (band) ctx.fillRect(a, TOP + band[0], b - a, band[1] - band[0]);
       }
@@ -293,7 +309,13 @@ function render({ model, el }) {
     H.n = 0;
     textQ.length = 0;
     const pad = rowH > 6 ? 1 : 0;
-    let last = "";
+    const lwNow = Math.ceil(pw) + 2, lhNow = Math.max(1, contentH);
+    if (lwNow !== lw || lhNow !== lh) {
+      lw = lwNow; lh = lhNow;
+      layer.width = lw; layer.height = lh;
+      limg = lctx.createImageData(lw, lh);
+      lbuf = new Uint32Array(limg.data.buffer);
+    } else lbuf.fill(0);
     const put = (x0, x1, row, nm, src, i) => {
       let a = LEFT + (x0 - lo) * k;
       let b = LEFT + (x1 - lo) * k;
@@ -301,16 +323,26 @@ function render({ model, el }) {
       a = Math.max(a, LEFT - 1);
       b = Math.min(b, LEFT + pw + 1);
       let w = b - a;
-      if (w < 1) {
-        const cell = row * cols + Math.max(0, Math.floor(a - LEFT + 1));
+      if (w < 2) {
+        const px = Math.max(0, Math.floor(a - LEFT + 1));
+        const cell = row * cols + px;
         if (grid[cell] === stamp) return; // this pixel of this row has a longer bar already
         grid[cell] = stamp;
-        w = 1;
+        const line = (rowY[row] + pad) * lw; // one pixel row; copied down the bar below
+        lbuf[line + px] = rgba[nm];
+        if (w > 1.2 && px + 1 < lw && grid[cell + 1] !== stamp) {
+          grid[cell + 1] = stamp;
+          lbuf[line + px + 1] = rgba[nm];
+        }
+        keep(a, a + Math.max(w, 1), row, src, i);
+        return;
       }
-      const c = colors[nm] || "#b8b8b8";
-      if (c !== last) { ctx.fillStyle = c; last = c; }
-      ctx.fillRect(a, TOP + rowY[row] + pad, w, rowH - 2 * pad);
-      keep(a, a + w, row, src, i);
+      const pa = Math.max(0, Math.round(a - LEFT + 1));
+      const pb = Math.min(lw, Math.round(b - LEFT + 1));
+      const line = (rowY[row] + pad) * lw;
+      lbuf.fill(rgba[nm], line + pa, line + pb);
+      if (pb - pa > 2) lbuf[line + pb - 1] = dim(rgba[nm]);
+      keep(a, b, row, src, i);
       if (w >= 24 && rowH >= 12) textQ.push(H.n - 1);
     };
     for (let lev = 0; lev <= k1 && L; lev++) {
@@ -330,6 +362,15 @@ function render({ model, el }) {
     }
     if (useD) {
       for (let i = 0; i < D.n; i++) if (rowY[D.row[i]] >= 0) put(D.x0[i], D.x1[i], D.row[i], D.name[i], 1, i);
+    }
+    if (H.n) {
+      for (let row = 0; row < nRows; row++) {
+        if (rowY[row] < 0) continue;
+        const line = (rowY[row] + pad) * lw;
+        for (let y = 1; y < rowH - 2 * pad; y++) lbuf.copyWithin(line + y * lw, line, line + lw);
+      }
+      lctx.putImageData(limg, 0, 0);
+      ctx.drawImage(layer, LEFT - 1, TOP);
     }
     // names inside the bars they fit in
     ctx.font = "11px sans-serif";
