@@ -84,8 +84,15 @@ def screenshots(browser) -> None:
             search.press("Enter")
             page.wait_for_function("() => document.querySelector('.dynprof-timeline')"
                                    ".dataset.flows")
-        elif zoom:
-            view.zoom_to(step=zoom)
+            ends = [*view.details["flows"], {"x0": view.index.x0[view.details["id"]],
+                                             "x1": view.index.x1[view.details["id"]]}]
+            a, b = min(e["x0"] for e in ends), max(e["x1"] for e in ends)
+            view.zoom(a - (b - a) * 0.6, b + (b - a) * 0.6)  # the kernel and its launch
+            tp.push()
+        elif zoom:  # ten steps either side of rank 0's step `zoom`
+            view.zoom_to(step=zoom, rank=0)
+            lo, hi = view.visible_range
+            view.zoom(lo - 10 * (hi - lo), hi + 10 * (hi - lo))
             tp.push()
         page.wait_for_timeout(300)
         tp.root.screenshot(path=str(DOCS_IMG / f"{name}.png"))

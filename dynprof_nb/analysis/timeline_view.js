@@ -549,6 +549,10 @@ function render({ model, el }) {
         ctx.fillText(String(marks.step[i]), x + 3, 12);
         shown.push([marks.step[i], +x.toFixed(1)]);
       }
+      if (i0 > 0 && (!shown.length || shown[0][1] > LEFT + 40)) {
+        ctx.fillStyle = "#7a5a00"; // the step the view starts in, when its marker is left of it
+        ctx.fillText(`◂ ${marks.step[i0 - 1]}`, LEFT + 3, 12);
+      }
       ctx.fillStyle = "#7a5a00";
       ctx.textAlign = "right";
       const every = stride > 1 ? ` (every ${stride})` : "";
