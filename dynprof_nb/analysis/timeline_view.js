@@ -370,6 +370,7 @@ function render({ model, el }) {
         for (let y = 1; y < rowH - 2 * pad; y++) lbuf.copyWithin(line + y * lw, line, line + lw);
       }
       lctx.putImageData(limg, 0, 0);
+      ctx.imageSmoothingEnabled = false; // a high-dpi screen scales the layer: keep edges sharp
       ctx.drawImage(layer, LEFT - 1, TOP);
     }
     // names inside the bars they fit in

@@ -34,12 +34,14 @@ from typing import Any
 
 import anywidget
 import numpy as np
+import pandas as pd
 import traitlets
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import plots
 from dynprof_nb.traces.formats.chrome.event_args import event_args
+from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS, DEVICE_PROCESSES
 
 _ROW_PX = 18  # row height in the canvas: an 11 px name fits inside a bar
 
@@ -517,9 +519,9 @@ class TimelineView(anywidget.AnyWidget):
         out: list[dict[str, Any]] = []
         rank_col = plots.rank_of_events(ev, self.window)
         if "correlation" in ev:
-            corr = ev["correlation"].to_numpy()
+            corr = ev["correlation"].to_numpy("float64", na_value=np.nan)
             c = corr[at]
-            if c == c and c is not None:
+            if not pd.isna(c):
                 same = np.flatnonzero((corr == c) & (rank_col == rank_col[at]))
                 same = same[same != at]
                 here_device = bool(_lane_of_row(self.tl.lanes, int(self.index.y[i]))["device"])
@@ -531,7 +533,7 @@ class TimelineView(anywidget.AnyWidget):
                         continue
                     out.append(self._end(int(j), "launch" if here_device else "kernel"))
         name = self._full_names[int(self._name_of[i])]
-        collective = "collective" in ev and ev["collective"].iloc[at] == ev["collective"].iloc[at]
+        collective = "collective" in ev and not pd.isna(ev["collective"].iloc[at])
         if (collective or _COLLECTIVE.search(name)) and len(self.tl.shown_ranks) > 1:
             rk = rank_col[self.tl.index]
             mine = np.flatnonzero((self._name_of == self._name_of[i]) & (rk == rk[i]))
@@ -544,6 +546,38 @@ class TimelineView(anywidget.AnyWidget):
                     theirs = theirs[np.argsort(self.index.x0[theirs], kind="stable")]
                     out.append(self._end(int(theirs[nth]), f"rank {r}"))
         return out
+
+    def _linked(self, at: int, rank: int) -> dict[str, str]:
+        """A kernel's launch, or a launch's kernels, by name and start on the axis, from the
+        events frame (drawn or not: a launch nested deeper than the rows shown still has a
+        name)."""
+        ev = self.window.events
+        if "correlation" not in ev:
+            return {}
+        corr = ev["correlation"].to_numpy("float64", na_value=np.nan)
+        c = corr[at]
+        if pd.isna(c):
+            return {}
+        same = np.flatnonzero(corr == c)
+        rk = plots.rank_of_events(ev, self.window)
+        same = same[(rk[same] == rk[at]) & (same != at)]
+        rows = ev.iloc[np.r_[at, same]]
+        device = (
+            rows["cat"].astype(object).isin(DEVICE_CATS)
+            | rows["process"].astype(object).isin(DEVICE_PROCESSES)
+        ).to_numpy()
+        linked = device[1:] != device[0]
+        other, at_rows = rows.iloc[1:][linked], same[linked]
+        if other.empty:
+            return {}
+        off = self.tl.offsets.get(rank, 0) if self.tl.offsets else 0
+        drawn = self._layout_position(at_rows) >= 0
+        text = ", ".join(
+            f"{plots.short_label(str(n), 60)} at {(int(t) - off) / 1e6:,.6f} ms"
+            + ("" if d else " (not drawn: nested deeper than the rows shown)")
+            for n, t, d in zip(other["name"][:4], other["ts_ns"][:4], drawn[:4], strict=True)
+        )
+        return {"launch" if device[0] else "kernels": text}
 
     def event(self, i: int) -> dict[str, Any]:
         """Everything known of drawn event ``i``: name, duration, rank, process, thread or
@@ -567,14 +601,7 @@ class TimelineView(anywidget.AnyWidget):
         if step is not None and step == step:
             out["step"] = int(step)
         flows = self.flows(i)
-        for why in ("launch", "kernel"):
-            ends = [f for f in flows if f["why"] == why]
-            if ends:
-                key = "launch" if why == "launch" else "kernels"
-                out[key] = ", ".join(
-                    f"{plots.short_label(e['name'], 60)} at {e['x0'] / 1e6:,.6f} ms"
-                    for e in ends[:4]
-                )
+        out.update(self._linked(int(self.tl.index[i]), rank))
         peers = [f for f in flows if f["why"].startswith("rank ")]
         if peers:
             out["peers"] = ", ".join(f"{e['why']} at {e['x0'] / 1e6:,.6f} ms" for e in peers[:8])
