@@ -96,6 +96,7 @@ class VisibleIndex:
         return idx, len(idx)
 
 
+MAX_DEPTH = 12  # nesting levels drawn per lane by default (fewer where max_rows needs)
 SUMMARY_BUDGET = 400_000  # events held in the browser at most (~12 MB of arrays)
 _LEVEL0_BUCKETS = 2048  # the coarsest level: about two buckets per pixel of a wide view
 _LEVEL_FACTOR = 8
@@ -234,6 +235,9 @@ class TimelineView(anywidget.AnyWidget):
 
     def __init__(self, window: Any, legend: int = 10, **layout_kw: Any) -> None:
         self.window = window
+        # deeper than the static plot (lanes collapse here), so that a kernel's launch, under
+        # a stack of framework ops, is drawn where the rows allow it
+        layout_kw.setdefault("max_depth", MAX_DEPTH)
         self.tl = plots.timeline_layout(window, **layout_kw)
         self.index = VisibleIndex(self.tl)
         lay = self.tl

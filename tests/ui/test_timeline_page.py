@@ -368,3 +368,34 @@ def test_frame_time_of_zoom_and_pan_on_352k_events_beside_a_busy_cpu(page, tmp_p
     print(f"352k events: input to pixels p50 {p50:.1f} ms, p99 {p99:.1f} ms; frame interval "
           f"p50 {percentile(res['frames'], 50):.1f} ms; drew {tp.state()['drawn']}")
     assert p50 < 50 and p99 < 400  # generous: a loaded 2-core box; measured ~10x less
+
+
+def test_on_the_bundled_kineto_sample_a_searched_kernel_reaches_its_launch_by_its_arrow(page):
+    from dynprof_nb import samples
+
+    w = samples.load("kineto_gpu")
+    view = _view(w)
+    tp = TimelinePage(page, view)
+    assert "chrome" not in view.title
+    search = tp.root.locator(".dynprof-tl-search")
+    search.fill("ncclKernel_SendRecv")
+    search.press("Enter")
+    page.wait_for_function("() => +document.querySelector('.dynprof-timeline').dataset.flows > 0")
+    kernel = int(tp.state()["match"])
+    launch = next(f for f in view.details["flows"] if f["why"] == "launch")
+    box = tp.box()
+    for _ in range(40):  # zoom out on the kernel until its launch is in view too
+        st = tp.state()
+        if float(st["lo"]) < launch["x0"] < float(st["hi"]):
+            break
+        page.keyboard.press("s")
+    st = tp.state()
+    x = box["x"] + _x(st, box, launch["x0"])
+    y = box["y"] + TOP + launch["row"] * view.row_height + view.row_height / 2
+    page.mouse.click(x, y)  # the arrow's tail: the launch
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline')"
+                           ".dataset.selectedName === 'cudaLaunchKernel'")
+    assert int(tp.state()["selected"]) == launch["id"]
+    page.wait_for_function("() => document.querySelector('.dynprof-tl-details')"
+                           ".textContent.includes('kernels: ncclKernel_SendRecv')")
+    assert any(f["id"] == kernel for f in view.details["flows"])
