@@ -9,6 +9,7 @@ second or two; what it leaves out (short events, deep nesting, lanes, ranks) is 
 
 from __future__ import annotations
 
+import colorsys
 import math
 import re
 import textwrap
@@ -57,6 +58,25 @@ PALETTE = [
 WIDTH_IN = 12.0  # every wide figure is this wide (1,200 px at 100 dpi)
 _PIXELS = 1100  # about the timeline's data area in pixels at 100 dpi
 MAX_HEIGHT_IN = 14.0
+
+
+def name_colour(name: str) -> str:
+    """One colour per event name, the same in every view, rank and window: a hue from a hash
+    of the name (FNV-1a, not Python's salted ``hash``), at a saturation and lightness that
+    keep black text readable on it. The interactive timeline colours every bar with it, so a
+    kernel outside any top-N list is still told apart from its neighbours."""
+    h = 0x811C9DC5
+    for b in name.encode("utf-8", "surrogatepass"):
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    hue = (h % 360) / 360.0
+    sat = 0.45 + ((h >> 9) % 30) / 100.0
+    light = 0.58 + ((h >> 17) % 16) / 100.0
+    return _hls_hex(hue, light, sat)
+
+
+def _hls_hex(h: float, l: float, s: float) -> str:  # noqa: E741 -- the colour space's name
+    r, g, b = colorsys.hls_to_rgb(h, l, s)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
 def _empty(title: str, why: str) -> Figure:
@@ -148,6 +168,11 @@ def time_unit(span_ns: float) -> tuple[float, str]:
 
 
 # ---- alignment ---------------------------------------------------------------------------------
+
+
+def rank_of_events(frame: pd.DataFrame, window: Any) -> np.ndarray:
+    """Each row's rank: its rank column, else the window's rank (-1 when unknown)."""
+    return _rank_column(frame, window)
 
 
 def rank_offsets(

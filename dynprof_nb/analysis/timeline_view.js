@@ -1,13 +1,27 @@
-// The interactive timeline's front-end (anywidget, no dependency, no network): a canvas that
-// zooms with the mouse wheel and pans by dragging. It draws the rectangles the kernel chose
-// for the visible range (the longest event in each pixel of each row), redrawing the last ones
-// moved and scaled at once while it asks for the new range, so a wheel turn never waits on
-// the kernel. Hover: name, duration, lane. Click: the kernel's details (args included).
+// The interactive timeline's front-end (anywidget, no dependency, no network).
+//
+// Zoom and pan are drawn here, from the multi-resolution summary the kernel sent once
+// (`summary`: per level and row, the longest event starting in each bucket, sorted by start):
+// a redraw draws the levels as fine as a pixel, finding each row's events in range by
+// bisection, at most one narrow bar per pixel, into one pixel layer (a row of pixels per
+// bar, copied down the rows at the end: tens of thousands of fillRect calls would not fit a frame). Only when the view is finer than the finest
+// level held does it ask the kernel (`view` -> `rects`), without waiting: the summary is drawn
+// meanwhile and the answer redraws. Every redraw recomputes what is under the pointer, so a
+// tooltip never names an event that has moved away.
+//
+// Names are drawn inside the bars they fit in (elided), each name in its own colour, steps
+// numbered along the top. Search by name (`query` -> `matches`), next/previous centre the view;
+// W/S or the up/down arrows zoom, A/D or left/right pan; shift-drag (or drag on the axis)
+// selects a range, whose summed time per name the kernel gives (`span`); a click shows an
+// event's details and arrows to its launch or kernels and a collective's peers; the glyphs
+// left of a lane collapse its nested levels (▾/▸) and pin it, and the same stream of every
+// rank, to the top (○/●); a click on a label collapses the whole rank.
 // The container's data-* attributes say what is drawn (tests read them).
 
-const LEFT = 190; // lane labels
-const TOP = 34; // step numbers and the time axis
+const LEFT = 210; // lane labels
+const TOP = 46; // step numbers, then the time axis
 const BOTTOM = 8;
+const CHAR_GUESS = 6.2;
 
 function units(span) {
   if (span >= 2e9) return [1e9, "s"];
@@ -33,62 +47,198 @@ function copyOf(view) {
   return view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
 }
 
+function lowerBound(arr, a, b, v) {
+  while (a < b) {
+    const m = (a + b) >> 1;
+    if (arr[m] < v) a = m + 1;
+    else b = m;
+  }
+  return a;
+}
+
+function textColour(hex) {
+  const n = parseInt(hex.slice(1), 16);
+  const l = 0.299 * (n >> 16) + 0.587 * ((n >> 8) & 255) + 0.114 * (n & 255);
+  return l > 140 ? "#111111" : "#ffffff";
+}
+
+function dim(word) {
+  // the colour 25% darker: a bar's right edge, so that neighbours of one name stay apart
+  const r = (word & 255) * 0.75, g = ((word >> 8) & 255) * 0.75, b = ((word >> 16) & 255) * 0.75;
+  return (0xff000000 | (b << 16) | (g << 8) | r) >>> 0;
+}
+
+function el_(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
 function render({ model, el }) {
-  const root = document.createElement("div");
-  root.className = "dynprof-timeline";
-  const bar = document.createElement("div");
-  bar.className = "dynprof-tl-bar";
-  const title = document.createElement("span");
-  title.className = "dynprof-tl-title";
-  const reset = document.createElement("button");
-  reset.className = "dynprof-tl-reset";
-  reset.textContent = "whole window";
+  const root = el_("div", "dynprof-timeline");
+  root.tabIndex = 0;
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
+  const bar = el_("div", "dynprof-tl-bar");
+  const title = el_("span", "dynprof-tl-title");
+  const reset = el_("button", "dynprof-tl-reset", "whole window");
   reset.title = "zoom out to the whole window (or double-click the timeline)";
-  const readout = document.createElement("span");
-  readout.className = "dynprof-tl-readout";
+  const readout = el_("span", "dynprof-tl-readout");
   bar.append(title, reset, readout);
-  const note = document.createElement("div");
-  note.className = "dynprof-tl-note";
-  const canvas = document.createElement("canvas");
-  canvas.className = "dynprof-tl-canvas";
-  const tip = document.createElement("div");
-  tip.className = "dynprof-tl-tip";
-  const details = document.createElement("pre");
-  details.className = "dynprof-tl-details";
-  details.textContent = "click an event for its details; wheel to zoom, drag to pan";
-  const legend = document.createElement("div");
-  legend.className = "dynprof-tl-legend";
-  const stage = document.createElement("div");
-  stage.className = "dynprof-tl-stage";
+  const nav = el_("div", "dynprof-tl-nav");
+  const search = el_("input", "dynprof-tl-search");
+  search.type = "search";
+  search.placeholder = "search names (Enter: next)";
+  const prev = el_("button", "dynprof-tl-prev", "◀ previous");
+  const next = el_("button", "dynprof-tl-next", "next ▶");
+  const count = el_("span", "dynprof-tl-count");
+  const help = el_("span", "dynprof-tl-help",
+    "wheel or W/S zoom · drag or A/D pan · shift-drag: a range · click: details · " +
+    "▾ collapse · ○ pin · label: collapse the rank");
+  nav.append(search, prev, next, count, help);
+  const list = el_("div", "dynprof-tl-matches");
+  const note = el_("div", "dynprof-tl-note");
+  const canvas = el_("canvas", "dynprof-tl-canvas");
+  const tip = el_("div", "dynprof-tl-tip");
+  const span = el_("div", "dynprof-tl-span");
+  const details = el_("pre", "dynprof-tl-details",
+    "click an event for its details; wheel to zoom, drag to pan");
+  const links = el_("div", "dynprof-tl-links");
+  const legend = el_("div", "dynprof-tl-legend");
+  const stage = el_("div", "dynprof-tl-stage");
   stage.append(canvas, tip);
-  root.append(bar, note, stage, legend, details);
+  root.append(bar, nav, list, note, stage, legend, span, details, links);
   el.appendChild(root);
 
   const ctx = canvas.getContext("2d");
   let width = 0;
   let height = 0;
-  let rowH = 12;
-  let lanes = model.get("lanes");
-  let names = model.get("names");
-  let colors = model.get("colors");
+  const rowH = model.get("row_height");
+  const lanes = model.get("lanes");
+  const nRows = model.get("rows");
+  const names = model.get("names");
+  const colors = model.get("colors");
+  const inks = colors.map(textColour);
+  const rgba = Uint32Array.from(colors, (c) => {
+    const n = parseInt(c.slice(1), 16); // little-endian RGBA in one word: 0xAABBGGRR
+    return (0xff000000 | ((n & 255) << 16) | (n & 0xff00) | (n >> 16)) >>> 0;
+  });
+  // bars under 2 px go into one pixel layer (one write per pixel row), composited at once:
+  // a wide view of a dense window is tens of thousands of them, too many for fillRect
+  const layer = document.createElement("canvas");
+  const lctx = layer.getContext("2d");
+  let lw = 0, lh = 0, limg = null, lbuf = null;
+  const nameW = new Float32Array(names.length); // measured at the bar font, lazily
   const full = model.get("full");
   let lo = full[0];
   let hi = full[1];
-  // the last rectangles from the kernel, absolute times (ns on the aligned axis)
-  let R = { n: 0, x0: new Float64Array(0), x1: new Float64Array(0), id: new Int32Array(0),
-            row: new Int32Array(0), name: new Int32Array(0), dur: new Float32Array(0) };
+
+  // ---- the data ------------------------------------------------------------------------
+  const info = model.get("summary_info");
+  const S = (() => {
+    const buf = copyOf(model.get("summary"));
+    const n = info.count || 0;
+    const levels = info.levels || [];
+    const runs = Math.max(1, levels.length) * nRows;
+    let o = 0;
+    const f64 = (k) => { const a = new Float64Array(buf, o, k); o += 8 * k; return a; };
+    const i32 = (k) => { const a = new Int32Array(buf, o, k); o += 4 * k; return a; };
+    const x0 = f64(n), dur = f64(n), longest = f64(runs);
+    const id = i32(n), row = i32(n), name = i32(n), first = i32(runs + 1);
+    return { n, x0, dur, longest, id, row, name, first, levels, complete: !!info.complete };
+  })();
+  let D = null; // the kernel's answer for a view finer than the summary
   let steps = null;
+  let marks = null;
   let seq = 0;
-  let inFlight = 0; // the seq of the request the kernel is answering, 0 when none
-  let asked = 0; // performance.now() of that request
-  let hoverIdx = -1;
+  let inFlight = 0;
+  let asked = 0;
+
+  function readSteps() {
+    const f = new Float64Array(copyOf(model.get("steps")));
+    const n = f.length / 4;
+    steps = { n, a: f.subarray(0, n), b: f.subarray(n, 2 * n), top: f.subarray(2 * n, 3 * n),
+              bottom: f.subarray(3 * n, 4 * n) };
+    steps.rank = Array.from(steps.top, (t) => {
+      const lane = lanes.find((l) => l.y0 <= t && t < l.y0 + l.rows);
+      return lane ? lane.rank : null;
+    });
+    const m = new Float64Array(copyOf(model.get("step_labels")));
+    const k = m.length / 2;
+    marks = { n: k, step: m.subarray(0, k), a: m.subarray(k, 2 * k) };
+  }
+
+  function readRects() {
+    const meta = model.get("drawn");
+    const n = meta.count || 0;
+    const buf = copyOf(model.get("rects"));
+    const f = new Float32Array(buf, 0, 2 * n);
+    const x0 = new Float64Array(n);
+    const x1 = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      x0[i] = meta.lo + f[i];
+      x1[i] = meta.lo + f[n + i];
+    }
+    D = { n, x0, x1, id: new Int32Array(buf, 8 * n, n), row: new Int32Array(buf, 12 * n, n),
+          name: new Int32Array(buf, 16 * n, n), dur: new Float32Array(buf, 20 * n, n),
+          lo: meta.lo, hi: meta.hi, pxNs: (meta.hi - meta.lo) / meta.pixels, exact: !!meta.exact };
+  }
+
+  // ---- lanes: collapsed, pinned, and where each row is drawn ---------------------------
+  const collapsed = new Set(); // lane indices showing their top level only
+  const rankShut = new Set(); // ranks shown as one header row
+  const pinned = new Set(); // thread/stream labels pinned (every rank's lane of it)
+  const rowY = new Float64Array(nRows); // px below TOP, -1: not drawn
+  let laneY = []; // per lane: px below TOP of its first row, -1 hidden
+  let laneN = []; // per lane: rows drawn
+  let header = []; // per lane: drawn as its rank's collapsed header
+  let order = [];
+  let rankBand = new Map(); // rank -> [top, bottom] px below TOP
+  let contentH = 0;
+
+  function arrange() {
+    const pin = [], rest = [];
+    lanes.forEach((lane, j) => (pinned.has(lane.thread) ? pin : rest).push(j));
+    order = [...pin, ...rest];
+    rowY.fill(-1);
+    laneY = lanes.map(() => -1);
+    laneN = lanes.map(() => 0);
+    header = lanes.map(() => false);
+    rankBand = new Map();
+    const headed = new Set();
+    let y = 0;
+    for (const j of order) {
+      const lane = lanes[j];
+      const key = `${pin.includes(j)}:${lane.rank}`;
+      if (rankShut.has(lane.rank)) {
+        if (headed.has(key)) continue;
+        headed.add(key);
+        header[j] = true;
+        laneY[j] = y;
+        laneN[j] = 1;
+        y += rowH;
+        continue;
+      }
+      const n = collapsed.has(j) ? 1 : lane.rows;
+      laneY[j] = y;
+      laneN[j] = n;
+      for (let d = 0; d < n; d++) rowY[lane.y0 + d] = y + d * rowH;
+      const band = rankBand.get(lane.rank);
+      if (!pin.includes(j)) rankBand.set(lane.rank, [band ? band[0] : y, y + n * rowH]);
+      y += n * rowH;
+    }
+    contentH = y;
+  }
+
+  function showLanes() {
+    root.dataset.rows = String(contentH / rowH);
+    root.dataset.pinned = JSON.stringify([...pinned]);
+    root.dataset.order = JSON.stringify(order.filter((j) => laneY[j] >= 0).map((j) => lanes[j].label));
+  }
 
   function layout() {
-    const w = Math.max(400, Math.floor(el.getBoundingClientRect().width || 1000));
-    const rows = model.get("rows");
-    rowH = model.get("row_height");
-    width = w;
-    height = TOP + rows * rowH + BOTTOM;
+    width = Math.max(500, Math.floor(el.getBoundingClientRect().width || 1000));
+    height = TOP + contentH + BOTTOM;
     const dpr = window.devicePixelRatio || 1;
     canvas.width = Math.floor(width * dpr);
     canvas.height = Math.floor(height * dpr);
@@ -97,106 +247,273 @@ function render({ model, el }) {
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   }
 
-  function plotW() {
-    return width - LEFT - 10;
-  }
+  const plotW = () => width - LEFT - 10;
+  const tx = (t) => LEFT + ((t - lo) / (hi - lo)) * plotW();
+  const timeAt = (x) => lo + ((x - LEFT) / plotW()) * (hi - lo);
 
-  function tx(t) {
-    return LEFT + ((t - lo) / (hi - lo)) * plotW();
-  }
+  // ---- one frame -----------------------------------------------------------------------
+  let grid = new Int32Array(0); // one cell per row and pixel: the frame that filled it
+  let stamp = 0;
+  let H = { n: 0, a: new Float32Array(1024), b: new Float32Array(1024), row: new Int32Array(1024),
+            src: new Int32Array(1024), i: new Int32Array(1024) };
+  const textQ = [];
+  let mouse = null; // the pointer over the canvas, or null
+  let hover = -1; // index into H
+  let chosen = null; // the selected event: {id, x0, x1, row}
+  let flows = [];
+  let range = null; // {a, b} ns: a selected range
+  let found = { items: [], total: 0 };
+  let at = -1; // the match the view was centred on
 
-  function readSteps() {
-    const buf = copyOf(model.get("steps"));
-    const f = new Float64Array(buf);
-    const n = f.length / 4;
-    steps = { n, a: f.subarray(0, n), b: f.subarray(n, 2 * n), top: f.subarray(2 * n, 3 * n),
-              bottom: f.subarray(3 * n, 4 * n) };
-  }
-
-  function readRects() {
-    const meta = model.get("drawn");
-    const n = meta.count || 0;
-    const buf = copyOf(model.get("rects"));
-    const f = new Float32Array(buf, 0, 2 * n);
-    const base = meta.lo;
-    const x0 = new Float64Array(n);
-    const x1 = new Float64Array(n);
-    for (let i = 0; i < n; i++) {
-      x0[i] = base + f[i];
-      x1[i] = base + f[n + i];
+  function keep(a, b, row, src, i) {
+    if (H.n === H.a.length) {
+      const grow = (A) => { const B = new A.constructor(A.length * 2); B.set(A); return B; };
+      H = { n: H.n, a: grow(H.a), b: grow(H.b), row: grow(H.row), src: grow(H.src), i: grow(H.i) };
     }
-    R = { n, x0, x1, id: new Int32Array(buf, 8 * n, n), row: new Int32Array(buf, 12 * n, n),
-          name: new Int32Array(buf, 16 * n, n), dur: new Float32Array(buf, 20 * n, n) };
+    H.a[H.n] = a; H.b[H.n] = b; H.row[H.n] = row; H.src[H.n] = src; H.i[H.n] = i;
+    H.n += 1;
   }
 
   function draw() {
     const t0 = performance.now();
-    ctx.clearRect(0, 0, width, height);
-    ctx.fillStyle = "#ffffff";
-    ctx.fillRect(0, 0, width, height);
     const pw = plotW();
     const k = pw / (hi - lo);
+    const pxNs = (hi - lo) / pw;
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, width, height);
     // step shading: every other step of each rank, in the rank's band of lanes
     if (steps && steps.n) {
-      ctx.fillStyle = "#ececec";
+      ctx.fillStyle = "#efefef";
       for (let i = 0; i < steps.n; i++) {
         if (steps.b[i] < lo || steps.a[i] > hi) continue;
         const a = Math.max(LEFT, LEFT + (steps.a[i] - lo) * k);
         const b = Math.min(LEFT + pw, LEFT + (steps.b[i] - lo) * k);
-        if (b - a < 0.5) continue;
-        ctx.fillRect(a, TOP + steps.top[i] * rowH, b - a, (steps.bottom[i] - steps.top[i]) * rowH);
+        if (b - a < 3) continue; // bands under 3 px are noise (as in the static plot)
+        const band = rankBand.get(steps.rank[i]);
+        if (band) ctx.fillRect(a, TOP + band[0], b - a, band[1] - band[0]);
       }
     }
-    // events: at least one pixel wide, clipped to the plot
     ctx.save();
     ctx.beginPath();
     ctx.rect(LEFT, TOP, pw, height - TOP);
     ctx.clip();
+    // which levels: down to the first as fine as a pixel; finer than all held: the kernel's
+    const L = S.levels.length;
+    let k1 = L - 1;
+    for (let j = 0; j < L; j++) if (S.levels[j] <= pxNs) { k1 = j; break; }
+    const finer = !S.complete && L > 0 && S.levels[L - 1] > pxNs;
+    const useD = finer && D && D.lo <= lo && D.hi >= hi && (D.exact || D.pxNs <= pxNs * 1.5);
+    const cols = Math.ceil(pw) + 2;
+    if (grid.length < nRows * cols) grid = new Int32Array(nRows * cols);
+    stamp += 1;
+    H.n = 0;
+    textQ.length = 0;
     const pad = rowH > 6 ? 1 : 0;
-    let lastColor = "";
-    for (let i = 0; i < R.n; i++) {
-      let a = LEFT + (R.x0[i] - lo) * k;
-      let b = LEFT + (R.x1[i] - lo) * k;
-      if (b < LEFT || a > LEFT + pw) continue;
+    const lwNow = Math.ceil(pw) + 2, lhNow = Math.max(1, contentH);
+    if (lwNow !== lw || lhNow !== lh) {
+      lw = lwNow; lh = lhNow;
+      layer.width = lw; layer.height = lh;
+      limg = lctx.createImageData(lw, lh);
+      lbuf = new Uint32Array(limg.data.buffer);
+    } else lbuf.fill(0);
+    const put = (x0, x1, row, nm, src, i) => {
+      let a = LEFT + (x0 - lo) * k;
+      let b = LEFT + (x1 - lo) * k;
+      if (b < LEFT || a > LEFT + pw) return;
       a = Math.max(a, LEFT - 1);
       b = Math.min(b, LEFT + pw + 1);
-      const c = colors[R.name[i]] || "#b8b8b8";
-      if (c !== lastColor) {
-        ctx.fillStyle = c;
-        lastColor = c;
+      let w = b - a;
+      if (w < 2) {
+        const px = Math.max(0, Math.floor(a - LEFT + 1));
+        const cell = row * cols + px;
+        if (grid[cell] === stamp) return; // this pixel of this row has a longer bar already
+        grid[cell] = stamp;
+        const line = (rowY[row] + pad) * lw; // one pixel row; copied down the bar below
+        lbuf[line + px] = rgba[nm];
+        if (w > 1.2 && px + 1 < lw && grid[cell + 1] !== stamp) {
+          grid[cell + 1] = stamp;
+          lbuf[line + px + 1] = rgba[nm];
+        }
+        keep(a, a + Math.max(w, 1), row, src, i);
+        return;
       }
-      ctx.fillRect(a, TOP + R.row[i] * rowH + pad, Math.max(1, b - a), rowH - 2 * pad);
+      const pa = Math.max(0, Math.round(a - LEFT + 1));
+      const pb = Math.min(lw, Math.round(b - LEFT + 1));
+      const line = (rowY[row] + pad) * lw;
+      lbuf.fill(rgba[nm], line + pa, line + pb);
+      if (pb - pa > 2) lbuf[line + pb - 1] = dim(rgba[nm]);
+      keep(a, b, row, src, i);
+      if (w >= 24 && rowH >= 12) textQ.push(H.n - 1);
+    };
+    for (let lev = 0; lev <= k1 && L; lev++) {
+      for (let row = 0; row < nRows; row++) {
+        if (rowY[row] < 0) continue;
+        const r = lev * nRows + row;
+        const a = S.first[r], b = S.first[r + 1];
+        if (a === b) continue;
+        const i0 = lowerBound(S.x0, a, b, lo - S.longest[r]);
+        const i1 = lowerBound(S.x0, i0, b, hi);
+        for (let i = i0; i < i1; i++) {
+          const x1 = S.x0[i] + S.dur[i];
+          if (x1 < lo) continue;
+          put(S.x0[i], x1, row, S.name[i], 0, i);
+        }
+      }
     }
-    if (hoverIdx >= 0 && hoverIdx < R.n) {
-      const a = LEFT + (R.x0[hoverIdx] - lo) * k;
-      const b = LEFT + (R.x1[hoverIdx] - lo) * k;
+    if (useD) {
+      for (let i = 0; i < D.n; i++) if (rowY[D.row[i]] >= 0) put(D.x0[i], D.x1[i], D.row[i], D.name[i], 1, i);
+    }
+    if (H.n) {
+      for (let row = 0; row < nRows; row++) {
+        if (rowY[row] < 0) continue;
+        const line = (rowY[row] + pad) * lw;
+        for (let y = 1; y < rowH - 2 * pad; y++) lbuf.copyWithin(line + y * lw, line, line + lw);
+      }
+      lctx.putImageData(limg, 0, 0);
+      ctx.imageSmoothingEnabled = false; // a high-dpi screen scales the layer: keep edges sharp
+      ctx.drawImage(layer, LEFT - 1, TOP);
+    }
+    // names inside the bars they fit in
+    ctx.font = "11px sans-serif";
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "left";
+    let labelled = 0;
+    for (const h of textQ) {
+      const nm = H.src[h] ? D.name[H.i[h]] : S.name[H.i[h]];
+      const label = names[nm] || "";
+      if (!nameW[nm]) nameW[nm] = ctx.measureText(label).width || 1;
+      const a = Math.max(H.a[h], LEFT), b = Math.min(H.b[h], LEFT + pw);
+      const room = b - a - 6;
+      if (room < 14) continue;
+      let s = label;
+      if (nameW[nm] > room) {
+        const chars = Math.floor((label.length * (room - 8)) / nameW[nm]);
+        if (chars < 2) continue;
+        s = label.slice(0, chars) + "…";
+      }
+      ctx.fillStyle = inks[nm];
+      ctx.fillText(s, a + 3, TOP + rowY[H.row[h]] + rowH / 2 + 0.5);
+      labelled += 1;
+    }
+    root.dataset.labels = String(labelled);
+    // the selected event, its links, the search match, the range
+    const outline = (x0, x1, row, colour, lw) => {
+      if (rowY[row] < 0) return;
+      const a = tx(x0), b = tx(x1);
+      ctx.strokeStyle = colour;
+      ctx.lineWidth = lw;
+      ctx.strokeRect(a - 1, TOP + rowY[row] + 0.5, Math.max(3, b - a + 2), rowH - 1);
+    };
+    if (at >= 0 && found.items[at]) {
+      const m = found.items[at];
+      outline(m[1], m[2], m[3], "#ff8c00", 2);
+    }
+    if (chosen) {
+      outline(chosen.x0, chosen.x1, chosen.row, "#000000", 2);
+      for (const f of flows) arrow(f);
+    }
+    if (hover >= 0 && hover < H.n) {
       ctx.strokeStyle = "#000000";
-      ctx.lineWidth = 1.5;
-      ctx.strokeRect(a, TOP + R.row[hoverIdx] * rowH + 0.5, Math.max(2, b - a), rowH - 1);
+      ctx.lineWidth = 1;
+      ctx.strokeRect(H.a[hover], TOP + rowY[H.row[hover]] + 0.5, Math.max(2, H.b[hover] - H.a[hover]), rowH - 1);
+    }
+    if (range) {
+      const a = tx(Math.min(range.a, range.b)), b = tx(Math.max(range.a, range.b));
+      ctx.fillStyle = "rgba(40, 110, 220, 0.14)";
+      ctx.fillRect(a, TOP, Math.max(1, b - a), height - TOP);
+      ctx.fillStyle = "#2862c8";
+      ctx.fillRect(a, TOP, 1, height - TOP);
+      ctx.fillRect(b, TOP, 1, height - TOP);
     }
     ctx.restore();
-    // lane labels and separators (a darker line between ranks)
-    ctx.font = `${Math.min(11, Math.max(7, rowH - 2))}px sans-serif`;
+    drawLanes(pw);
+    drawAxis(pw, k);
+    readout.textContent = `${fmtDur(hi - lo)} shown · ${H.n.toLocaleString()} events drawn` +
+      (finer && !useD ? " · asking the kernel for finer events…" : "");
+    if (finer && !useD) ask();
+    refreshHover();
+    root.dataset.lo = String(lo);
+    root.dataset.hi = String(hi);
+    root.dataset.drawn = String(H.n);
+    root.dataset.level = String(k1);
+    root.dataset.source = useD ? "kernel" : "summary";
+    root.dataset.drawMs = (performance.now() - t0).toFixed(2);
+    settle();
+  }
+
+  function arrow(f) {
+    // a launch points at its kernel; a kernel's own flows point away from it
+    const into = f.why === "launch";
+    const [s, t] = into ? [f, chosen] : [chosen, f];
+    if (rowY[s.row] < 0 || rowY[t.row] < 0) return;
+    const x1 = tx(s.x0), y1 = TOP + rowY[s.row] + rowH / 2;
+    const x2 = tx(t.x0), y2 = TOP + rowY[t.row] + rowH / 2;
+    ctx.strokeStyle = "#d0202a";
+    ctx.fillStyle = "#d0202a";
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(x1, y1);
+    ctx.lineTo(x2, y2);
+    ctx.stroke();
+    const ang = Math.atan2(y2 - y1, x2 - x1);
+    ctx.beginPath();
+    ctx.moveTo(x2, y2);
+    ctx.lineTo(x2 - 9 * Math.cos(ang - 0.4), y2 - 9 * Math.sin(ang - 0.4));
+    ctx.lineTo(x2 - 9 * Math.cos(ang + 0.4), y2 - 9 * Math.sin(ang + 0.4));
+    ctx.closePath();
+    ctx.fill();
+  }
+
+  function drawLanes(pw) {
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, TOP, LEFT, height - TOP);
+    ctx.font = `${Math.min(11, rowH - 4)}px sans-serif`;
     ctx.textBaseline = "middle";
-    const every = Math.max(1, Math.ceil(9 / rowH)); // labels at least 9 px apart
-    lanes.forEach((lane, j) => {
-      const y = TOP + lane.y0 * rowH;
-      if (j > 0) {
-        ctx.fillStyle = lane.rank_first ? "#555555" : "#dddddd";
-        ctx.fillRect(LEFT, y, pw, lane.rank_first ? 1 : 0.5);
+    let prevRank = null;
+    let pinEnd = -1;
+    for (const j of order) {
+      const y = laneY[j];
+      if (y < 0) continue;
+      const lane = lanes[j];
+      const top = TOP + y;
+      if (pinned.has(lane.thread)) pinEnd = top + laneN[j] * rowH;
+      if (prevRank !== null) {
+        const newRank = lane.rank !== prevRank;
+        ctx.fillStyle = newRank ? "#555555" : "#dddddd";
+        ctx.fillRect(4, top, LEFT + pw - 4, newRank ? 1 : 0.5);
       }
-      if (j % every === 0) {
+      prevRank = lane.rank;
+      const mid = top + rowH / 2;
+      ctx.textAlign = "left";
+      ctx.fillStyle = "#666666";
+      if (header[j]) {
+        ctx.fillText("▸", 4, mid);
         ctx.fillStyle = "#222222";
-        ctx.textAlign = "right";
-        ctx.fillText(lane.label, LEFT - 6, y + rowH / 2, LEFT - 10);
+        const n = lanes.filter((l) => l.rank === lane.rank).length;
+        ctx.fillText(`rank ${lane.rank} · ${n} lanes (collapsed)`, 30, mid, LEFT - 34);
+        continue;
       }
-    });
-    // time axis: nice ticks in the range's unit
+      if (lane.rows > 1) ctx.fillText(collapsed.has(j) ? "▸" : "▾", 4, mid);
+      ctx.fillText(pinned.has(lane.thread) ? "●" : "○", 16, mid);
+      ctx.fillStyle = "#222222";
+      ctx.textAlign = "right";
+      ctx.fillText(lane.label, LEFT - 6, mid, LEFT - 36);
+    }
+    if (pinEnd > 0) {
+      ctx.fillStyle = "#2862c8";
+      ctx.fillRect(0, pinEnd - 1, LEFT + pw, 2);
+    }
+  }
+
+  function drawAxis(pw, k) {
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, width, TOP);
     const span = hi - lo;
     const [scale, unit] = units(span);
     const step = niceStep(span / Math.max(2, pw / 110));
     ctx.fillStyle = "#333333";
     ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
     ctx.font = "10px sans-serif";
     for (let t = Math.ceil(lo / step) * step; t <= hi; t += step) {
       const x = tx(t);
@@ -204,24 +521,56 @@ function render({ model, el }) {
       ctx.fillText(`${+(t / scale).toFixed(6)}`, x, TOP - 12);
     }
     ctx.textAlign = "left";
-    const zero = model.get("zero");
-    ctx.fillText(`time (${unit})${zero}`, 4, TOP - 12);
+    ctx.fillText(`time (${unit})${model.get("zero")}`, 4, TOP - 12);
     ctx.fillStyle = "#555555";
     ctx.fillRect(LEFT, TOP - 1, pw, 1);
-    readout.textContent = `${fmtDur(span)} shown · ${R.n.toLocaleString()} events drawn`;
-    root.dataset.lo = String(lo);
-    root.dataset.hi = String(hi);
-    root.dataset.drawn = String(R.n);
-    root.dataset.drawMs = (performance.now() - t0).toFixed(1);
+    // step numbers along the top, thinned to labels 36 px apart at least
+    const shown = [];
+    if (marks && marks.n) {
+      const i0 = lowerBound(marks.a, 0, marks.n, lo);
+      const i1 = lowerBound(marks.a, i0, marks.n, hi);
+      let stride = 1;
+      for (const s of [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000]) {
+        stride = s;
+        let prevX = -1e9, ok = true;
+        for (let i = i0; i < i1; i++) {
+          if (marks.step[i] % s) continue;
+          const x = LEFT + (marks.a[i] - lo) * k;
+          if (x - prevX < 36) { ok = false; break; }
+          prevX = x;
+        }
+        if (ok) break;
+      }
+      ctx.font = "10px sans-serif";
+      for (let i = i0; i < i1; i++) {
+        if (marks.step[i] % stride) continue;
+        const x = LEFT + (marks.a[i] - lo) * k;
+        ctx.fillStyle = "#7a5a00";
+        ctx.fillRect(x, 4, 1, 16);
+        ctx.fillText(String(marks.step[i]), x + 3, 12);
+        shown.push([marks.step[i], +x.toFixed(1)]);
+      }
+      if (i0 > 0 && (!shown.length || shown[0][1] > LEFT + 40)) {
+        ctx.fillStyle = "#7a5a00"; // the step the view starts in, when its marker is left of it
+        ctx.fillText(`◂ ${marks.step[i0 - 1]}`, LEFT + 3, 12);
+      }
+      ctx.fillStyle = "#7a5a00";
+      ctx.textAlign = "right";
+      const every = stride > 1 ? ` (every ${stride})` : "";
+      ctx.fillText(`${model.get("step_title")}${every}`, LEFT - 6, 12);
+      root.dataset.stepStride = String(stride);
+    }
+    root.dataset.stepLabels = JSON.stringify(shown);
   }
 
+  // ---- the kernel: finer events, the view shown -----------------------------------------
   function ask() {
-    // one request at a time; the newest range is asked again when the answer comes
-    if (inFlight) return;
+    if (inFlight) return; // one at a time; the newest view is asked when the answer comes
     seq += 1;
     inFlight = seq;
     asked = performance.now();
-    model.set("view", [lo, hi, Math.round(plotW()), seq]);
+    const s = hi - lo;
+    model.set("view", [lo - s, hi + s, Math.round(3 * plotW()), seq]);
     model.save_changes();
   }
 
@@ -229,9 +578,7 @@ function render({ model, el }) {
     const meta = model.get("drawn");
     if (!meta || meta.seq === undefined) return;
     readRects();
-    hoverIdx = -1;
-    const matches = meta.seq === inFlight;
-    if (matches) {
+    if (meta.seq === inFlight) {
       root.dataset.redrawMs = (performance.now() - asked).toFixed(1);
       root.dataset.selectMs = String(meta.select_ms);
       root.dataset.seq = String(meta.seq);
@@ -239,42 +586,68 @@ function render({ model, el }) {
       inFlight = 0;
     }
     draw();
-    if (matches && (meta.lo !== lo || meta.hi !== hi)) ask(); // moved again meanwhile
+  }
+
+  let settleTimer = 0;
+  function settle() {
+    // tell the kernel what is shown once the view rests (view.visible_range)
+    clearTimeout(settleTimer);
+    settleTimer = setTimeout(() => {
+      const s = model.get("shown") || [];
+      if (s[0] === lo && s[1] === hi) return;
+      model.set("shown", [lo, hi]);
+      model.save_changes();
+    }, 250);
   }
 
   function setRange(a, b) {
     const fullSpan = full[1] - full[0];
-    const minSpan = 100; // ns: a kernel is wider than this
-    let span = Math.min(Math.max(b - a, minSpan), fullSpan * 1.02);
+    const s = Math.min(Math.max(b - a, 100), fullSpan * 1.02); // ns: a kernel is wider
     const mid = (a + b) / 2;
-    a = mid - span / 2;
-    b = mid + span / 2;
+    a = mid - s / 2;
+    b = mid + s / 2;
     const slack = fullSpan * 0.01;
-    if (a < full[0] - slack) [a, b] = [full[0] - slack, full[0] - slack + span];
-    if (b > full[1] + slack) [a, b] = [full[1] + slack - span, full[1] + slack];
+    if (a < full[0] - slack) [a, b] = [full[0] - slack, full[0] - slack + s];
+    if (b > full[1] + slack) [a, b] = [full[1] + slack - s, full[1] + slack];
     lo = a;
     hi = b;
     draw();
-    ask();
   }
 
-  function timeAt(x) {
-    return lo + ((x - LEFT) / plotW()) * (hi - lo);
+  function zoomBy(f, t) {
+    if (t === undefined) t = mouse && mouse.x > LEFT ? timeAt(mouse.x) : (lo + hi) / 2;
+    setRange(t - (t - lo) * f, t + (hi - t) * f);
   }
 
+  function centreOn(x0, x1) {
+    const w = Math.max(x1 - x0, 1);
+    let s = hi - lo;
+    if (w > s * 0.6) s = w * 3;
+    if ((w / s) * plotW() < 3) s = Math.max(w * 30, 2000);
+    const mid = (x0 + x1) / 2;
+    setRange(mid - s / 2, mid + s / 2);
+  }
+
+  // ---- the pointer ----------------------------------------------------------------------
   function pick(mx, my) {
-    const row = Math.floor((my - TOP) / rowH);
-    if (mx < LEFT || row < 0) return -1;
-    const t = timeAt(mx);
-    const px = (hi - lo) / plotW(); // an event is at least one pixel wide
+    if (mx < LEFT || my < TOP) return -1;
+    const t = my - TOP;
     let best = -1;
-    for (let i = 0; i < R.n; i++) {
-      if (R.row[i] !== row) continue;
-      if (R.x0[i] - px <= t && t <= Math.max(R.x1[i], R.x0[i] + px) + px) {
-        if (best < 0 || R.dur[i] < R.dur[best]) best = i;
+    for (let h = 0; h < H.n; h++) {
+      const y = rowY[H.row[h]];
+      if (t < y || t >= y + rowH) continue;
+      if (H.a[h] - 1 <= mx && mx <= H.b[h] + 1) {
+        if (best < 0 || H.b[h] - H.a[h] < H.b[best] - H.a[best]) best = h;
       }
     }
     return best;
+  }
+
+  function ref(h) {
+    // what a drawn bar is: layout id, start, end, row, name id, duration
+    const i = H.i[h];
+    if (H.src[h]) return { id: D.id[i], x0: D.x0[i], x1: D.x1[i], row: D.row[i], name: D.name[i], dur: D.dur[i] };
+    return { id: S.id[i], x0: S.x0[i], x1: S.x0[i] + S.dur[i], row: S.row[i], name: S.name[i], dur: S.dur[i] };
   }
 
   function laneOf(row) {
@@ -283,88 +656,285 @@ function render({ model, el }) {
     return found ? found.label : "";
   }
 
+  function refreshHover() {
+    // on every redraw: the event under the pointer now, never the one before the zoom
+    const i = mouse && !drag ? pick(mouse.x, mouse.y) : -1;
+    hover = i;
+    if (i < 0) {
+      tip.style.display = "none";
+      delete root.dataset.hover;
+      canvas.style.cursor = mouse && mouse.x < LEFT ? "pointer" : "grab";
+      return;
+    }
+    const r = ref(i);
+    canvas.style.cursor = "pointer";
+    tip.textContent = `${names[r.name]}\n${fmtDur(r.dur)} · ${laneOf(r.row)}`;
+    tip.style.display = "block";
+    tip.style.left = `${Math.min(mouse.x + 14, width - 280)}px`;
+    tip.style.top = `${mouse.y + 14}px`;
+    root.dataset.hover = String(r.id);
+  }
+
+  function hoverRedraw() {
+    // outline the hovered bar without a full redraw when it did not change
+    const i = mouse ? pick(mouse.x, mouse.y) : -1;
+    if (i !== hover) draw();
+    else refreshHover();
+  }
+
   canvas.addEventListener("wheel", (e) => {
     e.preventDefault();
     const r = canvas.getBoundingClientRect();
-    const t = timeAt(Math.max(LEFT, e.clientX - r.left));
-    const f = Math.exp(Math.max(-3, Math.min(3, e.deltaY * 0.0025)));
-    setRange(t - (t - lo) * f, t + (hi - t) * f);
+    mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
+    const t = timeAt(Math.max(LEFT, mouse.x));
+    zoomBy(Math.exp(Math.max(-3, Math.min(3, e.deltaY * 0.0025))), t);
   }, { passive: false });
 
   let drag = null;
   canvas.addEventListener("mousedown", (e) => {
-    drag = { x: e.clientX, lo, hi, moved: false };
+    root.focus({ preventScroll: true });
+    const r = canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
+    if (x < LEFT) return;
+    const selecting = e.shiftKey || y < TOP;
+    drag = { x: e.clientX, lo, hi, moved: false, selecting, t: timeAt(x) };
+    e.preventDefault();
   });
   window.addEventListener("mousemove", (e) => {
-    if (drag) {
-      const dx = e.clientX - drag.x;
-      if (Math.abs(dx) > 3) drag.moved = true;
-      if (drag.moved) {
-        const dt = (dx / plotW()) * (drag.hi - drag.lo);
-        setRange(drag.lo - dt, drag.hi - dt);
-      }
+    if (!drag) return;
+    const dx = e.clientX - drag.x;
+    if (Math.abs(dx) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    if (drag.selecting) {
+      const r = canvas.getBoundingClientRect();
+      range = { a: drag.t, b: timeAt(Math.max(LEFT, Math.min(e.clientX - r.left, LEFT + plotW()))) };
+      showRange(false);
+      draw();
       return;
     }
+    const dt = (dx / plotW()) * (drag.hi - drag.lo);
+    setRange(drag.lo - dt, drag.hi - dt);
   });
   window.addEventListener("mouseup", (e) => {
     if (!drag) return;
-    const wasClick = !drag.moved;
+    const d = drag;
     drag = null;
-    if (wasClick) {
-      const r = canvas.getBoundingClientRect();
-      const i = pick(e.clientX - r.left, e.clientY - r.top);
-      if (i >= 0 && e.target === canvas) {
-        details.textContent = "reading the event's details…";
-        model.set("selected", R.id[i]);
-        model.save_changes();
-      }
-    }
-  });
-  canvas.addEventListener("mousemove", (e) => {
-    if (drag) return;
     const r = canvas.getBoundingClientRect();
-    const mx = e.clientX - r.left;
-    const my = e.clientY - r.top;
-    const i = pick(mx, my);
-    if (i !== hoverIdx) {
-      hoverIdx = i;
-      draw();
-    }
-    if (i < 0) {
-      tip.style.display = "none";
-      canvas.style.cursor = "grab";
+    if (d.selecting && d.moved) {
+      showRange(true);
       return;
     }
-    canvas.style.cursor = "pointer";
-    tip.textContent = `${names[R.name[i]]}\n${fmtDur(R.dur[i])} · ${laneOf(R.row[i])}`;
-    tip.style.display = "block";
-    tip.style.left = `${Math.min(mx + 14, width - 260)}px`;
-    tip.style.top = `${my + 14}px`;
-  });
-  canvas.addEventListener("mouseleave", () => {
-    tip.style.display = "none";
-    if (hoverIdx >= 0) {
-      hoverIdx = -1;
-      draw();
+    if (!d.moved && e.target === canvas) {
+      const mx = e.clientX - r.left, my = e.clientY - r.top;
+      if (clickArrow(mx, my)) return;
+      const i = pick(mx, my);
+      if (i >= 0) select(ref(i));
     }
   });
-  canvas.addEventListener("dblclick", () => setRange(full[0], full[1]));
+
+  function clickArrow(mx, my) {
+    // a click by an arrow's far end goes to the event there
+    if (!chosen) return false;
+    for (const f of flows) {
+      const into = f.why === "launch";
+      const t = into ? chosen : f;
+      const s = into ? f : chosen;
+      if (rowY[s.row] < 0) continue;
+      const x = tx(s.x0), y = TOP + rowY[s.row] + rowH / 2;
+      if (into && Math.hypot(mx - x, my - y) < 8) { go(f); return true; }
+      const x2 = tx(t.x0), y2 = TOP + rowY[t.row] + rowH / 2;
+      if (!into && Math.hypot(mx - x2, my - y2) < 8) { go(f); return true; }
+    }
+    return false;
+  }
+
+  function select(r) {
+    chosen = { id: r.id, x0: r.x0, x1: r.x1, row: r.row };
+    flows = [];
+    details.textContent = "reading the event's details…";
+    links.replaceChildren();
+    root.dataset.selected = String(r.id);
+    model.set("selected", r.id);
+    model.save_changes();
+    draw();
+  }
+
+  function go(f) {
+    centreOn(f.x0, f.x1);
+    select(f);
+  }
+
+  canvas.addEventListener("click", (e) => {
+    const r = canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
+    if (x >= LEFT || y < TOP) return;
+    const j = order.find((q) => laneY[q] >= 0 && y >= TOP + laneY[q] && y < TOP + laneY[q] + laneN[q] * rowH);
+    if (j === undefined) return;
+    const lane = lanes[j];
+    if (header[j]) rankShut.delete(lane.rank);
+    else if (x < 14 && lane.rows > 1) collapsed.has(j) ? collapsed.delete(j) : collapsed.add(j);
+    else if (x < 28) pinned.has(lane.thread) ? pinned.delete(lane.thread) : pinned.add(lane.thread);
+    else rankShut.add(lane.rank);
+    arrange();
+    layout();
+    draw();
+    showLanes();
+  });
+  canvas.addEventListener("mousemove", (e) => {
+    const r = canvas.getBoundingClientRect();
+    mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
+    if (!drag) hoverRedraw();
+  });
+  canvas.addEventListener("mouseleave", () => {
+    mouse = null;
+    if (hover >= 0) draw();
+    else refreshHover();
+  });
+  canvas.addEventListener("dblclick", (e) => {
+    if (e.offsetX >= LEFT) setRange(full[0], full[1]);
+  });
   reset.addEventListener("click", () => setRange(full[0], full[1]));
 
+  // ---- keys: WASD and the arrows, as in Perfetto ----------------------------------------
+  root.addEventListener("keydown", (e) => {
+    if (e.target === search) return;
+    const key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
+    const s = hi - lo;
+    const moves = {
+      w: () => zoomBy(0.8), ArrowUp: () => zoomBy(0.8),
+      s: () => zoomBy(1.25), ArrowDown: () => zoomBy(1.25),
+      a: () => setRange(lo - 0.2 * s, hi - 0.2 * s), ArrowLeft: () => setRange(lo - 0.2 * s, hi - 0.2 * s),
+      d: () => setRange(lo + 0.2 * s, hi + 0.2 * s), ArrowRight: () => setRange(lo + 0.2 * s, hi + 0.2 * s),
+      Escape: () => { range = null; span.replaceChildren(); draw(); },
+    };
+    if (!moves[key] || e.ctrlKey || e.metaKey || e.altKey) return;
+    e.preventDefault();
+    e.stopPropagation();
+    moves[key]();
+  });
+  root.addEventListener("keyup", (e) => e.stopPropagation());
+  root.addEventListener("keypress", (e) => e.stopPropagation());
+
+  // ---- search ---------------------------------------------------------------------------
+  let searchTimer = 0;
+  function ask_query() {
+    model.set("query", search.value);
+    model.save_changes();
+  }
+  search.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(ask_query, 250);
+  });
+  search.addEventListener("keydown", (e) => {
+    e.stopPropagation();
+    if (e.key !== "Enter") return;
+    e.preventDefault();
+    if ((model.get("matches") || {}).query !== search.value.trim()) {
+      clearTimeout(searchTimer);
+      pendingStep = e.shiftKey ? -1 : 1;
+      ask_query();
+      return;
+    }
+    stepMatch(e.shiftKey ? -1 : 1);
+  });
+  search.addEventListener("keyup", (e) => e.stopPropagation());
+  let pendingStep = 0;
+  prev.addEventListener("click", () => stepMatch(-1));
+  next.addEventListener("click", () => stepMatch(1));
+
+  function stepMatch(d) {
+    const n = found.items.length;
+    if (!n) return;
+    at = at < 0 ? (d > 0 ? 0 : n - 1) : (at + d + n) % n;
+    showMatch();
+  }
+
+  function showMatch() {
+    const m = found.items[at];
+    count.textContent = `${at + 1} / ${found.total.toLocaleString()}` +
+      (found.total > found.items.length ? ` (first ${found.items.length} listed)` : "");
+    for (const [i, item] of [...list.children].entries()) item.classList.toggle("current", i === at);
+    const cur = list.children[at];
+    if (cur) cur.scrollIntoView({ block: "nearest" });
+    root.dataset.match = String(m[0]);
+    centreOn(m[1], m[2]);
+    select({ id: m[0], x0: m[1], x1: m[2], row: m[3] });
+  }
+
+  function onMatches() {
+    found = model.get("matches") || { items: [], total: 0 };
+    found.items = found.items || [];
+    at = -1;
+    list.replaceChildren();
+    for (const [i, m] of found.items.slice(0, 200).entries()) {
+      const item = el_("div", "dynprof-tl-match",
+        `${names[m[4]]} · ${laneOf(m[3])} · ${fmtDur(m[2] - m[1])} at ${(m[1] / 1e6).toFixed(3)} ms`);
+      item.addEventListener("click", () => { at = i; showMatch(); });
+      list.append(item);
+    }
+    list.style.display = found.items.length ? "block" : "none";
+    count.textContent = found.query ? `${found.total.toLocaleString()} matches` : "";
+    root.dataset.matches = String(found.total || 0);
+    if (pendingStep) {
+      const d = pendingStep;
+      pendingStep = 0;
+      stepMatch(d);
+    } else draw();
+  }
+
+  // ---- a selected range: its duration now, its time per name from the kernel -----------
+  function showRange(final) {
+    if (!range) return;
+    const a = Math.min(range.a, range.b), b = Math.max(range.a, range.b);
+    span.replaceChildren(el_("b", "", `selection: ${fmtDur(b - a)}`),
+      document.createTextNode(final ? " · summing its time per name…" : ""));
+    root.dataset.range = JSON.stringify([a, b]);
+    if (final) {
+      model.set("span", [a, b]);
+      model.save_changes();
+    }
+  }
+
+  function onSpan() {
+    const s = model.get("span_summary");
+    if (!s || s.lo === undefined) return;
+    const head = el_("b", "", `selection: ${fmtDur(s.duration_ns)}`);
+    const table = el_("table", "dynprof-tl-sums");
+    for (const [name, ns, n] of s.names) {
+      const tr = el_("tr");
+      tr.append(el_("td", "", fmtDur(ns)), el_("td", "", `${n.toLocaleString()}×`), el_("td", "", name));
+      table.append(tr);
+    }
+    span.replaceChildren(head, document.createTextNode(` · ${s.events.toLocaleString()} events in it; time per name:`), table);
+    root.dataset.rangeEvents = String(s.events);
+  }
+
+  // ---- details and their links ----------------------------------------------------------
   function showDetails() {
     const d = model.get("details");
     if (!d || !d.name) return;
     details.textContent = Object.entries(d)
+      .filter(([k]) => k !== "flows" && k !== "id")
       .map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`)
       .join("\n");
     root.dataset.selectedName = d.name;
+    flows = chosen && chosen.id === d.id ? d.flows || [] : [];
+    if (chosen && chosen.id === d.id && d.flows === undefined) flows = [];
+    links.replaceChildren();
+    for (const f of flows.slice(0, 12)) {
+      const b = el_("button", "dynprof-tl-link", `→ ${f.why}: ${f.name.slice(0, 60)}`);
+      b.addEventListener("click", () => go(f));
+      links.append(b);
+    }
+    root.dataset.flows = String(flows.length);
+    draw();
   }
 
   function showLegend() {
     legend.replaceChildren();
     for (const [name, color] of model.get("legend")) {
-      const item = document.createElement("span");
-      const sw = document.createElement("i");
+      const item = el_("span");
+      const sw = el_("i");
       sw.style.background = color;
       item.append(sw, document.createTextNode(name));
       legend.append(item);
@@ -373,20 +943,31 @@ function render({ model, el }) {
 
   model.on("change:drawn", onDrawn);
   model.on("change:details", showDetails);
+  model.on("change:matches", onMatches);
+  model.on("change:span_summary", onSpan);
+  model.on("change:goto", () => {
+    const g = model.get("goto");
+    if (g && g.length >= 2) setRange(g[0], g[1]);
+  });
   title.textContent = model.get("title");
   note.textContent = model.get("note");
+  list.style.display = "none";
   readSteps();
   showLegend();
+  arrange();
   layout();
   if (model.get("drawn").seq !== undefined) readRects();
-  draw();
-  ask();
+  const g = model.get("goto");
+  if (g && g.length >= 2) setRange(g[0], g[1]);
+  else draw();
+  showLanes();
+  root.dataset.held = String(S.n);
+  root.dataset.ready = "1";
   const ro = new ResizeObserver(() => {
     const w = Math.floor(el.getBoundingClientRect().width);
     if (w && Math.abs(w - width) > 2) {
       layout();
       draw();
-      ask();
     }
   });
   ro.observe(el);

@@ -1,38 +1,56 @@
 """The interactive timeline: ``w.plot_timeline(interactive=True)`` in a notebook.
 
 A canvas widget (anywidget; its front-end, ``timeline_view.js``, ships in the package and
-loads nothing from the network) that zooms with the mouse wheel and pans by dragging, from the
-whole window down to one kernel. It draws what the static timeline draws (the same lanes, depth
-stacking, step alignment: :func:`.plots.timeline_layout`), and on every zoom and pan the
-kernel redoes the "longest event in each pixel of a row" choice for the visible range only.
+loads nothing from the network) that zooms and pans in the browser, from the whole window down
+to one kernel. It draws what the static timeline draws (the same lanes, depth stacking, step
+alignment: :func:`.plots.timeline_layout`).
 
-That choice stays cheap at any size because the events are laid out once, sorted by row then
-start (:class:`VisibleIndex`): a redraw is two ``searchsorted`` over the rows and one
-vectorised per-pixel maximum over the events in range, never a pass over the whole window.
-Hovering an event shows its name, duration and lane; clicking it shows its rank, process,
-thread or stream, step and ``args`` (read back from the trace file). Where widgets do not run
-(a static export, nbconvert, GitHub) the display falls back to a PNG of the current view.
+Zoom and pan never wait on the kernel: the widget is sent once a multi-resolution summary
+(:func:`summary_levels`: per row, the longest event starting in each bucket at a few bucket
+widths, 8x finer each, as compact column arrays), and the browser redraws every wheel, drag
+and key step from it. Only when a view needs finer events than the summary holds does the
+browser ask the kernel (``view`` -> ``rects``), asynchronously, drawing the summary meanwhile.
+That answer stays cheap at any size because the events are laid out once, sorted by row then
+start (:class:`VisibleIndex`): two ``searchsorted`` over the rows and one vectorised per-pixel
+maximum over the events in range, never a pass over the whole window.
+
+Names are drawn inside the bars they fit in, every name has its own colour
+(:func:`.plots.name_colour`), the steps are numbered along the top; the kernel also answers a
+search by name (``query`` -> ``matches``), a range's summed time per name (``span`` ->
+``span_summary``) and a clicked event's details: its step, its launch or kernels (Kineto's
+correlation id) and a collective's peers on other ranks, which the browser draws as arrows.
+Where widgets do not run (a static export, nbconvert, GitHub) the display falls back to a PNG
+of the current view.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import anywidget
 import numpy as np
+import pandas as pd
 import traitlets
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import plots
 from dynprof_nb.traces.formats.chrome.event_args import event_args
+from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS, DEVICE_PROCESSES
 
-_ROW_PX = 14  # row height in the canvas, shrunk to fit ~640 px with many rows
-_CANVAS_ROWS_PX = 640
+_ROW_PX = 18  # row height in the canvas: an 11 px name fits inside a bar
+
+
+def _lane_of_row(lanes: Any, row: int) -> Any:
+    """The lane (a row of ``TimelineLayout.lanes``) that row ``row`` belongs to."""
+    y0 = lanes["y0"].to_numpy()
+    k = int(np.searchsorted(y0, row, "right")) - 1
+    return lanes.iloc[max(k, 0)]
 
 
 class VisibleIndex:
@@ -78,31 +96,106 @@ class VisibleIndex:
         return idx, len(idx)
 
 
-def _colours(
-    layout: plots.TimelineLayout, legend: int
-) -> tuple[np.ndarray, list[str], list[list[str]], list[str]]:
-    """Compact name ids for the drawn names, their colours (the ``legend`` names with the most
-    time get the palette, the rest grey, as in the static plot) and the legend entries."""
+MAX_DEPTH = 12  # nesting levels drawn per lane by default (fewer where max_rows needs)
+SUMMARY_BUDGET = 400_000  # events held in the browser at most (~12 MB of arrays)
+_LEVEL0_BUCKETS = 2048  # the coarsest level: about two buckets per pixel of a wide view
+_LEVEL_FACTOR = 8
+_MAX_MATCHES = 500
+_COLLECTIVE = re.compile(
+    r"nccl|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|broadcast|"
+    r"alltoall|all_to_all|hcom|sendrecv",
+    re.I,
+)
+
+
+def summary_levels(
+    index: VisibleIndex, budget: int = SUMMARY_BUDGET
+) -> tuple[np.ndarray, np.ndarray, list[float], bool]:
+    """The events the browser holds: level by level (buckets of ``span / (2048 * 8**k)``
+    ns), the longest event starting in each bucket of each row, each event at the coarsest
+    level that picks it. Returns the held events' indices sorted by level, row, start; each
+    one's level; the bucket widths; and whether every event is held (no zoom then needs the
+    kernel). Levels are added while the total stays within ``budget``."""
+    n = len(index.x0)
+    lo, hi = index.lo, index.hi + 1.0
+    level = np.full(n, -1, np.int8)
+    widths: list[float] = []
+    buckets = _LEVEL0_BUCKETS
+    held = 0
+    while n:
+        pick = plots.longest_per_pixel(index.x0, index.dur, index.y, lo, hi, buckets)
+        new = pick[level[pick] < 0]
+        if widths and held + len(new) > budget:
+            break
+        level[new] = len(widths)
+        held += len(new)
+        widths.append((hi - lo) / buckets)
+        if held == n or buckets >= 2**31 // _LEVEL_FACTOR:
+            break
+        buckets *= _LEVEL_FACTOR
+    idx = np.flatnonzero(level >= 0)
+    order = np.lexsort((index.x0[idx], index.y[idx], level[idx]))
+    idx = idx[order]
+    return idx, level[idx].astype(np.int32), widths, held == n
+
+
+def _pack_summary(index: VisibleIndex, idx: np.ndarray, lev: np.ndarray, rows: int) -> bytes:
+    """The held events as columns: x0, dur (float64 ns); per (level, row) run the longest
+    duration (float64); id, row, name (int32); and each run's first index (int32, one more
+    than runs). Sorted by level, row, start, so a run is a range and the browser finds a
+    view's events in it by bisection."""
+    nlev = int(lev.max()) + 1 if len(lev) else 1
+    run = lev.astype(np.int64) * rows + index.y[idx]
+    first = np.searchsorted(run, np.arange(nlev * rows + 1), "left").astype(np.int32)
+    longest = np.zeros(nlev * rows, np.float64)
+    if len(idx):
+        np.maximum.at(longest, run, index.dur[idx].astype(np.float64))
+    return b"".join(
+        [
+            index.x0[idx].astype(np.float64).tobytes(),
+            index.dur[idx].astype(np.float64).tobytes(),
+            longest.tobytes(),
+            idx.astype(np.int32).tobytes(),
+            index.y[idx].astype(np.int32).tobytes(),
+            index.name_of[idx].astype(np.int32).tobytes(),
+            first.tobytes(),
+        ]
+    )
+
+
+def _names(layout: plots.TimelineLayout, legend: int) -> tuple[np.ndarray, list[str], list]:
+    """Compact name ids for the drawn names, the names, and the legend: the ``legend`` names
+    with the most time, in their colours (every name has its own: :func:`.plots.name_colour`)."""
     used, compact = np.unique(layout.codes, return_inverse=True)
     weight = np.bincount(compact, weights=layout.dur, minlength=len(used))
     top = [int(c) for c in np.argsort(-weight)[:legend] if weight[c] > 0]
-    colours = [plots.OTHER] * len(used)
-    for i, c in enumerate(top):
-        colours[c] = plots.PALETTE[i % len(plots.PALETTE)]
     cats = layout.names.cat.categories
-    names = [plots.short_label(cats[int(c)], 120) for c in used]
-    entries = [[plots.short_label(names[c], 40), colours[c]] for c in top]
-    if len(top) < len(used):
-        entries.append(["other", plots.OTHER])
-    return compact.astype(np.int32), names, entries, colours
+    full = [str(cats[int(c)]) for c in used]
+    names = [plots.short_label(n, 120) for n in full]
+    entries = [[plots.short_label(names[c], 40), plots.name_colour(full[c])] for c in top]
+    return compact.astype(np.int32), full, entries
+
+
+def framework_label(window: Any) -> str:
+    """What the title calls the window's profiler: a Kineto (PyTorch) trace read as a plain
+    Chrome trace says so, rather than "chrome"."""
+    fw = str(getattr(window, "framework", "") or "")
+    if fw != "chrome":
+        return fw
+    ev = window.events
+    cats = set(ev["cat"].astype(object).dropna().unique().tolist()) if "cat" in ev else set()
+    if cats & {"kernel", "cuda_runtime", "cpu_op", "gpu_memcpy", "cuda_driver"}:
+        return "PyTorch (Kineto)"
+    return "Chrome trace"
 
 
 class TimelineView(anywidget.AnyWidget):
     """A window's timeline that zooms and pans in the notebook (see the module docstring).
 
-    ``zoom(lo, hi)`` sets the visible range from Python (in the axis' unit, ms or s);
-    ``visible_range`` and ``drawn`` say what the front-end shows; ``figure()`` is the current
-    view as a matplotlib figure (what a static export shows)."""
+    ``zoom(lo, hi)`` and ``zoom_to(step=...)`` set the visible range from Python (ns on the
+    aligned axis); ``visible_range`` says what the browser shows; ``search(name)`` lists the
+    events whose name contains ``name``; ``figure()`` is the current view as a matplotlib
+    figure (what a static export shows)."""
 
     _esm = Path(__file__).with_name("timeline_view.js")
     _css = Path(__file__).with_name("timeline_view.css")
@@ -118,30 +211,66 @@ class TimelineView(anywidget.AnyWidget):
     legend = traitlets.List().tag(sync=True)
     full = traitlets.List().tag(sync=True)
     steps = traitlets.Bytes(b"").tag(sync=True)
-    # the front-end asks for a range: [lo_ns, hi_ns, pixels, seq]; the kernel answers with
-    # rects (x0, x1 as float32 ns from drawn["lo"]; id, row, name as int32; duration as
-    # float32 ns; column by column)
+    step_labels = traitlets.Bytes(b"").tag(sync=True)
+    step_title = traitlets.Unicode("step").tag(sync=True)
+    # the held summary (see _pack_summary) and what it holds: count, level bucket widths (ns),
+    # rows, whether every event is held
+    summary = traitlets.Bytes(b"").tag(sync=True)
+    summary_info = traitlets.Dict().tag(sync=True)
+    # the front-end asks for a range finer than the summary: [lo_ns, hi_ns, pixels, seq]; the
+    # kernel answers with rects (x0, x1 as float32 ns from drawn["lo"]; id, row, name as int32;
+    # duration as float32 ns; column by column)
     view = traitlets.List().tag(sync=True)
     rects = traitlets.Bytes(b"").tag(sync=True)
     drawn = traitlets.Dict().tag(sync=True)
+    # Python moves the view: [lo_ns, hi_ns, seq]; the browser says what it shows: [lo, hi]
+    goto = traitlets.List().tag(sync=True)
+    shown = traitlets.List().tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
     details = traitlets.Dict().tag(sync=True)
+    query = traitlets.Unicode("").tag(sync=True)
+    matches = traitlets.Dict().tag(sync=True)
+    span = traitlets.List().tag(sync=True)
+    span_summary = traitlets.Dict().tag(sync=True)
 
     def __init__(self, window: Any, legend: int = 10, **layout_kw: Any) -> None:
         self.window = window
+        # deeper than the static plot (lanes collapse here), so that a kernel's launch, under
+        # a stack of framework ops, is drawn where the rows allow it
+        layout_kw.setdefault("max_depth", MAX_DEPTH)
         self.tl = plots.timeline_layout(window, **layout_kw)
         self.index = VisibleIndex(self.tl)
         lay = self.tl
-        self._name_of, names, entries, colours = _colours(lay, legend)
+        self._name_of, self._full_names, entries = _names(lay, legend)
+        self.index.name_of = self._name_of  # (the summary packs it)
+        self._pos_of: np.ndarray | None = None
         lanes = lay.lanes
         rank_first = lanes["rank"].ne(lanes["rank"].shift()).to_numpy()
         lane_rows = [
-            {"label": label, "y0": int(y0), "rows": int(n), "rank_first": bool(f)}
-            for label, y0, n, f in zip(
-                plots.lane_labels(lanes), lanes["y0"], lanes["rows"], rank_first, strict=True
+            {
+                "label": label,
+                "y0": int(y0),
+                "rows": int(n),
+                "rank_first": bool(f),
+                "rank": int(r),
+                "thread": str(th),
+                "device": bool(dev),
+            }
+            for label, y0, n, f, r, th, dev in zip(
+                plots.lane_labels(lanes),
+                lanes["y0"],
+                lanes["rows"],
+                rank_first,
+                lanes["rank"],
+                lanes["thread"],
+                lanes["device"],
+                strict=True,
             )
         ]
         span = max(lay.hi - lay.lo, 1.0)
+        held, lev, widths, complete = summary_levels(self.index, SUMMARY_BUDGET)
+        self._held = held
+        marks, step_title = self._step_marks()
         super().__init__(
             title=self._title(),
             note=self._note(),
@@ -150,12 +279,22 @@ class TimelineView(anywidget.AnyWidget):
             else "",
             lanes=lane_rows,
             rows=lay.rows,
-            row_height=int(max(4, min(_ROW_PX, _CANVAS_ROWS_PX // max(lay.rows, 1)))),
-            names=names,
-            colors=colours,
+            row_height=_ROW_PX,
+            names=[plots.short_label(n, 120) for n in self._full_names],
+            colors=[plots.name_colour(n) for n in self._full_names],
             legend=entries,
             full=[lay.lo - span * 0.005, lay.hi + span * 0.005],
             steps=self._step_bands(),
+            step_labels=marks,
+            step_title=step_title,
+            summary=_pack_summary(self.index, held, lev, lay.rows),
+            summary_info={
+                "count": len(held),
+                "levels": widths,
+                "rows": lay.rows,
+                "complete": complete,
+                "events": len(self.index.x0),
+            },
         )
         self._answer([*self.full, 1000, 0])
 
@@ -164,7 +303,7 @@ class TimelineView(anywidget.AnyWidget):
     def _title(self) -> str:
         lay = self.tl
         ranks = f" · {len(lay.all_ranks)} ranks, {lay.how}" if len(lay.all_ranks) > 1 else ""
-        return f"timeline · {self.window.framework} · {lay.n_all:,} events{ranks}"
+        return f"timeline · {framework_label(self.window)} · {lay.n_all:,} events{ranks}"
 
     def _note(self) -> str:
         lay = self.tl
@@ -195,6 +334,30 @@ class TimelineView(anywidget.AnyWidget):
         bottom = top + bands["rows"].reindex(pos["rank"]).to_numpy(np.float64)
         cols = [pos["a"].to_numpy(np.float64), pos["b"].to_numpy(np.float64), top, bottom]
         return np.concatenate(cols).tobytes()
+
+    def step_marks(self) -> Any:
+        """Where each step's number goes along the top, as a Series step -> ns on the axis:
+        the ranks' median start on their own steps, the lowest rank's start on wall-clock time
+        (as the static plot labels them), from ``w.steps``."""
+        pos = plots.aligned_steps(self.window, self.tl.offsets, 1.0)
+        if pos is None or pos.empty:
+            return None
+        pos = pos[pos["rank"].isin(self.tl.shown_ranks)]
+        if self.tl.align == "wall":
+            pos = pos[pos["rank"] == pos["rank"].min()]
+            return pos.groupby("step")["a"].min()
+        return pos.groupby("step")["a"].median()
+
+    def _step_marks(self) -> tuple[bytes, str]:
+        marks = self.step_marks()
+        if marks is None or marks.empty:
+            return b"", "step"
+        ranks = self.tl.shown_ranks
+        title = (
+            f"step (of rank {min(ranks)})" if self.tl.align == "wall" and len(ranks) > 1 else "step"
+        )
+        cols = [marks.index.to_numpy(np.float64), marks.to_numpy(np.float64)]
+        return np.concatenate(cols).tobytes(), title
 
     @traitlets.observe("view")
     def _on_view(self, change: dict) -> None:
@@ -232,18 +395,96 @@ class TimelineView(anywidget.AnyWidget):
                 "pixels": pixels,
                 "count": len(idx),
                 "visible": visible,
+                "exact": visible <= pixels,
                 "select_ms": round(ms, 2),
             }
 
     @property
     def visible_range(self) -> tuple[float, float]:
-        """The range last drawn, in ns on the aligned axis (0 = the rank's time zero)."""
+        """The range the browser shows (or was last asked for), in ns on the aligned axis."""
+        if len(self.shown) == 2:
+            return float(self.shown[0]), float(self.shown[1])
         return self.drawn.get("lo", self.full[0]), self.drawn.get("hi", self.full[1])
 
     def zoom(self, lo_ns: float, hi_ns: float, pixels: int = 1000) -> TimelineView:
         """Show [lo_ns, hi_ns) (ns on the aligned axis); returns the view, for chaining."""
         self._answer([lo_ns, hi_ns, pixels, int(self.drawn.get("seq", 0)) + 1])
+        seq = int(self.goto[2]) + 1 if len(self.goto) == 3 else 1
+        with self.hold_sync():
+            self.shown = [float(lo_ns), float(hi_ns)]
+            self.goto = [float(lo_ns), float(hi_ns), seq]
         return self
+
+    def zoom_to(
+        self, step: int | None = None, rank: int | None = None, pad: float = 0.02
+    ) -> TimelineView:
+        """Show step ``step`` (as ``w.steps`` numbers it): from its earliest start to its
+        latest end over the shown ranks (or rank ``rank``'s), with ``pad`` of it either side."""
+        if step is None:
+            return self.zoom(*self.full)
+        pos = plots.aligned_steps(self.window, self.tl.offsets, 1.0)
+        if pos is not None and rank is not None:
+            pos = pos[pos["rank"] == rank]
+        if pos is not None:
+            pos = pos[(pos["step"] == step) & pos["rank"].isin(self.tl.shown_ranks)]
+        if pos is None or pos.empty:
+            have = sorted(set(self.window.steps["step"].tolist())) if len(self.window.steps) else []
+            raise ValueError(f"step {step} is not in this window (steps: {have})")
+        a, b = float(pos["a"].min()), float(pos["b"].max())
+        margin = max((b - a) * pad, 1.0)
+        return self.zoom(a - margin, b + margin)
+
+    # ---- search and ranges ------------------------------------------------------------------
+
+    def search(self, text: str, limit: int = _MAX_MATCHES) -> dict[str, Any]:
+        """The drawn events whose name contains ``text`` (any case), in time order: total and
+        the first ``limit`` as [id, x0, x1, row, name id] (ns on the axis)."""
+        text = text.strip()
+        if not text:
+            return {"query": text, "total": 0, "items": []}
+        hit = [i for i, n in enumerate(self._full_names) if text.lower() in n.lower()]
+        idx = np.flatnonzero(np.isin(self._name_of, np.asarray(hit, np.int32)))
+        idx = idx[np.argsort(self.index.x0[idx], kind="stable")]
+        items = [
+            [
+                int(i),
+                float(self.index.x0[i]),
+                float(self.index.x1[i]),
+                int(self.index.y[i]),
+                int(self._name_of[i]),
+            ]
+            for i in idx[:limit]
+        ]
+        return {"query": text, "total": len(idx), "names": len(hit), "items": items}
+
+    @traitlets.observe("query")
+    def _on_query(self, change: dict) -> None:
+        self.matches = self.search(change["new"])
+
+    def range_summary(self, lo: float, hi: float, top: int = 12) -> dict[str, Any]:
+        """[lo, hi) on the axis: its duration and the summed time per name of the events in
+        it (each clipped to the range), the most first, over the drawn rows."""
+        lo, hi = float(min(lo, hi)), float(max(lo, hi))
+        idx = self.index.visible(lo, hi)
+        inside = np.minimum(self.index.x1[idx], hi) - np.maximum(self.index.x0[idx], lo)
+        total = np.bincount(self._name_of[idx], weights=inside, minlength=len(self._full_names))
+        count = np.bincount(self._name_of[idx], minlength=len(self._full_names))
+        order = [int(c) for c in np.argsort(-total)[:top] if total[c] > 0]
+        return {
+            "lo": lo,
+            "hi": hi,
+            "duration_ns": hi - lo,
+            "events": len(idx),
+            "names": [
+                [plots.short_label(self._full_names[c], 80), float(total[c]), int(count[c])]
+                for c in order
+            ],
+        }
+
+    @traitlets.observe("span")
+    def _on_span(self, change: dict) -> None:
+        if len(change["new"]) == 2:
+            self.span_summary = self.range_summary(*change["new"])
 
     # ---- one event --------------------------------------------------------------------------
 
@@ -253,13 +494,105 @@ class TimelineView(anywidget.AnyWidget):
         if 0 <= i < len(self.tl.index):
             self.details = self.event(i)
 
+    def _layout_position(self, rows: np.ndarray) -> np.ndarray:
+        """The layout index of each ``window.events`` row (-1 where not drawn)."""
+        if self._pos_of is None:
+            pos = np.full(len(self.window.events), -1, np.int64)
+            pos[self.tl.index] = np.arange(len(self.tl.index))
+            self._pos_of = pos
+        return self._pos_of[rows]
+
+    def _end(self, i: int, why: str) -> dict[str, Any]:
+        """A drawn event as one end of an arrow: its place, name and why it is linked."""
+        return {
+            "id": int(i),
+            "x0": float(self.index.x0[i]),
+            "x1": float(self.index.x1[i]),
+            "row": int(self.index.y[i]),
+            "name": self._full_names[int(self._name_of[i])],
+            "why": why,
+        }
+
+    def flows(self, i: int) -> list[dict[str, Any]]:
+        """What drawn event ``i`` links to: its launch or its kernels (Kineto's correlation,
+        the ``ac2g`` flow: the same id on the host call and the device op, on one rank), and
+        for a collective the same call on the other shown ranks (the same name, the same
+        occurrence on its rank)."""
+        ev = self.window.events
+        at = int(self.tl.index[i])
+        out: list[dict[str, Any]] = []
+        rank_col = plots.rank_of_events(ev, self.window)
+        if "correlation" in ev:
+            corr = ev["correlation"].to_numpy("float64", na_value=np.nan)
+            c = corr[at]
+            if not pd.isna(c):
+                same = np.flatnonzero((corr == c) & (rank_col == rank_col[at]))
+                same = same[same != at]
+                here_device = bool(_lane_of_row(self.tl.lanes, int(self.index.y[i]))["device"])
+                for j in self._layout_position(same):
+                    if j < 0:
+                        continue
+                    other = bool(_lane_of_row(self.tl.lanes, int(self.index.y[j]))["device"])
+                    if other == here_device:
+                        continue
+                    out.append(self._end(int(j), "launch" if here_device else "kernel"))
+        name = self._full_names[int(self._name_of[i])]
+        collective = "collective" in ev and not pd.isna(ev["collective"].iloc[at])
+        if (collective or _COLLECTIVE.search(name)) and len(self.tl.shown_ranks) > 1:
+            rk = rank_col[self.tl.index]
+            mine = np.flatnonzero((self._name_of == self._name_of[i]) & (rk == rk[i]))
+            nth = int(np.searchsorted(self.index.x0[mine], self.index.x0[i], "left"))
+            for r in self.tl.shown_ranks:
+                if r == rk[i]:
+                    continue
+                theirs = np.flatnonzero((self._name_of == self._name_of[i]) & (rk == r))
+                if nth < len(theirs):
+                    theirs = theirs[np.argsort(self.index.x0[theirs], kind="stable")]
+                    out.append(self._end(int(theirs[nth]), f"rank {r}"))
+        return out
+
+    def _linked(self, at: int, rank: int) -> dict[str, str]:
+        """A kernel's launch, or a launch's kernels, by name and start on the axis, from the
+        events frame (drawn or not: a launch nested deeper than the rows shown still has a
+        name)."""
+        ev = self.window.events
+        if "correlation" not in ev:
+            return {}
+        corr = ev["correlation"].to_numpy("float64", na_value=np.nan)
+        c = corr[at]
+        if pd.isna(c):
+            return {}
+        same = np.flatnonzero(corr == c)
+        rk = plots.rank_of_events(ev, self.window)
+        same = same[(rk[same] == rk[at]) & (same != at)]
+        rows = ev.iloc[np.r_[at, same]]
+        device = (
+            rows["cat"].astype(object).isin(DEVICE_CATS)
+            | rows["process"].astype(object).isin(DEVICE_PROCESSES)
+        ).to_numpy()
+        linked = device[1:] != device[0]
+        other, at_rows = rows.iloc[1:][linked], same[linked]
+        if other.empty:
+            return {}
+        off = self.tl.offsets.get(rank, 0) if self.tl.offsets else 0
+        drawn = self._layout_position(at_rows) >= 0
+        text = ", ".join(
+            f"{plots.short_label(str(n), 60)} at {(int(t) - off) / 1e6:,.6f} ms"
+            + ("" if d else " (not drawn: nested deeper than the rows shown)")
+            for n, t, d in zip(other["name"][:4], other["ts_ns"][:4], drawn[:4], strict=True)
+        )
+        return {"launch" if device[0] else "kernels": text}
+
     def event(self, i: int) -> dict[str, Any]:
         """Everything known of drawn event ``i``: name, duration, rank, process, thread or
-        stream, category, step, start on the axis, and its args from the trace file."""
+        stream, category, step, start on the axis, its launch (a kernel) or kernels (a launch),
+        and its args from the trace file; ``flows`` are the linked events the browser draws
+        arrows to."""
         row = self.window.events.iloc[int(self.tl.index[i])]
         rank = int(row["rank"]) if "rank" in row.index else (self.window.rank or 0)
         dur = int(self.index.dur[i])
-        out = {
+        out: dict[str, Any] = {
+            "id": int(i),
             "name": str(row["name"]),
             "duration": f"{dur / 1000:,.3f} µs",
             "rank": rank,
@@ -271,7 +604,13 @@ class TimelineView(anywidget.AnyWidget):
         step = row.get("step")
         if step is not None and step == step:
             out["step"] = int(step)
+        flows = self.flows(i)
+        out.update(self._linked(int(self.tl.index[i]), rank))
+        peers = [f for f in flows if f["why"].startswith("rank ")]
+        if peers:
+            out["peers"] = ", ".join(f"{e['why']} at {e['x0'] / 1e6:,.6f} ms" for e in peers[:8])
         out["args"] = event_args(self.window, rank, str(row["name"]), int(row["ts_ns"]))
+        out["flows"] = flows
         return out
 
     # ---- without a widget frontend ----------------------------------------------------------

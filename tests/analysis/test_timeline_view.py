@@ -18,7 +18,7 @@ from matplotlib.image import imread
 from test_plots import ARTIFACTS, NCCL, loaded, replicate
 from testdata import fixtures_dir
 
-from dynprof_nb.analysis import plots
+from dynprof_nb.analysis import plots, timeline_view
 from dynprof_nb.analysis.timeline_view import TimelineView
 
 
@@ -118,3 +118,82 @@ def test_small_window_draws_every_event(tmp_path: Path):
     lo, hi = view.full
     view.zoom(lo, lo + (hi - lo) / 1000)
     assert view.drawn["count"] == view.drawn["visible"]  # few in range: all, exactly
+
+
+def test_the_summary_holds_the_longest_event_of_each_bucket_at_each_level(big):
+    _, view = big
+    idx, lev, widths, complete = timeline_view.summary_levels(view.index)
+    info = view.summary_info
+    assert info["count"] == len(idx) and info["levels"] == widths and info["complete"] == complete
+    assert widths == sorted(widths, reverse=True) and len(widths) >= 2
+    held = set(idx.tolist())
+    lo, hi = view.index.lo, view.index.hi + 1.0
+    for k, wk in enumerate(widths):  # each level's choice is the per-bucket rule, all of it
+        pick = plots.longest_per_pixel(view.index.x0, view.index.dur, view.index.y, lo, hi,
+                                       round((hi - lo) / wk))
+        assert held.issuperset(pick.tolist())
+        assert set(idx[lev <= k].tolist()) >= set(pick.tolist())
+    small, _, _, small_complete = timeline_view.summary_levels(view.index, budget=1000)
+    assert not small_complete and len(small) < len(idx)  # the first level, whatever it costs
+
+
+def test_search_and_range_sums_agree_with_a_plain_scan(big):
+    w, view = big
+    found = view.search("NCCLKERNEL")
+    names = np.array(view._full_names, dtype=object)[view._name_of]
+    want = np.flatnonzero(["nccl" in n.lower() and "kernel" in n.lower() for n in names])
+    assert found["total"] == len(want) > 0
+    assert {it[0] for it in found["items"]} <= set(want.tolist())
+    starts = [it[1] for it in found["items"]]
+    assert starts == sorted(starts)
+    lo, hi = view.full
+    a, b = lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.35
+    s = view.range_summary(b, a)
+    inside = np.minimum(view.index.x1, b) - np.maximum(view.index.x0, a)
+    keep = inside > 0
+    assert s["events"] == int(keep.sum()) and s["duration_ns"] == pytest.approx(b - a)
+    top_name, top_ns, top_n = s["names"][0]
+    per = {}
+    for n, t in zip(names[keep], inside[keep], strict=True):
+        per[n] = per.get(n, 0.0) + t
+    best = max(per, key=per.get)
+    assert top_ns == pytest.approx(per[best]) and top_name == plots.short_label(best, 80)
+
+
+def test_a_kernel_links_to_its_launch_and_zoom_to_a_step(big, tmp_path):
+    w, view = big
+    ids = np.flatnonzero(["vectorized_elementwise" in view._full_names[c]
+                          for c in view._name_of])
+    kernel = int(ids[np.argmax(view.index.dur[ids])])  # a kernel whose launch is drawn
+    d = view.event(int(kernel))
+    # 13 ranks in 64 rows: one level per lane, so the launch (nested) is named, not drawn
+    assert d["launch"].startswith("cudaLaunchKernel at ") and "not drawn" in d["launch"]
+    small = replicate(fixtures_dir() / NCCL, tmp_path / "w1", 1, skew_us=0)
+    w1, _ = loaded(small)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = w1.plot_timeline(interactive=True)
+    ids = np.flatnonzero(["vectorized_elementwise" in one._full_names[c] for c in one._name_of])
+    kernel = int(ids[np.argmax(one.index.dur[ids])])
+    d = one.event(kernel)
+    launches = [f for f in d["flows"] if f["why"] == "launch"]
+    assert len(launches) == 1 and "not drawn" not in d["launch"]
+    host = w1.events.iloc[int(one.tl.index[launches[0]["id"]])]
+    assert host["correlation"] == w1.events["correlation"].iloc[int(one.tl.index[kernel])]
+    assert host["name"] == "cudaLaunchKernel"
+    back = one.event(launches[0]["id"])  # and the launch points at its kernel
+    assert any(f["id"] == kernel for f in back["flows"] if f["why"] == "kernel")
+    assert "kernels" in back
+    view.zoom_to(step=int(w.steps["step"].iloc[0]))
+    lo, hi = view.visible_range
+    marks = view.step_marks()
+    assert lo < marks.iloc[0] < hi and view.goto[:2] == [lo, hi]
+
+
+def test_a_kineto_file_is_not_titled_chrome():
+    w, _ = loaded(fixtures_dir() / NCCL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        view = w.plot_timeline(interactive=True)
+    assert w.framework == "chrome" and "PyTorch (Kineto)" in view.title
+    assert "chrome" not in view.title

@@ -1,0 +1,401 @@
+"""The interactive timeline's features in real chromium, one page each (tests/timeline_page.py:
+the widget's own JS and CSS in a plain page, its model wired to the real TimelineView in this
+process, no JupyterLab): zoom and pan drawn from the held summary and the kernel asked only
+below it; a tooltip that follows the pointer through a zoom; names inside bars, a colour per
+name, step numbers that agree with ``w.steps``; collapsed and pinned lanes; search with
+next/previous; WASD and the arrows; a range's summed time per name; the arrow from a kernel to
+its launch; ``zoom_to(step=)`` and a finding's ``show()``; and the frame time of zoom and pan
+on a 352k-event window with a CPU-bound process beside it. Screenshots go to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from testdata import fixtures_dir
+from timeline_page import CHROMIUM, CHROMIUM_ARGS, MEASURE, TimelinePage, percentile
+
+from dynprof_nb.analysis import plots, timeline_view
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+from test_plots import ARTIFACTS, NCCL, loaded, replicate  # noqa: E402
+
+LEFT, TOP = 210, 46  # the canvas' label column and top band (timeline_view.js)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "make test installs chromium with apt"
+    pw = sync_playwright().start()
+    b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    yield b
+    b.close()
+    pw.stop()
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    root = replicate(fixtures_dir() / NCCL, tmp_path_factory.mktemp("tp") / "w2", 2,
+                     skew_us=28_000_000)
+    w, _ = loaded(root)
+    return w
+
+
+def _view(w, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return w.plot_timeline(interactive=True, **kw)
+
+
+@pytest.fixture
+def page(browser):
+    p = browser.new_page(viewport={"width": 1450, "height": 1100})
+    p.set_default_timeout(30_000)
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    yield p
+    p.close()
+    assert not errors, errors
+
+
+def _x(state: dict, box: dict, t: float) -> float:
+    """The canvas x of time ``t`` in the drawn range."""
+    lo, hi = float(state["lo"]), float(state["hi"])
+    return LEFT + (t - lo) / (hi - lo) * (box["width"] - LEFT - 10)
+
+
+def _t(state: dict, box: dict, x: float) -> float:
+    lo, hi = float(state["lo"]), float(state["hi"])
+    return lo + (x - LEFT) / (box["width"] - LEFT - 10) * (hi - lo)
+
+
+def _longest_on(view, needle: str) -> int:
+    """The longest drawn event whose name contains ``needle``."""
+    ids = np.flatnonzero([needle in view._full_names[c] for c in view._name_of])
+    return int(ids[np.argmax(view.index.dur[ids])])
+
+
+def _show(tp: TimelinePage, view, i: int, pad: float = 2.0) -> tuple[float, float]:
+    """Zoom from Python onto event ``i`` (its width ``pad`` times either side); the page
+    position (x, y) of its middle."""
+    x0, x1 = view.index.x0[i], view.index.x1[i]
+    w = max(x1 - x0, 1.0)
+    view.zoom(x0 - pad * w, x1 + pad * w)
+    tp.push()
+    box, st = tp.box(), tp.state()
+    x = _x(st, box, (x0 + x1) / 2)
+    return box["x"] + x, box["y"] + TOP + int(view.index.y[i]) * view.row_height + 9
+
+
+def test_zoom_and_pan_are_drawn_from_the_summary_without_the_kernel(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    assert view.summary_info["complete"]  # 42k events: all held, at every zoom
+    first = tp.state()
+    box = tp.box()
+    page.mouse.move(box["x"] + 700, box["y"] + 120)
+    for _ in range(12):
+        page.mouse.wheel(0, -300)
+    st = tp.state()
+    span0 = float(first["hi"]) - float(first["lo"])
+    span = float(st["hi"]) - float(st["lo"])
+    assert span < span0 / 100
+    assert int(st["level"]) > 0  # a finer level than the whole window's
+    assert "view" not in tp.calls  # never asked the kernel
+    page.mouse.move(box["x"] + 900, box["y"] + 120)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 750, box["y"] + 120, steps=4)
+    page.mouse.move(box["x"] + 600, box["y"] + 120, steps=4)
+    page.mouse.up()
+    panned = tp.state()
+    assert float(panned["lo"]) - float(st["lo"]) == pytest.approx(
+        300 / (box["width"] - LEFT - 10) * span, rel=0.03)
+    page.wait_for_timeout(400)  # the view at rest is told to the kernel
+    assert view.visible_range == pytest.approx((float(panned["lo"]), float(panned["hi"])))
+
+
+def test_below_the_summary_the_kernel_is_asked_and_the_summary_drawn_meanwhile(
+        page, two, monkeypatch):
+    monkeypatch.setattr(timeline_view, "SUMMARY_BUDGET", 5_000)
+    view = _view(two)
+    info = view.summary_info
+    assert not info["complete"] and info["count"] < info["events"] / 2
+    tp = TimelinePage(page, view)
+    box = tp.box()
+    page.mouse.move(box["x"] + 700, box["y"] + 300)
+    for _ in range(30):
+        page.mouse.wheel(0, -300)
+        if tp.state()["source"] == "kernel":
+            break
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline')"
+                           ".dataset.source === 'kernel'")
+    st = tp.state()
+    assert "view" in tp.calls
+    fine = float(view.summary_info["levels"][-1])
+    assert (float(st["hi"]) - float(st["lo"])) / (box["width"] - LEFT - 10) < fine
+    assert int(st["drawn"]) > 0
+    page.mouse.wheel(0, 2000)  # back out: the summary again, with no wait
+    assert tp.state()["source"] == "summary"
+
+
+def test_the_tooltip_names_what_is_under_the_pointer_after_each_zoom(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    i = _longest_on(view, "ncclKernel")
+    x, y = _show(tp, view, i, pad=0.3)
+    page.mouse.move(x, y)
+    tip = tp.root.locator(".dynprof-tl-tip")
+    assert tip.is_visible()
+    box = tp.box()
+    for _ in range(8):  # zoom out on the pointer: other events come under it, or none
+        page.mouse.wheel(0, 400)
+        st = tp.state()
+        if "hover" not in st:
+            assert not tip.is_visible()
+            continue
+        j = int(st["hover"])
+        assert tip.inner_text().split("\n")[0] == view.names[int(view._name_of[j])]
+        t = _t(st, box, x - box["x"])
+        px = (float(st["hi"]) - float(st["lo"])) / (box["width"] - LEFT - 10)
+        assert view.index.x0[j] - 2 * px <= t <= view.index.x1[j] + 2 * px
+        assert int(view.index.y[j]) == int((y - box["y"] - TOP) // view.row_height)
+
+
+def test_names_colours_and_step_numbers(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    assert view.row_height >= 16  # an 11 px name fits
+    st, box = tp.state(), tp.box()
+    assert int(st["labels"]) > 5  # the top-level ops of the whole window are named
+    # the step numbers: every step of w.steps in view, where its ranks' median start is
+    steps = two.steps
+    labels = dict((int(s), x) for s, x in json.loads(st["stepLabels"]))
+    assert sorted(labels) == sorted(set(steps["step"].tolist()))
+    marks = view.step_marks()
+    for s, x in labels.items():
+        assert x == pytest.approx(_x(st, box, marks[s]), abs=1.0)
+    # rank r's steps start r * skew later on the wall clock: on their own steps all agree
+    first = steps.groupby("rank")["start_ns"].min()
+    a = steps.assign(a=steps["start_ns"] - steps["rank"].map(first))
+    assert a.groupby("step")["a"].median().to_numpy() == pytest.approx(
+        marks.to_numpy() - marks.iloc[0] + a.groupby("step")["a"].median().iloc[0])
+    # one colour per name: a kernel's bar is drawn in its name's colour, on both ranks
+    i = _longest_on(view, "ncclKernel")
+    x, y = _show(tp, view, i)
+    rgb = page.evaluate("([x, y]) => Array.from(document.querySelector('.dynprof-tl-canvas')"
+                        ".getContext('2d').getImageData(x, y, 1, 1).data.slice(0, 3))",
+                        [x - box["x"], y - box["y"] - 5])
+    want = plots.name_colour(view._full_names[int(view._name_of[i])])
+    assert rgb == pytest.approx([int(want[k:k + 2], 16) for k in (1, 3, 5)], abs=3)
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_kernel.png"))
+
+
+def test_lanes_collapse_expand_and_pin(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    box = tp.box()
+    rows0 = int(tp.state()["rows"])
+    lane0 = view.lanes[0]
+    assert lane0["rows"] > 1
+    page.mouse.click(box["x"] + 6, box["y"] + TOP + 9)  # ▾ of the first lane
+    assert int(tp.state()["rows"]) == rows0 - lane0["rows"] + 1
+    page.mouse.click(box["x"] + 6, box["y"] + TOP + 9)
+    assert int(tp.state()["rows"]) == rows0
+    stream = next(j for j, lane in enumerate(view.lanes) if "stream 40" in lane["label"])
+    y = view.lanes[stream]["y0"] * view.row_height + 9
+    page.mouse.click(box["x"] + 20, box["y"] + TOP + y)  # ○: pin the stream, every rank's
+    order = json.loads(tp.state()["order"])
+    group = [lane["label"] for lane in view.lanes if lane["thread"] == view.lanes[stream]["thread"]]
+    assert len(group) == 2 and order[:2] == group
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_pinned.png"))
+    page.mouse.click(box["x"] + 120, box["y"] + TOP + 2 * view.row_height + 9)  # a label
+    st = tp.state()
+    assert int(st["rows"]) < rows0 - 5  # its rank is one header row now
+    assert len(json.loads(st["order"])) < len(view.lanes)
+
+
+def test_search_lists_matches_and_steps_through_them(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    box = tp.box()
+    search = tp.root.locator(".dynprof-tl-search")
+    search.fill("ncclkernel_broadcast")
+    search.press("Enter")
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline').dataset.match")
+    want = view.search("ncclkernel_broadcast")
+    assert int(tp.state()["matches"]) == want["total"] > 2
+    assert tp.root.locator(".dynprof-tl-match").count() == min(want["total"], 200)
+    for k, key in [(0, None), (1, "Enter"), (2, "Enter"), (1, "Shift+Enter")]:
+        if key:
+            search.press(key)
+        st = tp.state()
+        item = want["items"][k]
+        assert int(st["match"]) == item[0]
+        assert (float(st["lo"]) + float(st["hi"])) / 2 == pytest.approx((item[1] + item[2]) / 2)
+        assert _x(st, box, item[2]) - _x(st, box, item[1]) >= 3  # wide enough to see
+    tp.root.locator(".dynprof-tl-next").click()
+    assert int(tp.state()["match"]) == want["items"][2][0]
+    details = tp.root.locator(".dynprof-tl-details")
+    page.wait_for_function("() => document.querySelector('.dynprof-tl-details')"
+                           ".textContent.includes('ncclKernel_Broadcast')")
+    assert "step: " in details.inner_text()
+
+
+def test_wasd_and_arrow_keys_zoom_and_pan(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    box = tp.box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 10)  # focus, on the step band
+    for _ in range(6):
+        page.keyboard.press("w")  # in from the whole window, where a pan would be clamped
+    for key, zoom, shift in [("w", 0.8, 0), ("ArrowUp", 0.8, 0), ("s", 1.25, 0),
+                             ("d", 1, 0.2), ("ArrowLeft", 1, -0.2), ("a", 1, -0.2),
+                             ("ArrowRight", 1, 0.2), ("ArrowDown", 1.25, 0)]:
+        before = tp.state()
+        lo, hi = float(before["lo"]), float(before["hi"])
+        page.keyboard.press(key)
+        st = tp.state()
+        lo2, hi2 = float(st["lo"]), float(st["hi"])
+        assert hi2 - lo2 == pytest.approx((hi - lo) * zoom, rel=1e-6), key
+        if shift:
+            assert lo2 - lo == pytest.approx(shift * (hi - lo), rel=1e-6), key
+
+
+def test_a_selected_range_gives_its_duration_and_time_per_name(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    box = tp.box()
+    x0, x1 = box["x"] + 400, box["x"] + 800
+    page.keyboard.down("Shift")
+    page.mouse.move(x0, box["y"] + 200)
+    page.mouse.down()
+    page.mouse.move(x1, box["y"] + 200, steps=6)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline')"
+                           ".dataset.rangeEvents")
+    st = tp.state()
+    a, b = json.loads(st["range"])
+    assert a == pytest.approx(_t(st, box, 400), rel=1e-3, abs=1e4)
+    assert b == pytest.approx(_t(st, box, 800), rel=1e-3, abs=1e4)
+    want = view.range_summary(a, b)
+    assert int(st["rangeEvents"]) == want["events"] > 0
+    text = tp.root.locator(".dynprof-tl-span").inner_text()
+    assert "selection: " in text and want["names"][0][0][:30] in text
+    assert tp.root.locator(".dynprof-tl-sums tr").count() == len(want["names"])
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_range.png"))
+
+
+def test_a_kernel_points_to_its_launch(page, two):
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    i = _longest_on(view, "vectorized_elementwise")
+    x, y = _show(tp, view, i, pad=40)
+    page.mouse.click(x, y)
+    links = tp.root.locator(".dynprof-tl-link")
+    links.first.wait_for()
+    details = tp.root.locator(".dynprof-tl-details").inner_text()
+    assert "launch: cudaLaunchKernel" in details and "step: " in details
+    assert int(tp.state()["flows"]) >= 1
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_flow.png"))
+    assert links.first.inner_text().startswith("→ launch: cudaLaunchKernel")
+    links.first.click()  # to the launch: centred and selected
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline')"
+                           ".dataset.selectedName === 'cudaLaunchKernel'")
+    st = tp.state()
+    launch = int(st["selected"])
+    assert view._full_names[int(view._name_of[launch])] == "cudaLaunchKernel"
+    row = int(view.index.y[launch])
+    assert not next(ln for ln in view.lanes if ln["y0"] <= row < ln["y0"] + ln["rows"])["device"]
+    assert "kernels: " in tp.root.locator(".dynprof-tl-details").inner_text()
+
+
+def test_zoom_to_a_step_and_a_findings_show(page, browser, two):
+    from dynprof_nb.analysis.advise.findings import Finding, Findings
+
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    view.zoom_to(step=5)
+    tp.push()
+    st = tp.state()
+    pos = plots.aligned_steps(two, view.tl.offsets, 1.0)
+    a, b = pos.loc[pos["step"] == 5, "a"].min(), pos.loc[pos["step"] == 5, "b"].max()
+    lo, hi = float(st["lo"]), float(st["hi"])
+    assert lo <= a < b <= hi and hi - lo < (b - a) * 1.1
+    labels = [s for s, _ in json.loads(st["stepLabels"])]
+    assert 5 in labels
+    with pytest.raises(ValueError, match="step 99 is not in this window"):
+        view.zoom_to(step=99)
+    # a finding opens its own view at its range
+    start = int(two.steps["start_ns"].iloc[1])
+    f = Finding("demo", "info", "evidence", "suggestion", "peer", ranks=[0], steps=[5],
+                start_ns=start, end_ns=start + 5_000_000)
+    shown = Findings(two, [f], pd.DataFrame()).show(0)
+    lo, hi = shown.visible_range
+    off = shown.tl.offsets.get(0, 0)
+    assert lo < start - off < start - off + 5_000_000 < hi < lo + 6_000_000
+    other = browser.new_page(viewport={"width": 1450, "height": 900})
+    tp2 = TimelinePage(other, shown)
+    st = tp2.state()
+    assert float(st["lo"]) == pytest.approx(lo) and float(st["hi"]) == pytest.approx(hi)
+    other.close()
+
+
+def test_frame_time_of_zoom_and_pan_on_352k_events_beside_a_busy_cpu(page, tmp_path):
+    root = replicate(fixtures_dir() / NCCL, tmp_path / "w13", 13, skew_us=2_000_000)
+    w, _ = loaded(root)
+    view = _view(w)
+    assert len(w.events) > 350_000
+    tp = TimelinePage(page, view)
+    page.evaluate(MEASURE, [12, 0.5, 120])  # warm: the first frames compile the drawing
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        res = page.evaluate(MEASURE, [96, 0.45, 120])
+    finally:
+        hog.kill()
+        hog.wait()
+    work = res["work"]
+    p50, p99 = percentile(work, 50), percentile(work, 99)
+    print(f"352k events: input to pixels p50 {p50:.1f} ms, p99 {p99:.1f} ms; frame interval "
+          f"p50 {percentile(res['frames'], 50):.1f} ms; drew {tp.state()['drawn']}")
+    assert p50 < 50 and p99 < 400  # generous: a loaded 2-core box; measured ~10x less
+
+
+def test_on_the_bundled_kineto_sample_a_searched_kernel_reaches_its_launch_by_its_arrow(page):
+    from dynprof_nb import samples
+
+    w = samples.load("kineto_gpu")
+    view = _view(w)
+    tp = TimelinePage(page, view)
+    assert "chrome" not in view.title
+    search = tp.root.locator(".dynprof-tl-search")
+    search.fill("ncclKernel_SendRecv")
+    search.press("Enter")
+    page.wait_for_function("() => +document.querySelector('.dynprof-timeline').dataset.flows > 0")
+    kernel = int(tp.state()["match"])
+    launch = next(f for f in view.details["flows"] if f["why"] == "launch")
+    box = tp.box()
+    for _ in range(40):  # zoom out on the kernel until its launch is in view too
+        st = tp.state()
+        if float(st["lo"]) < launch["x0"] < float(st["hi"]):
+            break
+        page.keyboard.press("s")
+    st = tp.state()
+    x = box["x"] + _x(st, box, launch["x0"])
+    y = box["y"] + TOP + launch["row"] * view.row_height + view.row_height / 2
+    page.mouse.click(x, y)  # the arrow's tail: the launch
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline')"
+                           ".dataset.selectedName === 'cudaLaunchKernel'")
+    assert int(tp.state()["selected"]) == launch["id"]
+    page.wait_for_function("() => document.querySelector('.dynprof-tl-details')"
+                           ".textContent.includes('kernels: ncclKernel_SendRecv')")
+    assert any(f["id"] == kernel for f in view.details["flows"])
