@@ -3,7 +3,8 @@ JSON line, the path (its nodes' count, each edge: start and end µs, weight, typ
 HTA's summary by bound_by, for tests/analysis/test_critical_path_oracle.py. Nothing here is
 dynprof_nb's.
 
-``.venv/hta/bin/python tests/hta_critical_path_oracle.py TRACE ANNOTATION INSTANCE``
+``.venv/hta/bin/python tests/hta_critical_path_oracle.py TRACE ANNOTATION INSTANCE [TRACE ...]``
+(one line: a list, one entry per trace, so HTA is imported once)
 
 HTA 0.5.0 was written for pandas 2: under pandas 3 (copy-on-write) its chained
 ``df.col.fillna(..., inplace=True)`` do nothing, and its CUDA event-sync edges are lost. The
@@ -39,7 +40,7 @@ def main(path: str, annotation: str, instance: int) -> dict:
     g, ok = CriticalPathAnalysis.critical_path_analysis(t, 0, annotation, instance)
     b = g.get_critical_path_breakdown()
     edges = []
-    for u, v in zip(g.critical_path_nodes[:-1], g.critical_path_nodes[1:]):
+    for u, v in zip(g.critical_path_nodes[:-1], g.critical_path_nodes[1:], strict=True):
         e = g.edges[u, v]["object"]
         edges.append({"start": float(g.node_list[u].ts), "end": float(g.node_list[v].ts),
                       "weight": float(g.edges[u, v]["weight"]), "type": e.type.value})
@@ -52,4 +53,5 @@ def main(path: str, annotation: str, instance: int) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], sys.argv[2], int(sys.argv[3]))))
+    a = sys.argv[1:]
+    print(json.dumps([main(a[i], a[i + 1], int(a[i + 2])) for i in range(0, len(a), 3)]))

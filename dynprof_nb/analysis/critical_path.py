@@ -110,11 +110,24 @@ class CriticalPath(pd.DataFrame):
     ``name``, ``lane``, ``stream``, ``rank``). ``.summary`` is the time by kind; ``.length_us``
     the path's length; ``.region`` the (start, end) ns it was computed on."""
 
-    _metadata = ["region", "rank_id"]
+    _metadata = ["region", "rank_id", "window"]
 
     @property
     def _constructor(self) -> type:
         return CriticalPath
+
+    def show(self, **kw: Any) -> Any:
+        """The window's interactive timeline zoomed to the path's region (on its rank). The
+        segments (``start_ns``, ``end_ns``, ``lane``) are the rows an overlay would draw."""
+        w = self.window
+        if len(getattr(w, "ranks", []) or []) > 1 and "ranks" not in kw:
+            kw["ranks"] = [self.rank_id]
+        view = w.plot_timeline(interactive=True, **kw)
+        lo, hi = self.region
+        off = view.tl.offsets.get(self.rank_id, 0) if view.tl.offsets else 0
+        pad = max((hi - lo) // 20, 1000)
+        view.zoom(lo - off - pad, hi - off + pad)
+        return view
 
     @property
     def length_us(self) -> float:
@@ -132,9 +145,14 @@ class CriticalPath(pd.DataFrame):
         for k in kinds:
             part = by[by["kind"] == k]
             t = float(part["duration_us"].sum())
-            detail = ", ".join(f"{b} {v:.1f} µs" for b, v in zip(part["bound_by"], part["duration_us"]))
+            detail = ", ".join(
+                f"{b} {v:.1f} µs"
+                for b, v in zip(part["bound_by"], part["duration_us"], strict=True)
+            )
             rows.append((k, t, t / total if total else np.nan, detail))
-        return pd.DataFrame(rows, columns=["kind", "time_us", "share", "bound_by"]).set_index("kind")
+        return pd.DataFrame(rows, columns=["kind", "time_us", "share", "bound_by"]).set_index(
+            "kind"
+        )
 
 
 @dataclass
@@ -233,7 +251,7 @@ def _queue_lengths(v: _Ev) -> dict[int, int]:
     stream = np.concatenate([v.stream[dev], v.stream[dev]])
     df = pd.DataFrame({"i": idx, "ts": ts, "q": q, "s": stream}).sort_values("ts", kind="stable")
     df["len"] = df.groupby("s")["q"].cumsum()
-    return dict(zip(df["i"].tolist(), df["len"].tolist()))
+    return dict(zip(df["i"].tolist(), df["len"].tolist(), strict=True))
 
 
 class _Graph:
@@ -241,21 +259,29 @@ class _Graph:
 
     def __init__(self, v: _Ev, rows: np.ndarray):
         self.v = v
-        order = np.lexsort((np.concatenate([np.zeros(len(rows)), np.ones(len(rows))]),
-                            np.concatenate([v.ts[rows], v.ts[rows] + v.dur[rows]])))
+        order = np.lexsort(
+            (
+                np.concatenate([np.zeros(len(rows)), np.ones(len(rows))]),
+                np.concatenate([v.ts[rows], v.ts[rows] + v.dur[rows]]),
+            )
+        )
         ev = np.concatenate([rows, rows])[order]
         start = np.concatenate([np.ones(len(rows), bool), np.zeros(len(rows), bool)])[order]
         self.node_ev = ev
         self.node_start = start
         self.node_ts = np.where(start, v.ts[ev], v.ts[ev] + v.dur[ev])
-        self.start_of = {int(e): i for i, (e, s) in enumerate(zip(ev, start)) if s}
-        self.end_of = {int(e): i for i, (e, s) in enumerate(zip(ev, start)) if not s}
+        self.start_of = {int(e): i for i, (e, s) in enumerate(zip(ev, start, strict=True)) if s}
+        self.end_of = {int(e): i for i, (e, s) in enumerate(zip(ev, start, strict=True)) if not s}
         self.edges: dict[tuple[int, int], tuple[int, str, int]] = {}  # (u, v): weight, type, ev
         self.pred: dict[int, list[int]] = {}
 
-    def add(self, u: int, w_: int, kind: str = OPERATOR, zero: bool = False, attr: int = -1) -> None:
+    def add(
+        self, u: int, w_: int, kind: str = OPERATOR, zero: bool = False, attr: int = -1
+    ) -> None:
         assert u != w_
-        weight = 0 if kind in (DEPENDENCY, SYNC) or zero else int(self.node_ts[w_] - self.node_ts[u])
+        weight = (
+            0 if kind in (DEPENDENCY, SYNC) or zero else int(self.node_ts[w_] - self.node_ts[u])
+        )
         if (u, w_) not in self.edges:
             self.pred.setdefault(w_, []).append(u)
         self.edges[(u, w_)] = (weight, kind, attr)
@@ -303,72 +329,93 @@ class _Graph:
 
 
 def _cpu_edges(g: _Graph, v: _Ev, cpu_rows: np.ndarray, has_node: set[int]) -> None:
-    """Per CPU thread, HTA's call stack (its event ordering: at one time ends before starts,
-    longer starts first) walked depth first, linking the nodes as HTA's enter/exit do."""
+    """Per CPU thread, HTA's call stack walked depth first, linking the nodes as HTA's
+    enter/exit callbacks do."""
     by_thread: dict[tuple[str, str], list[int]] = {}
     for i in cpu_rows.tolist():
         by_thread.setdefault((v.pid[i], v.tid[i]), []).append(i)
     for rows in by_thread.values():
-        pts = []
-        for i in rows:
-            d = max(int(v.dur[i]), 0)
-            pts.append((int(v.ts[i]), 1, -d, i, i))  # start: longer first, then index
-            pts.append((int(v.ts[i]) + d, 0, d, -i, i))  # end: before starts, shorter first
-        pts.sort()
-        parent: dict[int, int] = {}
-        children: dict[int, list[int]] = {-1: []}
-        stack: list[int] = []
-        for _, is_start, _, _, i in pts:
-            if is_start:
-                p = stack[-1] if stack else -1
-                if i in parent:
-                    continue
-                parent[i] = p
-                children.setdefault(p, []).append(i)
-                children[i] = []
-                stack.append(i)
-            elif stack:
-                stack.pop()
-        last_node: int | None = None
-        last_top: int | None = None
-        depth = 0
-        last_parent = -1
+        _thread_edges(g, v, *_call_stack(v, rows), has_node)
 
-        def walk(i: int) -> None:
-            nonlocal last_node, last_top, depth, last_parent
-            node = i in has_node
-            if node:  # enter
-                s = g.start_of[i]
-                if depth == 0 and last_top is not None:
-                    g.add(last_top, s, DEPENDENCY)
-                depth += 1
-                if last_node is not None:
-                    g.add(last_node, s, attr=g.attribute(last_node, s, OPERATOR, last_parent))
-                last_node, last_parent = s, parent[i]
-            for c in children[i]:
-                walk(c)
-            if node:  # exit
-                en = g.end_of[i]
-                depth -= 1
-                if last_node is not None:
-                    zero = v.name[i] in BLOCKING_SYNC_CALLS
-                    g.add(last_node, en, zero=zero,
-                          attr=g.attribute(last_node, en, OPERATOR, last_parent))
-                if depth == 0:
-                    last_node, last_top = None, en
-                else:
-                    last_node, last_parent = en, parent[i]
 
-        for top in children[-1]:
-            walk(top)
+def _call_stack(v: _Ev, rows: list[int]) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """HTA's CallStackGraph of one thread (its compare_events order: at one time an end comes
+    before a start, a longer start first, a shorter end first): parent and children."""
+    pts = []
+    for i in rows:
+        d = max(int(v.dur[i]), 0)
+        pts.append((int(v.ts[i]), 1, -d, i, i))
+        pts.append((int(v.ts[i]) + d, 0, d, -i, i))
+    pts.sort()
+    parent: dict[int, int] = {}
+    children: dict[int, list[int]] = {-1: []}
+    stack: list[int] = []
+    for _, is_start, _, _, i in pts:
+        if is_start:
+            if i in parent:
+                continue
+            p = stack[-1] if stack else -1
+            parent[i] = p
+            children.setdefault(p, []).append(i)
+            children[i] = []
+            stack.append(i)
+        elif stack:
+            stack.pop()
+    return parent, children
+
+
+def _thread_edges(
+    g: _Graph, v: _Ev, parent: dict[int, int], children: dict[int, list[int]], has_node: set[int]
+) -> None:
+    """HTA's _construct_graph_from_call_stack: an edge from each node to the next visited, a
+    0-weight dependency between consecutive top-level operators."""
+    last_node: int | None = None
+    last_top: int | None = None
+    depth = 0
+    last_parent = -1
+
+    def walk(i: int) -> None:
+        nonlocal last_node, last_top, depth, last_parent
+        node = i in has_node
+        if node:  # enter
+            s = g.start_of[i]
+            if depth == 0 and last_top is not None:
+                g.add(last_top, s, DEPENDENCY)
+            depth += 1
+            if last_node is not None:
+                g.add(last_node, s, attr=g.attribute(last_node, s, OPERATOR, last_parent))
+            last_node, last_parent = s, parent[i]
+        for c in children[i]:
+            walk(c)
+        if node:  # exit
+            en = g.end_of[i]
+            depth -= 1
+            if last_node is not None:
+                attr = g.attribute(last_node, en, OPERATOR, last_parent)
+                g.add(last_node, en, zero=v.name[i] in BLOCKING_SYNC_CALLS, attr=attr)
+            if depth == 0:
+                last_node, last_top = None, en
+            else:
+                last_node, last_parent = en, parent[i]
+
+    for top in children[-1]:
+        walk(top)
 
 
 def _launches(v: _Ev) -> pd.DataFrame:
     """HTA's runtime launch calls, in time order, each with its device row's stream and
     device (pid) and a sequential ``launch_id``."""
     i = np.flatnonzero(np.isin(v.name, list(LAUNCH_CALLS)) & (v.peer > 0) & (v.stream == -1))
-    df = pd.DataFrame({"i": i, "ts": v.ts[i], "pid": v.pid[i], "tid": v.tid[i],
-                       "stream": v.stream[v.peer[i]], "gpu": v.pid[v.peer[i]]})
+    df = pd.DataFrame(
+        {
+            "i": i,
+            "ts": v.ts[i],
+            "pid": v.pid[i],
+            "tid": v.tid[i],
+            "stream": v.stream[v.peer[i]],
+            "gpu": v.pid[v.peer[i]],
+        }
+    )
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     df["launch_id"] = np.arange(len(df))
     return df
@@ -384,16 +431,21 @@ def _event_syncs(v: _Ev, launches: pd.DataFrame) -> tuple[dict[int, int], dict[i
     records = np.flatnonzero((v.name == "cudaEventRecord") & np.isin(v.corr, list(rec)))
     for r in sorted(records.tolist(), key=lambda r: v.ts[r]):
         stream, gpu = rec[int(v.corr[r])]
-        sel = launches[(launches["gpu"] == gpu) & (launches["stream"] == stream)
-                       & (launches["ts"] <= v.ts[r])]
+        sel = launches[
+            (launches["gpu"] == gpu) & (launches["stream"] == stream) & (launches["ts"] <= v.ts[r])
+        ]
         if len(sel):
             prev_launch[int(v.corr[r])] = int(sel["i"].iloc[-1])
     next_launch: dict[int, int] = {}
     calls = np.flatnonzero((v.name == "cudaStreamWaitEvent") & (v.peer > 0))
     for c in calls.tolist():
         stream = v.stream[v.peer[c]]
-        sel = launches[(launches["pid"] == v.pid[c]) & (launches["tid"] == v.tid[c])
-                       & (launches["stream"] == stream) & (launches["ts"] >= v.ts[c])]
+        sel = launches[
+            (launches["pid"] == v.pid[c])
+            & (launches["tid"] == v.tid[c])
+            & (launches["stream"] == stream)
+            & (launches["ts"] >= v.ts[c])
+        ]
         if len(sel):
             next_launch[c] = int(sel["i"].iloc[0])
     return prev_launch, next_launch
@@ -404,7 +456,9 @@ def _gpu_edges(g: _Graph, v: _Ev, dev_rows: np.ndarray) -> None:
     q = _queue_lengths(v)
     launches = _launches(v)
     prev_launch, next_launch = _event_syncs(v, launches)
-    sort_by = np.where(v.cat[dev_rows] == SYNC_CAT, v.ts[dev_rows] + v.dur[dev_rows], v.ts[dev_rows])
+    sort_by = np.where(
+        v.cat[dev_rows] == SYNC_CAT, v.ts[dev_rows] + v.dur[dev_rows], v.ts[dev_rows]
+    )
     rows = dev_rows[np.argsort(sort_by, kind="stable")]
     last: dict[int, int] = {}
     kernel_sync: dict[int, int] = {}
@@ -439,10 +493,13 @@ def _gpu_edges(g: _Graph, v: _Ev, dev_rows: np.ndarray) -> None:
             g.add(sync_end, s, SYNC)
         rts = v.ts[runtime] if runtime > 0 else None
         prev = last.get(stream)
-        if (q.get(runtime) == 1 and q.get(i) == 0
-                and (prev is None or g.node_ts[prev] < rts)
-                and (sync_end is None or g.node_ts[sync_end] < rts)
-                and runtime in g.start_of):
+        if (
+            q.get(runtime) == 1
+            and q.get(i) == 0
+            and (prev is None or g.node_ts[prev] < rts)
+            and (sync_end is None or g.node_ts[sync_end] < rts)
+            and runtime in g.start_of
+        ):
             g.add(g.start_of[runtime], s, LAUNCH)
         elif prev is not None and (sync_end is None or g.node_ts[sync_end] < g.node_ts[prev]):
             g.add(prev, s, KERNEL_KERNEL, attr=int(g.node_ev[prev]))
@@ -485,26 +542,46 @@ def critical_path(
     cpu = v.stream == -1
     cpu_rows = np.flatnonzero(cpu & (v.ts >= lo) & (v.ts <= hi) & (v.dur > 0))
     rt = np.where(v.peer >= 0, v.peer, 0)
-    launched = (~cpu) & (v.peer > 0) & cpu[rt] & (v.ts[rt] >= lo) & (v.ts[rt] <= hi) & (v.dur[rt] > 0)
+    launched = (
+        (~cpu) & (v.peer > 0) & cpu[rt] & (v.ts[rt] >= lo) & (v.ts[rt] <= hi) & (v.dur[rt] > 0)
+    )
     dev_rows = np.flatnonzero(launched | ((~cpu) & (v.name == "Stream Wait Event")))
     rows = np.union1d(cpu_rows, dev_rows)
     is_node = np.isin(v.cat[rows], list(NODE_CATS)) | ((v.stream[rows] != -1) & (v.peer[rows] >= 0))
     node_rows = rows[is_node]
+    if not len(node_rows):
+        raise LookupError(
+            f"no CPU operator, runtime call or launched kernel starts in {lo}-{hi} ns "
+            f"on rank {rank}"
+        )
     g = _Graph(v, node_rows)
     _cpu_edges(g, v, cpu_rows, set(node_rows.tolist()))
     gpu = dev_rows[(v.peer[dev_rows] >= 0) & np.isin(dev_rows, node_rows)]
     _gpu_edges(g, v, gpu)
     path = g.longest_path()
     out = []
-    for u, x in zip(path[:-1], path[1:]):
+    for u, x in zip(path[:-1], path[1:], strict=True):
         weight, kind, attr = g.edges[(u, x)]
         ev = attr if attr >= 0 else int(g.node_ev[x] if kind == LAUNCH else g.node_ev[u])
         stream = int(v.stream[ev]) if kind != LAUNCH else int(v.stream[g.node_ev[x]])
         name = str(v.name[ev])
         b = _bound_by(kind, -1 if kind not in (OPERATOR, KERNEL_KERNEL) else stream, name)
-        out.append((int(g.node_ts[u]), int(g.node_ts[x]), max(weight, 0) / 1e3, KIND.get(b, ""),
-                    b, kind, name, str(v.lane[ev]), stream, int(rank)))
+        out.append(
+            (
+                int(g.node_ts[u]),
+                int(g.node_ts[x]),
+                max(weight, 0) / 1e3,
+                KIND.get(b, ""),
+                b,
+                kind,
+                name,
+                str(v.lane[ev]),
+                stream,
+                int(rank),
+            )
+        )
     cp = CriticalPath(pd.DataFrame(out, columns=SEGMENT_COLUMNS))
     cp.region = (lo, hi)
     cp.rank_id = int(rank)
+    cp.window = w
     return cp
