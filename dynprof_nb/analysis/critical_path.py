@@ -38,6 +38,7 @@ Times are exact int64 ns (HTA's are µs floats): path lengths agree with HTA's t
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,25 @@ SEGMENT_COLUMNS = [
     "stream",
     "rank",
 ]
+
+
+#: the events' columns the graph reads
+NEEDED = (
+    "name",
+    "cat",
+    "ph",
+    "pid",
+    "tid",
+    "process",
+    "thread",
+    "ts_ns",
+    "dur_ns",
+    "rank",
+    "stream_arg",
+    "correlation",
+    "wait_on_stream",
+    "wait_on_corr",
+)
 
 
 class CriticalPath(pd.DataFrame):
@@ -530,7 +550,10 @@ def critical_path(
     """The critical path of ``step`` (default: the window's first step) on ``rank`` (default:
     the first), or of HTA's region: the ``instance``-th event whose name contains
     ``annotation`` (``""``: the whole trace). See the module docstring for the graph."""
-    e = with_rank(w.events, w)
+    e = w.events
+    if hasattr(e, "compute"):  # out of core: only the columns the graph reads come in
+        e = e[[c for c in NEEDED if c in e.columns]].compute()
+    e = with_rank(e, w)
     if rank is None:
         rank = ranks_of(w)[0]
     e = e[e["rank"] == rank]
@@ -539,6 +562,12 @@ def critical_path(
         raise LookupError(f"rank {rank} has no complete events")
     lo, hi = region_of(w, e, step, annotation, instance)
     v = _arrays(e)
+    if "wait_on_corr" not in e and np.isin(v.name, ["Stream Wait Event", "Event Sync"]).any():
+        warnings.warn(
+            "the events frame lacks the CUDA event syncs' record correlations (wait_on_corr): "
+            "the path has no Stream Wait / Event Sync edges",
+            stacklevel=3,
+        )
     cpu = v.stream == -1
     cpu_rows = np.flatnonzero(cpu & (v.ts >= lo) & (v.ts <= hi) & (v.dur > 0))
     rt = np.where(v.peer >= 0, v.peer, 0)

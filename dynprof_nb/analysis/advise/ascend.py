@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .affinity import affinity_api
 from .findings import Finding, NotApplicable
 from .frames import names_where, rank_window, ranks_of, span, with_rank
 
@@ -625,6 +626,7 @@ RULES = {
     "slow dataloader": slow_dataloader,
     "GC": gc_pauses,
     "synchronize stream": synchronize_stream,
+    "affinity API": affinity_api,
 }
 
 __all__ = ["PEER", "RULES"]
