@@ -155,6 +155,18 @@ def test_findings_numbers_recompute_from_the_frames():
         assert f.numbers["share"] == pytest.approx(comp / o["self_us"].sum())
         assert f.numbers["share"] >= ascend.COMPILE_SHARE
     assert adv.rule("operator compile")
+    # affinity API: each rule it names matches the rank's operator sequence in the events
+    from dynprof_nb.analysis.advise import affinity
+
+    for f in adv.rule("affinity API"):
+        e = w.events
+        seqs = affinity.sequences(e[e["rank"] == f.ranks[0]])
+        for api, rules in f.numbers["matches"].items():
+            for rule, n in rules:
+                mode = "aten" if rule in affinity.RULES["aten"] else "optimizer"
+                assert api in affinity.RULES[mode][rule].split("/")
+                assert len(affinity.matches(seqs[mode], rule)) == n >= 1
+    assert adv.rule("affinity API")
     # every row says where (ranks or all), what, and the threshold beside the number
     for f in adv:
         assert "threshold" in f.evidence or f.rule == "byte alignment", f.evidence

@@ -33,6 +33,7 @@ PEER = "msprof-analyze advisor"
 OP_SEP = "-"
 ATEN_PREFIX = "aten::"
 OPTIMIZER_PREFIX = "Optimizer.step#"
+MIN_MATCHES = 1  # the advisor reports a rule that matches once
 
 
 def rule_pattern(op_rule: str) -> tuple[str, bool]:
@@ -125,7 +126,8 @@ def affinity_api(w: Any) -> list[Finding]:
                 evidence=(
                     f"rank {int(r)}: {len(hits)} API(s) can be replaced by an affine API "
                     f"(rule table of CANN {RULES['cann_version']}, torch "
-                    f"{RULES['torch_version']}): {detail}"
+                    f"{RULES['torch_version']}): {detail} (threshold: {MIN_MATCHES} match of a "
+                    "rule)"
                 ),
                 suggestion="call the torch_npu affine API(s) named, fused on the NPU, instead "
                 "of the operator sequences they replace (profile with with_stack=True to see "
@@ -137,6 +139,7 @@ def affinity_api(w: Any) -> list[Finding]:
                 lanes=[f"rank {int(r)} host"],
                 numbers={
                     "apis": len(hits),
+                    "threshold_matches": MIN_MATCHES,
                     "matches": {api: [[rule, n] for rule, n, _ in v] for api, v in hits.items()},
                 },
             )
