@@ -243,3 +243,21 @@ def test_terminal_table_says_what_did_not_apply():
         assert f.evidence in text and f.suggestion in text
     na = adv.checked[adv.checked["status"] == "not applicable"]
     assert "not applicable to this window:" in text and all(r in text for r in na["rule"])
+
+
+def test_dynamic_shape_reads_op_state():
+    """The advisor's dynamic-shape rule on a real kernel_details.csv with OP State (every
+    operator dynamic: found, counted from the column) and on one without (not applicable:
+    nothing shows which shapes are dynamic)."""
+    from dynprof_nb.analysis.advise import dynamic_shape
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        newer = dynprof_nb.load_trace(fixtures_dir() / "ascend" / "kernel_details_newer.csv")
+        older = dynprof_nb.load_trace(fixtures_dir() / "ascend" / "kernel_details_older.csv")
+    (f,) = newer.advise(only=["dynamic shape"]).rule("dynamic shape")
+    state = newer.kernels["OP State"].dropna().astype(str)
+    assert f.numbers["operators"] == len(state) and not (state == dynamic_shape.STATIC).any()
+    adv = older.advise(only=["dynamic shape"])
+    assert adv.status("dynamic shape") == "not applicable"
+    assert "no OP State" in adv.checked.set_index("rule").loc["dynamic shape", "note"]
