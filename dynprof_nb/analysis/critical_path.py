@@ -136,6 +136,13 @@ class CriticalPath(pd.DataFrame):
     def _constructor(self) -> type:
         return CriticalPath
 
+    def __getstate__(self) -> dict:
+        """Pickled without its window (a live window does not travel; ``show()`` needs it)."""
+        state = super().__getstate__()
+        if "window" in state:
+            state["window"] = None
+        return state
+
     def show(self, **kw: Any) -> Any:
         """The window's interactive timeline zoomed to the path's region (on its rank). The
         segments (``start_ns``, ``end_ns``, ``lane``) are the rows an overlay would draw."""
