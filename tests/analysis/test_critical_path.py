@@ -50,3 +50,14 @@ def test_default_is_the_first_step_and_errors_name_the_choice(window):
         window.critical_path(999)
     with pytest.raises(LookupError, match="no instance"):
         window.critical_path(annotation="ProfilerStep", instance=99)
+
+
+def test_show_opens_the_timeline_on_the_paths_step(window):
+    cp = window.critical_path()
+    view = cp.show()
+    lo, hi = cp.region
+    off = view.tl.offsets.get(cp.rank_id, 0) if view.tl.offsets else 0
+    vlo, vhi = view.visible_range
+    assert vlo <= lo - off < hi - off <= vhi  # the step is in view
+    assert vhi - vlo < 2 * (hi - lo)  # and the view is about it, not the window
+    assert view.drawn["count"] > 0
