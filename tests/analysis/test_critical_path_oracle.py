@@ -1,7 +1,7 @@
 """HTA 0.5.0 as the oracle of w.critical_path(): its critical_path_analysis, run live in .venv/hta
 (tests/hta_critical_path_oracle.py) on HTA's own test traces, against dynprof_nb's for the same
 region (HTA's annotation and instance: the AlexNet trace's measured forward pass, as HTA's own
-test picks it; the first ProfilerStep of the others).
+test picks it, a warm-up pass and the whole run; the first ProfilerStep of the others).
 
 The same path, edge by edge: as many nodes, the same edge types in the same order, each edge's
 weight within HTA's whole-µs rounding (its parse casts ts and dur to integers on these traces),
@@ -27,6 +27,10 @@ KINETO = ROOT / "tests" / "data" / "kineto"
 CASES = {
     "alexnet": ("hta__critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
                 "[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
+    "alexnet_warmup": ("hta__critical_path__alexnet__benchmark_result_2869224_1695835535_trace."
+                       "json.gz", "[param|pytorch.model.alex_net|0|0|0|warmup|forward]", 0),
+    "alexnet_whole": ("hta__critical_path__alexnet__benchmark_result_2869224_1695835535_trace."
+                      "json.gz", "[param|cuda]", 0),
     "ns_resolution": ("hta__ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
                       "ProfilerStep", 0),
     "timeline_sampled": ("hta__timeline_analysis__sampled_rank-0.json.gz", "ProfilerStep", 0),
