@@ -106,6 +106,14 @@ $(VENV)/hta/.stamp: | $(BIN)/python
 	$(VENV)/hta/bin/python -m pip install -q holistictraceanalysis==0.5.0
 	touch $@
 
+# HTA 0.5.0 was written for pandas 2: under pandas 3 (copy-on-write) its chained
+# `df.col.fillna(..., inplace=True)` do nothing and its critical path loses the CUDA event-sync
+# edges (tests/hta_critical_path_oracle.py refuses pandas 3). A stamp of its own, so that a
+# .venv/hta built before is fixed too.
+$(VENV)/hta/.pandas2: $(VENV)/hta/.stamp
+	$(VENV)/hta/bin/python -m pip install -q "pandas<3"
+	touch $@
+
 # The real-browser test drives Debian's chromium; Playwright never downloads a browser.
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
@@ -124,13 +132,13 @@ lint: $(VENV)/.test
 
 # tests/ plus the notebooks, executed by nbval in this venv's Python; then the environment
 # matrix (tests/smoke runs there, not here)
-test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.stamp /usr/bin/chromium \
+test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2 /usr/bin/chromium \
 		/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg --ignore=tests/smoke tests notebooks
 	$(MAKE) --no-print-directory matrix
 
-bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.stamp
+bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2
 	$(BIN)/python benchmarks/idle_step.py
 	$(BIN)/python benchmarks/propagation.py
 	$(BIN)/python benchmarks/load_trace.py

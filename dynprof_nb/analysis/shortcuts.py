@@ -29,6 +29,12 @@ def _explain(w: Any, baseline: Any = None) -> Any:
     return explain(w, baseline)
 
 
+def _critical_path(w: Any, **kw: Any) -> Any:
+    from .critical_path import critical_path
+
+    return critical_path(w, **kw)
+
+
 def _plots(name: str) -> Shortcut:
     def call(w: Any, **kw: Any) -> Any:
         from . import plots
@@ -82,6 +88,7 @@ SHORTCUTS: dict[str, Shortcut] = {
     "summary": _summary,
     "advise": _advise,
     "explain": _explain,
+    "critical_path": _critical_path,
     "timeline_view": _timeline_view,
     **{n: _plots(n) for n in ("timeline", "top_ops", "step_breakdown", "memory_over_time")},
     **{

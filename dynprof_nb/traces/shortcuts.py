@@ -58,6 +58,22 @@ class WindowShortcuts:
         account for the difference, in time and share."""
         return shortcut("explain")(self, baseline=baseline)
 
+    def critical_path(
+        self,
+        step: int | None = None,
+        *,
+        annotation: str | None = None,
+        instance: int = 0,
+        rank: int | None = None,
+    ) -> Any:
+        """HTA's lightweight critical path of ``step`` (default: the first) on ``rank``: a frame
+        of its segments (start, end, duration, kind, name, lane) with ``.summary`` by kind
+        (compute / communication / host / idle). ``annotation``/``instance`` pick HTA's region
+        instead (the ``instance``-th event whose name contains it; ``""``: the whole trace)."""
+        return shortcut("critical_path")(
+            self, step=step, annotation=annotation, instance=instance, rank=rank
+        )
+
     def plot_timeline(self, **kw: Any) -> Any:
         """The ranks' events on a timeline (a matplotlib Figure); ``interactive=True``: a widget
         that zooms and pans down to one kernel."""

@@ -155,6 +155,18 @@ def test_findings_numbers_recompute_from_the_frames():
         assert f.numbers["share"] == pytest.approx(comp / o["self_us"].sum())
         assert f.numbers["share"] >= ascend.COMPILE_SHARE
     assert adv.rule("operator compile")
+    # affinity API: each rule it names matches the rank's operator sequence in the events
+    from dynprof_nb.analysis.advise import affinity
+
+    for f in adv.rule("affinity API"):
+        e = w.events
+        seqs = affinity.sequences(e[e["rank"] == f.ranks[0]])
+        for api, rules in f.numbers["matches"].items():
+            for rule, n in rules:
+                mode = "aten" if rule in affinity.RULES["aten"] else "optimizer"
+                assert api in affinity.RULES[mode][rule].split("/")
+                assert len(affinity.matches(seqs[mode], rule)) == n >= 1
+    assert adv.rule("affinity API")
     # every row says where (ranks or all), what, and the threshold beside the number
     for f in adv:
         assert "threshold" in f.evidence or f.rule == "byte alignment", f.evidence
@@ -231,3 +243,21 @@ def test_terminal_table_says_what_did_not_apply():
         assert f.evidence in text and f.suggestion in text
     na = adv.checked[adv.checked["status"] == "not applicable"]
     assert "not applicable to this window:" in text and all(r in text for r in na["rule"])
+
+
+def test_dynamic_shape_reads_op_state():
+    """The advisor's dynamic-shape rule on a real kernel_details.csv with OP State (every
+    operator dynamic: found, counted from the column) and on one without (not applicable:
+    nothing shows which shapes are dynamic)."""
+    from dynprof_nb.analysis.advise import dynamic_shape
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        newer = dynprof_nb.load_trace(fixtures_dir() / "ascend" / "kernel_details_newer.csv")
+        older = dynprof_nb.load_trace(fixtures_dir() / "ascend" / "kernel_details_older.csv")
+    (f,) = newer.advise(only=["dynamic shape"]).rule("dynamic shape")
+    state = newer.kernels["OP State"].dropna().astype(str)
+    assert f.numbers["operators"] == len(state) and not (state == dynamic_shape.STATIC).any()
+    adv = older.advise(only=["dynamic shape"])
+    assert adv.status("dynamic shape") == "not applicable"
+    assert "no OP State" in adv.checked.set_index("rule").loc["dynamic shape", "note"]

@@ -6,6 +6,7 @@ of >= its threshold."""
 from __future__ import annotations
 
 import gc
+import json
 import time
 import warnings
 
@@ -101,3 +102,77 @@ def test_recorder_is_off_outside_the_window():
     n = len(got)
     gc.collect()
     assert n >= 1 and len(got) == n and rec._callback not in gc.callbacks
+
+
+MS_SCRIPT = """
+import gc, json, sys, time
+from pathlib import Path
+import numpy as np
+import mindspore as ms
+from mindspore import ops
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.training.backends.mindspore import MindSporeBackend
+
+ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+x = ms.Tensor(np.ones((64, 64), np.float32))
+seen, t0 = [], []
+
+def listen(phase, info):
+    if phase == "start":
+        t0.append(time.perf_counter_ns())
+    elif t0:
+        seen.append((time.perf_counter_ns() - t0.pop()) / 1e6)
+
+def garbage(n):
+    for _ in range(n):
+        a = []
+        a.append(a)
+
+b = MindSporeBackend()
+b.start(Path(sys.argv[1]), ProfilerConfig(start_step=1, stop_step=3, activities=["CPU"]), 1,
+        {"rank": 0, "world_size": 1, "job": "gc"})
+gc.callbacks.append(listen)
+try:
+    for step in (1, 2, 3):
+        ops.matmul(x, x).asnumpy()  # real MindSpore work in each step
+        if step == 2:
+            for _ in range(3):
+                garbage(100_000)
+                gc.collect()
+        b.step(step)
+finally:
+    gc.callbacks.remove(listen)
+    b.stop()
+b.save()
+print(json.dumps(seen))
+"""
+
+
+def test_mindspore_backend_records_gc_pauses(tmp_path):
+    """Real MindSpore 2.7 (its Profiler on CPU, PyNative matmuls in the steps) with three
+    forced collections of cycles in step 2: the backend's pauses land in dynprof_steps.csv
+    as GC events of category gc, one per collection a listener of the test saw, and the GC
+    rule counts those of >= 1 ms."""
+    import subprocess
+
+    from framework_jobs import EXAMPLES, mindspore_python
+
+    run = subprocess.run([mindspore_python(), "-c", MS_SCRIPT, str(tmp_path)], capture_output=True,
+                         text=True, timeout=300, cwd=EXAMPLES.parent, env={
+                             **__import__("os").environ, "GLOG_v": "3"})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (tmp_path / "dynprof_steps.csv").is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = dynprof_nb.load_window(tmp_path)
+    assert w.framework == "mindspore"
+    check(w, seen)
+    gcs = w.events[w.events["name"].astype(str) == GC_EVENT]
+    assert set(gcs["cat"].astype(str)) == {GC_CATEGORY}
+    # each pause sits inside step 2, where the collections ran
+    steps = w.steps.set_index("step")
+    lo = steps.loc[2, "start_ns"]
+    hi = lo + steps.loc[2, "duration_us"] * 1e3
+    forced = gcs.sort_values("dur_ns").tail(3)
+    assert ((forced["ts_ns"] >= lo) & (forced["ts_ns"] + forced["dur_ns"] <= hi + 1e3)).all()

@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .affinity import affinity_api
+from .dynamic_shape import dynamic_shape
 from .findings import Finding, NotApplicable
 from .frames import names_where, rank_window, ranks_of, span, with_rank
 
@@ -622,9 +624,11 @@ RULES = {
     "AICPU operators": aicpu,
     "memory operators": memory_operators,
     "operator compile": operator_compile,
+    "dynamic shape": dynamic_shape,
     "slow dataloader": slow_dataloader,
     "GC": gc_pauses,
     "synchronize stream": synchronize_stream,
+    "affinity API": affinity_api,
 }
 
 __all__ = ["PEER", "RULES"]

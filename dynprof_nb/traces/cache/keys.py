@@ -22,10 +22,10 @@ import pandas as pd
 
 # Bump when a reader's output changes in a way the package version would not show (a fix
 # between releases): every entry written before is then a miss.
-READER_VERSION = 1
+READER_VERSION = 2  # 2: Kineto's wait_on_stream / wait_on_corr
 # Bump when the out-of-core partitions' layout changes: a directory of an older layout is
 # never read as this one's (old ones go with the stale ones, :mod:`.partitions`).
-PARTITIONS_VERSION = 1
+PARTITIONS_VERSION = 2  # 2: the CUDA event syncs' wait_stream / wait_corr columns
 ENV_DIR = "DYNPROF_NB_CACHE"
 ENV_LIMIT = "DYNPROF_NB_CACHE_SIZE"
 

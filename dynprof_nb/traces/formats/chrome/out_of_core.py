@@ -97,6 +97,7 @@ class _Writer(stream.Reducer):
         self.coll_cats: dict[str, set[str]] = {k: set() for k in _COLL_TEXTS}
         self.any_coll = False
         self.any_na_ts = False
+        self.any_wait = False  # CUDA event syncs with their record (chrome._wait_columns)
 
     def piece(
         self,
@@ -112,6 +113,12 @@ class _Writer(stream.Reducer):
         cols["ts"] = ts
         cols["corr"] = corr
         cols["stream"] = stream_
+        cols["wait_stream"], cols["wait_corr"] = np.full(n, np.nan), np.full(n, np.nan)
+        waits = [i for i, a in enumerate(args) if a is not None and a.wait_on_corr is not None]
+        if waits:
+            self.any_wait = True
+            for key, field in (("wait_stream", "wait_on_stream"), ("wait_corr", "wait_on_corr")):
+                cols[key][rows[waits]] = [chrome.int_or_nan(getattr(args[i], field)) for i in waits]
         coll = [
             i
             for i, a in enumerate(args)
@@ -195,6 +202,7 @@ class _Partition:
         self.pid_cats = None if self.pid.dtype == np.int64 else pd.Categorical(self.pid).categories
         self.tid_cats = None if self.tid.dtype == np.int64 else pd.Categorical(self.tid).categories
         self.any_stream, self.any_corr, self.any_coll = w.any_stream, w.any_corr, w.any_coll
+        self.any_wait = w.any_wait
         self.any_na_ts = w.any_na_ts
         self.coll_cats = {k: sorted(v) for k, v in w.coll_cats.items()}
         self.launch_keys = self.launch_ts = np.empty(0, np.int64)
@@ -234,6 +242,8 @@ class _Partition:
                 dur=np.empty(0, np.int64),
                 corr=np.empty(0, np.int64),
                 stream=np.empty(0, np.float64),
+                wait_stream=np.empty(0, np.float64),
+                wait_corr=np.empty(0, np.float64),
             )
             for k in _COLL_FLOATS:
                 col[k] = np.empty(0, np.float64)
@@ -281,6 +291,9 @@ class _Partition:
             lc = pd.array(out, dtype="Int64")
             lc[out < 0] = pd.NA
             ev["launch_ns"] = lc
+        if self.any_wait:
+            for key, name in (("wait_stream", "wait_on_stream"), ("wait_corr", "wait_on_corr")):
+                ev[name] = pd.array(col[key], dtype="Float64").astype("Int64")
         if self.any_coll:
             for k in _COLL_FLOATS:
                 ev[k] = col[k]

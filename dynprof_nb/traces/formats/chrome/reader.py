@@ -115,6 +115,10 @@ class _LinkArgs(msgspec.Struct, gc=False):
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     group_size: Any = msgspec.field(default=None, name="Group size")
     dtype: Any = None
+    # a ``cuda_sync`` "Stream Wait Event" / "Event Sync": the cudaEventRecord it waits on
+    # (HTA's critical path links the kernel before that record to what waits on it)
+    wait_on_stream: Any = None
+    wait_on_corr: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
 class _MemArgs(msgspec.Struct, gc=False):
@@ -824,6 +828,7 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
         lcol = pd.array(out, dtype="Int64")
         lcol[out < 0] = pd.NA
         ev["launch_ns"] = lcol
+    _wait_columns(ev, rows, acc.link_args)
     coll = [
         i
         for i, a in enumerate(acc.link_args)
@@ -840,6 +845,19 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
             obj = np.full(n, None, dtype=object)
             obj[sel] = [None if getattr(a, name) is None else str(getattr(a, name)) for a in args]
             ev[name] = pd.Categorical(obj)
+
+
+def _wait_columns(ev: pd.DataFrame, rows: np.ndarray, link_args: list) -> None:
+    """``wait_on_stream`` and ``wait_on_corr`` (the correlation of the ``cudaEventRecord``)
+    of the CUDA event syncs, where a trace has any (Kineto since PyTorch 2.1)."""
+    waits = [i for i, a in enumerate(link_args) if a is not None and a.wait_on_corr is not None]
+    if not waits:
+        return
+    sel = rows[waits]
+    for col in ("wait_on_stream", "wait_on_corr"):
+        full = np.full(len(ev), np.nan)
+        full[sel] = [int_or_nan(getattr(link_args[i], col)) for i in waits]
+        ev[col] = pd.array(full, dtype="Float64").astype("Int64")
 
 
 def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:
