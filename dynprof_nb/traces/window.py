@@ -44,8 +44,9 @@ from .formats import (
     source_of,
 )
 from .formats.ascend.db import AscendDb
+from .formats.chrome.first_pass import first_pass
 from .formats.chrome.reader import ChromeTrace, load_chrome_trace
-from .formats.chrome.summaries import Streamed, fill_streamed
+from .formats.chrome.summaries import Streamed
 from .lazyframe import LazyFrame
 from .shortcuts import WindowShortcuts
 
@@ -383,10 +384,10 @@ class TraceWindow(WindowShortcuts):
             if files.db is not None:
                 w.identify_db()
             elif files.traces:
-                # a big trace: its summaries in one pass, without its events (not cached: a
-                # big trace streams on every load); else parsed for the rank, unless the frame
+                # one Kineto trace: its summaries in one pass, without its events (which that
+                # pass writes to the frame cache); else parsed for the rank, unless the frame
                 # cache has the rank from an earlier parse
-                if not fill_streamed(w, files, source_of(files.traces[0])):
+                if not first_pass(w, files, source_of(files.traces[0])):
                     cache.identify(w, lambda: (w.chrome_traces(), w.identify_trace()))
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w

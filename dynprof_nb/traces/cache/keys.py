@@ -22,7 +22,7 @@ import pandas as pd
 
 # Bump when a reader's output changes in a way the package version would not show (a fix
 # between releases): every entry written before is then a miss.
-READER_VERSION = 1
+READER_VERSION = 2
 # Bump when the out-of-core partitions' layout changes: a directory of an older layout is
 # never read as this one's (old ones go with the stale ones, :mod:`.partitions`).
 PARTITIONS_VERSION = 1

@@ -90,6 +90,7 @@ class _Writer(stream.Reducer):
     def __init__(self, base: Any, out: Path, host: bool) -> None:
         super().__init__(base, host=host)
         self.out = out
+        self.part_rows = PART_ROWS
         self.buf: list[dict[str, np.ndarray]] = []
         self.buf_rows = 0
         self.parts: list[tuple[str, int, int]] = []  # (file, first row, rows)
@@ -142,7 +143,7 @@ class _Writer(stream.Reducer):
         self.pairs.update(np.unique(key).tolist())
         self.buf.append(cols)
         self.buf_rows += n
-        if self.buf_rows >= PART_ROWS:
+        if self.buf_rows >= self.part_rows:
             self.flush()
 
     def flush(self) -> None:
@@ -348,12 +349,33 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
 def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) -> tuple[Any, Any]:
     import dask.dataframe as dd
 
+    summaries, build, parts_ = decode_to_parts(path, out, with_summaries, comm)
+    # every frame derived from this one holds ``build`` in its graph: the files go with the last
+    own = out.parent if out.parent.name.startswith("dynprof_nb-parts-") else out  # _elsewhere's
+    weakref.finalize(build, shutil.rmtree, own, True)
+    (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": parts_}))
+    parts = parts_ or [("", 0, 0)]
+    meta = build(("", 0, 0))
+    divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
+    ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
+    ddf = _out_of_core(ddf, out)
+    return ddf, (summaries if with_summaries else None)
+
+
+def decode_to_parts(
+    path: Path, out: Path, with_summaries: bool, comm: Any, part_rows: int | None = None
+) -> tuple[Any, _Partition, list[tuple[str, int, int]]]:
+    """One pass over ``path``: its raw columns written to Parquet files of ``part_rows`` rows
+    in ``out``; returns the streamed summaries (None without ``with_summaries``), the builder
+    of each part's events rows and the parts (file, first row, rows). Raises
+    :class:`.summaries.NotStreamable` (``out`` removed) where the trace must be read whole."""
     gc_was = gc.isenabled()
     gc.disable()
     close: Callable[[], None] = stream.nothing
     try:
         top, pieces, close, notes = stream.open_pieces(path)
         acc = _Writer(top.baseTimeNanoseconds, out, host=with_summaries)
+        acc.part_rows = part_rows or PART_ROWS
         acc.on_piece = acc.piece
         for piece in pieces:
             acc.add(piece)
@@ -373,17 +395,7 @@ def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) ->
     except stream.NotStreamable:
         shutil.rmtree(out, ignore_errors=True)
         raise
-    build = _Partition(acc, acc.iv)
-    # every frame derived from this one holds ``build`` in its graph: the files go with the last
-    own = out.parent if out.parent.name.startswith("dynprof_nb-parts-") else out  # _elsewhere's
-    weakref.finalize(build, shutil.rmtree, own, True)
-    (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
-    parts = acc.parts or [("", 0, 0)]
-    meta = build(("", 0, 0))
-    divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
-    ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
-    ddf = _out_of_core(ddf, out)
-    return ddf, (summaries if with_summaries else None)
+    return (summaries if with_summaries else None), _Partition(acc, acc.iv), acc.parts
 
 
 def goes_out_of_core(w: Any) -> bool:

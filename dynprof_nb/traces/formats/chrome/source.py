@@ -12,8 +12,8 @@ from ... import cache, schema
 from ...discover import WindowFiles
 from ..base import OpenContext, Provides, Read, ReadContext, Source
 from ..derived.steps import events_with_steps
+from .first_pass import first_pass
 from .out_of_core import events_out_of_core
-from .summaries import fill_streamed
 
 
 def _owns(p: Path) -> bool:
@@ -41,7 +41,7 @@ def read_traces(w: ReadContext) -> Read | None:
 
 def traces_alone(w: OpenContext) -> None:
     """A lone trace file: its events now, and the rank and framework it says it is."""
-    if not fill_streamed(w, w.files, SOURCE):  # a big trace: its summaries without its events
+    if not first_pass(w, w.files, SOURCE):  # its summaries in one pass, without its events
         cache.identify(w, lambda: (w.frame("events"), w.identify_trace()))
         w.frame("events")  # from the frame cache when identify did not read it
 

@@ -22,9 +22,11 @@ fixture). A file this cannot read plainly (a repair, a layout the fast cut refus
 Ascend/MindSpore trace (whose processes change which rows are ops) raises :class:`NotStreamable`
 and is loaded whole instead.
 
-When: ``DYNPROF_NB_STREAM=1`` always, ``=0`` never; otherwise when the events frame would need
-more than half the memory a load may use (:func:`.budget.load_memory`), estimated at
-``FRAME_PER_BYTE`` times the JSON text.
+When: every load of a window that is one Kineto trace (:mod:`.first_pass`, which also writes
+the events to the frame cache from the same pass), unless ``DYNPROF_NB_STREAM=0``.
+:func:`too_big` (the events frame would need more than half the memory a load may use,
+:func:`.budget.load_memory`, estimated at ``FRAME_PER_BYTE`` times the JSON text) says when the
+events go out of core instead (:mod:`.out_of_core`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from ..common import budget
 from ..common.timestamps import NA_NS
 from ..derived import from_events as derive
 from ..derived import op_table as ops
+from ..derived import source as derived
 from ..derived.from_events import DEVICE_CATS
 from ..derived.op_table import GC_CAT, NON_OP_CATS, table_from_sums
 from . import pieces as fastjson
@@ -76,12 +79,13 @@ class NotStreamable(Exception):
 
 @dataclass
 class Streamed:
-    """What one pass over a trace gave: the frames, the span, and what the trace said."""
+    """What one pass over a trace gave: the frames, the span, and what the trace said (the
+    frames are None where the window read them from the frame cache: :mod:`.first_pass`)."""
 
-    ops: pd.DataFrame
-    steps: pd.DataFrame
+    ops: pd.DataFrame | None
+    steps: pd.DataFrame | None
     steps_how: str
-    kernels: pd.DataFrame
+    kernels: pd.DataFrame | None
     span_ms: float | None  # first event's start to last event's end; None without timed events
     meta: dict
     repairs: list[str]
@@ -519,21 +523,6 @@ def _walk(
     return out_n, out_s
 
 
-def fill_streamed(w: Any, files: Any, provider: Any) -> bool:
-    """Give window ``w`` (a :class:`.window.TraceWindow` of ``files``) its ops, steps and
-    kernels in one pass when its one Kineto trace is big (:func:`wanted`); False (nothing
-    done) when the window is not that or the trace cannot stream, and it loads as usual."""
-    if not streamable(files) or not wanted(files.traces):
-        return False
-    path = files.traces[0]
-    try:
-        s = stream_trace(path, w.comm_patterns)
-    except NotStreamable:
-        return False
-    adopt(w, s, path, provider)
-    return True
-
-
 def streamable(files: Any) -> bool:
     """Whether a window of ``files`` is one Kineto trace and nothing else."""
     return not (
@@ -554,20 +543,17 @@ def adopt(w: Any, s: Streamed, path: Path, provider: Any) -> None:
         warn(TraceRepairWarning(f"{path}: " + "; ".join(s.repairs)), stacklevel=5)
     w.streamed = s
     frames = {"ops": s.ops, "steps": s.steps, "kernels": s.kernels}
-    notes = {
-        "ops": "computed from events in one pass (self time = duration minus children on "
-        "the same thread)",
-        "steps": s.steps_how + " (in one pass)",
-        "kernels": "device events (in one pass)",
-    }
+    # the notes the frames derived from a whole parse's events have (the path says "stream")
+    notes = {"ops": derived.OPS_NOTE, "steps": s.steps_how, "kernels": derived.KERNELS_NOTE}
+    empty = {"ops": derived.NO_OPS, "steps": s.steps_how, "kernels": derived.no_kernels(w)}
     for kind, frame in frames.items():
         frame = schema.conform(frame, kind)
         if w.device is not None and "device" not in frame.columns:
             frame["device"] = schema.constant_int(w.device, len(frame))
         if frame.empty:
-            w.note(kind, missing=f"{path.name}: no {kind} (read in one pass)")
+            w.note(kind, missing=empty[kind])
         else:
-            w.note(kind, [path], notes=[notes[kind]] + s.repairs)
+            w.note(kind, [path], notes=[notes[kind]])
         w.adopt_frame(kind, frame, provider, "stream")
     info = s.meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int) and w.rank is None:

@@ -15,6 +15,16 @@ from .op_table import op_table
 
 #: below every format's own table
 LAST = 9
+#: the notes of the frames derived from events (the streamed first pass gives the same ones,
+#: :func:`..chrome.summaries.adopt`)
+OPS_NOTE = "computed from events (self time = duration minus children on the same thread)"
+NO_OPS = "no events and no op_statistic.csv / cpu_op_detail_info csv"
+KERNELS_NOTE = "device events"
+
+
+def no_kernels(w: ReadContext) -> str:
+    """The 'missing' note of a kernels frame with no device events."""
+    return f"no kernel_details.csv and no device events (this rank has: {w.have()})"
 
 
 def _event_files(w: ReadContext) -> list[str] | None:
@@ -28,7 +38,7 @@ def _ops(w: ReadContext) -> Read | None:
     w.note(
         "ops",
         w.sources["events"]["files"],
-        notes=["computed from events (self time = duration minus children on the same thread)"],
+        notes=[OPS_NOTE],
     )
     return op_table(ev), "op_table"
 
@@ -45,12 +55,9 @@ def _steps(w: ReadContext) -> Read:
 def _kernels(w: ReadContext) -> Read:
     k = derive.kernels_from_events(w.frame("events"))
     if k.empty:
-        w.note(
-            "kernels",
-            missing=f"no kernel_details.csv and no device events (this rank has: {w.have()})",
-        )
+        w.note("kernels", missing=no_kernels(w))
     else:
-        w.note("kernels", w.sources["events"]["files"], notes=["device events"])
+        w.note("kernels", w.sources["events"]["files"], notes=[KERNELS_NOTE])
     return k, "events"
 
 
