@@ -48,6 +48,11 @@ STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 DECODE = r"""
 import gc, os, resource, sys, time, json
+def peak_mb():  # this process's own peak (ru_maxrss keeps the parent's across fork+exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 from dynprof_nb.traces.formats.chrome import pieces as fastjson, reader as chrome
 t = time.perf_counter()
 gc.disable()
@@ -59,18 +64,28 @@ with open(sys.argv[1], "rb") as fh:
         acc.add(piece)
         n += acc.n_rows
 print(json.dumps({"seconds": time.perf_counter() - t, "rows": n,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_mb()}))
 """
 
 BASELINE = r"""
 import resource, json, sys
+def peak_mb():  # this process's own peak (ru_maxrss keeps the parent's across fork+exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 import dynprof_nb, pandas, pyarrow
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak = peak_mb()
 print(json.dumps({"seconds": 0.0, "peak_mb": peak}))
 """
 
 SUMMARY = r"""
 import resource, sys, time, json, warnings
+def peak_mb():  # this process's own peak (ru_maxrss keeps the parent's across fork+exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 warnings.simplefilter("ignore")
 from dynprof_nb import load_trace
 import pandas, pyarrow
@@ -79,14 +94,14 @@ w = load_trace(sys.argv[1])
 s = w.summary()
 out = {"seconds": time.perf_counter() - t, "ops": len(w.ops), "steps": len(w.steps),
        "kernels": len(w.kernels), "streamed": w.loaded("events") is False}
-out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out["peak_mb"] = peak_mb()
 if sys.argv[2] == "events":
     t = time.perf_counter()
     ev = w.events
     out["events_seconds"] = time.perf_counter() - t
     out["events_type"] = type(ev).__module__ + "." + type(ev).__name__
     out["events_rows"] = int(len(ev))
-    out["events_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["events_peak_mb"] = peak_mb()
 print(json.dumps(out))
 """
 

@@ -35,7 +35,7 @@ from . import out_of_core as ooc
 from . import summaries as stream
 
 #: events rows built at a time into the events entry (bounds the pass's peak memory)
-EVENT_ROWS = 200_000
+EVENT_ROWS = 50_000
 
 
 def first_pass(w: Any, files: Any, provider: Any) -> bool:

@@ -38,6 +38,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.compat import categorical_from_codes
+
 from ... import schema
 from ...cache import partitions
 from ..common.timestamps import NA_NS
@@ -118,7 +120,7 @@ class _Writer(stream.Reducer):
             for i, a in enumerate(args)
             if a is not None and (a.in_nelems is not None or a.out_nelems is not None)
         ]
-        if coll:
+        if coll:  # written only where there are some: filled at flush and at build
             self.any_coll = True
             sel = rows[coll]
             picked = [args[i] for i in coll]
@@ -133,11 +135,6 @@ class _Writer(stream.Reducer):
                 ]
                 self.coll_cats[name].update(v for v in obj[sel] if v is not None)
                 cols[name] = obj
-        else:
-            for name in _COLL_FLOATS:
-                cols[name] = np.full(n, np.nan)
-            for name in _COLL_TEXTS:
-                cols[name] = np.full(n, None, dtype=object)
         self.any_na_ts |= bool((ts == NA_NS).any())
         key = (c["pid"].astype(np.int64) << 32) | c["tid"].astype(np.int64)
         self.pairs.update(np.unique(key).tolist())
@@ -152,13 +149,23 @@ class _Writer(stream.Reducer):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        cols = {k: np.concatenate([b[k] for b in self.buf]) for k in self.buf[0]}
+        keys = dict.fromkeys(k for b in self.buf for k in b)
+        cols = {k: np.concatenate([_column(b, k) for b in self.buf]) for k in keys}
         first = self.parts[-1][1] + self.parts[-1][2] if self.parts else 0
         name = f"part-{len(self.parts):05d}.parquet"
         table = pa.table({k: pa.array(v) for k, v in cols.items()})
         pq.write_table(table, self.out / name, compression="lz4")
         self.parts.append((name, first, self.buf_rows))
         self.buf, self.buf_rows = [], 0
+
+
+def _column(cols: dict[str, np.ndarray], k: str) -> np.ndarray:
+    """Column ``k`` of a piece's (or a part's) raw columns; a collective column it lacks (no
+    collective in it) as all NaN / None."""
+    if k in cols:
+        return cols[k]
+    n = len(cols["ts"])
+    return np.full(n, None, dtype=object) if k in _COLL_TEXTS else np.full(n, np.nan)
 
 
 class _Partition:
@@ -205,10 +212,12 @@ class _Partition:
             self.launch_keys, first = np.unique(keys, return_index=True)
             self.launch_ts = ts[first]
         self.dev_cats = np.isin(self.cats["cat"][1].to_numpy(), list(DEVICE_CATS))
+        # per raw ph code: whether it is "X" (the codes' labels, as the categories spell them)
+        self.ph_x = np.array([stream.label_of(k) == "X" for k in w.ph_t], bool)
 
     def _cat(self, col: str, codes: np.ndarray) -> pd.Categorical:
         remap, cats = self.cats[col]
-        return pd.Categorical.from_codes(remap[codes] if len(codes) else codes, categories=cats)
+        return categorical_from_codes(remap[codes] if len(codes) else codes, categories=cats)
 
     def _id(self, ids: np.ndarray, codes: np.ndarray, cats: pd.Index | None) -> Any:
         v = ids[codes] if len(codes) else ids[:0]
@@ -220,14 +229,14 @@ class _Partition:
         name, first, n = part
         if n:
             try:
-                t = pq.read_table(self.dir / name).to_pandas()
+                t = pq.ParquetFile(self.dir / name).read()  # (no pyarrow.dataset, no pandas)
             except (OSError, ValueError) as exc:  # removed or damaged under a live frame
                 raise PartitionsGone(
                     f"the out-of-core events' partition {self.dir / name} cannot be read "
                     f"({exc.__class__.__name__}: {exc}); it was removed or damaged after the "
                     "load (by hand, a cleaner of the cache directory): load the trace again"
                 ) from exc
-            col = {k: t[k].to_numpy() for k in t.columns}
+            col = {k: t.column(k).to_numpy() for k in t.column_names}
         else:  # the meta: no rows, every dtype
             col = {k: np.empty(0, np.int32) for k in ("name", "cat", "ph", "pid", "tid")}
             col.update(
@@ -236,10 +245,6 @@ class _Partition:
                 corr=np.empty(0, np.int64),
                 stream=np.empty(0, np.float64),
             )
-            for k in _COLL_FLOATS:
-                col[k] = np.empty(0, np.float64)
-            for k in _COLL_TEXTS:
-                col[k] = np.empty(0, object)
         key = (col["pid"].astype(np.int64) << 32) | col["tid"].astype(np.int64)
         pair = np.searchsorted(self.pairs, key)
         ev = pd.DataFrame(
@@ -249,10 +254,10 @@ class _Partition:
                 "ph": self._cat("ph", col["ph"]),
                 "pid": self._id(self.pid, col["pid"], self.pid_cats),
                 "tid": self._id(self.tid, col["tid"], self.tid_cats),
-                "process": pd.Categorical.from_codes(
+                "process": categorical_from_codes(
                     self.proc_code[col["pid"]], categories=self.proc_cats
                 ),
-                "thread": pd.Categorical.from_codes(
+                "thread": categorical_from_codes(
                     self.thread_code[pair], categories=self.thread_cats
                 ),
                 "ts_ns": col["ts"],
@@ -270,7 +275,7 @@ class _Partition:
             c[corr < 0] = pd.NA
             ev["correlation"] = c
             is_dev = self.dev_cats[self.cats["cat"][0][col["cat"]]] if n else np.zeros(0, bool)
-            is_dev &= ev["ph"].astype(object).to_numpy() == "X"
+            is_dev &= self.ph_x[col["ph"]] if n else np.zeros(0, bool)
             dev = is_dev & (corr >= 0)
             out = np.full(n, -1, np.int64)
             if len(self.launch_keys) and dev.any():
@@ -284,9 +289,9 @@ class _Partition:
             ev["launch_ns"] = lc
         if self.any_coll:
             for k in _COLL_FLOATS:
-                ev[k] = col[k]
+                ev[k] = _column(col, k)
             for k in _COLL_TEXTS:
-                ev[k] = pd.Categorical(col[k], categories=self.coll_cats[k])
+                ev[k] = pd.Categorical(_column(col, k), categories=self.coll_cats[k])
         steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), self.iv)
         ev["step"] = derive.device_steps(ev, self.iv, steps)
         return schema.conform(ev, "events")
