@@ -13,10 +13,12 @@ entries too, so a second load, in any process, reads no trace at all, and asking
 afterwards reads the cache, not the trace.
 
 Not here: ``DYNPROF_NB_STREAM=0``; a window that is not one Kineto trace
-(:func:`.summaries.streamable`); a trace the fast cut refuses or with Ascend/MindSpore rows
-(:class:`.summaries.NotStreamable`: read whole as before). With the cache off, the pass gives
-the summaries alone (a later ``events`` parses the trace). A trace whose events go out of core
-(:func:`.out_of_core.wanted`) writes no events entry (a Dask frame is never cached).
+(:func:`.streamed.streamable`); a trace the fast cut refuses or with Ascend/MindSpore rows
+(:class:`.summaries.NotStreamable`: read whole as before); with the cache off, a trace whose
+events fit in memory (a later ``events`` would parse it a second time: it is parsed whole, as
+before, unless ``DYNPROF_NB_STREAM=1``). A trace whose events go out of core
+(:func:`.out_of_core.wanted`) writes no events entry (a Dask frame is never cached): its pass
+gives the summaries alone.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ import pandas as pd
 from ... import cache, schema
 from ...cache.codec import write_parts
 from ...errors import collected_warnings, disk_full, warn
-from . import out_of_core as ooc
-from . import summaries as stream
+from ..base import lazy
+from . import streamed
+
+# the pass itself, imported when a trace is read (not for a load from the cache)
+ooc = lazy(".out_of_core", __package__)
+stream = lazy(".summaries", __package__)
 
 #: events rows built at a time into the events entry (bounds the pass's peak memory)
 EVENT_ROWS = 50_000
@@ -42,14 +48,17 @@ def first_pass(w: Any, files: Any, provider: Any) -> bool:
     """Fill window ``w`` (a :class:`.window.TraceWindow` of ``files``) from the frame cache or
     from one streamed pass over its one Kineto trace; False (nothing done) when it is not such
     a window or its trace cannot stream, and it loads as usual."""
-    if os.environ.get(stream.STREAM_ENV, "").strip() == "0" or not stream.streamable(files):
+    if os.environ.get(streamed.STREAM_ENV, "").strip() == "0" or not streamed.streamable(files):
         return False
     known = _recall(w)
     if known is not None:
         return known
     path = files.traces[0]
-    # the raw parts go to a scratch directory in the cache (none with the cache off, or where
-    # the events go out of core: then the pass gives the summaries alone)
+    big = stream.too_big(files.traces)
+    if not big and not cache.enabled() and os.environ.get(streamed.STREAM_ENV) != "1":
+        return False  # nowhere to keep the events: a later w.events would parse it again
+    # the raw parts go to a scratch directory in the cache (none where the events go out of
+    # core, or with the cache off: then the pass gives the summaries alone)
     out = None if ooc.wanted(files.traces) else cache.scratch_dir()
     with_events = out is not None
     said: list[Warning] = []
@@ -100,13 +109,13 @@ def _recall(w: Any) -> bool | None:
     if not isinstance(seen, dict):
         return False
     w.rank, w.framework = meta["identity"]
-    w.streamed = stream.Streamed(
+    w.streamed = streamed.Streamed(
         None, None, "", None, seen["span_ms"], seen["meta"], seen["repairs"], set()
     )
     return True
 
 
-def _store(w: Any, s: stream.Streamed, said: list[Warning]) -> None:
+def _store(w: Any, s: streamed.Streamed, said: list[Warning]) -> None:
     """The identity and the three summaries as cache entries; a summary stored is dropped
     from the window (read back from its entry when asked), so a first load and a cached one
     hold the same frames (none) and say the same in their repr."""
@@ -126,7 +135,7 @@ def _store(w: Any, s: stream.Streamed, said: list[Warning]) -> None:
 
 
 def _store_events(
-    w: Any, path: Path, provider: Any, s: stream.Streamed, build: Any, parts: list
+    w: Any, path: Path, provider: Any, s: streamed.Streamed, build: Any, parts: list
 ) -> None:
     """The events entry, built part by part from the pass's raw columns, with the note the
     whole parse gives (``path`` is ``stream``)."""

@@ -34,7 +34,6 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +54,8 @@ from ..derived.from_events import DEVICE_CATS
 from ..derived.op_table import GC_CAT, NON_OP_CATS, table_from_sums
 from . import pieces as fastjson
 from . import reader as chrome
+from .streamed import STREAM_ENV, Streamed, streamable  # noqa: F401  (their home here)
 
-STREAM_ENV = "DYNPROF_NB_STREAM"
 #: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)
 FRAME_PER_BYTE = 4
 #: host rows per window of the self-time walk: bounds its sort and its arrays, which stay in
@@ -75,29 +74,6 @@ _OTHER_PROCESSES = {
 
 class NotStreamable(Exception):
     """This trace is loaded whole instead (the reason is the message)."""
-
-
-@dataclass
-class Streamed:
-    """What one pass over a trace gave: the frames, the span, and what the trace said (the
-    frames are None where the window read them from the frame cache: :mod:`.first_pass`)."""
-
-    ops: pd.DataFrame | None
-    steps: pd.DataFrame | None
-    steps_how: str
-    kernels: pd.DataFrame | None
-    span_ms: float | None  # first event's start to last event's end; None without timed events
-    meta: dict
-    repairs: list[str]
-    processes: set[str]
-
-
-def wanted(paths: list[Path]) -> bool:
-    """Whether to stream these trace files: by ``DYNPROF_NB_STREAM``, else by their size."""
-    force = os.environ.get(STREAM_ENV, "").strip()
-    if force in ("0", "1"):
-        return force == "1"
-    return too_big(paths)
 
 
 def too_big(paths: list[Path]) -> bool:
@@ -521,18 +497,6 @@ def _walk(
             stack[-1][3] += d
         stack.append([s + d, n, d, 0])
     return out_n, out_s
-
-
-def streamable(files: Any) -> bool:
-    """Whether a window of ``files`` is one Kineto trace and nothing else."""
-    return not (
-        files.db is not None
-        or files.csv
-        or files.framework
-        or files.step_markers is not None
-        or len(files.traces) != 1
-        or files.traces[0].name == "trace_view.json"
-    )
 
 
 def adopt(w: Any, s: Streamed, path: Path, provider: Any) -> None:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 from ... import schema
 from ...discover import WindowFiles
-from ..base import Provides, Read, ReadContext, Source
-from . import from_events as derive
-from .op_table import op_table
+from ..base import Provides, Read, ReadContext, Source, lazy
+
+# the readers, imported when first used (not when the format registers)
+derive = lazy(".from_events", __package__)
+op_tables = lazy(".op_table", __package__)
 
 #: below every format's own table
 LAST = 9
@@ -40,7 +42,7 @@ def _ops(w: ReadContext) -> Read | None:
         w.sources["events"]["files"],
         notes=[OPS_NOTE],
     )
-    return op_table(ev), "op_table"
+    return op_tables.op_table(ev), "op_table"
 
 
 def _steps(w: ReadContext) -> Read:
