@@ -95,7 +95,11 @@ def run(path: Path, kinds: str, cache: str, code: str = LOAD, bytecode: bool = T
         env=env,
     )
     if r.returncode != 0:
-        raise SystemExit(f"benchmark subprocess failed:\n{r.stderr[-3000:]}")
+        what = "floor" if code is FLOOR else "load"
+        raise SystemExit(
+            f"benchmark subprocess failed ({what} {kinds}, cache {cache}, bytecode "
+            f"{'on' if bytecode else 'off'}, rc {r.returncode}):\n{r.stderr[-3000:]}"
+        )
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
