@@ -80,8 +80,10 @@ def test_summaries_never_build_events(
     assert cache.counts["hits"] == hits + 1
     for name in WITH_EVENTS:
         pd.testing.assert_frame_equal(getattr(w, name)(), getattr(ref, name)(), obj=name)
+    # the memory frame came from the same pass (the spy would catch a parse for it)
+    pd.testing.assert_frame_equal(w.memory, ref.memory, check_exact=True)
     strip = ("provider", "path", "source")
-    for kind in (*FRAMES[:4], "communication"):  # (memory reads the trace's memory events)
+    for kind in FRAMES:
         got = {k: v for k, v in w.sources[kind].items() if k not in strip}
         assert got == {k: v for k, v in ref.sources[kind].items() if k not in strip}, kind
     assert w.sources["ops"]["path"] == "stream"
@@ -89,7 +91,7 @@ def test_summaries_never_build_events(
     again = dynprof_nb.load_trace(path)
     assert repr(again) == repr(dynprof_nb.load_trace(path))  # nothing held at load
     assert str(again.summary()) == str(ref.summary()) and not again.loaded("events")
-    for kind in FRAMES[:4]:
+    for kind in FRAMES:
         pd.testing.assert_frame_equal(again.frame(kind), ref.frame(kind), check_exact=True)
     assert not list((tmp_path / "cache").glob(".tmp-*")), "the pass left its raw parts"
 

@@ -34,6 +34,7 @@ from ... import cache, schema
 from ...cache.codec import write_parts
 from ...errors import collected_warnings, disk_full, warn
 from ..base import lazy
+from ..derived import source as derived
 from . import streamed
 
 # the pass itself, imported when a trace is read (not for a load from the cache)
@@ -67,7 +68,7 @@ def first_pass(w: Any, files: Any, provider: Any) -> bool:
             if with_events:
                 try:
                     s, build, parts = ooc.decode_to_parts(
-                        path, out, True, w.comm_patterns, EVENT_ROWS
+                        path, out, True, w.comm_patterns, EVENT_ROWS, memory=True
                     )
                 except OSError as exc:  # no room for the parts: the summaries alone
                     if not disk_full(exc):
@@ -77,6 +78,8 @@ def first_pass(w: Any, files: Any, provider: Any) -> bool:
             if not with_events:
                 s = stream.stream_trace(path, w.comm_patterns)
             stream.adopt(w, s, path, provider)
+            if s.memory is not None:
+                _adopt_memory(w, s, path)
     except stream.NotStreamable:
         _remove(out)
         return False
@@ -115,6 +118,16 @@ def _recall(w: Any) -> bool | None:
     return True
 
 
+def _adopt_memory(w: Any, s: streamed.Streamed, path: Path) -> None:
+    """The memory frame from the pass's ``[memory]`` and counter events, as the whole parse
+    derives it (:func:`..derived.source.memory_of`), so no frame of the window parses it."""
+    memory, counters = s.memory
+    frame = schema.conform(derived.memory_of(w, [(path, memory, counters)]), "memory")
+    if w.device is not None and "device" not in frame.columns:
+        frame["device"] = schema.constant_int(w.device, len(frame))
+    w.adopt_frame("memory", frame, derived.SOURCE, "events")
+
+
 def _store(w: Any, s: streamed.Streamed, said: list[Warning]) -> None:
     """The identity and the three summaries as cache entries; a summary stored is dropped
     from the window (read back from its entry when asked), so a first load and a cached one
@@ -129,7 +142,9 @@ def _store(w: Any, s: streamed.Streamed, said: list[Warning]) -> None:
         identity=[w.rank, w.framework],
         streamed=streamed,
     )
-    for kind in ("ops", "steps", "kernels"):
+    for kind in ("ops", "steps", "kernels", "memory"):
+        if not w.loaded(kind):  # (memory: kept only by a pass that writes the events)
+            continue
         if cache.store(w, kind, w.frame(kind), {kind: w.sources[kind]}, said):
             w.forget(kind)
 

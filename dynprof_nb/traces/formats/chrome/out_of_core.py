@@ -368,12 +368,18 @@ def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) ->
 
 
 def decode_to_parts(
-    path: Path, out: Path, with_summaries: bool, comm: Any, part_rows: int | None = None
+    path: Path,
+    out: Path,
+    with_summaries: bool,
+    comm: Any,
+    part_rows: int | None = None,
+    memory: bool = False,
 ) -> tuple[Any, _Partition, list[tuple[str, int, int]]]:
     """One pass over ``path``: its raw columns written to Parquet files of ``part_rows`` rows
-    in ``out``; returns the streamed summaries (None without ``with_summaries``), the builder
-    of each part's events rows and the parts (file, first row, rows). Raises
-    :class:`.summaries.NotStreamable` (``out`` removed) where the trace must be read whole."""
+    in ``out``; returns the streamed summaries (None without ``with_summaries``; with
+    ``memory``, their ``memory`` too), the builder of each part's events rows and the parts
+    (file, first row, rows). Raises :class:`.summaries.NotStreamable` (``out`` removed) where
+    the trace must be read whole."""
     gc_was = gc.isenabled()
     gc.disable()
     close: Callable[[], None] = stream.nothing
@@ -381,6 +387,7 @@ def decode_to_parts(
         top, pieces, close, notes = stream.open_pieces(path)
         acc = _Writer(top.baseTimeNanoseconds, out, host=with_summaries)
         acc.part_rows = part_rows or PART_ROWS
+        acc.keep_memory = memory
         acc.on_piece = acc.piece
         for piece in pieces:
             acc.add(piece)

@@ -25,6 +25,7 @@ class Streamed:
     meta: dict
     repairs: list[str]
     processes: set[str]
+    memory: tuple[pd.DataFrame, pd.DataFrame] | None = None  # [memory] rows, counters
 
 
 def streamable(files: Any) -> bool:

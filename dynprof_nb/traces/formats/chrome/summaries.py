@@ -201,6 +201,7 @@ class Reducer(chrome.Columns):
     def __init__(self, base: Any, host: bool = True) -> None:
         super().__init__()
         self.keep_host = host  # False: no ops (the out-of-core events pass of a window that has)
+        self.keep_memory = False  # True: the [memory] and counter events too (first_pass.py)
         self.on_piece: Callable[..., None] | None = None  # sees each piece's columns (ooc.py)
         self.iv: pd.DataFrame | None = None  # the step intervals, once the pass is done
         ok = isinstance(base, int) and not isinstance(base, bool) and 0 < base < 2**62
@@ -222,8 +223,9 @@ class Reducer(chrome.Columns):
     def add(self, piece: bytes | memoryview) -> None:
         start, n_links, n_link_rows = self.n_rows, len(self.link_args), len(self.link_rows)
         super().add(piece)
-        self.memory_parts.clear()  # no memory or counter frames here: free their args at once
-        self.counter_parts.clear()
+        if not self.keep_memory:  # no memory or counter frames: free their args at once
+            self.memory_parts.clear()
+            self.counter_parts.clear()
         n = self.n_rows - start
         if not n:
             return
@@ -324,6 +326,7 @@ class Reducer(chrome.Columns):
             meta,
             notes,
             procs,
+            chrome.memory_and_counters(self, self.base) if self.keep_memory else None,
         )
 
     def lean_frame(self) -> pd.DataFrame:

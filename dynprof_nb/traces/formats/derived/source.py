@@ -6,6 +6,9 @@ communication from the events or the Chrome traces' side tables where no table g
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from ... import schema
 from ...discover import WindowFiles
@@ -65,25 +68,32 @@ def _kernels(w: ReadContext) -> Read:
 
 def _memory(w: ReadContext) -> Read:
     w.frame("events")  # loads the traces
+    return memory_of(w, [(t.path, t.memory, t.counters) for t in w.chrome_traces()]), "events"
+
+
+def memory_of(w: ReadContext, traces: list[tuple[Any, pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """The memory frame of traces given as (path, ``[memory]`` rows, counters), noted in
+    ``w.sources["memory"]`` (a whole parse's traces, or the first pass's:
+    :mod:`..chrome.first_pass`)."""
     frames, files = [], []
-    for t in w.chrome_traces():
-        if not t.memory.empty:
-            frames.append(t.memory)
-            files.append(t.path)
-        m = derive.memory_from_counters(t.counters)
+    for path, memory, counters in traces:
+        if not memory.empty:
+            frames.append(memory)
+            files.append(path)
+        m = derive.memory_from_counters(counters)
         if not m.empty:
             frames.append(m)
-            files.append(t.path)
+            files.append(path)
     if not frames:
         w.note(
             "memory",
             missing="no memory CSV, [memory] events or Memory counters "
             "(profile_memory was probably off)",
         )
-        return schema.empty("memory"), "events"
+        return schema.empty("memory")
     w.note("memory", files)
     out = schema.concat_frames([schema.conform(f, "memory") for f in frames])
-    return out.sort_values("ts_ns", ignore_index=True), "events"
+    return out.sort_values("ts_ns", ignore_index=True)
 
 
 def _communication(w: ReadContext) -> Read:
