@@ -6,11 +6,18 @@ Times, from after the imports (pyarrow's own import is in the timed part of a se
   - off:  ``DYNPROF_NB_CACHE=off``, every frame read (the readers alone)
   - cold: an empty cache, every frame read and written to it (what the first load costs now)
   - warm: a new process, every frame from the cache
-  - per frame: for each frame alone (``load_trace(path).frame(kind)``, a lone trace's events
-    are read at load), a cold process on an emptied cache, then a warm one
+  - per frame: for each frame alone (``load_trace(path).frame(kind)``), a cold process on an
+    emptied cache (first), then warm ones (second), and the Parquet floor: a new process
+    reading that frame's entry with ``pq.read_table(entry).to_pandas()`` (pyarrow.dataset,
+    which read_table uses, imported before the clock); the ratio second / floor (issue 32
+    target: <= 3x) and first / second (>= 10x)
+  - each per-frame row with the bytecode cache on, and off: ``PYTHONDONTWRITEBYTECODE=1``
+    with ``PYTHONPYCACHEPREFIX`` an empty directory, so no module of dynprof_nb has compiled
+    bytecode to read (pandas and pyarrow are imported before the clock in every process)
 The cache is benchmarks/out/cache_reload_cache (emptied first); nothing goes to ~/.cache.
 
 Usage: PYTHONPATH=$PWD .venv/bin/python benchmarks/cache_reload.py [--repeat 2]
+       [--bytecode on|off|both] [--frames events,ops]
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,8 +39,16 @@ sys.path.insert(0, str(HERE))
 
 from load_trace import build  # noqa: E402  (the same 94 MB trace)
 
+FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
+
 LOAD = r"""
 import json, resource, sys, time
+import pandas, pyarrow.parquet  # what the floor imports too
+def peak_mb():  # this process's own peak (ru_maxrss keeps the parent's across fork+exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 import dynprof_nb.traces  # imported before the clock starts, as in a session that has it
 from dynprof_nb.traces import cache, load_trace
 from dynprof_nb.traces.window import FRAMES
@@ -42,14 +58,36 @@ w = load_trace(sys.argv[1])
 rows = {k: len(w.frame(k)) for k in kinds}
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "rows": rows, "counts": cache.counts,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_mb()}))
 """
 
 
-def run(path: Path, kinds: str, cache: str) -> dict:
+FLOOR = r"""
+import json, resource, sys, time
+import pandas, pyarrow.parquet as pq, pyarrow.dataset
+from dynprof_nb.traces import cache
+from pathlib import Path
+def peak_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+want = str(Path(sys.argv[1]).resolve())
+entry = next(e.path for e in cache.entries() if e.kind == sys.argv[2] and e.window == want)
+t = time.perf_counter()
+rows = len(pq.read_table(entry).to_pandas())
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": rows, "peak_mb": peak_mb()}))
+"""
+
+NO_BYTECODE: dict[str, str] = {}  # set by main: the environment of a process with no .pyc
+
+
+def run(path: Path, kinds: str, cache: str, code: str = LOAD, bytecode: bool = True) -> dict:
     env = {**os.environ, "PYTHONPATH": str(HERE.parent), "DYNPROF_NB_CACHE": cache}
+    if not bytecode:
+        env.update(NO_BYTECODE)
     r = subprocess.run(
-        [sys.executable, "-c", LOAD, str(path), kinds],
+        [sys.executable, "-c", code, str(path), kinds],
         capture_output=True,
         text=True,
         cwd=HERE.parent,
@@ -57,7 +95,11 @@ def run(path: Path, kinds: str, cache: str) -> dict:
         env=env,
     )
     if r.returncode != 0:
-        raise SystemExit(f"benchmark subprocess failed:\n{r.stderr[-3000:]}")
+        what = "floor" if code is FLOOR else "load"
+        raise SystemExit(
+            f"benchmark subprocess failed ({what} {kinds}, cache {cache}, bytecode "
+            f"{'on' if bytecode else 'off'}, rc {r.returncode}):\n{r.stderr[-3000:]}"
+        )
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -68,6 +110,8 @@ def empty_cache() -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=2, help="runs of each; the best time is used")
+    ap.add_argument("--bytecode", choices=("on", "off", "both"), default="both")
+    ap.add_argument("--frames", default="", help="comma-separated frames (default: all)")
     args = ap.parse_args()
     path = build()
     size_mb = path.stat().st_size / 2**20
@@ -101,19 +145,37 @@ def main() -> int:
         f"the first load {best['cold'] / best['off']:.2f}x the uncached read"
     )
     worst = ratio
-    for kind in ("events", "ops", "steps", "kernels", "memory", "communication"):
-        empty_cache()
-        c = run(path, kind, str(CACHE))
-        w = min(
-            (run(path, kind, str(CACHE)) for _ in range(args.repeat)), key=lambda r: r["seconds"]
-        )
-        worst = min(worst, c["seconds"] / w["seconds"])
-        print(
-            f"  {kind:<13} alone: first {c['seconds']:5.2f} s ({c['peak_mb']:4.0f} MiB), "
-            f"second {w['seconds']:5.2f} s ({w['peak_mb']:4.0f} MiB): "
-            f"{c['seconds'] / w['seconds']:5.1f}x"
-        )
+    modes = {"on": [True], "off": [False], "both": [True, False]}[args.bytecode]
+    frames = args.frames.split(",") if args.frames else FRAMES
+    print("per frame, each in new processes (second and floor: best of --repeat, interleaved):")
+    worst_floor = 0.0
+    for bytecode in modes:
+        if not bytecode:
+            pyc = Path(tempfile.mkdtemp(prefix="dynprof_nopyc_"))
+            NO_BYTECODE.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=str(pyc))
+        for kind in frames:
+            empty_cache()
+            c = run(path, kind, str(CACHE), bytecode=bytecode)
+            seconds, floors = [], []
+            for _ in range(args.repeat):
+                seconds.append(run(path, kind, str(CACHE), bytecode=bytecode))
+                floors.append(run(path, kind, str(CACHE), FLOOR, bytecode=bytecode))
+            w = min(seconds, key=lambda r: r["seconds"])
+            f = min(floors, key=lambda r: r["seconds"])
+            worst = min(worst, c["seconds"] / w["seconds"])
+            worst_floor = max(worst_floor, w["seconds"] / f["seconds"])
+            mode = "on " if bytecode else "off"
+            print(
+                f"  bytecode {mode} {kind:<13}: first {c['seconds']:6.3f} s "
+                f"({c['peak_mb']:4.0f} MiB), second {w['seconds']:6.3f} s ({w['peak_mb']:4.0f} MiB)"
+                f", floor {f['seconds']:6.3f} s: second/floor {w['seconds'] / f['seconds']:5.1f}x,"
+                f" first/second {c['seconds'] / w['seconds']:5.1f}x",
+                flush=True,
+            )
+        if not bytecode:
+            shutil.rmtree(NO_BYTECODE["PYTHONPYCACHEPREFIX"], ignore_errors=True)
     print(f"slowest second load of any frame: {worst:.1f}x faster than its first (target >= 10x)")
+    print(f"second load of any frame: at most {worst_floor:.1f}x its Parquet floor (target <= 3x)")
     empty_cache()
     return 0 if worst >= 10 else 1
 

@@ -38,6 +38,9 @@ BIG = OUT / "df_index_resolver_x2.json"
 OURS = r"""
 import resource, sys, time, json
 from dynprof_nb import load_trace
+# the Chrome reader is imported at its first use (issue 32): before the clock, as it was when
+# load_trace imported it, so the time is the read's
+import dynprof_nb.traces.formats.chrome.reader, dynprof_nb.traces.formats.derived.steps
 t, c = time.perf_counter(), time.process_time()
 ev = load_trace(sys.argv[1]).events
 dt, cpu = time.perf_counter() - t, time.process_time() - c

@@ -12,7 +12,6 @@ from . import comm
 from .discover import find_file, find_window_files, rank_windows
 from .errors import IncompleteWindowWarning, TraceFormatError
 from .formats import FINDERS
-from .multirank import MultiRankWindow
 from .window import TraceWindow
 
 
@@ -95,4 +94,6 @@ def _combine_windows(
             f"two windows claim the same rank ({sorted(ranks)})",
             hint="load each rank's window directory once",
         )
+    from .multirank import MultiRankWindow  # (a lone window's load never imports it)
+
     return MultiRankWindow(root, children, skipped)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -43,11 +43,14 @@ from .formats import (
     read_table,
     source_of,
 )
-from .formats.ascend.db import AscendDb
-from .formats.chrome.reader import ChromeTrace, load_chrome_trace
-from .formats.chrome.summaries import Streamed, fill_streamed
+from .formats.chrome.first_pass import first_pass
+from .formats.chrome.streamed import Streamed
 from .lazyframe import LazyFrame
 from .shortcuts import WindowShortcuts
+
+if TYPE_CHECKING:  # the readers are imported where they read (a cached load imports neither)
+    from .formats.ascend.db import AscendDb
+    from .formats.chrome.reader import ChromeTrace
 
 FRAMES = ("events", "ops", "steps", "kernels", "memory", "communication")
 
@@ -258,6 +261,8 @@ class TraceWindow(WindowShortcuts):
     def chrome_traces(self) -> list[ChromeTrace]:
         """The window's Chrome traces, parsed once (a repaired one warns)."""
         if self._chrome is None:
+            from .formats.chrome.reader import load_chrome_trace
+
             out = []
             for p in self._files.traces:
                 tr = load_chrome_trace(p)
@@ -271,6 +276,8 @@ class TraceWindow(WindowShortcuts):
         """The window's profiler database reader (None without a .db)."""
         db = self._files.db
         if self._adb is None and db is not None:
+            from .formats.ascend.db import AscendDb
+
             ana = self._files.analysis_db
             if ana is None and (db.parent / "analysis.db").is_file():
                 ana = db.parent / "analysis.db"
@@ -383,10 +390,10 @@ class TraceWindow(WindowShortcuts):
             if files.db is not None:
                 w.identify_db()
             elif files.traces:
-                # a big trace: its summaries in one pass, without its events (not cached: a
-                # big trace streams on every load); else parsed for the rank, unless the frame
+                # one Kineto trace: its summaries in one pass, without its events (which that
+                # pass writes to the frame cache); else parsed for the rank, unless the frame
                 # cache has the rank from an earlier parse
-                if not fill_streamed(w, files, source_of(files.traces[0])):
+                if not first_pass(w, files, source_of(files.traces[0])):
                     cache.identify(w, lambda: (w.chrome_traces(), w.identify_trace()))
             w.framework = files.framework_name if files.framework_name != "unknown" else w.framework
         return w

@@ -290,15 +290,15 @@ def test_the_least_recently_used_entries_go_first(
         traces.append(tmp_path / f"t{i}" / SMALL.name)
         traces[-1].parent.mkdir()
         shutil.copy(SMALL, traces[-1])
-    load_trace(traces[0]).events  # noqa: B018
+    load_trace(traces[0]).load_all()  # every entry read: a load writes several
     one = sum(p.stat().st_size for p in _entries(cache_dir))
     monkeypatch.setenv(cache.ENV_LIMIT, str(int(one * 2.5)))
-    load_trace(traces[1]).events  # noqa: B018
+    load_trace(traces[1]).load_all()
     for p in _entries(cache_dir):  # the first trace's entries are the older ones...
         if str(traces[0]) in json.dumps(cache.decode(p.read_bytes())[1]["files"]):
             os.utime(p, (1, 1))
-    load_trace(traces[0]).events  # noqa: B018  ...until read again: now the second's are
-    load_trace(traces[2]).events  # noqa: B018
+    load_trace(traces[0]).load_all()  # ...until read again: now the second's are
+    load_trace(traces[2]).load_all()
     total = sum(p.stat().st_size for p in _entries(cache_dir))
     assert total <= one * 2.5
     kept = {(Path(e.window).parent.name, e.kind) for e in cache.entries()}

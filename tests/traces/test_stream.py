@@ -129,7 +129,8 @@ def test_chosen_by_size_against_memory(
     pd.testing.assert_frame_equal(w.events.compute(), in_memory[path].events)
     monkeypatch.setenv("DYNPROF_NB_LOAD_MEMORY", "1G")
     w = dynprof_nb.load_trace(path)
-    assert w.streamed is None and isinstance(w.events, pd.DataFrame)
+    assert w.streamed is not None and not w.loaded("events")  # streamed at any size
+    assert isinstance(w.events, pd.DataFrame)  # but its events fit: in memory
 
 
 def test_a_window_directory_streams(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -146,50 +147,94 @@ _said: weakref.WeakKeyDictionary[Any, set[tuple[str, str]]] = weakref.WeakKeyDic
 _said_lock = threading.Lock()
 
 
+def recall(window: Any, kind: str) -> tuple[pd.DataFrame, dict] | None:
+    """Entry ``kind`` of ``window`` (frame and metadata) when there is a good one, its
+    ``sources`` notes taken and its warnings said again; else None."""
+    d = _usable_dir()
+    key = entry_key(window, kind) if d is not None else None
+    hit = _read(d, key) if key is not None else None
+    if hit is None:
+        return None
+    counts["hits"] += 1
+    window.sources.update(hit[1]["sources"])
+    _repeat(window, hit[1]["warnings"])
+    return hit
+
+
 def through(window: Any, kind: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """Frame ``kind`` of ``window``: from its cache entry when there is a good one, else
     ``build()`` (whose warnings are said as usual), then stored for the next load."""
-    d = _usable_dir()
-    key = entry_key(window, kind) if d is not None else None
-    if key is not None:
-        hit = _read(d, key)
-        if hit is not None:
-            counts["hits"] += 1
-            frame, meta = hit
-            window.sources.update(meta["sources"])
-            _repeat(window, meta["warnings"])
-            return frame
+    hit = recall(window, kind)
+    if hit is not None:
+        return hit[0]
     frame, meta = _recorded(window, build)
-    if key is not None and isinstance(frame, pd.DataFrame):  # never an out-of-core frame
-        counts["misses"] += 1
-        _write(d, key, window, kind, frame, meta)
+    if isinstance(frame, pd.DataFrame):  # never an out-of-core frame
+        _store(window, kind, meta, lambda fh, m: fh.write(encode(frame, m)))
     return frame
 
 
 def identify(window: Any, read: Callable[[], Any]) -> None:
     """``read()``, which sets ``window.rank`` and ``window.framework`` from its trace (parsing
     it), or those two from the cache entry of an earlier ``read()`` of the same files."""
-    d = _usable_dir()
-    key = entry_key(window, "identity") if d is not None else None
-    if key is not None:
-        hit = _read(d, key)
-        if hit is not None:
-            counts["hits"] += 1
-            _frame, meta = hit
-            window.rank, window.framework = meta["identity"]
-            window.sources.update(meta["sources"])
-            _repeat(window, meta["warnings"])
-            return
+    hit = recall(window, "identity")
+    if hit is not None:
+        window.rank, window.framework = hit[1]["identity"]
+        return
 
     def build() -> pd.DataFrame:
         read()
         return pd.DataFrame()
 
     frame, meta = _recorded(window, build)
-    if key is not None:
-        counts["misses"] += 1
-        meta["identity"] = [window.rank, window.framework]
-        _write(d, key, window, "identity", frame, meta)
+    meta["identity"] = [window.rank, window.framework]
+    _store(window, "identity", meta, lambda fh, m: fh.write(encode(frame, m)))
+
+
+def store(
+    window: Any,
+    kind: str,
+    frame: pd.DataFrame | Callable[[Any, dict], None],
+    sources: dict[str, Any],
+    said: list[Warning],
+    **extra: Any,
+) -> bool:
+    """Write entry ``kind`` of ``window`` from a pass that read it some other way than
+    :func:`through` (:mod:`..formats.chrome.first_pass`): ``frame``, or a function that
+    writes the entry's Parquet to a file itself (given the metadata, for a frame written in
+    parts); ``sources``, the notes a hit restores; ``said``, the warnings the pass gave
+    (marked said for this window, so a hit in this process does not say them twice);
+    ``extra``, more metadata (``identity``, ...). Whether the entry was written."""
+    warned = [[_category_name(type(w)), str(w)] for w in said]
+    with _said_lock:
+        _said.setdefault(window, set()).update((c, m) for c, m in warned)
+    exact = all(same(json.loads(json.dumps(v, default=str)), v) for v in sources.values())
+    meta = dict(extra, sources=sources, warnings=warned, exact=exact)
+    if isinstance(frame, pd.DataFrame):
+        df = frame
+        return _store(window, kind, meta, lambda fh, m: fh.write(encode(df, m)))
+    return _store(window, kind, meta, frame)
+
+
+def _store(window: Any, kind: str, meta: dict, write: Callable[[Any, dict], None]) -> bool:
+    d = _usable_dir()
+    key = entry_key(window, kind) if d is not None else None
+    if key is None:
+        return False
+    counts["misses"] += 1
+    return _write(d, key, window, kind, write, meta)
+
+
+def scratch_dir() -> Path | None:
+    """A new private directory inside the cache directory for a pass's transient files (the
+    first pass's raw parts), None with the cache off; its owner removes it, and one a dead
+    process left is removed by a later write once it is an hour old (:func:`_trim`)."""
+    d = _usable_dir()
+    return None if d is None else Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "parts-", dir=d))
+
+
+def enabled() -> bool:
+    """Whether this process writes and reads the frame cache (on, usable, pyarrow there)."""
+    return _usable_dir() is not None
 
 
 def _recorded(window: Any, build: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, dict]:
@@ -284,9 +329,12 @@ def _discard(path: Path) -> None:
         pass
 
 
-def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta: dict) -> None:
-    """Store ``frame`` as entry ``key`` (atomically), then keep the cache within its bound.
-    A frame the cache cannot hold exactly, or a full disk, leaves no entry and no error."""
+def _write(
+    d: Path, key: str, window: Any, kind: str, write: Callable[[Any, dict], None], meta: dict
+) -> bool:
+    """Store entry ``key`` (``write(file, meta)`` writes its Parquet) atomically, then keep
+    the cache within its bound. A frame the cache cannot hold exactly, or a full disk,
+    leaves no entry and no error (False)."""
     meta = dict(
         meta,
         key=key,
@@ -296,16 +344,16 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
         written=time.time(),
     )
     if not meta.pop("exact", True):
-        return
+        return False
     tmp = None
     limit = limit_bytes()
     try:
-        data = encode(frame, meta)
-        if len(data) > limit:  # it would be removed at once, with every other entry
-            return
         fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_SUFFIX, dir=d)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh, meta)
+            size = fh.tell()
+        if size > limit:  # it would be removed at once, with every other entry
+            return False
         os.replace(tmp, d / (key + _SUFFIX))
         tmp = None
         counts["stored"] += 1
@@ -319,15 +367,16 @@ def _write(d: Path, key: str, window: Any, kind: str, frame: pd.DataFrame, meta:
                 ),
                 stacklevel=4,
             )
-        return
+        return False
     except (Unsupported, ValueError, TypeError, OverflowError):
-        return
+        return False
     except Exception:  # noqa: BLE001  pyarrow's own errors: the frame is simply not cached
-        return
+        return False
     finally:
         if tmp is not None:
             _discard(Path(tmp))
     _trim(d, limit)
+    return True
 
 
 def _trim(d: Path, limit: int) -> None:
@@ -347,7 +396,10 @@ def _trim(d: Path, limit: int) -> None:
             continue
         if name.startswith(_TMP_PREFIX):
             if now - st.st_mtime > _STALE_TMP_S:
-                _discard(p)
+                if stat.S_ISDIR(st.st_mode):  # a pass's scratch directory: never a symlink
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    _discard(p)
         elif name.endswith(_SUFFIX):
             entries.append((st.st_mtime, st.st_size, p))
     total = sum(size for _, size, _ in entries)

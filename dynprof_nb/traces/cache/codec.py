@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -56,12 +57,55 @@ def encode(frame: pd.DataFrame, meta: dict) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def write_parts(sink: Any, parts: Iterable[pd.DataFrame], rows: int, meta: dict) -> None:
+    """A frame of ``rows`` rows under a RangeIndex from 0, given as ``parts`` (frames of the
+    same columns, dtypes and categories, in order), written to ``sink`` as one entry that
+    :func:`decode` reads as :func:`encode`'s, one row group per part: the whole frame is never
+    in memory (the first pass's events, :mod:`..formats.chrome.first_pass`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer = None
+    done = 0
+    try:
+        for part in parts:
+            names = list(part.columns)
+            coded = [_encode_column(part.iloc[:, i]) for i in range(len(names))]
+            specs = [dict(spec, name=name) for (_, spec), name in zip(coded, names, strict=True)]
+            if writer is None:
+                if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+                    raise Unsupported("column names that are not distinct strings")
+                full = dict(
+                    meta,
+                    columns=specs,
+                    index={"range": [0, rows, 1], "name": None},
+                    attrs=_jsonable(dict(part.attrs)),
+                    rows=rows,
+                )
+                fields = [pa.field(f"c{i}", arr.type) for i, (arr, _) in enumerate(coded)]
+                schema = pa.schema(fields, metadata={META_KEY: json.dumps(full).encode()})
+                first_specs = specs
+                writer = pq.ParquetWriter(sink, schema, compression="lz4")
+            elif specs != first_specs:
+                raise Unsupported("parts that differ in their columns")
+            arrays = [arr.cast(f.type) for (arr, _), f in zip(coded, schema, strict=True)]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+            done += len(part)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None or done != rows:
+        raise Unsupported("parts that do not add up to the frame")
+
+
 def decode(data: bytes) -> tuple[pd.DataFrame, dict]:
     """The frame and metadata of an entry; raises on anything that is not a whole, good one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(pa.py_buffer(data), use_threads=True)
+    # ParquetFile, not read_table: read_table imports pyarrow.dataset (a third of a cached
+    # load's time in a new process)
+    table = pq.ParquetFile(pa.py_buffer(data)).read(use_threads=True)
     meta = json.loads(table.schema.metadata[META_KEY])
     columns = table.columns
     index_spec = meta["index"]

@@ -22,7 +22,8 @@ import pandas as pd
 
 # Bump when a reader's output changes in a way the package version would not show (a fix
 # between releases): every entry written before is then a miss.
-READER_VERSION = 2  # 2: Kineto's wait_on_stream / wait_on_corr
+# 2: the first pass's entries (identity, summaries); 3: Kineto's wait_on_stream/wait_on_corr
+READER_VERSION = 3
 # Bump when the out-of-core partitions' layout changes: a directory of an older layout is
 # never read as this one's (old ones go with the stale ones, :mod:`.partitions`).
 PARTITIONS_VERSION = 2  # 2: the CUDA event syncs' wait_stream / wait_corr columns

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..discover import WindowFiles
 from .base import FileReader, FrameReader, Provides, Read, ReadContext, Source  # noqa: F401
+from .derived.source import NO_OPS
 
 
 def _registry() -> list[Source]:
@@ -58,7 +59,7 @@ def providers(files: WindowFiles, kind: str) -> list[Source]:
 #: gives every other frame, empty with its own note when there is nothing to derive it from)
 _MISSING = {
     "events": "no trace file (trace.json, *.pt.trace.json, trace_view.json, .db)",
-    "ops": "no events and no op_statistic.csv / cpu_op_detail_info csv",
+    "ops": NO_OPS,
 }
 
 

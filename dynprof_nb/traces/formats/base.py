@@ -13,6 +13,7 @@ format never imports the window, so the formats and the window make no cycle.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,30 @@ from ..discover import WindowFiles
 if TYPE_CHECKING:
     from .ascend.db import AscendDb
     from .chrome.reader import ChromeTrace
+
+
+class LazyModule:
+    """A module imported at the first use of one of its names, so that registering a format
+    (importing its source module) does not import its readers: a load from the frame cache
+    then imports none of them (issue 32 item 4: a cached load in a new process costs little
+    more than reading its Parquet entry)."""
+
+    def __init__(self, name: str) -> None:
+        self._lazy_name = name
+        self._lazy_module: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_lazy_"):
+            raise AttributeError(attr)
+        if self._lazy_module is None:
+            self._lazy_module = importlib.import_module(self._lazy_name)
+        return getattr(self._lazy_module, attr)
+
+
+def lazy(name: str, package: str) -> Any:
+    """Module ``name`` (relative to ``package``, as ``from . import name`` would take it) as a
+    :class:`LazyModule`."""
+    return LazyModule(importlib.util.resolve_name(name, package))
 
 
 @runtime_checkable

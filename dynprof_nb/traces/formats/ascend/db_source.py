@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ... import schema
 from ...discover import WindowFiles
-from ..base import OpenContext, Provides, Read, ReadContext, Source
-from ..derived.steps import events_with_steps
-from . import links
-from .db import AscendDb
+from ..base import OpenContext, Provides, Read, ReadContext, Source, lazy
+
+if TYPE_CHECKING:
+    from .db import AscendDb
+
+# the readers, imported when first used (not when the format registers)
+steps = lazy("..derived.steps", __package__)
+links = lazy(".links", __package__)
 
 
 def _owns(p: Path) -> bool:
@@ -57,7 +62,7 @@ def _events(w: ReadContext) -> Read:
     )
     if ev.empty:
         return schema.empty("events"), path
-    return events_with_steps(w, ev), path
+    return steps.events_with_steps(w, ev), path
 
 
 def _open(w: OpenContext) -> bool:
@@ -75,17 +80,22 @@ SOURCE = Source(
     frames={
         "events": Provides(0, _events),
         "steps": Provides(
-            0, _reader("steps", AscendDb.steps, "analysis.db StepTraceTime / STEP_TIME")
+            0, _reader("steps", lambda db: db.steps(), "analysis.db StepTraceTime / STEP_TIME")
         ),
         "kernels": Provides(
-            0, _reader("kernels", AscendDb.kernels, "TASK, COMPUTE_TASK_INFO and COMMUNICATION_OP")
+            0,
+            _reader(
+                "kernels", lambda db: db.kernels(), "TASK, COMPUTE_TASK_INFO and COMMUNICATION_OP"
+            ),
         ),
-        "memory": Provides(0, _reader("memory", AscendDb.memory, "MEMORY_RECORD and OP_MEMORY")),
+        "memory": Provides(
+            0, _reader("memory", lambda db: db.memory(), "MEMORY_RECORD and OP_MEMORY")
+        ),
         "communication": Provides(
             0,
             _reader(
                 "communication",
-                AscendDb.communication,
+                lambda db: db.communication(),
                 "COMMUNICATION_OP (or analysis.db CommAnalyzerTime)",
             ),
         ),
@@ -93,8 +103,8 @@ SOURCE = Source(
     identity="RANK_DEVICE_MAP (rank) and TASK (device) of the database",
     open_file=_open,
     tables={
-        "links": links.db_links,
-        "bandwidth": links.db_bandwidth,
-        "memory_copies": links.db_memory_copies,
+        "links": lambda w: links.db_links(w),
+        "bandwidth": lambda w: links.db_bandwidth(w),
+        "memory_copies": lambda w: links.db_memory_copies(w),
     },
 )

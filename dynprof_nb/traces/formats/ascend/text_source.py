@@ -8,12 +8,14 @@ from pathlib import Path
 
 from ... import schema
 from ...discover import MEMORY_CSVS, WindowFiles
-from ..base import OpenContext, Provides, Read, ReadContext, Source
+from ..base import OpenContext, Provides, Read, ReadContext, Source, lazy
 from ..chrome.source import read_traces, traces_alone
-from ..derived import from_events as derive
-from ..mindspore import framework as mindspore
-from . import links
-from . import text as ascend
+
+# the readers, imported when first used (not when the format registers)
+derive = lazy("..derived.from_events", __package__)
+mindspore = lazy("..mindspore.framework", __package__)
+links = lazy(".links", __package__)
+ascend = lazy(".text", __package__)
 
 
 def _owns(p: Path) -> bool:
@@ -149,8 +151,8 @@ SOURCE = Source(
     open_file=_open,
     # after the database's (registry order): these say what is missing when neither has one
     tables={
-        "links": links.text_links,
-        "bandwidth": links.text_bandwidth,
-        "memory_copies": links.no_memory_copies,
+        "links": lambda w: links.text_links(w),
+        "bandwidth": lambda w: links.text_bandwidth(w),
+        "memory_copies": lambda w: links.no_memory_copies(w),
     },
 )

@@ -38,6 +38,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.compat import categorical_from_codes
+
 from ... import schema
 from ...cache import partitions
 from ..common.timestamps import NA_NS
@@ -90,6 +92,7 @@ class _Writer(stream.Reducer):
     def __init__(self, base: Any, out: Path, host: bool) -> None:
         super().__init__(base, host=host)
         self.out = out
+        self.part_rows = PART_ROWS
         self.buf: list[dict[str, np.ndarray]] = []
         self.buf_rows = 0
         self.parts: list[tuple[str, int, int]] = []  # (file, first row, rows)
@@ -124,7 +127,7 @@ class _Writer(stream.Reducer):
             for i, a in enumerate(args)
             if a is not None and (a.in_nelems is not None or a.out_nelems is not None)
         ]
-        if coll:
+        if coll:  # written only where there are some: filled at flush and at build
             self.any_coll = True
             sel = rows[coll]
             picked = [args[i] for i in coll]
@@ -139,17 +142,12 @@ class _Writer(stream.Reducer):
                 ]
                 self.coll_cats[name].update(v for v in obj[sel] if v is not None)
                 cols[name] = obj
-        else:
-            for name in _COLL_FLOATS:
-                cols[name] = np.full(n, np.nan)
-            for name in _COLL_TEXTS:
-                cols[name] = np.full(n, None, dtype=object)
         self.any_na_ts |= bool((ts == NA_NS).any())
         key = (c["pid"].astype(np.int64) << 32) | c["tid"].astype(np.int64)
         self.pairs.update(np.unique(key).tolist())
         self.buf.append(cols)
         self.buf_rows += n
-        if self.buf_rows >= PART_ROWS:
+        if self.buf_rows >= self.part_rows:
             self.flush()
 
     def flush(self) -> None:
@@ -158,13 +156,23 @@ class _Writer(stream.Reducer):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        cols = {k: np.concatenate([b[k] for b in self.buf]) for k in self.buf[0]}
+        keys = dict.fromkeys(k for b in self.buf for k in b)
+        cols = {k: np.concatenate([_column(b, k) for b in self.buf]) for k in keys}
         first = self.parts[-1][1] + self.parts[-1][2] if self.parts else 0
         name = f"part-{len(self.parts):05d}.parquet"
         table = pa.table({k: pa.array(v) for k, v in cols.items()})
         pq.write_table(table, self.out / name, compression="lz4")
         self.parts.append((name, first, self.buf_rows))
         self.buf, self.buf_rows = [], 0
+
+
+def _column(cols: dict[str, np.ndarray], k: str) -> np.ndarray:
+    """Column ``k`` of a piece's (or a part's) raw columns; a collective column it lacks (no
+    collective in it) as all NaN / None."""
+    if k in cols:
+        return cols[k]
+    n = len(cols["ts"])
+    return np.full(n, None, dtype=object) if k in _COLL_TEXTS else np.full(n, np.nan)
 
 
 class _Partition:
@@ -212,10 +220,12 @@ class _Partition:
             self.launch_keys, first = np.unique(keys, return_index=True)
             self.launch_ts = ts[first]
         self.dev_cats = np.isin(self.cats["cat"][1].to_numpy(), list(DEVICE_CATS))
+        # per raw ph code: whether it is "X" (the codes' labels, as the categories spell them)
+        self.ph_x = np.array([stream.label_of(k) == "X" for k in w.ph_t], bool)
 
     def _cat(self, col: str, codes: np.ndarray) -> pd.Categorical:
         remap, cats = self.cats[col]
-        return pd.Categorical.from_codes(remap[codes] if len(codes) else codes, categories=cats)
+        return categorical_from_codes(remap[codes] if len(codes) else codes, categories=cats)
 
     def _id(self, ids: np.ndarray, codes: np.ndarray, cats: pd.Index | None) -> Any:
         v = ids[codes] if len(codes) else ids[:0]
@@ -227,14 +237,14 @@ class _Partition:
         name, first, n = part
         if n:
             try:
-                t = pq.read_table(self.dir / name).to_pandas()
+                t = pq.ParquetFile(self.dir / name).read()  # (no pyarrow.dataset, no pandas)
             except (OSError, ValueError) as exc:  # removed or damaged under a live frame
                 raise PartitionsGone(
                     f"the out-of-core events' partition {self.dir / name} cannot be read "
                     f"({exc.__class__.__name__}: {exc}); it was removed or damaged after the "
                     "load (by hand, a cleaner of the cache directory): load the trace again"
                 ) from exc
-            col = {k: t[k].to_numpy() for k in t.columns}
+            col = {k: t.column(k).to_numpy() for k in t.column_names}
         else:  # the meta: no rows, every dtype
             col = {k: np.empty(0, np.int32) for k in ("name", "cat", "ph", "pid", "tid")}
             col.update(
@@ -245,10 +255,6 @@ class _Partition:
                 wait_stream=np.empty(0, np.float64),
                 wait_corr=np.empty(0, np.float64),
             )
-            for k in _COLL_FLOATS:
-                col[k] = np.empty(0, np.float64)
-            for k in _COLL_TEXTS:
-                col[k] = np.empty(0, object)
         key = (col["pid"].astype(np.int64) << 32) | col["tid"].astype(np.int64)
         pair = np.searchsorted(self.pairs, key)
         ev = pd.DataFrame(
@@ -258,10 +264,10 @@ class _Partition:
                 "ph": self._cat("ph", col["ph"]),
                 "pid": self._id(self.pid, col["pid"], self.pid_cats),
                 "tid": self._id(self.tid, col["tid"], self.tid_cats),
-                "process": pd.Categorical.from_codes(
+                "process": categorical_from_codes(
                     self.proc_code[col["pid"]], categories=self.proc_cats
                 ),
-                "thread": pd.Categorical.from_codes(
+                "thread": categorical_from_codes(
                     self.thread_code[pair], categories=self.thread_cats
                 ),
                 "ts_ns": col["ts"],
@@ -279,7 +285,7 @@ class _Partition:
             c[corr < 0] = pd.NA
             ev["correlation"] = c
             is_dev = self.dev_cats[self.cats["cat"][0][col["cat"]]] if n else np.zeros(0, bool)
-            is_dev &= ev["ph"].astype(object).to_numpy() == "X"
+            is_dev &= self.ph_x[col["ph"]] if n else np.zeros(0, bool)
             dev = is_dev & (corr >= 0)
             out = np.full(n, -1, np.int64)
             if len(self.launch_keys) and dev.any():
@@ -296,9 +302,9 @@ class _Partition:
                 ev[name] = pd.array(col[key], dtype="Float64").astype("Int64")
         if self.any_coll:
             for k in _COLL_FLOATS:
-                ev[k] = col[k]
+                ev[k] = _column(col, k)
             for k in _COLL_TEXTS:
-                ev[k] = pd.Categorical(col[k], categories=self.coll_cats[k])
+                ev[k] = pd.Categorical(_column(col, k), categories=self.coll_cats[k])
         steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), self.iv)
         ev["step"] = derive.device_steps(ev, self.iv, steps)
         return schema.conform(ev, "events")
@@ -361,12 +367,40 @@ def write_partitions(path: Path, with_summaries: bool, comm: Any = None) -> tupl
 def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) -> tuple[Any, Any]:
     import dask.dataframe as dd
 
+    summaries, build, parts_ = decode_to_parts(path, out, with_summaries, comm)
+    # every frame derived from this one holds ``build`` in its graph: the files go with the last
+    own = out.parent if out.parent.name.startswith("dynprof_nb-parts-") else out  # _elsewhere's
+    weakref.finalize(build, shutil.rmtree, own, True)
+    (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": parts_}))
+    parts = parts_ or [("", 0, 0)]
+    meta = build(("", 0, 0))
+    divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
+    ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
+    ddf = _out_of_core(ddf, out)
+    return ddf, (summaries if with_summaries else None)
+
+
+def decode_to_parts(
+    path: Path,
+    out: Path,
+    with_summaries: bool,
+    comm: Any,
+    part_rows: int | None = None,
+    memory: bool = False,
+) -> tuple[Any, _Partition, list[tuple[str, int, int]]]:
+    """One pass over ``path``: its raw columns written to Parquet files of ``part_rows`` rows
+    in ``out``; returns the streamed summaries (None without ``with_summaries``; with
+    ``memory``, their ``memory`` too), the builder of each part's events rows and the parts
+    (file, first row, rows). Raises :class:`.summaries.NotStreamable` (``out`` removed) where
+    the trace must be read whole."""
     gc_was = gc.isenabled()
     gc.disable()
     close: Callable[[], None] = stream.nothing
     try:
         top, pieces, close, notes = stream.open_pieces(path)
         acc = _Writer(top.baseTimeNanoseconds, out, host=with_summaries)
+        acc.part_rows = part_rows or PART_ROWS
+        acc.keep_memory = memory
         acc.on_piece = acc.piece
         for piece in pieces:
             acc.add(piece)
@@ -386,17 +420,7 @@ def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) ->
     except stream.NotStreamable:
         shutil.rmtree(out, ignore_errors=True)
         raise
-    build = _Partition(acc, acc.iv)
-    # every frame derived from this one holds ``build`` in its graph: the files go with the last
-    own = out.parent if out.parent.name.startswith("dynprof_nb-parts-") else out  # _elsewhere's
-    weakref.finalize(build, shutil.rmtree, own, True)
-    (out / "parts.json").write_text(json.dumps({"file": str(path), "parts": acc.parts}))
-    parts = acc.parts or [("", 0, 0)]
-    meta = build(("", 0, 0))
-    divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
-    ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
-    ddf = _out_of_core(ddf, out)
-    return ddf, (summaries if with_summaries else None)
+    return (summaries if with_summaries else None), _Partition(acc, acc.iv), acc.parts
 
 
 def goes_out_of_core(w: Any) -> bool:

@@ -681,6 +681,16 @@ class Columns:
         )
 
 
+def memory_and_counters(cols: Columns, base: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``[memory]`` rows and the counters a piece decoding kept (what a
+    :class:`ChromeTrace` gives as ``memory`` and ``counters``), for a pass that keeps no
+    events (:mod:`.first_pass`)."""
+    return (
+        _memory_frame(cols.memory_parts, base),
+        _counter_frame((list(cols.cnt_t), cols.counter_parts), base),
+    )
+
+
 def bad_ts_note(count: int, example: bytes) -> str:
     return (
         f"{count} events have a ts that is not a time dynprof_nb can hold (first: "

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from ... import cache, schema
 from ...discover import WindowFiles
-from ..base import OpenContext, Provides, Read, ReadContext, Source
-from ..derived.steps import events_with_steps
-from .out_of_core import events_out_of_core
-from .summaries import fill_streamed
+from ..base import OpenContext, Provides, Read, ReadContext, Source, lazy
+from .first_pass import first_pass
+
+# the readers, imported when first used (not when the format registers)
+steps = lazy("..derived.steps", __package__)
+ooc = lazy(".out_of_core", __package__)
 
 
 def _owns(p: Path) -> bool:
@@ -27,21 +29,23 @@ def _detect(files: WindowFiles) -> bool:
 def read_traces(w: ReadContext) -> Read | None:
     """Every Chrome trace of the window (Kineto's and Ascend's trace_view.json alike) as one
     events frame; the path is each trace's decode path (``pieces``, ``repaired+split``, ...)."""
-    ooc = events_out_of_core(w, w.files, SOURCE)  # a trace too big for memory: Dask over Parquet
-    if ooc is not None:
-        return ooc, "out-of-core"
+    big = ooc.events_out_of_core(
+        w, w.files, SOURCE
+    )  # a trace too big for memory: Dask over Parquet
+    if big is not None:
+        return big, "out-of-core"
     traces = w.chrome_traces()
     if not traces:
         return None
     frames = [t.events for t in traces]
     ev = frames[0] if len(frames) == 1 else schema.concat_frames(frames)
     w.note("events", [t.path for t in traces], notes=[n for t in traces for n in t.repairs])
-    return events_with_steps(w, ev), "+".join(dict.fromkeys(t.read_path for t in traces))
+    return steps.events_with_steps(w, ev), "+".join(dict.fromkeys(t.read_path for t in traces))
 
 
 def traces_alone(w: OpenContext) -> None:
     """A lone trace file: its events now, and the rank and framework it says it is."""
-    if not fill_streamed(w, w.files, SOURCE):  # a big trace: its summaries without its events
+    if not first_pass(w, w.files, SOURCE):  # its summaries in one pass, without its events
         cache.identify(w, lambda: (w.frame("events"), w.identify_trace()))
         w.frame("events")  # from the frame cache when identify did not read it
 

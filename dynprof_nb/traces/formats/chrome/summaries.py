@@ -22,9 +22,11 @@ fixture). A file this cannot read plainly (a repair, a layout the fast cut refus
 Ascend/MindSpore trace (whose processes change which rows are ops) raises :class:`NotStreamable`
 and is loaded whole instead.
 
-When: ``DYNPROF_NB_STREAM=1`` always, ``=0`` never; otherwise when the events frame would need
-more than half the memory a load may use (:func:`.budget.load_memory`), estimated at
-``FRAME_PER_BYTE`` times the JSON text.
+When: every load of a window that is one Kineto trace (:mod:`.first_pass`, which also writes
+the events to the frame cache from the same pass), unless ``DYNPROF_NB_STREAM=0``.
+:func:`too_big` (the events frame would need more than half the memory a load may use,
+:func:`.budget.load_memory`, estimated at ``FRAME_PER_BYTE`` times the JSON text) says when the
+events go out of core instead (:mod:`.out_of_core`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,13 @@ from ..common import budget
 from ..common.timestamps import NA_NS
 from ..derived import from_events as derive
 from ..derived import op_table as ops
+from ..derived import source as derived
 from ..derived.from_events import DEVICE_CATS
 from ..derived.op_table import GC_CAT, NON_OP_CATS, table_from_sums
 from . import pieces as fastjson
 from . import reader as chrome
+from .streamed import STREAM_ENV, Streamed, streamable  # noqa: F401  (their home here)
 
-STREAM_ENV = "DYNPROF_NB_STREAM"
 #: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)
 FRAME_PER_BYTE = 4
 #: host rows per window of the self-time walk: bounds its sort and its arrays, which stay in
@@ -72,28 +74,6 @@ _OTHER_PROCESSES = {
 
 class NotStreamable(Exception):
     """This trace is loaded whole instead (the reason is the message)."""
-
-
-@dataclass
-class Streamed:
-    """What one pass over a trace gave: the frames, the span, and what the trace said."""
-
-    ops: pd.DataFrame
-    steps: pd.DataFrame
-    steps_how: str
-    kernels: pd.DataFrame
-    span_ms: float | None  # first event's start to last event's end; None without timed events
-    meta: dict
-    repairs: list[str]
-    processes: set[str]
-
-
-def wanted(paths: list[Path]) -> bool:
-    """Whether to stream these trace files: by ``DYNPROF_NB_STREAM``, else by their size."""
-    force = os.environ.get(STREAM_ENV, "").strip()
-    if force in ("0", "1"):
-        return force == "1"
-    return too_big(paths)
 
 
 def too_big(paths: list[Path]) -> bool:
@@ -221,6 +201,7 @@ class Reducer(chrome.Columns):
     def __init__(self, base: Any, host: bool = True) -> None:
         super().__init__()
         self.keep_host = host  # False: no ops (the out-of-core events pass of a window that has)
+        self.keep_memory = False  # True: the [memory] and counter events too (first_pass.py)
         self.on_piece: Callable[..., None] | None = None  # sees each piece's columns (ooc.py)
         self.iv: pd.DataFrame | None = None  # the step intervals, once the pass is done
         ok = isinstance(base, int) and not isinstance(base, bool) and 0 < base < 2**62
@@ -242,8 +223,9 @@ class Reducer(chrome.Columns):
     def add(self, piece: bytes | memoryview) -> None:
         start, n_links, n_link_rows = self.n_rows, len(self.link_args), len(self.link_rows)
         super().add(piece)
-        self.memory_parts.clear()  # no memory or counter frames here: free their args at once
-        self.counter_parts.clear()
+        if not self.keep_memory:  # no memory or counter frames: free their args at once
+            self.memory_parts.clear()
+            self.counter_parts.clear()
         n = self.n_rows - start
         if not n:
             return
@@ -344,6 +326,7 @@ class Reducer(chrome.Columns):
             meta,
             notes,
             procs,
+            chrome.memory_and_counters(self, self.base) if self.keep_memory else None,
         )
 
     def lean_frame(self) -> pd.DataFrame:
@@ -519,33 +502,6 @@ def _walk(
     return out_n, out_s
 
 
-def fill_streamed(w: Any, files: Any, provider: Any) -> bool:
-    """Give window ``w`` (a :class:`.window.TraceWindow` of ``files``) its ops, steps and
-    kernels in one pass when its one Kineto trace is big (:func:`wanted`); False (nothing
-    done) when the window is not that or the trace cannot stream, and it loads as usual."""
-    if not streamable(files) or not wanted(files.traces):
-        return False
-    path = files.traces[0]
-    try:
-        s = stream_trace(path, w.comm_patterns)
-    except NotStreamable:
-        return False
-    adopt(w, s, path, provider)
-    return True
-
-
-def streamable(files: Any) -> bool:
-    """Whether a window of ``files`` is one Kineto trace and nothing else."""
-    return not (
-        files.db is not None
-        or files.csv
-        or files.framework
-        or files.step_markers is not None
-        or len(files.traces) != 1
-        or files.traces[0].name == "trace_view.json"
-    )
-
-
 def adopt(w: Any, s: Streamed, path: Path, provider: Any) -> None:
     """Cache the streamed frames in window ``w`` (as its ``_frame`` would), with their notes;
     ``w.sources[kind]`` names ``provider`` (the kineto source) and the path ``stream``."""
@@ -554,20 +510,17 @@ def adopt(w: Any, s: Streamed, path: Path, provider: Any) -> None:
         warn(TraceRepairWarning(f"{path}: " + "; ".join(s.repairs)), stacklevel=5)
     w.streamed = s
     frames = {"ops": s.ops, "steps": s.steps, "kernels": s.kernels}
-    notes = {
-        "ops": "computed from events in one pass (self time = duration minus children on "
-        "the same thread)",
-        "steps": s.steps_how + " (in one pass)",
-        "kernels": "device events (in one pass)",
-    }
+    # the notes the frames derived from a whole parse's events have (the path says "stream")
+    notes = {"ops": derived.OPS_NOTE, "steps": s.steps_how, "kernels": derived.KERNELS_NOTE}
+    empty = {"ops": derived.NO_OPS, "steps": s.steps_how, "kernels": derived.no_kernels(w)}
     for kind, frame in frames.items():
         frame = schema.conform(frame, kind)
         if w.device is not None and "device" not in frame.columns:
             frame["device"] = schema.constant_int(w.device, len(frame))
         if frame.empty:
-            w.note(kind, missing=f"{path.name}: no {kind} (read in one pass)")
+            w.note(kind, missing=empty[kind])
         else:
-            w.note(kind, [path], notes=[notes[kind]] + s.repairs)
+            w.note(kind, [path], notes=[notes[kind]])
         w.adopt_frame(kind, frame, provider, "stream")
     info = s.meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int) and w.rank is None:

@@ -6,15 +6,30 @@ communication from the events or the Chrome traces' side tables where no table g
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from ... import schema
 from ...discover import WindowFiles
-from ..base import Provides, Read, ReadContext, Source
-from . import from_events as derive
-from .op_table import op_table
+from ..base import Provides, Read, ReadContext, Source, lazy
+
+# the readers, imported when first used (not when the format registers)
+derive = lazy(".from_events", __package__)
+op_tables = lazy(".op_table", __package__)
 
 #: below every format's own table
 LAST = 9
+#: the notes of the frames derived from events (the streamed first pass gives the same ones,
+#: :func:`..chrome.summaries.adopt`)
+OPS_NOTE = "computed from events (self time = duration minus children on the same thread)"
+NO_OPS = "no events and no op_statistic.csv / cpu_op_detail_info csv"
+KERNELS_NOTE = "device events"
+
+
+def no_kernels(w: ReadContext) -> str:
+    """The 'missing' note of a kernels frame with no device events."""
+    return f"no kernel_details.csv and no device events (this rank has: {w.have()})"
 
 
 def _event_files(w: ReadContext) -> list[str] | None:
@@ -28,9 +43,9 @@ def _ops(w: ReadContext) -> Read | None:
     w.note(
         "ops",
         w.sources["events"]["files"],
-        notes=["computed from events (self time = duration minus children on the same thread)"],
+        notes=[OPS_NOTE],
     )
-    return op_table(ev), "op_table"
+    return op_tables.op_table(ev), "op_table"
 
 
 def _steps(w: ReadContext) -> Read:
@@ -45,36 +60,40 @@ def _steps(w: ReadContext) -> Read:
 def _kernels(w: ReadContext) -> Read:
     k = derive.kernels_from_events(w.frame("events"))
     if k.empty:
-        w.note(
-            "kernels",
-            missing=f"no kernel_details.csv and no device events (this rank has: {w.have()})",
-        )
+        w.note("kernels", missing=no_kernels(w))
     else:
-        w.note("kernels", w.sources["events"]["files"], notes=["device events"])
+        w.note("kernels", w.sources["events"]["files"], notes=[KERNELS_NOTE])
     return k, "events"
 
 
 def _memory(w: ReadContext) -> Read:
     w.frame("events")  # loads the traces
+    return memory_of(w, [(t.path, t.memory, t.counters) for t in w.chrome_traces()]), "events"
+
+
+def memory_of(w: ReadContext, traces: list[tuple[Any, pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """The memory frame of traces given as (path, ``[memory]`` rows, counters), noted in
+    ``w.sources["memory"]`` (a whole parse's traces, or the first pass's:
+    :mod:`..chrome.first_pass`)."""
     frames, files = [], []
-    for t in w.chrome_traces():
-        if not t.memory.empty:
-            frames.append(t.memory)
-            files.append(t.path)
-        m = derive.memory_from_counters(t.counters)
+    for path, memory, counters in traces:
+        if not memory.empty:
+            frames.append(memory)
+            files.append(path)
+        m = derive.memory_from_counters(counters)
         if not m.empty:
             frames.append(m)
-            files.append(t.path)
+            files.append(path)
     if not frames:
         w.note(
             "memory",
             missing="no memory CSV, [memory] events or Memory counters "
             "(profile_memory was probably off)",
         )
-        return schema.empty("memory"), "events"
+        return schema.empty("memory")
     w.note("memory", files)
     out = schema.concat_frames([schema.conform(f, "memory") for f in frames])
-    return out.sort_values("ts_ns", ignore_index=True), "events"
+    return out.sort_values("ts_ns", ignore_index=True)
 
 
 def _communication(w: ReadContext) -> Read:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from ... import schema
 from ...discover import FRAMEWORK_FILES, WindowFiles
-from ..base import OpenContext, Provides, Read, ReadContext, Source
-from ..derived.steps import events_with_steps
-from . import framework as mindspore
+from ..base import OpenContext, Provides, Read, ReadContext, Source, lazy
+
+# the readers, imported when first used (not when the format registers)
+steps = lazy("..derived.steps", __package__)
+mindspore = lazy(".framework", __package__)
 
 
 def _owns(p: Path) -> bool:
@@ -27,7 +29,7 @@ def _events(w: ReadContext) -> Read | None:
         return None
     ev = mindspore.cpu_op_execute_timestamps(p)
     w.note("events", [p])
-    return events_with_steps(w, ev), "table"
+    return steps.events_with_steps(w, ev), "table"
 
 
 def _ops(w: ReadContext) -> Read | None:
