@@ -173,8 +173,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_deferred_imports():
     graph = import_graph()
-    # Monitor imports the relay inside Monitor._start_relay only (for cost): still an edge
-    assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.monitor"]
+    # file mode imports the relay inside FileRelay.start only (for cost): still an edge
+    assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.filemode"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
