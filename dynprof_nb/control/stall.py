@@ -14,6 +14,7 @@ bound (see :func:`lost_monitor`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,3 +109,29 @@ def mark(rows: list[dict[str, Any]], slots: list[SlotView], found: dict[int, Any
         text = stall.text(bound)
         row["state"] = "stalled"
         row["error"] = f"{text}; {row['error']}" if row.get("error") else text
+
+
+class StallCapture:
+    """What a named stall takes, once per stall (``HangWatch.note`` calls it): the hang report
+    where a rank has its Flight Recorder on (kept as :attr:`last_report`; its stacks are the
+    ones kept), else the stacks. ``live_slots``, ``stacks`` and ``hang_report`` are the
+    controller's (this module takes callables, not the Job that imports it)."""
+
+    def __init__(
+        self,
+        name: str,
+        live_slots: Callable[[], list[SlotView]],
+        stacks: Callable[[], Any],
+        hang_report: Callable[[], Any],
+    ) -> None:
+        self.name = name
+        self.live_slots, self.stacks, self.hang_report = live_slots, stacks, hang_report
+        self.last_report: Any = None  # the hang report taken at the last stall
+
+    def __call__(self) -> Any:
+        from dynprof_nb.control import hang
+
+        if not hang.any_recorder(self.name, self.live_slots()):
+            return self.stacks()
+        self.last_report = self.hang_report()
+        return self.last_report.stacks

@@ -100,14 +100,17 @@ def describe_start(job: Any, generation: int, options: dict[str, Any]) -> str:
     text = f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {generation})"
     if options:
         text += f"; this window only: {format_changes(options)}"
-    note = getattr(job, "no_rank_note", lambda: "")()
+    from dynprof_nb.control.asks import no_rank_note
+    from dynprof_nb.control.job import Job
+
+    note = no_rank_note(job.name, job.slots()) if isinstance(job, Job) else ""
     return f"{text}\n{note}" if note else text
 
 
 def nothing_to_wait_for(job: Any) -> str:
     """Why ``wait`` would return at once, in words (``""`` when there is something to wait
     for, or the controller cannot see its ranks)."""
-    from dynprof_nb.control.job import BUSY_STATES
+    from dynprof_nb.control.waiting import BUSY_STATES
 
     live_slots = getattr(job, "live_slots", None)
     live = live_slots() if live_slots is not None else []
