@@ -174,7 +174,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_deferred_imports():
     graph = import_graph()
     # file mode imports the relay inside FileRelay.start only (for cost): still an edge
-    assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.filemode"]
+    assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.filerelay"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 

@@ -32,7 +32,7 @@ from dynprof_nb.cluster.access import (
     check_transport,
     plain_tcp_opted_in,
 )
-from dynprof_nb.cluster.agents import Agents
+from dynprof_nb.cluster.fanout import Agents
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.stacks import cluster_hang_report, cluster_stacks, cluster_stall
 from dynprof_nb.config import ProfilerConfig

@@ -41,12 +41,12 @@ from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.ownfd import guard_stderr
 from dynprof_nb.segment import BELL_GEN, S_STATE, S_STEP, STATE, Doorbell, Segment, SegmentError
 from dynprof_nb.training.backends import resolve_backend
-from dynprof_nb.training.commands import CommandReader, fr_responder
-from dynprof_nb.training.filemode import FileRelay, NoFile
+from dynprof_nb.training.config_reader import CommandReader, fr_responder
+from dynprof_nb.training.filerelay import FileRelay, NoFile
+from dynprof_nb.training.heartbeat import RankStatus
 from dynprof_nb.training.history import History
-from dynprof_nb.training.status import RankStatus
 from dynprof_nb.training.steptimes import ENDS, ENDS_MASK
-from dynprof_nb.training.windows import Windows
+from dynprof_nb.training.window_io import Windows
 
 log = logging.getLogger("dynprof_nb")
 
@@ -113,10 +113,10 @@ class Monitor:
 
     The Monitor itself keeps the step path (``step()``, the slow path it enters on a change,
     the lifecycle) and the state they share; each other responsibility is an object it holds:
-    reading and applying configs (:class:`~dynprof_nb.training.commands.CommandReader`),
-    windows and saves (:class:`~dynprof_nb.training.windows.Windows`), the heartbeat and the
-    status slot (:class:`~dynprof_nb.training.status.RankStatus`) and file mode's relay
-    (:class:`~dynprof_nb.training.filemode.FileRelay`).
+    reading and applying configs (:class:`~dynprof_nb.training.config_reader.CommandReader`),
+    windows and saves (:class:`~dynprof_nb.training.window_io.Windows`), the heartbeat and the
+    status slot (:class:`~dynprof_nb.training.heartbeat.RankStatus`) and file mode's relay
+    (:class:`~dynprof_nb.training.filerelay.FileRelay`).
     """
 
     # Every attribute is a slot. A slot read is one indexed load, and an instance without a
@@ -416,7 +416,7 @@ class Monitor:
 
         Call it from the training loop's thread, between steps: a window's writer process is
         forked by that thread (see :meth:`Windows.fork_here
-        <dynprof_nb.training.windows.Windows.fork_here>`), and this does it while it waits."""
+        <dynprof_nb.training.window_io.Windows.fork_here>`), and this does it while it waits."""
         return self._windows.wait_saved(timeout)
 
     def __enter__(self) -> Monitor:
@@ -499,12 +499,12 @@ class FileModeMonitor(Monitor):
     """A Monitor driven by MindSpore's ``profiler_config.json`` (``Monitor(cfg_path=...)``
     is one; so is the drop-in): an edit complete in the file before a ``step()`` is applied by
     that ``step()``, as a window asked for from a notebook at that step is (with file mode's
-    rule for a window that has begun, :func:`~dynprof_nb.training.commands.shifted_window`).
+    rule for a window that has begun, :func:`~dynprof_nb.training.config_reader.shifted_window`).
 
     Its ``step()`` asks the file's :class:`~dynprof_nb.filewatch.FileWatch` first: one
     ``fstat`` (about 1 µs, against MindSpore 2.7's 26 µs re-read of its buffer); on a change it
     relays the file itself (:meth:`FileRelay.relay_now
-    <dynprof_nb.training.filemode.FileRelay.relay_now>`) before the step goes on. A Monitor
+    <dynprof_nb.training.filerelay.FileRelay.relay_now>`) before the step goes on. A Monitor
     without ``cfg_path`` keeps the shared-memory ``step()``, untouched.
     """
 
