@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,8 +58,7 @@ class Job(Controller):
         self.name = name
         self._handle = SegmentHandle(name, segment)
         self._hang = hangs.HangWatch(name)
-        # the hang report taken at the last stall (control/hang.py)
-        self._capture = stall.StallCapture(name, self.live_slots, self.stacks, self.hang_report)
+        self._capture = stall.StallCapture()  # the hang report taken at the last stall
         # a person's handle (registry.attach): its close() also removes a job no rank joined.
         # Internal handles (a cluster node's one-operation handle, a relay) never do: their
         # window is for ranks that have not started yet.
@@ -326,13 +326,14 @@ class Job(Controller):
                 row["error"] = f"{lost}; {row['error']}" if row["error"] else lost
         stalled = stall.stalls(seg, slots, now, self.hang_after, self.hang_min_s)
         stall.mark(rows, slots, stalled)
+        take = partial(self._capture.take, self)  # what a named stall takes, now
         if stalled:  # the stacks, once per stall, from the first rank to stop
             first = max((v[0] for v in stalled.values()), key=lambda x: x.seconds)
             since = time.monotonic() - first.seconds
-            self._hang.note((first.step, first.seconds), [], since, self._capture)
+            self._hang.note((first.step, first.seconds), [], since, take)
         else:
             found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
-            self._hang.note(found, rows, since, self._capture)
+            self._hang.note(found, rows, since, take)
         if not self.config.has_window:  # the header says "no window asked for": so do the rows
             for row in rows:
                 if row["state"] not in BUSY_STATES:

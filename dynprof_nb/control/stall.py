@@ -14,7 +14,6 @@ bound (see :func:`lost_monitor`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,26 +111,19 @@ def mark(rows: list[dict[str, Any]], slots: list[SlotView], found: dict[int, Any
 
 
 class StallCapture:
-    """What a named stall takes, once per stall (``HangWatch.note`` calls it): the hang report
-    where a rank has its Flight Recorder on (kept as :attr:`last_report`; its stacks are the
-    ones kept), else the stacks. ``live_slots``, ``stacks`` and ``hang_report`` are the
-    controller's (this module takes callables, not the Job that imports it)."""
+    """What a named stall takes, once per stall (``HangWatch.note`` calls :meth:`take`): the
+    hang report where a rank has its Flight Recorder on (kept as :attr:`last_report`; its
+    stacks are the ones kept), else the stacks. The controller is given at each call, not
+    held (this module imports no controller, and a handle dropped is freed at once)."""
 
-    def __init__(
-        self,
-        name: str,
-        live_slots: Callable[[], list[SlotView]],
-        stacks: Callable[[], Any],
-        hang_report: Callable[[], Any],
-    ) -> None:
-        self.name = name
-        self.live_slots, self.stacks, self.hang_report = live_slots, stacks, hang_report
+    def __init__(self) -> None:
         self.last_report: Any = None  # the hang report taken at the last stall
 
-    def __call__(self) -> Any:
+    def take(self, job: Any) -> Any:
+        """The stacks (or the hang report's) of ``job``, a ``Job``, now."""
         from dynprof_nb.control import hang
 
-        if not hang.any_recorder(self.name, self.live_slots()):
-            return self.stacks()
-        self.last_report = self.hang_report()
+        if not hang.any_recorder(job.name, job.live_slots()):
+            return job.stacks()
+        self.last_report = job.hang_report()
         return self.last_report.stacks
