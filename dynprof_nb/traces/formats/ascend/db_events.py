@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.traces import schema
-from dynprof_nb.traces.formats.ascend import db_comm
+from dynprof_nb.traces.formats.ascend import db_comm as ascend_db_comm
 from dynprof_nb.traces.formats.common.sqlite import DbFile, enum, ns, raw, text
 
 # trace_view.json's device pids: (host pid << 10) | (process sort index << 5) | device id
@@ -127,7 +127,7 @@ def comm_events(db: DbFile, pid: int, device: int) -> pd.DataFrame | None:
     group's first op), as trace_view.json's HCCL process has them."""
     if not db.has("COMMUNICATION_OP"):
         return None
-    ops = db_comm.comm_ops(db).sort_values("start_ns", kind="stable")
+    ops = ascend_db_comm.comm_ops(db).sort_values("start_ns", kind="stable")
     if ops.empty:
         return None
     grp = ops["grp"].astype(object).fillna("")

@@ -14,7 +14,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..base import ReadContext
-from . import bandwidth, text
+from . import bandwidth as ascend_bandwidth
+from . import text as ascend
 
 
 def db_links(w: ReadContext) -> pd.DataFrame | None:
@@ -46,12 +47,12 @@ def text_links(w: ReadContext) -> pd.DataFrame:
     m = w.files.matrix
     if m is not None:
         w.sources["links"] = {"files": [str(m)], "format": "text"}
-        return text.communication_matrix_json(m)
+        return ascend.communication_matrix_json(m)
     w.sources["links"] = {
         "files": [],
         "missing": f"no communication_matrix.json or database (this rank has: {w.have()})",
     }
-    return pd.DataFrame(columns=text.LINK_COLUMNS)
+    return pd.DataFrame(columns=ascend.LINK_COLUMNS)
 
 
 def text_bandwidth(w: ReadContext) -> pd.DataFrame:
@@ -59,12 +60,12 @@ def text_bandwidth(w: ReadContext) -> pd.DataFrame:
     p = w.files.communication
     if p is not None:
         w.sources["bandwidth"] = {"files": [str(p)], "format": "text"}
-        return text.communication_bandwidth_json(p)
+        return ascend.communication_bandwidth_json(p)
     w.sources["bandwidth"] = {
         "files": [],
         "missing": f"no communication.json or database (this rank has: {w.have()})",
     }
-    return bandwidth.frame(pd.DataFrame(columns=bandwidth.COLUMNS))
+    return ascend_bandwidth.frame(pd.DataFrame(columns=ascend_bandwidth.COLUMNS))
 
 
 def no_memory_copies(w: ReadContext) -> pd.DataFrame:

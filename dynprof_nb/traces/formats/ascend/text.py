@@ -17,7 +17,7 @@ import pandas as pd
 from ... import schema
 from ...errors import TraceFormatError
 from ..common.timestamps import NA_NS, str_us_to_ns
-from . import bandwidth
+from . import bandwidth as ascend_bandwidth
 
 MB = 1024 * 1024
 
@@ -244,7 +244,7 @@ def communication_json(path: str | Path) -> pd.DataFrame:
     ops, bw = _communication_walk(path)
     if ops.empty:
         return schema.empty("communication")
-    tot = bandwidth.op_totals(bw, "_op")
+    tot = ascend_bandwidth.op_totals(bw, "_op")
     for c in ("size_mb", "transport_transit_us", "bandwidth_gbps"):
         ops[c] = ops["_op"].map(tot[c]).astype("float64")
     ops["source"] = Path(path).name
@@ -257,10 +257,10 @@ def communication_bandwidth_json(path: str | Path) -> pd.DataFrame:
     bandwidth and large-packet ratio (see :mod:`ascend_bandwidth`)."""
     ops, bw = _communication_walk(path)
     if bw.empty:
-        return bandwidth.frame(pd.DataFrame(columns=bandwidth.COLUMNS))
+        return ascend_bandwidth.frame(pd.DataFrame(columns=ascend_bandwidth.COLUMNS))
     keep = [c for c in ("rank", "kind") if c in ops]
     bw = bw.merge(ops[["_op", "step", "name", "group", *keep]], on="_op", how="left")
-    return bandwidth.frame(bw.drop(columns="_op"))
+    return ascend_bandwidth.frame(bw.drop(columns="_op"))
 
 
 def _communication_walk(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:

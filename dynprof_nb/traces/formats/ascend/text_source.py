@@ -10,9 +10,10 @@ from ... import schema
 from ...discover import MEMORY_CSVS, WindowFiles
 from ..base import OpenContext, Provides, Read, ReadContext, Source
 from ..chrome.source import read_traces, traces_alone
-from ..derived import from_events
-from ..mindspore import framework
-from . import links, text
+from ..derived import from_events as derive
+from ..mindspore import framework as mindspore
+from . import links
+from . import text as ascend
 
 
 def _owns(p: Path) -> bool:
@@ -43,7 +44,7 @@ def _ops(w: ReadContext) -> Read | None:
     if p is None:
         return None
     w.note("ops", [p], notes=["device op types from op_statistic.csv"])
-    return text.op_statistic(p), "csv"
+    return ascend.op_statistic(p), "csv"
 
 
 def _steps(w: ReadContext) -> Read | None:
@@ -51,8 +52,8 @@ def _steps(w: ReadContext) -> Read | None:
     p = w.files.csv.get("step_trace_time")
     if p is None:
         return None
-    derived, _ = from_events.steps_from_events(w.frame("events"), w.comm_patterns)
-    st = text.step_trace_time(p)
+    derived, _ = derive.steps_from_events(w.frame("events"), w.comm_patterns)
+    st = ascend.step_trace_time(p)
     if not derived.empty and "start_ns" in derived:
         starts = derived.set_index("step")["start_ns"]
         st["start_ns"] = st["step"].map(starts).astype("Int64")
@@ -73,7 +74,7 @@ def _kernels(w: ReadContext) -> Read | None:
     if p is None:
         return None
     w.note("kernels", [p])
-    return text.kernel_details(p), "csv"
+    return ascend.kernel_details(p), "csv"
 
 
 def _memory(w: ReadContext) -> Read | None:
@@ -83,13 +84,13 @@ def _memory(w: ReadContext) -> Read | None:
     for key in MEMORY_CSVS:
         p = w.files.csv.get(key)
         if p is not None:
-            frames.append(text.memory_csv(p))
+            frames.append(ascend.memory_csv(p))
             files.append(p)
     if not frames:
         return None
     p = w.files.framework.get("cpu_ms_memory_record")
     if p is not None:
-        frames.append(framework.cpu_memory_record(p))
+        frames.append(mindspore.cpu_memory_record(p))
         files.append(p)
     w.note("memory", files)
     out = schema.concat_frames([schema.conform(f, "memory") for f in frames])
@@ -101,7 +102,7 @@ def _communication(w: ReadContext) -> Read | None:
     if p is None:
         return None
     w.note("communication", [p])
-    return text.communication_json(p), "json"
+    return ascend.communication_json(p), "json"
 
 
 def _open(w: OpenContext) -> bool:
@@ -110,7 +111,7 @@ def _open(w: OpenContext) -> bool:
     if f.metadata is not None:
         w.read_metadata(f.metadata)
     elif f.table is not None:  # parsed (so damage is reported), kept as-is in ``tables``
-        w.keep_table(f.table, text.read_csv(f.table))
+        w.keep_table(f.table, ascend.read_csv(f.table))
     elif f.matrix is not None:
         w.communication_links()
     elif f.communication is not None:
@@ -118,7 +119,7 @@ def _open(w: OpenContext) -> bool:
     elif "step_trace_time" in f.csv:  # alone it has no step start times to look for
         p = f.csv["step_trace_time"]
         w.note("steps", [p])
-        w.adopt_frame("steps", text.step_trace_time(p), SOURCE, "csv")
+        w.adopt_frame("steps", ascend.step_trace_time(p), SOURCE, "csv")
     elif f.csv:  # kernel_details, op_statistic or a memory CSV
         key = next(iter(f.csv))
         w.frame(

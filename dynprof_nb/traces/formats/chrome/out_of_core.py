@@ -41,10 +41,10 @@ import pandas as pd
 from ... import schema
 from ...cache import partitions
 from ..common.timestamps import NA_NS
-from ..derived import from_events
+from ..derived import from_events as derive
 from ..derived.from_events import DEVICE_CATS
 from . import pieces as fastjson
-from . import reader
+from . import reader as chrome
 from . import summaries as stream
 
 OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
@@ -123,7 +123,7 @@ class _Writer(stream.Reducer):
             picked = [args[i] for i in coll]
             for name in _COLL_FLOATS:
                 full = np.full(n, np.nan)
-                full[sel] = [reader.int_or_nan(getattr(a, name)) for a in picked]
+                full[sel] = [chrome.int_or_nan(getattr(a, name)) for a in picked]
                 cols[name] = full
             for name in _COLL_TEXTS:
                 obj = np.full(n, None, dtype=object)
@@ -172,9 +172,9 @@ class _Partition:
             labels = [stream.label_of(k) for k in table]
             uniq, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
             self.cats[col] = (inverse.astype(np.int32).reshape(-1), pd.Index(uniq, dtype=object))
-        self.pid = reader.table_ids(np.arange(len(w.pid_t)), w.pid_t)
-        self.tid = reader.table_ids(np.arange(len(w.tid_t)), w.tid_t)
-        proc_names, thread_names = reader.metadata_labels(w.meta_rows)
+        self.pid = chrome.table_ids(np.arange(len(w.pid_t)), w.pid_t)
+        self.tid = chrome.table_ids(np.arange(len(w.tid_t)), w.tid_t)
+        proc_names, thread_names = chrome.metadata_labels(w.meta_rows)
         # process: a label per pid code; thread: per (pid, tid) pair that occurs
         pids = list(w.pid_t)
         ptext = np.array([proc_names.get(p, str(p)) for p in pids], dtype=object)
@@ -286,8 +286,8 @@ class _Partition:
                 ev[k] = col[k]
             for k in _COLL_TEXTS:
                 ev[k] = pd.Categorical(col[k], categories=self.coll_cats[k])
-        steps = from_events.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), self.iv)
-        ev["step"] = from_events.device_steps(ev, self.iv, steps)
+        steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), self.iv)
+        ev["step"] = derive.device_steps(ev, self.iv, steps)
         return schema.conform(ev, "events")
 
 

@@ -46,12 +46,12 @@ from ... import schema
 from ...errors import TraceRepairWarning, warn
 from ..common import budget
 from ..common.timestamps import NA_NS
-from ..derived import from_events
+from ..derived import from_events as derive
 from ..derived import op_table as ops
 from ..derived.from_events import DEVICE_CATS
 from ..derived.op_table import GC_CAT, NON_OP_CATS, table_from_sums
 from . import pieces as fastjson
-from . import reader
+from . import reader as chrome
 
 STREAM_ENV = "DYNPROF_NB_STREAM"
 #: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)
@@ -127,7 +127,7 @@ def open_pieces(path: Path) -> tuple[fastjson.Top, Iterator[Any], Callable[[], N
             raise
         return top, pieces, fh.close, []
     fh.close()
-    data, notes = reader.read_bytes(path)
+    data, notes = chrome.read_bytes(path)
     top, pieces = fastjson.event_pieces(data)
     return top, pieces, nothing, notes
 
@@ -162,7 +162,7 @@ def _int_or_nan(values: list) -> np.ndarray:
             return np.array(values, np.float64)
         except OverflowError:
             pass
-    return np.array([reader.int_or_nan(v) for v in values], np.float64)
+    return np.array([chrome.int_or_nan(v) for v in values], np.float64)
 
 
 def label_of(key: Any) -> str:
@@ -215,7 +215,7 @@ class _HostSums:
         np.minimum.at(self.first, names, rows)
 
 
-class Reducer(reader.Columns):
+class Reducer(chrome.Columns):
     """The Chrome reader's piece decoding, each piece reduced as soon as it is decoded."""
 
     def __init__(self, base: Any, host: bool = True) -> None:
@@ -320,11 +320,11 @@ class Reducer(reader.Columns):
         if other:
             raise NotStreamable(f"{path}: has {', '.join(sorted(other))} rows (not Kineto)")
         lean = self.lean_frame()
-        iv = self.iv = from_events.step_intervals(lean)
-        lean["step"] = from_events.device_steps(
-            lean, iv, from_events.assign_steps(lean["ts_ns"].to_numpy("int64", na_value=0), iv)
+        iv = self.iv = derive.step_intervals(lean)
+        lean["step"] = derive.device_steps(
+            lean, iv, derive.assign_steps(lean["ts_ns"].to_numpy("int64", na_value=0), iv)
         )
-        steps, how = from_events.steps_from_events(lean, comm)
+        steps, how = derive.steps_from_events(lean, comm)
         meta = {
             "distributedInfo": top.distributedInfo,
             "baseTimeNanoseconds": top.baseTimeNanoseconds,
@@ -333,13 +333,13 @@ class Reducer(reader.Columns):
             "deviceProperties": top.deviceProperties,
         }
         if self.bad_ts:
-            notes = [*notes, reader.bad_ts_note(self.bad_ts, self.bad_ts_example)]
+            notes = [*notes, chrome.bad_ts_note(self.bad_ts, self.bad_ts_example)]
         span = None if self.lo is None else (self.hi - self.lo) / 1e6
         return Streamed(
             self._ops(),
             steps,
             how,
-            from_events.kernels_from_events(lean),
+            derive.kernels_from_events(lean),
             span,
             meta,
             notes,
@@ -350,7 +350,7 @@ class Reducer(reader.Columns):
         """The device rows and step markers as events rows, with the link columns the whole
         frame would have (chrome._link_columns; a launch found in any piece)."""
         cat = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.lean.items()}
-        ev = reader.events_frame(cat, self, cat["ts"])
+        ev = chrome.events_frame(cat, self, cat["ts"])
         if self.any_stream:
             ev["stream_arg"] = pd.array(cat["stream"], dtype="Float64").astype("Int64")
         if self.any_corr:
@@ -358,7 +358,7 @@ class Reducer(reader.Columns):
             col = pd.array(corr, dtype="Int64")
             col[corr < 0] = pd.NA
             ev["correlation"] = col
-            dev = from_events.device_mask(ev).to_numpy() & (corr >= 0)
+            dev = derive.device_mask(ev).to_numpy() & (corr >= 0)
             out = np.full(len(ev), -1, np.int64)
             if self.launch:
                 keys = np.concatenate([k for k, _ in self.launch])

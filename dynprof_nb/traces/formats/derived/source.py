@@ -10,7 +10,7 @@ from pathlib import Path
 from ... import schema
 from ...discover import WindowFiles
 from ..base import Provides, Read, ReadContext, Source
-from . import from_events
+from . import from_events as derive
 from .op_table import op_table
 
 #: below every format's own table
@@ -34,7 +34,7 @@ def _ops(w: ReadContext) -> Read | None:
 
 
 def _steps(w: ReadContext) -> Read:
-    derived, how = from_events.steps_from_events(w.frame("events"), w.comm_patterns)
+    derived, how = derive.steps_from_events(w.frame("events"), w.comm_patterns)
     if derived.empty:
         w.note("steps", missing=how)
     else:
@@ -43,7 +43,7 @@ def _steps(w: ReadContext) -> Read:
 
 
 def _kernels(w: ReadContext) -> Read:
-    k = from_events.kernels_from_events(w.frame("events"))
+    k = derive.kernels_from_events(w.frame("events"))
     if k.empty:
         w.note(
             "kernels",
@@ -61,7 +61,7 @@ def _memory(w: ReadContext) -> Read:
         if not t.memory.empty:
             frames.append(t.memory)
             files.append(t.path)
-        m = from_events.memory_from_counters(t.counters)
+        m = derive.memory_from_counters(t.counters)
         if not m.empty:
             frames.append(m)
             files.append(t.path)
@@ -78,7 +78,7 @@ def _memory(w: ReadContext) -> Read:
 
 
 def _communication(w: ReadContext) -> Read:
-    c = from_events.communication_from_events(w.frame("events"), w.comm_patterns)
+    c = derive.communication_from_events(w.frame("events"), w.comm_patterns)
     if c.empty:
         w.note(
             "communication",

@@ -7,8 +7,8 @@ import pandas as pd
 
 from ... import schema
 from ..base import ReadContext
-from ..mindspore import framework
-from . import from_events
+from ..mindspore import framework as mindspore
+from . import from_events as derive
 
 
 def events_with_steps(w: ReadContext, ev: pd.DataFrame) -> pd.DataFrame:
@@ -17,11 +17,11 @@ def events_with_steps(w: ReadContext, ev: pd.DataFrame) -> pd.DataFrame:
     markers = w.files.step_markers
     if markers is not None:
         ev = schema.concat_frames(
-            [schema.conform(ev, "events").drop(columns="step"), framework.step_markers(markers)]
+            [schema.conform(ev, "events").drop(columns="step"), mindspore.step_markers(markers)]
         )
         w.sources["events"]["files"].append(str(markers))
         w.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
-    iv = from_events.step_intervals(ev)
-    steps = from_events.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), iv)
-    ev["step"] = from_events.device_steps(ev, iv, steps)
+    iv = derive.step_intervals(ev)
+    steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), iv)
+    ev["step"] = derive.device_steps(ev, iv, steps)
     return ev

@@ -10,7 +10,7 @@ from ... import schema
 from ...discover import FRAMEWORK_FILES, WindowFiles
 from ..base import OpenContext, Provides, Read, ReadContext, Source
 from ..derived.steps import events_with_steps
-from . import framework
+from . import framework as mindspore
 
 
 def _owns(p: Path) -> bool:
@@ -25,7 +25,7 @@ def _events(w: ReadContext) -> Read | None:
     p = w.files.framework.get("cpu_op_execute_timestamp")
     if p is None:
         return None
-    ev = framework.cpu_op_execute_timestamps(p)
+    ev = mindspore.cpu_op_execute_timestamps(p)
     w.note("events", [p])
     return events_with_steps(w, ev), "table"
 
@@ -35,7 +35,7 @@ def _ops(w: ReadContext) -> Read | None:
     if p is None:
         return None
     w.note("ops", [p])
-    return framework.cpu_op_detail(p), "table"
+    return mindspore.cpu_op_detail(p), "table"
 
 
 def _memory(w: ReadContext) -> Read | None:
@@ -43,7 +43,7 @@ def _memory(w: ReadContext) -> Read | None:
     if p is None:
         return None
     w.note("memory", [p])
-    out = schema.concat_frames([schema.conform(framework.cpu_memory_record(p), "memory")])
+    out = schema.concat_frames([schema.conform(mindspore.cpu_memory_record(p), "memory")])
     return out.sort_values("ts_ns", ignore_index=True), "table"
 
 
