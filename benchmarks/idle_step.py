@@ -66,7 +66,7 @@ def main() -> None:
         timed = min(measure("timed(monitor)", env, args.calls, 1) for _ in range(args.repeat))
         empty = min(empty, measure("empty.step()", env, args.calls, args.repeat))
         monitor.close()
-        control._seg.unlink()
+        control.segment(create=True).unlink()
     print(f"empty method call                : {empty:7.1f} ns")
     print(f"idle Monitor.step                : {step:7.1f} ns   ratio {step / empty:5.2f}x")
     print(f"idle Monitor.step after a window : {after:7.1f} ns   ratio {after / empty:5.2f}x")

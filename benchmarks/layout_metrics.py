@@ -18,8 +18,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import test_layout as layout  # noqa: E402
 
-LONG = 60
-MANY = 30
+LONG = layout.LONG_LINES
+MANY = layout.MAX_METHODS
 PARTS = ("traces", "traces/formats", "traces/cache", "analysis", "cluster", "control", "ui",
          "training", "training/monitor.py")
 

@@ -48,7 +48,8 @@ def main() -> None:
         while not control.live_slots():
             time.sleep(0.01)
         slot = control.live_slots()[0]
-        words, base = control._seg.words, control._seg.slot_base(slot.index)
+        seg = control.segment(create=True)
+        words, base = seg.words, seg.slot_base(slot.index)
         latencies, calls = [], []
         t_begin, step_begin = time.perf_counter(), words[base + S_STEP]
         for i in range(args.sets):
@@ -64,7 +65,7 @@ def main() -> None:
         step_ms = (time.perf_counter() - t_begin) * 1e3 / max(1, words[base + S_STEP] - step_begin)
         proc.terminate()
         proc.wait()
-        control._seg.unlink()
+        control.segment(create=True).unlink()
     latencies.sort()
     calls.sort()
     p50, p99 = _pct(latencies, 50), _pct(latencies, 99)

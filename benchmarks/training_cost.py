@@ -85,7 +85,7 @@ class Rank:
 
     def close(self) -> None:
         self.monitor.close()
-        self.control._seg.unlink()
+        self.control.segment(create=True).unlink()
 
 
 def start_stop_cost(rank: Rank, windows_n: int) -> dict[str, float]:

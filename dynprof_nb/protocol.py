@@ -14,7 +14,7 @@ with ``config`` updated by ``window`` and is back on the standing config when it
 command reaches it: ``"skip"`` (the default: windows are exact, the rank says why it skipped)
 or ``"shift"`` (file mode, written by the relay of a MindSpore ``profiler_config.json``: the
 window begins at the rank's next step with the same length, as MindSpore's own ``step()`` does;
-see :func:`dynprof_nb.training.monitor.shifted_window`).
+see :func:`dynprof_nb.training.config_reader.shifted_window`).
 """
 
 from __future__ import annotations

@@ -480,7 +480,7 @@ def _leave_at_exit() -> None:
     until the process is gone)."""
     for seg in list(_OPEN):
         try:
-            seg._tidy(exiting=True)
+            _tidy(seg, exiting=True)
         except Exception:  # never raise at exit
             pass
 
@@ -555,7 +555,7 @@ class Segment:
                 if fd is None:
                     continue  # somebody created it between our two calls: attach to theirs
                 return cls(job, fd, created=True)
-            seg = cls._attach_fd(
+            seg = _attach_fd(
                 job, name, fd, logging.DEBUG if quiet else logging.WARNING, repair=create
             )
             if seg is not None:
@@ -566,116 +566,6 @@ class Segment:
                     "or finished and is gone): start the training side first."
                 )
         raise SegmentError(f"could not create or attach the segment for job {job!r}; retry.")
-
-    @classmethod
-    def _attach_fd(
-        cls, job: str, name: str, fd: int, level: int = logging.WARNING, repair: bool = True
-    ) -> Segment | None:
-        """The segment open as ``fd`` when it is usable; None when it was reclaimed (try
-        again). A damaged one nobody uses is reclaimed when ``repair`` (a rank, a writer that
-        would create the job) and refused with :class:`DamagedSegment` otherwise (a listing
-        or an attach must not destroy what a person may want to look at)."""
-        st = os.fstat(fd)
-        if st.st_uid != os.getuid():
-            os.close(fd)
-            raise SegmentError(
-                f"segment {name} belongs to uid {st.st_uid}, not you (uid {os.getuid()}); "
-                "refusing to attach. Use another job name."
-            )
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            os.close(fd)
-            raise SegmentError(
-                f"segment {name} has mode {oct(stat.S_IMODE(st.st_mode))}, readable by others; "
-                "refusing to attach. Remove it (dynprof_nb.segment.unlink) and restart."
-            )
-        if st.st_size < SEGMENT_BYTES:
-            # Segments are linked into place whole (see _shm_create): this one was cut short
-            # (truncate) or is a foreign file. Nothing in it can be trusted.
-            if not repair:
-                os.close(fd)
-                raise DamagedSegment(
-                    f"segment {name} is damaged: {st.st_size} bytes, not "
-                    f"{SEGMENT_BYTES} (truncated, or not a segment)."
-                )
-            if _reclaim(name, fd):
-                log.log(
-                    level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size
-                )
-            os.close(fd)
-            return None
-        seg = cls(job, fd, created=False)
-        if not _names_file(name, seg._fd):  # the last process of a finished job just removed it
-            seg.close(tidy=False)
-            return None
-        w = seg.words
-        magic, layout = w[H_MAGIC], w[H_LAYOUT]
-        if magic != MAGIC or layout != LAYOUT_VERSION:
-            live = seg.live_pids() if magic == MAGIC else []
-            if live:
-                seg.close(tidy=False)
-                raise SegmentError(
-                    f"segment {name} has another layout (version {layout}) and is in use "
-                    f"by pids {live}; use another job name or stop those processes."
-                )
-            if not repair:
-                seg.close(tidy=False)
-                what = "no dynprof_nb magic number" if magic != MAGIC else f"layout {layout}"
-                raise DamagedSegment(
-                    f"segment {name} is damaged or foreign ({what}, nobody uses it)."
-                )
-            if _reclaim(name, seg._fd):
-                log.log(
-                    level,
-                    "dynprof_nb: reclaiming segment %s with an old layout or no magic number",
-                    name,
-                )
-            seg.close(tidy=False)
-            return None
-        damage = seg.damage()
-        if damage:
-            live = seg.live_pids()
-            if live or not repair:
-                seg.close(tidy=False)
-                users = f"in use by pids {live}" if live else "nobody uses it"
-                raise DamagedSegment(f"segment {name} is damaged: {damage} ({users}).")
-            if _reclaim(name, seg._fd):
-                log.log(level, "dynprof_nb: reclaiming damaged segment %s: %s", name, damage)
-            seg.close(tidy=False)
-            return None
-        if seg.is_stale():
-            if _reclaim(name, seg._fd):
-                log.log(
-                    level,
-                    "dynprof_nb: reclaiming stale segment for job %r (every process that used "
-                    "it is gone); starting from the default config.",
-                    job,
-                )
-            seg.close(tidy=False)
-            return None
-        return seg
-
-    def damage(self) -> str:
-        """What makes this segment's content impossible ("" when it is sound): words no
-        dynprof_nb process writes (a slot count, a config length or a pid out of range)."""
-        head = struct.unpack("<14q", self._bytes[0:112])
-        if head[H_SLOTS] != SLOT_COUNT:
-            return f"its header counts {head[H_SLOTS]} slots, not {SLOT_COUNT}"
-        if not 0 <= head[H_LEN] <= CONFIG_CAPACITY or head[H_GEN] < 0 or head[H_SEQ] < 0:
-            return (
-                f"its config header is garbage (length {head[H_LEN]}, generation "
-                f"{head[H_GEN]}, sequence {head[H_SEQ]})"
-            )
-        for who in (H_CREATOR, H_WRITER):
-            if not 0 <= head[who] <= PID_LIMIT:
-                return f"its header names pid {head[who]}, which cannot exist"
-        area = self._slot_area()
-        for i in range(SLOT_COUNT):
-            pid, rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
-            if pid == 0:
-                continue
-            if not 0 < pid <= PID_LIMIT or not 0 <= state < len(STATES) or rank < 0:
-                return f"rank slot {i} is garbage (pid {pid}, rank {rank}, state {state})"
-        return ""
 
     def problem(self) -> str:
         """What is wrong with this open segment as a rank holding it sees it ("" when
@@ -705,15 +595,6 @@ class Segment:
             )
         return ""
 
-    def snapshot(self) -> bytes | None:
-        """The whole segment's bytes, or None when they cannot be trusted (cut short,
-        overwritten)."""
-        try:
-            raw = _read_at(self._fd, 0, SEGMENT_BYTES)
-        except (OSError, SegmentError):
-            return None
-        return raw if struct.unpack_from("<q", raw)[0] == MAGIC else None
-
     def republish(self, keep: tuple[int, bytes] | None = None) -> Segment:
         """This job's segment again, after :meth:`problem` found this one lost: the one now
         under the name when it is usable (another rank may have republished first), else a
@@ -721,7 +602,7 @@ class Segment:
         short, from the config ``keep`` (generation, bytes) the caller last applied. Closes
         this one once the other is open. Raises SegmentError when the name is taken by
         something unusable (this one then stays open)."""
-        content = self.snapshot()
+        content = _snapshot(self)
         if content is None and keep is not None:
             content = _fresh_with_config(*keep)
         if content is not None:
@@ -762,68 +643,9 @@ class Segment:
                 pids.append(slot.pid)
         return pids
 
-    def pending(self) -> bool:
-        """A request is pending: the config was written and no rank has applied it yet (a
-        window asked for before the job starts, say). It keeps the segment for the ranks."""
-        gen = self.words[H_GEN]
-        slots = self.slots()
-        if slots:
-            return gen > 0 and max(s.applied for s in slots) < gen
-        return gen > 0 and self._asks_something()
-
-    def _asks_something(self) -> bool:
-        """No rank has joined: is anything written for the ranks to come (a window, a standing
-        key off its default)? A job prepared by mistake and then stopped asks nothing, and
-        the last process to leave removes it."""
-        from dynprof_nb.protocol import decode  # the segment holds bytes; this reads them once
-
-        got = self.read_config()
-        if got is None or not got[1]:
-            return got is None  # mid-write: keep it
-        try:
-            cfg = decode(got[1]).config
-        except Exception:  # bytes no controller wrote: keep them for a person to look at
-            return True
-        return cfg.has_window or cfg.to_dict() != type(cfg)().to_dict()
-
-    def finished(self, exiting: bool = False) -> bool:
-        """Nothing left to do: every rank has closed (or is gone) and no request is pending.
-        ``exiting``: this process's own ranks are leaving too."""
-        me = os.getpid()
-        return not self.pending() and not any(
-            s.live and not (exiting and s.pid == me) for s in self.slots()
-        )
-
-    def _tidy(self, exiting: bool = False, unjoined: bool = False) -> bool:
-        """On leaving: remove the name if no other process is attached and the job is finished.
-
-        We let go of our own presence first, then try for it exclusively, so that of several
-        processes leaving at once none is held back by another that is itself leaving. Holding
-        it exclusively shuts out newcomers (they wait for it, then see the name gone and create
-        a fresh segment). Only called by ``close()`` and at exit: we stay detached. True if we
-        removed the name."""
-        if self._own.fd < 0 or self.removed or os.getpid() != self._opener:
-            return False
-        _presence(self._fd, fcntl.F_UNLCK)
-        if not _presence(self._fd, fcntl.F_WRLCK):  # someone else is attached
-            return False
-        try:
-            if (
-                self.snapshot() is not None  # a damaged file is left to the next reclaim
-                and (self.finished(exiting) or (unjoined and not self.slots()))
-                and _names_file(self.name, self._fd)
-            ):
-                _shm_unlink(self.name)
-                self.removed = True
-                forget_job(self.job)  # the node's relay files of this job go with it
-                log.debug("dynprof_nb: job %r is finished; removed its segment", self.job)
-        finally:
-            _presence(self._fd, fcntl.F_UNLCK)
-        return self.removed
-
     def close(self, tidy: bool = True, unjoined: bool = False) -> bool:
         """Detach. The segment stays for the other processes of the job; the last process to
-        leave a finished job (see :meth:`finished`) removes it, and with ``unjoined`` also one
+        leave a finished job (see :func:`_finished`) removes it, and with ``unjoined`` also one
         that no rank ever joined, whatever it asks. True if this call removed it."""
         if self._own.fd < 0:
             return False
@@ -832,7 +654,7 @@ class Segment:
         if not self._own.mine():  # closed under us (the kernel dropped its locks): forget it
             self._own.close()
             return False
-        removed = self._tidy(unjoined=unjoined) if tidy else False
+        removed = _tidy(self, unjoined=unjoined) if tidy else False
         if os.getpid() == self._opener:
             _presence(self._fd, fcntl.F_UNLCK)
         self._own.close()
@@ -874,32 +696,10 @@ class Segment:
         # generation, with descriptors opened beforehand so nothing slow sits in between
         bells = [fd for fd in map(open_bell, self.slots()) if fd is not None]
         try:
-            return self._write_config(data, bells, locked)
+            return _write_config(self, data, bells, locked)
         finally:
             for fd in bells:
                 os.close(fd)
-
-    def _write_config(self, data: bytes, bells: list[int], locked: bool) -> int:
-        w = self.words
-        with nullcontext() if locked else self.write_lock():
-            seq = w[H_SEQ]
-            if seq & 1:  # the previous writer died mid-write: its bytes are garbage anyway
-                seq += 1
-            w[H_SEQ] = seq + 1
-            self._bytes[CONFIG_OFFSET : CONFIG_OFFSET + len(data)] = data
-            w[H_LEN] = len(data)
-            w[H_CRC] = zlib.crc32(data)
-            w[H_WRITER] = os.getpid()
-            w[H_WRITER_START] = pid_start_time(os.getpid())
-            w[H_GEN] = gen = w[H_GEN] + 1
-            w[H_SEQ] = seq + 2
-            word = struct.pack("<q", gen)
-            for fd in bells:
-                try:
-                    os.pwrite(fd, word, BELL_GEN * 8)
-                except OSError:
-                    pass
-        return gen
 
     def read_config(self, attempts: int = 1000) -> tuple[int, bytes] | None:
         """(generation, bytes) from a consistent snapshot, or None if no snapshot was had.
@@ -960,7 +760,7 @@ class Segment:
         w = self.words
         with self.write_lock():
             free = reuse = dead = None
-            area = self._slot_area()
+            area = _slot_area(self)
             for i in range(SLOT_COUNT):
                 pid, slot_rank = struct.unpack_from("<2q", area, i * SLOT_BYTES)
                 if pid == 0:
@@ -1077,18 +877,241 @@ class Segment:
             bell_token=nums[S_BELL_TOKEN],
         )
 
-    def _slot_area(self) -> bytes:
-        return _read_at(self._fd, SLOTS_OFFSET, SLOT_COUNT * SLOT_BYTES)
-
     def slots(self) -> list[SlotView]:
         """Every claimed slot (live or dead), in slot order (one read of the slot area)."""
-        area = self._slot_area()
+        area = _slot_area(self)
         views = []
         for i in range(SLOT_COUNT):
             off = i * SLOT_BYTES
             if struct.unpack_from("<q", area, off + S_PID * 8)[0] != 0:
                 views.append(self.read_slot(i, area[off : off + SLOT_BYTES]))
         return views
+
+
+# -- attaching: is the file there a sound segment? ----------------------------------------
+
+
+def _attach_fd(
+    job: str, name: str, fd: int, level: int = logging.WARNING, repair: bool = True
+) -> Segment | None:
+    """The segment open as ``fd`` when it is usable; None when it was reclaimed (try
+    again). A damaged one nobody uses is reclaimed when ``repair`` (a rank, a writer that
+    would create the job) and refused with :class:`DamagedSegment` otherwise (a listing
+    or an attach must not destroy what a person may want to look at)."""
+    if not _usable_file(name, fd, level, repair):
+        return None
+    seg = Segment(job, fd, created=False)
+    if not _names_file(name, seg._fd):  # the last process of a finished job just removed it
+        seg.close(tidy=False)
+        return None
+    w = seg.words
+    magic, layout = w[H_MAGIC], w[H_LAYOUT]
+    if magic != MAGIC or layout != LAYOUT_VERSION:
+        live = seg.live_pids() if magic == MAGIC else []
+        if live:
+            seg.close(tidy=False)
+            raise SegmentError(
+                f"segment {name} has another layout (version {layout}) and is in use "
+                f"by pids {live}; use another job name or stop those processes."
+            )
+        if not repair:
+            seg.close(tidy=False)
+            what = "no dynprof_nb magic number" if magic != MAGIC else f"layout {layout}"
+            raise DamagedSegment(f"segment {name} is damaged or foreign ({what}, nobody uses it).")
+        if _reclaim(name, seg._fd):
+            log.log(
+                level,
+                "dynprof_nb: reclaiming segment %s with an old layout or no magic number",
+                name,
+            )
+        seg.close(tidy=False)
+        return None
+    damage = _damage(seg)
+    if damage:
+        live = seg.live_pids()
+        if live or not repair:
+            seg.close(tidy=False)
+            users = f"in use by pids {live}" if live else "nobody uses it"
+            raise DamagedSegment(f"segment {name} is damaged: {damage} ({users}).")
+        if _reclaim(name, seg._fd):
+            log.log(level, "dynprof_nb: reclaiming damaged segment %s: %s", name, damage)
+        seg.close(tidy=False)
+        return None
+    if seg.is_stale():
+        if _reclaim(name, seg._fd):
+            log.log(
+                level,
+                "dynprof_nb: reclaiming stale segment for job %r (every process that used "
+                "it is gone); starting from the default config.",
+                job,
+            )
+        seg.close(tidy=False)
+        return None
+    return seg
+
+
+def _usable_file(name: str, fd: int, level: int, repair: bool) -> bool:
+    """The file's owner, mode and size allow attaching (else it is refused, or reclaimed and
+    closed: False, try again)."""
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid():
+        os.close(fd)
+        raise SegmentError(
+            f"segment {name} belongs to uid {st.st_uid}, not you (uid {os.getuid()}); "
+            "refusing to attach. Use another job name."
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.close(fd)
+        raise SegmentError(
+            f"segment {name} has mode {oct(stat.S_IMODE(st.st_mode))}, readable by others; "
+            "refusing to attach. Remove it (dynprof_nb.segment.unlink) and restart."
+        )
+    if st.st_size < SEGMENT_BYTES:
+        # Segments are linked into place whole (see _shm_create): this one was cut short
+        # (truncate) or is a foreign file. Nothing in it can be trusted.
+        if not repair:
+            os.close(fd)
+            raise DamagedSegment(
+                f"segment {name} is damaged: {st.st_size} bytes, not "
+                f"{SEGMENT_BYTES} (truncated, or not a segment)."
+            )
+        if _reclaim(name, fd):
+            log.log(level, "dynprof_nb: reclaiming unusable segment %s (size %d)", name, st.st_size)
+        os.close(fd)
+        return False
+    return True
+
+
+def _damage(seg: Segment) -> str:
+    """What makes this segment's content impossible ("" when it is sound): words no
+    dynprof_nb process writes (a slot count, a config length or a pid out of range)."""
+    head = struct.unpack("<14q", seg._bytes[0:112])
+    if head[H_SLOTS] != SLOT_COUNT:
+        return f"its header counts {head[H_SLOTS]} slots, not {SLOT_COUNT}"
+    if not 0 <= head[H_LEN] <= CONFIG_CAPACITY or head[H_GEN] < 0 or head[H_SEQ] < 0:
+        return (
+            f"its config header is garbage (length {head[H_LEN]}, generation "
+            f"{head[H_GEN]}, sequence {head[H_SEQ]})"
+        )
+    for who in (H_CREATOR, H_WRITER):
+        if not 0 <= head[who] <= PID_LIMIT:
+            return f"its header names pid {head[who]}, which cannot exist"
+    area = _slot_area(seg)
+    for i in range(SLOT_COUNT):
+        pid, rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
+        if pid == 0:
+            continue
+        if not 0 < pid <= PID_LIMIT or not 0 <= state < len(STATES) or rank < 0:
+            return f"rank slot {i} is garbage (pid {pid}, rank {rank}, state {state})"
+    return ""
+
+
+# -- leaving: is the job finished, and removing its name -----------------------------------
+
+
+def _snapshot(seg: Segment) -> bytes | None:
+    """The whole segment's bytes, or None when they cannot be trusted (cut short,
+    overwritten)."""
+    try:
+        raw = _read_at(seg._fd, 0, SEGMENT_BYTES)
+    except (OSError, SegmentError):
+        return None
+    return raw if struct.unpack_from("<q", raw)[0] == MAGIC else None
+
+
+def _pending(seg: Segment) -> bool:
+    """A request is pending: the config was written and no rank has applied it yet (a
+    window asked for before the job starts, say). It keeps the segment for the ranks."""
+    gen = seg.words[H_GEN]
+    slots = seg.slots()
+    if slots:
+        return gen > 0 and max(s.applied for s in slots) < gen
+    return gen > 0 and _asks_something(seg)
+
+
+def _asks_something(seg: Segment) -> bool:
+    """No rank has joined: is anything written for the ranks to come (a window, a standing
+    key off its default)? A job prepared by mistake and then stopped asks nothing, and
+    the last process to leave removes it."""
+    from dynprof_nb.protocol import decode  # the segment holds bytes; this reads them once
+
+    got = seg.read_config()
+    if got is None or not got[1]:
+        return got is None  # mid-write: keep it
+    try:
+        cfg = decode(got[1]).config
+    except Exception:  # bytes no controller wrote: keep them for a person to look at
+        return True
+    return cfg.has_window or cfg.to_dict() != type(cfg)().to_dict()
+
+
+def _finished(seg: Segment, exiting: bool = False) -> bool:
+    """Nothing left to do: every rank has closed (or is gone) and no request is pending.
+    ``exiting``: this process's own ranks are leaving too."""
+    me = os.getpid()
+    return not _pending(seg) and not any(
+        s.live and not (exiting and s.pid == me) for s in seg.slots()
+    )
+
+
+def _tidy(seg: Segment, exiting: bool = False, unjoined: bool = False) -> bool:
+    """On leaving: remove the name if no other process is attached and the job is finished.
+
+    We let go of our own presence first, then try for it exclusively, so that of several
+    processes leaving at once none is held back by another that is itself leaving. Holding
+    it exclusively shuts out newcomers (they wait for it, then see the name gone and create
+    a fresh segment). Only called by ``close()`` and at exit: we stay detached. True if we
+    removed the name."""
+    if seg._own.fd < 0 or seg.removed or os.getpid() != seg._opener:
+        return False
+    _presence(seg._fd, fcntl.F_UNLCK)
+    if not _presence(seg._fd, fcntl.F_WRLCK):  # someone else is attached
+        return False
+    try:
+        if (
+            _snapshot(seg) is not None  # a damaged file is left to the next reclaim
+            and (_finished(seg, exiting) or (unjoined and not seg.slots()))
+            and _names_file(seg.name, seg._fd)
+        ):
+            _shm_unlink(seg.name)
+            seg.removed = True
+            forget_job(seg.job)  # the node's relay files of this job go with it
+            log.debug("dynprof_nb: job %r is finished; removed its segment", seg.job)
+    finally:
+        _presence(seg._fd, fcntl.F_UNLCK)
+    return seg.removed
+
+
+# -- the config and the slots, read and written whole -------------------------------------
+
+
+def _write_config(seg: Segment, data: bytes, bells: list[int], locked: bool) -> int:
+    """The seqlocked write itself: bytes, length, crc, writer, generation, then the bells."""
+    w = seg.words
+    with nullcontext() if locked else seg.write_lock():
+        seq = w[H_SEQ]
+        if seq & 1:  # the previous writer died mid-write: its bytes are garbage anyway
+            seq += 1
+        w[H_SEQ] = seq + 1
+        seg._bytes[CONFIG_OFFSET : CONFIG_OFFSET + len(data)] = data
+        w[H_LEN] = len(data)
+        w[H_CRC] = zlib.crc32(data)
+        w[H_WRITER] = os.getpid()
+        w[H_WRITER_START] = pid_start_time(os.getpid())
+        w[H_GEN] = gen = w[H_GEN] + 1
+        w[H_SEQ] = seq + 2
+        word = struct.pack("<q", gen)
+        for fd in bells:
+            try:
+                os.pwrite(fd, word, BELL_GEN * 8)
+            except OSError:
+                pass
+    return gen
+
+
+def _slot_area(seg: Segment) -> bytes:
+    """Every slot's bytes, in one read."""
+    return _read_at(seg._fd, SLOTS_OFFSET, SLOT_COUNT * SLOT_BYTES)
 
 
 _TEXT_FIELDS = {

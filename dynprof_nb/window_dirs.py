@@ -142,7 +142,7 @@ def new_manifest(
 
 
 def shifted_fields(asked: tuple[int, int], recorded: tuple[int, int], note: str) -> dict[str, Any]:
-    """Manifest keys of a window file mode moved (``monitor.shifted_window``). Its
+    """Manifest keys of a window file mode moved (``commands.shifted_window``). Its
     ``start_step``/``stop_step`` are the steps recorded, as in every manifest; these say which
     window was asked for and why it moved, and keep its directory named after the window asked
     for (``rank0_start6_stop7``, the name MindSpore gives it and its own tests look for)."""

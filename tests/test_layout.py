@@ -173,8 +173,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_deferred_imports():
     graph = import_graph()
-    # Monitor imports the relay inside Monitor._start_relay only (for cost): still an edge
-    assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.monitor"]
+    # file mode imports the relay inside FileRelay.start only (for cost): still an edge
+    assert "dynprof_nb.control.relay" in graph["dynprof_nb.training.filerelay"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
@@ -352,3 +352,45 @@ def test_every_formats_files_are_under_its_folder():
     assert all(len(names) == 1 for folder, names in homes.items() if folder != "ascend"), homes
     formats_dirs = {p.parent.name for p in (traces / "formats").glob("*/*.py")}
     assert formats_dirs == set(homes) | {"common"}
+
+
+#: a class with more methods than this holds several responsibilities (issue 31): split it into
+#: collaborator objects, as Monitor, Job and ClusterJob are
+MAX_METHODS = 30
+#: functions this long, per 1,000 lines of the package, at most this many
+LONG_LINES, MAX_LONG_PER_1K = 60, 0.8
+
+
+def big_classes() -> list[str]:
+    """``module:Class (n methods)`` for every class of more than :data:`MAX_METHODS` methods
+    (its own ``def``s: properties and dunders count, inherited ones do not)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                n = sum(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in node.body)
+                if n > MAX_METHODS:
+                    found.append(f"{module_name(path)}:{node.name} ({n} methods)")
+    return found
+
+
+def long_functions() -> tuple[list[str], int]:
+    """The package's functions of :data:`LONG_LINES`+ lines (nested ones too), and its lines."""
+    found, lines = [], 0
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        lines += len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and node.end_lineno - node.lineno + 1 >= LONG_LINES):
+                found.append(f"{module_name(path)}:{node.name}:{node.lineno}")
+    return found, lines
+
+
+def test_no_class_has_more_than_30_methods():
+    assert big_classes() == []
+
+
+def test_long_functions_stay_under_the_bound():
+    found, lines = long_functions()
+    assert 1000 * len(found) / lines <= MAX_LONG_PER_1K, "\n".join(found)

@@ -112,7 +112,7 @@ INSIDE_WRITE = """
     job = dynprof_nb.attach(sys.argv[1], create=False)
 
     def block(pid):  # write_config calls this inside its critical section: stop right there
-        print(json.dumps({"seq": job._seg.words[segment.H_SEQ]}), flush=True)
+        print(json.dumps({"seq": job.segment(create=True).words[segment.H_SEQ]}), flush=True)
         time.sleep(600)
 
     segment.pid_start_time = block
@@ -159,7 +159,8 @@ def test_controller_killed_mid_write_leaves_ranks_on_the_last_good_config(tmp_pa
         assert json.loads(line)["seq"] % 2 == 1  # it really is inside the critical section
         writer.send_signal(signal.SIGKILL)
         writer.wait()
-        assert control._seg.words[H_SEQ] % 2 == 1  # what the dead writer left behind
+        seq = control.segment(create=True).words[H_SEQ]
+        assert seq % 2 == 1  # what the dead writer left behind
         assert (control.status().state == "armed").all()  # the window is still to come
 
         # the notebook still shows the last good config it knew, with a clear warning
@@ -188,7 +189,7 @@ def test_controller_killed_mid_write_leaves_ranks_on_the_last_good_config(tmp_pa
         t.start()
         t.join(10)  # a guard against a hang, not a speed requirement
         assert not t.is_alive(), "Job.set blocked behind the dead writer's lock"
-        assert control._seg.words[H_SEQ] % 2 == 0
+        assert control.segment(create=True).words[H_SEQ] % 2 == 0
         wait_until(lambda: (control.status().generation == done["gen"]).all(),
                    what="ranks to apply the next write")
         cfg = control.config  # standing; with_stack was the window's own option

@@ -172,7 +172,7 @@ def test_pickled_payloads_in_the_segment_and_in_trace_files_are_never_loaded(tmp
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=tmp_path / "out",
                                  backend="builtin")
     try:
-        control._seg.write_config(payload)
+        control.segment(create=True).write_config(payload)
         for _ in range(3):
             monitor.step()
         assert "not valid JSON" in monitor.last_error

@@ -23,23 +23,18 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.cluster import wire
 from dynprof_nb.cluster.access import (
     PLAIN_SCHEMES,
     InsecureClusterError,
     check_transport,
     plain_tcp_opted_in,
-    requester,
 )
+from dynprof_nb.cluster.fanout import Agents
 from dynprof_nb.cluster.feed import feed_of
-from dynprof_nb.cluster.operations import NotYourJob
 from dynprof_nb.cluster.stacks import cluster_hang_report, cluster_stacks, cluster_stall
-from dynprof_nb.cluster.wire import UngatedCluster, call, command_variable, lock_name
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.base import (
     WINDOW_COLUMNS,
@@ -74,7 +69,6 @@ MARGIN_SAFETY_S = 0.5  # on top of two fan-outs and two steps of the slowest ran
 TRIGGER_SAFETY_RTTS = 3
 TRIGGER_SAFETY_MIN_S = 0.03
 ARM_WAIT_MAX_S = 10.0
-LOCK_TIMEOUT_S = 30.0
 RATE_HORIZON_S = 5.0
 
 
@@ -173,179 +167,46 @@ class ClusterJob(Controller):
         and ``start()`` reads every node's rows itself, so neither the agents' hello nor the
         first pull is made (two fan-outs, ~45 ms on the firing path of a trigger's first
         window: 4-5 steps at 10 ms, with the slowdown going on)."""
-        from distributed import Lock, Variable
-
         self.name = name
         self.client = client
         self._own_client = own_client
-        self._var = Variable(command_variable(name), client=client)
-        self._lock = Lock(lock_name(name), scheduler_rpc=client.scheduler, loop=client.loop)
-        self._rtt = 0.0
         self.last_start: dict[str, Any] = {}
-        self.unreachable: dict[str, str] = {}  # worker address -> the last error, dead nodes
-        self.refused: dict[str, str] = {}  # worker address -> why its agent (another user's)
         self._hang = HangWatch(f"@cluster.{name}")
         self.feed = feed_of(client)
         self.feed.watch(name)
+        self._agents = Agents(name, client, self.feed)
+        self.unreachable = self._agents.unreachable  # worker address -> the last error, dead
+        self.refused = self._agents.refused  # worker address -> why its agent (another user's)
         if probe:
-            self._ensure_agents(install)
+            self._agents.ensure(install)
             self.refresh()
-
-    # -- fan-out ----------------------------------------------------------------------------
-
-    def _run(self, op: str, payload: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-        """One operation on every node's agent: (answers of acting agents, errors)."""
-        t0 = time.monotonic()
-        raw = self.client.run(call, op, dict(payload, user=requester()), on_error="return")
-        rtt = time.monotonic() - t0
-        self._rtt = rtt if not self._rtt else 0.7 * self._rtt + 0.3 * rtt
-        answers, errors, refused = [], [], {}
-        for addr, answer in raw.items():
-            if isinstance(answer, NotYourJob):  # another user's agent: not this job's node
-                refused[addr] = str(answer)
-            elif isinstance(answer, BaseException):
-                if self._dead_worker(addr):  # a node already shown dead: not a live rank's
-                    self.unreachable[addr] = repr(answer)
-                    continue
-                errors.append(f"{addr}: {answer}")
-            elif (
-                isinstance(answer, dict) and not answer.get("standby") and not answer.get("missing")
-            ):
-                answers.append(dict(answer, addr=addr))
-        self.refused = refused
-        if refused and not answers:  # no agent of this user anywhere: say why, node by node
-            errors += [f"{addr}: {why}" for addr, why in refused.items()]
-        return answers, errors
-
-    def _dead_worker(self, addr: str) -> bool:
-        """A worker whose node stopped beating (or never did): its errors are not failures
-        of a live rank, they are why its ranks show ``dead``."""
-        keys = [key for key, info in self.feed.nodes.items() if info.get("addr") == addr]
-        return not any(self.feed.alive(key) for key in keys)
-
-    def _ensure_agents(self, install: bool) -> None:
-        raw = self._hello()
-        if any(isinstance(r, dict) and r.get("missing") for r in raw.values()):
-            # install_agents is set when dynprof_nb.cluster.agent is imported (attach does)
-            if not install or wire.install_agents is None:
-                raise JobError(
-                    "some workers run no dynprof_nb agent: start them with "
-                    "--preload dynprof_nb.cluster.agent."
-                )
-            wire.install_agents(self.client)
-            raw = self._hello()  # the new agents check their scheduler's gate too
-        foreign = sorted(
-            {
-                f"uid {r['uid']} ({r['user']})"
-                for r in raw.values()
-                if isinstance(r, dict) and r.get("foreign")
-            }
-        )
-        if foreign and all(isinstance(r, dict) and r.get("foreign") for r in raw.values()):
-            log.warning(
-                "dynprof_nb: every agent of this cluster runs as %s, not as you (%s): "
-                "they will refuse to drive job %r.",
-                ", ".join(foreign),
-                requester()["name"],
-                self.name,
-            )
-
-    def _hello(self) -> dict[str, Any]:
-        """Every worker's answer to ``hello``; raises JobError for none, an agent that
-        cannot be reached, or agents that refuse an ungated scheduler."""
-        raw = self.client.run(call, "hello", {"user": requester()}, on_error="return")
-        if not raw:
-            raise JobError(
-                "the Dask cluster has no worker: start `dask worker SCHED --preload "
-                "dynprof_nb.cluster.agent` on every node."
-            )
-        bad = {a: r for a, r in raw.items() if isinstance(r, BaseException)}
-        ungated = sorted({str(r) for r in bad.values() if isinstance(r, UngatedCluster)})
-        if ungated:  # one cluster per user: the agents refuse a scheduler that admits others
-            raise JobError(f"job {self.name!r}: " + "; ".join(ungated[:4]))
-        if bad:
-            raise JobError(
-                "cannot reach the dynprof_nb agent on "
-                + ", ".join(f"{a} ({r!r})" for a, r in bad.items())
-                + ": install dynprof_nb[cluster] on every node."
-            )
-        return raw
 
     def refresh(self) -> None:
         """Pull every node's rows once (attach does; afterwards the agents push)."""
-        answers, _ = self._run("status", {"job": self.name})
+        answers, _ = self._agents.run("status", {"job": self.name})
         for answer in answers:
             self.feed.store(self.name, answer)
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """One writer at a time per job, across notebooks (a Dask ``Lock``)."""
-        if not self._lock.acquire(timeout=LOCK_TIMEOUT_S):
-            raise JobError(
-                f"job {self.name!r}: another notebook has held the job's lock for "
-                f"{LOCK_TIMEOUT_S:.0f} s; try again."
-            )
-        try:
-            yield
-        finally:
-            self._lock.release()
-
     # -- what is published -------------------------------------------------------------------
-
-    def _command(self) -> dict[str, Any] | None:
-        try:
-            cmd = self._var.get(timeout=0)
-        except Exception:  # not set yet
-            return None
-        return cmd if isinstance(cmd, dict) else None
 
     @property
     def generation(self) -> int:
         """The cluster's command sequence number (the same on every node and notebook)."""
-        cmd = self._command()
+        cmd = self._agents.command()
         return int(cmd["seq"]) if cmd else 0
 
     @property
     def config(self) -> ProfilerConfig:
         """The config of the job's current command (defaults before the first one)."""
-        cmd = self._command()
+        cmd = self._agents.command()
         return ProfilerConfig.from_dict(cmd["config"]) if cmd else ProfilerConfig()
 
-    def _send(
-        self, action: str, cfg: ProfilerConfig, seq: int, arm_wait_s: float = 0.0, reason: str = ""
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        payload = {
-            "job": self.name,
-            "action": action,
-            "config": cfg.to_dict(),
-            "seq": seq,
-            "arm_wait_s": arm_wait_s,
-        }
-        if reason:
-            payload["reason"] = reason
-        answers, errors = self._run("apply", payload)
-        if not answers and not errors:
-            raise JobError("no dynprof_nb agent answered: is any worker running?")
-        return answers, errors
-
-    def _remember(self, seq: int, action: str, cfg: ProfilerConfig) -> None:
-        self._var.set(
-            {
-                "seq": seq,
-                "action": action,
-                "config": cfg.to_dict(),
-                "by": os.getpid(),
-                "user": requester(),
-                "at": time.time(),
-            }
-        )
-
     def _publish(self, action: str, cfg: ProfilerConfig) -> int:
-        with self._locked():
+        with self._agents.locked():
             seq = self.generation + 1
-            answers, errors = self._send(action, cfg, seq)
+            answers, errors = self._agents.send(action, cfg, seq)
             if answers:
-                self._remember(seq, action, cfg)
+                self._agents.remember(seq, action, cfg)
         if errors:
             raise JobError(f"{action} (generation {seq}) failed on: " + "; ".join(errors))
         return seq
@@ -367,12 +228,16 @@ class ClusterJob(Controller):
         safety time), so the nodes' directories are one window."""
         cfg = self.config
         busy = [
-            r for r in self._rows() if r.get("alive") and r.get("state") in ("armed", "recording")
+            r
+            for r in self.status_rows()
+            if r.get("alive") and r.get("state") in ("armed", "recording")
         ]
         if not cfg.has_window or len(busy) < 2 or all(r["state"] != "recording" for r in busy):
             return self._write("stop", cfg.update(start_step=-1, stop_step=-1))
         ahead = max(int(r.get("step") or 0) for r in busy)
-        at = ahead + self.margin_steps(busy, self._rtt, self.trigger_safety_s(self._rtt))
+        at = ahead + self.margin_steps(
+            busy, self._agents.rtt, self.trigger_safety_s(self._agents.rtt)
+        )
         at = min(max(at, cfg.start_step), cfg.stop_step)
         return self._write("stop", cfg.update(stop_step=at))
 
@@ -388,7 +253,7 @@ class ClusterJob(Controller):
         rates = [r["rate"] for r in rows if r.get("rate")]
         if not rates:
             return 2
-        seconds = 2 * max(rtt_s, self._rtt) + 2 / min(rates) + safety_s
+        seconds = 2 * max(rtt_s, self._agents.rtt) + 2 / min(rates) + safety_s
         return math.ceil(max(rates) * seconds) + 1
 
     def trigger_safety_s(self, rtt_s: float) -> float:
@@ -397,7 +262,7 @@ class ClusterJob(Controller):
         :data:`TRIGGER_SAFETY_MIN_S`, at most :data:`MARGIN_SAFETY_S`. The same-step,
         all-or-nothing rule is unchanged: an agent answers only once its ranks armed, and a
         cancel still has one fan-out, one slow step and half this time before the start."""
-        rtt = max(rtt_s, self._rtt)
+        rtt = max(rtt_s, self._agents.rtt)
         return min(MARGIN_SAFETY_S, max(TRIGGER_SAFETY_MIN_S, TRIGGER_SAFETY_RTTS * rtt))
 
     def start(
@@ -430,9 +295,9 @@ class ClusterJob(Controller):
         base.update(
             start_step=resolve_step("start", start, 1), stop_step=resolve_step("stop", stop, 1)
         ).validate()
-        with self._locked():
+        with self._agents.locked():
             t0 = time.monotonic()
-            answers, errors = self._run("status", {"job": self.name})
+            answers, errors = self._agents.run("status", {"job": self.name})
             rtt = time.monotonic() - t0
             if errors:
                 raise JobError("cannot read every node's ranks: " + "; ".join(errors))
@@ -457,7 +322,7 @@ class ClusterJob(Controller):
                     f"window {first}-{last} has already begun on every rank ({where}). "
                     f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
                 )
-            self._check_others(first, last, live)
+            _check_others(self.name, self._agents.command() or {}, first, last, live)
             seq = self.generation + 1
             self.last_start = {
                 "current": current,
@@ -471,77 +336,24 @@ class ClusterJob(Controller):
             if requested_at is not None:
                 self.last_start["read_at"] = t0 + rtt
                 self.last_start["waited_s"] = round(t0 + rtt - requested_at, 4)
-            budget = self._arm_budget(live, first, current, rtt, safety)
-            answers, errors = self._send("start", cfg, seq, budget, reason=reason)
+            budget = _arm_budget(self._agents.rtt, live, first, current, rtt, safety)
+            answers, errors = self._agents.send("start", cfg, seq, budget, reason=reason)
             problems = errors + _not_armed(answers, first, last)
             self.last_start.update(
                 ranks=sum(len(a["ranks"]) for a in answers), nodes=len(answers), armed=not problems
             )
             if problems:
                 stop_cfg = cfg.update(start_step=-1, stop_step=-1)
-                self._send("stop", stop_cfg, seq + 1)
-                self._remember(seq + 1, "stop", stop_cfg)
+                self._agents.send("stop", stop_cfg, seq + 1)
+                self._agents.remember(seq + 1, "stop", stop_cfg)
                 raise JobError(
                     f"window {first}-{last} was cancelled on every rank: not every live rank "
                     f"armed it in time ({'; '.join(problems[:8])}"
                     f"{f'; and {len(problems) - 8} more' if len(problems) > 8 else ''}). "
                     "Ask again with a larger '+k'."
                 )
-            self._remember(seq, "start", cfg)
+            self._agents.remember(seq, "start", cfg)
         return seq
-
-    def _check_others(self, first: int, last: int, live: list[dict[str, Any]]) -> None:
-        """Refuse (:class:`WindowConflict`) a window while any live rank records one: a rank
-        takes no new window until its window ends, so this one could not be armed everywhere
-        (and cancelling it would end the other). Warn (:class:`WindowReplaced`) when it
-        replaces a window another controller armed."""
-        cmd = self._command() or {}
-        user = (cmd.get("user") or {}).get("name", "?")
-        asked = {}
-        cfg = cmd.get("config") or {}
-        if cmd.get("action") == "start" and cmd.get("by"):
-            mine = " (this process)" if cmd["by"] == os.getpid() else ""
-            asked[(cfg.get("start_step"), cfg.get("stop_step"))] = (
-                f"pid {cmd['by']}{mine}, user {user}"
-            )
-        recording = [
-            (f"{r['rank']} on {r['node']}", *_window_of(r), r["step"])
-            for r in live
-            if r["state"] == "recording" and _window_of(r)
-        ]
-        found = window_conflict(first, last, recording, asked, can_queue=False)
-        if found is not None:
-            raise WindowConflict(f"job {self.name!r}: {found[0]}")
-        armed = sorted({_window_of(r) for r in live if r["state"] == "armed"} - {(first, last), ()})
-        if armed and cmd.get("by") and cmd["by"] != os.getpid():
-            ranks = ", ".join(f"{r['rank']} on {r['node']}" for r in live if r["state"] == "armed")
-            windows = ", ".join(f"{a}-{b}" for a, b in armed)
-            warnings.warn(
-                f"job {self.name!r}: window {first}-{last} replaces window {windows}, which "
-                f"pid {cmd['by']} (user {user}, another controller) had armed on ranks "
-                f"{ranks}: that one will not be recorded. Tell its owner, or stop() and ask "
-                "for it again.",
-                WindowReplaced,
-                stacklevel=3,
-            )
-
-    def _arm_budget(
-        self,
-        live: list[dict[str, Any]],
-        first: int,
-        current: int,
-        rtt: float,
-        safety_s: float = MARGIN_SAFETY_S,
-    ) -> float:
-        """How long an agent may wait for its ranks to read the window: until the fastest
-        rank is one fan-out, one slow step and half the safety time from the start, so that
-        a cancel still reaches every rank before it begins."""
-        rates = [r["rate"] for r in live if r.get("rate")]
-        if not rates:
-            return ARM_WAIT_MAX_S
-        to_start = (first - 1 - current) / max(rates)
-        keep = max(rtt, self._rtt) + 1 / min(rates) + safety_s / 2
-        return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
 
     # -- step times and the trigger (dynprof_nb.cluster.trigger) -----------------------------
 
@@ -580,7 +392,7 @@ class ClusterJob(Controller):
         cluster_trigger.store(
             self.client, self.name, {"definition": d, "fired": 0, "last_fire": 0.0} if d else None
         )
-        _, errors = self._run("trigger", {"job": self.name, "definition": d})
+        _, errors = self._agents.run("trigger", {"job": self.name, "definition": d})
         if errors:
             raise JobError("the trigger could not be stored on: " + "; ".join(errors))
         return self.triggers
@@ -621,7 +433,7 @@ class ClusterJob(Controller):
         each node's own monotonic clock)."""
         from dynprof_nb.control import trigger
 
-        answers, errors = self._run("step_times", {"job": self.name, "last": int(last)})
+        answers, errors = self._agents.run("step_times", {"job": self.name, "last": int(last)})
         if errors:
             raise JobError("cannot read step times on: " + "; ".join(errors))
         labels = self.feed.labels()
@@ -630,19 +442,16 @@ class ClusterJob(Controller):
 
     # -- what the ranks do -------------------------------------------------------------------
 
-    def _rows(self) -> list[dict[str, Any]]:
-        return self.feed.rows(self.name)
-
     def status_rows(self) -> list[dict[str, Any]]:
         """The pushed rows behind ``status()``, as dicts (the agents' trigger reads them)."""
-        return self._rows()
+        return self.feed.rows(self.name)
 
     def status(self) -> pd.DataFrame:
         """One row per rank of every node, the usual columns plus ``node``; pushed by the
         agents, so reading it costs no round trip. A node not heard from for a few seconds
         shows its ranks ``dead``. A stalled job says so in the live rows' ``error`` (see
         :meth:`stacks`)."""
-        rows = self._rows()
+        rows = self.status_rows()
         found, since = cluster_stall(rows, self.hang_after, self.hang_min_s)
         self._hang.note(found, rows, since, self.stacks)
         return status_frame(rows)
@@ -650,13 +459,15 @@ class ClusterJob(Controller):
     def stacks(self, timeout: float = DUMP_TIMEOUT_S) -> StackFrame:
         """The stack of every thread of every live rank on every node, each node's agent
         taking its own (see ``Job.stacks``); ranks no node answered for are in ``.silent``."""
-        return cluster_stacks(self.name, self._run, self._rows, self.feed.labels, timeout)
+        return cluster_stacks(
+            self.name, self._agents.run, self.status_rows, self.feed.labels, timeout
+        )
 
     def hang_report(self, timeout: float = DUMP_TIMEOUT_S, keep: Any = None) -> Any:
         """Which collective the job waits in, which ranks never arrived and where they are,
         from every node's ranks (see ``Job.hang_report``)."""
         return cluster_hang_report(
-            self.name, self._run, self._rows, self.feed.labels, timeout, keep
+            self.name, self._agents.run, self.status_rows, self.feed.labels, timeout, keep
         )
 
     @property
@@ -665,13 +476,13 @@ class ClusterJob(Controller):
         return self._hang.last_stacks()
 
     def live_ranks(self) -> list[int]:
-        return sorted({r["rank"] for r in self._rows() if r["alive"]})
+        return sorted({r["rank"] for r in self.status_rows() if r["alive"]})
 
     def progress(self) -> tuple[int, int]:
         cfg, target = self.config, self.generation
         if not cfg.has_window:
             return 0, 0
-        live = [r for r in self._rows() if r["alive"]]
+        live = [r for r in self.status_rows() if r["alive"]]
         length = cfg.stop_step - cfg.start_step + 1
         return sum(_done(r, cfg, target) for r in live), length * len(live)
 
@@ -685,7 +496,7 @@ class ClusterJob(Controller):
         report = Progress(f"job {self.name}: {window}", enabled=progress, unit="rank-step")
         try:
             while True:
-                rows = self._rows()
+                rows = self.status_rows()
                 live = [r for r in rows if r["alive"]]
                 if not rows:
                     raise JobError(
@@ -733,7 +544,7 @@ class ClusterJob(Controller):
         return []
 
     def _window_rows(self) -> list[dict[str, Any]]:
-        answers, errors = self._run("windows", {"job": self.name})
+        answers, errors = self._agents.run("windows", {"job": self.name})
         if errors:
             raise JobError("cannot list windows on: " + "; ".join(errors))
         labels = self.feed.labels()
@@ -799,7 +610,7 @@ class ClusterJob(Controller):
 
     def _describe(self) -> str:
         cfg = self.config
-        rows = self._rows()
+        rows = self.status_rows()
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
         nodes = {r["node"] for r in rows if r["alive"]}
         return (
@@ -810,6 +621,60 @@ class ClusterJob(Controller):
     def close(self) -> None:
         if self._own_client:
             self.client.close()
+
+
+def _check_others(
+    name: str, cmd: dict[str, Any], first: int, last: int, live: list[dict[str, Any]]
+) -> None:
+    """Refuse (:class:`WindowConflict`) a window while any live rank records one: a rank
+    takes no new window until its window ends, so this one could not be armed everywhere
+    (and cancelling it would end the other). Warn (:class:`WindowReplaced`) when it
+    replaces a window another controller armed."""
+    user = (cmd.get("user") or {}).get("name", "?")
+    asked = {}
+    cfg = cmd.get("config") or {}
+    if cmd.get("action") == "start" and cmd.get("by"):
+        mine = " (this process)" if cmd["by"] == os.getpid() else ""
+        asked[(cfg.get("start_step"), cfg.get("stop_step"))] = f"pid {cmd['by']}{mine}, user {user}"
+    recording = [
+        (f"{r['rank']} on {r['node']}", *_window_of(r), r["step"])
+        for r in live
+        if r["state"] == "recording" and _window_of(r)
+    ]
+    found = window_conflict(first, last, recording, asked, can_queue=False)
+    if found is not None:
+        raise WindowConflict(f"job {name!r}: {found[0]}")
+    armed = sorted({_window_of(r) for r in live if r["state"] == "armed"} - {(first, last), ()})
+    if armed and cmd.get("by") and cmd["by"] != os.getpid():
+        ranks = ", ".join(f"{r['rank']} on {r['node']}" for r in live if r["state"] == "armed")
+        windows = ", ".join(f"{a}-{b}" for a, b in armed)
+        warnings.warn(
+            f"job {name!r}: window {first}-{last} replaces window {windows}, which "
+            f"pid {cmd['by']} (user {user}, another controller) had armed on ranks "
+            f"{ranks}: that one will not be recorded. Tell its owner, or stop() and ask "
+            "for it again.",
+            WindowReplaced,
+            stacklevel=3,
+        )
+
+
+def _arm_budget(
+    agents_rtt: float,
+    live: list[dict[str, Any]],
+    first: int,
+    current: int,
+    rtt: float,
+    safety_s: float = MARGIN_SAFETY_S,
+) -> float:
+    """How long an agent may wait for its ranks to read the window: until the fastest
+    rank is one fan-out, one slow step and half the safety time from the start, so that
+    a cancel still reaches every rank before it begins."""
+    rates = [r["rate"] for r in live if r.get("rate")]
+    if not rates:
+        return ARM_WAIT_MAX_S
+    to_start = (first - 1 - current) / max(rates)
+    keep = max(rtt, agents_rtt) + 1 / min(rates) + safety_s / 2
+    return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
 
 
 def _window_of(row: dict[str, Any]) -> tuple[int, ...]:

@@ -241,7 +241,11 @@ class Controller(ABC):
         return f"<{self._describe()}>"
 
     def _repr_html_(self) -> str:
-        return f"<p><b>{self._describe()}</b></p>" + self.status().to_html(index=False)
+        head = f"<p><b>{self._describe()}</b></p>"
+        try:
+            return head + self.status().to_html(index=False)
+        except JobError:  # a closed handle (its description says so): a repr never raises
+            return head
 
     def close(self) -> None:  # noqa: B027 (an optional hook, not abstract)
         """Release what this controller holds (the job itself goes on)."""

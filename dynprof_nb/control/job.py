@@ -2,45 +2,41 @@
 
 A Job validates before it writes (a bad value never reaches the segment, so the config in the
 segment is always the last good one), writes a command into the job segment, and reads the
-ranks' slots back as a DataFrame.
+ranks' slots back as a DataFrame. Its parts live beside it: the hold on the segment and the
+last good command (:mod:`~dynprof_nb.control.handle`), the checks made before a window is
+written (:mod:`~dynprof_nb.control.asks`), ``wait()`` (:mod:`~dynprof_nb.control.waiting`),
+the status rows (:mod:`~dynprof_nb.control.status`) and what a stall takes
+(:mod:`~dynprof_nb.control.stall`).
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.control import asks, stall, trigger
 from dynprof_nb.control import stacks as hangs
-from dynprof_nb.control import stall, trigger
-from dynprof_nb.control.base import (
-    Controller,
-    JobError,
-    WaitInterrupted,
-    WindowConflict,
-    WindowQueued,
-    WindowRefused,
-    WindowReplaced,
-    resolve_step,
-    window_conflict,
-)
-from dynprof_nb.control.progress import Progress, format_eta
+from dynprof_nb.control.base import Controller, JobError, resolve_step
+from dynprof_nb.control.handle import SegmentHandle, watched
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
-from dynprof_nb.protocol import Command, command, decode
+from dynprof_nb.control.waiting import BUSY_STATES, vanished, wait_for, window_progress
+from dynprof_nb.protocol import command
 from dynprof_nb.protocol import window_options as window_options_of
-from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError, SlotView
-from dynprof_nb.shared_layout import common_step, estimated_step
+from dynprof_nb.segment import NoSuchJob, Segment, SegmentError, SlotView
+from dynprof_nb.shared_layout import common_step
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from dynprof_nb.analysis.stacks import StackFrame
 
-BUSY_STATES = ("armed", "recording", "saving")
+__all__ = ["BUSY_STATES", "Generation", "Job"]
+
 STOP_MARGIN_S = 0.05  # stop(): the write, the doorbell and a heartbeat-old estimate
 HANG_AFTER, HANG_MIN_S = hangs.HANG_AFTER, hangs.HANG_MIN_S
 
@@ -60,23 +56,20 @@ class Job(Controller):
 
     def __init__(self, name: str, segment: Segment | None) -> None:
         self.name = name
-        self._segment = segment
+        self._handle = SegmentHandle(name, segment)
         self._hang = hangs.HangWatch(name)
-        self._last_hang: Any = None  # the hang report taken at the last stall (control/hang.py)
-        self._closed = False
+        self._capture = stall.StallCapture()  # the hang report taken at the last stall
         # a person's handle (registry.attach): its close() also removes a job no rank joined.
         # Internal handles (a cluster node's one-operation handle, a relay) never do: their
         # window is for ranks that have not started yet.
         self.removes_unjoined = False
         self._roots_seen: set[Path] = set()  # every output root this handle saw a rank use
-        self._last_good: ProfilerConfig | None = None
-        self._last_window: dict[str, Any] = {}
 
     @classmethod
     def open(cls, name: str, create: bool = True) -> Job:
         """The job ``name`` (with ``create``, also one whose segment does not exist yet)."""
         try:
-            return cls(name, _watched(Segment.open(name, create=False)))
+            return cls(name, watched(Segment.open(name, create=False)))
         except NoSuchJob as exc:
             if not create:
                 raise JobError(str(exc)) from None
@@ -84,64 +77,25 @@ class Job(Controller):
         except SegmentError as exc:
             raise JobError(str(exc)) from None
 
-    def _attached(self, create: bool) -> Segment | None:
-        """The segment, attaching now if the job has started since (creating it: ``create``).
-
-        A segment truncated, removed or replaced under us (its ranks republish it) is left for
-        the one now under the job's name, so a notebook never drives an orphan."""
-        if self._closed:
-            raise JobError(closed_message(self.name))
-        if self._segment is not None and self._lost(self._segment):
-            old, self._segment = self._segment, None
-            try:
-                old.close(tidy=False)
-            except (OSError, SegmentError):
-                pass
-        if self._segment is None:
-            try:
-                self._segment = _watched(Segment.open(self.name, create=create))
-            except NoSuchJob:
-                return None
-            except DamagedSegment as exc:
-                if create:
-                    raise JobError(str(exc)) from None
-                return None  # replaced under us: the ranks republish theirs over it
-            except SegmentError as exc:
-                raise JobError(str(exc)) from None
-        return self._segment
-
     def segment(self, create: bool = False) -> Segment | None:
-        """The job's segment (what the cluster's agents read and arm triggers in): attached now
-        if the job has started since, created first with ``create``; None when the job has no
-        segment and ``create`` is False."""
-        return self._seg if create else self._attached(create=False)
+        """The job's segment (what the cluster's agents read and arm triggers in, what a relay
+        writes its note into): attached now if the job has started since, created first with
+        ``create``; None when the job has no segment and ``create`` is False."""
+        return self._handle.writable() if create else self._handle.attached(create=False)
 
     def publish(self, action: str, cfg: ProfilerConfig, **extra: Any) -> int:
         """Validate ``cfg``, then publish it with ``action`` to the ranks (a bad value never
         reaches a rank): the generation written. What ``set``/``stop`` do, for a caller that
-        holds a config already (a cluster agent relaying a notebook's request)."""
+        holds a config already (a cluster agent relaying a notebook's request, the relay of a
+        ``profiler_config.json``: ``late="shift"``)."""
         return self._write(action, cfg, **extra)
-
-    @staticmethod
-    def _lost(seg: Segment) -> bool:
-        try:
-            return bool(seg.problem())
-        except (OSError, SegmentError):
-            return True
-
-    @property
-    def _seg(self) -> Segment:
-        """The segment, created if the job has none yet (for writes)."""
-        seg = self._attached(create=True)
-        assert seg is not None
-        return seg
 
     # -- config ---------------------------------------------------------------------------
 
     @property
     def generation(self) -> int:
         """Bumped by every write; a rank whose ``generation`` equals it has seen the latest."""
-        seg = self._attached(create=False)
+        seg = self._handle.attached(create=False)
         return 0 if seg is None else seg.generation
 
     @property
@@ -155,41 +109,13 @@ class Job(Controller):
         or wrote, with a warning: the ranks keep their last good config too, and ``set()`` on
         top of it must not silently reset every other key to its default.
         """
-        return self._command(stacklevel=3).config
+        return self._handle.command(stacklevel=3).config
 
     @property
     def window_options(self) -> dict[str, Any]:
         """The options ``start`` gave the current window only (``{}`` when none)."""
-        cmd = self._command(stacklevel=3)
+        cmd = self._handle.command(stacklevel=3)
         return dict(cmd.window) if cmd.config.has_window else {}
-
-    def _command(self, stacklevel: int = 2) -> Command:
-        seg = self._attached(create=False)
-        got = (0, b"") if seg is None else seg.read_config()
-        problem = None
-        if got is None:
-            problem = "was left half-written (a controller probably died mid-write)"
-        elif got[0] == 0:
-            return Command("set", ProfilerConfig())
-        else:
-            try:
-                cmd = decode(got[1])
-            except ConfigError as exc:  # bytes no Job wrote: set()/stop() must still work
-                problem = f"cannot be used ({exc})"
-            else:
-                self._last_good, self._last_window = cmd.config.copy(), dict(cmd.window)
-                return cmd
-        known = self._last_good is not None
-        warnings.warn(
-            f"job {self.name!r}: the config in the segment {problem}; the ranks keep their "
-            f"last good config. Showing "
-            f"{'the last config this notebook saw' if known else 'the defaults'}; "
-            "the next set() or start() writes a whole config again.",
-            stacklevel=stacklevel,
-        )
-        if not known:
-            return Command("set", ProfilerConfig())
-        return Command("set", self._last_good.copy(), window=dict(self._last_window))
 
     def set(self, **changes: Any) -> int:
         """Change standing config keys for every rank (they hold for every later window);
@@ -199,17 +125,18 @@ class Job(Controller):
         changes still stand); setting both to -1 is ``stop()`` with the other changes, still
         in one write. ``"+N"`` steps work here too.
         """
-        cmd = self._command()
+        cmd = self._handle.command()
         if {"start_step", "stop_step"} & set(changes):
             steps = {k: changes.pop(k) for k in ("start_step", "stop_step") if k in changes}
             if any(isinstance(v, str) for v in steps.values()):
-                current = self._current_step()
+                current = asks.current_step(self.segment(), self.live_slots())
                 steps = {k: resolve_step(k, v, current) for k, v in steps.items()}
             cfg = cmd.config.update(**changes, **steps)
             if not cfg.has_window:
                 return self._write("stop", cfg)
-            self._refuse_passed(cfg.start_step, cfg.stop_step)
-            self._check_others(cfg.start_step, cfg.stop_step, cmd)
+            live = self.live_slots()
+            asks.refuse_passed(live, cfg.start_step, cfg.stop_step)
+            asks.check_others(self.name, live, cfg.start_step, cfg.stop_step, cmd)
             # the pending window moved its stop: it keeps the options it was asked with
             same = cmd.config.has_window and cfg.start_step == cmd.config.start_step
             return self._write("start", cfg, window=cmd.window if same else {})
@@ -227,108 +154,19 @@ class Job(Controller):
         and its ranks). A window after the one being recorded is queued behind it, with a
         :class:`WindowQueued` warning saying so.
         """
-        cmd = self._command(stacklevel=3)
-        current = self._current_step()
+        cmd = self._handle.command(stacklevel=3)
+        live = self.live_slots()
+        current = asks.current_step(self.segment(), live)
         first = resolve_step("start", start, current)
         last = resolve_step("stop", stop, current)
         cfg = cmd.config.update(start_step=first, stop_step=last)
         asked = cfg.update(**changes)  # check the options before anything is written
-        self._refuse_passed(first, last)
-        self._refuse_no_rank_asked(asked.ranks)
-        self._check_others(first, last, cmd)
+        asks.refuse_passed(live, first, last)
+        asks.refuse_no_rank_asked(self.name, asked.ranks, sorted({s.rank for s in live}))
+        asks.check_others(self.name, live, first, last, cmd)
         gen = self._write("start", cfg, window=changes)
-        return Generation(
-            gen, f"window {first}-{last} asked for; {self.no_rank_note() or ''}".rstrip("; ")
-        )
-
-    def no_rank_note(self) -> str:
-        """Why no window will come yet, for a job no rank has joined (a prepared job, or a
-        typo given to ``--create``); ``""`` when some rank has."""
-        if self.slots():
-            return ""
-        from dynprof_nb.segment import list_jobs  # (registry's close_job_names imports Job)
-
-        near = difflib.get_close_matches(self.name, [n for n in list_jobs() if n != self.name], n=1)
-        hint = f" Did you mean {near[0]!r}?" if near else ""
-        return (
-            f"no rank has joined job {self.name!r} yet: nothing is recorded until ranks "
-            f"start with Monitor(job={self.name!r}).{hint}"
-        )
-
-    def _refuse_no_rank_asked(self, ranks: list[int]) -> None:
-        """``ranks=[7]`` on a job whose live ranks are 0 and 1 excludes every rank: no window
-        would ever be written, so it is refused (ranks not running yet are fine)."""
-        live = self.live_ranks()
-        if ranks and live and not set(ranks) & set(live):
-            raise JobError(
-                f"ranks {','.join(map(str, ranks))}: job {self.name!r} has no such live rank "
-                f"(live ranks: {','.join(map(str, live))}), so no window would be written. "
-                "Ask for ranks among those, or leave ranks out (all ranks)."
-            )
-
-    def start_from_file(self, cfg: ProfilerConfig) -> int:
-        """Write a window read from a MindSpore ``profiler_config.json`` (the relay does), with
-        file mode's rule: a rank that gets it after the window's first step has begun starts
-        it at its next step, with the same length, and says so (MindSpore's own ``step()``
-        does the same; an edit of a file cannot be timed to a step). Refused only when every
-        live rank has passed its last step. ``(-1, -1)`` is ``stop()``."""
-        if not cfg.has_window:
-            return self._write("stop", cfg)
-        slots = self.live_slots()
-        if slots and all(s.step > cfg.stop_step for s in slots):
-            where = ", ".join(f"rank {s.rank} at step {s.step}" for s in slots)
-            raise WindowRefused(
-                f"window {cfg.start_step}-{cfg.stop_step} has ended on every rank ({where}). "
-                "Write a later window into the file."
-            )
-        return self._write("start", cfg, late="shift")
-
-    def _current_step(self) -> int:
-        """The most advanced live rank's step now (a stalled rank's is not extrapolated)."""
-        now = time.monotonic_ns()
-        seg = self._attached(create=False)
-        if seg is None:
-            return max((s.estimated_step(now) for s in self.live_slots()), default=0)
-        return max((estimated_step(seg, s, now) for s in self.live_slots()), default=0)
-
-    def _refuse_passed(self, first: int, last: int) -> None:
-        slots = self.live_slots()
-        if slots and all(s.step >= first for s in slots):
-            where = ", ".join(f"rank {s.rank} at step {s.step}" for s in slots)
-            raise WindowRefused(
-                f"window {first}-{last} has already begun on every rank ({where}). "
-                f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
-            )
-
-    def _check_others(self, first: int, last: int, cmd: Command) -> None:
-        """Tell the caller at once when the ranks are busy with another window: refuse
-        (:class:`WindowConflict`) a window that overlaps one they are recording, warn
-        (:class:`WindowQueued`) that one after it waits for it, and warn
-        (:class:`WindowReplaced`) when it replaces a window another process armed."""
-        live = self.live_slots()
-        recording = [(str(s.rank), s.start, s.stop, s.step) for s in live if s.state == "recording"]
-        asked = {}
-        if cmd.config.has_window and cmd.by:
-            mine = " (this process)" if cmd.by == os.getpid() else ""
-            asked[(cmd.config.start_step, cmd.config.stop_step)] = f"pid {cmd.by}{mine}"
-        found = window_conflict(first, last, recording, asked)
-        if found is not None:
-            message, queued = found
-            if not queued:
-                raise WindowConflict(message)
-            warnings.warn(f"job {self.name!r}: {message}", WindowQueued, stacklevel=3)
-            return
-        armed = sorted({(s.start, s.stop) for s in live if s.state == "armed"} - {(first, last)})
-        if armed and cmd.by and cmd.by != os.getpid():
-            ranks = ",".join(str(s.rank) for s in live if s.state == "armed")
-            windows = ", ".join(f"{a}-{b}" for a, b in armed)
-            warnings.warn(
-                f"job {self.name!r}: window {first}-{last} replaces window {windows}, which "
-                f"pid {cmd.by} (another controller) had armed on ranks {ranks}: that one will "
-                "not be recorded. Tell its owner, or stop() and ask for it again.",
-                WindowReplaced,
-                stacklevel=3,
-            )
+        note = asks.no_rank_note(self.name, self.slots())
+        return Generation(gen, f"window {first}-{last} asked for; {note}".rstrip("; "))
 
     def stop(self) -> int:
         """End an active window (what was recorded is saved) or cancel a pending one. A window
@@ -340,7 +178,7 @@ class Job(Controller):
         cfg = self.config
         if not cfg.has_window:
             return self.generation
-        seg = self._attached(create=False)
+        seg = self._handle.attached(create=False)
         busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
         if seg is None or len(busy) < 2 or not any(s.state == "recording" for s in busy):
             # one rank (nothing to keep together) or nothing begun: at once
@@ -354,37 +192,8 @@ class Job(Controller):
     def describe_stop(self) -> str:
         """What ``stop()`` would end or cancel now, rank by rank, or that there is nothing
         (said before ``stop()``: what it will do, not what it did)."""
-        cfg = self.config
         busy = [s for s in self.live_slots() if s.state in ("armed", "recording")]
-        if not busy:
-            if cfg.has_window:
-                why = (
-                    "no rank has joined the job"
-                    if not self.slots()
-                    else "it had ended or was skipped"
-                )
-                return (
-                    f"window {cfg.start_step}-{cfg.stop_step} is not recording or armed on "
-                    f"any rank ({why}): stop takes it off the config"
-                )
-            return "nothing to stop: no window is pending or recording"
-        by_state: dict[str, list[str]] = {}
-        for s in busy:
-            by_state.setdefault(s.state, []).append(str(s.rank))
-
-        def ranks(state: str) -> str:
-            names = by_state[state]
-            return f"rank{'s' if len(names) > 1 else ''} {','.join(names)}"
-
-        parts = []
-        if "recording" in by_state:
-            parts.append(
-                f"ended on {ranks('recording')} at one step, the next every rank can reach "
-                "(what was recorded is saved)"
-            )
-        if "armed" in by_state:
-            parts.append(f"cancelled on {ranks('armed')} (not begun)")
-        return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)
+        return asks.describe_stop(self.config, busy, joined=bool(busy) or bool(self.slots()))
 
     def _publish(
         self,
@@ -395,10 +204,10 @@ class Job(Controller):
         reason: str = "",
     ) -> int:
         cmd = command(action, cfg, window, late, reason)
-        gen = self._seg.write_config(cmd.encode())
+        gen = self._handle.writable().write_config(cmd.encode())
         if os.path.isabs(cfg.prof_path):  # where the next windows go: remembered from now on
             self._roots_seen.add(Path(cfg.prof_path))
-        self._last_good, self._last_window = cfg.copy(), dict(cmd.window)
+        self._handle.remember(cfg, cmd.window)
         return gen
 
     # -- step times and the trigger (dynprof_nb.control.trigger) ------------------------------
@@ -428,24 +237,25 @@ class Job(Controller):
         window's manifest and ``windows()`` row say why (``reason``). Returns ``triggers``.
         """
         if slowdown is None:
-            trigger.arm(self._seg, None)
+            trigger.arm(self._handle.writable(), None)
             return self.triggers
         try:
             window_options = window_options_of(self.config, window_options)  # bad: refused
             d = trigger.definition(
                 slowdown, steps, cooldown_s, max_windows, confirm, disk_budget_mb, **window_options
             )
-            trigger.check_window(self.config, d, self._current_step())
+            now = asks.current_step(self.segment(), self.live_slots())
+            trigger.check_window(self.config, d, now)
         except (trigger.TriggerError, ConfigError) as exc:
             raise JobError(str(exc)) from None
-        trigger.arm(self._seg, d)
+        trigger.arm(self._handle.writable(), d)
         return self.triggers
 
     @property
     def triggers(self) -> dict[str, Any]:
         """The job's trigger: its options, its state (watching, cooling down, spent), the
         windows it fired and the last reason; ``{"armed": False}`` when none."""
-        return trigger.describe(self._attached(create=False))
+        return trigger.describe(self._handle.attached(create=False))
 
     def step_times(self, last: int = 100) -> pd.DataFrame:
         """Every rank's last ``last`` step times, measured without profiling: ``rank, node,
@@ -453,7 +263,7 @@ class Job(Controller):
         steps of 0.5 ms and more; "interval": the mean of the steps a heartbeat saw end
         together, for faster steps; see docs/trigger.md). ``.attrs["stalled"]``: the stalled
         ranks, ``{rank: {"step", "seconds", "first"}}`` (the heat map draws them)."""
-        seg = self._attached(create=False)
+        seg = self._handle.attached(create=False)
         frame = trigger.step_frame(trigger.step_rows(seg, int(last)))
         slots = self.slots()
         found = stall.stalls(seg, slots, time.monotonic_ns(), self.hang_after, self.hang_min_s)
@@ -466,7 +276,7 @@ class Job(Controller):
     # -- ranks ----------------------------------------------------------------------------
 
     def slots(self) -> list[SlotView]:
-        seg = self._attached(create=False)
+        seg = self._handle.attached(create=False)
         slots = [] if seg is None else sorted(seg.slots(), key=lambda s: (s.rank, -s.heartbeat_ns))
         for s in slots:  # a slot names only its current root: remember the earlier ones
             if s.root:
@@ -487,7 +297,7 @@ class Job(Controller):
         now = time.monotonic_ns()
         slots = self.slots()
         rows = [slot_row(s, now) for s in slots]
-        seg = self._attached(create=False)
+        seg = self._handle.attached(create=False)
         for s, row in zip(slots, rows, strict=True):
             row["step_s"] = trigger.recent_step_s(seg, s.index) if row["alive"] else None
         claims: dict[int, list[int]] = {}
@@ -516,18 +326,19 @@ class Job(Controller):
                 row["error"] = f"{lost}; {row['error']}" if row["error"] else lost
         stalled = stall.stalls(seg, slots, now, self.hang_after, self.hang_min_s)
         stall.mark(rows, slots, stalled)
+        take = partial(self._capture.take, self)  # what a named stall takes, now
         if stalled:  # the stacks, once per stall, from the first rank to stop
             first = max((v[0] for v in stalled.values()), key=lambda x: x.seconds)
             since = time.monotonic() - first.seconds
-            self._hang.note((first.step, first.seconds), [], since, self._stall_capture)
+            self._hang.note((first.step, first.seconds), [], since, take)
         else:
             found, since = hangs.local_stall(self.name, slots, self.hang_after, self.hang_min_s)
-            self._hang.note(found, rows, since, self._stall_capture)
+            self._hang.note(found, rows, since, take)
         if not self.config.has_window:  # the header says "no window asked for": so do the rows
             for row in rows:
                 if row["state"] not in BUSY_STATES:
                     row["window"] = ""
-        seg = self._attached(create=False)
+        seg = self._handle.attached(create=False)
         if seg is not None:
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
         return status_frame(rows)
@@ -555,22 +366,11 @@ class Job(Controller):
             self.name, slots, lambda t: hangs.take_stacks(self.name, slots, t), timeout, keep
         )
 
-    def _stall_capture(self) -> StackFrame:
-        """What a named stall takes: the hang report where a rank has its Flight Recorder on
-        (kept as ``last_hang_report``; its stacks become ``last_stacks``), else the stacks."""
-        from dynprof_nb.control import hang
-
-        slots = self.live_slots()
-        if not hang.any_recorder(self.name, slots):
-            return self.stacks()
-        self._last_hang = self.hang_report()
-        return self._last_hang.stacks
-
     @property
     def last_hang_report(self) -> Any:
         """The hang report taken when ``status()`` last named a stall (ranks with
         ``flight_recorder=True`` only), or None."""
-        return self._last_hang
+        return self._capture.last_report
 
     @property
     def last_stacks(self) -> StackFrame | None:
@@ -595,7 +395,7 @@ class Job(Controller):
             return 0, 0
         live = self.live_slots()
         length = cfg.stop_step - cfg.start_step + 1
-        return sum(_window_progress(s, cfg, target) for s in live), length * len(live)
+        return sum(window_progress(s, cfg, target) for s in live), length * len(live)
 
     def wait(
         self, timeout: float | None = None, progress: bool = True, poll: float = 0.05
@@ -607,67 +407,9 @@ class Job(Controller):
         without closing. Returns ``status()``; raises ``TimeoutError`` (with the ranks'
         state) when ``timeout`` seconds pass first. Ctrl-C stops only the waiting: it raises
         :class:`~dynprof_nb.control.base.WaitInterrupted`, whose message says what the
-        window is doing; the training ranks go on.
+        window is doing; the training ranks go on. See :mod:`dynprof_nb.control.waiting`.
         """
-        target = self.generation
-        cfg = self.config
-        window = f"window {cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "config"
-        length = cfg.stop_step - cfg.start_step + 1 if cfg.has_window else 0
-        deadline = None if timeout is None else time.monotonic() + timeout
-        report = Progress(f"job {self.name}: {window}", enabled=progress, unit="rank-step")
-        seen: dict[int, SlotView] = {}
-        try:
-            while True:
-                slots = self.slots()
-                live = [s for s in slots if s.live]
-                if not live and not slots:
-                    raise JobError(
-                        f"job {self.name!r} has no rank: start the training side, then wait."
-                    )
-                for s in live:
-                    seen[s.index] = s
-                for s in slots:  # a rank seen live that is now gone without closing
-                    if s.index in seen and not s.live and s.state != "closed":
-                        report.note(f"job {self.name}: rank {s.rank} (pid {s.pid}) {vanished(s)}")
-                        del seen[s.index]
-                pending = [s for s in live if s.applied < target or s.state in BUSY_STATES]
-                if not pending:
-                    report.close("done")
-                    return self.status()
-                if live:
-                    done = sum(_window_progress(s, cfg, target) for s in live)
-                    report.update(
-                        done,
-                        length * len(live),
-                        _phase(pending, target),
-                        _detail(live, pending, cfg),
-                    )
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"job {self.name!r}: still waiting after {timeout} s for "
-                        + ", ".join(f"rank {s.rank} ({s.state}, step {s.step})" for s in pending)
-                        + ". The window goes on; call wait() again or stop()."
-                    )
-                time.sleep(poll)
-        except KeyboardInterrupt:
-            report.close()
-            raise WaitInterrupted(self._still_going()) from None
-        finally:
-            report.close()
-
-    def _still_going(self) -> str:
-        """The one line Ctrl-C in ``wait()`` prints: the window goes on, where the ranks are."""
-        try:
-            cfg, live = self.config, self.live_slots()
-        except Exception:  # the segment itself is fine; never hide the interrupt behind this
-            return f"stopped waiting for job {self.name!r}; the job goes on"
-        where = ", ".join(f"rank {s.rank} at {s.step}" for s in live[:4])
-        where += f" (+{len(live) - 4} more)" if len(live) > 4 else ""
-        if not cfg.has_window:
-            return f"stopped waiting; no window is pending; {where or 'no live rank'}"
-        states = sorted({s.state for s in live if s.state in BUSY_STATES})
-        doing = f"is still {' and '.join(states)}" if states else "is no longer pending on any rank"
-        return f"stopped waiting; window {cfg.start_step}-{cfg.stop_step} {doing}; {where}"
+        return wait_for(self, timeout, progress, poll)
 
     # -- windows --------------------------------------------------------------------------
 
@@ -684,7 +426,7 @@ class Job(Controller):
     # -- display --------------------------------------------------------------------------
 
     def _describe(self) -> str:
-        if self._closed:
+        if self.closed:
             return f"Job {self.name!r}: closed (attach again: dynprof_nb.attach({self.name!r}))"
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
@@ -693,34 +435,21 @@ class Job(Controller):
             f"generation {self.generation}"
         )
 
-    def write_note(self, text: str) -> None:
-        """Publish a helper's note (the relay's state) in the segment."""
-        self._seg.write_note(text)
-
-    def beat_note(self) -> None:
-        """Refresh the helper note's heartbeat without rewriting it."""
-        self._seg.beat_note()
-
-    def _repr_html_(self) -> str:
-        if self._closed:
-            return f"<p><b>{self._describe()}</b></p>"
-        return super()._repr_html_()
-
     @property
     def closed(self) -> bool:
         """``close()`` was called: every other use says so, with how to attach again."""
-        return self._closed
+        return self._handle.closed
 
     def close(self) -> None:
         """Detach (once; later uses of this handle say it is closed). The last process to
         leave a finished job removes its segment. A handle from ``attach()`` also removes a
         job that no rank ever joined (a typo given to ``--create``): if it asked for a window,
         a warning says the window went with it."""
-        if self._closed:
+        if self.closed:
             return
-        seg = self._segment
+        seg = self._handle.segment
         asked = self.config if seg is not None and not seg.slots() else None
-        self._segment, self._closed = None, True
+        self._handle.close()
         removed = seg is not None and seg.close(unjoined=self.removes_unjoined)
         if removed and asked and asked.has_window:
             warnings.warn(
@@ -748,56 +477,3 @@ class Generation(int):
 
     def __str__(self) -> str:  # f"{gen}" stays the number
         return int.__repr__(self)
-
-
-def closed_message(name: str) -> str:
-    """The one line a closed handle answers with."""
-    return (
-        f"job {name!r}: this handle is closed (job.close() was called); attach again: "
-        f"job = dynprof_nb.attach({name!r}), or %dynprof attach {name}"
-    )
-
-
-def _window_progress(slot: SlotView, cfg: ProfilerConfig, target: int) -> int:
-    length = cfg.stop_step - cfg.start_step + 1
-    if slot.applied >= target and slot.state not in BUSY_STATES:
-        return length
-    return max(0, min(length, slot.step - cfg.start_step + 1))
-
-
-def vanished(slot: SlotView) -> str:
-    """What a rank that died without closing its Monitor left behind, in words."""
-    return f"exited without closing: heartbeat lost at step {slot.step}"
-
-
-def _phase(pending: list[SlotView], target: int) -> str:
-    """What the wait is held up by: the least advanced pending rank's state (``applying``,
-    ``armed``, ``recording``, ``saving``), so ranks a step apart do not flip it back and
-    forth (each change is a line in a log)."""
-    states = {s.state if s.applied >= target else "applying" for s in pending}
-    order = ("applying", "armed", "recording", "saving")
-    return next((x for x in order if x in states), "waiting")
-
-
-def _detail(live: list[SlotView], pending: list[SlotView], cfg: ProfilerConfig) -> str:
-    """The ranks' steps and an ETA from their step rates (the slowest pending rank's)."""
-    steps = " ".join(f"r{s.rank}:{s.step}" for s in live[:6])
-    steps += " ..." if len(live) > 6 else ""
-    eta = None
-    if cfg.has_window:
-        now = time.monotonic_ns()
-        times = []
-        for s in pending:
-            rate = s.rate_milli / 1000
-            left = cfg.stop_step - s.estimated_step(now)
-            if s.state != "saving" and left > 0:
-                times.append(left / rate if rate > 0 else float("nan"))
-        if times and all(t == t for t in times):
-            eta = max(times)
-    return ", ".join(x for x in (steps, format_eta(eta)) if x)
-
-
-def _watched(seg: Segment) -> Segment:
-    """A controller's segment: ranks that restart join it rather than reclaim it as stale."""
-    seg.watch()
-    return seg

@@ -9,7 +9,7 @@ segment's helper note, which ``job.status()`` shows as a row with ``rank`` -1 an
 
 What a change of the file means:
 
-* a new ``(start_step, stop_step)`` pair: ``job.start_from_file`` (``job.stop`` when it is
+* a new ``(start_step, stop_step)`` pair: ``start_from_file`` (``job.stop`` when it is
   -1, -1), with the other keys in the same write. This is file mode: a window whose first
   step has begun when it reaches a rank starts at that rank's next step with the same length
   and says so in the status and the window's manifest, whose directory keeps the name of the
@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig, config_file, unknown_keys_message
+from dynprof_nb.control.asks import refuse_ended
 from dynprof_nb.control.job import Job
 from dynprof_nb.filewatch import FileWatch
 from dynprof_nb.locks import drop_lock, holder, job_lock_name, open_lock, still_named
@@ -162,7 +163,7 @@ class Relay:
         elif last is None and not cfg.has_window:
             gen = self.job.set(**rest)
         else:
-            gen = self.job.start_from_file(cfg)  # start (or stop for -1, -1), file mode
+            gen = start_from_file(self.job, cfg)  # start (or stop for -1, -1), file mode
         self.last = cfg
         if gen:
             self.generation = gen
@@ -202,7 +203,7 @@ class Relay:
     def _segment_id(self) -> list[int]:
         """Which segment the shared state belongs to: a job run again under the same name (a
         new segment) starts afresh, as MindSpore's monitor does when it starts."""
-        words = self.job._seg.words
+        words = self.job.segment(create=True).words
         return [words[H_CREATOR], words[H_CREATOR_START]]
 
     def _shared_state(self) -> dict[str, Any] | None:
@@ -255,10 +256,10 @@ class Relay:
         if note != self._note:
             if error and error != _error_of(self._note):
                 log.warning("dynprof_nb relay for job %r: %s", self.job.name, error)
-            self.job.write_note(note)
+            self.job.segment(create=True).write_note(note)
             self._note = note
         else:
-            self.job.beat_note()
+            self.job.segment(create=True).beat_note()
 
     # -- loops ----------------------------------------------------------------------------
 
@@ -406,3 +407,15 @@ def _error_of(note: str) -> str:
         return json.loads(note).get("error", "") if note else ""
     except ValueError:
         return ""
+
+
+def start_from_file(job: Job, cfg: ProfilerConfig) -> int:
+    """Write a window read from a MindSpore ``profiler_config.json`` with file mode's rule: a
+    rank that gets it after the window's first step has begun starts it at its next step,
+    with the same length, and says so (MindSpore's own ``step()`` does the same; an edit of a
+    file cannot be timed to a step). Refused only when every live rank has passed its last
+    step. ``(-1, -1)`` is a stop."""
+    if not cfg.has_window:
+        return job.publish("stop", cfg)
+    refuse_ended(job.live_slots(), cfg)
+    return job.publish("start", cfg, late="shift")

@@ -108,3 +108,22 @@ def mark(rows: list[dict[str, Any]], slots: list[SlotView], found: dict[int, Any
         text = stall.text(bound)
         row["state"] = "stalled"
         row["error"] = f"{text}; {row['error']}" if row.get("error") else text
+
+
+class StallCapture:
+    """What a named stall takes, once per stall (``HangWatch.note`` calls :meth:`take`): the
+    hang report where a rank has its Flight Recorder on (kept as :attr:`last_report`; its
+    stacks are the ones kept), else the stacks. The controller is given at each call, not
+    held (this module imports no controller, and a handle dropped is freed at once)."""
+
+    def __init__(self) -> None:
+        self.last_report: Any = None  # the hang report taken at the last stall
+
+    def take(self, job: Any) -> Any:
+        """The stacks (or the hang report's) of ``job``, a ``Job``, now."""
+        from dynprof_nb.control import hang
+
+        if not hang.any_recorder(job.name, job.live_slots()):
+            return job.stacks()
+        self.last_report = job.hang_report()
+        return self.last_report.stacks

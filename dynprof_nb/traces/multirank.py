@@ -16,7 +16,7 @@ from . import parallel, schema
 from .errors import collected_warnings
 from .formats.chrome.out_of_core import goes_out_of_core
 from .partitioned import is_out_of_core
-from .window import TraceWindow
+from .window import FRAMES, TraceWindow
 
 
 class MultiRankWindow(TraceWindow):
@@ -44,7 +44,11 @@ class MultiRankWindow(TraceWindow):
         """The ranks' config (they record one window with one config: the first rank's)."""
         return next((c.config for c in self.children if c.config is not None), None)
 
-    def _frame(self, kind: str) -> pd.DataFrame:
+    def frame(self, kind: str) -> pd.DataFrame:
+        """Frame ``kind``: the ranks' frames concatenated, with a ``rank`` column (read in
+        parallel processes for the events, in threads for a database's kernels)."""
+        if kind not in FRAMES:
+            raise KeyError(f"no frame {kind!r}; a window has {', '.join(FRAMES)}")
         if kind not in self._cache:
             if kind == "events":
                 _parallel_events(self.children)

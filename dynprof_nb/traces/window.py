@@ -130,7 +130,7 @@ class TraceWindow(WindowShortcuts):
         self.stop_step: int | None = files.stop_step
         self.streamed: Streamed | None = None  # set when ops/steps/kernels came in one pass
 
-    # ---- frames (each is ``self._frame(<name>)``) -----------------------------------------------
+    # ---- frames (each is ``self.frame(<name>)``) ------------------------------------------------
     events = LazyFrame[pd.DataFrame]("Every complete and instant event, one row each.")
     ops = LazyFrame[pd.DataFrame](
         "One row per host operation name: count, total/self/avg/min/max µs, share of self time."
@@ -159,9 +159,6 @@ class TraceWindow(WindowShortcuts):
         """Frame ``kind`` (one of ``FRAMES``), read on first use (the :class:`Window` protocol)."""
         if kind not in FRAMES:
             raise KeyError(f"no frame {kind!r}; a window has {', '.join(FRAMES)}")
-        return self._frame(kind)
-
-    def _frame(self, kind: str) -> pd.DataFrame:
         if kind not in self._cache:  # the columnar cache's entry, else read and stored there
             self._cache[kind] = cache.through(self, kind, lambda: self._read(kind))
         return self._cache[kind]
@@ -179,7 +176,7 @@ class TraceWindow(WindowShortcuts):
                 src, got = None, (schema.empty(kind), "none")
                 self.note(kind, missing=missing(kind))
             frame = schema.conform(got[0], kind)
-            self._provenance(kind, src, got[1])
+            provenance(self.sources, kind, src, got[1])
             if self.device is not None and "device" not in frame.columns:
                 frame["device"] = schema.constant_int(self.device, len(frame))
             return frame
@@ -195,28 +192,13 @@ class TraceWindow(WindowShortcuts):
                 hint="the file is damaged or not in the layout this reader knows",
             ) from exc
 
-    def _provenance(self, kind: str, provider: Source | None, path: str) -> None:
-        """Say in ``sources[kind]`` who built the frame: ``provider``, the registered source
-        whose reader gave it (``derived`` for a frame computed from another); ``path``, the
-        way that reader took (a Chrome trace's decode path, the .db kernels' ``fast`` /
-        ``generic`` / ``repaired``, ``csv``, ...); and, where files fed it, ``source``, the
-        format those files are (for ops derived from a Kineto trace: ``kineto``)."""
-        note = self.sources.setdefault(kind, {"files": [], "missing": None, "notes": []})
-        note["provider"] = provider.name if provider is not None else None
-        note["path"] = path
-        if note.get("files"):
-            first = Path(note["files"][0])
-            owner = provider if provider is not None and provider.owns(first) else None
-            owner = owner or source_of(first)
-            note["source"] = owner.name if owner is not None else note["provider"]
-
     def adopt_frame(
         self, kind: str, frame: pd.DataFrame, provider: Source | None = None, path: str = ""
     ) -> None:
         """Take frame ``kind`` as read (a lone file's, read at load), its note said already."""
         self._cache[kind] = schema.conform(frame, kind)
         if provider is not None:
-            self._provenance(kind, provider, path)
+            provenance(self.sources, kind, provider, path)
 
     def note(
         self,
@@ -287,27 +269,19 @@ class TraceWindow(WindowShortcuts):
     def communication_links(self) -> pd.DataFrame:
         """Per communication op and link (src_rank -> dst_rank): transport, size_mb, transit_us,
         bandwidth_gbps; from communication_matrix.json, or the database's HCCL tasks."""
-        return self._table("links")
+        return _side_table(self, "links")
 
     def communication_bandwidth(self) -> pd.DataFrame:
         """Per communication op and transport (HCCS, PCIE, SIO, SDMA = their total, RDMA):
         size_mb, transit_us, bandwidth_gbps, large_packet_ratio, Ascend's "Communication
         Bandwidth Info"; from communication.json, analysis.db or the database's HCCL tasks.
         The communication frame's size_mb / bandwidth_gbps are its SDMA + RDMA rows."""
-        return self._table("bandwidth")
+        return _side_table(self, "bandwidth")
 
     def memory_copies(self) -> pd.DataFrame:
         """The device's asynchronous memory copies (MEMCPY_ASYNC tasks: start_ns, end_ns,
         step) of a database window; empty for other formats."""
-        return self._table("memory_copies")
-
-    def _table(self, kind: str) -> pd.DataFrame:
-        """Side table ``kind``, read once by the format that has it (``Source.tables``: the
-        Ascend formats, :mod:`~dynprof_nb.traces.formats.ascend.links`), through the frame
-        cache as a frame is."""
-        if kind not in self._side:
-            self._side[kind] = cache.through(self, kind, lambda: read_table(self, kind))
-        return self._side[kind]
+        return _side_table(self, "memory_copies")
 
     # ---- reading ----------------------------------------------------------------------------
     @classmethod
@@ -323,7 +297,7 @@ class TraceWindow(WindowShortcuts):
         own = lone_file_reader(p)
         try:
             if own is not None:
-                return cls._from_source_file(p, own, comm_patterns)
+                return _from_source_file(p, own, comm_patterns)
             w = cls(p, find_file(p), comm_patterns=comm_patterns)
             if not any(s.open_file(w) for s in SOURCES if s.open_file is not None):
                 raise TraceFormatError(p, "no registered source reads this file", offset=0)
@@ -338,22 +312,6 @@ class TraceWindow(WindowShortcuts):
                 f"cannot read it: {type(exc).__name__}: {str(exc)[:200]}",
                 hint="the file is damaged or not in the layout this reader knows",
             ) from exc
-        return w
-
-    @classmethod
-    def _from_source_file(
-        cls, p: Path, src: Source, comm_patterns: comm.PatternSpec
-    ) -> TraceWindow:
-        """A lone file of a registered source that reads its own frames."""
-        w = cls(p, WindowFiles(root=p.parent, framework_name=src.name), comm_patterns=comm_patterns)
-        frames, path = src.read_file(p)
-        for kind in FRAMES:
-            if kind in frames:
-                w.note(kind, [p])
-                w.adopt_frame(kind, frames[kind], src, path)
-            else:
-                w.note(kind, missing=f"{p.name} ({src.name}) holds no {kind}")
-                w.adopt_frame(kind, schema.empty(kind))
         return w
 
     @classmethod
@@ -483,7 +441,7 @@ class TraceWindow(WindowShortcuts):
     def load_all(self) -> TraceWindow:
         """Load every frame now (e.g. before pickling or timing)."""
         for f in FRAMES:
-            self._frame(f)
+            self.frame(f)
         return self
 
     def __repr__(self) -> str:
@@ -495,3 +453,46 @@ class TraceWindow(WindowShortcuts):
         r = f" rank={self.rank}" if self.rank is not None else ""
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"
+
+
+def provenance(
+    sources: dict[str, dict[str, Any]], kind: str, provider: Source | None, path: str
+) -> None:
+    """Say in a window's ``sources[kind]`` who built the frame: ``provider``, the registered source
+    whose reader gave it (``derived`` for a frame computed from another); ``path``, the
+    way that reader took (a Chrome trace's decode path, the .db kernels' ``fast`` /
+    ``generic`` / ``repaired``, ``csv``, ...); and, where files fed it, ``source``, the
+    format those files are (for ops derived from a Kineto trace: ``kineto``)."""
+    note = sources.setdefault(kind, {"files": [], "missing": None, "notes": []})
+    note["provider"] = provider.name if provider is not None else None
+    note["path"] = path
+    if note.get("files"):
+        first = Path(note["files"][0])
+        owner = provider if provider is not None and provider.owns(first) else None
+        owner = owner or source_of(first)
+        note["source"] = owner.name if owner is not None else note["provider"]
+
+
+def _side_table(w: TraceWindow, kind: str) -> pd.DataFrame:
+    """Side table ``kind``, read once by the format that has it (``Source.tables``: the
+    Ascend formats, :mod:`~dynprof_nb.traces.formats.ascend.links`), through the frame
+    cache as a frame is."""
+    if kind not in w._side:
+        w._side[kind] = cache.through(w, kind, lambda: read_table(w, kind))
+    return w._side[kind]
+
+
+def _from_source_file(p: Path, src: Source, comm_patterns: comm.PatternSpec) -> TraceWindow:
+    """A lone file of a registered source that reads its own frames."""
+    w = TraceWindow(
+        p, WindowFiles(root=p.parent, framework_name=src.name), comm_patterns=comm_patterns
+    )
+    frames, path = src.read_file(p)
+    for kind in FRAMES:
+        if kind in frames:
+            w.note(kind, [p])
+            w.adopt_frame(kind, frames[kind], src, path)
+        else:
+            w.note(kind, missing=f"{p.name} ({src.name}) holds no {kind}")
+            w.adopt_frame(kind, schema.empty(kind))
+    return w

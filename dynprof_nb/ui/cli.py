@@ -100,14 +100,17 @@ def describe_start(job: Any, generation: int, options: dict[str, Any]) -> str:
     text = f"window {cfg.start_step}-{cfg.stop_step} asked for (generation {generation})"
     if options:
         text += f"; this window only: {format_changes(options)}"
-    note = getattr(job, "no_rank_note", lambda: "")()
+    from dynprof_nb.control.asks import no_rank_note
+    from dynprof_nb.control.job import Job
+
+    note = no_rank_note(job.name, job.slots()) if isinstance(job, Job) else ""
     return f"{text}\n{note}" if note else text
 
 
 def nothing_to_wait_for(job: Any) -> str:
     """Why ``wait`` would return at once, in words (``""`` when there is something to wait
     for, or the controller cannot see its ranks)."""
-    from dynprof_nb.control.job import BUSY_STATES
+    from dynprof_nb.control.waiting import BUSY_STATES
 
     live_slots = getattr(job, "live_slots", None)
     live = live_slots() if live_slots is not None else []
@@ -180,6 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     text = helps(CLI_COMMANDS)
+    _add_window_commands(sub, text)
+    _add_tool_commands(sub, text)
+    _add_cluster_flags(sub)
+    return parser
+
+
+def _add_window_commands(sub: Any, text: dict[str, str]) -> None:
+    """The commands that drive one job: jobs, status, start, set, stop, wait, windows,
+    stacks, hang."""
     jobs_p = sub.add_parser(
         "jobs", help=text["jobs"] + " (and quietly remove the segments of finished or crashed ones)"
     )
@@ -218,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     hang.add_argument("job")
     hang.add_argument("--timeout", type=float, default=5.0, help=ARGUMENTS["--timeout-hang"])
     hang.add_argument("--keep", default=None, metavar="DIR", help=ARGUMENTS["--keep"])
+
+
+def _add_tool_commands(sub: Any, text: dict[str, str]) -> None:
+    """The commands around the jobs: fr, relay, trigger, cache, doctor, advise, demo."""
     fr = sub.add_parser("fr", help=text["fr"])
     fr.add_argument("paths", nargs="+", metavar="DIR_or_file")
     relay = sub.add_parser("relay", help=text["relay"])
@@ -245,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     adv.add_argument("--rule", action="append", default=None, help="only this rule (repeatable)")
     demo = sub.add_parser("demo", help=text["demo"])
     demo.add_argument("--output", default="./dyn_profile_data/demo")
+
+
+def _add_cluster_flags(sub: Any) -> None:
+    """``--cluster`` and the transport flags, on every command that can drive a cluster."""
     for name in (
         "status",
         "stop",
@@ -263,7 +283,6 @@ def build_parser() -> argparse.ArgumentParser:
             help="the job on every node of this Dask scheduler (tls://host:8786)",
         )
         add_transport_flags(sub.choices[name])
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -290,6 +309,25 @@ def _run(args: argparse.Namespace) -> int:
 
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
+    done = _run_without_job(args)
+    if done is not None:
+        return done
+    cluster = {}
+    if args.cluster is not None:
+        from dynprof_nb.cluster.access import security_from_args
+
+        cluster = {
+            "cluster": args.cluster,
+            "security": security_from_args(args),
+            "allow_insecure": args.insecure,
+        }
+    job = attach(args.job, create=getattr(args, "create", False), **cluster)
+    _run_on_job(job, args)
+    return 0
+
+
+def _run_without_job(args: argparse.Namespace) -> int | None:
+    """The commands that attach to no job (their exit status); None for the others."""
     if args.command == "jobs":
         return _jobs(args.verbose, args.remove_damaged)
     if args.command == "demo":
@@ -312,16 +350,11 @@ def _run(args: argparse.Namespace) -> int:
         paths = args.paths[0] if len(args.paths) == 1 else args.paths
         print("\n".join(analyse(paths).log()))
         return 0
-    cluster = {}
-    if args.cluster is not None:
-        from dynprof_nb.cluster.access import security_from_args
+    return None
 
-        cluster = {
-            "cluster": args.cluster,
-            "security": security_from_args(args),
-            "allow_insecure": args.insecure,
-        }
-    job = attach(args.job, create=getattr(args, "create", False), **cluster)
+
+def _run_on_job(job: Any, args: argparse.Namespace) -> None:
+    """The commands that drive ``job`` (a Job or a ClusterJob)."""
     if args.command == "status":
         print(job)
         print(job.status().to_string(index=False))
@@ -359,7 +392,6 @@ def _run(args: argparse.Namespace) -> int:
             reason = stacks.attrs.get("reason")
             print(f"{reason}\n" if reason else "", end="")
             print(stacks.tree())
-    return 0
 
 
 def cache_report(clear: str | None = None) -> str:

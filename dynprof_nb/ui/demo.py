@@ -132,6 +132,33 @@ def rendezvous_path(job: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"dynprof-demo-{digest}.sock")
 
 
+def _gradients(
+    x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One forward and backward pass of the demo's MLP (softmax cross-entropy), each phase in
+    its own range, as a real model's would be: the gradients of ``w1`` and ``w2``."""
+    batch = len(x)
+    with dynprof_nb.range("forward"):
+        with dynprof_nb.range("matmul"):
+            h = x @ w1
+        with dynprof_nb.range("relu"):
+            a = np.maximum(h, 0)
+        with dynprof_nb.range("matmul"):
+            logits = a @ w2
+    with dynprof_nb.range("loss"):
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        p[np.arange(len(y)), y] -= 1
+    with dynprof_nb.range("backward"):
+        with dynprof_nb.range("matmul"):
+            gw2 = a.T @ p / batch
+            ga = p @ w2.T
+        ga[h <= 0] = 0
+        with dynprof_nb.range("matmul"):
+            gw1 = x.T @ ga / batch
+    return gw1, gw2
+
+
 def train(
     job: str,
     rank: int,
@@ -159,24 +186,7 @@ def train(
             with dynprof_nb.range("data"):
                 i = (step * batch) % len(x_all)
                 x, y = x_all[i : i + batch], y_all[i : i + batch]
-            with dynprof_nb.range("forward"):
-                with dynprof_nb.range("matmul"):
-                    h = x @ w1
-                with dynprof_nb.range("relu"):
-                    a = np.maximum(h, 0)
-                with dynprof_nb.range("matmul"):
-                    logits = a @ w2
-            with dynprof_nb.range("loss"):
-                p = np.exp(logits - logits.max(1, keepdims=True))
-                p /= p.sum(1, keepdims=True)
-                p[np.arange(len(y)), y] -= 1
-            with dynprof_nb.range("backward"):
-                with dynprof_nb.range("matmul"):
-                    gw2 = a.T @ p / batch
-                    ga = p @ w2.T
-                ga[h <= 0] = 0
-                with dynprof_nb.range("matmul"):
-                    gw1 = x.T @ ga / batch
+            gw1, gw2 = _gradients(x, y, w1, w2)
             if allreduce is not None:
                 with dynprof_nb.range("allreduce", category="communication"):
                     gw1, gw2 = allreduce(gw1), allreduce(gw2)  # waits for every rank, like DDP

@@ -265,81 +265,12 @@ class Panel(widgets.VBox):
         self.job = job
         self.interval = interval
         self.trace: Any = None  # the last TraceWindow loaded with Load, Summary or Compare
-        self.draft = Draft()
-        traits = ProfilerConfig.class_traits()
-        self.fields = {k: _widget_for(k, traits[k]) for k in ProfilerConfig.keys()}
-        self.errors = {
-            k: widgets.HTML(
-                layout=widgets.Layout(width=FIELD_WIDTH, height="16px", overflow="hidden")
-            )
-            for k in self.fields
-        }
-        for key, box in self.errors.items():
-            box.add_class(f"dynprof-error-{key}")
-        self.links = [traitlets.link((w, "value"), (self.draft, k)) for k, w in self.fields.items()]
+        self._make_form()
         self._base: dict[str, Any] = {}  # the job's values when the form last matched them
-        self.apply_button = self._button(
-            "Apply", "send the fields you edited to every rank", "primary"
-        )
-        self.revert_button = self._button("Revert", "reload the job's current config")
-        self.stop_button = self._button(
-            "Stop",
-            "end the window now (what was recorded is saved) or cancel a pending one",
-            "warning",
-        )
-        self.stacks_button = self._button(
-            "Stacks",
-            "where every thread of every live rank is now (even a rank stuck in C code), merged",
-        )
-        self.stacks_frame: Any = None  # the last stacks taken with the Stacks button
-        self.hang_report: Any = None  # and the hang report, where a rank records collectives
-        self.stall = widgets.HTML()  # "stalled since step N (X s)" while the job is stalled
-        self.stall.add_class("dynprof-stall")
-        self.message = widgets.HTML(layout=widgets.Layout(min_height="20px"))
-        self.message.add_class("dynprof-message")
-        self.progress = widgets.FloatProgress(
-            min=0.0, max=1.0, description="window", bar_style="info"
-        )
-        self.progress_label = widgets.Label()
-        self.progress_label.add_class("dynprof-progress")
-        self.ranks = widgets.HTML(layout=widgets.Layout(max_height="240px", overflow="auto"))
-        self.ranks.add_class("dynprof-ranks")
-        self.window_rows = widgets.VBox(layout=widgets.Layout(max_height="320px", overflow="auto"))
-        self.window_rows.add_class("dynprof-windows")
-        self.windows: list[dict[str, Any]] = []  # what window_rows shows, newest first
-        self.output = widgets.Output()
-        self.output.add_class("dynprof-output")
+        self._make_buttons()
+        self._make_views()
         self.step_section = StepTimesSection(job, self._say)
-        self.apply_button.on_click(lambda _b: self.apply())
-        self.revert_button.on_click(lambda _b: self.revert())
-        self.stop_button.on_click(lambda _b: self.stop())
-        self.stacks_button.on_click(lambda _b: self.stacks())
-
-        boxes = []
-        for title, keys in sections():
-            cells = [
-                widgets.VBox(
-                    [self.fields[k], self.errors[k]],
-                    layout=widgets.Layout(width=CELL_WIDTH, overflow="hidden"),
-                )
-                for k in keys
-            ]
-            # as many columns as fit (3 on a wide notebook): a fixed 3 overflowed JupyterLab's
-            # default notebook width and put a scroll bar under each section
-            grid = widgets.GridBox(
-                cells,
-                layout=widgets.Layout(grid_template_columns=GRID_COLUMNS, grid_gap="2px 16px"),
-            )
-            if title == "Ascend":
-                box = widgets.Accordion(
-                    [grid], titles=("Ascend: used by MindSpore and torch_npu on Ascend only",)
-                )
-                box.selected_index = None
-                self.ascend = box
-            else:
-                box = widgets.VBox([widgets.HTML(f"<b>{title}</b>"), grid])
-            box.add_class(f"dynprof-section-{title.split()[0].lower()}")
-            boxes.append(box)
+        boxes = self._section_boxes()
         super().__init__(
             children=[
                 widgets.HTML(f"<b>dynprof</b> job <code>{html.escape(job.name)}</code>"),
@@ -367,6 +298,91 @@ class Panel(widgets.VBox):
         if poll:
             self._thread = threading.Thread(target=self._poll, name="dynprof_nb-panel", daemon=True)
             self._thread.start()
+
+    def _make_form(self) -> None:
+        """The config fields (one widget per key, linked to the draft) and their error lines."""
+        self.draft = Draft()
+        traits = ProfilerConfig.class_traits()
+        self.fields = {k: _widget_for(k, traits[k]) for k in ProfilerConfig.keys()}
+        self.errors = {
+            k: widgets.HTML(
+                layout=widgets.Layout(width=FIELD_WIDTH, height="16px", overflow="hidden")
+            )
+            for k in self.fields
+        }
+        for key, box in self.errors.items():
+            box.add_class(f"dynprof-error-{key}")
+        self.links = [traitlets.link((w, "value"), (self.draft, k)) for k, w in self.fields.items()]
+
+    def _make_buttons(self) -> None:
+        """Apply, Revert, Stop and Stacks, wired to their methods."""
+        self.apply_button = self._button(
+            "Apply", "send the fields you edited to every rank", "primary"
+        )
+        self.revert_button = self._button("Revert", "reload the job's current config")
+        self.stop_button = self._button(
+            "Stop",
+            "end the window now (what was recorded is saved) or cancel a pending one",
+            "warning",
+        )
+        self.stacks_button = self._button(
+            "Stacks",
+            "where every thread of every live rank is now (even a rank stuck in C code), merged",
+        )
+        self.apply_button.on_click(lambda _b: self.apply())
+        self.revert_button.on_click(lambda _b: self.revert())
+        self.stop_button.on_click(lambda _b: self.stop())
+        self.stacks_button.on_click(lambda _b: self.stacks())
+
+    def _make_views(self) -> None:
+        """What the panel shows of the job: its stall, message, window progress, ranks, windows."""
+        self.stacks_frame: Any = None  # the last stacks taken with the Stacks button
+        self.hang_report: Any = None  # and the hang report, where a rank records collectives
+        self.stall = widgets.HTML()  # "stalled since step N (X s)" while the job is stalled
+        self.stall.add_class("dynprof-stall")
+        self.message = widgets.HTML(layout=widgets.Layout(min_height="20px"))
+        self.message.add_class("dynprof-message")
+        self.progress = widgets.FloatProgress(
+            min=0.0, max=1.0, description="window", bar_style="info"
+        )
+        self.progress_label = widgets.Label()
+        self.progress_label.add_class("dynprof-progress")
+        self.ranks = widgets.HTML(layout=widgets.Layout(max_height="240px", overflow="auto"))
+        self.ranks.add_class("dynprof-ranks")
+        self.window_rows = widgets.VBox(layout=widgets.Layout(max_height="320px", overflow="auto"))
+        self.window_rows.add_class("dynprof-windows")
+        self.windows: list[dict[str, Any]] = []  # what window_rows shows, newest first
+        self.output = widgets.Output()
+        self.output.add_class("dynprof-output")
+
+    def _section_boxes(self) -> list[widgets.Widget]:
+        """The fields in their sections, as many columns as fit (Ascend's folded)."""
+        boxes = []
+        for title, keys in sections():
+            cells = [
+                widgets.VBox(
+                    [self.fields[k], self.errors[k]],
+                    layout=widgets.Layout(width=CELL_WIDTH, overflow="hidden"),
+                )
+                for k in keys
+            ]
+            # as many columns as fit (3 on a wide notebook): a fixed 3 overflowed JupyterLab's
+            # default notebook width and put a scroll bar under each section
+            grid = widgets.GridBox(
+                cells,
+                layout=widgets.Layout(grid_template_columns=GRID_COLUMNS, grid_gap="2px 16px"),
+            )
+            if title == "Ascend":
+                box = widgets.Accordion(
+                    [grid], titles=("Ascend: used by MindSpore and torch_npu on Ascend only",)
+                )
+                box.selected_index = None
+                self.ascend = box
+            else:
+                box = widgets.VBox([widgets.HTML(f"<b>{title}</b>"), grid])
+            box.add_class(f"dynprof-section-{title.split()[0].lower()}")
+            boxes.append(box)
+        return boxes
 
     @staticmethod
     def _button(name: str, tooltip: str, style: str = "") -> widgets.Button:
@@ -842,30 +858,38 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
         if row.status == "complete":
             group["complete"].append(row.path)
     for g in groups:
-        g["key"] = (g["start"], g["stop"], str(g["started_at"]))
-        done, total = len(g["complete"]), len(g["paths"])
-        steps = f"steps {g['start']}-{g['stop']}"
-        if len(set(g["stops"])) > 1:  # the ranks ended it at different steps: say which
-            g["stop"] = max(g["stops"])
-            steps = "steps " + ", ".join(
-                f"{g['start']}-{stop} (rank {rank})"
-                for rank, stop in sorted(zip(g["ranks"], g["stops"], strict=True))
-            )
-        state = (
-            "complete"
-            if done == total
-            else next((s for s in ("recording", "incomplete") if s in g["statuses"]), "incomplete")
-        )
-        parts = [
-            "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
-            steps,
-            f"ranks {done}/{total} {state}",
-            g["backend"] or "",
-            g["config"] or "",
-            f"TRIGGERED: {g['reason']}" if g["reason"] else "",
-        ]
-        g["label"] = " · ".join(p for p in parts if p)
+        _label(g)
     return groups[::-1]
+
+
+def _label(g: dict[str, Any]) -> None:
+    """A window group's key and the one line its row shows: when, which steps (per rank where
+    they ended it at different steps), ranks done/total, backend, config, a trigger's reason."""
+    import pandas as pd
+
+    g["key"] = (g["start"], g["stop"], str(g["started_at"]))
+    done, total = len(g["complete"]), len(g["paths"])
+    steps = f"steps {g['start']}-{g['stop']}"
+    if len(set(g["stops"])) > 1:  # the ranks ended it at different steps: say which
+        g["stop"] = max(g["stops"])
+        steps = "steps " + ", ".join(
+            f"{g['start']}-{stop} (rank {rank})"
+            for rank, stop in sorted(zip(g["ranks"], g["stops"], strict=True))
+        )
+    state = (
+        "complete"
+        if done == total
+        else next((s for s in ("recording", "incomplete") if s in g["statuses"]), "incomplete")
+    )
+    parts = [
+        "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
+        steps,
+        f"ranks {done}/{total} {state}",
+        g["backend"] or "",
+        g["config"] or "",
+        f"TRIGGERED: {g['reason']}" if g["reason"] else "",
+    ]
+    g["label"] = " · ".join(p for p in parts if p)
 
 
 def _window_name(trace: Any) -> str:

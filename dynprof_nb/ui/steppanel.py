@@ -84,6 +84,36 @@ class StepTimesSection(widgets.VBox):
         self._heat_at = -HEAT_PERIOD_S  # monotonic time of the last read of the step times
         self._heat_key: Any = None  # what the picture shows, to skip an unchanged one
         self._render: threading.Thread | None = None
+        self._make_fields()
+        self._armed_at: Any = None  # the armed trigger the fields last showed
+        self._fired = 0  # windows fired when last looked (a notice when it grows)
+        self.notice = widgets.HTML()
+        self.notice.add_class("dynprof-trigger-notice")
+        self.arm_button = self._button(
+            "Arm",
+            "start a window by itself when a step slows "
+            "by this much (stored with the job: no notebook needed)",
+        )
+        self.disarm_button = self._button("Disarm", "remove the job's trigger")
+        self.trigger_state = widgets.HTML()
+        self.trigger_state.add_class("dynprof-trigger-state")
+        self.arm_button.on_click(lambda _b: self.arm())
+        self.disarm_button.on_click(lambda _b: self.disarm())
+        super().__init__(
+            [
+                widgets.HTML("<b>Step times</b> (no profiling; * = straggler)"),
+                self.heat,
+                widgets.HBox([self.slowdown, self.confirm, self.steps]),
+                widgets.HBox([self.cooldown, self.max_windows, self.disk_budget]),
+                widgets.HBox([self.arm_button, self.disarm_button]),
+                self.trigger_state,
+                self.notice,
+            ]
+        )
+        self.add_class("dynprof-section-steptimes")
+
+    def _make_fields(self) -> None:
+        """The trigger's option boxes, at the trigger's defaults (``fields``: by option name)."""
         d = TRIGGER_DEFAULTS
         small = widgets.Layout(width="190px")
         self.slowdown = widgets.FloatText(
@@ -136,32 +166,6 @@ class StepTimesSection(widgets.VBox):
         }
         for name, field in self.fields.items():
             field.add_class(f"dynprof-trigger-field-{name}")
-        self._armed_at: Any = None  # the armed trigger the fields last showed
-        self._fired = 0  # windows fired when last looked (a notice when it grows)
-        self.notice = widgets.HTML()
-        self.notice.add_class("dynprof-trigger-notice")
-        self.arm_button = self._button(
-            "Arm",
-            "start a window by itself when a step slows "
-            "by this much (stored with the job: no notebook needed)",
-        )
-        self.disarm_button = self._button("Disarm", "remove the job's trigger")
-        self.trigger_state = widgets.HTML()
-        self.trigger_state.add_class("dynprof-trigger-state")
-        self.arm_button.on_click(lambda _b: self.arm())
-        self.disarm_button.on_click(lambda _b: self.disarm())
-        super().__init__(
-            [
-                widgets.HTML("<b>Step times</b> (no profiling; * = straggler)"),
-                self.heat,
-                widgets.HBox([self.slowdown, self.confirm, self.steps]),
-                widgets.HBox([self.cooldown, self.max_windows, self.disk_budget]),
-                widgets.HBox([self.arm_button, self.disarm_button]),
-                self.trigger_state,
-                self.notice,
-            ]
-        )
-        self.add_class("dynprof-section-steptimes")
 
     @staticmethod
     def _button(name: str, tooltip: str) -> widgets.Button:

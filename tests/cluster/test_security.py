@@ -259,7 +259,7 @@ def test_second_user_cannot_drive_the_first_users_job(transport, request):
     gen = job.generation
     worker = next(iter(job.client.scheduler_info()["workers"]))
     replay = {"op": "variable_set", "name": command_variable(job.name), "key": None,
-              "data": dict(job._command(), seq=gen + 1, action="stop")}
+              "data": dict(job._agents.command(), seq=gen + 1, action="stop")}
     home = Path(tempfile.mkdtemp(prefix="dynprof-other-user-"))  # pytest's tmp is 0700
     try:
         certs = ""

@@ -199,7 +199,7 @@ def test_a_writer_racing_the_steps_never_gets_a_half_file_applied(files) -> None
             m.step()
             seen.add(m.config.prof_path)
             assert m.config.mstx_domain_include == pad
-            torn += "not valid JSON" in m._relay.error  # a step that read a half file
+            torn += "not valid JSON" in m._file.relay.error  # a step that read a half file
         assert proc.returncode == 0
         m.step()
         assert m.config.prof_path == versions[(writes - 1) % 3]["prof_path"]
@@ -226,7 +226,7 @@ def test_a_stuck_relay_lock_holder_delays_an_edit_but_never_stalls_the_steps(fil
         fcntl.flock(held, fcntl.LOCK_EX)
         write_in_place(cfg, cfg_text(start_step=40, stop_step=41))
         m.step()  # waited NODE_LOCK_WAIT_S for the holder, then went on
-        assert m.state == "idle" and m._relay._lock_wait == 0.0
+        assert m.state == "idle" and m._file.relay._lock_wait == 0.0
         m.step()
         assert m.state == "idle"
         fcntl.flock(held, fcntl.LOCK_UN)

@@ -55,7 +55,7 @@ def test_parent_and_worker_ranks_equal_a_serial_load(tmp_path: Path, scratch: Pa
     assert all(c.loaded("events") for c in par.children)
     ser = dynprof_nb.load_window(root)
     for a, b in zip(par.children, ser.children, strict=True):
-        pd.testing.assert_frame_equal(a._frame("events"), b._frame("events"))
+        pd.testing.assert_frame_equal(a.frame("events"), b.frame("events"))
         assert a.sources["events"] == b.sources["events"]
         assert a._chrome[0].meta == b._chrome[0].meta and a._chrome[0].meta
     assert not par.children[1]._chrome[0].counters.empty  # the side tables came back too
@@ -88,7 +88,7 @@ def test_a_workers_warnings_reach_the_caller(tmp_path: Path, scratch: Path):
     assert here == [0]
     assert any(issubclass(c.category, TraceRepairWarning) and str(cut) in str(c.message)
                for c in caught)
-    assert w.children[1].loaded("events") and len(w.children[1]._frame("events")) > 0
+    assert w.children[1].loaded("events") and len(w.children[1].frame("events")) > 0
 
 
 def test_a_worker_that_dies_leaves_its_ranks_to_the_caller(tmp_path: Path, scratch: Path):

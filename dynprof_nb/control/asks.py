@@ -1,0 +1,142 @@
+"""What a Job checks before it writes a window, from the ranks' slots: the checks that tell
+the caller at once (a refusal, a warning) rather than a rank later, in its status.
+
+A window every live rank has begun is refused (:class:`WindowRefused`), one whose ``ranks``
+excludes every live rank too, one that overlaps a window the ranks record is refused
+(:class:`WindowConflict`), one after it is queued (:class:`WindowQueued`), and one that
+replaces a window another controller armed is warned about (:class:`WindowReplaced`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+import warnings
+
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.control.base import (
+    JobError,
+    WindowConflict,
+    WindowQueued,
+    WindowRefused,
+    WindowReplaced,
+    window_conflict,
+)
+from dynprof_nb.protocol import Command
+from dynprof_nb.segment import Segment, SlotView
+from dynprof_nb.shared_layout import estimated_step
+
+
+def current_step(seg: Segment | None, live: list[SlotView]) -> int:
+    """The most advanced live rank's step now (a stalled rank's is not extrapolated)."""
+    now = time.monotonic_ns()
+    if seg is None:
+        return max((s.estimated_step(now) for s in live), default=0)
+    return max((estimated_step(seg, s, now) for s in live), default=0)
+
+
+def refuse_passed(live: list[SlotView], first: int, last: int) -> None:
+    """Refuse a window that every live rank has begun."""
+    if live and all(s.step >= first for s in live):
+        where = ", ".join(f"rank {s.rank} at step {s.step}" for s in live)
+        raise WindowRefused(
+            f"window {first}-{last} has already begun on every rank ({where}). "
+            f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
+        )
+
+
+def refuse_ended(live: list[SlotView], cfg: ProfilerConfig) -> None:
+    """File mode's refusal: a window that has ended on every live rank."""
+    if live and all(s.step > cfg.stop_step for s in live):
+        where = ", ".join(f"rank {s.rank} at step {s.step}" for s in live)
+        raise WindowRefused(
+            f"window {cfg.start_step}-{cfg.stop_step} has ended on every rank ({where}). "
+            "Write a later window into the file."
+        )
+
+
+def refuse_no_rank_asked(name: str, ranks: list[int], live: list[int]) -> None:
+    """``ranks=[7]`` on a job whose live ranks are 0 and 1 excludes every rank: no window
+    would ever be written, so it is refused (ranks not running yet are fine)."""
+    if ranks and live and not set(ranks) & set(live):
+        raise JobError(
+            f"ranks {','.join(map(str, ranks))}: job {name!r} has no such live rank "
+            f"(live ranks: {','.join(map(str, live))}), so no window would be written. "
+            "Ask for ranks among those, or leave ranks out (all ranks)."
+        )
+
+
+def check_others(name: str, live: list[SlotView], first: int, last: int, cmd: Command) -> None:
+    """Tell the caller at once when the ranks are busy with another window: refuse
+    (:class:`WindowConflict`) a window that overlaps one they are recording, warn
+    (:class:`WindowQueued`) that one after it waits for it, and warn
+    (:class:`WindowReplaced`) when it replaces a window another process armed."""
+    recording = [(str(s.rank), s.start, s.stop, s.step) for s in live if s.state == "recording"]
+    asked = {}
+    if cmd.config.has_window and cmd.by:
+        mine = " (this process)" if cmd.by == os.getpid() else ""
+        asked[(cmd.config.start_step, cmd.config.stop_step)] = f"pid {cmd.by}{mine}"
+    found = window_conflict(first, last, recording, asked)
+    if found is not None:
+        message, queued = found
+        if not queued:
+            raise WindowConflict(message)
+        warnings.warn(f"job {name!r}: {message}", WindowQueued, stacklevel=3)
+        return
+    armed = sorted({(s.start, s.stop) for s in live if s.state == "armed"} - {(first, last)})
+    if armed and cmd.by and cmd.by != os.getpid():
+        ranks = ",".join(str(s.rank) for s in live if s.state == "armed")
+        windows = ", ".join(f"{a}-{b}" for a, b in armed)
+        warnings.warn(
+            f"job {name!r}: window {first}-{last} replaces window {windows}, which "
+            f"pid {cmd.by} (another controller) had armed on ranks {ranks}: that one will "
+            "not be recorded. Tell its owner, or stop() and ask for it again.",
+            WindowReplaced,
+            stacklevel=3,
+        )
+
+
+def no_rank_note(name: str, slots: list[SlotView]) -> str:
+    """Why no window will come yet, for a job no rank has joined (a prepared job, or a
+    typo given to ``--create``); ``""`` when some rank has."""
+    if slots:
+        return ""
+    from dynprof_nb.segment import list_jobs
+
+    near = difflib.get_close_matches(name, [n for n in list_jobs() if n != name], n=1)
+    hint = f" Did you mean {near[0]!r}?" if near else ""
+    return (
+        f"no rank has joined job {name!r} yet: nothing is recorded until ranks "
+        f"start with Monitor(job={name!r}).{hint}"
+    )
+
+
+def describe_stop(cfg: ProfilerConfig, busy: list[SlotView], joined: bool) -> str:
+    """What ``stop()`` would end or cancel now, rank by rank (``busy``: the live ranks armed
+    or recording), or that there is nothing."""
+    if not busy:
+        if cfg.has_window:
+            why = "no rank has joined the job" if not joined else "it had ended or was skipped"
+            return (
+                f"window {cfg.start_step}-{cfg.stop_step} is not recording or armed on "
+                f"any rank ({why}): stop takes it off the config"
+            )
+        return "nothing to stop: no window is pending or recording"
+    by_state: dict[str, list[str]] = {}
+    for s in busy:
+        by_state.setdefault(s.state, []).append(str(s.rank))
+
+    def ranks(state: str) -> str:
+        names = by_state[state]
+        return f"rank{'s' if len(names) > 1 else ''} {','.join(names)}"
+
+    parts = []
+    if "recording" in by_state:
+        parts.append(
+            f"ended on {ranks('recording')} at one step, the next every rank can reach "
+            "(what was recorded is saved)"
+        )
+    if "armed" in by_state:
+        parts.append(f"cancelled on {ranks('armed')} (not begun)")
+    return f"window {cfg.start_step}-{cfg.stop_step} " + "; ".join(parts)

@@ -1,0 +1,334 @@
+"""A rank's status and heartbeat: what the controller reads about one Monitor.
+
+The Monitor holds one :class:`RankStatus`. It owns everything this rank publishes into its
+slot of the job segment apart from the step path's own words: the state ("saving" while a
+window is being written), the error or note of the moment (said once, to the log too), and the
+heartbeat thread, which every :data:`HEARTBEAT_S` copies the step counter, a heartbeat and the
+step rate into the slot (so ``step()`` never reads a clock for them), feeds the step-time ring
+and the trigger, and switches ``step()`` between its timed and untimed class. Every
+:data:`CHECK_EVERY` beats it checks the segment itself: one truncated, removed, replaced or
+chmod-ed under the job is republished (its config kept) and rejoined, and a doorbell whose
+descriptor the job closed is made again; training goes on either way.
+
+It works on the Monitor's slots (its segment, words, doorbell): they are the Monitor's state,
+shared with the step path, and this object is the part of the Monitor that keeps them sound.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from dynprof_nb.ownfd import FdLost
+from dynprof_nb.segment import (
+    BELL_GEN,
+    H_GEN,
+    S_APPLIED,
+    S_BEAT_NS,
+    S_BELL_FD,
+    S_BELL_TOKEN,
+    S_ERR_GEN,
+    S_RATE,
+    S_START,
+    S_STATE,
+    S_STEP,
+    S_STOP,
+    STATE,
+    Doorbell,
+    SegmentError,
+)
+from dynprof_nb.training.steptimes import StepWatch, wants_timing
+
+log = logging.getLogger("dynprof_nb")
+
+HEARTBEAT_S = 0.02
+CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whole and named
+
+
+class RankStatus:
+    """The status side of one Monitor ``m``: its slot's state and error, and its heartbeat."""
+
+    __slots__ = ("m", "old_bells", "thread")
+
+    def __init__(self, monitor: Any) -> None:
+        self.m = monitor
+        self.old_bells: list[Doorbell] = []  # replaced doorbells: their mappings stay
+        self.thread: threading.Thread | None = None
+
+    # -- what the slot says ---------------------------------------------------------------
+
+    def set_state(self, state: str) -> None:
+        self.m.state = state
+        self.publish_state()
+
+    def publish_state(self) -> None:
+        """Write the Monitor's state into the slot ("saving" while a window is written)."""
+        m = self.m
+        state = m.state
+        if state == "idle" and m._windows.saving:
+            state = "saving"
+        if m._seg is not None:
+            m._words[m._base + S_STATE] = STATE[state]
+
+    def report(self, message: str, generation: int | None = None) -> None:
+        """Say it once: to the log and to this rank's slot, where the notebook shows it."""
+        m = self.m
+        if message == m.last_error:
+            return
+        m.last_error = message
+        log.warning("dynprof_nb job %r rank %d: %s", m.job, m.rank, message)
+        if m._seg is not None:
+            try:
+                m._seg.write_text(m._slot, "error", message)
+                m._words[m._base + S_ERR_GEN] = m._applied if generation is None else generation
+            except Exception:
+                pass
+
+    def clear_error(self) -> None:
+        m = self.m
+        if m.last_error and m._seg is not None:
+            m.last_error = ""
+            m._seg.write_text(m._slot, "error", "")
+
+    # -- joining the segment --------------------------------------------------------------
+
+    def join_slot(self, keep: int = -1) -> None:
+        """Claim this rank's slot (``keep``: the slot this process already holds there, as in
+        a segment republished from a copy of ours) and publish the doorbell in it."""
+        m = self.m
+        seg = m._seg
+        if keep >= 0 and seg.words[seg.slot_base(keep)] == os.getpid():
+            m._slot = keep
+        else:
+            m._slot = seg.claim_slot(m.rank)
+        m._base = seg.slot_base(m._slot)
+        m._words = seg.words
+        if m._doorbell is not None:
+            m._words[m._base + S_BELL_TOKEN] = m._doorbell.token
+            m._words[m._base + S_BELL_FD] = m._doorbell.fd
+
+    def check_duplicate_rank(self) -> None:
+        """Say so in this rank's slot when another live process already claims this rank."""
+        m = self.m
+        try:
+            others = [
+                s.pid for s in m._seg.slots() if s.rank == m.rank and s.index != m._slot and s.live
+            ]
+        except Exception:
+            return
+        if others:
+            pids = ", ".join(str(p) for p in others)
+            self.report(
+                f"rank {m.rank} is also claimed by live pid {pids} in job "
+                f"{m.job!r}: two training processes with one rank (a setup cell "
+                "run twice?). Stop the extra process or give it another RANK."
+            )
+
+    def stand_down_in_child(self) -> None:
+        """A ``fork()`` of the training process shares the parent's slot and doorbell
+        mappings: a child that steps on (a worker forked from the loop, a job that forks
+        and trains in the child) would apply the parent's config, write its step, state and
+        errors into the parent's slot and record windows as the parent's rank. The child
+        stands down once, says so in its own log only, and its ``step()`` stays on the fast
+        path (a frozen private copy of the doorbell)."""
+        m = self.m
+        m._bell = list(m._bell)
+        m._watch = m._bell[4]
+        log.warning(
+            "dynprof_nb job %r rank %d: this is a forked child (pid %d) of the rank's "
+            "process (pid %d); it does not profile and never writes into the rank's slot. "
+            "Start a Monitor of its own in the child to profile it.",
+            m.job,
+            m.rank,
+            os.getpid(),
+            m._pid,
+        )
+
+    # -- the heartbeat thread ---------------------------------------------------------------
+
+    def start_heartbeat(self) -> None:
+        self.thread = threading.Thread(target=self.run, name="dynprof_nb-heartbeat", daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        """Every HEARTBEAT_S: publish the step, a heartbeat and the step rate (all on the
+        monotonic clock), keep the doorbell in step with the segment, and every CHECK_EVERY
+        beats check the segment itself. Nothing here may end the thread."""
+        m = self.m
+        beat = _Beat(m._step)
+        while not m._closed.wait(HEARTBEAT_S):
+            beat.beats += 1
+            try:
+                beat.once(m)
+                self.note_watch(beat.watch)
+            except (OSError, SegmentError):
+                beat.beats = CHECK_EVERY  # the segment is in trouble: check it now
+            if beat.beats >= CHECK_EVERY or m._suspect:
+                beat.beats = 0
+                self.check_segment()
+
+    def note_watch(self, watch: StepWatch) -> None:
+        """A failure of the step-time watch (or the trigger) goes into this rank's status
+        error; once it is reset (the trigger re-armed), that error is cleared."""
+        if watch.failed:
+            self.report(watch.failed)
+        elif watch.cleared and self.m.last_error == watch.cleared:
+            watch.cleared = ""
+            self.clear_error()
+
+    # -- keeping the segment and the doorbell sound -------------------------------------------
+
+    def check_segment(self) -> None:
+        """Mend a segment that was truncated, removed, replaced or overwritten under the job:
+        republish it (config and slots kept when they can be) and rejoin it, saying so once
+        in the log; while that is impossible, say why and keep training."""
+        m = self.m
+        try:
+            problem = m._seg.problem()
+            if not problem and m._words[m._base] != os.getpid():
+                problem = "lost this rank's slot"
+        except (OSError, SegmentError) as exc:
+            problem = f"cannot be read ({exc})"
+        if not problem:
+            m.segment_problem = ""
+            self.check_doorbell()
+            if m._suspect:  # a ring from a writer on another segment; ours is sound
+                m._suspect = False
+                try:
+                    m._bell[BELL_GEN] = m._words[H_GEN]
+                except (OSError, SegmentError):
+                    pass
+            return
+        with m._lock:
+            if not m._closed.is_set():
+                self._republish(problem)
+
+    def _republish(self, problem: str) -> None:
+        """Republish the segment (under the Monitor's lock) and rejoin it, or say why not."""
+        m = self.m
+        old = m._seg
+        try:
+            m._seg = old.republish(m._kept)
+            self.join_slot(keep=m._slot)
+        except (OSError, SegmentError) as exc:
+            m._seg = old
+            if problem != m.segment_problem:
+                m.segment_problem = problem
+                log.warning(
+                    "dynprof_nb job %r rank %d: the job segment %s and cannot be "
+                    "republished yet (%s); training goes on, retrying.",
+                    m.job,
+                    m.rank,
+                    problem,
+                    exc,
+                )
+            return
+        m.segment_problem, m._suspect = "", False
+        log.warning(
+            "dynprof_nb job %r rank %d: the job segment %s; republished it and "
+            "rejoined. Training went on.",
+            m.job,
+            m.rank,
+            problem,
+        )
+        self.republish_slot()
+        self.check_doorbell()
+
+    def check_doorbell(self) -> None:
+        """A doorbell whose descriptor the job closed (``os.closerange``) cannot be rung: make
+        a new one, publish it in the slot and say so once. ``step()`` reads the old mapping
+        until the swap, which is one attribute store; the old one is kept (never unmapped
+        under a step)."""
+        m = self.m
+        old = m._doorbell
+        if old is None or not old.lost():
+            return
+        new = None
+        try:
+            new = Doorbell(m.job)
+            m._words[m._base + S_BELL_TOKEN] = new.token
+            m._words[m._base + S_BELL_FD] = new.fd
+        except (OSError, SegmentError) as exc:
+            if new is not None:
+                new.close()
+            self.report(
+                f"the doorbell's descriptor was closed under the job and cannot be made "
+                f"again ({exc}); config changes reach this rank within a heartbeat"
+            )
+            return
+        new.words[BELL_GEN] = m._bell[BELL_GEN]
+        self.old_bells.append(old)
+        m._doorbell, m._bell = new, new.words
+        log.warning(
+            "dynprof_nb job %r rank %d: the doorbell's descriptor %d was closed under the job "
+            "(os.closerange?); made a new one (descriptor %d). Training went on.",
+            m.job,
+            m.rank,
+            old.fd,
+            new.fd,
+        )
+
+    def republish_slot(self) -> None:
+        """Write this rank's status into a (re)joined slot: what a new segment does not hold."""
+        m = self.m
+        w, b = m._words, m._base
+        w[b + S_STEP] = m._step
+        w[b + S_APPLIED] = m._applied
+        if m.window is not None:
+            w[b + S_START], w[b + S_STOP] = m.window
+        self.publish_state()
+        if m.last_error:
+            m._seg.write_text(m._slot, "error", m.last_error)
+            w[b + S_ERR_GEN] = m._applied
+        if m.last_window is not None:
+            m._seg.write_text(m._slot, "window", str(m.last_window))
+        gen = w[H_GEN]
+        m._bell[BELL_GEN] = gen
+        if gen < m._applied:  # a new segment with no config: nothing to apply
+            m._applied = gen
+            if m._watch >= 0:
+                m._watch = gen
+
+
+class _Beat:
+    """The heartbeat's running numbers: the last step and time it published, the step rate,
+    the beats since the last segment check, and the step-time ring's writer (remade for a new
+    segment)."""
+
+    __slots__ = ("last", "last_ns", "rate", "beats", "watch", "watched")
+
+    def __init__(self, step: int) -> None:
+        self.last, self.last_ns, self.rate, self.beats = step, time.monotonic_ns(), 0.0, 0
+        self.watch: Any = None
+        self.watched: Any = None
+
+    def once(self, m: Any) -> None:
+        """One beat: the step-time ring, the doorbell's generation, the step and its rate."""
+        words, base = m._words, m._base
+        if m._seg.fd_lost:  # the job closed our descriptor: mend it before use
+            raise FdLost(m._seg.name, -1)
+        if m._seg is not self.watched:  # first beat, or the segment was republished
+            self.watched = m._seg
+            self.watch = StepWatch(self.watched, m._slot, m.rank, m._step, HEARTBEAT_S)
+        n = m._step  # before the end times: each of steps <= n has its own
+        exact_from = m._exact_from
+        self.watch.beat(n, m.state, m._ends if exact_from else None, exact_from)
+        gen = words[H_GEN]
+        if gen > m._bell[BELL_GEN]:
+            m._bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
+        if n == self.last:
+            return
+        now = time.monotonic_ns()
+        current = (n - self.last) * 1e9 / max(1, now - self.last_ns)
+        self.rate = current if self.rate == 0 else 0.7 * self.rate + 0.3 * current
+        words[base + S_STEP] = n
+        words[base + S_BEAT_NS] = now
+        words[base + S_RATE] = int(self.rate * 1000)
+        m._rate = self.rate
+        timed = exact_from is not None
+        if wants_timing(timed, n - self.last, now - self.last_ns) != timed:
+            m._set_timed(not timed)
+        self.last, self.last_ns = n, now
