@@ -327,7 +327,12 @@ def lock_fd(name: str, blocking: bool = True, directory: str | None = None) -> i
         except BlockingIOError:
             os.close(fd)
             return None
-        if still_named(fd, name, directory):
+        try:
+            named = still_named(fd, name, directory)
+        except BaseException:  # never a descriptor left behind holding the lock
+            os.close(fd)
+            raise
+        if named:
             return fd
         os.close(fd)
 

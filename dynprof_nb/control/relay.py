@@ -107,13 +107,14 @@ class Relay:
         when the job was written. Safe from any thread and any process of the node at once
         (a file-mode rank calls it from ``step()`` when :class:`FileWatch` sees a change):
         the first to take the node's relay lock relays an edit, the others adopt it."""
-        if self._state_fd < 0:  # stopped
-            return False
-        with self._poll_lock, self._node_lock(self._lock_wait) as locked:
-            # a stuck holder: this look is skipped (the file still reads as changed), and the
-            # next ones do not wait until the lock is had again
-            self._lock_wait = NODE_LOCK_WAIT_S if locked else 0.0
-            return self._poll() if locked else False
+        with self._poll_lock:
+            if self._state_fd < 0:  # stopped (stop() closes it under this lock)
+                return False
+            with self._node_lock(self._lock_wait) as locked:
+                # a stuck holder: this look is skipped (the file still reads as changed), and
+                # the next ones do not wait until the lock is had again
+                self._lock_wait = NODE_LOCK_WAIT_S if locked else 0.0
+                return self._poll() if locked else False
 
     def _poll(self) -> bool:
         try:
@@ -189,10 +190,16 @@ class Relay:
                     return
                 time.sleep(0.0005)
                 continue
-            if still_named(self._state_fd, self._state_name):
+            try:
+                named = still_named(self._state_fd, self._state_name)
+            except BaseException:  # no fd left to look with: never leave the node locked
+                fcntl.flock(self._state_fd, fcntl.LOCK_UN)
+                raise
+            if named:
                 break
-            os.close(self._state_fd)
-            self._state_fd = open_lock(self._state_name)
+            fresh = open_lock(self._state_name)  # opened before the old one is let go: a
+            os.close(self._state_fd)  # failed open leaves no closed number behind
+            self._state_fd = fresh
         try:
             yield True
         finally:

@@ -227,3 +227,25 @@ def test_analyse_mode_out_of_range_is_refused_without_a_window(tmp_path: Path,
     files = dynprof_nb.attach(cfg_path=tmp_path)
     with pytest.raises(dynprof_nb.ConfigError, match="analyse_mode"):
         files.set(start_step=-1, stop_step=-1, analyse_mode=5)
+
+
+def test_a_relay_whose_state_file_was_removed_relays_on_into_a_fresh_one(
+        tmp_path: Path, job: dynprof_nb.Job) -> None:
+    """The node's relay state goes with the job's segment (``forget_job``); a relay that
+    opened it before locks the fresh file the name now points to, and goes on relaying."""
+    from dynprof_nb import locks
+
+    relay = Relay(tmp_path, job)
+    try:
+        write_file(tmp_path, start_step=100, stop_step=110)
+        assert relay.poll()
+        state = locks.job_lock_name(job.name, "state")
+        locks.forget_job(job.name)
+        assert state not in os.listdir(private_dir())
+        write_file(tmp_path, start_step=200, stop_step=210)
+        assert relay.poll() and job.config.start_step == 200
+        assert state in os.listdir(private_dir())  # the fresh file, with what was relayed
+        assert locks.still_named(relay._state_fd, state)
+    finally:
+        relay.stop()
+    assert relay.poll() is False  # stopped: no look, no error

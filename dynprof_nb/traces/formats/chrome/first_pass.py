@@ -83,6 +83,9 @@ def first_pass(w: Any, files: Any, provider: Any) -> bool:
     except stream.NotStreamable:
         _remove(out)
         return False
+    except BaseException:  # Ctrl-C or a bad memory event: no scratch parts left behind
+        _remove(out)
+        raise
     finally:
         for warning in said:  # said on, as they were
             warn(warning, stacklevel=4)
