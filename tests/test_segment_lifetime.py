@@ -125,6 +125,10 @@ def test_live_job_keeps_its_segment_whoever_leaves(job, tmp_path):
             assert _exists(job)
         again = dynprof_nb.attach(job, create=False)
         assert again.config.with_stack
+        # a config the rank has not applied yet keeps the segment for ranks to come (by
+        # design): under load the SIGTERM below could beat the rank to the last set()
+        wait_until(lambda: again.live_slots()[0].applied == again.generation,
+                   what="the rank to apply the last set", proc=rank)
         again.close()
     finally:
         finish(rank)
