@@ -268,14 +268,22 @@ def test_idle_step_is_within_3x_an_empty_call_before_and_after_a_window(job):
             monitor.step()
         assert monitor._exact_from is None, "the heartbeat never untimed a sub-µs loop"
 
+    def untimed_ratio(monitor: dynprof_nb.Monitor) -> float:
+        # a measurement during which the heartbeat switched the timed step() on (a beat that
+        # saw few steps: the machine stalled this thread) measured the other step: again
+        for _ in range(3):
+            untimed(monitor)
+            ratio = _idle_ratio(monitor)
+            if monitor._exact_from is None:
+                return ratio
+        return ratio
+
     with rank0(job) as monitor:
-        untimed(monitor)
-        before = _idle_ratio(monitor)
+        before = untimed_ratio(monitor)
         now = monitor.step_count
         control.start(now + 2, now + 4)
         run_steps(monitor, 6)
         finished_windows(monitor)
         assert monitor.last_window is not None and monitor.state == "idle"
-        untimed(monitor)
-        after = _idle_ratio(monitor)
+        after = untimed_ratio(monitor)
     assert before <= 3.0 and after <= 3.0, (before, after)
