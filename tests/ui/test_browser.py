@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,9 +74,19 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     last = max(i for i, c in enumerate(cells) if "%dynprof panel" in "".join(c["source"]))
     notebook["cells"] = cells[:last + 1]
     (root / "quickstart.ipynb").write_text(json.dumps(notebook))
-    port, token = _free_port(), secrets.token_hex(16)
     job = f"browser-{uuid.uuid4().hex[:8]}"
-    env = dict(os.environ, DYNPROF_JOB=job, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+    with started_lab(tmp_path, root, "quickstart.ipynb", job, {"DYNPROF_JOB": job}) as handle:
+        yield handle
+
+
+@contextmanager
+def started_lab(tmp_path: Path, root: Path, notebook: str, job: str = "",
+                env: dict[str, str] | None = None) -> Iterator[Lab]:
+    """JupyterLab serving ``root`` on 127.0.0.1, a free port and a token, with the kernel of
+    ``notebook`` started up front (so the page does not ask which kernel to use); at the end
+    it is stopped with everything it started (:func:`_stop_lab`). The browser tests share it."""
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, **(env or {}), JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     log = (tmp_path / "lab.log").open("w")
@@ -97,9 +108,8 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
                 return False
 
         wait_until(up, timeout=90, what="the JupyterLab server to answer")
-        # the notebook's kernel, started up front so the page does not ask which kernel to use
         _api(handle, "/api/sessions", method="POST",
-             body={"path": "quickstart.ipynb", "name": "quickstart.ipynb", "type": "notebook",
+             body={"path": notebook, "name": notebook, "type": "notebook",
                    "kernel": {"name": "python3"}})
         yield handle
     finally:
@@ -119,6 +129,8 @@ def _stop_lab(lab: Lab, server: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+    if not lab.job:  # a lab with no job of its own
+        return
     try:  # anything of this job still alive was started by this test
         job = dynprof_nb.attach(lab.job, create=False)
         for slot in job.live_slots():

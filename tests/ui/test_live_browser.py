@@ -26,12 +26,11 @@ import secrets
 import subprocess
 import sys
 import time
-import urllib.error
 from pathlib import Path
 
 import pytest
 from jobutil import TRAIN_LOOP, wait_until
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Lab, _api, _free_port, _stop_lab
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, started_lab
 
 import dynprof_nb
 from dynprof_nb import segment
@@ -77,35 +76,12 @@ def lab(tmp_path: Path):
     root = tmp_path / "lab"
     root.mkdir()
     (root / "live.ipynb").write_text(json.dumps(_notebook(job)))
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}",
-         "--ServerApp.port_retries=0", "--ServerApp.allow_root=True",
-         "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    handle = Lab(f"http://127.0.0.1:{port}", token, job, root)
     try:
-        def up() -> bool:
-            assert server.poll() is None, (tmp_path / "lab.log").read_text()[-3000:]
-            try:
-                return bool(_api(handle, "/api/status"))
-            except (urllib.error.URLError, ConnectionError, OSError):
-                return False
-
-        wait_until(up, timeout=90, what="the JupyterLab server to answer")
-        _api(handle, "/api/sessions", method="POST",
-             body={"path": "live.ipynb", "name": "live.ipynb", "type": "notebook",
-                   "kernel": {"name": "python3"}})
-        wait_until(lambda: len(control.live_slots()) == 2
-                   and all(s.step > 80 for s in control.live_slots()), timeout=120,
-                   what="2 torch ranks stepping with a baseline")
-        yield handle, control, tmp_path
+        with started_lab(tmp_path, root, "live.ipynb", job) as handle:
+            wait_until(lambda: len(control.live_slots()) == 2
+                       and all(s.step > 80 for s in control.live_slots()), timeout=120,
+                       what="2 torch ranks stepping with a baseline")
+            yield handle, control, tmp_path
     finally:
         burner.kill()
         burner.wait()
@@ -117,10 +93,8 @@ def lab(tmp_path: Path):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        _stop_lab(handle, server)
         control.close()
         segment.unlink(job)
-        log.close()
 
 
 def _sustained(reason: str, hiccups: Path, confirm: int) -> bool:

@@ -11,17 +11,11 @@ Screenshots go to tests/artifacts/timeline_browser_*.png."""
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import signal
-import subprocess
 import sys
-import urllib.error
 from pathlib import Path
 
 import pytest
-from jobutil import wait_until
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Lab, _api, _free_port
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Lab, started_lab
 from testdata import fixtures_dir
 
 pytestmark = pytest.mark.slow
@@ -47,45 +41,8 @@ def lab(tmp_path: Path):
     root = tmp_path / "lab"
     root.mkdir()
     (root / "timeline.ipynb").write_text(json.dumps(_notebook(window)))
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}",
-         "--ServerApp.port_retries=0", "--ServerApp.allow_root=True",
-         "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    handle = Lab(f"http://127.0.0.1:{port}", token, "", root)
-    try:
-        def up() -> bool:
-            assert server.poll() is None, (tmp_path / "lab.log").read_text()[-3000:]
-            try:
-                return bool(_api(handle, "/api/status"))
-            except (urllib.error.URLError, ConnectionError, OSError):
-                return False
-
-        wait_until(up, timeout=90, what="the JupyterLab server to answer")
-        _api(handle, "/api/sessions", method="POST",
-             body={"path": "timeline.ipynb", "name": "timeline.ipynb", "type": "notebook",
-                   "kernel": {"name": "python3"}})
+    with started_lab(tmp_path, root, "timeline.ipynb") as handle:
         yield handle
-    finally:
-        try:
-            for kernel in _api(handle, "/api/kernels") or []:
-                _api(handle, f"/api/kernels/{kernel['id']}", method="DELETE")
-        except Exception:
-            pass
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
 
 
 # a pixel of an event in the last three rows (rank 1's GPU streams: kernels), darker
