@@ -339,7 +339,7 @@ def lock_fd(name: str, blocking: bool = True, directory: str | None = None) -> i
 
 def remove_lock(name: str, directory: str | None = None) -> bool:
     """Remove the lock file ``name`` unless another process holds it now (then its holder
-    or the next ``remove_lock`` does); True when it was removed or was not there. Removed
+    or the next ``remove_lock`` does); False only then (a failed unlink is logged). Removed
     under its own lock, so a process that opened it earlier sees it gone when it locks it
     (:func:`still_named`) and opens a fresh one. Job-scoped lock files go with their job
     (:func:`forget_job`); without this, every job ever run left its files behind."""
@@ -349,17 +349,8 @@ def remove_lock(name: str, directory: str | None = None) -> bool:
         return True
     if fd is None:
         return False
-    try:
-        dir_fd = _open_dir(directory or private_dir())
-        try:
-            os.unlink(name, dir_fd=dir_fd)
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(dir_fd)
-        return True
-    finally:
-        os.close(fd)
+    drop_lock(fd, name, directory)
+    return True
 
 
 def drop_lock(fd: int, name: str, directory: str | None = None) -> None:
