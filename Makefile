@@ -131,11 +131,15 @@ lint: $(VENV)/.test
 	$(BIN)/ruff format --check dynprof_nb
 
 # tests/ plus the notebooks, executed by nbval in this venv's Python; then the environment
-# matrix (tests/smoke runs there, not here)
+# matrix (tests/smoke runs there, not here). The run takes about 25 min on 2 cores; one still
+# going after TEST_LIMIT_S is interrupted (SIGINT), so that pytest itself reports the test it
+# was in and its stack, well inside CI's 90 min, instead of being cut off without a word.
+TEST_LIMIT_S ?= 3600
 test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2 /usr/bin/chromium \
 		/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
-		--nbval-sanitize-with notebooks/sanitize.cfg --ignore=tests/smoke tests notebooks
+	timeout -s INT -k 120 $(TEST_LIMIT_S) $(BIN)/python -m pytest -q -p no:cacheprovider \
+		--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
+		--ignore=tests/smoke tests notebooks
 	$(MAKE) --no-print-directory matrix
 
 bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import jobutil
 from jobutil import unique_job, wait_until
 
 import dynprof_nb
@@ -30,20 +31,42 @@ def spawn(args: Sequence[str], python: str | None = None, cwd: Path | None = Non
           env: dict[str, str] | None = None) -> subprocess.Popen:
     """A background training process; its output is collected for failure messages."""
     full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {}))
-    return subprocess.Popen([python or sys.executable, *map(str, args)], cwd=cwd, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([python or sys.executable, *map(str, args)], cwd=cwd, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    proc.leads_group = True  # jobutil.kill_process kills it with its children
+    return proc
+
+
+def outputs_within(procs: Sequence[subprocess.Popen], timeout: float) -> list[str]:
+    """Each process's output once all have exited, waiting ``timeout`` seconds in all.
+
+    Past that, every process still running is killed with its children, after printing its
+    stacks (:func:`jobutil.kill_process`), and the test fails with what each one wrote: a
+    hung training script is a failure that says where it hung, inside the test's own time
+    limit, never a wait without end.
+    """
+    deadline = time.monotonic() + timeout
+    outputs: dict[int, str] = {}
+    for i, proc in enumerate(procs):
+        try:
+            outputs[i] = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))[0] or ""
+        except subprocess.TimeoutExpired:
+            for j, other in enumerate(procs):
+                if j not in outputs:
+                    outputs[j] = "(still running: killed)\n" + jobutil.kill_process(
+                        other, dump_stacks=True)[0]
+            raise AssertionError(
+                f"the training scripts had not all ended after {timeout:.0f} s; what each "
+                "wrote (with the stacks of those still running):\n" + "\n".join(
+                    f"--- {' '.join(map(str, p.args[1:3]))}:\n{outputs[j][-6000:]}"
+                    for j, p in enumerate(procs))) from None
+    return [outputs[i] for i in range(len(procs))]
 
 
 def finish(proc: subprocess.Popen, timeout: float = 60.0) -> str:
     """End a training process with SIGTERM (its loop exits cleanly) and return its output."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-    return out or ""
+    return jobutil.finish(proc, timeout)[0] or ""
 
 
 @contextmanager

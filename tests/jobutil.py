@@ -44,20 +44,74 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = 
             return value
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"training process exited ({proc.returncode}) while waiting "
-                                 f"for {what}:\n{proc.stdout.read() if proc.stdout else ''}")
+                                 f"for {what}:\n{''.join(kill_process(proc))}")
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
 
 
 def finish(proc: subprocess.Popen, timeout: float = 30.0) -> tuple[str, str]:
-    """Stop a training process cleanly and return its output."""
+    """Stop a training process cleanly (SIGTERM) and return its output; one that has not
+    ended within ``timeout`` seconds is killed (:func:`kill_process`)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        return kill_process(proc)
+
+
+def kill_process(proc: subprocess.Popen, dump_stacks: bool = False) -> tuple[str, str]:
+    """Kill a process, and every process of its group when it leads one (started with
+    ``start_new_session=True``; its children too, even after it has ended), and return what
+    it wrote, in a bounded time.
+
+    Reading is bounded because a child the process forked (MindSpore's analysis workers) keeps
+    its stdout open after the parent is gone: an unbounded ``communicate()`` here once held a
+    CI run until CI's own limit, with no word of which test. ``dump_stacks`` first asks the
+    group for Python stacks with SIGUSR1 (a script that registered ``faulthandler`` for it
+    prints them), so that the output says where a hung process was.
+    """
+    group = proc.pid if _leads_group(proc) else None
+    if group is not None and dump_stacks:
+        _signal_group(group, signal.SIGUSR1)
+        time.sleep(2)
+    if group is not None:
+        _signal_group(group, signal.SIGKILL)
+    elif proc.poll() is None:
         proc.kill()
-        return proc.communicate()
+    try:
+        out, err = proc.communicate(timeout=10)
+        return out or "", err or ""
+    except subprocess.TimeoutExpired as exc:  # a process outside the group holds the pipe
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait(10)
+        return _text(exc.stdout), _text(exc.stderr)
+
+
+def _leads_group(proc: subprocess.Popen) -> bool:
+    """Whether ``proc`` leads its process group: started so (``framework_jobs.spawn`` marks
+    it, as a reaped process can no longer be asked), or found so."""
+    if getattr(proc, "leads_group", False):
+        return True
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return False
+
+
+def _signal_group(group: int, signum: int) -> None:
+    try:
+        os.killpg(group, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
 
 
 @contextmanager

@@ -31,8 +31,10 @@ Apache-2.0), with ``activities`` CPU only and an absolute ``prof_path``.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -154,6 +156,9 @@ def main() -> None:
                    help="run each style this many times, into DIR/STYLE/run<i>")
     args = p.parse_args()
     os.environ.setdefault("GLOG_v", "3")
+    # a test that gives up on this script first asks it (and MindSpore's workers it forks,
+    # which inherit the handler) where every thread is
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     cls = monitor_class(args.monitor)
     for style in args.styles.split(","):
         run = {"step": step_style, "callback": callback_style}[style]

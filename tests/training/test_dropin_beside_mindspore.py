@@ -11,12 +11,18 @@ window holds: the number of times each op ran in it (its ``cpu_op_execute_timest
 from __future__ import annotations
 
 import re
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from framework_jobs import marked_steps, mindspore_op_times, mindspore_python
+from framework_jobs import (
+    marked_steps,
+    mindspore_op_times,
+    mindspore_python,
+    outputs_within,
+    spawn,
+)
+from jobutil import kill_process
 
 import dynprof_nb
 from dynprof_nb import segment, window_dirs
@@ -32,33 +38,23 @@ OURS_ONLY = {window_dirs.MANIFEST, "dynprof_steps.csv"}  # what the drop-in adds
 def run_both(root: Path) -> dict[str, Path]:
     """Run the example with each monitor at once; return each one's output root."""
     procs = {}
-    for kind in ("mindspore", "dropin"):
-        (root / kind).mkdir(parents=True)
-        procs[kind] = subprocess.Popen(
-            [mindspore_python(), str(EXAMPLE), "--monitor", kind, "--root", str(root / kind)],
-            cwd=root / kind, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=_env())
-    outputs = {}
     try:
-        for kind, proc in procs.items():
-            outputs[kind], _ = proc.communicate(timeout=400)
+        for kind in ("mindspore", "dropin"):
+            (root / kind).mkdir(parents=True)
+            procs[kind] = spawn([EXAMPLE, "--monitor", kind, "--root", root / kind],
+                                python=mindspore_python(), cwd=root / kind, env={"GLOG_v": "3"})
+        outputs = dict(zip(procs, outputs_within(list(procs.values()), timeout=240),
+                           strict=True))
     finally:
         for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            if proc.returncode is None:
+                kill_process(proc)
         for style in ("step", "callback"):
             segment.unlink(job_name_for(root / "dropin" / style / "cfg"))
     for kind, proc in procs.items():
         assert proc.returncode == 0, f"{kind} run failed:\n{outputs[kind]}"
         assert "done callback" in outputs[kind], outputs[kind]
     return {kind: root / kind for kind in procs}
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GLOG_v="3")
 
 
 def shape(window: Path) -> set[str]:

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from framework_jobs import marked_steps, mindspore_python
+from framework_jobs import marked_steps, mindspore_python, outputs_within, spawn
+from jobutil import kill_process
 
 from dynprof_nb import segment, window_dirs
 from dynprof_nb.training.dropin import job_name_for
@@ -34,20 +35,17 @@ def test_both_windows_every_time_beside_a_busy_cpu(tmp_path: Path) -> None:
     try:
         for p in range(PROCESSES):
             (tmp_path / f"p{p}").mkdir()
-            procs.append(subprocess.Popen(
-                [mindspore_python(), str(EXAMPLE), "--monitor", "dropin", "--root",
-                 str(tmp_path / f"p{p}"), "--styles", "step", "--settle", "0", "--repeat",
-                 str(RUNS)],
-                cwd=tmp_path / f"p{p}", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, env=_env()))
-        outputs = [proc.communicate(timeout=600)[0] for proc in procs]
+            procs.append(spawn(
+                [EXAMPLE, "--monitor", "dropin", "--root", tmp_path / f"p{p}", "--styles",
+                 "step", "--settle", "0", "--repeat", RUNS], python=mindspore_python(),
+                cwd=tmp_path / f"p{p}", env={"GLOG_v": "3"}))
+        outputs = outputs_within(procs, timeout=240)  # about 35 s here, pytest's limit 300
     finally:
         hog.kill()
         hog.wait()
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            if proc.returncode is None:
+                kill_process(proc)
         for p in range(PROCESSES):
             for i in range(RUNS):
                 segment.unlink(job_name_for(tmp_path / f"p{p}" / "step" / f"run{i}" / "cfg"))
@@ -66,8 +64,3 @@ def test_both_windows_every_time_beside_a_busy_cpu(tmp_path: Path) -> None:
         for name in NAMES:  # MindSpore's analysis ran: what its own test opens is there
             assert list((run / name).glob("*_ascend_ms/ASCEND_PROFILER_OUTPUT/trace_view.json"))
 
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GLOG_v="3")
