@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import queue
 import threading
 import time
@@ -34,6 +35,9 @@ log = logging.getLogger("dynprof_nb")
 # no step for this long, and for 3 of the rank's recent steps: the window-I/O thread forks the
 # writer itself (the loop has ended or waits; a 10 s LLM step is not mistaken for that)
 FORK_GRACE_S = 2.0
+# close() waits for a save on this process's thread (MindSpore's analysis) as long as it writes;
+# one that has written nothing into its window for this long is taken as hung, and left
+SAVE_STALL_S = 300.0
 NOTE = "note: "  # a status message that informs (a cost, a choice made), not an error
 
 
@@ -54,6 +58,7 @@ class Windows:
         "disk_over",
         "saving",
         "saving_in_thread",
+        "saving_dir",
         "saved",
         "io",
         "io_thread",
@@ -67,6 +72,7 @@ class Windows:
         self.disk_over = ""  # why the last save found the output over its disk budget
         self.saving = 0  # windows ended and not yet written
         self.saving_in_thread = False  # a backend's save() runs on the window-I/O thread
+        self.saving_dir: Path | None = None  # the window that save() writes into
         self.saved = threading.Condition()
         self.io: Any = None  # the window-I/O thread's queue (see run_io)
         self.io_thread: threading.Thread | None = None
@@ -379,7 +385,7 @@ class Windows:
         """Save on this thread (a backend that cannot be forked, MindSpore's) and publish;
         how long it held the GIL goes into the manifest and ``timings``."""
         m = self.m
-        self.saving_in_thread = True
+        self.saving_dir, self.saving_in_thread = directory, True
         t0, cpu0 = time.perf_counter(), time.thread_time()
         backend.save()
         held = time.perf_counter() - t0
@@ -500,13 +506,24 @@ class Windows:
 
     def wait_for_saves(self, wait_s: float, dying: bool) -> None:
         """Let the window-I/O thread finish; after ``wait_s`` leave windows to their writer
-        processes. A save that runs in this process (MindSpore's) is waited for to its end,
-        unless the process is dying (then it is bounded too, and said so)."""
+        processes. A save that runs in this process (MindSpore's) is waited for to its end
+        while it writes into its window (its analysis of a large window takes minutes), unless
+        the process is dying (then it is bounded too, and said so): one that has written
+        nothing for :data:`SAVE_STALL_S` is hung (a worker it forked that never ends), and the
+        job is not held for it."""
         m, thread = self.m, self.io_thread
         self.io.put(None)
         thread.join(wait_s)
+        writing = _Writing()
         while thread.is_alive() and self.saving_in_thread and not dying:
             thread.join(0.5)
+            if writing.idle_s(self.saving_dir) > SAVE_STALL_S:
+                m._status.report(
+                    f"close() stopped waiting for the save of {self.saving_dir}: the "
+                    f"profiler's analysis has written nothing there for {SAVE_STALL_S:.0f} "
+                    "s (hung); what it recorded stays there, incomplete."
+                )
+                break
         if not thread.is_alive():
             return
         self.handoff.set()  # a save waiting on its writer process stops waiting
@@ -522,6 +539,47 @@ class Windows:
                 f"close() waited {wait_s:.0f} s; a window is still being saved on a "
                 "thread of this process and is lost if the process ends first."
             )
+
+
+class _Writing:
+    """How long nothing under a directory has changed (files, sizes, times), looked at once
+    every few seconds: a save that still writes is waited for, a silent one is not."""
+
+    EVERY_S = 5.0
+
+    def __init__(self) -> None:
+        self.seen: tuple[int, int, int] | None = None
+        self.since = self.looked = time.monotonic()
+
+    def idle_s(self, directory: Path | None) -> float:
+        now = time.monotonic()
+        if now - self.looked >= self.EVERY_S or self.seen is None:
+            self.looked = now
+            state = _tree_state(directory)
+            if state != self.seen:
+                self.seen, self.since = state, now
+        return now - self.since
+
+
+def _tree_state(directory: Path | None) -> tuple[int, int, int]:
+    """(files, bytes, newest mtime in ns) under ``directory``; zeros when it is gone."""
+    files = size = newest = 0
+    stack = [directory] if directory is not None else []
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            files, size, newest = files + 1, size + st.st_size, max(newest, st.st_mtime_ns)
+    return files, size, newest
 
 
 def mark_failed(directory: Path, reason: str, manifest: dict[str, Any] | None = None) -> Path:

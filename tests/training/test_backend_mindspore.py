@@ -99,6 +99,42 @@ print(json.dumps(out))
     assert (got["mode"], got["no_analysis"]) == ("async", None)
 
 
+def test_a_hung_analysis_holds_training_once_not_at_every_window(tmp_path: Path) -> None:
+    """While the previous window's analysis has not ended, a start waits for it (MindSpore's
+    documented example needs that), but only the first: once one waited BUSY_WAIT_S in vain,
+    the next is refused at once, until the analysis ends and frees the profiler."""
+    script = f"""
+import json, time
+from pathlib import Path
+from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.training.backends import mindspore as b
+b.BUSY_WAIT_S = 1.0
+hung = b.MindSporeBackend()
+b._in_use.acquire(); hung._holding = True   # the analysis that does not end
+took = []
+for i in range(2):
+    t0 = time.monotonic()
+    try:
+        b.MindSporeBackend().start(Path({str(tmp_path)!r}) / str(i), ProfilerConfig(), 1)
+    except b.BackendError as exc:
+        took.append([round(time.monotonic() - t0, 3), str(exc)])
+hung._release()                               # it ends at last
+later = b.MindSporeBackend()
+t0 = time.monotonic()
+later.start(Path({str(tmp_path)!r}) / "later", ProfilerConfig(activities=["CPU"]), 1)
+took.append([round(time.monotonic() - t0, 3), "started"])
+later.stop()
+print(json.dumps(took))
+"""
+    run = subprocess.run([mindspore_python(), "-c", script], capture_output=True, text=True,
+                         cwd=EXAMPLES.parent, env=dict(os.environ, GLOG_v="3"), timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (first, second, later) = json.loads(run.stdout.strip().splitlines()[-1])
+    assert first[0] >= 1.0 and "still busy with the previous window" in first[1], first
+    assert second[0] < 0.2 and "still busy" in second[1], second
+    assert later[1] == "started", later
+
+
 def test_memory_budget_and_the_analysis_cost_are_reported() -> None:
     """In real MindSpore: a window of 1e9 steps on a job that grows 1 MB a step ends at its
     16 MB budget (RSS growth, checked every 16 steps as for torch), saved with its reason in

@@ -9,6 +9,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -331,3 +332,65 @@ def test_a_save_never_hangs_a_loop_that_is_all_blas(tmp_path):
         took = run("window", 60 + 20 * alone)
         assert took < 60 + 20 * alone
     assert len(list(tmp_path.glob("rank0_start5_stop8*"))) == 3
+
+
+# -- a save on this process's thread (MindSpore's analysis) that hangs ------------------------
+
+@pytest.fixture
+def save_on_thread(monkeypatch):
+    """The built-in backend saved on the window-I/O thread, as MindSpore's is, through a
+    ``save()`` the test replaces; the stall bound shortened to 1 s."""
+    from dynprof_nb.training import window_io
+    from dynprof_nb.training.backends.builtin import BuiltinBackend
+
+    monkeypatch.setattr(BuiltinBackend, "save_in_child", False)
+    monkeypatch.setattr(window_io, "SAVE_STALL_S", 1.0)
+    monkeypatch.setattr(window_io._Writing, "EVERY_S", 0.2)
+    original = BuiltinBackend.save
+
+    def replace(save):
+        monkeypatch.setattr(BuiltinBackend, "save", lambda self: save(self, original))
+
+    return replace
+
+
+def test_close_leaves_a_save_on_its_thread_that_writes_nothing(rank, save_on_thread, caplog):
+    """MindSpore's analysis waiting on a worker that never ends: close() stops waiting once
+    the save has written nothing for SAVE_STALL_S, says so, and the job goes on to exit."""
+    release = threading.Event()
+    save_on_thread(lambda backend, original: release.wait(120))
+    control, make, _ = rank
+    monitor = make()
+    control.start(3, 5)
+    steps(monitor, 6)
+    wait_until(lambda: monitor._windows.saving_in_thread, 10, "the save to begin")
+    t0 = time.monotonic()
+    try:
+        with caplog.at_level("WARNING", logger="dynprof_nb"):
+            monitor.close(wait_s=0.5)
+        took = time.monotonic() - t0
+    finally:
+        release.set()
+    assert 1.0 <= took <= 0.5 + 1.0 + 5, took
+    assert "has written nothing there for 1 s (hung)" in caplog.text, caplog.text
+
+
+def test_close_waits_for_a_save_on_its_thread_while_it_writes(rank, save_on_thread):
+    """A long analysis that keeps writing is waited for to its end, past the stall bound,
+    and its window is published complete."""
+    def slow(backend, original):
+        for i in range(8):  # 4 s of writing, four times the stall bound
+            (backend.directory / f"part{i}").write_text("x")
+            time.sleep(0.5)
+        return original(backend)
+
+    save_on_thread(slow)
+    control, make, out = rank
+    monitor = make()
+    control.start(3, 5)
+    steps(monitor, 6)
+    t0 = time.monotonic()
+    monitor.close(wait_s=0.5)
+    assert time.monotonic() - t0 >= 3.5
+    found = [w for w in window_dirs.find_windows([out]) if w["status"] == "complete"]
+    assert len(found) == 1 and (Path(found[0]["path"]) / "part7").exists(), found

@@ -42,7 +42,11 @@ one is still being analysed. Its start then waits for that analysis (at most
 than lose the window: MindSpore's own documented example asks for 6..7 one step after 2..5
 ended, and on short steps the analysis of 2..5 is not done by then. Training waits with it, as
 it does in MindSpore's own monitor, whose analysis blocks the step that ends every window.
-Only a start that waited that long in vain is refused (with a message; training goes on).
+Only a start that waited that long in vain is refused (with a message; training goes on),
+and, until that analysis ends, every later start at once: an analysis hung on a worker it
+forked would otherwise hold training that long for each window asked. ``Monitor.close()``
+waits for an analysis while it writes into its window, not for one that has gone silent
+(``window_io.SAVE_STALL_S``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import csv
 import logging
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +94,7 @@ PASSED_AS_IS = (
 
 # One MindSpore profiler per process: held from start() until the window's analysis is done.
 _in_use = threading.Lock()
+_busy = types.SimpleNamespace(stuck=False)  # a start waited BUSY_WAIT_S in vain
 BUSY_WAIT_S = 120.0  # the most a window's start waits for the previous window's analysis
 log = logging.getLogger("dynprof_nb")
 
@@ -145,7 +151,10 @@ class MindSporeBackend:
     ) -> None:
         if not _in_use.acquire(blocking=False):
             t0 = time.monotonic()
-            if not _in_use.acquire(timeout=BUSY_WAIT_S):
+            # once a start has waited in vain the analysis is taken as hung: later starts
+            # are refused at once rather than hold training BUSY_WAIT_S each time
+            if _busy.stuck or not _in_use.acquire(timeout=BUSY_WAIT_S):
+                _busy.stuck = True
                 raise BackendError(
                     "MindSpore's profiler is still busy with the previous window (its "
                     f"analysis has not finished after {BUSY_WAIT_S:.0f} s); ask for a later "
@@ -238,6 +247,7 @@ class MindSporeBackend:
     def _release(self) -> None:
         if self._holding:
             self._holding = False
+            _busy.stuck = False
             _in_use.release()
 
     def _write_marks(self, path: Path) -> None:
