@@ -15,7 +15,8 @@
 // selects a range, whose summed time per name the kernel gives (`span`); a click shows an
 // event's details and arrows to its launch or kernels and a collective's peers; the glyphs
 // left of a lane collapse its nested levels (▾/▸) and pin it, and the same stream of every
-// rank, to the top (○/●); a click on a label collapses the whole rank.
+// rank, to the top (○/●); "pin communication" pins every rank's communication lanes there as
+// one group; a click on a label collapses the whole rank.
 // The container's data-* attributes say what is drawn (tests read them).
 
 const LEFT = 210; // lane labels
@@ -92,10 +93,13 @@ function render({ model, el }) {
   const prev = el_("button", "dynprof-tl-prev", "◀ previous");
   const next = el_("button", "dynprof-tl-next", "next ▶");
   const count = el_("span", "dynprof-tl-count");
+  const pinComm = el_("button", "dynprof-tl-pincomm", "○ pin communication");
+  pinComm.title = "keep every rank's communication lanes (the streams that run its " +
+    "collectives) together at the top, as one group";
   const help = el_("span", "dynprof-tl-help",
     "wheel or W/S zoom · drag or A/D pan · shift-drag: a range · click: details · " +
     "▾ collapse · ○ pin · label: collapse the rank");
-  nav.append(search, prev, next, count, help);
+  nav.append(search, prev, next, count, pinComm, help);
   const list = el_("div", "dynprof-tl-matches");
   const note = el_("div", "dynprof-tl-note");
   const canvas = el_("canvas", "dynprof-tl-canvas");
@@ -188,6 +192,9 @@ function render({ model, el }) {
   const collapsed = new Set(); // lane indices showing their top level only
   const rankShut = new Set(); // ranks shown as one header row
   const pinned = new Set(); // thread/stream labels pinned (every rank's lane of it)
+  let commPinned = false; // every rank's communication lanes pinned, as one group
+  const isPinned = (lane) => pinned.has(lane.thread) || (commPinned && lane.comm);
+  if (!lanes.some((lane) => lane.comm)) pinComm.style.display = "none";
   const rowY = new Float64Array(nRows); // px below TOP, -1: not drawn
   let laneY = []; // per lane: px below TOP of its first row, -1 hidden
   let laneN = []; // per lane: rows drawn
@@ -198,7 +205,7 @@ function render({ model, el }) {
 
   function arrange() {
     const pin = [], rest = [];
-    lanes.forEach((lane, j) => (pinned.has(lane.thread) ? pin : rest).push(j));
+    lanes.forEach((lane, j) => (isPinned(lane) ? pin : rest).push(j));
     order = [...pin, ...rest];
     rowY.fill(-1);
     laneY = lanes.map(() => -1);
@@ -233,6 +240,8 @@ function render({ model, el }) {
   function showLanes() {
     root.dataset.rows = String(contentH / rowH);
     root.dataset.pinned = JSON.stringify([...pinned]);
+    root.dataset.commPinned = commPinned ? "1" : "0";
+    pinComm.textContent = `${commPinned ? "●" : "○"} pin communication`;
     root.dataset.order = JSON.stringify(order.filter((j) => laneY[j] >= 0).map((j) => lanes[j].label));
   }
 
@@ -476,7 +485,7 @@ function render({ model, el }) {
       if (y < 0) continue;
       const lane = lanes[j];
       const top = TOP + y;
-      if (pinned.has(lane.thread)) pinEnd = top + laneN[j] * rowH;
+      if (isPinned(lane)) pinEnd = top + laneN[j] * rowH;
       if (prevRank !== null) {
         const newRank = lane.rank !== prevRank;
         ctx.fillStyle = newRank ? "#555555" : "#dddddd";
@@ -494,7 +503,7 @@ function render({ model, el }) {
         continue;
       }
       if (lane.rows > 1) ctx.fillText(collapsed.has(j) ? "▸" : "▾", 4, mid);
-      ctx.fillText(pinned.has(lane.thread) ? "●" : "○", 16, mid);
+      ctx.fillText(isPinned(lane) ? "●" : "○", 16, mid);
       ctx.fillStyle = "#222222";
       ctx.textAlign = "right";
       ctx.fillText(lane.label, LEFT - 6, mid, LEFT - 36);
@@ -775,6 +784,13 @@ function render({ model, el }) {
     else if (x < 14 && lane.rows > 1) collapsed.has(j) ? collapsed.delete(j) : collapsed.add(j);
     else if (x < 28) pinned.has(lane.thread) ? pinned.delete(lane.thread) : pinned.add(lane.thread);
     else rankShut.add(lane.rank);
+    arrange();
+    layout();
+    draw();
+    showLanes();
+  });
+  pinComm.addEventListener("click", () => {
+    commPinned = !commPinned;
     arrange();
     layout();
     draw();

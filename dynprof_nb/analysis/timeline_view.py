@@ -40,6 +40,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import plots
+from dynprof_nb.traces.comm import is_communication
 from dynprof_nb.traces.formats.chrome.event_args import event_args
 from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS, DEVICE_PROCESSES
 
@@ -255,8 +256,9 @@ class TimelineView(anywidget.AnyWidget):
                 "rank": int(r),
                 "thread": str(th),
                 "device": bool(dev),
+                "comm": bool(comm),
             }
-            for label, y0, n, f, r, th, dev in zip(
+            for label, y0, n, f, r, th, dev, comm in zip(
                 plots.lane_labels(lanes),
                 lanes["y0"],
                 lanes["rows"],
@@ -264,6 +266,7 @@ class TimelineView(anywidget.AnyWidget):
                 lanes["rank"],
                 lanes["thread"],
                 lanes["device"],
+                self._communication_lanes(),
                 strict=True,
             )
         ]
@@ -297,6 +300,23 @@ class TimelineView(anywidget.AnyWidget):
             },
         )
         self._answer([*self.full, 1000, 0])
+
+    def _communication_lanes(self) -> np.ndarray:
+        """Per lane, whether it is a communication lane: a device lane (stream, HCCL plane)
+        that runs a drawn collective or send/receive (the summary's definition,
+        :func:`dynprof_nb.traces.comm.is_communication`); in a window with none (gloo on the
+        CPU), the host threads that call them. "pin communication" keeps these together, every
+        rank's, as MindStudio Insight keeps a communication group's lanes."""
+        lanes = self.tl.lanes
+        out = np.zeros(len(lanes), dtype=bool)
+        if not len(self.index.y) or not len(lanes):
+            return out
+        named = is_communication(pd.Series(self._full_names, dtype=object))
+        rows = np.asarray(self.index.y, dtype=np.int64)[named[self._name_of]]
+        y0 = lanes["y0"].to_numpy(dtype=np.int64)
+        out[np.unique(np.searchsorted(y0, rows, side="right") - 1)] = True
+        device = lanes["device"].to_numpy(dtype=bool)
+        return out & device if (out & device).any() else out
 
     # ---- what is drawn ----------------------------------------------------------------------
 

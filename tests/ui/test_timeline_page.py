@@ -223,6 +223,28 @@ def test_lanes_collapse_expand_and_pin(page, two):
     assert len(json.loads(st["order"])) < len(view.lanes)
 
 
+def test_pin_communication_keeps_every_ranks_communication_lanes_together(page, two):
+    """One click pins, as one group at the top, the lanes that run the window's collectives:
+    on each rank the stream its NCCL kernels ran on (by ``w.kernels``), and nothing else."""
+    view = _view(two)
+    k = two.kernels
+    nccl = k[k.name.str.contains("nccl", case=False)]
+    expected = [lane["label"] for lane in view.lanes if lane["device"] and any(
+        lane["rank"] == r and lane["label"].rstrip().endswith(f"stream {s}")
+        for r, s in zip(nccl["rank"], nccl["stream"], strict=True))]
+    assert len(expected) == 2, [lane["label"] for lane in view.lanes]
+    tp = TimelinePage(page, view)
+    before = json.loads(tp.state()["order"])
+    assert before[:2] != expected
+    page.click(".dynprof-tl-pincomm")
+    st = tp.state()
+    assert st["commPinned"] == "1" and json.loads(st["order"])[:2] == expected
+    assert page.locator(".dynprof-tl-pincomm").inner_text().startswith("●")
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_pinned_comm.png"))
+    page.click(".dynprof-tl-pincomm")
+    assert json.loads(tp.state()["order"]) == before
+
+
 def test_search_lists_matches_and_steps_through_them(page, two):
     view = _view(two)
     tp = TimelinePage(page, view)
