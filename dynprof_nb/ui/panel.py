@@ -710,11 +710,12 @@ class Panel(widgets.VBox):
             return None
         self.trace = trace
         recorded = describe_config(getattr(trace, "config", None))
+        if summary:  # one update: each one re-creates every output the frontend shows
+            shown = [_stdout(f"recorded with {recorded}\n")] if recorded else []
+            out.outputs = (*shown, _display(trace.summary()), *_figures(trace))
+            return trace
         if recorded:
             out.append_stdout(f"recorded with {recorded}\n")
-        if summary:
-            out.append_display_data(trace.summary())
-            _show_figures(trace, out)
         else:
             out.append_display_data(trace)
             out.append_stdout("loaded into panel.trace\n")
@@ -925,28 +926,42 @@ def _descendants(widget: widgets.Widget) -> list[widgets.Widget]:
     return out
 
 
-def _show_figures(trace: Any, out: widgets.Output) -> None:
-    """The window's standard plots as PNGs (whatever matplotlib backend is active); a plot
-    that has nothing to show (no memory recorded, say) is replaced by a one-line note."""
+def _figures(trace: Any) -> list[dict[str, Any]]:
+    """The window's standard plots as PNG outputs (whatever matplotlib backend is active); a
+    plot that has nothing to show (no memory recorded, say) is replaced by a one-line note."""
     import matplotlib.pyplot as plt
 
+    shown = []
     for name in ("plot_timeline", "plot_ops", "plot_steps", "plot_memory"):
         try:
             figure = getattr(trace, name)()
         except Exception as exc:
-            out.append_stdout(f"{name}: {exc}\n")
+            shown.append(_stdout(f"{name}: {exc}\n"))
             continue
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", bbox_inches="tight", dpi=80)
         plt.close(figure)
         png = base64.b64encode(buffer.getvalue()).decode("ascii")
-        out.outputs += (
+        shown.append(
             {
                 "output_type": "display_data",
                 "metadata": {},
                 "data": {"image/png": png, "text/plain": f"<{name} figure>"},
-            },
+            }
         )
+    return shown
+
+
+def _stdout(text: str) -> dict[str, Any]:
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+def _display(obj: Any) -> dict[str, Any]:
+    """``obj`` as an Output's display_data entry, formatted as ``append_display_data`` does."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    data, metadata = InteractiveShell.instance().display_formatter.format(obj)
+    return {"output_type": "display_data", "data": data, "metadata": metadata}
 
 
 def panel(job: Any, interval: float = 1.0) -> Panel:
