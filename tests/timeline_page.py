@@ -23,7 +23,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 TRAITS = ["title", "note", "zero", "lanes", "rows", "row_height", "names", "colors", "legend",
           "full", "steps", "step_labels", "step_title", "summary", "summary_info", "view",
           "rects", "drawn", "goto", "shown", "selected", "details", "query", "matches", "span",
-          "span_summary"]
+          "span_summary", "path"]
 
 _MODEL = """
 window.__tl_decode = (v) => (v && typeof v === 'object' && v.__b64 !== undefined)

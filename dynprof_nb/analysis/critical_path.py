@@ -144,8 +144,8 @@ class CriticalPath(pd.DataFrame):
         return state
 
     def show(self, **kw: Any) -> Any:
-        """The window's interactive timeline zoomed to the path's region (on its rank). The
-        segments (``start_ns``, ``end_ns``, ``lane``) are the rows an overlay would draw."""
+        """The window's interactive timeline zoomed to the path's region (on its rank),
+        with the path drawn over its lanes (:meth:`.TimelineView.mark_path`)."""
         w = self.window
         if len(getattr(w, "ranks", []) or []) > 1 and "ranks" not in kw:
             kw["ranks"] = [self.rank_id]
@@ -154,7 +154,7 @@ class CriticalPath(pd.DataFrame):
         off = view.tl.offsets.get(self.rank_id, 0) if view.tl.offsets else 0
         pad = max((hi - lo) // 20, 1000)
         view.zoom(lo - off - pad, hi - off + pad)
-        return view
+        return view.mark_path(self)
 
     @property
     def length_us(self) -> float:

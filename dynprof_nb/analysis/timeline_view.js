@@ -16,7 +16,8 @@
 // event's details and arrows to its launch or kernels and a collective's peers; the glyphs
 // left of a lane collapse its nested levels (▾/▸) and pin it, and the same stream of every
 // rank, to the top (○/●); "pin communication" pins every rank's communication lanes there as
-// one group; a click on a label collapses the whole rank.
+// one group; a click on a label collapses the whole rank. A critical path (`path`) is drawn
+// under its lanes.
 // The container's data-* attributes say what is drawn (tests read them).
 
 const LEFT = 210; // lane labels
@@ -417,6 +418,7 @@ function render({ model, el }) {
       const m = found.items[at];
       outline(m[1], m[2], m[3], "#ff8c00", 2);
     }
+    drawPath(pw);
     if (chosen) {
       outline(chosen.x0, chosen.x1, chosen.row, "#000000", 2);
       for (const f of flows) arrow(f);
@@ -448,6 +450,30 @@ function render({ model, el }) {
     root.dataset.source = useD ? "kernel" : "summary";
     root.dataset.drawMs = (performance.now() - t0).toFixed(2);
     settle();
+  }
+
+  // a critical path shown on the timeline (CriticalPath.show): each segment a bar along the
+  // bottom of its lane's first row, in its kind's colour, and a line where the path moves to
+  // another lane (a launch, a kernel's end releasing the host, a sync)
+  const PATH_INK = ["#d62728", "#ff7f0e", "#9467bd", "#7f7f7f", "#333333"];
+  function drawPath(pw) {
+    const path = model.get("path") || [];
+    let shown = 0, prev = null;
+    for (const [x0, x1, j, kind] of path) {
+      const y = laneY[j];
+      if (y === undefined || y < 0 || x1 < lo || x0 > hi) { prev = null; continue; }
+      const a = Math.max(LEFT, tx(x0)), b = Math.min(LEFT + pw, tx(x1));
+      const yb = TOP + y + rowH - 3;
+      ctx.fillStyle = PATH_INK[kind] || PATH_INK[4];
+      ctx.fillRect(a, yb, Math.max(1, b - a), 3);
+      if (prev && prev.y !== yb) {
+        ctx.fillStyle = "#d62728";
+        ctx.fillRect(a, Math.min(prev.y, yb), 1, Math.abs(prev.y - yb) + 3);
+      }
+      prev = { y: yb };
+      shown += 1;
+    }
+    root.dataset.path = String(shown);
   }
 
   function arrow(f) {
@@ -796,6 +822,7 @@ function render({ model, el }) {
     draw();
     showLanes();
   });
+  model.on("change:path", () => draw());
   canvas.addEventListener("mousemove", (e) => {
     const r = canvas.getBoundingClientRect();
     mouse = { x: e.clientX - r.left, y: e.clientY - r.top };

@@ -102,6 +102,8 @@ SUMMARY_BUDGET = 400_000  # events held in the browser at most (~12 MB of arrays
 _LEVEL0_BUCKETS = 2048  # the coarsest level: about two buckets per pixel of a wide view
 _LEVEL_FACTOR = 8
 _MAX_MATCHES = 500
+#: the critical path's segment kinds, in the order of the front-end's colours
+_PATH_KINDS = ("compute", "communication", "host", "idle")
 _COLLECTIVE = re.compile(
     r"nccl|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|broadcast|"
     r"alltoall|all_to_all|hcom|sendrecv",
@@ -233,6 +235,8 @@ class TimelineView(anywidget.AnyWidget):
     matches = traitlets.Dict().tag(sync=True)
     span = traitlets.List().tag(sync=True)
     span_summary = traitlets.Dict().tag(sync=True)
+    # a critical path drawn over the lanes (mark_path): [start, end, lane, kind] per segment
+    path = traitlets.List().tag(sync=True)
 
     def __init__(self, window: Any, legend: int = 10, **layout_kw: Any) -> None:
         self.window = window
@@ -433,6 +437,38 @@ class TimelineView(anywidget.AnyWidget):
         with self.hold_sync():
             self.shown = [float(lo_ns), float(hi_ns)]
             self.goto = [float(lo_ns), float(hi_ns), seq]
+        return self
+
+    def mark_path(self, cp: Any) -> TimelineView:
+        """Draw a :class:`~dynprof_nb.analysis.critical_path.CriticalPath` over the lanes:
+        each segment a bar under its lane's first row, coloured by its kind (compute red,
+        communication orange, host purple, idle grey), and a line where the path moves to
+        another lane. Segments on a lane not shown (hidden by ``lanes=``) are left out, and
+        the note says how many."""
+        lanes = self.tl.lanes
+        where = {
+            (int(r), f"{p} / {t}"): j
+            for j, (r, p, t) in enumerate(
+                zip(lanes["rank"], lanes["process"], lanes["thread"], strict=True)
+            )
+        }
+        offsets = self.tl.offsets or {}
+        rows, missing = [], 0
+        for start, end, lane, kind, rank in zip(
+            cp["start_ns"], cp["end_ns"], cp["lane"], cp["kind"], cp["rank"], strict=True
+        ):
+            j = where.get((int(rank), str(lane)))
+            if j is None:
+                missing += 1
+                continue
+            off = offsets.get(int(rank), 0)
+            code = _PATH_KINDS.index(kind) if kind in _PATH_KINDS else len(_PATH_KINDS)
+            rows.append([float(start - off), float(end - off), j, code])
+        self.path = rows
+        said = f"critical path: {len(rows)} segments, {cp.length_us:,.0f} µs"
+        if missing:
+            said += f" ({missing} on lanes not shown)"
+        self.note = "; ".join(n for n in (self._note(), said) if n)
         return self
 
     def zoom_to(

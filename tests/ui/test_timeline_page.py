@@ -421,3 +421,39 @@ def test_on_the_bundled_kineto_sample_a_searched_kernel_reaches_its_launch_by_it
     page.wait_for_function("() => document.querySelector('.dynprof-tl-details')"
                            ".textContent.includes('kernels: ncclKernel_SendRecv')")
     assert any(f["id"] == kernel for f in view.details["flows"])
+
+
+def test_a_critical_path_is_drawn_over_its_lanes(page):
+    """``w.critical_path(...).show()`` (HTA's AlexNet trace, the oracle test's): every
+    segment lands on its lane, and a compute segment's bar is in compute's colour under the
+    stream that ran the kernel, where no kernel colour is."""
+    w = loaded_kineto("hta__critical_path__alexnet__benchmark_result_2869224_1695835535_trace"
+                      ".json.gz")
+    cp = w.critical_path(annotation="[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+                         instance=1)
+    view = cp.show()
+    assert len(view.path) == len(cp) and "critical path:" in view.note
+    tp = TimelinePage(page, view)
+    st = tp.state()
+    lo, hi = float(st["lo"]), float(st["hi"])
+    inside = [p for p in view.path if p[1] >= lo and p[0] <= hi]
+    assert int(st["path"]) == len(inside) > 0
+    compute = max((p for p in inside if p[3] == 0), key=lambda p: p[1] - p[0])
+    lane = view.lanes[compute[2]]
+    assert lane["device"] and "stream" in lane["label"]
+    box = tp.box()
+    x = _x(st, box, (max(compute[0], lo) + min(compute[1], hi)) / 2)
+    y = TOP + lane["y0"] * view.row_height + view.row_height - 2
+    rgb = page.evaluate("([x, y]) => Array.from(document.querySelector('.dynprof-timeline "
+                        "canvas').getContext('2d').getImageData(x, y, 1, 1).data.slice(0, 3))",
+                        [int(x), int(y)])
+    assert rgb == [0xD6, 0x27, 0x28], rgb
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_critical_path.png"))
+
+
+def loaded_kineto(name: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import dynprof_nb
+
+        return dynprof_nb.load_trace(fixtures_dir() / "kineto" / name)
