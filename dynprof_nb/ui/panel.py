@@ -716,9 +716,8 @@ class Panel(widgets.VBox):
             return trace
         if recorded:
             out.append_stdout(f"recorded with {recorded}\n")
-        else:
-            out.append_display_data(trace)
-            out.append_stdout("loaded into panel.trace\n")
+        out.append_display_data(trace)
+        out.append_stdout("loaded into panel.trace\n")
         return trace
 
     def advise(self, index: int | None = None) -> Any:
