@@ -15,6 +15,7 @@ import socket
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,18 +264,24 @@ def output_bytes(root: str | os.PathLike[str]) -> int:
         name = entry.name
         if not (WINDOW_RE.match(name) or TMP_RE.match(name) or FAILED_RE.match(name)):
             continue
-        stack = [entry.path]
-        while stack:
-            try:
-                with os.scandir(stack.pop()) as inner:
-                    for item in inner:
-                        if item.is_dir(follow_symlinks=False):
-                            stack.append(item.path)
-                        elif item.is_file(follow_symlinks=False):
-                            total += item.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
+        total += sum(st.st_size for st in file_stats(entry.path))
     return total
+
+
+def file_stats(directory: str | os.PathLike[str]) -> Iterator[os.stat_result]:
+    """The ``lstat`` of every plain file under ``directory``, symlinks never followed; what
+    cannot be read (gone meanwhile, no permission) is skipped."""
+    stack = [os.fspath(directory)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as inner:
+                for item in inner:
+                    if item.is_dir(follow_symlinks=False):
+                        stack.append(item.path)
+                    elif item.is_file(follow_symlinks=False):
+                        yield item.stat(follow_symlinks=False)
+        except OSError:
+            continue
 
 
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:

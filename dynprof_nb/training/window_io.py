@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import queue
 import threading
 import time
@@ -57,7 +56,6 @@ class Windows:
         "starts",
         "disk_over",
         "saving",
-        "saving_in_thread",
         "saving_dir",
         "saved",
         "io",
@@ -71,8 +69,8 @@ class Windows:
         self.starts: collections.deque[float] = collections.deque()
         self.disk_over = ""  # why the last save found the output over its disk budget
         self.saving = 0  # windows ended and not yet written
-        self.saving_in_thread = False  # a backend's save() runs on the window-I/O thread
-        self.saving_dir: Path | None = None  # the window that save() writes into
+        # the window a backend's save() writes into on the window-I/O thread (None: none does)
+        self.saving_dir: Path | None = None
         self.saved = threading.Condition()
         self.io: Any = None  # the window-I/O thread's queue (see run_io)
         self.io_thread: threading.Thread | None = None
@@ -375,7 +373,7 @@ class Windows:
                 f"be written ({reason}); it is kept as incomplete in {kept}."
             )
         finally:
-            self.saving_in_thread = False
+            self.saving_dir = None
             with self.saved:
                 self.saving -= 1
                 self.saved.notify_all()
@@ -385,7 +383,7 @@ class Windows:
         """Save on this thread (a backend that cannot be forked, MindSpore's) and publish;
         how long it held the GIL goes into the manifest and ``timings``."""
         m = self.m
-        self.saving_dir, self.saving_in_thread = directory, True
+        self.saving_dir = directory
         t0, cpu0 = time.perf_counter(), time.thread_time()
         backend.save()
         held = time.perf_counter() - t0
@@ -515,7 +513,7 @@ class Windows:
         self.io.put(None)
         thread.join(wait_s)
         writing = _Writing()
-        while thread.is_alive() and self.saving_in_thread and not dying:
+        while thread.is_alive() and self.saving_dir is not None and not dying:
             thread.join(0.5)
             if writing.idle_s(self.saving_dir) > SAVE_STALL_S:
                 m._status.report(
@@ -564,21 +562,8 @@ class _Writing:
 def _tree_state(directory: Path | None) -> tuple[int, int, int]:
     """(files, bytes, newest mtime in ns) under ``directory``; zeros when it is gone."""
     files = size = newest = 0
-    stack = [directory] if directory is not None else []
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            files, size, newest = files + 1, size + st.st_size, max(newest, st.st_mtime_ns)
+    for st in window_dirs.file_stats(directory) if directory is not None else ():
+        files, size, newest = files + 1, size + st.st_size, max(newest, st.st_mtime_ns)
     return files, size, newest
 
 

@@ -363,7 +363,7 @@ def test_close_leaves_a_save_on_its_thread_that_writes_nothing(rank, save_on_thr
     monitor = make()
     control.start(3, 5)
     steps(monitor, 6)
-    wait_until(lambda: monitor._windows.saving_in_thread, 10, "the save to begin")
+    wait_until(lambda: monitor._windows.saving_dir is not None, 10, "the save to begin")
     t0 = time.monotonic()
     try:
         with caplog.at_level("WARNING", logger="dynprof_nb"):
