@@ -34,8 +34,8 @@ def _records(frame: pd.DataFrame) -> str:
 
 def write(window: Any, path: str | Path, align: str | None = None) -> Path:
     """Write the window's events as Chrome-trace JSON (gzip if ``path`` ends in ``.gz``);
-    returns the path. ``align`` as in the timeline: ``"step"`` (default with several ranks)
-    or ``"wall"``."""
+    returns the path. ``align`` as in the timeline: ``"step"`` (default with several ranks),
+    ``"comm"`` (clocks corrected by the collectives' ends) or ``"wall"``."""
     path = Path(path)
     ev = window.events
     if is_out_of_core(ev):

@@ -180,12 +180,25 @@ def rank_offsets(
 ) -> tuple[dict[int, int], str, str]:
     """Time zero of each rank: ``"step"`` puts every rank's first common step at 0 (ranks on
     different hosts have skewed clocks, and a barrier-free job drifts: wall time would put them
-    seconds apart); ``"wall"`` keeps their clocks. Returns (offsets, align used, how said)."""
-    if align not in (None, "step", "wall"):
+    seconds apart); ``"comm"`` corrects each rank's clock by its collectives (see
+    :func:`comm_clock_offsets`), so that what one rank waits for in a collective is seen
+    against the others' time; ``"wall"`` keeps their clocks. Returns (offsets, align used, how
+    said)."""
+    if align not in (None, "step", "wall", "comm"):
         raise ValueError(
-            f"align={align!r}: expected 'step' (each rank on its own steps) or "
-            "'wall' (wall-clock time)"
+            f"align={align!r}: expected 'step' (each rank on its own steps), 'comm' (clocks "
+            "corrected by the collectives' ends) or 'wall' (wall-clock time)"
         )
+    if align == "comm":
+        t0 = min(first_ts.values()) if first_ts else 0
+        skew, matched = comm_clock_offsets(window, ranks)
+        if matched:
+            return (
+                {r: t0 + skew.get(r, 0) for r in ranks},
+                "comm",
+                f"rank clocks corrected by {matched:,} collectives' ends",
+            )
+        return {r: t0 for r in ranks}, "wall", "wall-clock time (no collective on every rank)"
     st = window.steps
     st = st[st["start_ns"].notna()] if not st.empty else st
     if align is None:
@@ -204,6 +217,63 @@ def rank_offsets(
             return out, "step", f"ranks aligned on step {ref}"
     t0 = min(first_ts.values()) if first_ts else 0
     return {r: t0 for r in ranks}, "wall", "wall-clock time" if len(ranks) > 1 else ""
+
+
+def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int], int]:
+    """Each rank's clock offset from the first rank's, estimated from its collectives, and how
+    many collectives were matched on every rank.
+
+    A synchronous collective ends on every rank of its group at nearly the same moment: the
+    last rank to arrive releases the others. So the n-th occurrence of a collective (same
+    name) on rank r and on the first rank are matched, and rank r's offset is the median of
+    their end differences; the median keeps one late completion from moving the clock. The
+    collectives are the device ones where a window has any, else the host ranges (gloo on the
+    CPU), by the summary's definition (:func:`dynprof_nb.traces.comm.is_communication`).
+    Offsets are in ns, to add to the first rank's time zero; ranks with no match get 0."""
+    from dynprof_nb.traces.comm import is_communication
+
+    ev = window.events
+    ranks = list(ranks)
+    if is_out_of_core(ev) or ev.empty or len(ranks) < 2:
+        return {}, 0
+    names = (
+        ev["name"]
+        if isinstance(ev["name"].dtype, pd.CategoricalDtype)
+        else (ev["name"].astype("category"))
+    )
+    cats = names.cat.categories
+    hit_cat = is_communication(pd.Series(cats, dtype=object))
+    codes = names.cat.codes.to_numpy()
+    sel = (codes >= 0) & (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()
+    sel &= hit_cat[np.maximum(codes, 0)]
+    device = (
+        ev["cat"].astype(object).isin(DEVICE_CATS)
+        | ev["process"].astype(object).isin(DEVICE_PROCESSES)
+    ).to_numpy()
+    if (sel & device).any():
+        sel &= device
+    rows = np.flatnonzero(sel)
+    if not len(rows):
+        return {}, 0
+    rk = _rank_column(ev, window)[rows]
+    end = ev["ts_ns"].to_numpy("int64", na_value=0)[rows] + np.nan_to_num(
+        ev["dur_ns"].to_numpy("float64", na_value=np.nan)[rows]
+    ).astype(np.int64)
+    frame = pd.DataFrame({"rank": rk, "name": codes[rows], "end": end}).sort_values(
+        ["rank", "name", "end"], kind="stable"
+    )
+    frame["nth"] = frame.groupby(["rank", "name"]).cumcount()
+    table = frame.pivot_table(index=["name", "nth"], columns="rank", values="end", aggfunc="first")
+    ref = ranks[0]
+    if ref not in table:
+        return {}, 0
+    table = table.dropna(subset=[r for r in ranks if r in table])
+    out = {ref: 0}
+    for r in ranks[1:]:
+        if r in table and len(table):
+            out[r] = int(np.median(table[r].to_numpy() - table[ref].to_numpy()))
+    matched = len(table) if all(r in table for r in ranks) else 0
+    return out, matched
 
 
 # ---- timeline ----------------------------------------------------------------------------------
@@ -497,7 +567,8 @@ def timeline(
     stacked by depth, steps shaded per rank and labelled once on top.
 
     ``align``: ``"step"`` (the default with several ranks) puts each rank on its own steps,
-    ``"wall"`` on wall-clock time. Where events crowd, the longest in each pixel of a row is
+    ``"wall"`` on wall-clock time, ``"comm"`` on clocks corrected by the collectives' ends
+    (:func:`comm_clock_offsets`). Where events crowd, the longest in each pixel of a row is
     drawn, and at most ``max_events`` in all (the longest of each row), at most
     ``lanes`` busiest lanes per rank, ``max_depth`` nesting levels and ``max_rows`` rows in all
     (fewer levels first, then fewer ranks: the slowest and fastest are kept; pass ``ranks=`` to

@@ -24,7 +24,7 @@ from matplotlib.image import imread
 from testdata import REPO, fixtures_dir, write_builtin_window
 
 import dynprof_nb
-from dynprof_nb.analysis import perfetto
+from dynprof_nb.analysis import perfetto, plots
 from dynprof_nb.analysis.plots import _depths
 from dynprof_nb.analysis.summary import people_names
 
@@ -195,6 +195,37 @@ def test_two_skewed_ranks_align_on_their_steps(tmp_path: Path):
     assert "(s)" in fig.axes[0].get_xlabel() and hi - lo > 28
     with pytest.raises(ValueError, match="align='steps'.*'step'"):
         w.plot_timeline(align="steps")
+
+
+def test_comm_alignment_recovers_a_clock_skew(tmp_path: Path):
+    """Rank 1's clock 28 s late and its steps no help (align="comm" reads only collectives):
+    the NCCL collectives' ends give back the skew to the nanosecond, so the two ranks' kernels
+    overlap on one axis and the title says how the clocks were corrected. On a real 2-rank NPU
+    window (one host, one clock) the correction is small, and the HCCL ends agree better than
+    on wall time."""
+    root = replicate(fixtures_dir() / NCCL, tmp_path / "w2", 2, skew_us=28_000_000)
+    w, _ = loaded(root)
+    skew, matched = plots.comm_clock_offsets(w, [0, 1])
+    assert skew == {0: 0, 1: 28_000_000_000} and matched == len(
+        w.events[(w.events["rank"] == 0) & w.events["name"].str.startswith("ncclKernel")]
+    )
+    fig = w.plot_timeline(align="comm")
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert "ms" in ax.get_xlabel() and hi - lo < 1000
+    assert f"rank clocks corrected by {matched} collectives' ends" in fig._suptitle.get_text()
+
+    npu, _ = loaded(fixtures_dir() / "ascend_real" / "text_level0")
+    skew, matched = plots.comm_clock_offsets(npu, [0, 1])
+    assert matched >= 3 and abs(skew[1]) < 1_000_000  # same host: well under a millisecond
+    ev = npu.events
+    hccl = ev[(ev["process"].astype(object) == "HCCL") & (ev["ph"] == "X")]
+    end = hccl["ts_ns"] + hccl["dur_ns"]
+    e0 = np.sort(end[hccl["rank"] == 0].to_numpy("int64"))
+    e1 = np.sort(end[hccl["rank"] == 1].to_numpy("int64"))
+    n = min(len(e0), len(e1))
+    wall = np.median(np.abs(e1[:n] - e0[:n]))
+    assert np.median(np.abs(e1[:n] - skew[1] - e0[:n])) <= wall
 
 
 def test_real_npu_two_ranks(fixtures: Path):
