@@ -26,7 +26,11 @@ from matplotlib.patches import Patch
 from dynprof_nb.analysis.figure import Figure
 from dynprof_nb.analysis.summary import OUTSIDE_RANGES, people_names
 from dynprof_nb.protocol import STEP_RE
-from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS, DEVICE_PROCESSES
+from dynprof_nb.traces.formats.derived.from_events import (
+    DEVICE_CATS,
+    DEVICE_PROCESSES,
+    device_mask,
+)
 from dynprof_nb.traces.partitioned import is_out_of_core, per_partition
 
 _BREAKDOWN = [
@@ -239,17 +243,14 @@ def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int
     names = (
         ev["name"]
         if isinstance(ev["name"].dtype, pd.CategoricalDtype)
-        else (ev["name"].astype("category"))
+        else ev["name"].astype("category")
     )
     cats = names.cat.categories
     hit_cat = is_communication(pd.Series(cats, dtype=object))
     codes = names.cat.codes.to_numpy()
     sel = (codes >= 0) & (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()
     sel &= hit_cat[np.maximum(codes, 0)]
-    device = (
-        ev["cat"].astype(object).isin(DEVICE_CATS)
-        | ev["process"].astype(object).isin(DEVICE_PROCESSES)
-    ).to_numpy()
+    device = device_mask(ev).to_numpy()
     if (sel & device).any():
         sel &= device
     rows = np.flatnonzero(sel)
