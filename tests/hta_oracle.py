@@ -34,6 +34,10 @@ def main(path: str, include_last: bool) -> dict:
         version = _v("HolisticTraceAnalysis")
     cfg = ParserConfig(ParserConfig.get_minimum_args())
     cfg.add_args(ParserConfig.ARGS_COMMUNICATION)
+    # the communication group of each collective (HTA parses it, not in ARGS_COMMUNICATION)
+    from hta.configs.parser_config import AVAILABLE_ARGS
+
+    cfg.add_args([AVAILABLE_ARGS[f"nccl::process_group_{k}"] for k in ("name", "desc", "ranks")])
     with tempfile.TemporaryDirectory() as tmp:
         # HTA reads a directory; the file is the rank's only trace (rank 0 when it says none)
         dst = Path(tmp) / Path(path).name
@@ -84,9 +88,17 @@ def main(path: str, include_last: bool) -> dict:
                  "dtype": sym[r["msg_dtype"]] if isinstance(r["msg_dtype"], int)
                  else r["msg_dtype"],
                  "in": int(r["in_msg_nelems"]), "out": int(r["out_msg_nelems"]),
-                 "group": int(r["group_size"])}
+                 "group": int(r["group_size"]),
+                 "pg": [_text(r.get(f"process_group_{k}"), sym) for k in ("name", "desc", "ranks")]}
                 for _, r in nccl.iterrows()]
     return out
+
+
+def _text(v, sym) -> str | None:
+    """An arg HTA parsed as a string: a symbol id where it keeps strings in its table."""
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    return sym[v] if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
 
 if __name__ == "__main__":

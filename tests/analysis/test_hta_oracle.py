@@ -165,6 +165,9 @@ def test_nccl_message_fields_and_sizes_match_hta():
         assert row["name"] == hc["name"]
         assert (row["collective"], row["dtype"], row["group_size"]) == (
             hc["collective"], hc["dtype"], hc["group"])
+        # the communication group, as HTA parses Process Group Name / Description / Ranks
+        at = w.events[(w.events["ts_ns"] == row["start_ns"]) & (w.events["name"] == row["name"])]
+        assert [at[c].iloc[0] for c in ("pg_name", "pg_desc", "pg_ranks")] == hc["pg"]
         size = max(hc["in"], hc["out"]) * DTYPE_BYTES[hc["dtype"]] / 1e6
         assert row["size_mb"] == pytest.approx(size, rel=1e-12)
         algbw = size * 1e6 / (hc["dur"] * 1e-6) / 1e9

@@ -148,6 +148,9 @@ def test_a_window_directory_streams(
     for kind in FRAMES:
         pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
     assert (w.rank, w.framework) == (ref.rank, ref.framework)
+    # the events the pass left (the collectives' group args with them) are the whole parse's
+    pd.testing.assert_frame_equal(w.events, ref.events, check_exact=True)
+    assert set(w.events["pg_name"].dropna()) == {"0"}
 
 
 def test_what_cannot_stream_loads_whole(

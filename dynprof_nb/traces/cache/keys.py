@@ -22,11 +22,12 @@ import pandas as pd
 
 # Bump when a reader's output changes in a way the package version would not show (a fix
 # between releases): every entry written before is then a miss.
-# 2: the first pass's entries (identity, summaries); 3: Kineto's wait_on_stream/wait_on_corr
-READER_VERSION = 3
+# 2: the first pass's entries (identity, summaries); 3: Kineto's wait_on_stream/wait_on_corr;
+# 4: the collectives' communication group (pg_name, pg_ranks, pg_desc)
+READER_VERSION = 4
 # Bump when the out-of-core partitions' layout changes: a directory of an older layout is
 # never read as this one's (old ones go with the stale ones, :mod:`.partitions`).
-PARTITIONS_VERSION = 2  # 2: the CUDA event syncs' wait_stream / wait_corr columns
+PARTITIONS_VERSION = 3  # 2: the CUDA event syncs' wait_stream / wait_corr; 3: pg_* columns
 ENV_DIR = "DYNPROF_NB_CACHE"
 ENV_LIMIT = "DYNPROF_NB_CACHE_SIZE"
 

@@ -57,8 +57,8 @@ class PartitionsGone(RuntimeError):
     """An out-of-core frame's Parquet partition was removed or damaged after the load."""
 
 
-_COLL_FLOATS = ("in_nelems", "out_nelems", "group_size")
-_COLL_TEXTS = ("collective", "dtype")
+_COLL_FLOATS = chrome.COLLECTIVE_NUMBERS
+_COLL_TEXTS = chrome.COLLECTIVE_TEXTS
 NOTE = (
     "out of core: a dask.dataframe over {n} Parquet partitions in {dir} (the trace's events "
     "would not fit in memory, or DYNPROF_NB_OUT_OF_CORE=1); reduce it before .compute(), "
@@ -137,9 +137,7 @@ class _Writer(stream.Reducer):
                 cols[name] = full
             for name in _COLL_TEXTS:
                 obj = np.full(n, None, dtype=object)
-                obj[sel] = [
-                    None if getattr(a, name) is None else str(getattr(a, name)) for a in picked
-                ]
+                obj[sel] = chrome.collective_texts(picked, name)
                 self.coll_cats[name].update(v for v in obj[sel] if v is not None)
                 cols[name] = obj
         self.any_na_ts |= bool((ts == NA_NS).any())

@@ -115,6 +115,11 @@ class _LinkArgs(msgspec.Struct, gc=False):
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     group_size: Any = msgspec.field(default=None, name="Group size")
     dtype: Any = None
+    # the communication group (PyTorch 2.2+): its name, as every member rank knows it, and its
+    # members as global ranks ("[0, 1]"); groups with the same ranks are told apart by name
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
     # a ``cuda_sync`` "Stream Wait Event" / "Event Sync": the cudaEventRecord it waits on
     # (HTA's critical path links the kernel before that record to what waits on it)
     wait_on_stream: Any = None
@@ -158,8 +163,11 @@ _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
 _DEC_LINK_KEYS = msgspec.json.Decoder(list[_LinkKeys | None])
 _DEC_LINK_KEYS_EVENTS = msgspec.json.Decoder(list[_LinkKeysEvent], strict=False)
-#: the collective columns an events frame gets when some event carries them
-COLLECTIVE_COLS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype")
+#: the collective columns an events frame gets when some event carries them: numbers (float,
+#: NaN on other rows) and texts (categorical)
+COLLECTIVE_NUMBERS = ("in_nelems", "out_nelems", "group_size")
+COLLECTIVE_TEXTS = ("collective", "dtype", "pg_name", "pg_ranks", "pg_desc")
+COLLECTIVE_COLS = COLLECTIVE_NUMBERS + COLLECTIVE_TEXTS
 
 
 #: the decode paths a Chrome trace can take (each gives the same frame for a file both read):
@@ -847,14 +855,28 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
     if coll:
         sel = rows[coll]
         args = [acc.link_args[i] for i in coll]
-        for name in ("in_nelems", "out_nelems", "group_size"):
+        for name in COLLECTIVE_NUMBERS:
             full = np.full(n, np.nan)
             full[sel] = [int_or_nan(getattr(a, name)) for a in args]
             ev[name] = full
-        for name in ("collective", "dtype"):
+        for name in COLLECTIVE_TEXTS:
             obj = np.full(n, None, dtype=object)
-            obj[sel] = [None if getattr(a, name) is None else str(getattr(a, name)) for a in args]
+            obj[sel] = collective_texts(args, name)
             ev[name] = pd.Categorical(obj)
+
+
+def collective_texts(args: list, name: str) -> list:
+    """Field ``name`` of collective rows' args as text (None where a row lacks it). A group's
+    ranks are spaced as Kineto writes them, ``"[0, 1]"``, however the file spaced them, so one
+    group has one label on every rank."""
+    out = [None if (v := getattr(a, name)) is None else str(v) for a in args]
+    if name == "pg_ranks":
+        out = [None if v is None else _ranks_text(v) for v in out]
+    return out
+
+
+def _ranks_text(v: str) -> str:
+    return "[" + ", ".join(v.strip("[] ").replace(",", " ").split()) + "]"
 
 
 def _wait_columns(ev: pd.DataFrame, rows: np.ndarray, link_args: list) -> None:

@@ -332,7 +332,7 @@ def communication_from_events(
         {
             "step": sel["step"],
             "name": sel["name"].astype(object),
-            "group": sel["thread"].astype(object),
+            "group": _groups(sel),
             "start_ns": sel["ts_ns"].astype("Int64"),
             "elapse_us": sel["dur_ns"] / 1000.0,
             "source": source,
@@ -340,7 +340,19 @@ def communication_from_events(
     )
     if "in_nelems" in sel:
         out = out.join(collective_sizes(sel))
+    if "pg_ranks" in sel:
+        out["group_ranks"] = sel["pg_ranks"].astype(object)
     return schema.conform(out.reset_index(drop=True), "communication")
+
+
+def _groups(sel: pd.DataFrame) -> pd.Series:
+    """The communication group of each row: the process group Kineto names on a collective
+    (``Process Group Name``, the same on every member rank, as Ascend's group name is), else
+    the stream or thread it ran on (gloo, older PyTorch, a trace without the args)."""
+    lane = sel["thread"].astype(object)
+    if "pg_name" not in sel:
+        return lane
+    return sel["pg_name"].astype(object).where(sel["pg_name"].notna(), lane)
 
 
 #: bytes per element of the ``dtype`` names Kineto writes (c10's ScalarType names)
