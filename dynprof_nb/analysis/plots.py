@@ -225,56 +225,84 @@ def rank_offsets(
 
 def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int], int]:
     """Each rank's clock offset from the first rank's, estimated from its collectives, and how
-    many collectives were matched on every rank.
+    many collectives were matched between ranks.
 
     A synchronous collective ends on every rank of its group at nearly the same moment: the
-    last rank to arrive releases the others. So the n-th occurrence of a collective (same
-    name) on rank r and on the first rank are matched, and rank r's offset is the median of
-    their end differences; the median keeps one late completion from moving the clock. The
+    last rank to arrive releases the others. So the n-th occurrence of a collective (same name,
+    same communication group where the trace names it: Kineto's ``Process Group Name``) is
+    matched between two ranks, and the offset between them is the median of their end
+    differences; the median keeps one late completion from moving the clock. A rank that
+    shares no group with the first rank (tensor-parallel groups {0,1}, {2,3} and
+    data-parallel {0,2}, {1,3}: rank 3 with rank 0) is reached through one that does. The
     collectives are the device ones where a window has any, else the host ranges (gloo on the
     CPU), by the summary's definition (:func:`dynprof_nb.traces.comm.is_communication`).
-    Offsets are in ns, to add to the first rank's time zero; ranks with no match get 0."""
+    Offsets are in ns, to add to the first rank's time zero; a rank matched to none is left
+    out (its caller keeps it at 0)."""
+    ranks = list(ranks)
+    table = _collective_ends(window) if len(ranks) > 1 else None
+    if table is None or ranks[0] not in table:
+        return {}, 0
+    out = {ranks[0]: 0}
+    todo = [r for r in ranks[1:] if r in table]
+    while todo:
+        found = {}
+        for r in todo:
+            for q, off in out.items():
+                both = table[[q, r]].dropna()
+                if len(both):
+                    found[r] = off + int(np.median(both[r].to_numpy() - both[q].to_numpy()))
+                    break
+        if not found:
+            break  # the rest share no group with any rank placed
+        out.update(found)
+        todo = [r for r in todo if r not in found]
+    shown = table[[r for r in out]]
+    matched = int((shown.notna().sum(axis=1) > 1).sum()) if len(out) == len(ranks) else 0
+    return out, matched
+
+
+def _collective_ends(window: Any) -> pd.DataFrame | None:
+    """The collectives' end times (ns): one row per (name, group, n-th occurrence), one column
+    per rank, NaN where a rank has no such call; None for a window with none."""
     from dynprof_nb.traces.comm import is_communication
 
     ev = window.events
-    ranks = list(ranks)
-    if is_out_of_core(ev) or ev.empty or len(ranks) < 2:
-        return {}, 0
+    if is_out_of_core(ev) or ev.empty:
+        return None
     names = (
         ev["name"]
         if isinstance(ev["name"].dtype, pd.CategoricalDtype)
         else ev["name"].astype("category")
     )
-    cats = names.cat.categories
-    hit_cat = is_communication(pd.Series(cats, dtype=object))
     codes = names.cat.codes.to_numpy()
     sel = (codes >= 0) & (ev["ph"] == "X").to_numpy() & ev["ts_ns"].notna().to_numpy()
-    sel &= hit_cat[np.maximum(codes, 0)]
+    sel &= is_communication(pd.Series(names.cat.categories, dtype=object))[np.maximum(codes, 0)]
     device = device_mask(ev).to_numpy()
     if (sel & device).any():
         sel &= device
     rows = np.flatnonzero(sel)
     if not len(rows):
-        return {}, 0
-    rk = _rank_column(ev, window)[rows]
+        return None
     end = ev["ts_ns"].to_numpy("int64", na_value=0)[rows] + np.nan_to_num(
         ev["dur_ns"].to_numpy("float64", na_value=np.nan)[rows]
     ).astype(np.int64)
-    frame = pd.DataFrame({"rank": rk, "name": codes[rows], "end": end}).sort_values(
-        ["rank", "name", "end"], kind="stable"
+    group = (
+        ev["pg_name"].astype(object).to_numpy()[rows]
+        if "pg_name" in ev
+        else np.full(len(rows), None, dtype=object)
     )
-    frame["nth"] = frame.groupby(["rank", "name"]).cumcount()
-    table = frame.pivot_table(index=["name", "nth"], columns="rank", values="end", aggfunc="first")
-    ref = ranks[0]
-    if ref not in table:
-        return {}, 0
-    table = table.dropna(subset=[r for r in ranks if r in table])
-    out = {ref: 0}
-    for r in ranks[1:]:
-        if r in table and len(table):
-            out[r] = int(np.median(table[r].to_numpy() - table[ref].to_numpy()))
-    matched = len(table) if all(r in table for r in ranks) else 0
-    return out, matched
+    frame = pd.DataFrame(
+        {
+            "rank": _rank_column(ev, window)[rows],
+            "name": codes[rows],
+            "group": pd.Series(group, dtype=object).fillna("").to_numpy(),
+            "end": end - end.min(),  # small enough to be exact in the table's float64
+        }
+    ).sort_values(["rank", "name", "group", "end"], kind="stable")
+    frame["nth"] = frame.groupby(["rank", "name", "group"]).cumcount()
+    return frame.pivot_table(
+        index=["name", "group", "nth"], columns="rank", values="end", aggfunc="first"
+    )
 
 
 # ---- timeline ----------------------------------------------------------------------------------

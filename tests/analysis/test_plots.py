@@ -65,6 +65,51 @@ def replicate(src: Path, dest: Path, ranks: int, skew_us: float) -> Path:
     return dest
 
 
+#: the groups of replicate_groups' 4 ranks, as Megatron lays out TP=2 x DP=2: name -> ranks
+TP_DP_GROUPS = {"1": [0, 1], "2": [2, 3], "3": [0, 2], "4": [1, 3]}
+
+
+def replicate_groups(src: Path, dest: Path, skew_us: float, late_us: float = 3000.0) -> Path:
+    """HTA's real NCCL trace as 4 ranks of a TP=2 x DP=2 job (TP_DP_GROUPS), rank r's clock
+    ``r * skew_us`` late: its allreduces are its tensor-parallel group's (``Process Group
+    Name`` "1" or "2", on stream 40) and its broadcasts its data-parallel group's ("3" or "4",
+    moved to stream 41: NCCL gives each communicator its own stream), the args and
+    ``distributedInfo.pg_config`` as PyTorch writes them. Group "2"'s allreduces end
+    ``late_us`` later on both its ranks (the other TP group is not in lockstep), so matching
+    collectives by name across groups gets ranks 2 and 3's clocks wrong."""
+    data = json.loads(gzip.open(src, "rt").read())
+    events = json.dumps(data.pop("traceEvents"))
+    base = int(data.get("baseTimeNanoseconds") or 0)
+    dest.mkdir(parents=True, exist_ok=True)
+    for r in range(4):
+        tp, dp = ("1", "2")[r // 2], ("3", "4")[r % 2]
+        mine = {g: ranks for g, ranks in TP_DP_GROUPS.items() if g in (tp, dp)}
+        data["baseTimeNanoseconds"] = base + int(r * skew_us * 1000)
+        data["distributedInfo"].update(rank=r, world_size=4, pg_count=len(mine), pg_config=[
+            {"pg_name": g, "pg_desc": "undefined", "backend_config": "cuda:nccl",
+             "pg_size": 2, "ranks": ranks} for g, ranks in mine.items()])
+        evs = json.loads(events)
+        evs += [  # stream 41's names, as Kineto writes every stream's
+            {**e, "tid": 41, "args": {"name": "stream 41 "} if "name" in e["args"] else
+             {"sort_index": 41}}
+            for e in evs if e.get("ph") == "M" and e.get("tid") == 40]
+        for e in evs:
+            a = e.get("args") or {}
+            if a.get("Process Group Name") is None or a.get("Collective name") is None:
+                continue
+            g = tp if a["Collective name"] == "allreduce" else dp
+            a.update({"Process Group Name": g, "Process Group Description": "undefined",
+                      "Process Group Ranks": str(TP_DP_GROUPS[g]), "Group size": 2})
+            if e.get("cat") == "kernel" and g == dp:
+                e["tid"] = a["stream"] = 41
+            if e.get("cat") == "kernel" and g == "2":
+                e["ts"] += late_us
+        head = json.dumps(data)
+        (dest / f"rank{r:03d}.pt.trace.json").write_text(
+            head[:-1] + ', "traceEvents": ' + json.dumps(evs) + "}")
+    return dest
+
+
 @pytest.fixture(scope="module")
 def builtin_64(tmp_path_factory) -> Path:
     """64 ranks x 1,000 steps in the built-in backend's format; rank 37 is 30% slower."""
@@ -226,6 +271,27 @@ def test_comm_alignment_recovers_a_clock_skew(tmp_path: Path):
     n = min(len(e0), len(e1))
     wall = np.median(np.abs(e1[:n] - e0[:n]))
     assert np.median(np.abs(e1[:n] - skew[1] - e0[:n])) <= wall
+
+
+def test_comm_alignment_matches_collectives_within_their_groups(tmp_path: Path):
+    """A TP=2 x DP=2 job whose ranks' clocks are 7 s apart each: matching a collective within
+    its communication group (never an allreduce of one TP group with the other's, which ends
+    3 ms later) gives every clock back to the nanosecond, rank 3, which shares no group with
+    rank 0, through a rank that does."""
+    root = replicate_groups(fixtures_dir() / NCCL, tmp_path / "w4", skew_us=7_000_000)
+    w, _ = loaded(root)
+    ev = w.events
+    kernels = ev[ev["name"].str.startswith("ncclKernel")]
+    assert sorted(kernels["pg_name"].astype(str).unique()) == ["1", "2", "3", "4"]
+    assert set(kernels.loc[kernels["rank"] == 3, "pg_ranks"].astype(str)) == {"[2, 3]", "[1, 3]"}
+    skew, matched = plots.comm_clock_offsets(w, [0, 1, 2, 3])
+    assert skew == {r: r * 7_000_000_000 for r in range(4)}
+    per_rank = len(kernels[kernels["rank"] == 0])
+    assert matched == 2 * per_rank  # each collective of each group, matched once
+    c = w.communication
+    nccl = c[c["name"].str.startswith("ncclKernel")]
+    assert set(nccl["group"]) == {"1", "2", "3", "4"}
+    assert set(nccl.loc[nccl["group"] == "3", "group_ranks"]) == {"[0, 2]"}
 
 
 def test_real_npu_two_ranks(fixtures: Path):
