@@ -20,10 +20,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-dev-shm-usage"]
 
 # what the browser and the kernel exchange (every synced trait but anywidget's own)
-TRAITS = ["title", "note", "zero", "lanes", "rows", "row_height", "names", "colors", "legend",
-          "full", "steps", "step_labels", "step_title", "summary", "summary_info", "view",
-          "rects", "drawn", "goto", "shown", "selected", "details", "query", "matches", "span",
-          "span_summary", "path"]
+# what the widget syncs with its front-end: every trait TimelineView itself declares
+TRAITS = sorted(TimelineView.class_own_traits(sync=lambda v: bool(v)))
 
 _MODEL = """
 window.__tl_decode = (v) => (v && typeof v === 'object' && v.__b64 !== undefined)

@@ -16,8 +16,10 @@
 // event's details and arrows to its launch or kernels and a collective's peers; the glyphs
 // left of a lane collapse its nested levels (▾/▸) and pin it, and the same stream of every
 // rank, to the top (○/●); "pin communication" pins every rank's communication lanes there as
-// one group; a click on a label collapses the whole rank. A critical path (`path`) is drawn
-// under its lanes.
+// one group, and the group menu (`comm_groups`: Kineto's Process Group Name) the lanes of one
+// communication group, every member rank's; a click on a label collapses its process (the
+// host process or the device of its rank) to one header row, shift-click the whole rank. A
+// critical path (`path`) is drawn under its lanes.
 // The container's data-* attributes say what is drawn (tests read them).
 
 const LEFT = 210; // lane labels
@@ -97,10 +99,17 @@ function render({ model, el }) {
   const pinComm = el_("button", "dynprof-tl-pincomm", "○ pin communication");
   pinComm.title = "keep every rank's communication lanes (the streams that run its " +
     "collectives) together at the top, as one group";
+  const groups = model.get("comm_groups") || [];
+  const pinGroup = el_("select", "dynprof-tl-pingroup");
+  pinGroup.title = "keep the lanes of one communication group (every member rank's) " +
+    "together at the top";
+  pinGroup.append(new Option("pin a communication group…", ""));
+  for (const g of groups) pinGroup.append(new Option(`${g.label} (${g.lanes} lanes)`, g.key));
+  if (groups.length < 2) pinGroup.style.display = "none";
   const help = el_("span", "dynprof-tl-help",
     "wheel or W/S zoom · drag or A/D pan · shift-drag: a range · click: details · " +
-    "▾ collapse · ○ pin · label: collapse the rank");
-  nav.append(search, prev, next, count, pinComm, help);
+    "▾ collapse · ○ pin · label: collapse the process (shift: the rank)");
+  nav.append(search, prev, next, count, pinComm, pinGroup, help);
   const list = el_("div", "dynprof-tl-matches");
   const note = el_("div", "dynprof-tl-note");
   const canvas = el_("canvas", "dynprof-tl-canvas");
@@ -192,14 +201,18 @@ function render({ model, el }) {
   // ---- lanes: collapsed, pinned, and where each row is drawn ---------------------------
   const collapsed = new Set(); // lane indices showing their top level only
   const rankShut = new Set(); // ranks shown as one header row
+  const procShut = new Set(); // processes (procKey) shown as one header row
+  const procKey = (lane) => `${lane.rank}\u0001${lane.process}\u0001${lane.device}`;
   const pinned = new Set(); // thread/stream labels pinned (every rank's lane of it)
   let commPinned = false; // every rank's communication lanes pinned, as one group
-  const isPinned = (lane) => pinned.has(lane.thread) || (commPinned && lane.comm);
+  let groupPinned = ""; // the communication group whose lanes are pinned
+  const isPinned = (lane) => pinned.has(lane.thread) || (commPinned && lane.comm) ||
+    (groupPinned !== "" && (lane.groups || []).includes(groupPinned));
   if (!lanes.some((lane) => lane.comm)) pinComm.style.display = "none";
   const rowY = new Float64Array(nRows); // px below TOP, -1: not drawn
   let laneY = []; // per lane: px below TOP of its first row, -1 hidden
   let laneN = []; // per lane: rows drawn
-  let header = []; // per lane: drawn as its rank's collapsed header
+  let header = []; // per lane: "rank" or "process" where drawn as a collapsed header
   let order = [];
   let rankBand = new Map(); // rank -> [top, bottom] px below TOP
   let contentH = 0;
@@ -211,20 +224,24 @@ function render({ model, el }) {
     rowY.fill(-1);
     laneY = lanes.map(() => -1);
     laneN = lanes.map(() => 0);
-    header = lanes.map(() => false);
+    header = lanes.map(() => "");
     rankBand = new Map();
-    const headed = new Set();
+    const headed = new Map(); // header key -> its row's px below TOP
     let y = 0;
     for (const j of order) {
       const lane = lanes[j];
-      const key = `${pin.includes(j)}:${lane.rank}`;
-      if (rankShut.has(lane.rank)) {
-        if (headed.has(key)) continue;
-        headed.add(key);
-        header[j] = true;
-        laneY[j] = y;
-        laneN[j] = 1;
-        y += rowH;
+      const shut = rankShut.has(lane.rank) ? "rank" : procShut.has(procKey(lane)) ? "process" : "";
+      if (shut) {
+        // one header row per collapsed rank or process: every lane's top level drawn in it
+        const key = `${pin.includes(j)}:${shut === "rank" ? lane.rank : procKey(lane)}`;
+        if (!headed.has(key)) {
+          headed.set(key, y);
+          header[j] = shut;
+          laneY[j] = y;
+          laneN[j] = 1;
+          y += rowH;
+        }
+        rowY[lane.y0] = headed.get(key);
         continue;
       }
       const n = collapsed.has(j) ? 1 : lane.rows;
@@ -242,6 +259,8 @@ function render({ model, el }) {
     root.dataset.rows = String(contentH / rowH);
     root.dataset.pinned = JSON.stringify([...pinned]);
     root.dataset.commPinned = commPinned ? "1" : "0";
+    root.dataset.groupPinned = groupPinned;
+    root.dataset.headers = JSON.stringify(order.filter((j) => header[j]).map((j) => header[j]));
     pinComm.textContent = `${commPinned ? "●" : "○"} pin communication`;
     root.dataset.order = JSON.stringify(order.filter((j) => laneY[j] >= 0).map((j) => lanes[j].label));
   }
@@ -524,8 +543,15 @@ function render({ model, el }) {
       if (header[j]) {
         ctx.fillText("▸", 4, mid);
         ctx.fillStyle = "#222222";
-        const n = lanes.filter((l) => l.rank === lane.rank).length;
-        ctx.fillText(`rank ${lane.rank} · ${n} lanes (collapsed)`, 30, mid, LEFT - 34);
+        if (header[j] === "rank") {
+          const n = lanes.filter((l) => l.rank === lane.rank).length;
+          ctx.fillText(`rank ${lane.rank} · ${n} lanes (collapsed)`, 30, mid, LEFT - 34);
+        } else {
+          const n = lanes.filter((l) => procKey(l) === procKey(lane)).length;
+          const side = lane.device ? "device" : "host";
+          ctx.fillText(`rank ${lane.rank} · ${lane.process} (${side}) · ${n} lanes`, 30, mid,
+            LEFT - 34);
+        }
         continue;
       }
       if (lane.rows > 1) ctx.fillText(collapsed.has(j) ? "▸" : "▾", 4, mid);
@@ -806,10 +832,12 @@ function render({ model, el }) {
     const j = order.find((q) => laneY[q] >= 0 && y >= TOP + laneY[q] && y < TOP + laneY[q] + laneN[q] * rowH);
     if (j === undefined) return;
     const lane = lanes[j];
-    if (header[j]) rankShut.delete(lane.rank);
+    if (header[j] === "rank") rankShut.delete(lane.rank);
+    else if (header[j]) procShut.delete(procKey(lane));
     else if (x < 14 && lane.rows > 1) collapsed.has(j) ? collapsed.delete(j) : collapsed.add(j);
     else if (x < 28) pinned.has(lane.thread) ? pinned.delete(lane.thread) : pinned.add(lane.thread);
-    else rankShut.add(lane.rank);
+    else if (e.shiftKey) rankShut.add(lane.rank);
+    else procShut.add(procKey(lane));
     arrange();
     layout();
     draw();
@@ -817,6 +845,13 @@ function render({ model, el }) {
   });
   pinComm.addEventListener("click", () => {
     commPinned = !commPinned;
+    arrange();
+    layout();
+    draw();
+    showLanes();
+  });
+  pinGroup.addEventListener("change", () => {
+    groupPinned = pinGroup.value;
     arrange();
     layout();
     draw();

@@ -198,7 +198,8 @@ class TimelineView(anywidget.AnyWidget):
     ``zoom(lo, hi)`` and ``zoom_to(step=...)`` set the visible range from Python (ns on the
     aligned axis); ``visible_range`` says what the browser shows; ``search(name)`` lists the
     events whose name contains ``name``; ``figure()`` is the current view as a matplotlib
-    figure (what a static export shows)."""
+    figure (what a static export shows); ``comm_groups`` lists the communication groups whose
+    lanes the group menu pins."""
 
     _esm = Path(__file__).with_name("timeline_view.js")
     _css = Path(__file__).with_name("timeline_view.css")
@@ -237,6 +238,8 @@ class TimelineView(anywidget.AnyWidget):
     span_summary = traitlets.Dict().tag(sync=True)
     # a critical path drawn over the lanes (mark_path): [start, end, lane, kind] per segment
     path = traitlets.List().tag(sync=True)
+    # the communication groups the lanes run (Kineto's Process Group Name): key, label, lanes
+    comm_groups = traitlets.List().tag(sync=True)
 
     def __init__(self, window: Any, legend: int = 10, **layout_kw: Any) -> None:
         self.window = window
@@ -249,8 +252,10 @@ class TimelineView(anywidget.AnyWidget):
         self._name_of, self._full_names, entries = _names(lay, legend)
         self.index.name_of = self._name_of  # (the summary packs it)
         self._pos_of: np.ndarray | None = None
+        self._pg: np.ndarray | None = None  # per drawn event, its communication group or None
         lanes = lay.lanes
         rank_first = lanes["rank"].ne(lanes["rank"].shift()).to_numpy()
+        comm, lane_groups, groups = self._communication_lanes()
         lane_rows = [
             {
                 "label": label,
@@ -260,9 +265,11 @@ class TimelineView(anywidget.AnyWidget):
                 "rank": int(r),
                 "thread": str(th),
                 "device": bool(dev),
-                "comm": bool(comm),
+                "process": str(proc),
+                "comm": bool(c),
+                "groups": g,
             }
-            for label, y0, n, f, r, th, dev, comm in zip(
+            for label, y0, n, f, r, th, dev, proc, c, g in zip(
                 plots.lane_labels(lanes),
                 lanes["y0"],
                 lanes["rows"],
@@ -270,7 +277,9 @@ class TimelineView(anywidget.AnyWidget):
                 lanes["rank"],
                 lanes["thread"],
                 lanes["device"],
-                self._communication_lanes(),
+                lanes["process"],
+                comm,
+                lane_groups,
                 strict=True,
             )
         ]
@@ -302,25 +311,65 @@ class TimelineView(anywidget.AnyWidget):
                 "complete": complete,
                 "events": len(self.index.x0),
             },
+            comm_groups=groups,
         )
         self._answer([*self.full, 1000, 0])
 
-    def _communication_lanes(self) -> np.ndarray:
-        """Per lane, whether it is a communication lane: a device lane (stream, HCCL plane)
-        that runs a drawn collective or send/receive (the summary's definition,
+    def _communication_lanes(self) -> tuple[np.ndarray, list[list[str]], list[dict[str, Any]]]:
+        """Per lane, whether it is a communication lane, and the communication groups it runs;
+        and those groups (key, label, how many lanes).
+
+        A communication lane is a device lane (stream, HCCL plane) that runs a drawn collective
+        or send/receive (the summary's definition,
         :func:`dynprof_nb.traces.comm.is_communication`); in a window with none (gloo on the
         CPU), the host threads that call them. "pin communication" keeps these together, every
-        rank's, as MindStudio Insight keeps a communication group's lanes."""
+        rank's. A group is what Kineto names on each collective (``Process Group Name``, one
+        name on every member rank; NCCL gives each its own stream), so pinning one keeps its
+        member ranks' lanes together, as MindStudio Insight keeps a communication group's
+        lanes. gloo writes no group on its calls: its window has no groups to pin."""
         lanes = self.tl.lanes
         out = np.zeros(len(lanes), dtype=bool)
+        groups_of: list[list[str]] = [[] for _ in range(len(lanes))]
         if not len(self.index.y) or not len(lanes):
-            return out
-        named = is_communication(pd.Series(self._full_names, dtype=object))
-        rows = np.asarray(self.index.y, dtype=np.int64)[named[self._name_of]]
+            return out, groups_of, []
+        named = is_communication(pd.Series(self._full_names, dtype=object))[self._name_of]
         y0 = lanes["y0"].to_numpy(dtype=np.int64)
-        out[np.unique(np.searchsorted(y0, rows, side="right") - 1)] = True
+        lane_of = np.searchsorted(y0, np.asarray(self.index.y, dtype=np.int64), side="right") - 1
+        out[np.unique(lane_of[named])] = True
         device = lanes["device"].to_numpy(dtype=bool)
-        return out & device if (out & device).any() else out
+        if (out & device).any():
+            out &= device
+        ev = self.window.events
+        if "pg_name" not in ev:
+            return out, groups_of, []
+        rows = np.asarray(self.tl.index, dtype=np.int64)
+        pg = self._pg = ev["pg_name"].astype(object).to_numpy()[rows]
+        hit = named & out[lane_of] & pd.notna(pg)
+        if not hit.any():
+            return out, groups_of, []
+        pairs = pd.DataFrame({"lane": lane_of[hit], "group": pg[hit].astype(str)}).drop_duplicates()
+        per_lane = pairs.groupby("lane")["group"].agg(sorted)
+        for j, g in per_lane.items():
+            groups_of[int(j)] = list(g)
+        return out, groups_of, self._group_rows(ev, rows[hit], pairs)
+
+    @staticmethod
+    def _group_rows(ev: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame) -> list[dict]:
+        """The groups as the pin menu lists them: ``group 3 · ranks [0, 2]`` (and the group's
+        description where the job gave one), with how many lanes run it, by name."""
+        cols = [c for c in ("pg_name", "pg_ranks", "pg_desc") if c in ev]
+        first = ev[cols].iloc[rows].astype(object).drop_duplicates("pg_name")
+        lanes = pairs.groupby("group")["lane"].nunique()
+        out = []
+        for _, g in first.iterrows():
+            key = str(g["pg_name"])
+            label = f"group {key}"
+            if isinstance(g.get("pg_ranks"), str) and g["pg_ranks"] != "[]":
+                label += f" · ranks {g['pg_ranks']}"
+            if isinstance(g.get("pg_desc"), str) and g["pg_desc"] not in ("", "undefined"):
+                label += f" · {g['pg_desc']}"
+            out.append({"key": key, "label": label, "lanes": int(lanes.get(key, 0))})
+        return sorted(out, key=lambda g: (len(g["key"]), g["key"]))
 
     # ---- what is drawn ----------------------------------------------------------------------
 
@@ -572,8 +621,8 @@ class TimelineView(anywidget.AnyWidget):
     def flows(self, i: int) -> list[dict[str, Any]]:
         """What drawn event ``i`` links to: its launch or its kernels (Kineto's correlation,
         the ``ac2g`` flow: the same id on the host call and the device op, on one rank), and
-        for a collective the same call on the other shown ranks (the same name, the same
-        occurrence on its rank)."""
+        for a collective the same call on the other shown ranks of its group (the same name
+        and group, the same occurrence on its rank)."""
         ev = self.window.events
         at = int(self.tl.index[i])
         out: list[dict[str, Any]] = []
@@ -596,12 +645,18 @@ class TimelineView(anywidget.AnyWidget):
         collective = "collective" in ev and not pd.isna(ev["collective"].iloc[at])
         if (collective or _COLLECTIVE.search(name)) and len(self.tl.shown_ranks) > 1:
             rk = rank_col[self.tl.index]
-            mine = np.flatnonzero((self._name_of == self._name_of[i]) & (rk == rk[i]))
+            same, peers = self._name_of == self._name_of[i], list(self.tl.shown_ranks)
+            if self._pg is not None and isinstance(self._pg[i], str):
+                # within its group: the same call of the same group, on the group's ranks
+                same &= self._pg == self._pg[i]
+                members = _members(ev["pg_ranks"].iloc[at] if "pg_ranks" in ev else None)
+                peers = [r for r in peers if not members or r in members]
+            mine = np.flatnonzero(same & (rk == rk[i]))
             nth = int(np.searchsorted(self.index.x0[mine], self.index.x0[i], "left"))
-            for r in self.tl.shown_ranks:
+            for r in peers:
                 if r == rk[i]:
                     continue
-                theirs = np.flatnonzero((self._name_of == self._name_of[i]) & (rk == r))
+                theirs = np.flatnonzero(same & (rk == r))
                 if nth < len(theirs):
                     theirs = theirs[np.argsort(self.index.x0[theirs], kind="stable")]
                     out.append(self._end(int(theirs[nth]), f"rank {r}"))
@@ -737,3 +792,10 @@ class TimelineView(anywidget.AnyWidget):
             data["image/png"] = self._png()
             data["text/plain"] = repr(self)
         return bundle
+
+
+def _members(ranks: Any) -> set[int]:
+    """A group's ranks from Kineto's ``"[0, 2]"``; empty where the trace does not say."""
+    if not isinstance(ranks, str):
+        return set()
+    return {int(r) for r in ranks.strip("[] ").replace(",", " ").split() if r.lstrip("-").isdigit()}

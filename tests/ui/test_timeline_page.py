@@ -25,7 +25,14 @@ from timeline_page import CHROMIUM, CHROMIUM_ARGS, MEASURE, TimelinePage, percen
 from dynprof_nb.analysis import plots, timeline_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
-from test_plots import ARTIFACTS, NCCL, loaded, replicate  # noqa: E402
+from test_plots import (  # noqa: E402
+    ARTIFACTS,
+    NCCL,
+    TP_DP_GROUPS,
+    loaded,
+    replicate,
+    replicate_groups,
+)
 
 LEFT, TOP = 210, 46  # the canvas' label column and top band (timeline_view.js)
 
@@ -46,6 +53,15 @@ def browser():
 def two(tmp_path_factory):
     root = replicate(fixtures_dir() / NCCL, tmp_path_factory.mktemp("tp") / "w2", 2,
                      skew_us=28_000_000)
+    w, _ = loaded(root)
+    return w
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """A TP=2 x DP=2 job's 4 ranks (test_plots.replicate_groups), 7 s clock skew each."""
+    root = replicate_groups(fixtures_dir() / NCCL, tmp_path_factory.mktemp("tp") / "w4",
+                            skew_us=7_000_000)
     w, _ = loaded(root)
     return w
 
@@ -217,10 +233,28 @@ def test_lanes_collapse_expand_and_pin(page, two):
     group = [lane["label"] for lane in view.lanes if lane["thread"] == view.lanes[stream]["thread"]]
     assert len(group) == 2 and order[:2] == group
     tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_pinned.png"))
-    page.mouse.click(box["x"] + 120, box["y"] + TOP + 2 * view.row_height + 9)  # a label
+    # a label: its process (rank 0's host process, 3 lanes) becomes one header row; the
+    # device lanes of rank 0 stay as they were
+    host = [ln for ln in view.lanes if ln["rank"] == 0 and not ln["device"]]
+    assert len(host) == 3
+    page.mouse.click(box["x"] + 120, box["y"] + TOP + 2 * view.row_height + 9)
     st = tp.state()
-    assert int(st["rows"]) < rows0 - 5  # its rank is one header row now
-    assert len(json.loads(st["order"])) < len(view.lanes)
+    assert int(st["rows"]) == rows0 - sum(ln["rows"] for ln in host) + 1
+    assert json.loads(st["headers"]) == ["process"]
+    assert not {ln["label"] for ln in host[1:]} & set(json.loads(st["order"]))
+    assert "rank 0 · stream 40 " in json.loads(st["order"])
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_process_collapsed.png"))
+    page.mouse.click(box["x"] + 120, box["y"] + TOP + 2 * view.row_height + 9)  # its header
+    assert int(tp.state()["rows"]) == rows0
+    # shift-click: the whole rank, host and device, is one header row (and one more where its
+    # pinned stream is, at the top)
+    page.keyboard.down("Shift")
+    page.mouse.click(box["x"] + 120, box["y"] + TOP + 2 * view.row_height + 9)
+    page.keyboard.up("Shift")
+    st = tp.state()
+    rank0 = [ln for ln in view.lanes if ln["rank"] == 0]
+    assert json.loads(st["headers"]) == ["rank", "rank"]
+    assert int(st["rows"]) == rows0 - sum(ln["rows"] for ln in rank0) + 2
 
 
 def test_pin_communication_keeps_every_ranks_communication_lanes_together(page, two):
@@ -243,6 +277,52 @@ def test_pin_communication_keeps_every_ranks_communication_lanes_together(page, 
     tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_pinned_comm.png"))
     page.click(".dynprof-tl-pincomm")
     assert json.loads(tp.state()["order"]) == before
+
+
+def test_pin_a_communication_group_keeps_its_member_ranks_lanes_together(page, four):
+    """A TP=2 x DP=2 job: the group menu lists the four process groups by name and ranks, and
+    choosing the data-parallel group of ranks 0 and 2 pins those two ranks' stream 41, the
+    stream its broadcasts ran on (by ``w.kernels``), and nothing else; choosing none unpins."""
+    view = _view(four)
+    assert [(g["key"], g["label"], g["lanes"]) for g in view.comm_groups] == [
+        (g, f"group {g} · ranks [{r[0]}, {r[1]}]", 2) for g, r in TP_DP_GROUPS.items()]
+    k = four.kernels
+    dp = k[k["name"].str.startswith("ncclKernel_Broadcast") & k["rank"].isin([0, 2])]
+    expected = [ln["label"] for ln in view.lanes if ln["device"] and any(
+        ln["rank"] == r and ln["label"].rstrip().endswith(f"stream {s}")
+        for r, s in zip(dp["rank"], dp["stream"], strict=True))]
+    assert len(expected) == 2
+    tp = TimelinePage(page, view)
+    before = json.loads(tp.state()["order"])
+    menu = tp.root.locator(".dynprof-tl-pingroup")
+    assert menu.is_visible()
+    menu.select_option("3")
+    st = tp.state()
+    assert st["groupPinned"] == "3" and json.loads(st["order"])[:2] == expected
+    assert json.loads(st["order"])[2:] == [lab for lab in before if lab not in expected]
+    tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_pinned_group.png"))
+    menu.select_option("")
+    assert json.loads(tp.state()["order"]) == before
+
+
+def test_a_collectives_peers_are_its_groups_ranks(page, four):
+    """Clicked, an allreduce of rank 0's tensor-parallel group names and points to rank 1's,
+    its only peer, never the other group's ranks 2 and 3; a broadcast of its data-parallel
+    group, rank 2's."""
+    view = _view(four)
+    tp = TimelinePage(page, view)
+    rank_of = plots.rank_of_events(four.events, four)[view.tl.index]
+    for needle, peer in (("AllReduce", 1), ("Broadcast", 2)):
+        ids = [i for i in np.flatnonzero(rank_of == 0)
+               if needle in view._full_names[int(view._name_of[i])]]
+        i = int(ids[len(ids) // 2])
+        x, y = _show(tp, view, i, pad=3)
+        page.mouse.click(x, y)
+        page.wait_for_function("() => +document.querySelector('.dynprof-timeline')"
+                               ".dataset.flows > 0")
+        assert [f["why"] for f in view.details["flows"] if f["why"].startswith("rank")] == [
+            f"rank {peer}"]
+        assert f"rank {peer} at" in tp.root.locator(".dynprof-tl-details").inner_text()
 
 
 def test_search_lists_matches_and_steps_through_them(page, two):
