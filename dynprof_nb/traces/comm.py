@@ -31,7 +31,9 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "hccl": r"hccl|hcom",
     "gloo": r"gloo",
     "c10d": r"c10d::",
-    "collectives": r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast",
+    # (not a compute op that broadcasts: aten::broadcast_tensors, Ascend's BroadcastTo kernels)
+    "collectives": r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all"
+    r"|broadcast(?!_?(?:to|tensors|shapes?|grad|in_?dim))",
     "deepep": r"deep_?ep|(?:inter|intra)node(?:_ll)?::\w*(?:dispatch|combine)",
 }
 

@@ -89,11 +89,16 @@ def test_default_patterns_cover_the_libraries():
              "HcclAllreduce", "gloo:all_reduce", "c10d::allreduce_", "aten::all_to_all_single",
              "void deep_ep::internode::dispatch<8>(int4*)", "deep_ep::intranode::combine",
              "deep_ep::internode_ll::dispatch", "internode::cached_notify_combine",
-             "ReduceScatter", "broadcast_kernel"]
+             "ReduceScatter", "broadcast_kernel", "nccl:broadcast", "c10d::broadcast_",
+             "ncclKernel_Broadcast_RING_LL_Sum_int8_t", "Default/Broadcast-op12"]
     assert comm.is_communication(names).all(), [n for n, c in zip(
         names, comm.is_communication(names), strict=True) if not c]
     compute = ["aten::mm", "volta_sgemm_128x64_nn", "void at::native::dispatch_kernel<float>",
-               "elementwise_kernel", "aten::combinations"]
+               "elementwise_kernel", "aten::combinations",
+               # compute ops that broadcast a tensor's shape, not a collective (a real Ascend
+               # kernel of the bundled ascend_db sample; PyTorch's and MindSpore's ops)
+               "aclnnEqTensor_BroadcastToAiCore_BroadcastTo", "aten::broadcast_tensors",
+               "aten::broadcast_to", "Default/BroadcastTo-op3", "BroadcastGradientArgs"]
     assert not comm.is_communication(compute).any()
 
 
