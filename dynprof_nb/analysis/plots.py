@@ -232,8 +232,8 @@ def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int
     same communication group where the trace names it: Kineto's ``Process Group Name``) is
     matched between two ranks, and the offset between them is the median of their end
     differences; the median keeps one late completion from moving the clock. A rank that
-    shares no group with the first rank (tensor-parallel groups {0,1}, {2,3} and
-    data-parallel {0,2}, {1,3}: rank 3 with rank 0) is reached through one that does. The
+    shares no group with the first rank (tensor-parallel groups {0,1}, {2,3} and data-parallel
+    {0,2}, {1,3}: rank 3 with rank 0) is reached through one that does, shown or not. The
     collectives are the device ones where a window has any, else the host ranges (gloo on the
     CPU), by the summary's definition (:func:`dynprof_nb.traces.comm.is_communication`).
     Offsets are in ns, to add to the first rank's time zero; a rank matched to none is left
@@ -243,7 +243,8 @@ def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int
     if table is None or ranks[0] not in table:
         return {}, 0
     out = {ranks[0]: 0}
-    todo = [r for r in ranks[1:] if r in table]
+    # every rank of the window may link two of those asked for (ranks=[0, 3]: through 1 or 2)
+    todo = [r for r in table.columns if r != ranks[0]]
     while todo:
         found = {}
         for r in todo:
@@ -256,9 +257,10 @@ def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int
             break  # the rest share no group with any rank placed
         out.update(found)
         todo = [r for r in todo if r not in found]
-    shown = table[[r for r in out]]
-    matched = int((shown.notna().sum(axis=1) > 1).sum()) if len(out) == len(ranks) else 0
-    return out, matched
+    if not all(r in out for r in ranks):
+        return {r: out[r] for r in ranks if r in out}, 0
+    matched = int((table[list(out)].notna().sum(axis=1) > 1).sum())
+    return {r: out[r] for r in ranks}, matched
 
 
 def _collective_ends(window: Any) -> pd.DataFrame | None:
@@ -462,6 +464,10 @@ def timeline_layout(
         }
     )
     all_ranks = sorted(set(lanes_df["rank"].tolist()))
+    if not isinstance(lanes, int | np.integer) or isinstance(lanes, bool) or lanes < 1:
+        raise ValueError(f"lanes={lanes!r}: expected how many lanes to show per rank, e.g. 6")
+    if ranks is not None and not len(ranks):
+        raise ValueError(f"ranks=[]: name at least one of the window's ranks {all_ranks}")
     if ranks is not None:
         missing = sorted(set(ranks) - set(all_ranks))
         if missing:

@@ -518,6 +518,29 @@ function render({ model, el }) {
     ctx.fill();
   }
 
+  // a label that fits `w` px: elided in the middle, where lane labels repeat themselves (the
+  // rank first, the thread or stream last); squeezing the glyphs made long ones illegible
+  const fitted = new Map();
+  function fit(text, w) {
+    const key = `${ctx.font}|${w}|${text}`;
+    let out = fitted.get(key);
+    if (out !== undefined) return out;
+    out = text;
+    if (ctx.measureText(text).width > w) {
+      const cut = (k) => text.slice(0, Math.ceil(k / 2)) + "…" + text.slice(text.length - Math.floor(k / 2));
+      let lo = 0, hi = text.length - 1;
+      while (lo < hi) {
+        const k = (lo + hi + 1) >> 1;
+        if (ctx.measureText(cut(k)).width <= w) lo = k;
+        else hi = k - 1;
+      }
+      out = cut(lo);
+    }
+    if (fitted.size > 5000) fitted.clear();
+    fitted.set(key, out);
+    return out;
+  }
+
   function drawLanes(pw) {
     ctx.fillStyle = "#ffffff";
     ctx.fillRect(0, TOP, LEFT, height - TOP);
@@ -543,22 +566,20 @@ function render({ model, el }) {
       if (header[j]) {
         ctx.fillText("▸", 4, mid);
         ctx.fillStyle = "#222222";
-        if (header[j] === "rank") {
-          const n = lanes.filter((l) => l.rank === lane.rank).length;
-          ctx.fillText(`rank ${lane.rank} · ${n} lanes (collapsed)`, 30, mid, LEFT - 34);
-        } else {
-          const n = lanes.filter((l) => procKey(l) === procKey(lane)).length;
-          const side = lane.device ? "device" : "host";
-          ctx.fillText(`rank ${lane.rank} · ${lane.process} (${side}) · ${n} lanes`, 30, mid,
-            LEFT - 34);
-        }
+        // how many lanes this header row stands for (a pinned lane has its own header)
+        const same = header[j] === "rank" ? (l) => l.rank === lane.rank
+          : (l) => procKey(l) === procKey(lane);
+        const n = lanes.filter((l) => same(l) && isPinned(l) === isPinned(lane)).length;
+        const what = header[j] === "rank" ? `rank ${lane.rank}`
+          : `rank ${lane.rank} · ${lane.process} (${lane.device ? "device" : "host"})`;
+        ctx.fillText(fit(`${what} · ${n} lane${n === 1 ? "" : "s"}`, LEFT - 34), 30, mid);
         continue;
       }
       if (lane.rows > 1) ctx.fillText(collapsed.has(j) ? "▸" : "▾", 4, mid);
       ctx.fillText(isPinned(lane) ? "●" : "○", 16, mid);
       ctx.fillStyle = "#222222";
       ctx.textAlign = "right";
-      ctx.fillText(lane.label, LEFT - 6, mid, LEFT - 36);
+      ctx.fillText(fit(lane.label, LEFT - 36), LEFT - 6, mid);
     }
     if (pinEnd > 0) {
       ctx.fillStyle = "#2862c8";
@@ -811,16 +832,39 @@ function render({ model, el }) {
 
   function select(r) {
     chosen = { id: r.id, x0: r.x0, x1: r.x1, row: r.row };
+    root.dataset.selected = String(r.id);
+    if (model.get("selected") === r.id && (model.get("details") || {}).id === r.id) {
+      showDetails(); // the same event again: the kernel has answered already (and would not
+      return; // be asked again: an unchanged value is no change)
+    }
     flows = [];
     details.textContent = "reading the event's details…";
     links.replaceChildren();
-    root.dataset.selected = String(r.id);
     model.set("selected", r.id);
     model.save_changes();
     draw();
   }
 
+  // an event gone to (a search match, an arrow's end) in a collapsed lane, process or rank:
+  // open what hides it
+  function open_(row) {
+    if (rowY[row] >= 0 && !laneHeaderOf(row)) return;
+    const j = lanes.findIndex((l) => row >= l.y0 && row < l.y0 + l.rows);
+    if (j < 0) return;
+    collapsed.delete(j);
+    rankShut.delete(lanes[j].rank);
+    procShut.delete(procKey(lanes[j]));
+    arrange();
+    layout();
+    showLanes();
+  }
+  const laneHeaderOf = (row) => {
+    const j = lanes.findIndex((l) => row >= l.y0 && row < l.y0 + l.rows);
+    return j >= 0 && (rankShut.has(lanes[j].rank) || procShut.has(procKey(lanes[j])));
+  };
+
   function go(f) {
+    open_(f.row);
     centreOn(f.x0, f.x1);
     select(f);
   }
@@ -834,7 +878,7 @@ function render({ model, el }) {
     const lane = lanes[j];
     if (header[j] === "rank") rankShut.delete(lane.rank);
     else if (header[j]) procShut.delete(procKey(lane));
-    else if (x < 14 && lane.rows > 1) collapsed.has(j) ? collapsed.delete(j) : collapsed.add(j);
+    else if (x < 14) { if (lane.rows > 1) collapsed.has(j) ? collapsed.delete(j) : collapsed.add(j); }
     else if (x < 28) pinned.has(lane.thread) ? pinned.delete(lane.thread) : pinned.add(lane.thread);
     else if (e.shiftKey) rankShut.add(lane.rank);
     else procShut.add(procKey(lane));
@@ -875,7 +919,7 @@ function render({ model, el }) {
 
   // ---- keys: WASD and the arrows, as in Perfetto ----------------------------------------
   root.addEventListener("keydown", (e) => {
-    if (e.target === search) return;
+    if (e.target === search || e.target === pinGroup) return;
     const key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
     const s = hi - lo;
     const moves = {
@@ -935,8 +979,7 @@ function render({ model, el }) {
     const cur = list.children[at];
     if (cur) cur.scrollIntoView({ block: "nearest" });
     root.dataset.match = String(m[0]);
-    centreOn(m[1], m[2]);
-    select({ id: m[0], x0: m[1], x1: m[2], row: m[3] });
+    go({ id: m[0], x0: m[1], x1: m[2], row: m[3] });
   }
 
   function onMatches() {
@@ -944,7 +987,7 @@ function render({ model, el }) {
     found.items = found.items || [];
     at = -1;
     list.replaceChildren();
-    for (const [i, m] of found.items.slice(0, 200).entries()) {
+    for (const [i, m] of found.items.entries()) {
       const item = el_("div", "dynprof-tl-match",
         `${names[m[4]]} · ${laneOf(m[3])} · ${fmtDur(m[2] - m[1])} at ${(m[1] / 1e6).toFixed(3)} ms`);
       item.addEventListener("click", () => { at = i; showMatch(); });
@@ -968,6 +1011,8 @@ function render({ model, el }) {
       document.createTextNode(final ? " · summing its time per name…" : ""));
     root.dataset.range = JSON.stringify([a, b]);
     if (final) {
+      const s = model.get("span_summary") || {};
+      if (s.lo === a && s.hi === b) { onSpan(); return; } // answered already
       model.set("span", [a, b]);
       model.save_changes();
     }

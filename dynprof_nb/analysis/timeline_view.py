@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import io
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,11 @@ from matplotlib.figure import Figure
 from dynprof_nb.analysis import plots
 from dynprof_nb.traces.comm import is_communication
 from dynprof_nb.traces.formats.chrome.event_args import event_args
-from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS, DEVICE_PROCESSES
+from dynprof_nb.traces.formats.derived.from_events import (
+    DEVICE_CATS,
+    DEVICE_PROCESSES,
+    device_mask,
+)
 
 _ROW_PX = 18  # row height in the canvas: an 11 px name fits inside a bar
 
@@ -104,11 +107,6 @@ _LEVEL_FACTOR = 8
 _MAX_MATCHES = 500
 #: the critical path's segment kinds, in the order of the front-end's colours
 _PATH_KINDS = ("compute", "communication", "host", "idle")
-_COLLECTIVE = re.compile(
-    r"nccl|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|broadcast|"
-    r"alltoall|all_to_all|hcom|sendrecv",
-    re.I,
-)
 
 
 def summary_levels(
@@ -332,7 +330,7 @@ class TimelineView(anywidget.AnyWidget):
         groups_of: list[list[str]] = [[] for _ in range(len(lanes))]
         if not len(self.index.y) or not len(lanes):
             return out, groups_of, []
-        named = is_communication(pd.Series(self._full_names, dtype=object))[self._name_of]
+        named = self._is_comm(self._full_names)[self._name_of]
         y0 = lanes["y0"].to_numpy(dtype=np.int64)
         lane_of = np.searchsorted(y0, np.asarray(self.index.y, dtype=np.int64), side="right") - 1
         out[np.unique(lane_of[named])] = True
@@ -352,6 +350,11 @@ class TimelineView(anywidget.AnyWidget):
         for j, g in per_lane.items():
             groups_of[int(j)] = list(g)
         return out, groups_of, self._group_rows(ev, rows[hit], pairs)
+
+    def _is_comm(self, names: list[str]) -> np.ndarray:
+        """Which names are communication, by the window's own patterns (the summary's)."""
+        spec = getattr(self.window, "comm_patterns", None)
+        return is_communication(pd.Series(names, dtype=object), spec)
 
     @staticmethod
     def _group_rows(ev: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame) -> list[dict]:
@@ -643,24 +646,82 @@ class TimelineView(anywidget.AnyWidget):
                     out.append(self._end(int(j), "launch" if here_device else "kernel"))
         name = self._full_names[int(self._name_of[i])]
         collective = "collective" in ev and not pd.isna(ev["collective"].iloc[at])
-        if (collective or _COLLECTIVE.search(name)) and len(self.tl.shown_ranks) > 1:
-            rk = rank_col[self.tl.index]
-            same, peers = self._name_of == self._name_of[i], list(self.tl.shown_ranks)
-            if self._pg is not None and isinstance(self._pg[i], str):
-                # within its group: the same call of the same group, on the group's ranks
-                same &= self._pg == self._pg[i]
-                members = _members(ev["pg_ranks"].iloc[at] if "pg_ranks" in ev else None)
-                peers = [r for r in peers if not members or r in members]
-            mine = np.flatnonzero(same & (rk == rk[i]))
-            nth = int(np.searchsorted(self.index.x0[mine], self.index.x0[i], "left"))
-            for r in peers:
-                if r == rk[i]:
-                    continue
-                theirs = np.flatnonzero(same & (rk == r))
-                if nth < len(theirs):
-                    theirs = theirs[np.argsort(self.index.x0[theirs], kind="stable")]
-                    out.append(self._end(int(theirs[nth]), f"rank {r}"))
+        if (collective or self._is_comm([name])[0]) and len(self.tl.shown_ranks) > 1:
+            out += self._peers(i, rank_col)
         return out
+
+    def _peers(self, i: int, rank_col: np.ndarray) -> list[dict[str, Any]]:
+        """Collective ``i``'s same call on the other shown ranks of its group: the same name and
+        group, the same occurrence in time on its rank (where the trace names no group, on
+        every shown rank)."""
+        rk = rank_col[self.tl.index]
+        same = np.flatnonzero(self._name_of == self._name_of[i])
+        same = same[np.argsort(self.index.x0[same], kind="stable")]  # in time, not by row
+        groups = self._groups_of(same, rank_col)
+        mine = groups[np.flatnonzero(same == i)[0]]
+        peers = list(self.tl.shown_ranks)
+        if mine is not None:
+            same = same[groups == mine]
+            members = self._members(mine)
+            peers = [r for r in peers if not members or r in members]
+        here = same[rk[same] == rk[i]]
+        nth = int(np.flatnonzero(here == i)[0])
+        out = []
+        for r in peers:
+            theirs = same[rk[same] == r]
+            if r != rk[i] and nth < len(theirs):
+                out.append(self._end(int(theirs[nth]), f"rank {r}"))
+        return out
+
+    def _groups_of(self, ids: np.ndarray, rank_col: np.ndarray) -> np.ndarray:
+        """The communication group of each drawn event in ``ids`` (None where unknown): its
+        own ``pg_name`` (a kernel, ``record_param_comms``), else, for a host call that names
+        none (``nccl:all_reduce``, ``c10d::allreduce_``), that of the ``record_param_comms``
+        it encloses or is nested in on its rank."""
+        out = np.full(len(ids), None, dtype=object)
+        if self._pg is None:
+            return out
+        own = self._pg[ids]
+        has = np.array([isinstance(g, str) for g in own], dtype=bool)
+        out[has] = own[has]
+        if has.all():
+            return out
+        ev = self.window.events
+        # the host calls that name their group (record_param_comms), not the kernels: one of
+        # another group may run inside a host call's span
+        named = np.flatnonzero((ev["pg_name"].notna() & ~device_mask(ev)).to_numpy())
+        ts = ev["ts_ns"].to_numpy("int64", na_value=0)
+        pg = ev["pg_name"].astype(object).to_numpy()
+        rows = np.asarray(self.tl.index, dtype=np.int64)[ids[~has]]
+        dur = np.nan_to_num(ev["dur_ns"].to_numpy("float64", na_value=0)).astype(np.int64)
+        start, end = ts[rows], ts[rows] + dur[rows]
+        found = np.full(len(rows), None, dtype=object)
+        for r in np.unique(rank_col[rows]):
+            cand = named[rank_col[named] == r]
+            cand = cand[np.argsort(ts[cand], kind="stable")]
+            at = np.flatnonzero(rank_col[rows] == r)
+            if not len(cand):
+                continue
+            c0, c1 = ts[cand], ts[cand] + dur[cand]
+            # the first group-naming call inside the host call's span, else the last one that
+            # encloses it (PyTorch nests nccl:all_reduce in record_param_comms, itself in
+            # c10d::allreduce_)
+            k = np.minimum(np.searchsorted(c0, start[at], side="left"), len(cand) - 1)
+            inside = (c0[k] >= start[at]) & (c0[k] <= end[at])
+            k2 = np.searchsorted(c0, start[at], side="right") - 1
+            around = ~inside & (k2 >= 0) & (c1[np.maximum(k2, 0)] >= end[at])
+            found[at[inside]] = pg[cand[k[inside]]]
+            found[at[around]] = pg[cand[k2[around]]]
+        out[~has] = found
+        return out
+
+    def _members(self, group: str) -> set[int]:
+        """The ranks of communication group ``group``, as its collectives' args list them."""
+        ev = self.window.events
+        if "pg_ranks" not in ev:
+            return set()
+        ranks = ev.loc[ev["pg_name"].astype(object) == group, "pg_ranks"].dropna()
+        return _members(ranks.iloc[0]) if len(ranks) else set()
 
     def _linked(self, at: int, rank: int) -> dict[str, str]:
         """A kernel's launch, or a launch's kernels, by name and start on the axis, from the
@@ -713,8 +774,8 @@ class TimelineView(anywidget.AnyWidget):
             "start": f"{self.index.x0[i] / 1e6:,.6f} ms on the axis",
         }
         step = row.get("step")
-        if step is not None and step == step:
-            out["step"] = int(step)
+        if step is not None:
+            out["step"] = "outside every recorded step" if pd.isna(step) else int(step)
         flows = self.flows(i)
         out.update(self._linked(int(self.tl.index[i]), rank))
         peers = [f for f in flows if f["why"].startswith("rank ")]

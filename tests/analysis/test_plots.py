@@ -240,6 +240,13 @@ def test_two_skewed_ranks_align_on_their_steps(tmp_path: Path):
     assert "(s)" in fig.axes[0].get_xlabel() and hi - lo > 28
     with pytest.raises(ValueError, match="align='steps'.*'step'"):
         w.plot_timeline(align="steps")
+    # the arguments a hurried person gets wrong say what they expect, not KeyError: nan
+    with pytest.raises(ValueError, match=r"ranks=\[\]: name at least one .* \[0, 1\]"):
+        w.plot_timeline(ranks=[])
+    with pytest.raises(ValueError, match="no events for rank.*[7].*the window has ranks"):
+        w.plot_timeline(ranks=[0, 7])
+    with pytest.raises(ValueError, match="lanes=None: expected how many lanes"):
+        w.plot_timeline(interactive=True, lanes=None)
 
 
 def test_comm_alignment_recovers_a_clock_skew(tmp_path: Path):
@@ -288,6 +295,9 @@ def test_comm_alignment_matches_collectives_within_their_groups(tmp_path: Path):
     assert skew == {r: r * 7_000_000_000 for r in range(4)}
     per_rank = len(kernels[kernels["rank"] == 0])
     assert matched == 2 * per_rank  # each collective of each group, matched once
+    for shown in ([1, 2], [0, 3], [3, 0]):  # linked through the ranks not shown
+        sub, n = plots.comm_clock_offsets(w, shown)
+        assert sub == {r: (r - shown[0]) * 7_000_000_000 for r in shown} and n == matched
     c = w.communication
     nccl = c[c["name"].str.startswith("ncclKernel")]
     assert set(nccl["group"]) == {"1", "2", "3", "4"}
