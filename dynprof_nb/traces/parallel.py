@@ -24,7 +24,8 @@ import shutil
 import signal
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing import Pipe
 from typing import Any
 
@@ -57,39 +58,96 @@ def load_events(
     shares = _shares([size(c) for c in todo], procs)
     need = sum(size(todo[i]) for s in shares[1:] for i in s) // 4  # a frame: ~1/10 of its JSON
     tmp = tempfile.mkdtemp(prefix="dynprof_nb-", dir=_scratch(need))  # 0700: only we read it
+
+    def job(share: list[int], send: Any) -> None:  # the worker: never returns into the caller
+        _work([(i, todo[i], os.path.join(tmp, str(i))) for i in share], load, release, send)
+
+    try:
+        with _workers(shares[1:], job) as pipes:
+            for i in shares[0]:
+                try:
+                    load(todo[i])
+                except Exception:  # noqa: BLE001  the caller loads it again, in order, and raises
+                    break
+            for recv in pipes:
+                for i, head in _received(recv):
+                    try:
+                        ev = _read(os.path.join(tmp, str(i)), *head[:3])
+                    except (OSError, EOFError, ValueError):  # as if this rank had failed
+                        continue
+                    sources, chrome, caught = head[3:]
+                    for t in chrome:  # the frame travelled once; a one-trace window shares it
+                        t.events = ev if len(chrome) == 1 else None
+                    todo[i].adopt_events(ev, sources, chrome)
+                    for msg, cat in caught:
+                        warnings.warn(cat(msg), stacklevel=4)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def prime(
+    items: list,
+    work: Callable[[Any], Any],
+    size: Callable[[Any], int] = lambda c: 1,
+    max_procs: int | None = None,
+) -> list[Any]:
+    """Run ``work(item)`` ahead of the caller, spread as :func:`load_events` spreads ranks, for
+    what it leaves on disk (the first pass's frame-cache entries): the caller then does each
+    item itself, in order, at the cost of reading what this left. A worker's changes to its
+    items stay in its process; only the results (small, picklable) come back. Each item's
+    result, None where ``work`` raised (the caller meets that error again, in order), its
+    worker died, or nothing ran: with fewer than two processes the caller's own run is the
+    serial one, and running ahead would only do the work twice."""
+    out: list[Any] = [None] * len(items)
+    procs = min(len(items), max_procs or _cores())
+    if procs < 2 or not hasattr(os, "fork"):
+        return out
+    shares = _shares([size(c) for c in items], procs)
+
+    def job(share: list[int], send: Any) -> None:  # the worker: never returns into the caller
+        code = 0
+        try:
+            send.send([(i, _tried(work, items[i])) for i in share])
+        except BaseException:  # noqa: BLE001  interrupted, or the parent has gone
+            code = 2
+        finally:
+            os._exit(code)
+
+    with _workers(shares[1:], job) as pipes:
+        for i in shares[0]:
+            out[i] = _tried(work, items[i])
+        for recv in pipes:
+            for i, got in _received(recv):
+                out[i] = got
+    return out
+
+
+def _tried(work: Callable[[Any], Any], item: Any) -> Any:
+    try:
+        return work(item)
+    except Exception:  # noqa: BLE001  the caller runs it again, where it raises
+        return None
+
+
+@contextmanager
+def _workers(shares: list[list[int]], job: Callable[[list[int], Any], None]) -> Iterator[list]:
+    """One forked worker per share, running ``job(share, send)`` (which must end its process:
+    ``os._exit``, so nothing of the parent's, atexit hooks, buffered output, finalizers, runs
+    twice); yields the pipes' read ends, in share order. On leaving, the workers are waited
+    for, or, when the caller was interrupted, killed."""
     pids: list[int] = []
     pipes = []
     try:
-        for share in shares[1:]:
+        for share in shares:
             recv, send = Pipe(duplex=False)
             pid = os.fork()
-            if pid == 0:  # the worker: never returns into the caller's code
+            if pid == 0:
                 recv.close()
-                _work([(i, todo[i], os.path.join(tmp, str(i))) for i in share], load, release, send)
+                job(share, send)
             pids.append(pid)
             send.close()
             pipes.append(recv)
-        for i in shares[0]:
-            try:
-                load(todo[i])
-            except Exception:  # noqa: BLE001  the caller loads it again, in order, and raises
-                break
-        for recv in pipes:
-            try:
-                heads = recv.recv()
-            except (EOFError, OSError):  # the worker died: the caller loads its share
-                heads = []
-            for i, head in heads:
-                try:
-                    ev = _read(os.path.join(tmp, str(i)), *head[:3])
-                except (OSError, EOFError, ValueError):  # as if this rank had failed
-                    continue
-                sources, chrome, caught = head[3:]
-                for t in chrome:  # the frame travelled once; a one-trace window shares it again
-                    t.events = ev if len(chrome) == 1 else None
-                todo[i].adopt_events(ev, sources, chrome)
-                for msg, cat in caught:
-                    warnings.warn(cat(msg), stacklevel=4)
+        yield pipes
         while pids:
             try:
                 os.waitpid(pids[0], 0)
@@ -105,7 +163,15 @@ def load_events(
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
-        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _received(recv: Any) -> list:
+    """What a worker sent once its whole share was done; nothing when it died (the caller
+    does its share)."""
+    try:
+        return recv.recv()
+    except (EOFError, OSError):
+        return []
 
 
 def _cores() -> int:
