@@ -49,7 +49,7 @@ def first_pass(w: Any, files: Any, provider: Any) -> bool:
     """Fill window ``w`` (a :class:`.window.TraceWindow` of ``files``) from the frame cache or
     from one streamed pass over its one Kineto trace; False (nothing done) when it is not such
     a window or its trace cannot stream, and it loads as usual."""
-    if os.environ.get(streamed.STREAM_ENV, "").strip() == "0" or not streamed.streamable(files):
+    if not streamed.takes_first_pass(files):
         return False
     known = _recall(w)
     if known is not None:

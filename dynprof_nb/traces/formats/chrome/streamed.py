@@ -4,6 +4,7 @@ windows take that pass: apart from the pass itself, so that a load from the fram
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,3 +39,9 @@ def streamable(files: Any) -> bool:
         or len(files.traces) != 1
         or files.traces[0].name == "trace_view.json"
     )
+
+
+def takes_first_pass(files: Any) -> bool:
+    """Whether a window of ``files`` takes the streamed first pass (:mod:`.first_pass`): one
+    Kineto trace, and ``DYNPROF_NB_STREAM=0`` does not turn the pass off."""
+    return os.environ.get(STREAM_ENV, "").strip() != "0" and streamable(files)
