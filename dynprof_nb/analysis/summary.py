@@ -197,6 +197,21 @@ def span_by_rank(events: pd.DataFrame) -> pd.Series:
     return (b["e"] - b["s"]) / 1e6
 
 
+def streamed_spans(window: Any) -> tuple[pd.Series | None, bool]:
+    """Each rank's span in ms as its one-pass read measured it (``streamed``: the first pass
+    of :mod:`dynprof_nb.traces.formats.chrome.first_pass`), as :func:`span_by_rank` has it, and
+    whether they are per rank (a window of several); None where a rank had no such pass or the
+    window's events are loaded anyway (then they are measured from those)."""
+    ranks = list(getattr(window, "ranks", None) or [])
+    several = callable(getattr(window, "rank_window", None)) and len(ranks) > 1
+    parts = {r: window.rank_window(r) for r in ranks} if several else {0: window}
+    passes = {r: getattr(w, "streamed", None) for r, w in parts.items()}
+    if window.loaded("events") or any(p is None for p in passes.values()):
+        return None, several
+    kept = {r: p.span_ms for r, p in sorted(passes.items()) if p.span_ms is not None}
+    return pd.Series(kept, dtype="float64"), several  # (a rank with no timed event: no span)
+
+
 def _rank_bounds(events: pd.DataFrame) -> pd.DataFrame:
     """Each rank's first start (``s``) and last end (``e``), in ns, indexed by rank (``r``)."""
     ev = events[events["ts_ns"].notna()]
@@ -460,13 +475,10 @@ def summarize(window: Any, top: int = 10) -> Summary:
     A window whose trace was read in one pass (``window.streamed``, a trace too big for its
     events frame: :mod:`dynprof_nb.traces.formats.chrome.summaries`) is summarised without
     loading its events."""
-    streamed = getattr(window, "streamed", None)
-    if streamed is not None and not window.loaded("events"):
-        ev = None
-        spans = pd.Series([] if streamed.span_ms is None else [streamed.span_ms], dtype="float64")
-    else:
+    spans, per_rank = streamed_spans(window)
+    if spans is None:
         ev = window.events
-        spans = span_by_rank(ev)
+        spans, per_rank = span_by_rank(ev), "rank" in ev
     steps = window.steps
     ops = ops_across_ranks(window.ops)
     step_list = sorted(steps["step"].unique().tolist()) if not steps.empty else []
@@ -478,9 +490,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         "ranks": window.ranks,
         "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
         "span_ms": float(spans.max()) if len(spans) else 0.0,
-        "span_by_rank": (
-            {int(r): float(v) for r, v in spans.items()} if ev is not None and "rank" in ev else {}
-        ),
+        "span_by_rank": ({int(r): float(v) for r, v in spans.items()} if per_rank else {}),
         "config": config_line(window),
         "reason": window_reason(window),
     }
