@@ -12,9 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from . import parallel, schema
+from . import cache, parallel, schema
 from .errors import collected_warnings
+from .formats import source_of
+from .formats.chrome.first_pass import first_pass
 from .formats.chrome.out_of_core import goes_out_of_core
+from .formats.chrome.streamed import takes_first_pass
 from .partitioned import is_out_of_core
 from .window import FRAMES, TraceWindow
 
@@ -28,6 +31,7 @@ class MultiRankWindow(TraceWindow):
         self.skipped = skipped
         self._links: pd.DataFrame | None = None  # the ranks' side tables, joined
         self._bandwidth: pd.DataFrame | None = None
+        self._passed = False  # whether the ranks' first passes ran (:func:`_first_passes`)
         fw = {c.framework for c in children}
         self.framework = fw.pop() if len(fw) == 1 else "mixed"
         starts = {c.start_step for c in children}
@@ -52,7 +56,10 @@ class MultiRankWindow(TraceWindow):
         if kind not in self._cache:
             if kind == "events":
                 _parallel_events(self.children)
-            elif kind == "kernels":
+            elif not self._passed:  # the summaries, without any rank's events
+                self._passed = True
+                _first_passes(self.children)
+            if kind == "kernels":
                 _threaded_db_frames(self.children, kind)
             parts = [c.frame(kind) for c in self.children]
             if any(is_out_of_core(f) for f in parts):
@@ -165,13 +172,61 @@ def _conformed(part: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
     return part.reindex(columns=like.columns).astype(like.dtypes.to_dict())
 
 
+def _first_passes(children: list[TraceWindow]) -> None:
+    """Each rank that is one Kineto trace through the streamed first pass a lone window's load
+    takes (:mod:`.formats.chrome.first_pass`), so its ops, steps, kernels (and memory) come
+    from that pass and its events go to the frame cache, never to a frame. The passes run
+    ahead in forked processes (the decode holds the GIL), writing the cache; each rank then
+    recalls its own, in order, where a rank that failed meets its error again. A rank whose
+    trace cannot stream loads as before (its summaries derived from its events)."""
+    todo = [c for c in children if _streams(c)]
+    ahead = [None] * len(todo)
+    if cache.enabled():  # (with the cache off a worker's pass would leave nothing behind)
+        ahead = parallel.prime(todo, _pass_ahead, TraceWindow.events_input_bytes)
+    for c, done in zip(todo, ahead, strict=True):
+        if done is not False:  # (False: it cannot stream; a second try would say so again)
+            _first_pass(c)
+
+
+def _streams(c: TraceWindow) -> bool:
+    """Whether rank ``c`` may take the first pass: one Kineto trace, nothing of it read yet."""
+    return (
+        c.streamed is None
+        and not any(c.loaded(k) for k in ("events", "ops", "steps", "kernels"))
+        and takes_first_pass(c.files)
+    )
+
+
+def _first_pass(c: TraceWindow) -> bool:
+    """The first pass of rank ``c``, which keeps the rank and framework the multi-rank load gave
+    it (a rank is never identified from its trace here, as before): the pass starts from what a
+    lone load of the same files starts from, so the identity it leaves in the cache is that
+    load's (the two share their entries)."""
+    own = c.rank, c.framework
+    c.rank, c.framework = c.files.rank, c.files.framework_name
+    try:
+        return first_pass(c, c.files, source_of(c.files.traces[0]))
+    finally:
+        c.rank, c.framework = own
+
+
+def _pass_ahead(c: TraceWindow) -> bool:
+    """Rank ``c``'s first pass on a copy of it as loaded, for the cache entries it writes: its
+    warnings are said by ``c``'s own pass, which reads them back with its entries."""
+    fresh = TraceWindow(c.path, c.files, comm_patterns=c.comm_patterns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _first_pass(fresh)
+
+
 def _parallel_events(children: list[TraceWindow]) -> None:
     """The ranks' events parsed in forked processes, through the children's public
     parallel-loading methods (the :class:`~dynprof_nb.traces.interface.LoadsInParallel`
     protocol), never their private fields. A rank whose events go out of core is left to
     load here: its frame is a Dask one (files and all), nothing a worker can hand over, and
-    its pass also gives its ops, steps and kernels."""
-    children = [c for c in children if not goes_out_of_core(c)]
+    its pass also gives its ops, steps and kernels; so is one whose first pass ran (its
+    events are read from the entry that pass wrote)."""
+    children = [c for c in children if not (goes_out_of_core(c) or c.streamed is not None)]
     parallel.load_events(
         children,
         TraceWindow.parsed_events,

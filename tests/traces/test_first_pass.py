@@ -10,16 +10,20 @@ reads the cache and never the trace. Every frame equals the whole parse's, exact
 
 from __future__ import annotations
 
+import os
+import shutil
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.traces import cache
+from dynprof_nb.traces import cache, parallel
 from dynprof_nb.traces.formats.chrome import first_pass as fp
+from dynprof_nb.traces.formats.chrome import out_of_core
 from dynprof_nb.traces.formats.chrome import summaries as stream
 from dynprof_nb.traces.window import FRAMES, TraceWindow
 
@@ -34,15 +38,16 @@ ANALYSES = ("step_breakdown", "compute_ops", "step_trace", "slow_ranks")
 WITH_EVENTS = ("communication_ops", "time_summary")
 
 
-def _whole(path: Path) -> TraceWindow:
-    """The trace parsed whole, as before issue 32 (no stream, no cache)."""
+def _whole(path: Path, load: Any = dynprof_nb.load_trace) -> TraceWindow:
+    """The trace (or with ``load_window``, the window's ranks) parsed whole, as before issue
+    32 (no stream, no cache)."""
     mp = pytest.MonkeyPatch()
     mp.setenv(stream.STREAM_ENV, "0")
     mp.setenv(cache.ENV_DIR, "off")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return dynprof_nb.load_trace(path).load_all()
+            return load(path).load_all()
     finally:
         mp.undo()
 
@@ -114,3 +119,83 @@ def test_with_the_cache_off_the_trace_is_parsed_once(
         pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
     assert not w.loaded("events")
     pd.testing.assert_frame_equal(w.events, ref.events, check_exact=True)
+
+
+# ---- a window of several ranks, one Kineto trace each ------------------------------------------
+def _ranks_window(root: Path, trace: Path, layout: str) -> Path:
+    """Two ranks of one real trace, laid out as a multi-rank load finds them: window
+    directories (``rank{r}_start1_stop5/``) or a folder of ``*.pt.trace.json`` files."""
+    for r in (0, 1):
+        name = f"rank{r}.pt.trace.json" + (".gz" if trace.name.endswith(".gz") else "")
+        d = root / f"rank{r}_start1_stop5" if layout == "dirs" else root
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(trace, d / name)
+    return root
+
+
+def _notes(sources: dict, strip: tuple[str, ...] = ("provider", "path", "source")) -> Any:
+    """A multi-rank window's ``sources`` without who built each rank's frame."""
+    return {
+        kind: {
+            **note,
+            "ranks": {
+                r: {k: v for k, v in (n or {}).items() if k not in strip}
+                for r, n in note["ranks"].items()
+            },
+        }
+        for kind, note in sources.items()
+    }
+
+
+@pytest.mark.parametrize("layout", ["dirs", "files"])
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:30])
+def test_a_multi_rank_window_never_builds_a_ranks_events(
+    path: Path, layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank of a multi-rank window takes the first pass a lone trace takes, ahead in a
+    forked worker (two processes here, whatever this machine has) or in this process, and
+    then recalls it from the cache in order: no rank is parsed whole, no rank's events are
+    loaded, every frame, the summary and the analyses are the whole parse's, and a later
+    ``w.events`` reads the entries the passes wrote."""
+    root = _ranks_window(tmp_path / "window", path, layout)
+    ref = _whole(root, dynprof_nb.load_window)
+    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    monkeypatch.setattr(fp, "EVENT_ROWS", 1000)
+    monkeypatch.setattr(parallel, "_cores", lambda: 2)
+    parent, decoded = os.getpid(), []
+    real = out_of_core.decode_to_parts
+
+    def decode(*args: Any, **kw: Any) -> Any:
+        if os.getpid() == parent:
+            decoded.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(out_of_core, "decode_to_parts", decode)
+    _NoParse(monkeypatch)
+    w = dynprof_nb.load_window(root)
+    for kind in SUMMARIES:
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+    assert len(decoded) == 1, "the worker's rank was not left to it, or a pass ran twice"
+    assert str(w.summary()) == str(ref.summary())
+    for name in ANALYSES:
+        pd.testing.assert_frame_equal(getattr(w, name)(), getattr(ref, name)(), obj=name)
+    assert not w.loaded("events") and not any(c.loaded("events") for c in w.children)
+    assert [w.sources["ops"]["ranks"][r]["path"] for r in w.ranks] == ["stream", "stream"]
+    for a, b in zip(w.children, ref.children, strict=True):  # identified as before
+        assert (a.rank, a.framework) == (b.rank, b.framework)
+    assert (w.ranks, w.framework) == (ref.ranks, ref.framework)
+    hits = cache.counts["hits"]
+    pd.testing.assert_frame_equal(w.events, ref.events, check_exact=True)
+    assert cache.counts["hits"] == hits + 2  # each rank's events entry
+    for name in WITH_EVENTS:
+        pd.testing.assert_frame_equal(getattr(w, name)(), getattr(ref, name)(), obj=name)
+    for kind in ("memory", "communication"):
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+    assert _notes(w.sources) == _notes(ref.sources)
+    # a second load (a new process's) reads no trace either, nor streams one again
+    again = dynprof_nb.load_window(root)
+    assert str(again.summary()) == str(ref.summary()) and len(decoded) == 1
+    for kind in FRAMES:
+        pd.testing.assert_frame_equal(again.frame(kind), ref.frame(kind), check_exact=True)
+    assert not list((tmp_path / "cache").glob(".tmp-*")), "a pass left its raw parts"
