@@ -147,6 +147,22 @@ def _notes(sources: dict, strip: tuple[str, ...] = ("provider", "path", "source"
     }
 
 
+def _two_processes(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Ranks spread over two processes (whatever this machine has); returns the traces this
+    process decodes in a pass, as it decodes them (a worker's are its own)."""
+    monkeypatch.setattr(parallel, "_cores", lambda: 2)
+    parent, decoded = os.getpid(), []
+    real = out_of_core.decode_to_parts
+
+    def decode(*args: Any, **kw: Any) -> Any:
+        if os.getpid() == parent:
+            decoded.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(out_of_core, "decode_to_parts", decode)
+    return decoded
+
+
 @pytest.mark.parametrize("layout", ["dirs", "files"])
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:30])
 def test_a_multi_rank_window_never_builds_a_ranks_events(
@@ -162,16 +178,7 @@ def test_a_multi_rank_window_never_builds_a_ranks_events(
     monkeypatch.delenv(stream.STREAM_ENV, raising=False)
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
     monkeypatch.setattr(fp, "EVENT_ROWS", 1000)
-    monkeypatch.setattr(parallel, "_cores", lambda: 2)
-    parent, decoded = os.getpid(), []
-    real = out_of_core.decode_to_parts
-
-    def decode(*args: Any, **kw: Any) -> Any:
-        if os.getpid() == parent:
-            decoded.append(args[0])
-        return real(*args, **kw)
-
-    monkeypatch.setattr(out_of_core, "decode_to_parts", decode)
+    decoded = _two_processes(monkeypatch)
     _NoParse(monkeypatch)
     w = dynprof_nb.load_window(root)
     for kind in SUMMARIES:
@@ -199,3 +206,38 @@ def test_a_multi_rank_window_never_builds_a_ranks_events(
     for kind in FRAMES:
         pd.testing.assert_frame_equal(again.frame(kind), ref.frame(kind), check_exact=True)
     assert not list((tmp_path / "cache").glob(".tmp-*")), "a pass left its raw parts"
+
+
+def test_a_rank_that_cannot_stream_loads_whole_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged rank (cut short: the repairing reader's) is refused by the pass it tries once,
+    ahead, and is then read whole, as before, with the same frames and the same warning; the
+    other rank still streams."""
+    root = _ranks_window(tmp_path / "window", TRACES[1], "files")
+    cut = root / "rank1.pt.trace.json"
+    cut.write_bytes(cut.read_bytes()[:-5000])  # smaller: the parent's share, the other a worker's
+
+    def ops_and_warnings(w: Any) -> tuple[pd.DataFrame, list[str]]:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            ops = w.ops
+        return ops, [f"{x.category.__name__}: {x.message}" for x in said]
+
+    monkeypatch.setenv(stream.STREAM_ENV, "0")
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    ref_ops, ref_said = ops_and_warnings(dynprof_nb.load_window(root))
+    assert any("TraceRepairWarning" in s for s in ref_said)
+    ref = _whole(root, dynprof_nb.load_window)
+    monkeypatch.delenv(stream.STREAM_ENV)
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    decoded = _two_processes(monkeypatch)
+    w = dynprof_nb.load_window(root)
+    ops, said = ops_and_warnings(w)
+    pd.testing.assert_frame_equal(ops, ref_ops, check_exact=True)
+    assert said == ref_said
+    assert decoded == [cut], "the refused rank's pass ran twice, or in the worker"
+    assert [w.sources["ops"]["ranks"][r]["path"] == "stream" for r in w.ranks] == [True, False]
+    assert not w.children[0].loaded("events") and w.children[1].loaded("events")
+    for kind in FRAMES:
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
