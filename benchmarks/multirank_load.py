@@ -18,7 +18,16 @@ Then, each in a fresh subprocess so its peak RSS is the loader's own:
 Printed as ratios: window time / (sum of one-rank loads / cores) (1.0 = perfectly parallel),
 peak RSS / the JSON bytes, peak RSS / the frame's bytes, and peak RSS per rank.
 
+With ``--summaries`` (issue 32 item 2), the window's load asks for ``ops``, ``steps`` and
+``kernels`` instead (each rank through its streamed first pass, which writes its events to the
+frame cache, no rank's events frame built); printed: time, CPU, peak RSS (the process's and its
+largest worker's), the rows, whether any rank's events were loaded. ``--before DIR`` (a
+checkout of the code before a change) runs the same window load with that code too, in the
+same run, and prints the ratios this tree / that one. Every subprocess has a fresh, empty
+frame cache (``DYNPROF_NB_CACHE``) of its own.
+
 Usage: .venv/bin/python benchmarks/multirank_load.py [--ranks 32] [--mb 100] [--dir /tmp]
+       [--summaries] [--before /path/to/old/checkout]
 A quick run: --ranks 4 --mb 20.
 """
 
@@ -73,6 +82,23 @@ per_rank = sum(int(c.events.memory_usage(deep=True).sum()) for c in w.children)
 print(json.dumps({"seconds": dt, "cpu": cpu + kids.ru_utime + kids.ru_stime, "rows": len(ev),
                   "frame_bytes": int(ev.memory_usage(deep=True).sum()), "base_mb": base,
                   "held_mb": held, "rank_frames_bytes": per_rank,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "child_peak_mb": kids.ru_maxrss / 1024}))
+"""
+
+SUMMARIES = r"""
+import json, resource, sys, time
+from dynprof_nb import load_window
+import dynprof_nb.traces.formats.chrome.reader, pandas
+base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
+t, c = time.perf_counter(), time.process_time()
+w = load_window(sys.argv[1])
+rows = {k: len(w.frame(k)) for k in ("ops", "steps", "kernels")}
+dt, cpu = time.perf_counter() - t, time.process_time() - c
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"seconds": dt, "cpu": cpu + kids.ru_utime + kids.ru_stime, "rows": rows,
+                  "events_loaded": any(c.loaded("events") for c in w.children),
+                  "base_mb": base,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "child_peak_mb": kids.ru_maxrss / 1024}))
 """
@@ -149,10 +175,18 @@ def generate(root: Path, ranks: int, mb: float) -> int:
     return total
 
 
-def run(code: str, *args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                       cwd=HERE.parent, timeout=3600, env=env)
+def run(code: str, *args: str, tree: Path = HERE.parent) -> dict:
+    """``code`` in a fresh interpreter on the code of ``tree``, with a fresh frame cache."""
+    with tempfile.TemporaryDirectory(prefix="dynprof_nb-cache-") as cache:
+        env = {**os.environ, "PYTHONPATH": str(tree), "DYNPROF_NB_CACHE": cache}
+        r = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            cwd=tree,
+            timeout=3600,
+            env=env,
+        )
     if r.returncode != 0:
         raise SystemExit(f"benchmark subprocess failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -165,8 +199,17 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=32, help="rank files in the window")
     ap.add_argument("--mb", type=float, default=100.0, help="size of each rank's trace, MB")
     ap.add_argument("--dir", default=None, help="where to generate them (default: the temp dir)")
+    ap.add_argument("--summaries", action="store_true", help="ask for ops, steps and kernels")
+    ap.add_argument("--before", type=Path, default=None, help="a checkout to compare with")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dynprof_nb-multirank-", dir=args.dir))
+    if args.summaries:
+        try:
+            generate(root, args.ranks, args.mb)
+            summaries(root, args.before)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     try:
         total = generate(root, args.ranks, args.mb)
         one = run(ONE_BY_ONE, str(root))
@@ -205,6 +248,28 @@ def main() -> None:
           f"peak RSS / frame {peak / frame_mb:.2f}; peak RSS above imports per rank "
           f"{(peak - win['base_mb']) / args.ranks:.0f} MiB (one rank alone "
           f"{one['peak_mb'] - one['base_mb']:.0f} MiB)")
+
+
+def summaries(root: Path, before: Path | None) -> None:
+    """ops, steps and kernels of the window at ``root``, with this tree's code and with
+    ``before``'s, each in a fresh process, and the ratios."""
+    trees = {"after": HERE.parent} | ({"before": before} if before else {})
+    got = {name: run(SUMMARIES, str(root), tree=tree) for name, tree in trees.items()}
+    for name, r in got.items():
+        print(
+            f"{name:6}: {r['seconds']:.2f} s wall, {r['cpu']:.2f} s CPU (with its workers); "
+            f"peak RSS {r['peak_mb']:.0f} MiB ({r['base_mb']:.0f} after imports; largest "
+            f"worker {r['child_peak_mb']:.0f} MiB); rows {r['rows']}; a rank's events "
+            f"loaded: {r['events_loaded']}"
+        )
+    if before:
+        a, b = got["after"], got["before"]
+        print(
+            f"after / before: time {a['seconds'] / b['seconds']:.2f}, CPU "
+            f"{a['cpu'] / b['cpu']:.2f}, peak RSS {a['peak_mb'] / b['peak_mb']:.2f} (above "
+            f"imports {(a['peak_mb'] - a['base_mb']) / (b['peak_mb'] - b['base_mb']):.2f}), "
+            f"largest worker {a['child_peak_mb'] / max(b['child_peak_mb'], 1):.2f}"
+        )
 
 
 if __name__ == "__main__":
