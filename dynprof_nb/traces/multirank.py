@@ -1,6 +1,7 @@
 """Several ranks' windows as one: frames concatenated with a ``rank`` (and ``device``) column,
-the ranks' events parsed in parallel processes (the JSON decode holds the GIL), the database
-ranks' kernels read in threads (sqlite's queries run without it)."""
+the ranks' events parsed in parallel processes (the JSON decode holds the GIL), or for the
+summaries each Kineto rank's streamed first pass run in them (no rank's events frame built),
+the database ranks' kernels read in threads (sqlite's queries run without it)."""
 
 from __future__ import annotations
 
