@@ -21,9 +21,9 @@ peak RSS / the JSON bytes, peak RSS / the frame's bytes, and peak RSS per rank.
 With ``--summaries`` (issue 32 item 2), the window's load asks for ``ops``, ``steps`` and
 ``kernels`` instead (each rank through its streamed first pass, which writes its events to the
 frame cache, no rank's events frame built); printed: time, CPU, peak RSS (the process's and its
-largest worker's), the rows, whether any rank's events were loaded. ``--before DIR`` (a
-checkout of the code before a change) runs the same window load with that code too, in the
-same run, and prints the ratios this tree / that one. Every subprocess has a fresh, empty
+largest worker's), the rows, whether any rank's events were loaded; with ``--before DIR`` (a
+checkout of the code before a change) the same window load runs on that code too, in the same
+run, and the ratios this tree / that one are printed. Every subprocess has a fresh, empty
 frame cache (``DYNPROF_NB_CACHE``) of its own.
 
 Usage: .venv/bin/python benchmarks/multirank_load.py [--ranks 32] [--mb 100] [--dir /tmp]
@@ -200,7 +200,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0, help="size of each rank's trace, MB")
     ap.add_argument("--dir", default=None, help="where to generate them (default: the temp dir)")
     ap.add_argument("--summaries", action="store_true", help="ask for ops, steps and kernels")
-    ap.add_argument("--before", type=Path, default=None, help="a checkout to compare with")
+    ap.add_argument("--before", type=Path, help="with --summaries: a checkout to compare with")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dynprof_nb-multirank-", dir=args.dir))
     if args.summaries:
