@@ -118,3 +118,24 @@ def test_a_rank_window_loads_in_parallel_through_its_public_protocol(tmp_path: P
     for c in w.children:
         assert isinstance(c, LoadsInParallel) and isinstance(c, Window)
     assert isinstance(w, Window)
+
+
+def test_prime_runs_ahead_in_both_processes_and_returns_each_result():
+    """prime(): each item's result, in order, from the parent's share and a worker's; None for
+    one that raised (the caller meets it again); a worker's changes stay in the worker; with
+    one process nothing runs ahead (the caller's own run is the serial one)."""
+    pid = os.getpid()
+    items = [{"n": n} for n in range(4)]
+
+    def work(item: dict) -> tuple[int, bool]:
+        if item["n"] == 2:
+            raise ValueError("refused")
+        item["done"] = True
+        return item["n"] * 10, os.getpid() == pid
+
+    got = parallel.prime(items, work, lambda item: 1 + item["n"] % 2, max_procs=2)
+    assert [g and g[0] for g in got] == [0, 10, None, 30]
+    here = {g[1] for g in got if g}
+    assert here == {True, False}  # shared out
+    assert ["done" in item for item in items] == [bool(g and g[1]) for g in got]
+    assert parallel.prime(items, work, max_procs=1) == [None] * 4
