@@ -15,6 +15,9 @@ Plain ``os.fork``, a pipe and files, no process pool or ``SharedMemory``: the po
 start-up, its queue threads and a pickled job per rank, and in Python 3.11 every
 ``SharedMemory`` starts a resource-tracker interpreter in each process that creates or opens one
 (three Python start-ups for a 2-rank window).
+
+:func:`prime` shares other work out the same way (a multi-rank window's first passes): what it
+leaves in the frame cache is what counts, and only small results come back over the pipes.
 """
 
 from __future__ import annotations
