@@ -225,9 +225,12 @@ def _parallel_events(children: list[TraceWindow]) -> None:
     parallel-loading methods (the :class:`~dynprof_nb.traces.interface.LoadsInParallel`
     protocol), never their private fields. A rank whose events go out of core is left to
     load here: its frame is a Dask one (files and all), nothing a worker can hand over, and
-    its pass also gives its ops, steps and kernels; so is one whose first pass ran (its
-    events are read from the entry that pass wrote)."""
-    children = [c for c in children if not (goes_out_of_core(c) or c.streamed is not None)]
+    its pass also gives its ops, steps and kernels; so is one whose first pass wrote its
+    events to the frame cache (read from there)."""
+    cached = cache.enabled()  # (with the cache off a pass gives the summaries alone)
+    children = [
+        c for c in children if not (goes_out_of_core(c) or (cached and c.streamed is not None))
+    ]
     parallel.load_events(
         children,
         TraceWindow.parsed_events,

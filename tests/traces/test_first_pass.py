@@ -241,3 +241,25 @@ def test_a_rank_that_cannot_stream_loads_whole_as_before(
     assert not w.children[0].loaded("events") and w.children[1].loaded("events")
     for kind in FRAMES:
         pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+
+
+def test_with_the_cache_off_a_forced_pass_leaves_the_events_to_the_parallel_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DYNPROF_NB_STREAM=1`` with no cache: each rank's pass gives its summaries alone (no
+    entry to write its events to), so ``w.events`` parses the ranks in parallel, as before."""
+    root = _ranks_window(tmp_path / "window", TRACES[0], "dirs")
+    ref = _whole(root, dynprof_nb.load_window)
+    monkeypatch.setenv(stream.STREAM_ENV, "1")
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    handed: list[list] = []
+    real = parallel.load_events
+    monkeypatch.setattr(
+        parallel, "load_events", lambda c, *a, **k: handed.append(c) or real(c, *a, **k)
+    )
+    w = dynprof_nb.load_window(root)
+    for kind in SUMMARIES:
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+    assert all(c.streamed is not None and not c.loaded("events") for c in w.children)
+    pd.testing.assert_frame_equal(w.events, ref.events, check_exact=True)
+    assert handed == [w.children]
