@@ -182,7 +182,7 @@ def _first_passes(children: list[TraceWindow]) -> None:
     trace cannot stream loads as before (its summaries derived from its events)."""
     todo = [c for c in children if _streams(c)]
     ahead = [None] * len(todo)
-    if cache.enabled():  # (with the cache off a worker's pass would leave nothing behind)
+    if todo and cache.enabled():  # (with the cache off a worker's pass would leave nothing)
         ahead = parallel.prime(todo, _pass_ahead, TraceWindow.events_input_bytes)
     for c, done in zip(todo, ahead, strict=True):
         if done is not False:  # (False: it cannot stream; a second try would say so again)
