@@ -778,15 +778,13 @@ def metadata_labels(meta_rows: list) -> tuple[dict, dict]:
 def events_frame(c: dict, acc: Columns, ts: np.ndarray) -> pd.DataFrame:
     proc_names, thread_names = metadata_labels(acc.meta_rows)
     pid_c, tid_c = c["pid"], c["tid"]  # codes index as they are: no int64 copy of each
-    pid = table_ids(pid_c, acc.pid_t)
-    tid = table_ids(tid_c, acc.tid_t)
     frame = pd.DataFrame(
         {
             "name": _categorical(c["name"], acc.name_t),
             "cat": _categorical(c["cat"], acc.cat_t),
             "ph": _categorical(c["ph"], acc.ph_t),
-            "pid": _id_column(pid),
-            "tid": _id_column(tid),
+            "pid": _id_column(pid_c, acc.pid_t),
+            "tid": _id_column(tid_c, acc.tid_t),
             "process": _label_column((pid_c, acc.pid_t), None, proc_names),
             "thread": _label_column((pid_c, acc.pid_t), (tid_c, acc.tid_t), thread_names),
             "ts_ns": ts,
@@ -892,10 +890,22 @@ def _wait_columns(ev: pd.DataFrame, rows: np.ndarray, link_args: list) -> None:
         ev[col] = pd.array(full, dtype="Float64").astype("Int64")
 
 
-def _id_column(a: np.ndarray) -> pd.Series | np.ndarray:
-    if a.dtype == np.int64:
-        return a
-    return pd.Categorical(a)
+def _id_column(codes: np.ndarray, table: dict) -> np.ndarray | pd.Categorical:
+    """A pid or tid column: int64 when every id is an integer, else a categorical. Where the
+    ids are ints and strings (Kineto's ``"Spans"`` pid), the categorical of the table's few
+    keys is taken by each row's code: that is the categorical of the rows, whose values are
+    exactly these keys (sorted, so their order does not matter), without hashing each row."""
+    keys = list(table)
+    if all(type(k) is int and -(2**63) <= k < 2**63 for k in keys) or not all(
+        type(k) is int or type(k) is str for k in keys
+    ):
+        ids = table_ids(codes, table)
+        return ids if ids.dtype == np.int64 else pd.Categorical(ids)
+    lut = np.empty(len(keys), dtype=object)
+    lut[:] = keys
+    by_key = pd.Categorical(lut)
+    rows = _code_lut(by_key.codes, len(by_key.categories))[codes]
+    return categorical_from_codes(rows, dtype=by_key.dtype)
 
 
 def _label_column(
