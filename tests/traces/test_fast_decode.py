@@ -262,7 +262,7 @@ def _args_paths(monkeypatch: pytest.MonkeyPatch, raw: bool) -> tuple[list[bool],
 
     def raw_init(self: chrome.Columns) -> None:
         init(self)
-        self.args_keys = False
+        self.args_keys = self.typed = False
 
     def counted(self: chrome.Columns, piece: bytes) -> tuple:
         out = decode(self, piece)
@@ -288,6 +288,60 @@ def test_link_key_args_and_raw_args_give_the_same_trace(
     raw = chrome.load_chrome_trace(path)
     assert paths and not any(paths)
     _assert_same_trace(keyed, raw)
+
+
+@pytest.mark.parametrize("path", CHROME_FILES, ids=_id)
+def test_typed_args_and_raw_args_give_the_same_trace(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A piece decoded with its args typed (links, ``[memory]`` fields and metadata names
+    read in its own decode, its ts as ints where they are whole µs) gives the frames,
+    counters and memory rows raw args give."""
+    monkeypatch.setattr(fastjson, "PIECE_BYTES", 4096)
+    typed = chrome.load_chrome_trace(path)
+    monkeypatch.setattr(chrome.Columns, "_decode_typed", lambda self, piece: None)
+    raw = chrome.load_chrome_trace(path)
+    _assert_same_trace(typed, raw)
+
+
+_link_args = st.one_of(
+    st.none(),
+    st.just([1]),
+    st.fixed_dictionaries({}, optional={
+        "correlation": st.one_of(st.integers(-3, 9), st.just("7"), st.just(True), st.none()),
+        "stream": st.one_of(st.integers(0, 9), st.floats(0, 9), st.just([1])),
+        "In msg nelems": st.one_of(st.integers(0, 9), st.just("x")),
+        "Collective name": st.sampled_from(["allreduce", "", 5]),
+        "wait_on_cuda_event_record_corr_id": st.integers(0, 9),
+        "wait_on_stream": st.integers(0, 9),
+        "Bytes": st.integers(-9, 9), "Total Allocated": st.integers(0, 9),
+        "name": st.text(max_size=2),
+    }),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.fixed_dictionaries(
+    {"ph": st.sampled_from(["X", "X", "i", "M", "s", "f"]),
+     "name": st.sampled_from(["a", "cudaLaunchKernel", "[memory]", "process_name"]),
+     "cat": st.sampled_from(["kernel", "cuda_runtime", "cpu_op"]),
+     "pid": st.one_of(st.integers(0, 3), st.just("Spans"))},
+    optional={"ts": st.one_of(st.integers(-2**62, 2**62), st.integers(0, 10**16), st.none(),
+                              st.just(2**64), st.floats(0, 1e6)),
+              "dur": st.one_of(st.integers(0, 10**6), st.floats(0, 1e6), st.none()),
+              "args": _link_args}),
+    max_size=40))
+def test_any_event_list_same_frame_typed_and_raw(events: list[dict]):
+    """Whatever the ts (ints past int64 ns, missing, fractional), args (null, not an object,
+    link keys of odd types) and phases, typed args give the trace raw args give."""
+    data = json.dumps({"traceEvents": events}).encode()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastjson, "PIECE_BYTES", 256)
+        typed = chrome.parse_chrome_bytes(data, "t.json")
+        mp.setattr(chrome.Columns, "_decode_typed", lambda self, piece: None)
+        raw = chrome.parse_chrome_bytes(data, "t.json")
+    _assert_same_trace(typed, raw)
+    assert typed.repairs == raw.repairs and typed.read_path == raw.read_path
 
 
 def test_which_files_read_args_for_link_keys_only(monkeypatch: pytest.MonkeyPatch):

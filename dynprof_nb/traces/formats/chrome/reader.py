@@ -18,7 +18,7 @@ import os
 import zlib
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, TypedDict
+from typing import Any, BinaryIO, Literal, NamedTuple, TypedDict
 
 import msgspec
 import numpy as np
@@ -30,7 +30,12 @@ from dynprof_nb.traces.errors import TraceFormatError
 from dynprof_nb.traces.formats.chrome import pieces as fastjson
 from dynprof_nb.traces.formats.chrome.repair import check_text_like, first_byte, repair_json
 from dynprof_nb.traces.formats.common import budget
-from dynprof_nb.traces.formats.common.timestamps import NA_NS, NS_MAX_US, tokens_us_to_ns
+from dynprof_nb.traces.formats.common.timestamps import (
+    _NS_LIMIT_US,
+    NA_NS,
+    NS_MAX_US,
+    tokens_us_to_ns,
+)
 from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS
 
 KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
@@ -147,6 +152,46 @@ _LinkKeys = TypedDict(
 _NO_LINK = _LinkArgs()
 
 
+class _EventArgs(_LinkArgs, gc=False, frozen=True):
+    """Every ``args`` key the frames read, for a piece decoded with its args typed
+    (:class:`_TypedEvent`): the link keys, the ``[memory]`` fields (those of
+    :class:`_MemArgs`) and a metadata event's ``name``. Frozen so that one empty instance can
+    be the default of every event without ``args``."""
+
+    Bytes: Any = None
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    name: Any = None
+
+
+_NO_ARGS = _EventArgs()
+
+
+class _TypedEvent(msgspec.Struct, gc=False):
+    """An event with its ``args`` read in the piece's own decode (no raw copy of them, no
+    second decode): for a piece without counters (whose args are kept whole). A value the
+    strict types refuse (a string ``dur``, args that are not an object) sends the piece to
+    the raw decoders (:func:`_decode_piece`)."""
+
+    ph: Phase | None = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NULL
+    dur: float | None = None
+    args: _EventArgs | None = _NO_ARGS
+
+
+class _IntTsEvent(_TypedEvent, gc=False):
+    """:class:`_TypedEvent` with ``ts`` read as an int (whole microseconds, as older Kineto
+    writes them): exact without the token parse of :func:`tokens_us_to_ns`."""
+
+    ts: int | None = None
+
+
 class _LinkKeysEvent(_NumberDurEvent, gc=False):
     """:class:`_NumberDurEvent` with ``args`` read as :class:`_LinkKeys` in the piece's own
     decode (an empty dict for an event without link keys; no raw copy, no second decode).
@@ -163,6 +208,8 @@ _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
 _DEC_LINK_KEYS = msgspec.json.Decoder(list[_LinkKeys | None])
 _DEC_LINK_KEYS_EVENTS = msgspec.json.Decoder(list[_LinkKeysEvent], strict=False)
+_DEC_TYPED = msgspec.json.Decoder(list[_TypedEvent])
+_DEC_INT_TS = msgspec.json.Decoder(list[_IntTsEvent])
 #: the collective columns an events frame gets when some event carries them: numbers (float,
 #: NaN on other rows) and texts (categorical)
 COLLECTIVE_NUMBERS = ("in_nelems", "out_nelems", "group_size")
@@ -485,6 +532,69 @@ def _dur_ns(values: list, loose: bool) -> np.ndarray:
         return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
 
 
+class _Piece(NamedTuple):
+    """One decoded piece (see ``Columns._decode``)."""
+
+    evs: list
+    phs: list  # each event's phase
+    names: list | None  # each event's name where the decode read them (link-key args), else None
+    loose: bool  # decoded untyped (``+loose``)
+    typed: bool = False  # args read as :class:`_EventArgs` in the decode
+    ts: np.ndarray | None = None  # every event's ts in ns, where the decode read them as ints
+
+
+def _int_us_to_ns(values: list) -> np.ndarray | None:
+    """Whole microseconds (ints, None where an event has no ts) -> int64 ns, NA_NS for None;
+    None when one is beyond what int64 ns hold (the exact token path then decides and counts
+    it, :func:`tokens_us_to_ns`)."""
+    n = len(values)
+    missing = None
+    try:
+        us = np.fromiter(values, np.int64, n)
+    except TypeError:  # a None: an event without ts
+        missing = np.fromiter(map(operator.is_, values, repeat(None)), bool, n)
+        try:
+            us = np.fromiter([0 if v is None else v for v in values], np.int64, n)
+        except OverflowError:
+            return None
+    except OverflowError:
+        return None
+    if n and (int(us.max()) > _NS_LIMIT_US or int(us.min()) < -_NS_LIMIT_US):
+        return None
+    ns = us * 1000
+    if missing is not None:
+        ns[missing] = NA_NS
+    return ns
+
+
+def _given(values: list) -> np.ndarray | None:
+    """Where ``values`` is not None; None where none is (counted in C first: most args hold
+    none of the rarer link keys)."""
+    n = len(values)
+    if values.count(None) == n:
+        return None
+    return np.fromiter(map(operator.is_not, values, repeat(None)), bool, n)
+
+
+def _any_of(masks: list) -> np.ndarray | None:
+    """The union of the masks that are not None (None where all are)."""
+    out = None
+    for m in masks:
+        if m is not None:
+            out = m if out is None else out | m
+    return out
+
+
+def ints_or_nan(values: list) -> np.ndarray:
+    """:func:`int_or_nan` of each value, in one conversion when all are numbers or None."""
+    if set(map(type, values)) <= {int, float, type(None)}:
+        try:
+            return np.array(values, np.float64)
+        except OverflowError:
+            pass
+    return np.array([int_or_nan(v) for v in values], np.float64)
+
+
 class Columns:
     """Column accumulator: one call per decoded piece, ``finish`` builds the frame."""
 
@@ -502,8 +612,14 @@ class Columns:
         self.meta_rows: list[tuple] = []
         self.counter_parts: list[tuple] = []
         self.memory_parts: list[tuple] = []
-        self.link_rows: list[np.ndarray] = []  # row numbers (in the events frame) with link args
-        self.link_args: list[_LinkArgs | None] = []
+        # link rows (see _keep_links), per piece: their row numbers in the events frame and
+        # their correlation and stream (float, NaN where none)
+        self.link_rows: list[np.ndarray] = []
+        self.link_corr: list[np.ndarray] = []
+        self.link_stream: list[np.ndarray] = []
+        # the link rows whose args hold more (a collective, a CUDA event sync): rows and args
+        self.rare_rows: list[np.ndarray] = []
+        self.rare_args: list[_LinkArgs] = []
         self.n_rows = 0
         self.bad_ts = 0  # ts tokens given but not a time int64 ns can hold
         self.bad_ts_example = b""
@@ -512,6 +628,8 @@ class Columns:
         self.number_dur = True  # try _NumberDurEvent first (until a piece fails it)
         self.link_keys_first = True  # test args for link keys first (until a piece has them)
         self.args_keys = True  # try _LinkKeysEvent first (see _decode)
+        self.typed = True  # try _TypedEvent next (until a piece has counters or odd values)
+        self.int_ts = True  # ... as _IntTsEvent (until a piece has a ts that is not an int)
         self.repaired = False  # the text was repaired first
 
     def read_path(self) -> str:
@@ -527,14 +645,19 @@ class Columns:
             self.bad_ts_example = bytes(given[0])[:40]
         self.bad_ts += len(given)
 
-    def _decode(self, piece: bytes | memoryview) -> tuple[list, list, list | None, bool]:
-        """The piece's events, their phases, their names (when read here) and whether they
-        were decoded untyped (``+loose``). ``names`` is not None only for a piece decoded with
-        :class:`_LinkKeysEvent`: one whose args the frames need nothing from, that is with no
-        counter (its args are kept whole), metadata (its ``name``), ``[memory]`` event (its
-        fields) and no link key in any args (a MindSpore file's pieces, after the first).
-        Any other piece is decoded again with raw args; one with counters or links turns this
-        off for the rest of the file (one wasted decode per file at most)."""
+    def _decode(self, piece: bytes | memoryview) -> _Piece:
+        """The piece's events, decoded by the first of three ways that can read it:
+
+        - :class:`_LinkKeysEvent` (names read here): a piece whose args the frames need
+          nothing from, that is with no counter (its args are kept whole), metadata (its
+          ``name``), ``[memory]`` event (its fields) and no link key in any args (a MindSpore
+          file's pieces, after the first);
+        - :class:`_TypedEvent` (args typed, :meth:`_decode_typed`): a piece without counters
+          whose values all have the plain types (a Kineto file's);
+        - the raw decoders (:func:`_decode_piece`, args kept raw), for any other.
+
+        A piece one way cannot read turns that way off for the rest of the file (one wasted
+        decode per file at most)."""
         if self.args_keys:
             try:
                 evs = _DEC_LINK_KEYS_EVENTS.decode(piece)
@@ -548,26 +671,58 @@ class Columns:
                 elif "M" not in phs:
                     names = [e.name for e in evs]
                     if "[memory]" not in names:
-                        return evs, phs, names, False
+                        return _Piece(evs, phs, names, False)
                     self.args_keys = False
+        if self.typed:
+            typed = self._decode_typed(piece)
+            if typed is not None:
+                return typed
         evs, loose = _decode_piece(piece, self.number_dur)
         if self.number_dur and evs and type(evs[0]) is not _NumberDurEvent:
             self.number_dur = False  # this file's durations are not all numbers: strict first
-        return evs, [e.ph for e in evs], None, loose
+        return _Piece(evs, [e.ph for e in evs], None, loose)
+
+    def _decode_typed(self, piece: bytes | memoryview) -> _Piece | None:
+        """The piece with its args typed (:class:`_TypedEvent`), and its ts read as ints while
+        the file's are whole µs (:class:`_IntTsEvent`); None (and off for the file) when it
+        has counters or a value the strict types refuse."""
+        if self.int_ts:
+            try:
+                evs = _DEC_INT_TS.decode(piece)
+            except msgspec.ValidationError:  # fractional µs (newer Kineto), or an odd field
+                self.int_ts = False
+            else:
+                ts = _int_us_to_ns([e.ts for e in evs])
+                if ts is not None:  # else a ts beyond int64 ns: the token path below counts it
+                    return self._typed_piece(evs, ts)
+        try:
+            evs = _DEC_TYPED.decode(piece)
+        except msgspec.ValidationError:
+            self.typed = False
+            return None
+        return self._typed_piece(evs, None)
+
+    def _typed_piece(self, evs: list, ts: np.ndarray | None) -> _Piece | None:
+        phs = [e.ph for e in evs]
+        if "C" in phs:  # a counter's args are kept whole: raw from here on
+            self.typed = False
+            return None
+        return _Piece(evs, phs, None, False, True, ts)
 
     def add(self, piece: bytes | memoryview) -> None:
-        evs, phs, names, loose = self._decode(piece)
+        p = self._decode(piece)
+        evs, names, loose = p.evs, p.names, p.loose
         self.loose |= loose
         n = len(evs)
         if not n:
             return
-        phc = _codes(phs, self.ph_t)
+        phc = _codes(p.phs, self.ph_t)
         ph_t = self.ph_t
         here = np.bincount(phc, minlength=len(ph_t))  # this piece's events of each phase
         counts = here.copy()
         counts[: len(self.ph_count)] += self.ph_count
         self.ph_count = counts
-        kept = [ph_t[p] for p in KEEP_PH if p in ph_t]
+        kept = [ph_t[k] for k in KEEP_PH if k in ph_t]
         if int(here[kept].sum()) == n:  # every event is kept (a file of complete events)
             idx, sub = np.arange(n), evs
         else:
@@ -578,14 +733,7 @@ class Columns:
             sub = list(compress(evs, keep.tolist()))
         has_c = "C" in ph_t and here[ph_t["C"]] > 0
         csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if has_c else []
-        tsr = [e.ts for e in sub]  # only the rows that are kept
-        if csub:
-            tsr += [e.ts for e in csub]
-        ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
-        bad = np.flatnonzero(ts == NA_NS)
-        if len(bad):
-            self._unreadable_ts([tsr[i] for i in bad.tolist()])
-        del tsr
+        ts = (p.ts if sub is evs else p.ts[idx]) if p.ts is not None else self._ts(sub, csub)
         if len(idx):
             name_c = _codes(
                 names if names is not None and sub is evs else [e.name for e in sub], self.name_t
@@ -598,19 +746,29 @@ class Columns:
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
             c["ts"].append(ts[: len(idx)])
             c["dur"].append(_dur_ns([e.dur for e in sub], loose))
-            if names is None:
+            args = [e.args for e in sub] if p.typed else None
+            if args is not None:
+                self._keep_links(args)
+            elif names is None:
                 self._add_links(sub)
-            else:  # no args of this piece has a link key (_decode checked)
-                self.n_rows += len(sub)
+            # else: no args of this piece has a link key (_decode checked)
+            self.n_rows += len(sub)
             mcode = self.name_t.get("[memory]")
             if mcode is not None:
                 sel = np.flatnonzero(name_c == mcode).tolist()
-                if sel:
-                    self.memory_parts.append((ts[sel], _raw_list([sub[i].args for i in sel])))
+                if sel:  # their args: typed already, or raw (decoded on first access)
+                    mem = [args[i] for i in sel] if args is not None else None
+                    self.memory_parts.append(
+                        (ts[sel], mem if mem is not None else _raw_list([sub[i].args for i in sel]))
+                    )
         if "M" in ph_t and here[ph_t["M"]] > 0:
             meta = list(compress(evs, (phc == ph_t["M"]).tolist()))
             if meta:  # their args in one decode, not one call per event
-                labels = _arg_names([e.args for e in meta])
+                labels = (
+                    [None if e.args is None else e.args.name for e in meta]
+                    if p.typed
+                    else _arg_names([e.args for e in meta])
+                )
                 self.meta_rows.extend(
                     (e.name, e.pid, e.tid, label) for e, label in zip(meta, labels, strict=True)
                 )
@@ -623,9 +781,21 @@ class Columns:
                 )
             )
 
+    def _ts(self, sub: list, csub: list) -> np.ndarray:
+        """The exact ns of the kept rows' and then the counters' raw ts tokens (in bulk,
+        :func:`tokens_us_to_ns`); the unreadable ones are counted."""
+        tsr = [e.ts for e in sub]
+        if csub:
+            tsr += [e.ts for e in csub]
+        ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
+        bad = np.flatnonzero(ts == NA_NS)
+        if len(bad):
+            self._unreadable_ts([tsr[i] for i in bad.tolist()])
+        return ts
+
     def _add_links(self, sub: list) -> None:
-        """Keep the correlation / stream / collective args of the rows that have them (one
-        C-level decode of the piece's ``args`` into :class:`_LinkArgs`, unknown keys skipped).
+        """The link rows of a piece decoded with raw args (one C-level decode of its ``args``
+        into :class:`_LinkArgs`, unknown keys skipped), kept by :meth:`_keep_links`.
 
         Until a piece has one of the keys a link row needs, a piece's args are first read as
         :class:`_LinkKeys` (an empty dict per event, tested in C by ``any``): a file with no
@@ -634,33 +804,46 @@ class Columns:
         try:
             if self.link_keys_first:
                 if not any(_DEC_LINK_KEYS.decode(blob)):  # no row can be a link row
-                    self.n_rows += len(sub)
                     return
                 self.link_keys_first = False  # this file has links: read them at once
             args = _DEC_LINK_ARGS.decode(blob)
         except (msgspec.DecodeError, msgspec.ValidationError):  # odd args: no links here
-            args = None
+            return
         del blob
-        if args is not None and args.count(_NO_LINK) < len(args):  # else: no event has one
-            # Most events carry none of these keys (every event of an Ascend or MindSpore
-            # file): a C-level comparison with the empty struct drops them without a Python
-            # step per event; the exact test below runs on the few that are left.
-            some = np.fromiter(map(operator.ne, args, repeat(_NO_LINK)), bool, len(args))
-            hit = [
-                i
-                for i in np.flatnonzero(some).tolist()
-                if (a := args[i]) is not None
-                and (
-                    a.correlation is not None
-                    or a.stream is not None
-                    or a.in_nelems is not None
-                    or a.out_nelems is not None
-                )
-            ]
-            if hit:
-                self.link_rows.append(np.asarray(hit, np.int64) + self.n_rows)
-                self.link_args.extend(args[i] for i in hit)
-        self.n_rows += len(sub)
+        if args.count(_NO_LINK) == len(args):  # no event has one
+            return
+        # Most events carry none of these keys (every event of an Ascend or MindSpore file): a
+        # C-level comparison with the empty struct drops them without a Python step per event.
+        some = np.fromiter(map(operator.ne, args, repeat(_NO_LINK)), bool, len(args))
+        hit = [i for i in np.flatnonzero(some).tolist() if args[i] is not None]
+        if hit:
+            self._keep_links([args[i] for i in hit], np.asarray(hit, np.int64))
+
+    def _keep_links(self, args: list, at: np.ndarray | None = None) -> None:
+        """Keep the link rows among the piece's rows ``at`` (all of them when None), whose args
+        are ``args`` (with :class:`_LinkArgs`' fields; None for none): the rows with a
+        correlation, a stream or a collective message size. Their correlation and stream
+        become floats at once (columns in C, no object kept per row); only the few rows whose
+        args hold more (a collective, a CUDA event sync) keep their args for ``finish``."""
+        try:
+            corr = [a.correlation for a in args]
+        except AttributeError:  # "args": null
+            args = [_NO_LINK if a is None else a for a in args]
+            corr = [a.correlation for a in args]
+        stream = [a.stream for a in args]
+        coll = _any_of([_given([a.in_nelems for a in args]), _given([a.out_nelems for a in args])])
+        link = _any_of([_given(corr), _given(stream), coll])
+        if link is None:
+            return
+        rows = np.flatnonzero(link)
+        at = rows if at is None else at[rows]
+        self.link_rows.append(at + self.n_rows)
+        self.link_corr.append(ints_or_nan(corr)[rows])
+        self.link_stream.append(ints_or_nan(stream)[rows])
+        rare = _any_of([coll, _given([a.wait_on_corr for a in args])])
+        if rare is not None and (rare := rare[rows]).any():
+            self.rare_rows.append(at[rare] + self.n_rows)
+            self.rare_args.extend(args[i] for i in rows[rare].tolist())
 
     def finish(self, path: str, top: fastjson.Top, notes: list[str]) -> ChromeTrace:
         c = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.cols.items()}
@@ -813,14 +996,8 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
         return
     rows = np.concatenate(acc.link_rows)
     n = len(ev)
-    corr = np.array(
-        [int_or_nan(a.correlation) if a is not None else np.nan for a in acc.link_args],
-        dtype=np.float64,
-    )
-    stream = np.array(
-        [int_or_nan(a.stream) if a is not None else np.nan for a in acc.link_args],
-        dtype=np.float64,
-    )
+    corr = np.concatenate(acc.link_corr)
+    stream = np.concatenate(acc.link_stream)
     if (~np.isnan(stream)).any():
         full_s = np.full(n, np.nan)
         full_s[rows] = stream
@@ -829,38 +1006,68 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
     if ok.any():
         full = np.full(n, -1, np.int64)
         full[rows[ok]] = corr[ok].astype(np.int64)
-        col = pd.array(full, dtype="Int64")
-        col[full < 0] = pd.NA
-        ev["correlation"] = col
-        cats = ev["cat"].astype(object).to_numpy()
-        is_dev = np.isin(cats, list(DEVICE_CATS)) & (ev["ph"].astype(object).to_numpy() == "X")
-        host = (~is_dev) & (full >= 0)
-        launch = pd.Series(ev["ts_ns"].to_numpy()[host], index=full[host])
-        launch = launch[~launch.index.duplicated(keep="first")]
-        dev = is_dev & (full >= 0)
-        out = np.full(n, -1, np.int64)
-        found = launch.reindex(full[dev])
-        out[np.flatnonzero(dev)] = found.fillna(-1).to_numpy(np.int64)
-        lcol = pd.array(out, dtype="Int64")
-        lcol[out < 0] = pd.NA
-        ev["launch_ns"] = lcol
-    _wait_columns(ev, rows, acc.link_args)
+        ev["correlation"] = _nonnegative(full)
+        ev["launch_ns"] = _nonnegative(_launch_ns(full, _device_rows(ev), ev["ts_ns"]))
+    rare = np.concatenate(acc.rare_rows) if acc.rare_rows else np.empty(0, np.int64)
+    _wait_columns(ev, rare, acc.rare_args)
+    _collective_columns(ev, rare, acc.rare_args)
+
+
+def _nonnegative(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """``values`` as Int64, NA where negative (no correlation, no launch found)."""
+    col = pd.array(values, dtype="Int64")
+    col[values < 0] = pd.NA
+    return col
+
+
+def _device_rows(ev: pd.DataFrame) -> np.ndarray:
+    """The complete events of a device category (``DEVICE_CATS``): tested once per category
+    and phase, then taken by each row's code (no object column, no per-row lookup)."""
+
+    def where(col: pd.Categorical, test: Any) -> np.ndarray:
+        hit = np.append(np.asarray([bool(test(v)) for v in col.categories], bool), False)
+        return hit[col.codes]  # a NaN row (code -1) takes the appended False
+
+    return where(ev["cat"].array, DEVICE_CATS.__contains__) & where(ev["ph"].array, "X".__eq__)
+
+
+def _launch_ns(corr: np.ndarray, is_dev: np.ndarray, ts_ns: pd.Series) -> np.ndarray:
+    """Per device row with a correlation (``corr >= 0``), the ts of the first host row (in
+    row order) with the same correlation; -1 elsewhere and where there is none (or its ts is
+    NA). One sort of the host rows' correlations and one binary search per device row."""
+    ts = ts_ns.to_numpy(np.int64, na_value=-1) if ts_ns.dtype != np.int64 else ts_ns.to_numpy()
+    host = ~is_dev & (corr >= 0)
+    keys, first = np.unique(corr[host], return_index=True)  # each key's first host row
+    dev = np.flatnonzero(is_dev & (corr >= 0))
+    out = np.full(len(corr), -1, np.int64)
+    if len(keys) and len(dev):
+        at = np.minimum(np.searchsorted(keys, corr[dev]), len(keys) - 1)
+        found = keys[at] == corr[dev]
+        out[dev[found]] = ts[host][first[at[found]]]
+    return out
+
+
+def _collective_columns(ev: pd.DataFrame, rows: np.ndarray, rare_args: list) -> None:
+    """The NCCL message columns (:data:`COLLECTIVE_COLS`) on the rows that give a message
+    size; nothing where no row does."""
     coll = [
         i
-        for i, a in enumerate(acc.link_args)
+        for i, a in enumerate(rare_args)
         if a is not None and (a.in_nelems is not None or a.out_nelems is not None)
     ]
-    if coll:
-        sel = rows[coll]
-        args = [acc.link_args[i] for i in coll]
-        for name in COLLECTIVE_NUMBERS:
-            full = np.full(n, np.nan)
-            full[sel] = [int_or_nan(getattr(a, name)) for a in args]
-            ev[name] = full
-        for name in COLLECTIVE_TEXTS:
-            obj = np.full(n, None, dtype=object)
-            obj[sel] = collective_texts(args, name)
-            ev[name] = pd.Categorical(obj)
+    if not coll:
+        return
+    n = len(ev)
+    sel = rows[coll]
+    args = [rare_args[i] for i in coll]
+    for name in COLLECTIVE_NUMBERS:
+        full = np.full(n, np.nan)
+        full[sel] = [int_or_nan(getattr(a, name)) for a in args]
+        ev[name] = full
+    for name in COLLECTIVE_TEXTS:
+        obj = np.full(n, None, dtype=object)
+        obj[sel] = collective_texts(args, name)
+        ev[name] = pd.Categorical(obj)
 
 
 def collective_texts(args: list, name: str) -> list:
@@ -968,10 +1175,7 @@ def _floats(values: list | tuple) -> np.ndarray:
 def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
     rows_ts, cols = [], [[] for _ in range(5)]
     for ts, blob in parts:
-        try:
-            args = _DEC_MEM_ARGS.decode(blob)
-        except msgspec.ValidationError:  # some args are not objects: read the others one by one
-            args = [_mem_args(a) for a in _DEC_ANY_LIST.decode(blob)]
+        args = blob if isinstance(blob, list) else _mem_args_of(blob)
         args = [a or _MemArgs() for a in args]
         rows_ts.append(ts)
         for out, key in zip(
@@ -1005,6 +1209,14 @@ def _memory_frame(parts: list[tuple], base: int) -> pd.DataFrame:
             ),
         }
     )
+
+
+def _mem_args_of(blob: bytes) -> list:
+    """The :class:`_MemArgs` of a piece's raw ``[memory]`` args (None where not an object)."""
+    try:
+        return _DEC_MEM_ARGS.decode(blob)
+    except msgspec.ValidationError:  # some args are not objects: read the others one by one
+        return [_mem_args(a) for a in _DEC_ANY_LIST.decode(blob)]
 
 
 def _mem_args(a: Any) -> _MemArgs | None:

@@ -135,16 +135,6 @@ def stream_trace(path: str | Path, comm_patterns: Any = None) -> Streamed:
     return acc.result(path, top, notes, comm_patterns)
 
 
-def _int_or_nan(values: list) -> np.ndarray:
-    """chrome.int_or_nan of each value, in one conversion when all are numbers or None."""
-    if set(map(type, values)) <= {int, float, type(None)}:
-        try:
-            return np.array(values, np.float64)
-        except OverflowError:
-            pass
-    return np.array([chrome.int_or_nan(v) for v in values], np.float64)
-
-
 def label_of(key: Any) -> str:
     """A table key as the events frame's categories spell it (chrome._categorical)."""
     return "" if key is None else str(key)
@@ -221,7 +211,8 @@ class Reducer(chrome.Columns):
         self.lo, self.hi = None, None
 
     def add(self, piece: bytes | memoryview) -> None:
-        start, n_links, n_link_rows = self.n_rows, len(self.link_args), len(self.link_rows)
+        start, n_link_rows, n_rare = self.n_rows, len(self.link_rows), len(self.rare_rows)
+        n_args = len(self.rare_args)
         super().add(piece)
         if not self.keep_memory:  # no memory or counter frames: free their args at once
             self.memory_parts.clear()
@@ -232,19 +223,20 @@ class Reducer(chrome.Columns):
         c = {k: v.pop() for k, v in self.cols.items()}
         corr = np.full(n, -1, np.int64)
         stream = np.full(n, np.nan)
-        args: list = []
-        rows = np.empty(0, np.int64)
-        if len(self.link_rows) > n_link_rows:
+        if len(self.link_rows) > n_link_rows:  # the piece's link rows: kept here, not there
             rows = self.link_rows.pop() - start
-            args = self.link_args[n_links:]
-            del self.link_args[n_links:]
-            cv = _int_or_nan([a.correlation for a in args])
-            sv = _int_or_nan([a.stream for a in args])
+            cv, sv = self.link_corr.pop(), self.link_stream.pop()
             ok = ~np.isnan(cv)
             corr[rows[ok]] = cv[ok].astype(np.int64)
             stream[rows] = sv
             self.any_corr |= bool(ok.any())
             self.any_stream |= bool((~np.isnan(sv)).any())
+        args: list = []  # the args of its collectives and CUDA event syncs, at rows
+        rows = np.empty(0, np.int64)
+        if len(self.rare_rows) > n_rare:
+            rows = self.rare_rows.pop() - start
+            args = self.rare_args[n_args:]
+            del self.rare_args[n_args:]
         ts = c["ts"]
         if self.base:
             ts = np.where(ts == NA_NS, NA_NS, ts + self.base)
