@@ -18,7 +18,7 @@ import os
 import zlib
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, NamedTuple, TypedDict
+from typing import Any, BinaryIO, Literal, NamedTuple, TypedDict, Union, get_args
 
 import msgspec
 import numpy as np
@@ -154,7 +154,7 @@ _NO_LINK = _LinkArgs()
 
 class _EventArgs(_LinkArgs, gc=False, frozen=True):
     """Every ``args`` key the frames read, for a piece decoded with its args typed
-    (:class:`_TypedEvent`): the link keys, the ``[memory]`` fields (those of
+    (:class:`_Tagged`): the link keys, the ``[memory]`` fields (those of
     :class:`_MemArgs`) and a metadata event's ``name``. Frozen so that one empty instance can
     be the default of every event without ``args``."""
 
@@ -169,13 +169,20 @@ class _EventArgs(_LinkArgs, gc=False, frozen=True):
 _NO_ARGS = _EventArgs()
 
 
-class _TypedEvent(msgspec.Struct, gc=False):
-    """An event with its ``args`` read in the piece's own decode (no raw copy of them, no
-    second decode): for a piece without counters (whose args are kept whole). A value the
-    strict types refuse (a string ``dur``, args that are not an object) sends the piece to
-    the raw decoders (:func:`_decode_piece`)."""
+class _Tagged(msgspec.Struct, gc=False, tag_field="ph"):
+    """An event of a piece decoded with its args typed: its class is its phase (``ph``, the
+    tag of a msgspec tagged union), and only the phases the frames read decode any field.
+    Every other event (a Kineto file's flow events, a third of them) is an empty struct: no
+    name, ids, ts or args made and freed for it. A counter (its args are kept whole), an
+    event without a phase and a value the strict types refuse (a string ``dur``, args that
+    are not an object) fail the decode, and the raw decoders (:func:`_decode_piece`) read
+    the piece."""
 
-    ph: Phase | None = None
+
+class _Kept(_Tagged, tag="X"):
+    """A complete event (``X``): a row of the events frame. Its ts stays raw JSON text (exact
+    through :func:`tokens_us_to_ns`)."""
+
     name: Any = None
     cat: Any = None
     pid: Any = None
@@ -185,11 +192,57 @@ class _TypedEvent(msgspec.Struct, gc=False):
     args: _EventArgs | None = _NO_ARGS
 
 
-class _IntTsEvent(_TypedEvent, gc=False):
-    """:class:`_TypedEvent` with ``ts`` read as an int (whole microseconds, as older Kineto
-    writes them): exact without the token parse of :func:`tokens_us_to_ns`."""
+class _KeptI(_Kept, tag="i"):
+    """An instant event: a row too."""
+
+
+class _KeptCapitalI(_Kept, tag="I"):
+    """An instant event in the old spelling: a row too."""
+
+
+class _IntTs(_Kept, tag="X"):
+    """:class:`_Kept` with ``ts`` read as an int (whole microseconds, as older Kineto writes
+    them): exact without a token parse."""
 
     ts: int | None = None
+
+
+class _IntTsI(_IntTs, tag="i"):
+    pass
+
+
+class _IntTsCapitalI(_IntTs, tag="I"):
+    pass
+
+
+class _Meta(_Tagged, tag="M"):
+    """A metadata event: the process and thread names (``args.name``)."""
+
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    args: _EventArgs | None = _NO_ARGS
+
+
+#: the phases whose events nothing reads but their count (each an empty struct)
+_SKIPPED = [
+    msgspec.defstruct(f"_Skipped{i}", [], bases=(_Tagged,), tag=ph, gc=False)
+    for i, ph in enumerate(get_args(Phase))
+    if ph not in (*KEEP_PH, "M", "C")
+]
+
+
+def _tagged_decoder(kept: tuple[type, ...]) -> msgspec.json.Decoder:
+    return msgspec.json.Decoder(list[Union[(*kept, _Meta, *_SKIPPED)]])  # noqa: UP007
+
+
+_DEC_TAGGED = _tagged_decoder((_Kept, _KeptI, _KeptCapitalI))
+_DEC_INT_TS = _tagged_decoder((_IntTs, _IntTsI, _IntTsCapitalI))
+#: each tagged class's phase
+_PHASE_OF = {
+    cls: cls.__struct_config__.tag
+    for cls in (_Kept, _KeptI, _KeptCapitalI, _IntTs, _IntTsI, _IntTsCapitalI, _Meta, *_SKIPPED)
+}
 
 
 class _LinkKeysEvent(_NumberDurEvent, gc=False):
@@ -208,8 +261,6 @@ _DEC_MEM_ARGS = msgspec.json.Decoder(list[_MemArgs | None])
 _DEC_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs | None])
 _DEC_LINK_KEYS = msgspec.json.Decoder(list[_LinkKeys | None])
 _DEC_LINK_KEYS_EVENTS = msgspec.json.Decoder(list[_LinkKeysEvent], strict=False)
-_DEC_TYPED = msgspec.json.Decoder(list[_TypedEvent])
-_DEC_INT_TS = msgspec.json.Decoder(list[_IntTsEvent])
 #: the collective columns an events frame gets when some event carries them: numbers (float,
 #: NaN on other rows) and texts (categorical)
 COLLECTIVE_NUMBERS = ("in_nelems", "out_nelems", "group_size")
@@ -540,7 +591,7 @@ class _Piece(NamedTuple):
     names: list | None  # each event's name where the decode read them (link-key args), else None
     loose: bool  # decoded untyped (``+loose``)
     typed: bool = False  # args read as :class:`_EventArgs` in the decode
-    ts: np.ndarray | None = None  # every event's ts in ns, where the decode read them as ints
+    int_ts: bool = False  # ts read as ints (whole µs) in the decode, not as raw tokens
 
 
 def _int_us_to_ns(values: list) -> np.ndarray | None:
@@ -628,8 +679,8 @@ class Columns:
         self.number_dur = True  # try _NumberDurEvent first (until a piece fails it)
         self.link_keys_first = True  # test args for link keys first (until a piece has them)
         self.args_keys = True  # try _LinkKeysEvent first (see _decode)
-        self.typed = True  # try _TypedEvent next (until a piece has counters or odd values)
-        self.int_ts = True  # ... as _IntTsEvent (until a piece has a ts that is not an int)
+        self.typed = True  # try _Tagged next (until a piece has counters or odd values)
+        self.int_ts = True  # ... as _IntTs (until a piece has a ts that is not an int)
         self.repaired = False  # the text was repaired first
 
     def read_path(self) -> str:
@@ -652,7 +703,7 @@ class Columns:
           nothing from, that is with no counter (its args are kept whole), metadata (its
           ``name``), ``[memory]`` event (its fields) and no link key in any args (a MindSpore
           file's pieces, after the first);
-        - :class:`_TypedEvent` (args typed, :meth:`_decode_typed`): a piece without counters
+        - :class:`_Tagged` (args typed, :meth:`_decode_typed`): a piece without counters
           whose values all have the plain types (a Kineto file's);
         - the raw decoders (:func:`_decode_piece`, args kept raw), for any other.
 
@@ -683,45 +734,38 @@ class Columns:
         return _Piece(evs, [e.ph for e in evs], None, loose)
 
     def _decode_typed(self, piece: bytes | memoryview) -> _Piece | None:
-        """The piece with its args typed (:class:`_TypedEvent`), and its ts read as ints while
-        the file's are whole µs (:class:`_IntTsEvent`); None (and off for the file) when it
-        has counters or a value the strict types refuse."""
+        """The piece with its args typed (:class:`_Tagged`), and its ts read as ints while
+        the file's are whole µs (:class:`_IntTs`); None (and off for the file) when it has
+        counters or a value the strict types refuse."""
         if self.int_ts:
             try:
                 evs = _DEC_INT_TS.decode(piece)
             except msgspec.ValidationError:  # fractional µs (newer Kineto), or an odd field
                 self.int_ts = False
             else:
-                ts = _int_us_to_ns([e.ts for e in evs])
-                if ts is not None:  # else a ts beyond int64 ns: the token path below counts it
-                    return self._typed_piece(evs, ts)
+                return self._typed_piece(evs, True)
         try:
-            evs = _DEC_TYPED.decode(piece)
+            evs = _DEC_TAGGED.decode(piece)
         except msgspec.ValidationError:
             self.typed = False
             return None
-        return self._typed_piece(evs, None)
+        return self._typed_piece(evs, False)
 
-    def _typed_piece(self, evs: list, ts: np.ndarray | None) -> _Piece | None:
-        phs = [e.ph for e in evs]
-        if "C" in phs:  # a counter's args are kept whole: raw from here on
-            self.typed = False
-            return None
-        return _Piece(evs, phs, None, False, True, ts)
+    @staticmethod
+    def _typed_piece(evs: list, int_ts: bool) -> _Piece:
+        phs = list(map(_PHASE_OF.__getitem__, map(type, evs)))
+        return _Piece(evs, phs, None, False, True, int_ts)
 
     def add(self, piece: bytes | memoryview) -> None:
         p = self._decode(piece)
         evs, names, loose = p.evs, p.names, p.loose
-        self.loose |= loose
         n = len(evs)
         if not n:
+            self.loose |= loose
             return
         phc = _codes(p.phs, self.ph_t)
         ph_t = self.ph_t
         here = np.bincount(phc, minlength=len(ph_t))  # this piece's events of each phase
-        counts = here.copy()
-        counts[: len(self.ph_count)] += self.ph_count
-        self.ph_count = counts
         kept = [ph_t[k] for k in KEEP_PH if k in ph_t]
         if int(here[kept].sum()) == n:  # every event is kept (a file of complete events)
             idx, sub = np.arange(n), evs
@@ -733,7 +777,15 @@ class Columns:
             sub = list(compress(evs, keep.tolist()))
         has_c = "C" in ph_t and here[ph_t["C"]] > 0
         csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if has_c else []
-        ts = (p.ts if sub is evs else p.ts[idx]) if p.ts is not None else self._ts(sub, csub)
+        ts = _int_us_to_ns([e.ts for e in sub]) if p.int_ts else self._ts(sub, csub)
+        if ts is None:  # a whole-µs ts beyond int64 ns: the token path reads (and counts) it
+            self.int_ts = False
+            self.add(piece)
+            return
+        self.loose |= loose
+        counts = here.copy()
+        counts[: len(self.ph_count)] += self.ph_count
+        self.ph_count = counts
         if len(idx):
             name_c = _codes(
                 names if names is not None and sub is evs else [e.name for e in sub], self.name_t
