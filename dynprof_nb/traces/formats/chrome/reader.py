@@ -13,6 +13,7 @@ is re-encoded and fed through the same fast path.
 from __future__ import annotations
 
 import gc
+import math
 import operator
 import os
 import zlib
@@ -156,8 +157,14 @@ class _EventArgs(_LinkArgs, gc=False, frozen=True):
     """Every ``args`` key the frames read, for a piece decoded with its args typed
     (:class:`_Tagged`): the link keys, the ``[memory]`` fields (those of
     :class:`_MemArgs`) and a metadata event's ``name``. Frozen so that one empty instance can
-    be the default of every event without ``args``."""
+    be the default of every event without ``args``.
 
+    ``correlation`` and ``stream`` are numbers here, NaN where missing, so that a piece's
+    column of them converts in C (a correlation of another type fails the decode: the raw
+    decoders read that piece, with :class:`_LinkArgs`' any-typed fields)."""
+
+    correlation: float | None = math.nan
+    stream: float | None = math.nan
     Bytes: Any = None
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
@@ -618,32 +625,45 @@ def _int_us_to_ns(values: list) -> np.ndarray | None:
     return ns
 
 
-def _given(values: list) -> np.ndarray | None:
-    """Where ``values`` is not None; None where none is (counted in C first: most args hold
-    none of the rarer link keys)."""
-    n = len(values)
-    if values.count(None) == n:
-        return None
-    return np.fromiter(map(operator.is_not, values, repeat(None)), bool, n)
-
-
-def _any_of(masks: list) -> np.ndarray | None:
-    """The union of the masks that are not None (None where all are)."""
-    out = None
-    for m in masks:
-        if m is not None:
-            out = m if out is None else out | m
-    return out
-
-
-def ints_or_nan(values: list) -> np.ndarray:
-    """:func:`int_or_nan` of each value, in one conversion when all are numbers or None."""
-    if set(map(type, values)) <= {int, float, type(None)}:
+def _numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`int_or_nan` of each value, and where a value is given (not None). In one C-level
+    conversion when all are numbers or None: a value is then given exactly where it is not
+    NaN (JSON has no NaN)."""
+    if set(map(type, values)) <= _NUMBER_TYPES:
         try:
-            return np.array(values, np.float64)
+            a = np.array(values, np.float64)
         except OverflowError:
             pass
-    return np.array([int_or_nan(v) for v in values], np.float64)
+        else:
+            return a, ~np.isnan(a)
+    a = np.array([int_or_nan(v) for v in values], np.float64)
+    return a, np.fromiter(map(operator.is_not, values, repeat(None)), bool, len(values))
+
+
+_NUMBER_TYPES = {int, float, type(None)}
+
+
+def _typed_numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_numbers` of :class:`_EventArgs`' float fields (NaN where missing, None where
+    given as ``null``)."""
+    try:
+        a = np.fromiter(values, np.float64, len(values))
+    except TypeError:  # a null
+        a = np.array(values, np.float64)
+    return a, ~np.isnan(a)
+
+
+def _collective_or_sync(args: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where ``args`` give a collective's message size, and where a CUDA event sync's record;
+    None where no row gives either (nearly every piece: one Python test per row then)."""
+    if True not in [
+        a.in_nelems is not None or a.out_nelems is not None or a.wait_on_corr is not None
+        for a in args
+    ]:
+        return None
+    n = len(args)
+    coll = np.fromiter((a.in_nelems is not None or a.out_nelems is not None for a in args), bool, n)
+    return coll, np.fromiter((a.wait_on_corr is not None for a in args), bool, n)
 
 
 class Columns:
@@ -800,7 +820,7 @@ class Columns:
             c["dur"].append(_dur_ns([e.dur for e in sub], loose))
             args = [e.args for e in sub] if p.typed else None
             if args is not None:
-                self._keep_links(args)
+                self._keep_links(args, typed=True)
             elif names is None:
                 self._add_links(sub)
             # else: no args of this piece has a link key (_decode checked)
@@ -871,29 +891,33 @@ class Columns:
         if hit:
             self._keep_links([args[i] for i in hit], np.asarray(hit, np.int64))
 
-    def _keep_links(self, args: list, at: np.ndarray | None = None) -> None:
+    def _keep_links(self, args: list, at: np.ndarray | None = None, typed: bool = False) -> None:
         """Keep the link rows among the piece's rows ``at`` (all of them when None), whose args
         are ``args`` (with :class:`_LinkArgs`' fields; None for none): the rows with a
         correlation, a stream or a collective message size. Their correlation and stream
         become floats at once (columns in C, no object kept per row); only the few rows whose
-        args hold more (a collective, a CUDA event sync) keep their args for ``finish``."""
+        args hold more (a collective, a CUDA event sync) keep their args for ``finish``.
+        ``typed``: the args are :class:`_EventArgs` (or None), whose numbers are floats."""
         try:
             corr = [a.correlation for a in args]
         except AttributeError:  # "args": null
-            args = [_NO_LINK if a is None else a for a in args]
+            args = [(_NO_ARGS if typed else _NO_LINK) if a is None else a for a in args]
             corr = [a.correlation for a in args]
-        stream = [a.stream for a in args]
-        coll = _any_of([_given([a.in_nelems for a in args]), _given([a.out_nelems for a in args])])
-        link = _any_of([_given(corr), _given(stream), coll])
-        if link is None:
+        numbers = _typed_numbers if typed else _numbers
+        corr_f, link = numbers(corr)
+        stream_f, has_stream = numbers([a.stream for a in args])
+        link |= has_stream
+        more = _collective_or_sync(args)
+        if more is not None:
+            link |= more[0]
+        if not link.any():
             return
         rows = np.flatnonzero(link)
         at = rows if at is None else at[rows]
         self.link_rows.append(at + self.n_rows)
-        self.link_corr.append(ints_or_nan(corr)[rows])
-        self.link_stream.append(ints_or_nan(stream)[rows])
-        rare = _any_of([coll, _given([a.wait_on_corr for a in args])])
-        if rare is not None and (rare := rare[rows]).any():
+        self.link_corr.append(corr_f[rows])
+        self.link_stream.append(stream_f[rows])
+        if more is not None and (rare := (more[0] | more[1])[rows]).any():
             self.rare_rows.append(at[rare] + self.n_rows)
             self.rare_args.extend(args[i] for i in rows[rare].tolist())
 
