@@ -594,7 +594,7 @@ class _Piece(NamedTuple):
     """One decoded piece (see ``Columns._decode``)."""
 
     evs: list
-    phs: list  # each event's phase
+    phs: list | None  # each event's phase (None for a typed piece: its classes say them)
     names: list | None  # each event's name where the decode read them (link-key args), else None
     loose: bool  # decoded untyped (``+loose``)
     typed: bool = False  # args read as :class:`_EventArgs` in the decode
@@ -671,6 +671,7 @@ class Columns:
 
     def __init__(self) -> None:
         self.ph_t: dict = {}
+        self.class_code: dict = {}  # a typed event's class -> its phase's code in ph_t
         self.name_t: dict = {}
         self.cat_t: dict = {}
         self.pid_t: dict = {}
@@ -773,8 +774,20 @@ class Columns:
 
     @staticmethod
     def _typed_piece(evs: list, int_ts: bool) -> _Piece:
-        phs = list(map(_PHASE_OF.__getitem__, map(type, evs)))
-        return _Piece(evs, phs, None, False, True, int_ts)
+        return _Piece(evs, None, None, False, True, int_ts)
+
+    def _phase_codes(self, p: _Piece) -> np.ndarray:
+        """Each event's phase code; in a typed piece from its class (one C-level lookup per
+        event, no list of phases)."""
+        if not p.typed:
+            return _codes(p.phs, self.ph_t)
+        evs, by_class = p.evs, self.class_code
+        try:
+            return np.fromiter(map(by_class.__getitem__, map(type, evs)), np.int32, len(evs))
+        except KeyError:  # a phase new to this file
+            for cls in set(map(type, evs)).difference(by_class):
+                by_class[cls] = self.ph_t.setdefault(_PHASE_OF[cls], len(self.ph_t))
+            return np.fromiter(map(by_class.__getitem__, map(type, evs)), np.int32, len(evs))
 
     def add(self, piece: bytes | memoryview) -> None:
         p = self._decode(piece)
@@ -783,7 +796,7 @@ class Columns:
         if not n:
             self.loose |= loose
             return
-        phc = _codes(p.phs, self.ph_t)
+        phc = self._phase_codes(p)
         ph_t = self.ph_t
         here = np.bincount(phc, minlength=len(ph_t))  # this piece's events of each phase
         kept = [ph_t[k] for k in KEEP_PH if k in ph_t]
@@ -1090,10 +1103,9 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
 
 
 def _nonnegative(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """``values`` as Int64, NA where negative (no correlation, no launch found)."""
-    col = pd.array(values, dtype="Int64")
-    col[values < 0] = pd.NA
-    return col
+    """``values`` (int64, this column's own) as Int64, NA where negative (no correlation, no
+    launch found): the array with its mask, no conversion pass."""
+    return pd.arrays.IntegerArray(values, values < 0)
 
 
 def _device_rows(ev: pd.DataFrame) -> np.ndarray:
