@@ -95,16 +95,13 @@ def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
     sel = sel[~sel["process"].astype(object).isin(DEVICE_PROCESSES)]
     if sel.empty:
         return step_intervals(events.iloc[:0])
-    df = pd.DataFrame(
-        {
-            "step": sel["name"].astype(object).map(step_names).astype("int64"),
-            "start_ns": sel["ts_ns"].astype("int64"),
-            "end_ns": (sel["ts_ns"] + sel["dur_ns"]).astype("int64"),
-        }
-    )
-    return df.groupby("step", as_index=False).agg(
-        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
-    )
+    step = sel["name"].astype(object).map(step_names).to_numpy("int64")
+    steps, group = np.unique(step, return_inverse=True)  # per step (sorted) its first start
+    start = np.full(len(steps), np.iinfo(np.int64).max)  # and last end, as a groupby would
+    np.minimum.at(start, group, sel["ts_ns"].to_numpy("int64"))
+    end = np.full(len(steps), np.iinfo(np.int64).min)
+    np.maximum.at(end, group, (sel["ts_ns"] + sel["dur_ns"]).to_numpy("int64"))
+    return pd.DataFrame({"step": steps, "start_ns": start, "end_ns": end})
 
 
 def assign_steps(ts_ns: np.ndarray, intervals: pd.DataFrame) -> pd.array:
