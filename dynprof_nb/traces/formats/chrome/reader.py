@@ -195,7 +195,7 @@ class _Kept(_Tagged, tag="X"):
     pid: Any = None
     tid: Any = None
     ts: msgspec.Raw = _NULL
-    dur: float | None = None
+    dur: float | None = math.nan  # NaN, not None, where missing: numpy converts it in C
     args: _EventArgs | None = _NO_ARGS
 
 
