@@ -153,11 +153,11 @@ _LinkKeys = TypedDict(
 _NO_LINK = _LinkArgs()
 
 
-class _EventArgs(_LinkArgs, gc=False, frozen=True):
-    """Every ``args`` key the frames read, for a piece decoded with its args typed
-    (:class:`_Tagged`): the link keys, the ``[memory]`` fields (those of
-    :class:`_MemArgs`) and a metadata event's ``name``. Frozen so that one empty instance can
-    be the default of every event without ``args``.
+class _KeptArgs(_LinkArgs, gc=False, frozen=True):
+    """The args of a kept row in a piece decoded with its args typed (:class:`_Tagged`): the
+    link keys. Frozen so that one empty instance can be the default of every event without
+    ``args``; no more fields than the frames read, each one more is one more name every
+    args key is compared with.
 
     ``correlation`` and ``stream`` are numbers here, NaN where missing, so that a piece's
     column of them converts in C (a correlation of another type fails the decode: the raw
@@ -165,15 +165,26 @@ class _EventArgs(_LinkArgs, gc=False, frozen=True):
 
     correlation: float | None = math.nan
     stream: float | None = math.nan
+
+
+class _InstantArgs(_KeptArgs, gc=False, frozen=True):
+    """An instant event's args: the link keys and the ``[memory]`` fields (those of
+    :class:`_MemArgs`)."""
+
     Bytes: Any = None
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     device_type: Any = msgspec.field(default=None, name="Device Type")
     device_id: Any = msgspec.field(default=None, name="Device Id")
+
+
+class _MetaArgs(msgspec.Struct, gc=False, frozen=True):
+    """A metadata event's args: the process or thread name."""
+
     name: Any = None
 
 
-_NO_ARGS = _EventArgs()
+_NO_KEPT_ARGS, _NO_INSTANT_ARGS, _NO_META_ARGS = _KeptArgs(), _InstantArgs(), _MetaArgs()
 
 
 class _Tagged(msgspec.Struct, gc=False, tag_field="ph"):
@@ -196,15 +207,17 @@ class _Kept(_Tagged, tag="X"):
     tid: Any = None
     ts: msgspec.Raw = _NULL
     dur: float | None = math.nan  # NaN, not None, where missing: numpy converts it in C
-    args: _EventArgs | None = _NO_ARGS
+    args: _KeptArgs | None = _NO_KEPT_ARGS
 
 
 class _KeptI(_Kept, tag="i"):
-    """An instant event: a row too."""
+    """An instant event: a row too, and a ``[memory]`` event is one."""
+
+    args: _InstantArgs | None = _NO_INSTANT_ARGS
 
 
-class _KeptCapitalI(_Kept, tag="I"):
-    """An instant event in the old spelling: a row too."""
+class _KeptCapitalI(_KeptI, tag="I"):
+    """An instant event in the old spelling."""
 
 
 class _IntTs(_Kept, tag="X"):
@@ -215,10 +228,10 @@ class _IntTs(_Kept, tag="X"):
 
 
 class _IntTsI(_IntTs, tag="i"):
-    pass
+    args: _InstantArgs | None = _NO_INSTANT_ARGS
 
 
-class _IntTsCapitalI(_IntTs, tag="I"):
+class _IntTsCapitalI(_IntTsI, tag="I"):
     pass
 
 
@@ -228,7 +241,7 @@ class _Meta(_Tagged, tag="M"):
     name: Any = None
     pid: Any = None
     tid: Any = None
-    args: _EventArgs | None = _NO_ARGS
+    args: _MetaArgs | None = _NO_META_ARGS
 
 
 #: the phases whose events nothing reads but their count (each an empty struct)
@@ -597,7 +610,7 @@ class _Piece(NamedTuple):
     phs: list | None  # each event's phase (None for a typed piece: its classes say them)
     names: list | None  # each event's name where the decode read them (link-key args), else None
     loose: bool  # decoded untyped (``+loose``)
-    typed: bool = False  # args read as :class:`_EventArgs` in the decode
+    typed: bool = False  # args read as :class:`_KeptArgs` (and subclasses) in the decode
     int_ts: bool = False  # ts read as ints (whole µs) in the decode, not as raw tokens
 
 
@@ -644,7 +657,7 @@ _NUMBER_TYPES = {int, float, type(None)}
 
 
 def _typed_numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_numbers` of :class:`_EventArgs`' float fields (NaN where missing, None where
+    """:func:`_numbers` of :class:`_KeptArgs`' float fields (NaN where missing, None where
     given as ``null``)."""
     try:
         a = np.fromiter(values, np.float64, len(values))
@@ -810,6 +823,15 @@ class Columns:
             sub = list(compress(evs, keep.tolist()))
         has_c = "C" in ph_t and here[ph_t["C"]] > 0
         csub = list(compress(evs, (phc == ph_t["C"]).tolist())) if has_c else []
+        kept_ph = phc if sub is evs else phc[idx]
+        name_c = _codes(
+            names if names is not None and sub is evs else [e.name for e in sub], self.name_t
+        )
+        # a piece read again (below) adds the same rows: the same names to the table
+        if p.typed and self._complete_memory_event(name_c, kept_ph):
+            self.typed = False  # its memory fields are not typed: raw args from here on
+            self.add(piece)
+            return
         ts = _int_us_to_ns([e.ts for e in sub]) if p.int_ts else self._ts(sub, csub)
         if ts is None:  # a whole-µs ts beyond int64 ns: the token path reads (and counts) it
             self.int_ts = False
@@ -820,13 +842,10 @@ class Columns:
         counts[: len(self.ph_count)] += self.ph_count
         self.ph_count = counts
         if len(idx):
-            name_c = _codes(
-                names if names is not None and sub is evs else [e.name for e in sub], self.name_t
-            )
             c = self.cols
             c["name"].append(name_c)
             c["cat"].append(_codes([e.cat for e in sub], self.cat_t))
-            c["ph"].append(phc if sub is evs else phc[idx])
+            c["ph"].append(kept_ph)
             c["pid"].append(_codes([e.pid for e in sub], self.pid_t))
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
             c["ts"].append(ts[: len(idx)])
@@ -865,6 +884,14 @@ class Columns:
                     _raw_list([e.args for e in csub]),
                 )
             )
+
+    def _complete_memory_event(self, name_c: np.ndarray, kept_ph: np.ndarray) -> bool:
+        """Whether a complete event of the piece is named ``[memory]`` (a ``[memory]`` row's
+        args are read for the memory frame, and only an instant's typed args hold them)."""
+        mcode, x = self.name_t.get("[memory]"), self.ph_t.get("X")
+        if mcode is None or x is None:
+            return False
+        return bool(((name_c == mcode) & (kept_ph == x)).any())
 
     def _ts(self, sub: list, csub: list) -> np.ndarray:
         """The exact ns of the kept rows' and then the counters' raw ts tokens (in bulk,
@@ -910,11 +937,11 @@ class Columns:
         correlation, a stream or a collective message size. Their correlation and stream
         become floats at once (columns in C, no object kept per row); only the few rows whose
         args hold more (a collective, a CUDA event sync) keep their args for ``finish``.
-        ``typed``: the args are :class:`_EventArgs` (or None), whose numbers are floats."""
+        ``typed``: the args are :class:`_KeptArgs` (or None), whose numbers are floats."""
         try:
             corr = [a.correlation for a in args]
         except AttributeError:  # "args": null
-            args = [(_NO_ARGS if typed else _NO_LINK) if a is None else a for a in args]
+            args = [(_NO_KEPT_ARGS if typed else _NO_LINK) if a is None else a for a in args]
             corr = [a.correlation for a in args]
         numbers = _typed_numbers if typed else _numbers
         corr_f, link = numbers(corr)
