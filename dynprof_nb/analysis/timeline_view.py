@@ -39,12 +39,11 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import plots
-from dynprof_nb.traces.comm import is_communication
+from dynprof_nb.analysis.timeline_groups import CommGroups
 from dynprof_nb.traces.formats.chrome.event_args import event_args
 from dynprof_nb.traces.formats.derived.from_events import (
     DEVICE_CATS,
     DEVICE_PROCESSES,
-    device_mask,
 )
 
 _ROW_PX = 18  # row height in the canvas: an 11 px name fits inside a bar
@@ -250,10 +249,10 @@ class TimelineView(anywidget.AnyWidget):
         self._name_of, self._full_names, entries = _names(lay, legend)
         self.index.name_of = self._name_of  # (the summary packs it)
         self._pos_of: np.ndarray | None = None
-        self._pg: np.ndarray | None = None  # per drawn event, its communication group or None
         lanes = lay.lanes
         rank_first = lanes["rank"].ne(lanes["rank"].shift()).to_numpy()
-        comm, lane_groups, groups = self._communication_lanes()
+        self._comm = CommGroups(window, lay, self.index, self._name_of, self._full_names)
+        comm, lane_groups, groups = self._comm.lanes()
         lane_rows = [
             {
                 "label": label,
@@ -312,67 +311,6 @@ class TimelineView(anywidget.AnyWidget):
             comm_groups=groups,
         )
         self._answer([*self.full, 1000, 0])
-
-    def _communication_lanes(self) -> tuple[np.ndarray, list[list[str]], list[dict[str, Any]]]:
-        """Per lane, whether it is a communication lane, and the communication groups it runs;
-        and those groups (key, label, how many lanes).
-
-        A communication lane is a device lane (stream, HCCL plane) that runs a drawn collective
-        or send/receive (the summary's definition,
-        :func:`dynprof_nb.traces.comm.is_communication`); in a window with none (gloo on the
-        CPU), the host threads that call them. "pin communication" keeps these together, every
-        rank's. A group is what Kineto names on each collective (``Process Group Name``, one
-        name on every member rank; NCCL gives each its own stream), so pinning one keeps its
-        member ranks' lanes together, as MindStudio Insight keeps a communication group's
-        lanes. gloo writes no group on its calls: its window has no groups to pin."""
-        lanes = self.tl.lanes
-        out = np.zeros(len(lanes), dtype=bool)
-        groups_of: list[list[str]] = [[] for _ in range(len(lanes))]
-        if not len(self.index.y) or not len(lanes):
-            return out, groups_of, []
-        named = self._is_comm(self._full_names)[self._name_of]
-        y0 = lanes["y0"].to_numpy(dtype=np.int64)
-        lane_of = np.searchsorted(y0, np.asarray(self.index.y, dtype=np.int64), side="right") - 1
-        out[np.unique(lane_of[named])] = True
-        device = lanes["device"].to_numpy(dtype=bool)
-        if (out & device).any():
-            out &= device
-        ev = self.window.events
-        if "pg_name" not in ev:
-            return out, groups_of, []
-        rows = np.asarray(self.tl.index, dtype=np.int64)
-        pg = self._pg = ev["pg_name"].astype(object).to_numpy()[rows]
-        hit = named & out[lane_of] & pd.notna(pg)
-        if not hit.any():
-            return out, groups_of, []
-        pairs = pd.DataFrame({"lane": lane_of[hit], "group": pg[hit].astype(str)}).drop_duplicates()
-        per_lane = pairs.groupby("lane")["group"].agg(sorted)
-        for j, g in per_lane.items():
-            groups_of[int(j)] = list(g)
-        return out, groups_of, self._group_rows(ev, rows[hit], pairs)
-
-    def _is_comm(self, names: list[str]) -> np.ndarray:
-        """Which names are communication, by the window's own patterns (the summary's)."""
-        spec = getattr(self.window, "comm_patterns", None)
-        return is_communication(pd.Series(names, dtype=object), spec)
-
-    @staticmethod
-    def _group_rows(ev: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame) -> list[dict]:
-        """The groups as the pin menu lists them: ``group 3 · ranks [0, 2]`` (and the group's
-        description where the job gave one), with how many lanes run it, by name."""
-        cols = [c for c in ("pg_name", "pg_ranks", "pg_desc") if c in ev]
-        first = ev[cols].iloc[rows].astype(object).drop_duplicates("pg_name")
-        lanes = pairs.groupby("group")["lane"].nunique()
-        out = []
-        for _, g in first.iterrows():
-            key = str(g["pg_name"])
-            label = f"group {key}"
-            if isinstance(g.get("pg_ranks"), str) and g["pg_ranks"] != "[]":
-                label += f" · ranks {g['pg_ranks']}"
-            if isinstance(g.get("pg_desc"), str) and g["pg_desc"] not in ("", "undefined"):
-                label += f" · {g['pg_desc']}"
-            out.append({"key": key, "label": label, "lanes": int(lanes.get(key, 0))})
-        return sorted(out, key=lambda g: (len(g["key"]), g["key"]))
 
     # ---- what is drawn ----------------------------------------------------------------------
 
@@ -646,82 +584,9 @@ class TimelineView(anywidget.AnyWidget):
                     out.append(self._end(int(j), "launch" if here_device else "kernel"))
         name = self._full_names[int(self._name_of[i])]
         collective = "collective" in ev and not pd.isna(ev["collective"].iloc[at])
-        if (collective or self._is_comm([name])[0]) and len(self.tl.shown_ranks) > 1:
-            out += self._peers(i, rank_col)
+        if (collective or self._comm.is_comm([name])[0]) and len(self.tl.shown_ranks) > 1:
+            out += [self._end(j, f"rank {r}") for j, r in self._comm.peers(i, rank_col)]
         return out
-
-    def _peers(self, i: int, rank_col: np.ndarray) -> list[dict[str, Any]]:
-        """Collective ``i``'s same call on the other shown ranks of its group: the same name and
-        group, the same occurrence in time on its rank (where the trace names no group, on
-        every shown rank)."""
-        rk = rank_col[self.tl.index]
-        same = np.flatnonzero(self._name_of == self._name_of[i])
-        same = same[np.argsort(self.index.x0[same], kind="stable")]  # in time, not by row
-        groups = self._groups_of(same, rank_col)
-        mine = groups[np.flatnonzero(same == i)[0]]
-        peers = list(self.tl.shown_ranks)
-        if mine is not None:
-            same = same[groups == mine]
-            members = self._members(mine)
-            peers = [r for r in peers if not members or r in members]
-        here = same[rk[same] == rk[i]]
-        nth = int(np.flatnonzero(here == i)[0])
-        out = []
-        for r in peers:
-            theirs = same[rk[same] == r]
-            if r != rk[i] and nth < len(theirs):
-                out.append(self._end(int(theirs[nth]), f"rank {r}"))
-        return out
-
-    def _groups_of(self, ids: np.ndarray, rank_col: np.ndarray) -> np.ndarray:
-        """The communication group of each drawn event in ``ids`` (None where unknown): its
-        own ``pg_name`` (a kernel, ``record_param_comms``), else, for a host call that names
-        none (``nccl:all_reduce``, ``c10d::allreduce_``), that of the ``record_param_comms``
-        it encloses or is nested in on its rank."""
-        out = np.full(len(ids), None, dtype=object)
-        if self._pg is None:
-            return out
-        own = self._pg[ids]
-        has = np.array([isinstance(g, str) for g in own], dtype=bool)
-        out[has] = own[has]
-        if has.all():
-            return out
-        ev = self.window.events
-        # the host calls that name their group (record_param_comms), not the kernels: one of
-        # another group may run inside a host call's span
-        named = np.flatnonzero((ev["pg_name"].notna() & ~device_mask(ev)).to_numpy())
-        ts = ev["ts_ns"].to_numpy("int64", na_value=0)
-        pg = ev["pg_name"].astype(object).to_numpy()
-        rows = np.asarray(self.tl.index, dtype=np.int64)[ids[~has]]
-        dur = np.nan_to_num(ev["dur_ns"].to_numpy("float64", na_value=0)).astype(np.int64)
-        start, end = ts[rows], ts[rows] + dur[rows]
-        found = np.full(len(rows), None, dtype=object)
-        for r in np.unique(rank_col[rows]):
-            cand = named[rank_col[named] == r]
-            cand = cand[np.argsort(ts[cand], kind="stable")]
-            at = np.flatnonzero(rank_col[rows] == r)
-            if not len(cand):
-                continue
-            c0, c1 = ts[cand], ts[cand] + dur[cand]
-            # the first group-naming call inside the host call's span, else the last one that
-            # encloses it (PyTorch nests nccl:all_reduce in record_param_comms, itself in
-            # c10d::allreduce_)
-            k = np.minimum(np.searchsorted(c0, start[at], side="left"), len(cand) - 1)
-            inside = (c0[k] >= start[at]) & (c0[k] <= end[at])
-            k2 = np.searchsorted(c0, start[at], side="right") - 1
-            around = ~inside & (k2 >= 0) & (c1[np.maximum(k2, 0)] >= end[at])
-            found[at[inside]] = pg[cand[k[inside]]]
-            found[at[around]] = pg[cand[k2[around]]]
-        out[~has] = found
-        return out
-
-    def _members(self, group: str) -> set[int]:
-        """The ranks of communication group ``group``, as its collectives' args list them."""
-        ev = self.window.events
-        if "pg_ranks" not in ev:
-            return set()
-        ranks = ev.loc[ev["pg_name"].astype(object) == group, "pg_ranks"].dropna()
-        return _members(ranks.iloc[0]) if len(ranks) else set()
 
     def _linked(self, at: int, rank: int) -> dict[str, str]:
         """A kernel's launch, or a launch's kernels, by name and start on the axis, from the
@@ -853,10 +718,3 @@ class TimelineView(anywidget.AnyWidget):
             data["image/png"] = self._png()
             data["text/plain"] = repr(self)
         return bundle
-
-
-def _members(ranks: Any) -> set[int]:
-    """A group's ranks from Kineto's ``"[0, 2]"``; empty where the trace does not say."""
-    if not isinstance(ranks, str):
-        return set()
-    return {int(r) for r in ranks.strip("[] ").replace(",", " ").split() if r.lstrip("-").isdigit()}

@@ -32,8 +32,8 @@ from dynprof_nb.traces.formats.chrome import pieces as fastjson
 from dynprof_nb.traces.formats.chrome.repair import check_text_like, first_byte, repair_json
 from dynprof_nb.traces.formats.common import budget
 from dynprof_nb.traces.formats.common.timestamps import (
-    _NS_LIMIT_US,
     NA_NS,
+    NS_LIMIT_US,
     NS_MAX_US,
     tokens_us_to_ns,
 )
@@ -630,7 +630,7 @@ def _int_us_to_ns(values: list) -> np.ndarray | None:
             return None
     except OverflowError:
         return None
-    if n and (int(us.max()) > _NS_LIMIT_US or int(us.min()) < -_NS_LIMIT_US):
+    if n and (int(us.max()) > NS_LIMIT_US or int(us.min()) < -NS_LIMIT_US):
         return None
     ns = us * 1000
     if missing is not None:

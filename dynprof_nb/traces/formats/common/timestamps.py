@@ -50,7 +50,8 @@ _MAX_SHAPES = 8  # token lengths parsed one length at a time; more: the general 
 _MAX_WIDTH = 40  # longer tokens (never seen in real traces) take the per-token path
 _MAX_INT_DIGITS = 18  # 10**18 - 1 fits int64; the ns product is range-checked below
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
-_NS_LIMIT_US = (int(np.iinfo(np.int64).max) - 999) // 1000
+#: the largest whole µs that int64 ns hold (readers that convert µs themselves check against it)
+NS_LIMIT_US = (int(np.iinfo(np.int64).max) - 999) // 1000
 _DIGIT0, _DOT, _MINUS, _QUOTE = 48, 46, 45, 34
 
 
@@ -147,7 +148,7 @@ def _same_layout(m: np.ndarray) -> np.ndarray | None:
         d = _digit_col(m[:, lead + dot + 1 + i], ok)
         if i == 3:
             ns += d >= 5
-    if not ok.all() or (whole > _NS_LIMIT_US).any():
+    if not ok.all() or (whole > NS_LIMIT_US).any():
         return None
     return -ns if neg else ns
 
@@ -245,8 +246,8 @@ def _parse_block(b: np.ndarray, buf: bytes, starts: np.ndarray, lens: np.ndarray
         use_f = (pos_f >= 0) & (pos_f <= 2) & inside
         frac = np.where(use_f, d64 * _POW10[np.clip(2 - pos_f, 0, 2)], 0).sum(axis=1)
         rnd = ((pos_f == 3) & inside & (digit >= 5)).any(axis=1)
-        beyond = ok & (whole > _NS_LIMIT_US + 1)  # a number, but past int64 ns: stays NA
-        ok &= whole <= _NS_LIMIT_US
+        beyond = ok & (whole > NS_LIMIT_US + 1)  # a number, but past int64 ns: stays NA
+        ok &= whole <= NS_LIMIT_US
         ok &= ~slow & ~null
         ns = np.where(ok, whole, 0) * 1000 + frac + rnd
         out[ok] = np.where(neg, -ns, ns)[ok]
