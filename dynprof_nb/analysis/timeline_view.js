@@ -752,8 +752,11 @@ function render({ model, el }) {
     canvas.style.cursor = "pointer";
     tip.textContent = `${names[r.name]}\n${fmtDur(r.dur)} · ${laneOf(r.row)}`;
     tip.style.display = "block";
-    tip.style.left = `${Math.min(mouse.x + 14, width - 280)}px`;
-    tip.style.top = `${mouse.y + 14}px`;
+    // beside the pointer, kept inside the canvas (left of it near the right edge, above it
+    // near the bottom)
+    const tw = tip.offsetWidth, th = tip.offsetHeight;
+    tip.style.left = `${Math.max(0, Math.min(mouse.x + 14, width - tw - 4))}px`;
+    tip.style.top = `${mouse.y + 14 + th > height ? Math.max(0, mouse.y - th - 6) : mouse.y + 14}px`;
     root.dataset.hover = String(r.id);
   }
 

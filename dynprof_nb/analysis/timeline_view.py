@@ -104,6 +104,7 @@ SUMMARY_BUDGET = 400_000  # events held in the browser at most (~12 MB of arrays
 _LEVEL0_BUCKETS = 2048  # the coarsest level: about two buckets per pixel of a wide view
 _LEVEL_FACTOR = 8
 _MAX_MATCHES = 500
+_MIN_SPAN_NS = 1000.0  # the narrowest whole-window view
 #: the critical path's segment kinds, in the order of the front-end's colours
 _PATH_KINDS = ("compute", "communication", "host", "idle")
 
@@ -244,6 +245,7 @@ class TimelineView(anywidget.AnyWidget):
         # a stack of framework ops, is drawn where the rows allow it
         layout_kw.setdefault("max_depth", MAX_DEPTH)
         self.tl = plots.timeline_layout(window, **layout_kw)
+        self._asked_ranks = layout_kw.get("ranks")
         self.index = VisibleIndex(self.tl)
         lay = self.tl
         self._name_of, self._full_names, entries = _names(lay, legend)
@@ -280,7 +282,10 @@ class TimelineView(anywidget.AnyWidget):
                 strict=True,
             )
         ]
-        span = max(lay.hi - lay.lo, 1.0)
+        lo, hi = lay.lo, lay.hi
+        if hi - lo < _MIN_SPAN_NS:  # one instant, or events of no duration: 1 µs around them
+            lo, hi = (lo + hi - _MIN_SPAN_NS) / 2, (lo + hi + _MIN_SPAN_NS) / 2
+        span = hi - lo
         held, lev, widths, complete = summary_levels(self.index, SUMMARY_BUDGET)
         self._held = held
         marks, step_title = self._step_marks()
@@ -296,7 +301,7 @@ class TimelineView(anywidget.AnyWidget):
             names=[plots.short_label(n, 120) for n in self._full_names],
             colors=[plots.name_colour(n) for n in self._full_names],
             legend=entries,
-            full=[lay.lo - span * 0.005, lay.hi + span * 0.005],
+            full=[lo - span * 0.005, hi + span * 0.005],
             steps=self._step_bands(),
             step_labels=marks,
             step_title=step_title,
@@ -328,6 +333,9 @@ class TimelineView(anywidget.AnyWidget):
             out.append(f"{lay.too_deep:,} events nested deeper than {lay.cap} levels hidden")
         if lay.hidden_lanes:
             out.append(f"{lay.hidden_lanes} quieter lanes hidden (lanes={lay.lanes_asked})")
+        empty = sorted(set(getattr(self.window, "ranks", None) or []) - set(lay.all_ranks))
+        if empty and self._asked_ranks is None:
+            out.append(f"rank(s) {empty} have no events to draw")
         if len(lay.shown_ranks) < len(lay.all_ranks):
             out.append(
                 f"{len(lay.shown_ranks)} of {len(lay.all_ranks)} ranks shown, the "

@@ -10,6 +10,7 @@ on a 352k-event window with a CPU-bound process beside it. Screenshots go to tes
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 from testdata import fixtures_dir
 from timeline_page import CHROMIUM, CHROMIUM_ARGS, MEASURE, TimelinePage, percentile
 
+import dynprof_nb
 from dynprof_nb.analysis import plots, timeline_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
@@ -371,6 +373,27 @@ def test_a_match_in_a_collapsed_lane_opens_it(page, two):
     page.wait_for_function("() => document.querySelector('.dynprof-timeline').dataset.match")
     assert int(tp.state()["rows"]) == rows0  # opened
     assert int(tp.state()["match"]) in deep
+
+
+def test_a_rank_with_nothing_to_draw_and_a_window_of_one_instant_are_said(tmp_path):
+    """A rank whose trace holds only metadata is named in the note, not silently left out;
+    a window of one zero-length event opens on a microsecond, not on 0.01 ns."""
+    root = replicate(fixtures_dir() / NCCL, tmp_path / "w3", 2, skew_us=0)
+    data = json.loads(gzip.open(fixtures_dir() / NCCL, "rt").read())
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("ph") == "M"][:5]
+    data["distributedInfo"]["rank"] = 2
+    (root / "rank002.pt.trace.json").write_text(json.dumps(data))
+    w, _ = loaded(root)
+    assert 2 in w.ranks
+    view = _view(w)
+    assert "rank(s) [2] have no events to draw" in view.note
+    assert "no events to draw" not in _view(w, ranks=[0, 1]).note  # (asked for: not news)
+    one = tmp_path / "one.pt.trace.json"
+    one.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "name": "tick", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 5.0, "dur": 0}]}))
+    view = _view(dynprof_nb.load_trace(one))
+    lo, hi = view.full
+    assert 1000 <= hi - lo < 1100 and lo < view.index.x0[0] < hi
 
 
 def test_search_lists_matches_and_steps_through_them(page, two):
