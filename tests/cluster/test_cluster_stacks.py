@@ -19,6 +19,10 @@ from dynprof_nb.control.stacks import DUMP_TIMEOUT_S
 pytestmark = pytest.mark.timeout(300)
 DDP_JOB = REPO / "tests" / "ddp_hang_job.py"
 HANG_STEP = 8
+# how long rank 1 sleeps: the stall's stacks must be taken while it still does, after the
+# status, the stacks() call and the stall's naming (10 s once ran out in a CI-like run with
+# other tests beside it, the stacks then taken after the rank had woken)
+HANG_S = 25
 
 
 def free_port() -> int:
@@ -42,7 +46,8 @@ def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
                 ["env", f"RANK={rank}", "LOCAL_RANK=0", "WORLD_SIZE=2",
                  "MASTER_ADDR=127.0.0.1", f"MASTER_PORT={port}", sys.executable, str(DDP_JOB),
                  "--job", name, "--out", str(node.out), "--steps", "20",
-                 "--hang-step", str(HANG_STEP), "--hang-s", "10"], f"{name}.rank{rank}.log"))
+                 "--hang-step", str(HANG_STEP), "--hang-s", str(HANG_S)],
+                f"{name}.rank{rank}.log"))
         job = dynprof_nb.attach(name, cluster=sim.client())
         try:
             def at_the_hang():
