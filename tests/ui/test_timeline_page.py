@@ -443,17 +443,22 @@ def test_wasd_and_arrow_keys_zoom_and_pan(page, two):
             assert lo2 - lo == pytest.approx(shift * (hi - lo), rel=1e-6), key
 
 
+def _shift_drag(page, x0: float, x1: float, y: float) -> None:
+    """Shift-drag from x0 to x1 at height y, as a person selects a range."""
+    page.keyboard.down("Shift")
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move(x1, y, steps=6)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+
+
 def test_a_selected_range_gives_its_duration_and_time_per_name(page, two):
     view = _view(two)
     tp = TimelinePage(page, view)
     box = tp.box()
     x0, x1 = box["x"] + 400, box["x"] + 800
-    page.keyboard.down("Shift")
-    page.mouse.move(x0, box["y"] + 200)
-    page.mouse.down()
-    page.mouse.move(x1, box["y"] + 200, steps=6)
-    page.mouse.up()
-    page.keyboard.up("Shift")
+    _shift_drag(page, x0, x1, box["y"] + 200)
     page.wait_for_function("() => document.querySelector('.dynprof-timeline')"
                            ".dataset.rangeEvents")
     st = tp.state()
@@ -470,12 +475,7 @@ def test_a_selected_range_gives_its_duration_and_time_per_name(page, two):
     # waited for)
     page.keyboard.press("Escape")
     assert tp.root.locator(".dynprof-tl-span").inner_text() == ""
-    page.keyboard.down("Shift")
-    page.mouse.move(x0, box["y"] + 200)
-    page.mouse.down()
-    page.mouse.move(x1, box["y"] + 200, steps=6)
-    page.mouse.up()
-    page.keyboard.up("Shift")
+    _shift_drag(page, x0, x1, box["y"] + 200)
     assert tp.root.locator(".dynprof-tl-sums tr").count() == len(want["names"])
     assert "summing" not in tp.root.locator(".dynprof-tl-span").inner_text()
 
