@@ -439,10 +439,10 @@ class Monitor:
             self._status.stand_down_in_child()
             return
         if self._fork_job is not None:  # the window-I/O thread waits for its writer process
+            # (not rescheduled here: in a recording window that moved the boundary past n,
+            # and step n went unrecorded; the end of this call schedules, or the next idles)
             self._windows.run_fork_job()
-            with self._lock:
-                self._schedule(n)
-        elif self._watch < 0 and self._next < 0 and self._history is None:
+        if self._watch < 0 and self._next < 0 and self._history is None:
             self._watch = self._applied  # the fork request's nudge outlived it: idle again
         if self._history is not None and self.state != "recording":
             self._history.step(n)

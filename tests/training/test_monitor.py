@@ -13,7 +13,7 @@ from train_loop import RunContext
 
 import dynprof_nb
 from dynprof_nb import segment
-from dynprof_nb.control.base import JobError
+from dynprof_nb.control.base import JobError, WindowQueued
 
 
 @pytest.fixture
@@ -125,6 +125,27 @@ def test_edits_during_a_window_wait_until_it_ends(job):
     finished_windows(monitor)
     manifest = json.loads((out / "rank0_start3_stop8" / "window.json").read_text())
     assert manifest["config"]["profile_memory"] is False  # the window kept its own config
+    monitor.close()
+
+
+def test_a_window_that_starts_as_the_last_one_is_saved_records_every_step(job):
+    """Back-to-back windows: the first one's writer is forked by the training thread at a
+    step of the second (window_io.Windows.fork_here). That step was once not recorded (its
+    ProfilerStep marker lost, its time folded into the next), one run in ten under load."""
+    name, control, out = job
+    monitor = rank0(job)
+    control.start(2, 3)
+    run_steps(monitor, 2)
+    with pytest.warns(WindowQueued):  # asked while 2..3 records: armed at its end
+        control.start(4, 6)
+    run_steps(monitor, 1)
+    assert (monitor.state, monitor.window) == ("recording", (4, 6))
+    # the first window's save now waits for the training thread's next step() to fork it
+    wait_until(lambda: monitor._fork_job is not None, timeout=30)
+    run_steps(monitor, 5)
+    finished_windows(monitor)
+    assert trace_steps(out / "rank0_start2_stop3") == [2, 3]
+    assert trace_steps(out / "rank0_start4_stop6") == [4, 5, 6]
     monitor.close()
 
 
