@@ -17,8 +17,7 @@ from . import cache, parallel, schema
 from .errors import collected_warnings
 from .formats import source_of
 from .formats.chrome.first_pass import first_pass
-from .formats.chrome.out_of_core import goes_out_of_core
-from .formats.chrome.streamed import takes_first_pass
+from .formats.chrome.streamed import goes_out_of_core, takes_first_pass
 from .partitioned import is_out_of_core
 from .window import FRAMES, TraceWindow
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import errno
 import gc
 import json
-import os
 import shutil
 import weakref
 from collections.abc import Callable
@@ -48,8 +47,8 @@ from ..derived.from_events import DEVICE_CATS
 from . import pieces as fastjson
 from . import reader as chrome
 from . import summaries as stream
+from .streamed import OOC_ENV, goes_out_of_core, too_big, wanted  # noqa: F401  (home there)
 
-OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
 PART_ROWS = 1_000_000
 
 
@@ -64,26 +63,6 @@ NOTE = (
     "would not fit in memory, or DYNPROF_NB_OUT_OF_CORE=1); reduce it before .compute(), "
     "e.g. ev.groupby('name', observed=True).dur_ns.sum().compute()"
 )
-
-
-def wanted(paths: list[Path]) -> bool:
-    """Whether these traces' events go out of core: by ``DYNPROF_NB_OUT_OF_CORE``, else when
-    the frame would not fit (:func:`.summaries.too_big`)."""
-    force = os.environ.get(OOC_ENV, "").strip()
-    if force in ("0", "1"):
-        want = force == "1"
-    else:
-        want = stream.too_big(paths)
-    return want and _can()
-
-
-def _can() -> bool:
-    """Whether pyarrow and dask import here; if not, the events load into memory, as with
-    ``DYNPROF_NB_OUT_OF_CORE=0``, and the user is told once (:mod:`dynprof_nb.optional`)."""
-    from ....optional import available
-    from ...errors import warn
-
-    return available("out-of-core frames", say=lambda w: warn(w, stacklevel=5))
 
 
 class _Writer(stream.Reducer):
@@ -421,17 +400,11 @@ def decode_to_parts(
     return (summaries if with_summaries else None), _Partition(acc, acc.iv), acc.parts
 
 
-def goes_out_of_core(w: Any) -> bool:
-    """Whether window ``w``'s events will be an out-of-core frame (:func:`events_out_of_core`)."""
-    files = w.files
-    return w.device is None and stream.streamable(files) and wanted(files.traces)
-
-
 def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
     """Window ``w``'s events as an out-of-core Dask frame when its one Kineto trace is too
     big (:func:`wanted`), filling its ops/steps/kernels from the same pass if it has none;
     None (nothing done) otherwise, and the events load into memory as usual."""
-    if w.device is not None or not stream.streamable(files) or not wanted(files.traces):
+    if not goes_out_of_core(w):
         return None
     path = files.traces[0]
     need = not all(w.loaded(k) for k in ("ops", "steps", "kernels"))
@@ -440,7 +413,7 @@ def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
     except stream.NotStreamable:
         return None
     except DiskFull as full:
-        if stream.too_big(files.traces):
+        if too_big(files.traces):
             raise  # it would not fit in memory either: say where and how much, plainly
         from ...cache import CacheWarning
         from ...errors import warn

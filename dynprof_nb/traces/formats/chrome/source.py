@@ -12,6 +12,7 @@ from ... import cache, schema
 from ...discover import WindowFiles
 from ..base import OpenContext, Provides, Read, ReadContext, Source, lazy
 from .first_pass import first_pass
+from .streamed import goes_out_of_core
 
 # the readers, imported when first used (not when the format registers)
 steps = lazy("..derived.steps", __package__)
@@ -29,11 +30,10 @@ def _detect(files: WindowFiles) -> bool:
 def read_traces(w: ReadContext) -> Read | None:
     """Every Chrome trace of the window (Kineto's and Ascend's trace_view.json alike) as one
     events frame; the path is each trace's decode path (``pieces``, ``repaired+split``, ...)."""
-    big = ooc.events_out_of_core(
-        w, w.files, SOURCE
-    )  # a trace too big for memory: Dask over Parquet
-    if big is not None:
-        return big, "out-of-core"
+    if goes_out_of_core(w):  # a trace too big for memory: Dask over Parquet
+        big = ooc.events_out_of_core(w, w.files, SOURCE)
+        if big is not None:
+            return big, "out-of-core"
     traces = w.chrome_traces()
     if not traces:
         return None

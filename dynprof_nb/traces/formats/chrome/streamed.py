@@ -1,16 +1,23 @@
-"""What a window keeps of a one-pass read of its Kineto trace (:mod:`.summaries`), and which
-windows take that pass: apart from the pass itself, so that a load from the frame cache
-(:mod:`.first_pass`) imports neither the decoder nor the reducer."""
+"""What a window keeps of a one-pass read of its Kineto trace (:mod:`.summaries`), which
+windows take that pass and whose events go out of core: apart from the pass itself, so that a
+load from the frame cache (:mod:`.first_pass`) imports neither the decoder nor the reducer, and
+a load into memory not the pass, the out-of-core writer or pyarrow's pandas glue (7 ms)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..common import budget
+
 STREAM_ENV = "DYNPROF_NB_STREAM"
+OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
+#: the events frame's bytes per byte of JSON text, a little over what it takes (too_big)
+FRAME_PER_BYTE = 4
 
 
 @dataclass
@@ -45,3 +52,42 @@ def takes_first_pass(files: Any) -> bool:
     """Whether a window of ``files`` takes the streamed first pass (:mod:`.first_pass`): one
     Kineto trace, and ``DYNPROF_NB_STREAM=0`` does not turn the pass off."""
     return os.environ.get(STREAM_ENV, "").strip() != "0" and streamable(files)
+
+
+def too_big(paths: list[Path]) -> bool:
+    """Whether the events frame of these traces would need more than half the memory a load
+    may use (``FRAME_PER_BYTE`` x their text, gzip files at a fifth of the gzip budget ratio)."""
+    size = 0
+    for p in paths:
+        try:
+            n = p.stat().st_size
+        except OSError:
+            return False
+        size += n * (budget.gzip_ratio() // 5 if p.name.endswith(".gz") else 1)
+    return size * FRAME_PER_BYTE > budget.load_memory() // 2
+
+
+def wanted(paths: list[Path]) -> bool:
+    """Whether these traces' events go out of core (:mod:`.out_of_core`): by
+    ``DYNPROF_NB_OUT_OF_CORE``, else when the frame would not fit (:func:`too_big`)."""
+    force = os.environ.get(OOC_ENV, "").strip()
+    if force in ("0", "1"):
+        want = force == "1"
+    else:
+        want = too_big(paths)
+    return want and _can()
+
+
+def goes_out_of_core(w: Any) -> bool:
+    """Whether window ``w``'s events will be an out-of-core frame (one Kineto trace, no
+    device asked for, :func:`wanted`)."""
+    return w.device is None and streamable(w.files) and wanted(w.files.traces)
+
+
+def _can() -> bool:
+    """Whether pyarrow and dask import here; if not, the events load into memory, as with
+    ``DYNPROF_NB_OUT_OF_CORE=0``, and the user is told once (:mod:`dynprof_nb.optional`)."""
+    from ....optional import available
+    from ...errors import warn
+
+    return available("out-of-core frames", say=lambda w: warn(w, stacklevel=5))

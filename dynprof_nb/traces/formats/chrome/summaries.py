@@ -45,7 +45,6 @@ from dynprof_nb.protocol import STEP_PREFIX, STEP_RE
 
 from ... import schema
 from ...errors import TraceRepairWarning, warn
-from ..common import budget
 from ..common.timestamps import NA_NS
 from ..derived import from_events as derive
 from ..derived import op_table as ops
@@ -54,10 +53,15 @@ from ..derived.from_events import DEVICE_CATS
 from ..derived.op_table import GC_CAT, NON_OP_CATS, table_from_sums
 from . import pieces as fastjson
 from . import reader as chrome
-from .streamed import STREAM_ENV, Streamed, streamable  # noqa: F401  (their home here)
+from .streamed import (  # noqa: F401  (their home there)
+    FRAME_PER_BYTE,
+    STREAM_ENV,
+    Streamed,
+    streamable,
+    too_big,
+)
 
 #: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)
-FRAME_PER_BYTE = 4
 #: host rows per window of the self-time walk: bounds its sort and its arrays, which stay in
 #: cache and in memory the allocator reuses (a third of the time of 2M-row windows)
 WINDOW_ROWS = 100_000
@@ -74,19 +78,6 @@ _OTHER_PROCESSES = {
 
 class NotStreamable(Exception):
     """This trace is loaded whole instead (the reason is the message)."""
-
-
-def too_big(paths: list[Path]) -> bool:
-    """Whether the events frame of these traces would need more than half the memory a load
-    may use (``FRAME_PER_BYTE`` x their text, gzip files at a fifth of the gzip budget ratio)."""
-    size = 0
-    for p in paths:
-        try:
-            n = p.stat().st_size
-        except OSError:
-            return False
-        size += n * (budget.gzip_ratio() // 5 if p.name.endswith(".gz") else 1)
-    return size * FRAME_PER_BYTE > budget.load_memory() // 2
 
 
 def nothing() -> None:
