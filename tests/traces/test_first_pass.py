@@ -263,3 +263,34 @@ def test_with_the_cache_off_a_forced_pass_leaves_the_events_to_the_parallel_pars
     assert all(c.streamed is not None and not c.loaded("events") for c in w.children)
     pd.testing.assert_frame_equal(w.events, ref.events, check_exact=True)
     assert handed == [w.children]
+
+
+@pytest.mark.parametrize("odd", ["memory-complete-event", "ts-past-int64-ns"])
+def test_a_piece_read_a_second_way_gives_the_first_pass_its_rows_once(
+    odd: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A piece the typed decode must read again (a complete event named ``[memory]``, whose
+    args are not typed; a whole-µs ts past what int64 ns hold) reaches the pass's reducer
+    once: the first reached it twice and raised ``IndexError: pop from empty list``."""
+    import json
+
+    events = [{"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "pid": 1,
+               "tid": 1, "ts": 1000, "dur": 500}]
+    events += [{"ph": "X", "name": f"aten::op{i % 3}", "cat": "cpu_op", "pid": 1, "tid": 1,
+                "ts": 1001 + i, "dur": 1, "args": {"External id": i}} for i in range(300)]
+    if odd == "memory-complete-event":
+        events.append({"ph": "X", "name": "[memory]", "cat": "cpu_op", "pid": 1, "tid": 1,
+                       "ts": 1400, "dur": 1, "args": {"Bytes": 512}})
+    else:
+        events.append({"ph": "X", "name": "aten::late", "cat": "cpu_op", "pid": 1, "tid": 1,
+                       "ts": 10**17, "dur": 1})
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    ref = _whole(path)
+    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = dynprof_nb.load_trace(path)
+        for kind in (*SUMMARIES, "events"):
+            pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)

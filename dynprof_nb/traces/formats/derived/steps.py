@@ -23,5 +23,10 @@ def events_with_steps(w: ReadContext, ev: pd.DataFrame) -> pd.DataFrame:
         w.sources["events"]["notes"].append("step markers from dynprof_steps.csv")
     iv = derive.step_intervals(ev)
     steps = derive.assign_steps(ev["ts_ns"].to_numpy("int64", na_value=0), iv)
-    ev["step"] = derive.device_steps(ev, iv, steps)
+    step = derive.device_steps(ev, iv, steps)
+    at = len(schema.EVENTS) - 1  # the step column's place: conform then copies nothing
+    if "step" not in ev.columns and list(ev.columns[:at]) == list(schema.EVENTS)[:at]:
+        ev.insert(at, "step", step)
+    else:
+        ev["step"] = step
     return ev
