@@ -475,11 +475,11 @@ def summarize(window: Any, top: int = 10) -> Summary:
     A window whose trace was read in one pass (``window.streamed``, a trace too big for its
     events frame: :mod:`dynprof_nb.traces.formats.chrome.summaries`) is summarised without
     loading its events."""
+    steps = window.steps  # first: a multi-rank window's ranks take their first passes here
     spans, per_rank = streamed_spans(window)
     if spans is None:
         ev = window.events
         spans, per_rank = span_by_rank(ev), "rank" in ev
-    steps = window.steps
     ops = ops_across_ranks(window.ops)
     step_list = sorted(steps["step"].unique().tolist()) if not steps.empty else []
     if not step_list and window.start_step is not None:

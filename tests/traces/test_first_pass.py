@@ -208,6 +208,23 @@ def test_a_multi_rank_window_never_builds_a_ranks_events(
     assert not list((tmp_path / "cache").glob(".tmp-*")), "a pass left its raw parts"
 
 
+def test_a_multi_rank_windows_summary_asked_first_never_builds_a_ranks_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``load_window(root).summary()``, the first thing a notebook asks of a fresh window,
+    takes the ranks' first passes as ``w.ops`` would: no rank is parsed whole and no rank's
+    events are loaded, and the summary is the whole parse's."""
+    root = _ranks_window(tmp_path / "window", TRACES[0], "files")
+    ref = _whole(root, dynprof_nb.load_window)
+    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    _two_processes(monkeypatch)
+    _NoParse(monkeypatch)
+    w = dynprof_nb.load_window(root)
+    assert str(w.summary()) == str(ref.summary())
+    assert not w.loaded("events") and not any(c.loaded("events") for c in w.children)
+
+
 def test_a_rank_that_cannot_stream_loads_whole_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
