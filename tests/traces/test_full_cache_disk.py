@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from testdata import REPO
 
-from dynprof_nb.traces import cache, load_trace
+from dynprof_nb.traces import cache, load_trace, load_window
 from dynprof_nb.traces.formats.chrome import out_of_core as ooc
 from dynprof_nb.traces.formats.chrome import summaries as stream
 
@@ -93,3 +93,48 @@ def test_a_frame_cache_write_on_a_full_disk_keeps_the_frame(
         events = load_trace(trace).events
     assert isinstance(events, pd.DataFrame) and len(events) > 0
     assert any("is full" in str(w.message) for w in said), [str(w.message) for w in said]
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A cache directory of ours that cannot be written: a read-only tmpfs for root (whom
+    permissions do not stop), else a directory of mode 0500."""
+    d = tmp_path / "read-only"
+    d.mkdir(mode=0o700)
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k,mode=0700", "tmpfs", str(d)],
+                       check=True)
+        try:
+            yield d
+        finally:
+            subprocess.run(["umount", "-l", str(d)], check=False)
+    else:
+        d.chmod(0o500)
+        try:
+            yield d
+        finally:
+            d.chmod(0o700)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_read_only_cache_directory_still_loads_every_frame(
+    trace: Path, read_only_dir: Path, ranks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache directory that cannot be written (a read-only mount, a chmod) caches nothing,
+    and the trace (or a window of ``ranks`` copies of it) loads as with the cache off."""
+    for r in range(1, ranks):
+        shutil.copy(trace, trace.parent / f"rank{r}.pt.trace.json.gz")
+    if ranks > 1:
+        trace.rename(trace.parent / "rank0.pt.trace.json.gz")
+
+    def load() -> object:
+        return load_window(trace.parent) if ranks > 1 else load_trace(trace)
+
+    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    ref = load().load_all()
+    monkeypatch.setenv(cache.ENV_DIR, str(read_only_dir))
+    w = load()
+    for kind in ("ops", "steps", "kernels", "memory", "communication", "events"):
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+    assert str(w.summary()) == str(ref.summary())

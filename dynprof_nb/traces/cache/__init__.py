@@ -226,10 +226,17 @@ def _store(window: Any, kind: str, meta: dict, write: Callable[[Any, dict], None
 
 def scratch_dir() -> Path | None:
     """A new private directory inside the cache directory for a pass's transient files (the
-    first pass's raw parts), None with the cache off; its owner removes it, and one a dead
-    process left is removed by a later write once it is an hour old (:func:`_trim`)."""
+    first pass's raw parts), None with the cache off or one that cannot be written to
+    (read-only, full: as every entry's write, the pass goes on without it); its owner removes
+    it, and one a dead process left is removed by a later write once it is an hour old
+    (:func:`_trim`)."""
     d = _usable_dir()
-    return None if d is None else Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "parts-", dir=d))
+    if d is None:
+        return None
+    try:
+        return Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "parts-", dir=d))
+    except OSError:
+        return None
 
 
 def enabled() -> bool:

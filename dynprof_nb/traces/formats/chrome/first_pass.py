@@ -59,7 +59,7 @@ def first_pass(w: Any, files: Any, provider: Any) -> bool:
     if not big and not cache.enabled() and os.environ.get(streamed.STREAM_ENV) != "1":
         return False  # nowhere to keep the events: a later w.events would parse it again
     # the raw parts go to a scratch directory in the cache (none where the events go out of
-    # core, or with the cache off: then the pass gives the summaries alone)
+    # core, or with the cache off or not writable: then the pass gives the summaries alone)
     out = None if streamed.wanted(files.traces) else cache.scratch_dir()
     with_events = out is not None
     said: list[Warning] = []
