@@ -57,8 +57,8 @@ class MultiRankWindow(TraceWindow):
             if kind == "events":
                 _parallel_events(self.children)
             elif not self._passed:  # the summaries, without any rank's events
-                self._passed = True
                 _first_passes(self.children)
+                self._passed = True  # (only once done: after Ctrl-C the rest pass next time)
             if kind == "kernels":
                 _threaded_db_frames(self.children, kind)
             parts = [c.frame(kind) for c in self.children]

@@ -225,6 +225,34 @@ def test_a_multi_rank_windows_summary_asked_first_never_builds_a_ranks_events(
     assert not w.loaded("events") and not any(c.loaded("events") for c in w.children)
 
 
+def test_a_multi_rank_window_asked_again_after_ctrl_c_still_streams_its_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the ranks' first passes (the first ``w.ops``): asked again, the window
+    takes the passes it did not finish, rather than parse every rank whole, and its frames
+    are the whole parse's."""
+    root = _ranks_window(tmp_path / "window", TRACES[0], "files")
+    ref = _whole(root, dynprof_nb.load_window)
+    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    monkeypatch.setattr(parallel, "_cores", lambda: 1)  # the passes in this process, in order
+    real = out_of_core.decode_to_parts
+
+    def interrupted(*args: Any, **kw: Any) -> Any:
+        monkeypatch.setattr(out_of_core, "decode_to_parts", real)  # once
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(out_of_core, "decode_to_parts", interrupted)
+    w = dynprof_nb.load_window(root)
+    with pytest.raises(KeyboardInterrupt):
+        w.ops  # noqa: B018
+    _NoParse(monkeypatch)
+    for kind in SUMMARIES:
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+    assert [w.sources["ops"]["ranks"][r]["path"] for r in w.ranks] == ["stream", "stream"]
+    assert not any(c.loaded("events") for c in w.children)
+
+
 def test_a_rank_that_cannot_stream_loads_whole_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
