@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,9 @@ import pandas as pd
 from dynprof_nb.compat import categorical_from_codes
 
 Loaded = tuple[pd.DataFrame, dict, list]
+
+#: seconds an interrupted caller's workers have to end on SIGINT before they are killed
+STOP_GRACE_S = 2.0
 
 
 def load_events(
@@ -137,7 +141,7 @@ def _workers(shares: list[list[int]], job: Callable[[list[int], Any], None]) -> 
     """One forked worker per share, running ``job(share, send)`` (which must end its process:
     ``os._exit``, so nothing of the parent's, atexit hooks, buffered output, finalizers, runs
     twice); yields the pipes' read ends, in share order. On leaving, the workers are waited
-    for, or, when the caller was interrupted, killed."""
+    for, or, when the caller was interrupted, stopped (:func:`_stop`)."""
     pids: list[int] = []
     pipes = []
     try:
@@ -160,12 +164,38 @@ def _workers(shares: list[list[int]], job: Callable[[list[int], Any], None]) -> 
     finally:
         for recv in pipes:
             recv.close()
-        for pid in pids:  # interrupted: stop the workers we started
+        _stop(pids)  # interrupted: stop the workers we started
+
+
+def _stop(pids: list[int]) -> None:
+    """Stop workers: SIGINT first, so each ends as a Ctrl-C ends a load (a first pass removes
+    its raw parts from the cache directory), SIGKILL for those still running after
+    ``STOP_GRACE_S`` (one deep in a decode) or when a second Ctrl-C comes meanwhile."""
+    left = list(pids)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    end = time.monotonic() + STOP_GRACE_S
+    try:
+        while left and time.monotonic() < end:
+            time.sleep(0.01)
+            left = [pid for pid in left if not _exited(pid)]
+    finally:
+        for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
+
+
+def _exited(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except ChildProcessError:  # reaped already
+        return True
 
 
 def _received(recv: Any) -> list:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,40 @@ def test_a_multi_rank_window_asked_again_after_ctrl_c_still_streams_its_ranks(
         pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
     assert [w.sources["ops"]["ranks"][r]["path"] for r in w.ranks] == ["stream", "stream"]
     assert not any(c.loaded("events") for c in w.children)
+
+
+def test_ctrl_c_during_the_ranks_passes_leaves_no_scratch_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in this process while a forked worker is in its rank's first pass: the worker
+    is stopped so that it removes its raw parts, as this process's pass does, and nothing of
+    either pass is left in the cache directory (where no size bound counts it)."""
+    root = _ranks_window(tmp_path / "window", TRACES[0], "files")
+    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
+    d = tmp_path / "cache"
+    monkeypatch.setenv(cache.ENV_DIR, str(d))
+    parent = os.getpid()
+    _two_processes(monkeypatch)
+    real = out_of_core.decode_to_parts
+
+    def decode(path: Path, out: Path, *args: Any, **kw: Any) -> Any:
+        if os.getpid() != parent:  # the worker, amid its pass, its scratch directory made
+            time.sleep(30)
+            return real(path, out, *args, **kw)
+        others = [p for p in d.glob(".tmp-parts-*") if p != out]
+        deadline = time.monotonic() + 20
+        while not others and time.monotonic() < deadline:  # the worker's pass is under way
+            time.sleep(0.01)
+            others = [p for p in d.glob(".tmp-parts-*") if p != out]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(out_of_core, "decode_to_parts", decode)
+    w = dynprof_nb.load_window(root)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        w.ops  # noqa: B018
+    assert time.monotonic() - start < 15, "the worker was waited for, not stopped"
+    assert not list(d.glob(".tmp-*")), "a pass left its raw parts"
 
 
 def test_a_rank_that_cannot_stream_loads_whole_as_before(
