@@ -364,3 +364,23 @@ def test_a_repaired_trace_warns_again_when_its_frames_come_from_the_cache(
     assert [c for c, _ in second["warnings"]] == [TraceRepairWarning]
     assert "cut short" in second["warnings"][0][1]
     assert _entries(cache_dir)
+
+
+def test_a_rank_file_that_is_a_symlink_loop_loads_as_with_the_cache_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder of ranks' traces where one is a symlink to itself (a careless ``ln -s``):
+    the frame cache takes no part in what the load says, so the window loads as it does
+    with the cache off, never with the cache's own error."""
+    root = tmp_path / "ranks"
+    root.mkdir()
+    shutil.copy(SMALL, root / "rank0.pt.trace.json.gz")
+    loop = root / "rank1.pt.trace.json"
+    loop.symlink_to(loop)
+    monkeypatch.setenv(cache.ENV_DIR, "off")
+    ref = load_window(root).load_all()
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    w = load_window(root)
+    assert w.ranks == ref.ranks
+    for kind in ("ops", "steps", "kernels", "memory", "communication", "events"):
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)

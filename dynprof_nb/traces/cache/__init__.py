@@ -346,8 +346,9 @@ def _write(
         meta,
         key=key,
         kind=kind,
-        window=str(Path(window.path).resolve()),
-        files=sorted({str(Path(p).resolve()) for p in window_paths(window.files)}),
+        # (realpath: a symlink loop is named as it is, where Path.resolve raises)
+        window=os.path.realpath(window.path),
+        files=sorted({os.path.realpath(p) for p in window_paths(window.files)}),
         written=time.time(),
     )
     if not meta.pop("exact", True):
