@@ -17,6 +17,7 @@ from testdata import REPO
 
 from dynprof_nb.traces import cache, load_trace, load_window
 from dynprof_nb.traces.formats.chrome import out_of_core as ooc
+from dynprof_nb.traces.formats.chrome import streamed
 from dynprof_nb.traces.formats.chrome import summaries as stream
 
 SMALL = REPO / "tests" / "data" / "kineto" / "hta__timeline_analysis__sampled_rank-0.json.gz"
@@ -65,7 +66,7 @@ def test_out_of_core_that_fits_nowhere_says_where_and_how_much(
 ) -> None:
     monkeypatch.setenv(cache.ENV_DIR, str(full_disk))
     monkeypatch.delenv("DYNPROF_NB_OUT_OF_CORE", raising=False)
-    monkeypatch.setattr(stream, "too_big", lambda paths: True)  # nor would it fit in memory
+    monkeypatch.setattr(streamed, "too_big", lambda paths: True)  # nor would it fit in memory
     with pytest.raises(ooc.DiskFull) as info:
         _ = load_trace(trace).events
     message = str(info.value)

@@ -46,8 +46,9 @@ from ..derived import from_events as derive
 from ..derived.from_events import DEVICE_CATS
 from . import pieces as fastjson
 from . import reader as chrome
+from . import streamed
 from . import summaries as stream
-from .streamed import OOC_ENV, goes_out_of_core, too_big, wanted  # noqa: F401  (home there)
+from .streamed import OOC_ENV, wanted  # noqa: F401  (their home there)
 
 PART_ROWS = 1_000_000
 
@@ -404,7 +405,7 @@ def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
     """Window ``w``'s events as an out-of-core Dask frame when its one Kineto trace is too
     big (:func:`wanted`), filling its ops/steps/kernels from the same pass if it has none;
     None (nothing done) otherwise, and the events load into memory as usual."""
-    if not goes_out_of_core(w):
+    if not streamed.goes_out_of_core(w):
         return None
     path = files.traces[0]
     need = not all(w.loaded(k) for k in ("ops", "steps", "kernels"))
@@ -413,7 +414,7 @@ def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
     except stream.NotStreamable:
         return None
     except DiskFull as full:
-        if too_big(files.traces):
+        if streamed.too_big(files.traces):
             raise  # it would not fit in memory either: say where and how much, plainly
         from ...cache import CacheWarning
         from ...errors import warn
