@@ -123,9 +123,3 @@ def partition_key(path: Path) -> str:
     """The name an out-of-core load of ``path`` gives its partitions (before the load's own
     host, pid and nonce): the file's stamp and ``PARTITIONS_VERSION``."""
     return digest({"file": file_stamp(path), "version": PARTITIONS_VERSION}, 24)
-
-
-def _pyarrow_version() -> str:
-    import pyarrow
-
-    return pyarrow.__version__
