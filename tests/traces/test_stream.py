@@ -230,3 +230,36 @@ def test_out_of_core_events_pickle(small_cuts: Path, monkeypatch: pytest.MonkeyP
     assert type(back).__name__ == "OutOfCoreEvents" and isinstance(back, dd.DataFrame)
     assert repr(back).startswith("out of core") and back.dynprof_dir == ev.dynprof_dir
     pd.testing.assert_frame_equal(back.compute(), ev.compute(), check_exact=True)
+
+
+def test_a_stream_id_that_is_no_whole_number_is_na_on_every_read_path(
+    tmp_path: Path, small_cuts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``args.stream`` 7.5 names no stream: NA in the events frame read whole and out of
+    core (it was truncated to 7), and the streamed pass's kernels are the whole parse's."""
+    import json
+
+    events = [{"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "pid": 1,
+               "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": 1,
+               "tid": 1, "ts": 1, "dur": 2, "args": {"correlation": 5}},
+              {"ph": "X", "name": "k", "cat": "kernel", "pid": 0, "tid": 7, "ts": 10,
+               "dur": 5, "args": {"stream": 7.5, "correlation": 5, "device": 0}},
+              {"ph": "X", "name": "k", "cat": "kernel", "pid": 0, "tid": 7, "ts": 20,
+               "dur": 5, "args": {"stream": 7, "correlation": 6, "device": 0}}]
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setenv(stream.STREAM_ENV, "0")
+    monkeypatch.setenv(ooc.OOC_ENV, "0")
+    ref = dynprof_nb.load_trace(path)
+    whole = ref.events
+    assert whole["stream_arg"].tolist()[2:] == [pd.NA, 7]
+    monkeypatch.setenv(ooc.OOC_ENV, "1")
+    with _quiet():
+        ev = dynprof_nb.load_trace(path).events.compute()
+    pd.testing.assert_frame_equal(ev, whole, check_exact=True)
+    monkeypatch.setenv(stream.STREAM_ENV, "1")
+    monkeypatch.setenv(ooc.OOC_ENV, "0")
+    streamed = dynprof_nb.load_trace(path)
+    assert streamed.sources["kernels"]["path"] == "stream"
+    pd.testing.assert_frame_equal(streamed.kernels, ref.kernels, check_exact=True)

@@ -256,7 +256,7 @@ class _Partition:
         if self.any_na_ts:
             ev["ts_ns"] = ev["ts_ns"].astype("Int64").mask(ev["ts_ns"] == NA_NS)
         if self.any_stream:
-            ev["stream_arg"] = pd.array(col["stream"], dtype="Float64").astype("Int64")
+            ev["stream_arg"] = chrome.whole_numbers(col["stream"])
         if self.any_corr:
             corr = col["corr"]
             c = pd.array(corr, dtype="Int64")
@@ -277,7 +277,7 @@ class _Partition:
             ev["launch_ns"] = lc
         if self.any_wait:
             for key, name in (("wait_stream", "wait_on_stream"), ("wait_corr", "wait_on_corr")):
-                ev[name] = pd.array(col[key], dtype="Float64").astype("Int64")
+                ev[name] = chrome.whole_numbers(col[key])
         if self.any_coll:
             for k in _COLL_FLOATS:
                 ev[k] = _column(col, k)

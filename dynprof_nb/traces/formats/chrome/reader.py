@@ -1192,7 +1192,7 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
     if (~np.isnan(stream)).any():
         full_s = np.full(n, np.nan)
         full_s[rows] = stream
-        ev["stream_arg"] = _whole_numbers(full_s)
+        ev["stream_arg"] = whole_numbers(full_s)
     ok = ~np.isnan(corr)
     if ok.any():
         full = np.full(n, -1, np.int64)
@@ -1204,7 +1204,7 @@ def _link_columns(ev: pd.DataFrame, acc: Columns) -> None:
     _collective_columns(ev, rare, acc.rare_args)
 
 
-def _whole_numbers(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+def whole_numbers(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
     """Floats as Int64, NA where NaN or not a whole number an int64 holds (a stream id of
     7.5 is no stream): the array with its mask, no conversion through Float64."""
     with np.errstate(invalid="ignore"):
@@ -1292,7 +1292,7 @@ def _wait_columns(ev: pd.DataFrame, rows: np.ndarray, link_args: list) -> None:
     for col in ("wait_on_stream", "wait_on_corr"):
         full = np.full(len(ev), np.nan)
         full[sel] = [int_or_nan(getattr(link_args[i], col)) for i in waits]
-        ev[col] = pd.array(full, dtype="Float64").astype("Int64")
+        ev[col] = whole_numbers(full)
 
 
 def _id_column(codes: np.ndarray, table: dict) -> np.ndarray | pd.Categorical:

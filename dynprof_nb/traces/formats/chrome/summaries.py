@@ -323,7 +323,7 @@ class Reducer(chrome.Columns):
         cat = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in self.lean.items()}
         ev = chrome.events_frame(cat, self, cat["ts"])
         if self.any_stream:
-            ev["stream_arg"] = pd.array(cat["stream"], dtype="Float64").astype("Int64")
+            ev["stream_arg"] = chrome.whole_numbers(cat["stream"])  # as the whole frame's
         if self.any_corr:
             corr = cat["corr"]
             col = pd.array(corr, dtype="Int64")
