@@ -45,6 +45,17 @@ OVERLAP_THREADS = {
 }
 
 
+def _distinct(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's index into the column's distinct values, NA one of them (factorize's
+    ``use_na_sentinel=False``): a categorical's own codes and categories, with no Python object
+    per row (three summaries of a 0.5 GB trace factorised its 267k kernel names 0.09 s each)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        raw = np.append(col.cat.categories.to_numpy(dtype=object), np.nan)
+        return np.where(codes < 0, len(raw) - 1, codes), raw
+    return pd.factorize(col.astype(object).to_numpy(dtype=object), use_na_sentinel=False)
+
+
 def device_kinds(
     names: pd.Series, cats: pd.Series, comm: comm_names.PatternSpec = None
 ) -> np.ndarray:
@@ -52,7 +63,7 @@ def device_kinds(
     its category or a Memcpy/Memset/dma name), "computation", or "other" (synchronisation and
     NCCL helpers), HTA's ``get_kernel_type`` with dynprof_nb's communication patterns."""
     # each distinct name once: a fixed-width copy of a million long kernel names is gigabytes
-    inv, raw = pd.factorize(names.astype(object).to_numpy(dtype=object), use_na_sentinel=False)
+    inv, raw = _distinct(names)
     uniq = np.array(["" if pd.isna(u) else str(u) for u in raw], dtype=object)
     kind_u = np.where(
         [bool(_MEMORY_NAME.match(u)) for u in uniq],
@@ -60,7 +71,8 @@ def device_kinds(
         np.where([bool(_NOT_COMPUTE_NAME.match(u)) for u in uniq], "other", "computation"),
     ).astype(object)
     kind = kind_u[np.asarray(inv).reshape(-1)] if len(uniq) else np.empty(0, object)
-    kind[cats.astype(object).isin(MEMORY_CATS).to_numpy()] = "memory"
+    cat_inv, cat_raw = _distinct(cats)
+    kind[np.isin(cat_raw, list(MEMORY_CATS))[cat_inv]] = "memory"
     if len(uniq):
         comm_u = comm_names.is_communication(pd.Series(uniq, dtype=object), comm)
         kind[comm_u[np.asarray(inv).reshape(-1)]] = "communication"
