@@ -308,8 +308,8 @@ def test_a_collective_after_many_plain_pieces_keeps_its_whole_message(
     monkeypatch: pytest.MonkeyPatch,
 ):
     """Pieces are read with lean args (the link keys only) until a collective or a CUDA
-    event sync refuses them: one far into the file, and one right after it, keep every
-    field of their message, as raw args read them."""
+    event sync refuses them: one far into the file (an instant first, then a complete event),
+    and one right after it, keep every field of their message, as raw args read them."""
     plain = [{"ph": "X", "name": f"aten::op{i % 7}", "cat": "cpu_op", "pid": 1, "tid": 1,
               "ts": 1000 + 10 * i, "dur": 5, "args": {"External id": i, "Sequence number": i}}
              for i in range(3000)]
@@ -323,12 +323,14 @@ def test_a_collective_after_many_plain_pieces_keeps_its_whole_message(
             "ts": 99_100, "dur": 1, "args": {"correlation": 77, "stream": 7,
                                              "wait_on_stream": 9,
                                              "wait_on_cuda_event_record_corr_id": 76}}
-    data = json.dumps({"traceEvents": [*plain, comm, sync, *plain[:50]]}).encode()
+    instant = {**comm, "ph": "i", "s": "t", "name": "nccl:all_reduce", "ts": 99_200}
+    data = json.dumps({"traceEvents": [*plain, instant, *plain, comm, sync, *plain[:50]]}).encode()
     monkeypatch.setattr(fastjson, "PIECE_BYTES", 4096)
     lean = chrome.parse_chrome_bytes(data, "t.json")
     ev = lean.events
-    row = ev[ev["name"] == "record_param_comms"].iloc[0]
-    assert (row["collective"], row["in_nelems"], row["group_size"]) == ("allreduce", 1024, 2)
+    for name in ("nccl:all_reduce", "record_param_comms"):
+        row = ev[ev["name"] == name].iloc[0]
+        assert (row["collective"], row["in_nelems"], row["group_size"]) == ("allreduce", 1024, 2)
     assert (row["pg_name"], row["pg_ranks"], row["pg_desc"]) == ("3", "[0, 1]", "tp")
     monkeypatch.setattr(chrome.Columns, "_decode_typed", lambda self, piece: None)
     _assert_same_trace(lean, chrome.parse_chrome_bytes(data, "t.json"))

@@ -272,19 +272,48 @@ class _LeanArgs(msgspec.Struct, gc=False, frozen=True):
     wait_on_corr: None = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
-_NO_LEAN_ARGS = _LeanArgs()
+class _LeanInstantArgs(_LeanArgs, gc=False, frozen=True):
+    """An instant event's args in a lean piece: :class:`_LeanArgs` and the ``[memory]`` fields
+    (those of :class:`_InstantArgs`), so that a collective on an instant fails it too."""
+
+    Bytes: Any = None
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
-class _LeanKept(_Kept, tag="X"):
-    """:class:`_Kept` with :class:`_LeanArgs`."""
-
-    args: _LeanArgs | None = _NO_LEAN_ARGS
+_NO_LEAN_ARGS, _NO_LEAN_INSTANT_ARGS = _LeanArgs(), _LeanInstantArgs()
 
 
-class _LeanIntTs(_IntTs, tag="X"):
-    """:class:`_IntTs` with :class:`_LeanArgs`."""
+def _lean(cls: type, args: type, default: Any) -> type:
+    """``cls`` (a kept event's class) with lean ``args``, for the same phase."""
+    return msgspec.defstruct(
+        "_Lean" + cls.__name__.lstrip("_"),
+        [("args", args | None, default)],
+        bases=(cls,),
+        tag=cls.__struct_config__.tag,
+        gc=False,
+    )
 
-    args: _LeanArgs | None = _NO_LEAN_ARGS
+
+#: the kept classes with lean args: complete events, instants, instants in the old spelling
+_LEAN = tuple(
+    _lean(cls, args, default)
+    for cls, args, default in (
+        (_Kept, _LeanArgs, _NO_LEAN_ARGS),
+        (_KeptI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
+        (_KeptCapitalI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
+    )
+)
+_LEAN_INT_TS = tuple(
+    _lean(cls, args, default)
+    for cls, args, default in (
+        (_IntTs, _LeanArgs, _NO_LEAN_ARGS),
+        (_IntTsI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
+        (_IntTsCapitalI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
+    )
+)
 
 
 _DEC_TAGGED = _tagged_decoder((_Kept, _KeptI, _KeptCapitalI))
@@ -293,14 +322,14 @@ _DEC_INT_TS = _tagged_decoder((_IntTs, _IntTsI, _IntTsCapitalI))
 _TYPED_DECODERS = {
     (False, False): _DEC_TAGGED,
     (False, True): _DEC_INT_TS,
-    (True, False): _tagged_decoder((_LeanKept, _KeptI, _KeptCapitalI)),
-    (True, True): _tagged_decoder((_LeanIntTs, _IntTsI, _IntTsCapitalI)),
+    (True, False): _tagged_decoder(_LEAN),
+    (True, True): _tagged_decoder(_LEAN_INT_TS),
 }
 #: each tagged class's phase
 _PHASE_OF = {
     cls: cls.__struct_config__.tag
     for cls in (
-        *(_Kept, _KeptI, _KeptCapitalI, _IntTs, _IntTsI, _IntTsCapitalI, _LeanKept, _LeanIntTs),
+        *(_Kept, _KeptI, _KeptCapitalI, _IntTs, _IntTsI, _IntTsCapitalI, *_LEAN, *_LEAN_INT_TS),
         *(_Meta, *_SKIPPED),
     )
 }
