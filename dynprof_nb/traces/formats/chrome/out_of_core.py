@@ -402,11 +402,10 @@ def decode_to_parts(
 
 
 def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
-    """Window ``w``'s events as an out-of-core Dask frame when its one Kineto trace is too
-    big (:func:`wanted`), filling its ops/steps/kernels from the same pass if it has none;
-    None (nothing done) otherwise, and the events load into memory as usual."""
-    if not streamed.goes_out_of_core(w):
-        return None
+    """Window ``w``'s events as an out-of-core Dask frame, for a window whose one Kineto trace
+    goes out of core (:func:`.streamed.goes_out_of_core`, which the caller asked), filling its
+    ops/steps/kernels from the same pass if it has none; None (nothing done) where the trace
+    cannot stream or the disk is full and it fits in memory: the events load into memory."""
     path = files.traces[0]
     need = not all(w.loaded(k) for k in ("ops", "steps", "kernels"))
     try:

@@ -286,52 +286,38 @@ class _LeanInstantArgs(_LeanArgs, gc=False, frozen=True):
 _NO_LEAN_ARGS, _NO_LEAN_INSTANT_ARGS = _LeanArgs(), _LeanInstantArgs()
 
 
-def _lean(cls: type, args: type, default: Any) -> type:
-    """``cls`` (a kept event's class) with lean ``args``, for the same phase."""
+def _lean(cls: type) -> type:
+    """``cls`` (a kept event's class) with lean args, for the same phase: a complete event's
+    :class:`_LeanArgs`, an instant's :class:`_LeanInstantArgs`."""
+    tag = cls.__struct_config__.tag
+    args, default = (
+        (_LeanArgs, _NO_LEAN_ARGS) if tag == "X" else (_LeanInstantArgs, _NO_LEAN_INSTANT_ARGS)
+    )
     return msgspec.defstruct(
         "_Lean" + cls.__name__.lstrip("_"),
         [("args", args | None, default)],
         bases=(cls,),
-        tag=cls.__struct_config__.tag,
+        tag=tag,
         gc=False,
     )
 
 
-#: the kept classes with lean args: complete events, instants, instants in the old spelling
-_LEAN = tuple(
-    _lean(cls, args, default)
-    for cls, args, default in (
-        (_Kept, _LeanArgs, _NO_LEAN_ARGS),
-        (_KeptI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
-        (_KeptCapitalI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
-    )
-)
-_LEAN_INT_TS = tuple(
-    _lean(cls, args, default)
-    for cls, args, default in (
-        (_IntTs, _LeanArgs, _NO_LEAN_ARGS),
-        (_IntTsI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
-        (_IntTsCapitalI, _LeanInstantArgs, _NO_LEAN_INSTANT_ARGS),
-    )
-)
-
-
-_DEC_TAGGED = _tagged_decoder((_Kept, _KeptI, _KeptCapitalI))
-_DEC_INT_TS = _tagged_decoder((_IntTs, _IntTsI, _IntTsCapitalI))
+#: the kept classes (complete events, instants, instants in the old spelling), with their ts
+#: as raw tokens or as ints, and the same with lean args
+_KEPT = (_Kept, _KeptI, _KeptCapitalI)
+_KEPT_INT_TS = (_IntTs, _IntTsI, _IntTsCapitalI)
+_LEAN, _LEAN_INT_TS = tuple(map(_lean, _KEPT)), tuple(map(_lean, _KEPT_INT_TS))
 #: the typed decoders by (lean args, int ts)
 _TYPED_DECODERS = {
-    (False, False): _DEC_TAGGED,
-    (False, True): _DEC_INT_TS,
+    (False, False): _tagged_decoder(_KEPT),
+    (False, True): _tagged_decoder(_KEPT_INT_TS),
     (True, False): _tagged_decoder(_LEAN),
     (True, True): _tagged_decoder(_LEAN_INT_TS),
 }
 #: each tagged class's phase
 _PHASE_OF = {
     cls: cls.__struct_config__.tag
-    for cls in (
-        *(_Kept, _KeptI, _KeptCapitalI, _IntTs, _IntTsI, _IntTsCapitalI, *_LEAN, *_LEAN_INT_TS),
-        *(_Meta, *_SKIPPED),
-    )
+    for cls in (*_KEPT, *_KEPT_INT_TS, *_LEAN, *_LEAN_INT_TS, _Meta, *_SKIPPED)
 }
 
 
@@ -700,7 +686,7 @@ class _Piece(NamedTuple):
     loose: bool  # decoded untyped (``+loose``)
     typed: bool = False  # args read as :class:`_KeptArgs` (and subclasses) in the decode
     int_ts: bool = False  # ts read as ints (whole µs) in the decode, not as raw tokens
-    lean: bool = False  # typed, a complete event's args as :class:`_LeanArgs`
+    lean: bool = False  # typed, its kept events' args lean (:class:`_LeanArgs` and instants')
 
 
 def _int_us_to_ns(events: list) -> np.ndarray | None:

