@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -23,18 +24,25 @@ from dynprof_nb.traces.formats.chrome import summaries as stream
 SMALL = REPO / "tests" / "data" / "kineto" / "hta__timeline_analysis__sampled_rank-0.json.gz"
 
 
+@contextmanager
+def _tmpfs(d: Path, options: str) -> Iterator[Path]:
+    """A 64 KiB tmpfs of mode 0700 mounted at ``d`` (root only), with ``options`` besides."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"{options}size=64k,mode=0700", "tmpfs",
+                    str(d)], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     d = tmp_path / "small"
     d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(d)],
-                   check=True)
-    try:
+    with _tmpfs(d, ""):
         yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
 
 
 @pytest.fixture
@@ -103,12 +111,8 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     d = tmp_path / "read-only"
     d.mkdir(mode=0o700)
     if os.geteuid() == 0:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k,mode=0700", "tmpfs", str(d)],
-                       check=True)
-        try:
+        with _tmpfs(d, "ro,"):
             yield d
-        finally:
-            subprocess.run(["umount", "-l", str(d)], check=False)
     else:
         d.chmod(0o500)
         try:
