@@ -14,7 +14,7 @@ from jobutil import unique_job, wait_until
 from nodes import REPO, SimCluster
 
 import dynprof_nb
-from dynprof_nb.control.stacks import DUMP_TIMEOUT_S
+from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, last_stacks_path
 
 pytestmark = pytest.mark.timeout(300)
 DDP_JOB = REPO / "tests" / "ddp_hang_job.py"
@@ -90,3 +90,4 @@ def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
             assert sums[0].group(1) == sums[1].group(1)
         finally:
             job.close()
+            last_stacks_path(f"@cluster.{name}").unlink(missing_ok=True)  # the stall's, kept

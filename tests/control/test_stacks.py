@@ -20,7 +20,7 @@ import dynprof_nb
 from dynprof_nb import segment
 from dynprof_nb.analysis.stacks import StackFrame
 from dynprof_nb.control.job import Job
-from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, parse_dump
+from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, last_stacks_path, parse_dump
 
 REPO = Path(__file__).resolve().parents[2]
 DDP_JOB = REPO / "tests" / "ddp_hang_job.py"
@@ -91,6 +91,7 @@ def ddp_job(tmp_path):
         out, _ = finish(proc, timeout=60)
         job.close()
         segment.unlink(name)
+        last_stacks_path(name).unlink(missing_ok=True)  # the stall's stacks, kept for a user
 
 
 def test_ddp_hang_stacks_name_each_rank_and_training_resumes(ddp_job):
