@@ -384,3 +384,28 @@ def test_a_rank_file_that_is_a_symlink_loop_loads_as_with_the_cache_off(
     assert w.ranks == ref.ranks
     for kind in ("ops", "steps", "kernels", "memory", "communication", "events"):
         pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+
+
+def test_an_entry_is_read_into_memory_arrow_owns(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet's reader threads drop the entry's source when they finish with it. Were that a
+    Python ``bytes``, dropping it takes the GIL, and a thread doing so while the interpreter
+    exits aborts the whole process after its work is done ("terminate called without an active
+    exception", exit -6: one script in about a hundred that loaded a window, seen in CI). So an
+    entry is read into an Arrow buffer and never wrapped as a Python object."""
+    import pyarrow as pa
+
+    trace = tmp_path / SMALL.name
+    shutil.copy(SMALL, trace)
+    first = _load(trace)
+
+    def wrapped(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("an entry's bytes were handed to Parquet as a Python object")
+
+    monkeypatch.setattr(pa, "py_buffer", wrapped)
+    before = dict(cache.counts)
+    second = _load(trace)
+    assert cache.counts["hits"] > before["hits"]
+    assert cache.counts["misses"] == before["misses"]  # every frame came back from an entry
+    _assert_same(first, second, SMALL.name)

@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..errors import collected_warnings, disk_full, warn
 from ..formats.common.budget import parse_size
-from .codec import META_KEY, Unsupported, decode, encode, same
+from .codec import META_KEY, Unsupported, decode, encode, read_entry, same
 from .dirs import private_dir
 from .keys import ENV_DIR, ENV_LIMIT, READER_VERSION, entry_key, window_paths  # noqa: F401
 
@@ -312,7 +312,7 @@ def _read(d: Path, key: str) -> tuple[pd.DataFrame, dict] | None:
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             raise Unsupported("not a regular file of ours")
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read()
+            data = read_entry(fh, st.st_size)
         try:
             os.utime(fd)  # last used: what the size bound removes first is the oldest
         except OSError:

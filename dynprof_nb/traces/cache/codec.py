@@ -8,10 +8,11 @@ holding anything else raises :class:`Unsupported` and is simply not cached."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -98,14 +99,37 @@ def write_parts(sink: Any, parts: Iterable[pd.DataFrame], rows: int, meta: dict)
         raise Unsupported("parts that do not add up to the frame")
 
 
-def decode(data: bytes) -> tuple[pd.DataFrame, dict]:
-    """The frame and metadata of an entry; raises on anything that is not a whole, good one."""
+def read_entry(fh: BinaryIO, size: int) -> Any:
+    """The ``size`` bytes of an open entry, in memory Arrow owns (a ``pyarrow.Buffer``).
+
+    Not ``bytes``: Parquet's reader threads drop their hold on the source whenever they finish
+    with it, and releasing a ``bytes`` object takes the GIL. A thread doing that while the
+    interpreter exits is stopped inside a C++ destructor, and the whole process aborts
+    ("terminate called without an active exception", exit -6) after its work is done: about one
+    script in a hundred that loaded a window."""
+    import pyarrow as pa
+
+    buf = pa.allocate_buffer(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = fh.readinto(view[got:])
+        if not n:
+            raise Unsupported("the entry ended early")
+        got += n
+    return buf
+
+
+def decode(data: Any) -> tuple[pd.DataFrame, dict]:
+    """The frame and metadata of an entry (its bytes, or :func:`read_entry`'s buffer); raises on
+    anything that is not a whole, good one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if not isinstance(data, pa.Buffer):  # bytes: copied, for the reason read_entry gives
+        data = read_entry(io.BytesIO(data), len(data))
     # ParquetFile, not read_table: read_table imports pyarrow.dataset (a third of a cached
     # load's time in a new process)
-    table = pq.ParquetFile(pa.py_buffer(data)).read(use_threads=True)
+    table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=True)
     meta = json.loads(table.schema.metadata[META_KEY])
     columns = table.columns
     index_spec = meta["index"]
