@@ -37,11 +37,16 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.compat import categorical_from_codes
+from dynprof_nb.traces import owner
 
 Loaded = tuple[pd.DataFrame, dict, list]
 
 #: seconds an interrupted caller's workers have to end on SIGINT before they are killed
 STOP_GRACE_S = 2.0
+
+#: the frame files' private directory: this, then :func:`.owner.owner_tag`, so the next load
+#: removes one that a load killed mid-way (SIGKILL: no ``finally``) left in /dev/shm's memory
+FRAMES_PREFIX = "dynprof_nb-frames-"
 
 
 def load_events(
@@ -64,7 +69,9 @@ def load_events(
         return
     shares = _shares([size(c) for c in todo], procs)
     need = sum(size(todo[i]) for s in shares[1:] for i in s) // 4  # a frame: ~1/10 of its JSON
-    tmp = tempfile.mkdtemp(prefix="dynprof_nb-", dir=_scratch(need))  # 0700: only we read it
+    where = _scratch(need) or tempfile.gettempdir()
+    owner.sweep(where, FRAMES_PREFIX)  # what a killed load left there: memory, on tmpfs
+    tmp = tempfile.mkdtemp(prefix=f"{FRAMES_PREFIX}{owner.owner_tag()}-", dir=where)  # 0700
 
     def job(share: list[int], send: Any) -> None:  # the worker: never returns into the caller
         _work([(i, todo[i], os.path.join(tmp, str(i))) for i in share], load, release, send)

@@ -254,19 +254,25 @@ def test_a_multi_rank_window_asked_again_after_ctrl_c_still_streams_its_ranks(
     assert not any(c.loaded("events") for c in w.children)
 
 
+def _two_ranks_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A two-rank window whose ranks stream over two processes into a fresh frame cache:
+    (the window, the cache directory)."""
+    root = _ranks_window(tmp_path / "window", TRACES[0], "files")
+    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
+    d = tmp_path / "cache"
+    monkeypatch.setenv(cache.ENV_DIR, str(d))
+    _two_processes(monkeypatch)
+    return root, d
+
+
 def test_ctrl_c_during_the_ranks_passes_leaves_no_scratch_in_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C in this process while a forked worker is in its rank's first pass: the worker
     is stopped so that it removes its raw parts, as this process's pass does, and nothing of
     either pass is left in the cache directory (where no size bound counts it)."""
-    root = _ranks_window(tmp_path / "window", TRACES[0], "files")
-    monkeypatch.delenv(stream.STREAM_ENV, raising=False)
-    d = tmp_path / "cache"
-    monkeypatch.setenv(cache.ENV_DIR, str(d))
-    parent = os.getpid()
-    _two_processes(monkeypatch)
-    real = out_of_core.decode_to_parts
+    root, d = _two_ranks_cached(tmp_path, monkeypatch)
+    parent, real = os.getpid(), out_of_core.decode_to_parts
 
     def decode(path: Path, out: Path, *args: Any, **kw: Any) -> Any:
         if os.getpid() != parent:  # the worker, amid its pass, its scratch directory made
@@ -286,6 +292,33 @@ def test_ctrl_c_during_the_ranks_passes_leaves_no_scratch_in_the_cache(
         w.ops  # noqa: B018
     assert time.monotonic() - start < 15, "the worker was waited for, not stopped"
     assert not list(d.glob(".tmp-*")), "a pass left its raw parts"
+
+
+def test_a_worker_killed_amid_its_pass_leaves_no_scratch_once_the_load_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked worker SIGKILLed in its rank's first pass (the OOM killer: no ``finally``
+    runs) leaves its raw parts in the cache directory; this process then passes the rank
+    itself, and its entry writes remove the dead worker's scratch at once, not an hour later.
+    The frames are the whole parse's."""
+    import signal
+
+    root, d = _two_ranks_cached(tmp_path, monkeypatch)
+    ref = _whole(root, dynprof_nb.load_window)
+    parent, real = os.getpid(), out_of_core.decode_to_parts
+
+    def decode(path: Path, out: Path, *args: Any, **kw: Any) -> Any:
+        if os.getpid() != parent:  # the worker, its scratch directory made
+            (out / "raw-part").write_bytes(b"x" * 4096)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(path, out, *args, **kw)
+
+    monkeypatch.setattr(out_of_core, "decode_to_parts", decode)
+    w = dynprof_nb.load_window(root)
+    for kind in SUMMARIES:
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind), check_exact=True)
+    assert list(d.glob("*.parquet")), "nothing was cached: the test shows nothing"
+    assert not list(d.glob(".tmp-*")), "the killed worker's raw parts were left"
 
 
 def test_a_rank_that_cannot_stream_loads_whole_as_before(

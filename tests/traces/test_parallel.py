@@ -139,3 +139,56 @@ def test_prime_runs_ahead_in_both_processes_and_returns_each_result():
     assert here == {True, False}  # shared out
     assert ["done" in item for item in items] == [bool(g and g[1]) for g in got]
     assert parallel.prime(items, work, max_procs=1) == [None] * 4
+
+
+def test_a_load_killed_mid_way_leaves_no_frame_files_past_the_next_load(tmp_path: Path):
+    """A notebook SIGKILLed while its ranks load (no ``finally`` runs) leaves its private
+    directory of frame files in /dev/shm, which is memory until the machine reboots. The next
+    parallel load removes it; one of a load still running is kept."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from dynprof_nb.traces import owner
+
+    script = (
+        "import os, sys, time, dynprof_nb\n"
+        "from dynprof_nb.traces import parallel\n"
+        "w, pid = dynprof_nb.load_window(sys.argv[1]), os.getpid()\n"
+        "def load(c):\n"
+        "    if os.getpid() == pid:\n"
+        "        print('parsing', flush=True)\n"
+        "        time.sleep(120)\n"
+        "    return c.parsed_events()\n"
+        "parallel.load_events(w.children, load, lambda c: 100 if c.rank == 1 else 1, 2)\n"
+    )
+    where = parallel._scratch(0) or tempfile.gettempdir()
+    first = npu_text_window(tmp_path / "a", 2)
+    killed = subprocess.Popen([sys.executable, "-c", script, str(first)],
+                              stdout=subprocess.PIPE, text=True)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    live = Path(where) / f"{parallel.FRAMES_PREFIX}{owner.HOST}-{alive.pid}-x"
+    try:
+        live.mkdir()
+        assert killed.stdout is not None and killed.stdout.readline() == "parsing\n"
+        mine = f"{parallel.FRAMES_PREFIX}{owner.HOST}-{killed.pid}-"
+        left = [p for p in Path(where).iterdir() if p.name.startswith(mine)]
+        assert len(left) == 1, "the load made no frame directory of its own"
+        deadline = time.monotonic() + 30  # the worker writes rank 1's frame there
+        while not any(left[0].iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+        assert left[0].exists()  # what the kill leaves
+
+        w = dynprof_nb.load_window(npu_text_window(tmp_path / "b", 2))
+        parallel.load_events(w.children, lambda c: c.parsed_events(), max_procs=2)
+        assert all(c.loaded("events") for c in w.children)
+        assert not left[0].exists(), "the killed load's frame files are still in memory"
+        assert live.is_dir(), "a running load's directory was removed"
+    finally:
+        killed.kill()
+        alive.kill()
+        live.rmdir()

@@ -42,6 +42,7 @@ import pandas as pd
 
 from ..errors import collected_warnings, disk_full, warn
 from ..formats.common.budget import parse_size
+from ..owner import ended, owner_tag
 from .codec import META_KEY, Unsupported, decode, encode, read_entry, same
 from .dirs import private_dir
 from .keys import ENV_DIR, ENV_LIMIT, READER_VERSION, entry_key, window_paths  # noqa: F401
@@ -50,6 +51,7 @@ DEFAULT_LIMIT_BYTES = 2 * 1024**3
 _OFF = ("0", "off", "no", "false", "none")
 _SUFFIX = ".parquet"
 _TMP_PREFIX = ".tmp-"
+_PARTS_PREFIX = _TMP_PREFIX + "parts-"  # then owner_tag(): a pass's scratch directory
 _STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died
 
 
@@ -228,13 +230,13 @@ def scratch_dir() -> Path | None:
     """A new private directory inside the cache directory for a pass's transient files (the
     first pass's raw parts), None with the cache off or one that cannot be written to
     (read-only, full: as every entry's write, the pass goes on without it); its owner removes
-    it, and one a dead process left is removed by a later write once it is an hour old
-    (:func:`_trim`)."""
+    it, and one a killed process left is removed by a later write once that process has
+    ended, or, where that cannot be told, once it is an hour old (:func:`_trim`)."""
     d = _usable_dir()
     if d is None:
         return None
     try:
-        return Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "parts-", dir=d))
+        return Path(tempfile.mkdtemp(prefix=f"{_PARTS_PREFIX}{owner_tag()}-", dir=d))
     except OSError:
         return None
 
@@ -403,7 +405,8 @@ def _trim(d: Path, limit: int) -> None:
         except OSError:
             continue
         if name.startswith(_TMP_PREFIX):
-            if now - st.st_mtime > _STALE_TMP_S:
+            gone = name.startswith(_PARTS_PREFIX) and ended(name[len(_PARTS_PREFIX) :])
+            if gone or now - st.st_mtime > _STALE_TMP_S:
                 if stat.S_ISDIR(st.st_mode):  # a pass's scratch directory: never a symlink
                     shutil.rmtree(p, ignore_errors=True)
                 else:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
 
 from ..errors import warn
+from ..owner import HOST, ended, owner_tag  # noqa: F401  HOST: the names' host, for tests
 from .dirs import private_dir
 from .keys import partition_key
 
@@ -33,15 +33,12 @@ def root() -> Path:
     return d.absolute()
 
 
-HOST = socket.gethostname().replace("-", "_")[:32]
-
-
 def _part_dir(path: Path) -> Path:
     """A new directory for this load's partitions: named by the file
     (:func:`.keys.partition_key`) and by this load (host, pid), so two kernels loading one
     trace never share one and a later load can tell whether the process that made it still
     runs."""
-    name = f"{partition_key(path)}-{HOST}-{os.getpid()}-{os.urandom(4).hex()}"
+    name = f"{partition_key(path)}-{owner_tag()}-{os.urandom(4).hex()}"
     return root() / "events-parts" / name
 
 
@@ -74,15 +71,9 @@ def _elsewhere(d: Path, why: str) -> Path:
 def _dead(d: Path, now: float) -> bool:
     """Whether partition directory ``d`` can go: its process (on this host) has ended, or it
     is older than ``STALE_S`` (another host's, or a name from an older version)."""
-    parts = d.name.split("-")
-    if len(parts) == 4 and parts[1] == HOST and parts[2].isdigit():
-        try:
-            os.kill(int(parts[2]), 0)
-        except ProcessLookupError:
-            return True
-        except OSError:  # alive, another user's
-            return False
-        return False
+    gone = ended(d.name.partition("-")[2])  # <key>-<host>-<pid>-<nonce>
+    if gone is not None:
+        return gone
     try:
         return now - d.stat().st_mtime > STALE_S
     except OSError:
