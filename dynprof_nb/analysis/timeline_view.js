@@ -263,6 +263,7 @@ function render({ model, el }) {
     root.dataset.headers = JSON.stringify(order.filter((j) => header[j]).map((j) => header[j]));
     pinComm.textContent = `${commPinned ? "●" : "○"} pin communication`;
     root.dataset.order = JSON.stringify(order.filter((j) => laneY[j] >= 0).map((j) => lanes[j].label));
+    sendArrangement();
   }
 
   function layout() {
@@ -541,6 +542,33 @@ function render({ model, el }) {
     return out;
   }
 
+  // a collapsed rank's or process's header row: what it stands for and how many lanes (a
+  // pinned lane has its own header)
+  function headerText(j) {
+    const lane = lanes[j];
+    const same = header[j] === "rank" ? (l) => l.rank === lane.rank
+      : (l) => procKey(l) === procKey(lane);
+    const n = lanes.filter((l) => same(l) && isPinned(l) === isPinned(lane)).length;
+    const what = header[j] === "rank" ? `rank ${lane.rank}`
+      : `rank ${lane.rank} · ${lane.process} (${lane.device ? "device" : "host"})`;
+    return `${what} · ${n} lane${n === 1 ? "" : "s"}`;
+  }
+
+  // the lanes as drawn, for the kernel's figure() (a static export shows what was on screen):
+  // each layout row's drawn row (-1: hidden), and each drawn lane's [row, rows, label,
+  // pinned]; {} while nothing is collapsed or pinned (the kernel's own layout is the same)
+  function sendArrangement() {
+    const plain = !collapsed.size && !rankShut.size && !procShut.size && !pinned.size &&
+      !commPinned && groupPinned === "";
+    const lanesShown = order.filter((j) => laneY[j] >= 0).map((j) => [laneY[j] / rowH,
+      laneN[j], header[j] ? headerText(j) : lanes[j].label, isPinned(lanes[j])]);
+    const arranged = plain ? {} : { rows: Array.from(rowY, (v) => (v < 0 ? -1 : v / rowH)),
+      lanes: lanesShown, height: contentH / rowH };
+    if (JSON.stringify(arranged) === JSON.stringify(model.get("arranged") || {})) return;
+    model.set("arranged", arranged);
+    model.save_changes();
+  }
+
   function drawLanes(pw) {
     ctx.fillStyle = "#ffffff";
     ctx.fillRect(0, TOP, LEFT, height - TOP);
@@ -566,13 +594,7 @@ function render({ model, el }) {
       if (header[j]) {
         ctx.fillText("▸", 4, mid);
         ctx.fillStyle = "#222222";
-        // how many lanes this header row stands for (a pinned lane has its own header)
-        const same = header[j] === "rank" ? (l) => l.rank === lane.rank
-          : (l) => procKey(l) === procKey(lane);
-        const n = lanes.filter((l) => same(l) && isPinned(l) === isPinned(lane)).length;
-        const what = header[j] === "rank" ? `rank ${lane.rank}`
-          : `rank ${lane.rank} · ${lane.process} (${lane.device ? "device" : "host"})`;
-        ctx.fillText(fit(`${what} · ${n} lane${n === 1 ? "" : "s"}`, LEFT - 34), 30, mid);
+        ctx.fillText(fit(headerText(j), LEFT - 34), 30, mid);
         continue;
       }
       if (lane.rows > 1) ctx.fillText(collapsed.has(j) ? "▸" : "▾", 4, mid);

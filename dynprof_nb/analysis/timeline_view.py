@@ -238,6 +238,8 @@ class TimelineView(anywidget.AnyWidget):
     path = traitlets.List().tag(sync=True)
     # the communication groups the lanes run (Kineto's Process Group Name): key, label, lanes
     comm_groups = traitlets.List().tag(sync=True)
+    # the browser's lanes, collapsed and pinned, for figure(): see _arrangement
+    arranged = traitlets.Dict().tag(sync=True)
 
     def __init__(self, window: Any, legend: int = 10, **layout_kw: Any) -> None:
         self.window = window
@@ -660,14 +662,30 @@ class TimelineView(anywidget.AnyWidget):
 
     # ---- without a widget frontend ----------------------------------------------------------
 
+    def _arrangement(self) -> tuple[np.ndarray, list, float]:
+        """The lanes as the browser draws them (``arranged``: collapsed and pinned lanes): the
+        drawn row of each layout row (-1: hidden), each drawn lane's (row, rows, label,
+        pinned), and the rows drawn; the layout's own while nothing is collapsed or pinned."""
+        got = self.arranged
+        rows = got.get("rows") if isinstance(got, dict) else None
+        if rows is not None and len(rows) == self.tl.rows:
+            shown = [(float(y), int(n), str(label), bool(pin)) for y, n, label, pin in got["lanes"]]
+            return np.asarray(rows, dtype=np.float64), shown, float(got["height"])
+        shown = [(lane["y0"], lane["rows"], lane["label"], False) for lane in self.lanes]
+        return np.arange(self.tl.rows, dtype=np.float64), shown, float(self.tl.rows)
+
     def figure(self, pixels: int = 1100) -> Figure:
-        """The current view as a matplotlib figure: the same choice of events, lanes, labels."""
+        """The current view as a matplotlib figure: the same choice of events, lanes, labels,
+        and the lanes collapsed and pinned in the browser."""
         lo, hi = self.visible_range
         idx, _ = self.index.select(lo, hi, pixels)
+        row_of, shown, height = self._arrangement()
+        y = row_of[self.index.y[idx]]
+        idx, y = idx[y >= 0], y[y >= 0]  # in a collapsed lane's nested levels: not drawn
         scale, unit = plots.time_unit(hi - lo) if hi - lo > 2e6 else (1e3, "µs")
         lay = self.tl
         fig = Figure(
-            figsize=(plots.WIDTH_IN, min(plots.MAX_HEIGHT_IN, 1.6 + 0.2 * lay.rows)),
+            figsize=(plots.WIDTH_IN, min(plots.MAX_HEIGHT_IN, 1.6 + 0.2 * height)),
             layout="constrained",
         )
         ax = fig.add_subplot()
@@ -675,7 +693,6 @@ class TimelineView(anywidget.AnyWidget):
         x1 = np.maximum(
             np.minimum(self.index.x1[idx], hi) / scale, x0 + (hi - lo) / scale / (2 * pixels)
         )
-        y = self.index.y[idx].astype(np.float64)
         verts = np.stack(
             [
                 np.stack([x0, y + 0.08], 1),
@@ -690,12 +707,15 @@ class TimelineView(anywidget.AnyWidget):
             PolyCollection(verts, facecolors=list(colours), linewidths=0, antialiaseds=False)
         )
         ax.set_xlim(lo / scale, hi / scale)
-        ax.set_ylim(lay.rows, 0)
+        ax.set_ylim(height, 0)
         ax.set_yticks(
-            [lane["y0"] + 0.5 for lane in self.lanes],
-            [lane["label"] for lane in self.lanes],
-            fontsize=8 if len(self.lanes) <= 24 else 6,
+            [row + 0.5 for row, _, _, _ in shown],
+            [f"● {label}" if pin else label for _, _, label, pin in shown],
+            fontsize=8 if len(shown) <= 24 else 6,
         )
+        pinned_end = max((row + n for row, n, _, pin in shown if pin), default=0)
+        if pinned_end:  # the line under the pinned lanes, as the browser draws it
+            ax.axhline(pinned_end, color="#2862c8", linewidth=1.5)
         ax.tick_params(axis="y", length=0)
         ax.set_xlabel(f"time ({unit}){self.zero}")
         fig.suptitle(self.title, fontsize=11)

@@ -235,6 +235,10 @@ def test_lanes_collapse_expand_and_pin(page, two):
     group = [lane["label"] for lane in view.lanes if lane["thread"] == view.lanes[stream]["thread"]]
     assert len(group) == 2 and order[:2] == group
     tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_pinned.png"))
+    # the static figure (what an export shows) draws the lanes as the browser does
+    labels, rows = _figure_lanes(page, view, "timeline_figure_pinned.png")
+    assert labels[:2] == [f"● {g}" for g in group] and len(labels) == len(order)
+    assert rows == int(tp.state()["rows"])
     # a label: its process (rank 0's host process, 3 lanes) becomes one header row; the
     # device lanes of rank 0 stay as they were
     host = [ln for ln in view.lanes if ln["rank"] == 0 and not ln["device"]]
@@ -246,6 +250,11 @@ def test_lanes_collapse_expand_and_pin(page, two):
     assert not {ln["label"] for ln in host[1:]} & set(json.loads(st["order"]))
     assert "rank 0 · stream 40 " in json.loads(st["order"])
     tp.root.screenshot(path=str(ARTIFACTS / "timeline_page_process_collapsed.png"))
+    labels, rows = _figure_lanes(page, view, "timeline_figure_process_collapsed.png")
+    assert rows == int(st["rows"]) and len(labels) == len(json.loads(st["order"]))
+    assert [x for x in labels if x.endswith(" lanes")] == [
+        f"rank 0 · {host[0]['process']} (host) · 3 lanes"]
+    assert not {ln["label"] for ln in host} & set(labels)
     page.mouse.click(box["x"] + 120, box["y"] + TOP + 2 * view.row_height + 9)  # its header
     assert int(tp.state()["rows"]) == rows0
     # shift-click: the whole rank, host and device, is one header row (and one more where its
@@ -257,6 +266,20 @@ def test_lanes_collapse_expand_and_pin(page, two):
     rank0 = [ln for ln in view.lanes if ln["rank"] == 0]
     assert json.loads(st["headers"]) == ["rank", "rank"]
     assert int(st["rows"]) == rows0 - sum(ln["rows"] for ln in rank0) + 2
+
+
+def _figure_lanes(page, view, png: str) -> tuple[list[str], int]:
+    """``view.figure()`` once the browser's arrangement has reached the kernel: its lane
+    labels, top to bottom, and how many rows it draws; the figure saved to tests/artifacts."""
+    sent = view.arranged
+    for _ in range(100):  # the page's save_changes is asynchronous, as a comm is
+        page.wait_for_timeout(20)
+        if view.arranged is not sent:
+            break
+    fig = view.figure()
+    fig.savefig(ARTIFACTS / png, dpi=80)
+    ax = fig.axes[0]
+    return [t.get_text() for t in ax.get_yticklabels()], round(ax.get_ylim()[0])
 
 
 def test_pin_communication_keeps_every_ranks_communication_lanes_together(page, two):
