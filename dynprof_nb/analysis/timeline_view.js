@@ -992,14 +992,25 @@ function render({ model, el }) {
   function stepMatch(d) {
     const n = found.items.length;
     if (!n) return;
+    const pages = Math.ceil(found.total / (found.limit || n));
+    if (pages > 1 && at >= 0 && (at + d >= n || at + d < 0)) {
+      // past the page held: the kernel sends the next (or previous) one, wrapping around
+      pendingStep = d;
+      model.set("query_page", ((found.page || 0) + d + pages) % pages);
+      model.save_changes();
+      return;
+    }
     at = at < 0 ? (d > 0 ? 0 : n - 1) : (at + d + n) % n;
     showMatch();
   }
 
   function showMatch() {
     const m = found.items[at];
-    count.textContent = `${at + 1} / ${found.total.toLocaleString()}` +
-      (found.total > found.items.length ? ` (first ${found.items.length} listed)` : "");
+    const first = (found.page || 0) * (found.limit || 0);
+    count.textContent = `${(first + at + 1).toLocaleString()} / ${found.total.toLocaleString()}` +
+      (found.total > found.items.length
+        ? ` (${(first + 1).toLocaleString()}-${(first + found.items.length).toLocaleString()} listed)`
+        : "");
     for (const [i, item] of [...list.children].entries()) item.classList.toggle("current", i === at);
     const cur = list.children[at];
     if (cur) cur.scrollIntoView({ block: "nearest" });

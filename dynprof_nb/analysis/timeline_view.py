@@ -231,6 +231,7 @@ class TimelineView(anywidget.AnyWidget):
     selected = traitlets.Int(-1).tag(sync=True)
     details = traitlets.Dict().tag(sync=True)
     query = traitlets.Unicode("").tag(sync=True)
+    query_page = traitlets.Int(0).tag(sync=True)  # which _MAX_MATCHES of them ``matches`` holds
     matches = traitlets.Dict().tag(sync=True)
     span = traitlets.List().tag(sync=True)
     span_summary = traitlets.Dict().tag(sync=True)
@@ -492,15 +493,18 @@ class TimelineView(anywidget.AnyWidget):
 
     # ---- search and ranges ------------------------------------------------------------------
 
-    def search(self, text: str, limit: int = _MAX_MATCHES) -> dict[str, Any]:
+    def search(self, text: str, limit: int = _MAX_MATCHES, page: int = 0) -> dict[str, Any]:
         """The drawn events whose name contains ``text`` (any case), in time order: total and
-        the first ``limit`` as [id, x0, x1, row, name id] (ns on the axis)."""
+        page ``page`` of them, ``limit`` a page (the last page for one past it), as [id, x0,
+        x1, row, name id] (ns on the axis). The page steps through every match ``limit`` at a
+        time, so next and previous reach the last of 20,000 as they reach the first."""
         text = text.strip()
         if not text:
-            return {"query": text, "total": 0, "items": []}
+            return {"query": text, "total": 0, "items": [], "page": 0, "limit": limit}
         hit = [i for i, n in enumerate(self._full_names) if text.lower() in n.lower()]
         idx = np.flatnonzero(np.isin(self._name_of, np.asarray(hit, np.int32)))
         idx = idx[np.argsort(self.index.x0[idx], kind="stable")]
+        page = min(max(page, 0), max(len(idx) - 1, 0) // limit)
         items = [
             [
                 int(i),
@@ -509,13 +513,27 @@ class TimelineView(anywidget.AnyWidget):
                 int(self.index.y[i]),
                 int(self._name_of[i]),
             ]
-            for i in idx[:limit]
+            for i in idx[page * limit : (page + 1) * limit]
         ]
-        return {"query": text, "total": len(idx), "names": len(hit), "items": items}
+        return {
+            "query": text,
+            "total": len(idx),
+            "names": len(hit),
+            "items": items,
+            "page": page,
+            "limit": limit,
+        }
 
     @traitlets.observe("query")
     def _on_query(self, change: dict) -> None:
-        self.matches = self.search(change["new"])
+        if self.query_page:
+            self.query_page = 0  # a new search starts at its first page (_on_query_page)
+        else:
+            self.matches = self.search(change["new"])
+
+    @traitlets.observe("query_page")
+    def _on_query_page(self, change: dict) -> None:
+        self.matches = self.search(self.query, page=change["new"])
 
     def range_summary(self, lo: float, hi: float, top: int = 12) -> dict[str, Any]:
         """[lo, hi) on the axis: its duration and the summed time per name of the events in

@@ -446,6 +446,47 @@ def test_search_lists_matches_and_steps_through_them(page, two):
     assert "step: " in details.inner_text()
 
 
+def test_next_and_previous_reach_every_match_past_the_first_page(page, two):
+    """A name with thousands of matches: the page holds the first 500, and next from the 500th
+    goes on to the 501st; previous from the first wraps to the very last, next from there to
+    the first, as the count says."""
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    search = tp.root.locator(".dynprof-tl-search")
+    count = tp.root.locator(".dynprof-tl-count")
+    first = view.search("aten::")
+    total, limit = first["total"], first["limit"]
+    assert total > 2 * limit
+    search.fill("aten::")
+    search.press("Enter")
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline').dataset.match")
+    assert int(tp.state()["match"]) == first["items"][0][0]
+    tp.root.locator(".dynprof-tl-match").nth(limit - 1).click()  # the page's last
+    assert int(tp.state()["match"]) == first["items"][-1][0]
+    tp.root.locator(".dynprof-tl-next").click()
+
+    def shown(item: list) -> None:
+        page.wait_for_function(
+            "(id) => document.querySelector('.dynprof-timeline').dataset.match === id",
+            arg=str(item[0]))
+
+    shown(view.search("aten::", page=1)["items"][0])
+    assert count.inner_text().startswith(f"{limit + 1:,} / {total:,}")
+    search.press("Enter")  # the page's second
+    shown(view.search("aten::", page=1)["items"][1])
+    search.press("Shift+Enter")
+    search.press("Shift+Enter")  # back over the page's start, to the first page's last
+    shown(first["items"][-1])
+    tp.root.locator(".dynprof-tl-match").first.click()
+    search.press("Shift+Enter")  # before the first: the last of all
+    last = view.search("aten::", page=total)  # (a page past the end: the last page)
+    shown(last["items"][-1])
+    assert count.inner_text().startswith(f"{total:,} / {total:,}")
+    search.press("Enter")  # and on, round to the first
+    shown(first["items"][0])
+    assert count.inner_text().startswith(f"1 / {total:,}")
+
+
 def test_wasd_and_arrow_keys_zoom_and_pan(page, two):
     view = _view(two)
     tp = TimelinePage(page, view)
