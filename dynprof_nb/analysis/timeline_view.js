@@ -266,9 +266,16 @@ function render({ model, el }) {
     sendArrangement();
   }
 
+  // A window of thousands of rows is taller than any screen (and than the largest canvas a
+  // browser draws): the stage is as tall as every row, the canvas only as tall as the window
+  // and sticky in it, and a frame draws the rows in sight, scrolled by `off` (Y0: where row 0
+  // is on the canvas; the time axis stays at the top).
+  let fullH = 0, off = 0, Y0 = TOP;
   function layout() {
     width = Math.max(500, Math.floor(el.getBoundingClientRect().width || 1000));
-    height = TOP + contentH + BOTTOM;
+    fullH = TOP + contentH + BOTTOM;
+    height = Math.min(fullH, Math.max(400, window.innerHeight || fullH));
+    stage.style.height = `${fullH}px`;
     const dpr = window.devicePixelRatio || 1;
     canvas.width = Math.floor(width * dpr);
     canvas.height = Math.floor(height * dpr);
@@ -304,8 +311,17 @@ function render({ model, el }) {
     H.n += 1;
   }
 
+  function scrolled() {
+    // how far the stage's top has gone above the canvas's (0 until the page scrolls past it)
+    const d = canvas.getBoundingClientRect().top - stage.getBoundingClientRect().top;
+    return Math.max(0, Math.min(fullH - height, Math.round(d)));
+  }
+  const inSight = (row) => rowY[row] >= 0 && rowY[row] + rowH > off && rowY[row] < off + height - TOP;
+
   function draw() {
     const t0 = performance.now();
+    off = scrolled();
+    Y0 = TOP - off;
     const pw = plotW();
     const k = pw / (hi - lo);
     const pxNs = (hi - lo) / pw;
@@ -320,7 +336,7 @@ function render({ model, el }) {
         const b = Math.min(LEFT + pw, LEFT + (steps.b[i] - lo) * k);
         if (b - a < 3) continue; // bands under 3 px are noise (as in the static plot)
         const band = rankBand.get(steps.rank[i]);
-        if (band) ctx.fillRect(a, TOP + band[0], b - a, band[1] - band[0]);
+        if (band) ctx.fillRect(a, Y0 + band[0], b - a, band[1] - band[0]);
       }
     }
     ctx.save();
@@ -339,7 +355,7 @@ function render({ model, el }) {
     H.n = 0;
     textQ.length = 0;
     const pad = rowH > 6 ? 1 : 0;
-    const lwNow = Math.ceil(pw) + 2, lhNow = Math.max(1, contentH);
+    const lwNow = Math.ceil(pw) + 2, lhNow = height - TOP + rowH; // the rows in sight, and one above
     if (lwNow !== lw || lhNow !== lh) {
       lw = lwNow; lh = lhNow;
       layer.width = lw; layer.height = lh;
@@ -358,7 +374,7 @@ function render({ model, el }) {
         const cell = row * cols + px;
         if (grid[cell] === stamp) return; // this pixel of this row has a longer bar already
         grid[cell] = stamp;
-        const line = (rowY[row] + pad) * lw; // one pixel row; copied down the bar below
+        const line = (rowY[row] - off + rowH + pad) * lw; // one pixel row; copied down below
         lbuf[line + px] = rgba[nm];
         if (w > 1.2 && px + 1 < lw && grid[cell + 1] !== stamp) {
           grid[cell + 1] = stamp;
@@ -369,7 +385,7 @@ function render({ model, el }) {
       }
       const pa = Math.max(0, Math.round(a - LEFT + 1));
       const pb = Math.min(lw, Math.round(b - LEFT + 1));
-      const line = (rowY[row] + pad) * lw;
+      const line = (rowY[row] - off + rowH + pad) * lw;
       lbuf.fill(rgba[nm], line + pa, line + pb);
       if (pb - pa > 2) lbuf[line + pb - 1] = dim(rgba[nm]);
       keep(a, b, row, src, i);
@@ -377,7 +393,7 @@ function render({ model, el }) {
     };
     for (let lev = 0; lev <= k1 && L; lev++) {
       for (let row = 0; row < nRows; row++) {
-        if (rowY[row] < 0) continue;
+        if (!inSight(row)) continue;
         const r = lev * nRows + row;
         const a = S.first[r], b = S.first[r + 1];
         if (a === b) continue;
@@ -391,17 +407,17 @@ function render({ model, el }) {
       }
     }
     if (useD) {
-      for (let i = 0; i < D.n; i++) if (rowY[D.row[i]] >= 0) put(D.x0[i], D.x1[i], D.row[i], D.name[i], 1, i);
+      for (let i = 0; i < D.n; i++) if (inSight(D.row[i])) put(D.x0[i], D.x1[i], D.row[i], D.name[i], 1, i);
     }
     if (H.n) {
       for (let row = 0; row < nRows; row++) {
-        if (rowY[row] < 0) continue;
-        const line = (rowY[row] + pad) * lw;
+        if (!inSight(row)) continue;
+        const line = (rowY[row] - off + rowH + pad) * lw;
         for (let y = 1; y < rowH - 2 * pad; y++) lbuf.copyWithin(line + y * lw, line, line + lw);
       }
       lctx.putImageData(limg, 0, 0);
       ctx.imageSmoothingEnabled = false; // a high-dpi screen scales the layer: keep edges sharp
-      ctx.drawImage(layer, LEFT - 1, TOP);
+      ctx.drawImage(layer, LEFT - 1, TOP - rowH);
     }
     // names inside the bars they fit in
     ctx.font = "11px sans-serif";
@@ -422,7 +438,7 @@ function render({ model, el }) {
         s = label.slice(0, chars) + "…";
       }
       ctx.fillStyle = inks[nm];
-      ctx.fillText(s, a + 3, TOP + rowY[H.row[h]] + rowH / 2 + 0.5);
+      ctx.fillText(s, a + 3, Y0 + rowY[H.row[h]] + rowH / 2 + 0.5);
       labelled += 1;
     }
     root.dataset.labels = String(labelled);
@@ -432,7 +448,7 @@ function render({ model, el }) {
       const a = tx(x0), b = tx(x1);
       ctx.strokeStyle = colour;
       ctx.lineWidth = lw;
-      ctx.strokeRect(a - 1, TOP + rowY[row] + 0.5, Math.max(3, b - a + 2), rowH - 1);
+      ctx.strokeRect(a - 1, Y0 + rowY[row] + 0.5, Math.max(3, b - a + 2), rowH - 1);
     };
     if (at >= 0 && found.items[at]) {
       const m = found.items[at];
@@ -446,7 +462,7 @@ function render({ model, el }) {
     if (hover >= 0 && hover < H.n) {
       ctx.strokeStyle = "#000000";
       ctx.lineWidth = 1;
-      ctx.strokeRect(H.a[hover], TOP + rowY[H.row[hover]] + 0.5, Math.max(2, H.b[hover] - H.a[hover]), rowH - 1);
+      ctx.strokeRect(H.a[hover], Y0 + rowY[H.row[hover]] + 0.5, Math.max(2, H.b[hover] - H.a[hover]), rowH - 1);
     }
     if (range) {
       const a = tx(Math.min(range.a, range.b)), b = tx(Math.max(range.a, range.b));
@@ -468,6 +484,7 @@ function render({ model, el }) {
     root.dataset.drawn = String(H.n);
     root.dataset.level = String(k1);
     root.dataset.source = useD ? "kernel" : "summary";
+    root.dataset.off = String(off);
     root.dataset.drawMs = (performance.now() - t0).toFixed(2);
     settle();
   }
@@ -483,7 +500,7 @@ function render({ model, el }) {
       const y = laneY[j];
       if (y === undefined || y < 0 || x1 < lo || x0 > hi) { prev = null; continue; }
       const a = Math.max(LEFT, tx(x0)), b = Math.min(LEFT + pw, tx(x1));
-      const yb = TOP + y + rowH - 3;
+      const yb = Y0 + y + rowH - 3;
       ctx.fillStyle = PATH_INK[kind] || PATH_INK[4];
       ctx.fillRect(a, yb, Math.max(1, b - a), 3);
       if (prev && prev.y !== yb) {
@@ -501,8 +518,8 @@ function render({ model, el }) {
     const into = f.why === "launch";
     const [s, t] = into ? [f, chosen] : [chosen, f];
     if (rowY[s.row] < 0 || rowY[t.row] < 0) return;
-    const x1 = tx(s.x0), y1 = TOP + rowY[s.row] + rowH / 2;
-    const x2 = tx(t.x0), y2 = TOP + rowY[t.row] + rowH / 2;
+    const x1 = tx(s.x0), y1 = Y0 + rowY[s.row] + rowH / 2;
+    const x2 = tx(t.x0), y2 = Y0 + rowY[t.row] + rowH / 2;
     ctx.strokeStyle = "#d0202a";
     ctx.fillStyle = "#d0202a";
     ctx.lineWidth = 1.5;
@@ -580,7 +597,7 @@ function render({ model, el }) {
       const y = laneY[j];
       if (y < 0) continue;
       const lane = lanes[j];
-      const top = TOP + y;
+      const top = Y0 + y;
       if (isPinned(lane)) pinEnd = top + laneN[j] * rowH;
       if (prevRank !== null) {
         const newRank = lane.rank !== prevRank;
@@ -588,6 +605,7 @@ function render({ model, el }) {
         ctx.fillRect(4, top, LEFT + pw - 4, newRank ? 1 : 0.5);
       }
       prevRank = lane.rank;
+      if (top + laneN[j] * rowH < TOP || top > height) continue; // out of sight
       const mid = top + rowH / 2;
       ctx.textAlign = "left";
       ctx.fillStyle = "#666666";
@@ -735,7 +753,7 @@ function render({ model, el }) {
   // ---- the pointer ----------------------------------------------------------------------
   function pick(mx, my) {
     if (mx < LEFT || my < TOP) return -1;
-    const t = my - TOP;
+    const t = my - Y0;
     let best = -1;
     for (let h = 0; h < H.n; h++) {
       const y = rowY[H.row[h]];
@@ -778,7 +796,8 @@ function render({ model, el }) {
     // near the bottom)
     const tw = tip.offsetWidth, th = tip.offsetHeight;
     tip.style.left = `${Math.max(0, Math.min(mouse.x + 14, width - tw - 4))}px`;
-    tip.style.top = `${mouse.y + 14 + th > height ? Math.max(0, mouse.y - th - 6) : mouse.y + 14}px`;
+    const ty = mouse.y + 14 + th > height ? Math.max(0, mouse.y - th - 6) : mouse.y + 14;
+    tip.style.top = `${off + ty}px`; // the stage's coordinates: the canvas is `off` down it
     root.dataset.hover = String(r.id);
   }
 
@@ -847,9 +866,9 @@ function render({ model, el }) {
       const t = into ? chosen : f;
       const s = into ? f : chosen;
       if (rowY[s.row] < 0) continue;
-      const x = tx(s.x0), y = TOP + rowY[s.row] + rowH / 2;
+      const x = tx(s.x0), y = Y0 + rowY[s.row] + rowH / 2;
       if (into && Math.hypot(mx - x, my - y) < 8) { go(f); return true; }
-      const x2 = tx(t.x0), y2 = TOP + rowY[t.row] + rowH / 2;
+      const x2 = tx(t.x0), y2 = Y0 + rowY[t.row] + rowH / 2;
       if (!into && Math.hypot(mx - x2, my - y2) < 8) { go(f); return true; }
     }
     return false;
@@ -898,7 +917,7 @@ function render({ model, el }) {
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
     if (x >= LEFT || y < TOP) return;
-    const j = order.find((q) => laneY[q] >= 0 && y >= TOP + laneY[q] && y < TOP + laneY[q] + laneN[q] * rowH);
+    const j = order.find((q) => laneY[q] >= 0 && y >= Y0 + laneY[q] && y < Y0 + laneY[q] + laneN[q] * rowH);
     if (j === undefined) return;
     const lane = lanes[j];
     if (header[j] === "rank") rankShut.delete(lane.rank);
@@ -1130,7 +1149,21 @@ function render({ model, el }) {
     }
   });
   ro.observe(el);
-  return () => ro.disconnect();
+  // scrolling the page (or JupyterLab's notebook) brings other rows into sight
+  let scrollPending = false;
+  const onScroll = () => {
+    if (scrollPending) return;
+    scrollPending = true;
+    requestAnimationFrame(() => {
+      scrollPending = false;
+      if (canvas.isConnected && scrolled() !== off) draw();
+    });
+  };
+  document.addEventListener("scroll", onScroll, { capture: true, passive: true });
+  return () => {
+    ro.disconnect();
+    document.removeEventListener("scroll", onScroll, { capture: true });
+  };
 }
 
 export default { render };

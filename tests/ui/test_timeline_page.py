@@ -599,6 +599,34 @@ def test_zoom_to_a_step_and_a_findings_show(page, browser, two):
     other.close()
 
 
+def test_a_window_taller_than_the_screen_draws_the_rows_in_sight_as_the_page_scrolls(
+        browser, four):
+    """Every lane of every rank, three screens tall: the canvas is only as tall as the window
+    (a frame draws what is in sight, not every row: at 1,024 rows that was 100 ms a frame, and
+    past 32,767 px no browser draws the canvas at all), the time axis stays at the top as the
+    page scrolls, and a click on a lane far down the page hits that lane."""
+    page = browser.new_page(viewport={"width": 1450, "height": 420})
+    view = _view(four, lanes=3000, max_rows=100_000)
+    tp = TimelinePage(page, view)
+    rows0, row_h = int(tp.state()["rows"]), view.row_height
+    full = TOP + rows0 * row_h
+    assert full > 2.5 * 420
+    box = tp.box()
+    assert box["height"] == 420  # the viewport's height, not the rows'
+    lane = next(ln for ln in view.lanes if ln["rows"] > 1 and 600 < ln["y0"] * row_h < full - 300)
+    y = lane["y0"] * row_h
+    page.evaluate("(y) => window.scrollTo(0, y)", box["y"] + y - 150)
+    page.wait_for_function("() => +document.querySelector('.dynprof-timeline').dataset.off > 0")
+    st, box = tp.state(), tp.box()
+    off = int(st["off"])
+    assert abs(box["y"]) <= 1 and off >= y - 150 - 2  # stuck to the top, scrolled past rows
+    assert int(st["drawn"]) > 0
+    page.screenshot(path=str(ARTIFACTS / "timeline_page_scrolled.png"))
+    page.mouse.click(box["x"] + 6, box["y"] + TOP - off + y + 9)  # ▾ of that lane
+    assert int(tp.state()["rows"]) == rows0 - lane["rows"] + 1
+    page.close()
+
+
 def test_frame_time_of_zoom_and_pan_on_352k_events_beside_a_busy_cpu(page, tmp_path):
     root = replicate(fixtures_dir() / NCCL, tmp_path / "w13", 13, skew_us=2_000_000)
     w, _ = loaded(root)
