@@ -30,7 +30,7 @@ def ended(tail: str) -> bool | None:
     user); None when this cannot tell (another host's, or not such a name)."""
     host, _, rest = tail.partition("-")
     pid, sep, _ = rest.partition("-")
-    if host != HOST or not sep or not pid.isdigit() or int(pid) <= 0:
+    if host != HOST or not sep or not (pid.isascii() and pid.isdigit()) or int(pid) <= 0:
         return None
     try:
         os.kill(int(pid), 0)
