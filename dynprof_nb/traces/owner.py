@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 HOST = socket.gethostname().replace("-", "_")[:32]
+_PID_MAX = 4_194_304  # Linux's largest pid_max (2**22)
 
 
 def owner_tag() -> str:
@@ -30,7 +31,9 @@ def ended(tail: str) -> bool | None:
     user); None when this cannot tell (another host's, or not such a name)."""
     host, _, rest = tail.partition("-")
     pid, sep, _ = rest.partition("-")
-    if host != HOST or not sep or not (pid.isascii() and pid.isdigit()) or int(pid) <= 0:
+    if host != HOST or not sep or not (pid.isascii() and pid.isdigit()):
+        return None
+    if not 0 < int(pid) <= _PID_MAX:  # (os.kill overflows past a C int)
         return None
     try:
         os.kill(int(pid), 0)

@@ -191,6 +191,49 @@ def test_a_planted_symlink_entry_is_removed_and_never_followed(
     assert _entries(cache_dir) and not [p for p in _entries(cache_dir) if p.is_symlink()]
 
 
+@pytest.mark.parametrize("planted", ["fifo", "huge"])
+def test_a_fifo_or_a_huge_file_in_an_entrys_place_is_a_miss(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """A FIFO where an entry should be would block the open until a writer came (the load
+    hangs forever); a sparse 64 GB file would be read whole into memory. Both are misses,
+    removed, and the trace is read again."""
+    import threading
+
+    trace = tmp_path / SMALL.name
+    shutil.copy(SMALL, trace)
+    expected = load_trace(trace).load_all()
+    monkeypatch.setenv(cache.ENV_LIMIT, "50M")
+    for entry in _entries(cache_dir):
+        entry.unlink()
+        if planted == "fifo":
+            os.mkfifo(entry)
+        else:
+            with open(entry, "wb") as fh:
+                fh.truncate(64 << 30)
+    read: list[int] = []
+    real = cache.read_entry
+
+    def reading(fh: Any, size: int) -> Any:
+        read.append(size)
+        if size > 50 << 20:  # (never read it here: 64 GB of memory)
+            raise MemoryError
+        return real(fh, size)
+
+    monkeypatch.setattr(cache, "read_entry", reading)
+    got: dict[str, Any] = {}
+    loader = threading.Thread(target=lambda: got.setdefault("w", load_trace(trace).load_all()),
+                              daemon=True)
+    loader.start()
+    loader.join(60)
+    assert not loader.is_alive(), "the load is stuck on a planted entry"
+    for kind in FRAMES:
+        pd.testing.assert_frame_equal(got["w"].frame(kind), expected.frame(kind))
+    assert all(size <= 50 << 20 for size in read), "a file larger than the cache was read"
+    assert _entries(cache_dir) and all(p.is_file() and p.stat().st_size < 50 << 20
+                                       for p in _entries(cache_dir))
+
+
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
 def test_a_damaged_entry_is_a_miss_and_replaced(
     cache_dir: Path, tmp_path: Path, damage: str

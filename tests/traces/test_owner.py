@@ -25,7 +25,8 @@ def test_a_name_tells_whether_its_process_has_ended() -> None:
     assert owner.ended(f"{owner.owner_tag()}-x") is False  # this process
     assert owner.ended(f"{owner.HOST}-{dead}-x") is True
     for name in (f"otherhost-{dead}-x", f"{owner.HOST}-{dead}", f"{owner.HOST}--x",
-                 f"{owner.HOST}-0-x", f"{owner.HOST}-{'٣'}-x", f"{owner.HOST}-+5-x", ""):
+                 f"{owner.HOST}-0-x", f"{owner.HOST}-{'٣'}-x", f"{owner.HOST}-+5-x",
+                 f"{owner.HOST}-{2**31}-x", f"{owner.HOST}-{10**20}-x", ""):
         assert owner.ended(name) is None, name  # cannot tell: the caller's age rule decides
 
 

@@ -301,18 +301,23 @@ def _category(name: str) -> type[Warning]:
 def _read(d: Path, key: str) -> tuple[pd.DataFrame, dict] | None:
     """The entry ``key``, touched, or None; an entry that is not a good one of ours is removed."""
     path = d / (key + _SUFFIX)
+    # O_NONBLOCK: a FIFO planted in its place would block the open until a writer came
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     except OSError:  # a symlink planted in its place (ELOOP), or unreadable
         counts["discarded"] += 1
         _discard(path)
         return None
+    st = None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             raise Unsupported("not a regular file of ours")
+        if st.st_size > limit_bytes():  # never written so: a file bigger than the cache
+            raise Unsupported("larger than the cache holds")
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = read_entry(fh, st.st_size)
         try:
@@ -325,13 +330,22 @@ def _read(d: Path, key: str) -> tuple[pd.DataFrame, dict] | None:
         return frame, meta
     except Exception:  # noqa: BLE001  any bad entry is a miss, never a failed load
         counts["discarded"] += 1
-        _discard(path)
+        _discard(path, st)
         return None
     finally:
         os.close(fd)
 
 
-def _discard(path: Path) -> None:
+def _discard(path: Path, seen: os.stat_result | None = None) -> None:
+    """Remove ``path``; with ``seen`` (the file found bad), only while it is still that file,
+    not a good entry another process has just put in its place."""
+    if seen is not None:
+        try:
+            now = os.lstat(path)
+        except OSError:
+            return
+        if (now.st_ino, now.st_dev) != (seen.st_ino, seen.st_dev):
+            return
     try:
         os.unlink(path)  # a symlink itself, never what it points at
     except OSError:
