@@ -907,8 +907,24 @@ function render({ model, el }) {
     return j >= 0 && (rankShut.has(lanes[j].rank) || procShut.has(procKey(lanes[j])));
   };
 
+  // a row below or above the window: the page (or the notebook) scrolls it into sight
+  const mark = el_("div", "dynprof-tl-mark");
+  stage.append(mark);
+  function reveal(row) {
+    if (rowY[row] < 0 || inSightNow(row)) return;
+    mark.style.top = `${TOP + rowY[row]}px`;
+    mark.style.height = `${rowH}px`;
+    mark.scrollIntoView({ block: "center" });
+  }
+  const inSightNow = (row) => {
+    const c = canvas.getBoundingClientRect(), s = stage.getBoundingClientRect();
+    const y = s.top + TOP + rowY[row]; // the row on the screen
+    return y >= Math.max(0, c.top + TOP) && y + rowH <= Math.min(window.innerHeight, c.bottom);
+  };
+
   function go(f) {
     open_(f.row);
+    reveal(f.row);
     centreOn(f.x0, f.x1);
     select(f);
   }
@@ -1149,6 +1165,14 @@ function render({ model, el }) {
     }
   });
   ro.observe(el);
+  // a taller (or shorter) window: the canvas, as tall as the window, follows it
+  const onResize = () => {
+    if (canvas.isConnected && Math.min(fullH, Math.max(400, window.innerHeight || fullH)) !== height) {
+      layout();
+      draw();
+    }
+  };
+  window.addEventListener("resize", onResize);
   // scrolling the page (or JupyterLab's notebook) brings other rows into sight
   let scrollPending = false;
   const onScroll = () => {
@@ -1162,6 +1186,7 @@ function render({ model, el }) {
   document.addEventListener("scroll", onScroll, { capture: true, passive: true });
   return () => {
     ro.disconnect();
+    window.removeEventListener("resize", onResize);
     document.removeEventListener("scroll", onScroll, { capture: true });
   };
 }

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import io
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -498,7 +499,9 @@ class TimelineView(anywidget.AnyWidget):
         page ``page`` of them, ``limit`` a page (the last page for one past it), as [id, x0,
         x1, row, name id] (ns on the axis). The page steps through every match ``limit`` at a
         time, so next and previous reach the last of 20,000 as they reach the first."""
-        text = text.strip()
+        if int(limit) < 1:
+            raise ValueError(f"limit={limit!r}: a page holds at least one match")
+        limit, page, text = int(limit), int(page), text.strip()
         if not text:
             return {"query": text, "total": 0, "items": [], "page": 0, "limit": limit}
         hit = [i for i, n in enumerate(self._full_names) if text.lower() in n.lower()]
@@ -685,10 +688,20 @@ class TimelineView(anywidget.AnyWidget):
         drawn row of each layout row (-1: hidden), each drawn lane's (row, rows, label,
         pinned), and the rows drawn; the layout's own while nothing is collapsed or pinned."""
         got = self.arranged
-        rows = got.get("rows") if isinstance(got, dict) else None
-        if rows is not None and len(rows) == self.tl.rows:
-            shown = [(float(y), int(n), str(label), bool(pin)) for y, n, label, pin in got["lanes"]]
-            return np.asarray(rows, dtype=np.float64), shown, float(got["height"])
+        if got:
+            try:
+                rows = np.asarray(got["rows"], dtype=np.float64)
+                shown = [(float(y), int(n), str(t), bool(p)) for y, n, t, p in got["lanes"]]
+                height = float(got["height"])
+                if rows.shape == (self.tl.rows,) and height > 0 and rows.max() < height:
+                    return rows, shown, height
+            except (KeyError, TypeError, ValueError):
+                pass
+            warnings.warn(  # not what timeline_view.js sends: drawn as the layout has it
+                "TimelineView.arranged is not an arrangement of this view's lanes; figure() "
+                "draws the lanes uncollapsed and unpinned",
+                stacklevel=3,
+            )
         shown = [(lane["y0"], lane["rows"], lane["label"], False) for lane in self.lanes]
         return np.arange(self.tl.rows, dtype=np.float64), shown, float(self.tl.rows)
 

@@ -197,3 +197,36 @@ def test_a_kineto_file_is_not_titled_chrome():
         view = w.plot_timeline(interactive=True)
     assert w.framework == "chrome" and "PyTorch (Kineto)" in view.title
     assert "chrome" not in view.title
+
+
+def test_an_arrangement_that_is_not_this_views_is_drawn_as_the_layout_with_a_warning(big):
+    """``arranged`` comes from the browser; one set by hand, or damaged, must not make the
+    view impossible to display (its PNG is ``figure()``): the layout's own lanes are drawn,
+    and a warning says why."""
+    w, view = big
+    plain = [t.get_text() for t in view.figure().axes[0].get_yticklabels()]
+    rows = view.tl.rows
+    bad = [{"rows": ["x"] * rows, "lanes": [], "height": 3},
+           {"rows": list(range(rows))},
+           {"rows": list(range(rows)), "lanes": [[0, 1, "a"]], "height": rows},
+           {"rows": list(range(rows)), "lanes": 5, "height": rows},
+           {"rows": list(range(rows)), "lanes": [], "height": None},
+           {"rows": list(range(rows)), "lanes": [], "height": 0},
+           {"rows": list(range(rows - 1)), "lanes": [], "height": rows}]
+    try:
+        for arranged in bad:
+            view.arranged = arranged
+            with pytest.warns(UserWarning, match="not an arrangement of this view"):
+                labels = [t.get_text() for t in view.figure().axes[0].get_yticklabels()]
+            assert labels == plain, arranged
+    finally:
+        view.arranged = {}
+
+
+def test_search_pages_are_whole_numbers_of_at_least_one_match(big):
+    w, view = big
+    with pytest.raises(ValueError, match="at least one match"):
+        view.search("nccl", limit=0)
+    a, b = view.search("nccl", limit=3, page=1.0), view.search("nccl", limit=3, page=1)
+    assert a == b and len(a["items"]) == 3
+    assert view.search("nccl", limit=3, page=-7)["page"] == 0

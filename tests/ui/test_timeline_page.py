@@ -624,6 +624,29 @@ def test_a_window_taller_than_the_screen_draws_the_rows_in_sight_as_the_page_scr
     page.screenshot(path=str(ARTIFACTS / "timeline_page_scrolled.png"))
     page.mouse.click(box["x"] + 6, box["y"] + TOP - off + y + 9)  # ▾ of that lane
     assert int(tp.state()["rows"]) == rows0 - lane["rows"] + 1
+    page.set_viewport_size({"width": 1450, "height": 800})  # the window made taller
+    page.wait_for_function("() => document.querySelector('.dynprof-tl-canvas')"
+                           ".getBoundingClientRect().height === 800")
+    page.close()
+
+
+def test_a_match_in_a_row_below_the_window_is_scrolled_into_sight(browser, four):
+    view = _view(four, lanes=3000, max_rows=100_000)
+    page = browser.new_page(viewport={"width": 1450, "height": 420})
+    tp = TimelinePage(page, view)
+    found = view.search("ncclKernel")
+    k, item = next((k, it) for k, it in enumerate(found["items"])
+                   if it[3] * view.row_height > 900)
+    search = tp.root.locator(".dynprof-tl-search")
+    search.fill("ncclKernel")
+    search.press("Enter")
+    page.wait_for_function("() => document.querySelector('.dynprof-timeline').dataset.match")
+    tp.root.locator(".dynprof-tl-match").nth(k).click()
+    page.wait_for_function("() => +document.querySelector('.dynprof-timeline').dataset.off > 0")
+    st, box = tp.state(), tp.box()
+    y = box["y"] + TOP - int(st["off"]) + item[3] * view.row_height  # the row on the screen
+    assert int(st["match"]) == item[0] and TOP <= y - box["y"] and y + view.row_height <= 420
+    page.screenshot(path=str(ARTIFACTS / "timeline_page_match_scrolled.png"))
     page.close()
 
 
