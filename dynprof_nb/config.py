@@ -22,6 +22,8 @@ from typing import Any
 
 from traitlets import HasTraits, TraitError, TraitType
 
+from dynprof_nb.safetext import escape
+
 __all__ = ["ConfigError", "ProfilerConfig", "CONFIG_FILE", "config_file"]
 
 CONFIG_FILE = "profiler_config.json"
@@ -516,10 +518,11 @@ class ProfilerConfig(HasTraits):
         return f"ProfilerConfig({inner})"
 
     def _repr_html_(self) -> str:
+        # values come from files and segments anyone may have written: escaped, never markup
         rows = "".join(
-            f"<tr><td><code>{k}</code></td><td>{'<b>' if v != _default(k) else ''}"
-            f"{v!r}{'</b>' if v != _default(k) else ''}</td>"
-            f"<td>{self.trait_metadata(k, 'help') or ''}</td></tr>"
+            f"<tr><td><code>{escape(k)}</code></td><td>{'<b>' if v != _default(k) else ''}"
+            f"{escape(repr(v))}{'</b>' if v != _default(k) else ''}</td>"
+            f"<td>{escape(self.trait_metadata(k, 'help') or '')}</td></tr>"
             for k, v in self.to_dict().items()
         )
         return f"<table><tr><th>key</th><th>value</th><th>meaning</th></tr>{rows}</table>"

@@ -18,7 +18,6 @@ most are named, with how they compare with the same operator on the other ranks.
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import warnings
@@ -29,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from dynprof_nb.protocol import STEP_FOLDED
+from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.window_dirs import find_windows
 
 COMM = re.compile(
@@ -67,10 +67,10 @@ class Explanation:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        ops = self.operators.head(5).to_html(index=False, float_format=lambda v: f"{v:,.1f}")
-        ph = self.phases.to_html(index=False, float_format=lambda v: f"{v:,.1f}")
+        ops = frame_html(self.operators.head(5), index=False, float_format=lambda v: f"{v:,.1f}")
+        ph = frame_html(self.phases, index=False, float_format=lambda v: f"{v:,.1f}")
         return (
-            f"<div><b>{html.escape(self.text)}</b><h4>Operators of the slow rank</h4>{ops}"
+            f"<div><b>{escape(self.text)}</b><h4>Operators of the slow rank</h4>{ops}"
             f"<h4>Per rank and phase (µs per step)</h4>{ph}</div>"
         )
 

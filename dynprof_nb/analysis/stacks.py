@@ -17,13 +17,14 @@ line per distinct stack, odd first) are ``tree().groups``.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from dynprof_nb.safetext import escape
 
 STACK_COLUMNS = ["rank", "node", "pid", "thread", "depth", "function", "file", "line", "thread_id"]
 
@@ -140,8 +141,8 @@ class StackTree:
         parts = []
         for child in node.ordered():
             labels, last = self._chain(child)
-            label = html.escape(" → ".join(labels))
-            ranks = html.escape(rank_set(child.ranks))
+            label = escape(" → ".join(labels))
+            ranks = escape(rank_set(child.ranks))
             inner = self._html(last)
             summary = f"<code>{label}</code> <b>[{ranks}]</b>"
             parts.append(
@@ -157,19 +158,19 @@ class StackTree:
         out = []
         for root in self._threads():
             out.append(
-                f"<details open><summary><b>{html.escape(root.label)}</b> "
-                f"[{html.escape(rank_set(root.ranks))}]</summary>{self._html(root)}"
+                f"<details open><summary><b>{escape(root.label)}</b> "
+                f"[{escape(rank_set(root.ranks))}]</summary>{self._html(root)}"
                 "</details>"
             )
         for s in self.silent:
             out.append(
-                f"<div style='color:#b00'>rank {s['rank']} (pid {s['pid']} on "
-                f"{html.escape(str(s['node']))}): silent: {html.escape(s['why'])}</div>"
+                f"<div style='color:#b00'>rank {escape(s['rank'])} (pid {escape(s['pid'])} on "
+                f"{escape(s['node'])}): silent: {escape(s['why'])}</div>"
             )
         for c in self.truncated:
             out.append(
-                f"<div style='color:#a60'>rank {c['rank']} (pid {c['pid']} on "
-                f"{html.escape(str(c['node']))}): cut: {html.escape(str(c['what']))}</div>"
+                f"<div style='color:#a60'>rank {escape(c['rank'])} (pid {escape(c['pid'])} on "
+                f"{escape(c['node'])}): cut: {escape(c['what'])}</div>"
             )
         return "".join(out) or "<i>no stacks (no live rank answered)</i>"
 

@@ -6,7 +6,6 @@ small result object with HTML and text reprs for notebooks.
 
 from __future__ import annotations
 
-import html
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from dynprof_nb.analysis.configdiff import (
 )
 from dynprof_nb.analysis.ranks import is_npu_window, npu_first
 from dynprof_nb.protocol import STEP_FOLDED
+from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec
 from dynprof_nb.traces.partitioned import per_partition
@@ -468,21 +468,19 @@ class Summary:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        parts = [html.escape(self._headline()).replace(" window:", " window</b>:", 1)]
+        parts = [escape(self._headline()).replace(" window:", " window</b>:", 1)]
         parts[0] = "<b>" + parts[0]
         if self.notes:
-            parts.append(
-                "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
-            )
+            parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in self.notes) + "</ul>")
         if self.findings:
             parts.append(
                 "<h4>Top findings (w.advise() has them all)</h4><ul>"
-                + "".join(f"<li>{html.escape(n)}</li>" for n in self.findings)
+                + "".join(f"<li>{escape(n)}</li>" for n in self.findings)
                 + "</ul>"
             )
         for title, table, fmt in self._sections():
             parts.append(
-                f"<h4>{html.escape(title)}</h4>" + table.to_html(index=False, float_format=fmt)
+                f"<h4>{escape(title)}</h4>" + frame_html(table, index=False, float_format=fmt)
             )
         return "<div>" + "".join(parts) + "</div>"
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.safetext import escape, frame_html
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -241,9 +242,9 @@ class Controller(ABC):
         return f"<{self._describe()}>"
 
     def _repr_html_(self) -> str:
-        head = f"<p><b>{self._describe()}</b></p>"
+        head = f"<p><b>{escape(self._describe())}</b></p>"
         try:
-            return head + self.status().to_html(index=False)
+            return head + frame_html(self.status(), index=False)
         except JobError:  # a closed handle (its description says so): a repr never raises
             return head
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.flight_recorder import layout
 from dynprof_nb.flight_recorder.reader import Dump
+from dynprof_nb.safetext import escape
 from dynprof_nb.segment import SlotView
 from dynprof_nb.shared_layout import stack_dir
 
@@ -69,16 +70,12 @@ class HangReport:
 
     def findings_html(self) -> Any:
         """The findings for a notebook's output area (the panel shows the tree below)."""
-        import html
-
         from IPython.display import HTML
 
-        return HTML(f"<pre class='dynprof-hang'>{html.escape(chr(10).join(self.findings()))}</pre>")
+        return HTML(f"<pre class='dynprof-hang'>{escape(chr(10).join(self.findings()))}</pre>")
 
     def _repr_html_(self) -> str:
-        import html
-
-        return f"<pre>{html.escape(str(self))}</pre>"
+        return f"<pre>{escape(str(self))}</pre>"
 
 
 def where(stacks: StackFrame, rank: int) -> str:

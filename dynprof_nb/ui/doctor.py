@@ -12,13 +12,14 @@ terminal the same, grouped and aligned; in a notebook an HTML table.
 
 from __future__ import annotations
 
-import html
 import os
 import platform
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from importlib import metadata
+
+from dynprof_nb.safetext import escape
 
 # what the test matrix runs (`make test`, .venv/matrix/*): the versions a user can rely on
 TESTED_FRAMEWORKS = {"torch": ("2.13",), "mindspore": ("2.7",), "torch_npu": ()}
@@ -91,11 +92,11 @@ class Report:
         for f in self.facts:
             if f.section != section:
                 section = f.section
-                rows.append(f"<tr><th colspan='2' style='text-align:left'>{html.escape(section)}")
+                rows.append(f"<tr><th colspan='2' style='text-align:left'>{escape(section)}")
             style = " style='color:#b00'" if not f.ok else ""
             rows.append(
-                f"<tr{style}><td>{html.escape(f.key)}</td>"
-                f"<td style='text-align:left'>{html.escape(f.value)}</td></tr>"
+                f"<tr{style}><td>{escape(f.key)}</td>"
+                f"<td style='text-align:left'>{escape(f.value)}</td></tr>"
             )
         return "<table class='dynprof-doctor'>" + "".join(rows) + "</table>"
 

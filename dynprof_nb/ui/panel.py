@@ -25,7 +25,6 @@ Frontends without widgets show the text repr (the job and its ranks).
 from __future__ import annotations
 
 import base64
-import html
 import io
 import threading
 import warnings
@@ -36,6 +35,7 @@ import traitlets
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.status import status_view
+from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.ui.formsync import FormSync
 from dynprof_nb.ui.steppanel import StepTimesSection
 from dynprof_nb.window_dirs import describe_config
@@ -273,7 +273,7 @@ class Panel(widgets.VBox):
         boxes = self._section_boxes()
         super().__init__(
             children=[
-                widgets.HTML(f"<b>dynprof</b> job <code>{html.escape(job.name)}</code>"),
+                widgets.HTML(f"<b>dynprof</b> job <code>{escape(job.name)}</code>"),
                 widgets.HBox([self.progress, self.progress_label]),
                 self.stall,
                 self.ranks,
@@ -379,7 +379,7 @@ class Panel(widgets.VBox):
                 box.selected_index = None
                 self.ascend = box
             else:
-                box = widgets.VBox([widgets.HTML(f"<b>{title}</b>"), grid])
+                box = widgets.VBox([widgets.HTML(f"<b>{escape(title)}</b>"), grid])
             box.add_class(f"dynprof-section-{title.split()[0].lower()}")
             boxes.append(box)
         return boxes
@@ -551,15 +551,14 @@ class Panel(widgets.VBox):
             # under its field the key is redundant and pushed the useful end out of the line
             short = text.removeprefix(f"{key}: ") if text else ""
             box.value = (
-                f'<span style="{ERROR_STYLE}" title="{html.escape(text)}">'
-                f"{html.escape(short)}</span>"
+                f'<span style="{ERROR_STYLE}" title="{escape(text)}">{escape(short)}</span>'
                 if text
                 else ""
             )
 
     def _say(self, text: str, error: bool = False) -> None:
         color = "#c62828" if error else "#2e7d32"
-        self.message.value = f'<span style="color:{color}">{html.escape(text)}</span>'
+        self.message.value = f'<span style="color:{color}">{escape(text)}</span>'
 
     # -- live status ----------------------------------------------------------------------
 
@@ -567,8 +566,12 @@ class Panel(widgets.VBox):
         """Re-read the ranks (and, with ``windows``, the window list); sets traits only."""
         with self._lock:
             status = self.job.status()
-            table = TABLE_STYLE + status_view(with_notes(status[STATUS_SHOWN])).to_html(
-                index=False, border=0, na_rep="", classes="dynprof-status"
+            table = TABLE_STYLE + frame_html(
+                status_view(with_notes(status[STATUS_SHOWN])),
+                index=False,
+                border=0,
+                na_rep="",
+                classes="dynprof-status",
             )
             if self.ranks.value != table:
                 self.ranks.value = table
@@ -581,7 +584,7 @@ class Panel(widgets.VBox):
                 if "stalled since" in e
             )
             banner = (
-                f'<span style="{ERROR_STYLE}">{html.escape(stalled[0][1].split("; ")[0])}'
+                f'<span style="{ERROR_STYLE}">{escape(stalled[0][1].split("; ")[0])}'
                 + ("; the first rank to stop" if not stalled[0][0] else "")
                 + "</span>"
                 if stalled
@@ -631,7 +634,7 @@ class Panel(widgets.VBox):
             self.ascend.selected_index = 0
 
     def _window_row(self, index: int, group: dict[str, Any]) -> widgets.HBox:
-        label = widgets.HTML(html.escape(group["label"]), layout=widgets.Layout(width="640px"))
+        label = widgets.HTML(escape(group["label"]), layout=widgets.Layout(width="640px"))
         buttons = []
         for name, tip, action in (
             ("Load", "load this window into panel.trace", lambda: self.show(index, summary=False)),

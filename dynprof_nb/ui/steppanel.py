@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import html
 import io
 import threading
 import time
@@ -27,6 +26,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from dynprof_nb.analysis.steptimes import RECENT_STEPS, plot_step_times, step_grid
+from dynprof_nb.safetext import escape
 from dynprof_nb.shared_layout import TRIGGER_DEFAULTS
 from dynprof_nb.ui.triggercmd import armed_values, fired_notice
 
@@ -209,7 +209,7 @@ class StepTimesSection(widgets.VBox):
     def show_trigger(self, state: dict[str, Any]) -> None:
         """The armed values in the line, in the fields when armed anew, and a notice when a
         window has fired since the last look."""
-        text = html.escape(trigger_line(state))
+        text = escape(trigger_line(state))
         if self.trigger_state.value != text:
             self.trigger_state.value = text
         if not state.get("armed"):
@@ -228,7 +228,7 @@ class StepTimesSection(widgets.VBox):
             notice = fired_notice(getattr(self.job, "name", "?"), state)
             self.notice.value = (
                 '<div style="background:#fff3cd;border-left:4px solid #f0ad4e;'
-                f'padding:4px 8px"><b>window fired</b>: {html.escape(notice)}</div>'
+                f'padding:4px 8px"><b>window fired</b>: {escape(notice)}</div>'
             )
             self.say(notice)
 
@@ -263,7 +263,7 @@ class StepTimesSection(widgets.VBox):
             self.heat.value = heat_png(frame, self.last)
             self.renders += 1
         except Exception as exc:  # shown, never printed from this thread
-            self.trigger_state.value = html.escape(f"heat map failed: {exc}")
+            self.trigger_state.value = escape(f"heat map failed: {exc}")
 
     def wait(self, timeout: float = 10.0) -> None:
         """Wait for a heat map being drawn (tests, and closing the panel)."""

@@ -10,11 +10,12 @@ rule never reports a finding it cannot back.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from dynprof_nb.safetext import escape
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -134,14 +135,15 @@ class Findings:
         return ", ".join(f"{n} {s}" for s, n in c.items())
 
     def _repr_html_(self) -> str:
-        esc = html.escape
+        esc = escape
         colour = {"high": "#c0392b", "medium": "#d68910", "low": "#2874a6", "info": "#707b7c"}
         rows = []
         for f in self.findings:
             ranks = ", ".join(map(str, f.ranks)) or "all"
             steps = ", ".join(map(str, f.steps)) or "all"
             rows.append(
-                f"<tr><td style='color:{colour[f.severity]};font-weight:bold'>{f.severity}</td>"
+                f"<tr><td style='color:{colour.get(f.severity, '#000')};font-weight:bold'>"
+                f"{esc(f.severity)}</td>"
                 f"<td>{esc(f.rule)}</td><td>{esc(ranks)}</td><td>{esc(steps)}</td>"
                 f"<td style='text-align:left'>{esc(f.evidence)}</td>"
                 f"<td style='text-align:left'>{esc(f.suggestion)}</td>"

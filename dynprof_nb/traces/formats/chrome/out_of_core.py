@@ -446,9 +446,9 @@ class OutOfCoreEvents:
         return f"{self.dynprof_note}\n{super().__repr__()}"
 
     def _repr_html_(self) -> str:
-        import html
+        from dynprof_nb.safetext import escape
 
-        return f"<p><b>{html.escape(self.dynprof_note)}</b></p>" + super()._repr_html_()
+        return f"<p><b>{escape(self.dynprof_note)}</b></p>" + super()._repr_html_()
 
     def __reduce__(self) -> tuple:
         return _unpickle, (self._expr, self.dynprof_dir, self.dynprof_note)

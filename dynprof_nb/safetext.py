@@ -1,0 +1,72 @@
+"""Text this package did not write (config values, event and process names, paths, error
+messages), made safe to show: the one place that decides how.
+
+* :func:`escape` for HTML: ``&<>"'`` become entities, so a name such as
+  ``<img src=x onerror=...>`` is shown as text and never runs in a notebook page (where script
+  can drive the kernel). Bidirectional overrides and control characters other than newline and
+  tab are shown as ``\\u202e``, so a name cannot reverse the text after it.
+* :func:`visible` for labels, tooltips and canvas text: every control and bidirectional
+  formatting character shown as ``\\uXXXX``, so one name cannot pass for another
+  (``"evil\\u202egnp.exe"`` reads as itself, not as ``evilexe.png``).
+* :func:`frame_html` for a DataFrame, and :func:`table_html` for rows built by hand.
+
+Kept free of heavy imports: the training side may import it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+# Unicode's bidirectional formatting characters: LRM, RLM, ALM, the embeddings and overrides
+# (U+202A-U+202E) and the isolates (U+2066-U+2069)
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# C0 and C1 controls, DEL, and the line and paragraph separators
+_CONTROL = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+_HIDDEN = re.compile(f"[{_CONTROL}{_BIDI}]")
+_HIDDEN_IN_HTML = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
+
+
+def _code(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def visible(text: Any) -> str:
+    """``text`` (``str()`` of anything) with every control and bidirectional formatting
+    character written out as ``\\uXXXX``: what a label or tooltip shows of a name."""
+    return _HIDDEN.sub(_code, str(text))
+
+
+def escape(value: Any) -> str:
+    """``str(value)`` for HTML text or a quoted attribute: markup escaped, bidirectional and
+    control characters (but newline and tab) written out as ``\\uXXXX``."""
+    return html.escape(_HIDDEN_IN_HTML.sub(_code, str(value)), quote=True)
+
+
+def table_html(header: Sequence[Any], rows: Iterable[Sequence[Any]], attrs: str = "") -> str:
+    """A ``<table>`` of ``rows`` under ``header``, every cell escaped; ``attrs`` (this
+    package's own text, e.g. ``class='x'``) goes into the table tag."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table{' ' + attrs if attrs else ''}><tr>{head}</tr>{body}</table>"
+
+
+def frame_html(frame: Any, **kwargs: Any) -> str:
+    """``frame.to_html(**kwargs)`` with every cell, column and index label escaped as
+    :func:`escape` does (pandas escapes markup; bidirectional overrides it leaves)."""
+    kwargs["escape"] = True
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object or str(out[col].dtype) in ("category", "string"):
+            out[col] = out[col].map(lambda v: _shown(v) if isinstance(v, str) else v)
+    out.columns = [_shown(c) if isinstance(c, str) else c for c in out.columns]
+    if out.index.dtype == object:
+        out.index = [_shown(i) if isinstance(i, str) else i for i in out.index]
+    return out.to_html(**kwargs)
+
+
+def _shown(text: str) -> str:
+    """What :func:`escape` does but the markup (pandas escapes that)."""
+    return _HIDDEN_IN_HTML.sub(_code, text)
