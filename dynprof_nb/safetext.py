@@ -54,19 +54,31 @@ def table_html(header: Sequence[Any], rows: Iterable[Sequence[Any]], attrs: str 
 
 
 def frame_html(frame: Any, **kwargs: Any) -> str:
-    """``frame.to_html(**kwargs)`` with every cell, column and index label escaped as
-    :func:`escape` does (pandas escapes markup; bidirectional overrides it leaves)."""
-    kwargs["escape"] = True
+    """``frame.to_html(**kwargs)`` with every cell of text or objects, every column and index
+    label escaped by :func:`escape` (pandas' own escaping leaves quotes, bidirectional
+    overrides and the ``str()`` of a list as they are); numbers keep pandas' formatting."""
+    kwargs["escape"] = False  # done here, once, for every cell
+
+    def cell(v: Any) -> Any:
+        return v if v is None or (isinstance(v, float) and v != v) else escape(v)
+
     out = frame.copy()
-    for col in out.columns:
-        if out[col].dtype == object or str(out[col].dtype) in ("category", "string"):
-            out[col] = out[col].map(lambda v: _shown(v) if isinstance(v, str) else v)
-    out.columns = [_shown(c) if isinstance(c, str) else c for c in out.columns]
-    if out.index.dtype == object:
-        out.index = [_shown(i) if isinstance(i, str) else i for i in out.index]
+    for i in range(out.shape[1]):
+        if getattr(out.dtypes.iloc[i], "kind", "O") not in "biufcmM":  # text, category, objects
+            out.isetitem(i, out.iloc[:, i].astype(object).map(cell))
+    out.columns = [escape(c) for c in out.columns]
+    if kwargs.get("index", True):
+        out.index = [escape(i) for i in out.index]
     return out.to_html(**kwargs)
 
 
-def _shown(text: str) -> str:
-    """What :func:`escape` does but the markup (pandas escapes that)."""
-    return _HIDDEN_IN_HTML.sub(_code, text)
+def visible_in(value: Any) -> Any:
+    """``value`` with :func:`visible` applied to every string in it, keys too, through dicts,
+    lists and tuples: a payload (an event's args from its trace file) sent to a browser."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible_in(k): visible_in(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [visible_in(v) for v in value]
+    return value

@@ -134,7 +134,7 @@ assert WINDOW_OFFSET + WINDOW_BYTES == SLOT_BYTES
 STATES = ("free", "idle", "armed", "recording", "saving", "excluded", "closed")
 STATE = {name: i for i, name in enumerate(STATES)}
 
-_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # whole name: fullmatch
 
 
 class SegmentError(RuntimeError):
@@ -155,7 +155,7 @@ class SegmentLost(SegmentError):
 
 
 def check_job_name(job: str) -> str:
-    if not isinstance(job, str) or not _JOB_NAME.match(job):
+    if not isinstance(job, str) or not _JOB_NAME.fullmatch(job):
         raise SegmentError(
             f"job name {job!r} is not usable: use 1-64 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit (e.g. 'llama-7b')."

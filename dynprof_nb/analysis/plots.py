@@ -26,6 +26,7 @@ from matplotlib.patches import Patch
 from dynprof_nb.analysis.figure import Figure
 from dynprof_nb.analysis.summary import OUTSIDE_RANGES, people_names
 from dynprof_nb.protocol import STEP_RE
+from dynprof_nb.safetext import visible
 from dynprof_nb.traces.formats.derived.from_events import (
     DEVICE_CATS,
     DEVICE_PROCESSES,
@@ -557,16 +558,69 @@ def timeline_layout(
 
 def lane_labels(lanes_df: pd.DataFrame) -> list[str]:
     """ "rank R · [process ·] thread or stream" for each lane, the process only where a rank
-    has several."""
+    has several. Names are shown as they are (control and bidirectional characters written
+    out: :func:`dynprof_nb.safetext.visible`), and lanes whose labels would read the same once
+    cut stay apart: cut around where their names differ, then with the thread id, then a
+    number."""
     multi_proc = lanes_df.groupby("rank")["process"].nunique()
-    labels = []
+    parts = []
     for r in lanes_df.itertuples():
-        parts = [f"rank {r.rank}"] if r.rank >= 0 else []
-        if multi_proc[r.rank] > 1 and process_in_label(r.process):
-            parts.append(short_label(r.process, 24))
-        parts.append(short_label(r.thread or f"thread {r.tid}", 32))
-        labels.append(" · ".join(parts))
+        head = [f"rank {r.rank}"] if r.rank >= 0 else []
+        proc = visible(r.process) if multi_proc[r.rank] > 1 and process_in_label(r.process) else ""
+        parts.append((head, proc, visible(r.thread or f"thread {r.tid}"), str(r.tid)))
+
+    def label(i: int, at: tuple[int, int] = (0, 0), tid: bool = False) -> str:
+        head, proc, thread, t = parts[i]
+        words = [*head, *([_cut_at(proc, at[0], 24)] if proc else []), _cut_at(thread, at[1], 32)]
+        return " · ".join(words) + (f" · tid {t}" if tid else "")
+
+    labels = [label(i) for i in range(len(parts))]
+    at = [(0, 0)] * len(parts)  # where each lane's names are cut around
+    for tid in (False, True):
+        groups: dict[str, list[int]] = {}
+        for i, text in enumerate(labels):
+            groups.setdefault(text, []).append(i)
+        for same in groups.values():
+            if len(same) < 2:
+                continue
+            p_at = _differ_at([parts[i][1] for i in same])
+            t_at = _differ_at([parts[i][2] for i in same])
+            for i in same:
+                at[i] = (p_at or at[i][0], t_at or at[i][1])
+                labels[i] = label(i, at[i], tid)
+    seen: dict[str, int] = {}
+    count = {t: labels.count(t) for t in set(labels)}
+    for i, text in enumerate(labels):  # the same names and thread id: a number each
+        if count[text] > 1:
+            seen[text] = seen.get(text, 0) + 1
+            labels[i] = f"{text} #{seen[text]}"
     return labels
+
+
+def _differ_at(texts: list[str]) -> int:
+    """Where the first of ``texts`` that differ from each other do: their common prefix's
+    length (0 when they are all the same)."""
+    if len(set(texts)) < 2:
+        return 0
+    n = 0
+    for chars in zip(*texts, strict=False):
+        if len(set(chars)) > 1:
+            break
+        n += 1
+    return n
+
+
+def _cut_at(text: str, at: int, n: int) -> str:
+    """``text`` in at most ``n`` characters: its head, and the part from a little before
+    ``at`` (where it differs from its neighbours') when that lies past the head."""
+    if len(text) <= n:
+        return text
+    if at < n - 1:
+        return short_label(text, n)
+    head = text[: n // 3]
+    rest = text[max(at - 2, len(head)) :]
+    room = n - len(head) - 1
+    return head + "…" + (rest if len(rest) <= room else rest[: room - 1] + "…")
 
 
 def longest_per_pixel(

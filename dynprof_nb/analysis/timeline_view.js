@@ -586,11 +586,38 @@ function render({ model, el }) {
     model.save_changes();
   }
 
+  // each drawn lane's label as fitted: two that would read the same once cut (hostile names
+  // alike but in the middle) keep a number each, so one lane never passes for another
+  function laneTexts() {
+    const out = new Map();
+    const byText = new Map();
+    for (const j of order) {
+      if (laneY[j] < 0) continue;
+      const full = header[j] ? headerText(j) : lanes[j].label;
+      const w = header[j] ? LEFT - 34 : LEFT - 36;
+      const t = fit(full, w);
+      out.set(j, t);
+      if (!byText.has(t)) byText.set(t, []);
+      byText.get(t).push([j, full, w]);
+    }
+    for (const same of byText.values()) {
+      if (same.length < 2) continue;
+      same.forEach(([j, full, w], k) => {
+        const tag = ` #${k + 1}`;
+        out.set(j, fit(full, w - ctx.measureText(tag).width) + tag);
+      });
+    }
+    return out;
+  }
+
   function drawLanes(pw) {
     ctx.fillStyle = "#ffffff";
     ctx.fillRect(0, TOP, LEFT, height - TOP);
     ctx.font = `${Math.min(11, rowH - 4)}px sans-serif`;
     ctx.textBaseline = "middle";
+    const texts = laneTexts();
+    const said = JSON.stringify([...texts.values()]);
+    if (root.dataset.laneTexts !== said) root.dataset.laneTexts = said;
     let prevRank = null;
     let pinEnd = -1;
     for (const j of order) {
@@ -612,14 +639,14 @@ function render({ model, el }) {
       if (header[j]) {
         ctx.fillText("▸", 4, mid);
         ctx.fillStyle = "#222222";
-        ctx.fillText(fit(headerText(j), LEFT - 34), 30, mid);
+        ctx.fillText(texts.get(j), 30, mid);
         continue;
       }
       if (lane.rows > 1) ctx.fillText(collapsed.has(j) ? "▸" : "▾", 4, mid);
       ctx.fillText(isPinned(lane) ? "●" : "○", 16, mid);
       ctx.fillStyle = "#222222";
       ctx.textAlign = "right";
-      ctx.fillText(fit(lane.label, LEFT - 36), LEFT - 6, mid);
+      ctx.fillText(texts.get(j), LEFT - 6, mid);
     }
     if (pinEnd > 0) {
       ctx.fillStyle = "#2862c8";

@@ -41,6 +41,7 @@ from matplotlib.figure import Figure
 
 from dynprof_nb.analysis import plots
 from dynprof_nb.analysis.timeline_groups import CommGroups
+from dynprof_nb.safetext import visible, visible_in
 from dynprof_nb.traces.formats.chrome.event_args import event_args
 from dynprof_nb.traces.formats.derived.from_events import (
     DEVICE_CATS,
@@ -173,7 +174,7 @@ def _names(layout: plots.TimelineLayout, legend: int) -> tuple[np.ndarray, list[
     top = [int(c) for c in np.argsort(-weight)[:legend] if weight[c] > 0]
     cats = layout.names.cat.categories
     full = [str(cats[int(c)]) for c in used]
-    names = [plots.short_label(n, 120) for n in full]
+    names = [plots.short_label(visible(n), 120) for n in full]
     entries = [[plots.short_label(names[c], 40), plots.name_colour(full[c])] for c in top]
     return compact.astype(np.int32), full, entries
 
@@ -266,9 +267,9 @@ class TimelineView(anywidget.AnyWidget):
                 "rows": int(n),
                 "rank_first": bool(f),
                 "rank": int(r),
-                "thread": str(th),
+                "thread": visible(th),
                 "device": bool(dev),
-                "process": str(proc),
+                "process": visible(proc),
                 "comm": bool(c),
                 "groups": g,
             }
@@ -294,7 +295,7 @@ class TimelineView(anywidget.AnyWidget):
         self._held = held
         marks, step_title = self._step_marks()
         super().__init__(
-            title=self._title(),
+            title=visible(self._title()),
             note=self._note(),
             zero=f" (0 = start of step {lay.how.rsplit(' ', 1)[-1]})"
             if lay.align == "step"
@@ -302,7 +303,8 @@ class TimelineView(anywidget.AnyWidget):
             lanes=lane_rows,
             rows=lay.rows,
             row_height=_ROW_PX,
-            names=[plots.short_label(n, 120) for n in self._full_names],
+            # shown as they are: control and bidirectional characters written out (safetext)
+            names=[plots.short_label(visible(n), 120) for n in self._full_names],
             colors=[plots.name_colour(n) for n in self._full_names],
             legend=entries,
             full=[lo - span * 0.005, hi + span * 0.005],
@@ -317,7 +319,7 @@ class TimelineView(anywidget.AnyWidget):
                 "complete": complete,
                 "events": len(self.index.x0),
             },
-            comm_groups=groups,
+            comm_groups=[{**g, "label": visible(g["label"])} for g in groups],
         )
         self._answer([*self.full, 1000, 0])
 
@@ -504,7 +506,12 @@ class TimelineView(anywidget.AnyWidget):
         limit, page, text = int(limit), int(page), text.strip()
         if not text:
             return {"query": text, "total": 0, "items": [], "page": 0, "limit": limit}
-        hit = [i for i, n in enumerate(self._full_names) if text.lower() in n.lower()]
+        low = text.lower()  # as the name is, or as it is shown (``\u202e`` written out)
+        hit = [
+            i
+            for i, n in enumerate(self._full_names)
+            if low in n.lower() or low in visible(n).lower()
+        ]
         idx = np.flatnonzero(np.isin(self._name_of, np.asarray(hit, np.int32)))
         idx = idx[np.argsort(self.index.x0[idx], kind="stable")]
         page = min(max(page, 0), max(len(idx) - 1, 0) // limit)
@@ -553,7 +560,11 @@ class TimelineView(anywidget.AnyWidget):
             "duration_ns": hi - lo,
             "events": len(idx),
             "names": [
-                [plots.short_label(self._full_names[c], 80), float(total[c]), int(count[c])]
+                [
+                    plots.short_label(visible(self._full_names[c]), 80),
+                    float(total[c]),
+                    int(count[c]),
+                ]
                 for c in order
             ],
         }
@@ -569,7 +580,7 @@ class TimelineView(anywidget.AnyWidget):
     def _on_selected(self, change: dict) -> None:
         i = change["new"]
         if 0 <= i < len(self.tl.index):
-            self.details = self.event(i)
+            self.details = visible_in(self.event(i))  # names and args as they are
 
     def _layout_position(self, rows: np.ndarray) -> np.ndarray:
         """The layout index of each ``window.events`` row (-1 where not drawn)."""
