@@ -48,12 +48,13 @@ def trace(out: Path, name: str = "names_hostile", steps: int = 4, per_step: int 
     processes alike for their first 52 characters, different in the middle, then alike
     again), communication group names and descriptions. ``benign``: the same shape with plain
     names (the reference a hostile file's time and memory are bounded by)."""
-    p = (lambda i: f"name{i}") if benign else payload
+    # the benign twin: plain names as long as the hostile ones (the same bytes to read)
+    p = (lambda i: f"name{i}".ljust(len(payload(i)), "x")) if benign else payload
     ev: list[dict] = []
     base = 1_700_000_000_000_000
     for k in range(processes):
         pid = 100 + k
-        proc = f"{PREFIX}{'x' if benign else p(k)}{k}/same/tail/of/the/name" if k else \
+        proc = f"{PREFIX}{p(k)}{k}/same/tail/of/the/name" if k else \
             f"{PREFIX}main/same/tail/of/the/name"
         ev.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                    "args": {"name": proc}})
@@ -69,14 +70,14 @@ def trace(out: Path, name: str = "names_hostile", steps: int = 4, per_step: int 
                        "pid": pid, "tid": 1, "ts": t0, "dur": 9_000})
             for j in range(per_step):
                 i += 1
-                nm = BIDI_NAME if j == 0 else (f"op{i}" if benign else p(i))
-                ev.append({"ph": "X", "cat": "cpu_op" if j % 3 else p(i) if not benign
-                           else "cpu_op", "name": nm, "pid": pid, "tid": 1 + j % 2,
+                nm = (BIDI_NAME if not benign else "aten::add_gnp.exe") if j == 0 else p(i)
+                ev.append({"ph": "X", "cat": "cpu_op" if j % 3 else p(i), "name": nm,
+                           "pid": pid, "tid": 1 + j % 2,
                            "ts": t0 + 10 + j * 300, "dur": 250,
                            "args": {p(i): p(i + 1), "External id": i}})
-            ev.append({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce" +
-                       ("" if benign else p(s)), "pid": pid, "tid": 7, "ts": t0 + 8_000,
-                       "dur": 500, "args": {"Process Group Name": p(k) if not benign else "0",
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce" + p(s),
+                       "pid": pid, "tid": 7, "ts": t0 + 8_000,
+                       "dur": 500, "args": {"Process Group Name": p(k),
                                             "Process Group Description": p(k + 1),
                                             "Process Group Ranks": "[0]"}})
     path = out / f"{name}.json"
