@@ -57,10 +57,12 @@ def frame_html(frame: Any, **kwargs: Any) -> str:
     """``frame.to_html(**kwargs)`` with every cell of text or objects, every column and index
     label escaped by :func:`escape` (pandas' own escaping leaves quotes, bidirectional
     overrides and the ``str()`` of a list as they are); numbers keep pandas' formatting."""
+    import pandas as pd  # (a frame is here: pandas is loaded)
+
     kwargs["escape"] = False  # done here, once, for every cell
 
-    def cell(v: Any) -> Any:
-        return v if v is None or (isinstance(v, float) and v != v) else escape(v)
+    def cell(v: Any) -> Any:  # a missing value stays one: ``na_rep`` shows it
+        return v if pd.api.types.is_scalar(v) and pd.isna(v) else escape(v)
 
     out = frame.copy()
     for i in range(out.shape[1]):

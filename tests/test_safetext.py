@@ -209,8 +209,11 @@ def test_the_helpers():
     table = safetext.table_html(["<h>"], [["<c>", 1]], "class='t'")
     assert table == ("<table class='t'><tr><th>&lt;h&gt;</th></tr>"
                      "<tr><td>&lt;c&gt;</td><td>1</td></tr></table>")
-    frame = pd.DataFrame({"n": pd.Series(["\u202e<b>"], dtype="string"), "v": [1.5]})
-    assert "\\u202e&lt;b&gt;" in safetext.frame_html(frame, index=False)
+    frame = pd.DataFrame({"n": pd.Series(["\u202e<b>", pd.NA], dtype="string"),
+                          "o": ["'", None], "v": [1.5, float("nan")]})
+    html = safetext.frame_html(frame, index=False, na_rep="-")
+    assert "\\u202e&lt;b&gt;" in html and "&#x27;" in html
+    assert html.count("<td>-</td>") == 3 and "NA" not in html
 
 
 # ---- names -----------------------------------------------------------------------------

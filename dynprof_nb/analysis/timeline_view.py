@@ -254,6 +254,8 @@ class TimelineView(anywidget.AnyWidget):
         self.index = VisibleIndex(self.tl)
         lay = self.tl
         self._name_of, self._full_names, entries = _names(lay, legend)
+        # the names as shown: control and bidirectional characters written out (safetext)
+        self._shown_names = [visible(n) for n in self._full_names]
         self.index.name_of = self._name_of  # (the summary packs it)
         self._pos_of: np.ndarray | None = None
         lanes = lay.lanes
@@ -303,8 +305,7 @@ class TimelineView(anywidget.AnyWidget):
             lanes=lane_rows,
             rows=lay.rows,
             row_height=_ROW_PX,
-            # shown as they are: control and bidirectional characters written out (safetext)
-            names=[plots.short_label(visible(n), 120) for n in self._full_names],
+            names=[plots.short_label(n, 120) for n in self._shown_names],
             colors=[plots.name_colour(n) for n in self._full_names],
             legend=entries,
             full=[lo - span * 0.005, hi + span * 0.005],
@@ -509,8 +510,8 @@ class TimelineView(anywidget.AnyWidget):
         low = text.lower()  # as the name is, or as it is shown (``\u202e`` written out)
         hit = [
             i
-            for i, n in enumerate(self._full_names)
-            if low in n.lower() or low in visible(n).lower()
+            for i, (n, shown) in enumerate(zip(self._full_names, self._shown_names, strict=True))
+            if low in n.lower() or low in shown.lower()
         ]
         idx = np.flatnonzero(np.isin(self._name_of, np.asarray(hit, np.int32)))
         idx = idx[np.argsort(self.index.x0[idx], kind="stable")]
@@ -561,7 +562,7 @@ class TimelineView(anywidget.AnyWidget):
             "events": len(idx),
             "names": [
                 [
-                    plots.short_label(visible(self._full_names[c]), 80),
+                    plots.short_label(self._shown_names[c], 80),
                     float(total[c]),
                     int(count[c]),
                 ]
