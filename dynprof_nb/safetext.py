@@ -8,7 +8,7 @@ messages), made safe to show: the one place that decides how.
 * :func:`visible` for labels, tooltips and canvas text: every control and bidirectional
   formatting character shown as ``\\uXXXX``, so one name cannot pass for another
   (``"evil\\u202egnp.exe"`` reads as itself, not as ``evilexe.png``).
-* :func:`frame_html` for a DataFrame, and :func:`table_html` for rows built by hand.
+* :func:`frame_html` for a DataFrame, :func:`visible_in` for a payload of many strings.
 
 Kept free of heavy imports: the training side may import it.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 # Unicode's bidirectional formatting characters: LRM, RLM, ALM, the embeddings and overrides
@@ -43,14 +42,6 @@ def escape(value: Any) -> str:
     """``str(value)`` for HTML text or a quoted attribute: markup escaped, bidirectional and
     control characters (but newline and tab) written out as ``\\uXXXX``."""
     return html.escape(_HIDDEN_IN_HTML.sub(_code, str(value)), quote=True)
-
-
-def table_html(header: Sequence[Any], rows: Iterable[Sequence[Any]], attrs: str = "") -> str:
-    """A ``<table>`` of ``rows`` under ``header``, every cell escaped; ``attrs`` (this
-    package's own text, e.g. ``class='x'``) goes into the table tag."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table{' ' + attrs if attrs else ''}><tr>{head}</tr>{body}</table>"
 
 
 def frame_html(frame: Any, **kwargs: Any) -> str:
