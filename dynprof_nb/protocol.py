@@ -38,7 +38,7 @@ LATE = ("skip", "shift")  # what a rank does with a window that has begun when i
 # ``STEP_FOLDED``. This is the one place the marker is spelled.
 STEP_PREFIX = "ProfilerStep#"
 STEP_FOLDED = "ProfilerStep*"
-STEP_RE = re.compile(rf"^{re.escape(STEP_PREFIX)}(\d+)$")
+STEP_RE = re.compile(rf"^{re.escape(STEP_PREFIX)}([0-9]+)\Z")  # whole, ASCII digits
 
 
 # Where a backend whose framework writes no step spans (MindSpore on CPU) records them instead:

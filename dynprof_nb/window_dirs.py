@@ -23,10 +23,16 @@ from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.segment import pid_alive
 
 MANIFEST = "window.json"
-WINDOW_RE = re.compile(r"^rank(?P<rank>\d+)_start(?P<start>\d+)_stop(?P<stop>\d+)(?:_(?P<n>\d+))?$")
-TMP_RE = re.compile(r"^\.(?P<name>rank\d+_start\d+_stop\d+)\.tmp-(?P<pid>\d+)(?:-\d+)?$")
+# Names are matched whole (\Z, not $, which lets a trailing newline through) and in ASCII
+# digits only: a directory name is written by whoever can write the folder.
+_N = "[0-9]+"
+_NAME = f"rank{_N}_start{_N}_stop{_N}"
+WINDOW_RE = re.compile(
+    rf"^rank(?P<rank>{_N})_start(?P<start>{_N})_stop(?P<stop>{_N})(?:_(?P<n>{_N}))?\Z"
+)
+TMP_RE = re.compile(rf"^\.(?P<name>{_NAME})\.tmp-(?P<pid>{_N})(?:-{_N})?\Z")
 # a window that failed: renamed so it reads as failed even when the disk was too full to say so
-FAILED_RE = re.compile(r"^\.(?P<name>rank\d+_start\d+_stop\d+)\.failed-(?P<pid>\d+)(?:-\d+)?$")
+FAILED_RE = re.compile(rf"^\.(?P<name>{_NAME})\.failed-(?P<pid>{_N})(?:-{_N})?\Z")
 
 
 def window_name(rank: int, start: int, stop: int) -> str:
