@@ -1,0 +1,274 @@
+"""SQL over a window's frames: ``w.sql("select ...")``, in-process with DuckDB.
+
+Each frame is a table of the same name and columns (``events``, ``ops``, ``steps``,
+``kernels``, ``memory``, ``communication``: docs/definitions.md), and so are the side tables
+``communication_links``, ``communication_bandwidth`` and ``memory_copies``. Only the tables a
+query names are read: DuckDB's own parser and binder say which (its ``get_table_names``, and a
+table it cannot find is made and the query bound again), so ``select * from ops`` never builds
+the events.
+
+Where a frame comes from, best first:
+
+- the frame already in memory (it was read before): DuckDB scans the DataFrame in place;
+- the frame cache's Parquet entry (:func:`dynprof_nb.traces.cache.entry_file`): a view over
+  ``read_parquet`` that decodes the entry's columns in SQL (categorical codes looked up in
+  their categories, tagged object cells untagged: :mod:`dynprof_nb.traces.cache.codec`), so
+  DuckDB reads only the columns and row groups the query needs and the frame is never built
+  in Python. A Kineto trace's events are written there by the load's first pass without ever
+  being a frame: ``select`` over them costs the columns it reads, not the events frame;
+- else the frame is read as ``w.<frame>`` reads it (and so cached for next time).
+
+A multi-rank window's tables are its ranks' pieces (each from the best of those three) under
+``UNION ALL BY NAME``, with the ``rank`` (and ``device``) columns its frames have. A frame held
+out of core (a Dask frame) is streamed to DuckDB one partition at a time; such a table can be
+named once in a query.
+
+Categorical columns are plain text (or the categories' own type) in SQL, whichever the source,
+so an answer does not depend on whether the cache was on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+from dynprof_nb.traces import cache
+from dynprof_nb.traces.cache import codec
+from dynprof_nb.traces.multirank import MultiRankWindow
+from dynprof_nb.traces.partitioned import is_out_of_core
+from dynprof_nb.traces.window import FRAMES
+
+#: the side tables beyond the frames: table name -> the window method that gives it
+SIDE_TABLES = {
+    "communication_links": "communication_links",
+    "communication_bandwidth": "communication_bandwidth",
+    "memory_copies": "memory_copies",
+}
+TABLES = (*FRAMES, *SIDE_TABLES)
+
+INSTALL = "pip install 'dynprof_nb[sql]'  (or: pip install 'duckdb>=1.0')"
+
+_MISSING_TABLE = re.compile(r"Table with name \"?([^\s\"!]+)\"? does not exist", re.IGNORECASE)
+
+
+def duckdb_module() -> Any:
+    """The ``duckdb`` module, or an ImportError that says how to install it."""
+    from dynprof_nb.optional import state
+
+    s = state("SQL")
+    if not s.on:
+        raise ImportError(f"w.sql needs DuckDB, and {s.why}. To turn it on: {INSTALL}")
+    import duckdb
+
+    return duckdb
+
+
+def sql(window: Any, query: str) -> pd.DataFrame:
+    """The answer to ``query`` over ``window``'s tables (see the module docstring), as a
+    pandas DataFrame. The connection is the query's own, in memory, closed after it."""
+    duckdb = duckdb_module()
+    con = duckdb.connect()
+    try:
+        tables = _Tables(window, con)
+        for name in _named(duckdb, query):
+            tables.make(name)
+        while True:
+            try:
+                return con.execute(query).df()
+            except duckdb.CatalogException as exc:
+                found = _MISSING_TABLE.search(str(exc))
+                if found is None or not tables.make(found.group(1)):
+                    if found is not None and found.group(1).lower() not in TABLES:
+                        raise duckdb.CatalogException(
+                            f"{exc}\nThis window's tables: {', '.join(TABLES)}"
+                        ) from None
+                    raise
+    finally:
+        con.close()
+
+
+def _named(duckdb: Any, query: str) -> set[str]:
+    """The tables ``query`` names, by DuckDB's own parser (empty where it cannot tell: the
+    query's binding then names the rest, one at a time)."""
+    try:
+        return {n.lower() for n in duckdb.get_table_names(query)}
+    except Exception:  # noqa: BLE001  (binding needs tables made: the retry loop makes them)
+        return set()
+
+
+class _Tables:
+    """The window's tables, each made in ``con`` once, when a query first names it."""
+
+    def __init__(self, window: Any, con: Any) -> None:
+        self.window = window
+        self.con = con
+        self.made: set[str] = set()
+
+    def make(self, name: str) -> bool:
+        """Make table ``name`` (any case); False if the window has no such table or it is
+        made already (the query's error is then its own)."""
+        name = name.lower()
+        if name not in TABLES or name in self.made:
+            return False
+        self.made.add(name)
+        if name in SIDE_TABLES:
+            frame = getattr(self.window, SIDE_TABLES[name])()
+            self.con.execute(f"CREATE VIEW {name} AS {_frame_select(self.con, frame, name)}")
+            return True
+        pieces = _pieces(self.window, name)
+        selects = [
+            _piece_select(self.con, piece, f"{name}_{i}", extra)
+            for i, (piece, extra) in enumerate(pieces)
+        ]
+        body = " UNION ALL BY NAME ".join(f"({s})" for s in selects)
+        self.con.execute(f"CREATE VIEW {name} AS {body}")
+        return True
+
+
+Piece = Any  # a pandas frame, a Dask frame, or (entry path, entry metadata)
+
+
+def _pieces(window: Any, kind: str) -> list[tuple[Piece, dict[str, Any]]]:
+    """Frame ``kind`` of ``window`` as pieces, each with the constant columns to add (a
+    multi-rank window's ``rank`` and ``device``)."""
+    if not isinstance(window, MultiRankWindow) or window.loaded(kind):
+        piece = _rank_piece(window, kind)
+        return [(window.frame(kind) if piece is None else piece, {})]
+    ranks = list(zip(window.ranks, window.children, strict=True))
+    got = [_rank_piece(c, kind) for _, c in ranks]
+    if None in got and kind == "events" and cache.enabled():
+        window.frame("steps")  # the ranks' first passes write their events to the cache
+        got = [
+            g if g is not None else _rank_piece(c, kind)
+            for g, (_, c) in zip(got, ranks, strict=True)
+        ]
+    if None in got:  # read as the window reads it (in parallel), the ranks' columns added
+        return [(window.frame(kind), {})]
+    out = []
+    for piece, (rank, child) in zip(got, ranks, strict=True):
+        extra: dict[str, Any] = {"rank": rank}
+        if "device" not in _columns(piece):
+            extra["device"] = child.device
+        out.append((piece, extra))
+    return out
+
+
+def _rank_piece(w: Any, kind: str) -> Piece | None:
+    """One rank's frame ``kind``: in memory if read, else its cache entry, else None."""
+    if w.loaded(kind):
+        return w.frame(kind)
+    return cache.entry_file(w, kind)
+
+
+def _columns(piece: Piece) -> list[str]:
+    if isinstance(piece, tuple):
+        return [c["name"] for c in piece[1]["columns"]]
+    return list(piece.columns)
+
+
+def _piece_select(con: Any, piece: Piece, name: str, extra: dict[str, Any]) -> str:
+    """A SELECT of ``piece`` (registered in ``con`` under names starting ``name``), with the
+    ``extra`` constant columns."""
+    if isinstance(piece, tuple):
+        select = _entry_select(con, piece[0], piece[1], name)
+    elif is_out_of_core(piece):
+        con.register(f"{name}_stream", _stream(piece))
+        select = f"SELECT * FROM {name}_stream"
+    else:
+        select = _frame_select(con, piece, name)
+    adds = [f"CAST({_literal(v)} AS BIGINT) AS {_ident(k)}" for k, v in extra.items()]
+    return select if not adds else f"SELECT *, {', '.join(adds)} FROM ({select})"
+
+
+def _frame_select(con: Any, frame: pd.DataFrame, name: str) -> str:
+    """``frame`` registered in ``con`` (scanned in place), its categorical columns of text as
+    text: DuckDB makes them ENUMs, and the cache's path gives text."""
+    con.register(f"{name}_frame", frame)
+    text = [
+        c
+        for c in frame.columns
+        if isinstance(frame[c].dtype, pd.CategoricalDtype)
+        and not pd.api.types.is_numeric_dtype(frame[c].dtype.categories.dtype)
+    ]
+    if not text:
+        return f"SELECT * FROM {name}_frame"
+    casts = ", ".join(f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" for c in text)
+    return f"SELECT * REPLACE ({casts}) FROM {name}_frame"
+
+
+def _entry_select(con: Any, path: Any, meta: dict, name: str) -> str:
+    """A SELECT over a cache entry's Parquet file that gives the frame's columns under their
+    names: a categorical's codes looked up in its categories (a one-row list table, registered
+    in ``con``), an object column's tagged cells untagged (missing ones NULL)."""
+    import pyarrow as pa
+
+    at = 0 if "range" in meta["index"] else 1  # (an index that is no range is column c0)
+    exprs = []
+    for i, spec in enumerate(meta["columns"]):
+        col = f"c{i + at}"
+        if spec["kind"] == "category":
+            cats = codec.categories(spec)
+            numeric = pd.api.types.is_numeric_dtype(cats.dtype)
+            values = cats.tolist() if numeric else [str(c) for c in cats]
+            kind = None if numeric and len(values) else pa.string()
+            table = f"{name}_cats{i}"
+            con.register(table, pa.table({"v": pa.array([values], type=_list_of(kind))}))
+            expr = f"CASE WHEN {col} >= 0 THEN (SELECT v FROM {table})[{col} + 1] END"
+        elif spec["kind"] == "object":
+            missing = ", ".join(_literal(m) for m in codec.MISSING_CELLS)
+            expr = f"CASE WHEN {col} IN ({missing}) THEN NULL ELSE {col}[2:] END"
+        else:
+            expr = col
+        exprs.append(f"{expr} AS {_ident(spec['name'])}")
+    return f"SELECT {', '.join(exprs)} FROM read_parquet({_literal(str(path))})"
+
+
+def _list_of(kind: Any) -> Any:
+    import pyarrow as pa
+
+    return None if kind is None else pa.list_(kind)
+
+
+def _stream(frame: Any) -> Any:
+    """An out-of-core (Dask) frame as an Arrow stream of its partitions, computed one at a time
+    in this process as DuckDB reads (never the whole frame in memory); categoricals as their
+    values, so the partitions' categories need not agree."""
+    import itertools
+
+    import pyarrow as pa
+
+    def parts() -> Any:
+        for d in frame.to_delayed():
+            part = d.compute(scheduler="sync")
+            cats = [c for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)]
+            yield part.astype({c: _values_dtype(part[c]) for c in cats})
+
+    it = parts()
+    first = pa.Table.from_pandas(next(it), preserve_index=False)
+    rest = (
+        b
+        for p in it
+        for b in pa.Table.from_pandas(p, schema=first.schema, preserve_index=False).to_batches()
+    )
+    return pa.RecordBatchReader.from_batches(
+        first.schema, itertools.chain(first.to_batches(), rest)
+    )
+
+
+def _values_dtype(column: pd.Series) -> Any:
+    """The dtype a categorical column's values keep out of it (object where one is missing)."""
+    return object if column.isna().any() else column.dtype.categories.dtype
+
+
+def _ident(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (int, float)):
+        return repr(int(value)) if isinstance(value, int) else repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
