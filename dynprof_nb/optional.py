@@ -58,7 +58,7 @@ PARTS: dict[str, Part] = {
             "SQL",
             ("duckdb",),
             "w.sql('select ...'): SQL over a window's frames, in place on the frame cache",
-            "pip install 'dynprof_nb[sql]' (or: pip install 'duckdb>=1.0')",
+            "pip install 'dynprof_nb[sql]' (or: pip install 'duckdb>=1.2')",
         ),
         Part(
             "notebook widgets",

@@ -48,7 +48,7 @@ SIDE_TABLES = {
 }
 TABLES = (*FRAMES, *SIDE_TABLES)
 
-INSTALL = "pip install 'dynprof_nb[sql]'  (or: pip install 'duckdb>=1.0')"
+INSTALL = "pip install 'dynprof_nb[sql]'  (or: pip install 'duckdb>=1.2')"
 
 _MISSING_TABLE = re.compile(r"Table with name \"?([^\s\"!]+)\"? does not exist", re.IGNORECASE)
 
@@ -62,6 +62,9 @@ def duckdb_module() -> Any:
         raise ImportError(f"w.sql needs DuckDB, and {s.why}. To turn it on: {INSTALL}")
     import duckdb
 
+    version = tuple(int(p) for p in re.findall(r"\d+", duckdb.__version__)[:2])
+    if version < (1, 2):  # its answers give a nullable int column as float64: ns timestamps lost
+        raise ImportError(f"w.sql needs DuckDB 1.2 or newer, not {duckdb.__version__}: {INSTALL}")
     return duckdb
 
 
@@ -185,7 +188,10 @@ def _piece_select(con: Any, piece: Piece, name: str, extra: dict[str, Any]) -> s
 def _frame_select(con: Any, frame: pd.DataFrame, name: str) -> str:
     """``frame`` registered in ``con`` (scanned in place), its categorical columns of text as
     text: DuckDB makes them ENUMs, and the cache's path gives text."""
-    con.register(f"{name}_frame", frame)
+    try:
+        con.register(f"{name}_frame", frame)
+    except Exception:  # noqa: BLE001  pandas 3's str dtype, which DuckDB < 1.3 does not scan
+        con.register(f"{name}_frame", _without_str_dtype(frame))
     text = [
         c
         for c in frame.columns
@@ -196,6 +202,23 @@ def _frame_select(con: Any, frame: pd.DataFrame, name: str) -> str:
         return f"SELECT * FROM {name}_frame"
     casts = ", ".join(f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" for c in text)
     return f"SELECT * REPLACE ({casts}) FROM {name}_frame"
+
+
+def _without_str_dtype(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its pandas-3 ``str`` columns, and categoricals of text or of mixed
+    values, as object columns of text (those columns only are copied): what an older DuckDB
+    scans, with the values a newer one gives."""
+    out = {}
+    for c in frame.columns:
+        s = frame[c]
+        text = isinstance(s.dtype, pd.StringDtype) or (
+            isinstance(s.dtype, pd.CategoricalDtype)
+            and not pd.api.types.is_numeric_dtype(s.dtype.categories.dtype)
+        )
+        if text:
+            cells = [None if pd.isna(v) else str(v) for v in s.astype(object)]
+            out[c] = pd.Series(cells, index=frame.index, dtype=object)  # (never str again)
+    return frame.assign(**out) if out else frame
 
 
 def _entry_select(con: Any, path: Any, meta: dict, name: str) -> str:
