@@ -80,6 +80,13 @@ def sql(window: Any, query: str) -> pd.DataFrame:
         while True:
             try:
                 return con.execute(query).df()
+            except duckdb.InvalidInputException as exc:
+                if "RecordBatchReader" not in str(exc):
+                    raise
+                raise duckdb.InvalidInputException(
+                    f"{exc}\nA table held out of core is streamed once per query: name it "
+                    "once, e.g. WITH e AS MATERIALIZED (SELECT ... FROM events) and use e twice."
+                ) from None
             except duckdb.CatalogException as exc:
                 found = _MISSING_TABLE.search(str(exc))
                 if found is None or not tables.make(found.group(1)):
@@ -264,20 +271,20 @@ def _stream(frame: Any) -> Any:
 
     def parts() -> Any:
         for d in frame.to_delayed():
-            part = d.compute(scheduler="sync")
+            part = _without_str_dtype(d.compute(scheduler="sync"))  # text categoricals too
             cats = [c for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)]
             yield part.astype({c: _values_dtype(part[c]) for c in cats})
 
     it = parts()
     first = pa.Table.from_pandas(next(it), preserve_index=False)
-    rest = (
-        b
-        for p in it
-        for b in pa.Table.from_pandas(p, schema=first.schema, preserve_index=False).to_batches()
+    schema = pa.schema(  # a column all missing in the first partition: text, as the others
+        [f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in first.schema]
     )
-    return pa.RecordBatchReader.from_batches(
-        first.schema, itertools.chain(first.to_batches(), rest)
+    tables = itertools.chain(
+        [first.cast(schema)],
+        (pa.Table.from_pandas(p, schema=schema, preserve_index=False) for p in it),
     )
+    return pa.RecordBatchReader.from_batches(schema, (b for t in tables for b in t.to_batches()))
 
 
 def _values_dtype(column: pd.Series) -> Any:

@@ -178,6 +178,32 @@ def test_a_multi_rank_window_has_a_rank_column(tmp_path: Path, cached: bool) -> 
     assert got["n"].tolist() == w.events.groupby("rank").size().tolist()
 
 
+def test_an_out_of_core_events_frame_is_streamed_a_partition_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A trace whose events are a Dask frame over partitions (forced here) answers as pandas
+    does; naming that table twice in one query says how to name it once."""
+    import duckdb
+
+    monkeypatch.setenv("DYNPROF_NB_OUT_OF_CORE", "1")
+    w = _load(KINETO / "hta__df_index_resolver__df_index_resolver.json.gz")
+    got = w.sql(
+        "select name, count(*) as n, sum(dur_ns) as ns from events group by name "
+        "order by ns desc, name limit 5"
+    )
+    ev = w.events.compute()
+    want = ev.groupby(ev["name"].astype(str))["dur_ns"].agg(["count", "sum"])
+    want = want.reset_index().sort_values(["sum", "name"], ascending=[False, True]).head(5)
+    assert got["name"].tolist() == want["name"].tolist()
+    assert got["n"].tolist() == want["count"].tolist()
+    assert got["ns"].astype("int64").tolist() == want["sum"].tolist()
+    with pytest.raises(duckdb.InvalidInputException, match="AS MATERIALIZED"):
+        w.sql("select count(*) from events a join events b using (ts_ns)")
+    once = "with e as materialized (select ts_ns from events) "
+    got = w.sql(once + "select count(*) as n from e a join e b using (ts_ns)")
+    assert got["n"].tolist() == [int(ev["ts_ns"].value_counts().pow(2).sum())]
+
+
 def test_the_side_tables(tmp_path: Path) -> None:
     w = _load(WINDOWS["ascend_text_comm"](tmp_path))
     links = w.sql("select * from communication_links")
