@@ -99,6 +99,18 @@ def sql(window: Any, query: str) -> pd.DataFrame:
         con.close()
 
 
+def sql_over(tables: dict[str, pd.DataFrame], query: str) -> pd.DataFrame:
+    """The answer to ``query`` over the DataFrames ``tables`` (name -> frame), e.g. the
+    per-rank answers a cluster window brings back, combined here."""
+    con = duckdb_module().connect()
+    try:
+        for name, frame in tables.items():
+            con.execute(f"CREATE VIEW {_ident(name)} AS {_frame_select(con, frame, name)}")
+        return con.execute(query).df()
+    finally:
+        con.close()
+
+
 def _named(duckdb: Any, query: str) -> set[str]:
     """The tables ``query`` names, by DuckDB's own parser (empty where it cannot tell: the
     query's binding then names the rest, one at a time)."""
