@@ -29,7 +29,10 @@ so an answer does not depend on whether the cache was on.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from typing import Any
 
 import pandas as pd
@@ -72,21 +75,14 @@ def sql(window: Any, query: str) -> pd.DataFrame:
     """The answer to ``query`` over ``window``'s tables (see the module docstring), as a
     pandas DataFrame. The connection is the query's own, in memory, closed after it."""
     duckdb = duckdb_module()
-    con = duckdb.connect()
+    con, spill = _connect(duckdb)
     try:
-        tables = _Tables(window, con)
+        tables = _Tables(window, con, spill)
         for name in _named(duckdb, query):
             tables.make(name)
         while True:
             try:
                 return con.execute(query).df()
-            except duckdb.InvalidInputException as exc:
-                if "RecordBatchReader" not in str(exc):
-                    raise
-                raise duckdb.InvalidInputException(
-                    f"{exc}\nA table held out of core is streamed once per query: name it "
-                    "once, e.g. WITH e AS MATERIALIZED (SELECT ... FROM events) and use e twice."
-                ) from None
             except duckdb.CatalogException as exc:
                 found = _MISSING_TABLE.search(str(exc))
                 if found is None or not tables.make(found.group(1)):
@@ -97,18 +93,34 @@ def sql(window: Any, query: str) -> pd.DataFrame:
                     raise
     finally:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _connect(duckdb: Any) -> tuple[Any, str]:
+    """A new in-memory connection held to the readers' memory budget
+    (``DYNPROF_NB_LOAD_MEMORY``, default the memory available), spilling what does not fit to
+    a private temporary directory (never DuckDB's default ``./.tmp`` beside the notebook),
+    which the caller removes."""
+    from dynprof_nb.traces.formats.common import budget
+
+    spill = tempfile.mkdtemp(prefix="dynprof_nb-sql-")
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{max(budget.load_memory(), 64 << 20)}B'")
+    con.execute(f"SET temp_directory = {_literal(spill)}")
+    return con, spill
 
 
 def sql_over(tables: dict[str, pd.DataFrame], query: str) -> pd.DataFrame:
     """The answer to ``query`` over the DataFrames ``tables`` (name -> frame), e.g. the
     per-rank answers a cluster window brings back, combined here."""
-    con = duckdb_module().connect()
+    con, spill = _connect(duckdb_module())
     try:
         for name, frame in tables.items():
             con.execute(f"CREATE VIEW {_ident(name)} AS {_frame_select(con, frame, name)}")
         return con.execute(query).df()
     finally:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def _named(duckdb: Any, query: str) -> set[str]:
@@ -123,9 +135,10 @@ def _named(duckdb: Any, query: str) -> set[str]:
 class _Tables:
     """The window's tables, each made in ``con`` once, when a query first names it."""
 
-    def __init__(self, window: Any, con: Any) -> None:
+    def __init__(self, window: Any, con: Any, spill: str) -> None:
         self.window = window
         self.con = con
+        self.spill = spill  # the query's private folder: out-of-core frames are written there
         self.made: set[str] = set()
 
     def make(self, name: str) -> bool:
@@ -141,7 +154,7 @@ class _Tables:
             return True
         pieces = _pieces(self.window, name)
         selects = [
-            _piece_select(self.con, piece, f"{name}_{i}", extra)
+            _piece_select(self.con, piece, f"{name}_{i}", extra, self.spill)
             for i, (piece, extra) in enumerate(pieces)
         ]
         body = " UNION ALL BY NAME ".join(f"({s})" for s in selects)
@@ -190,14 +203,14 @@ def _columns(piece: Piece) -> list[str]:
     return list(piece.columns)
 
 
-def _piece_select(con: Any, piece: Piece, name: str, extra: dict[str, Any]) -> str:
+def _piece_select(con: Any, piece: Piece, name: str, extra: dict[str, Any], spill: str) -> str:
     """A SELECT of ``piece`` (registered in ``con`` under names starting ``name``), with the
     ``extra`` constant columns."""
     if isinstance(piece, tuple):
         select = _entry_select(con, piece[0], piece[1], name)
     elif is_out_of_core(piece):
-        con.register(f"{name}_stream", _stream(piece))
-        select = f"SELECT * FROM {name}_stream"
+        files = _export(piece, os.path.join(spill, name))
+        select = f"SELECT * FROM read_parquet([{', '.join(_literal(f) for f in files)}])"
     else:
         select = _frame_select(con, piece, name)
     adds = [f"CAST({_literal(v)} AS BIGINT) AS {_ident(k)}" for k, v in extra.items()]
@@ -273,30 +286,30 @@ def _list_of(kind: Any) -> Any:
     return None if kind is None else pa.list_(kind)
 
 
-def _stream(frame: Any) -> Any:
-    """An out-of-core (Dask) frame as an Arrow stream of its partitions, computed one at a time
-    in this process as DuckDB reads (never the whole frame in memory); categoricals as their
-    values, so the partitions' categories need not agree."""
-    import itertools
-
+def _export(frame: Any, folder: str) -> list[str]:
+    """An out-of-core (Dask) frame written to Parquet in ``folder`` (inside the query's private
+    spill folder, removed after it), one file per partition, each computed in this process
+    and freed before the next: the whole frame is never in memory, and DuckDB reads the files
+    as often as the query names the table. Text categoricals as text, so the partitions'
+    categories need not agree; the first file's schema is every file's."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    def parts() -> Any:
-        for d in frame.to_delayed():
-            part = _without_str_dtype(d.compute(scheduler="sync"))  # text categoricals too
-            cats = [c for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)]
-            yield part.astype({c: _values_dtype(part[c]) for c in cats})
-
-    it = parts()
-    first = pa.Table.from_pandas(next(it), preserve_index=False)
-    schema = pa.schema(  # a column all missing in the first partition: text, as the others
-        [f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in first.schema]
-    )
-    tables = itertools.chain(
-        [first.cast(schema)],
-        (pa.Table.from_pandas(p, schema=schema, preserve_index=False) for p in it),
-    )
-    return pa.RecordBatchReader.from_batches(schema, (b for t in tables for b in t.to_batches()))
+    os.mkdir(folder, 0o700)
+    files, schema = [], None
+    for i, d in enumerate(frame.to_delayed()):
+        part = _without_str_dtype(d.compute(scheduler="sync"))
+        cats = [c for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)]
+        part = part.astype({c: _values_dtype(part[c]) for c in cats})
+        if schema is None:  # a column all missing in the first partition: text, as the others
+            first = pa.Schema.from_pandas(part, preserve_index=False)
+            schema = pa.schema(
+                [f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in first]
+            )
+        path = os.path.join(folder, f"{i}.parquet")
+        pq.write_table(pa.Table.from_pandas(part, schema=schema, preserve_index=False), path)
+        files.append(path)
+    return files
 
 
 def _values_dtype(column: pd.Series) -> Any:
