@@ -73,11 +73,26 @@ def duckdb_module() -> Any:
 
 def sql(window: Any, query: str) -> pd.DataFrame:
     """The answer to ``query`` over ``window``'s tables (see the module docstring), as a
-    pandas DataFrame. The connection is the query's own, in memory, closed after it."""
+    pandas DataFrame. The connection is the query's own, in memory, closed after it. A cache
+    entry removed while the query ran (another process keeping the cache to its bound) is a
+    query asked again without the cache's files, never a failed one."""
     duckdb = duckdb_module()
+    try:
+        return _answer(duckdb, window, query, entries=True)
+    except duckdb.IOException as exc:
+        from dynprof_nb.traces.cache import cache_dir
+
+        where = cache_dir()
+        if where is None or str(where) not in str(exc):
+            raise
+        return _answer(duckdb, window, query, entries=False)
+
+
+def _answer(duckdb: Any, window: Any, query: str, entries: bool) -> pd.DataFrame:
+    """``query`` on a new connection; ``entries``: whether tables may be cache entries."""
     con, spill = _connect(duckdb)
     try:
-        tables = _Tables(window, con, spill)
+        tables = _Tables(window, con, spill, entries)
         for name in _named(duckdb, query):
             tables.make(name)
         while True:
@@ -135,8 +150,9 @@ def _named(duckdb: Any, query: str) -> set[str]:
 class _Tables:
     """The window's tables, each made in ``con`` once, when a query first names it."""
 
-    def __init__(self, window: Any, con: Any, spill: str) -> None:
+    def __init__(self, window: Any, con: Any, spill: str, entries: bool) -> None:
         self.window = window
+        self.entries = entries  # whether a table may be read from the frame cache's files
         self.con = con
         self.spill = spill  # the query's private folder: out-of-core frames are written there
         self.made: set[str] = set()
@@ -152,7 +168,7 @@ class _Tables:
             frame = getattr(self.window, SIDE_TABLES[name])()
             self.con.execute(f"CREATE VIEW {name} AS {_frame_select(self.con, frame, name)}")
             return True
-        pieces = _pieces(self.window, name)
+        pieces = _pieces(self.window, name, self.entries)
         selects = [
             _piece_select(self.con, piece, f"{name}_{i}", extra, self.spill)
             for i, (piece, extra) in enumerate(pieces)
@@ -165,18 +181,18 @@ class _Tables:
 Piece = Any  # a pandas frame, a Dask frame, or (entry path, entry metadata)
 
 
-def _pieces(window: Any, kind: str) -> list[tuple[Piece, dict[str, Any]]]:
+def _pieces(window: Any, kind: str, entries: bool) -> list[tuple[Piece, dict[str, Any]]]:
     """Frame ``kind`` of ``window`` as pieces, each with the constant columns to add (a
     multi-rank window's ``rank`` and ``device``)."""
     if not isinstance(window, MultiRankWindow) or window.loaded(kind):
-        piece = _rank_piece(window, kind)
+        piece = _rank_piece(window, kind, entries)
         return [(window.frame(kind) if piece is None else piece, {})]
     ranks = list(zip(window.ranks, window.children, strict=True))
-    got = [_rank_piece(c, kind) for _, c in ranks]
-    if None in got and kind == "events" and cache.enabled():
+    got = [_rank_piece(c, kind, entries) for _, c in ranks]
+    if None in got and kind == "events" and entries and cache.enabled():
         window.frame("steps")  # the ranks' first passes write their events to the cache
         got = [
-            g if g is not None else _rank_piece(c, kind)
+            g if g is not None else _rank_piece(c, kind, entries)
             for g, (_, c) in zip(got, ranks, strict=True)
         ]
     if None in got:  # read as the window reads it (in parallel), the ranks' columns added
@@ -190,11 +206,12 @@ def _pieces(window: Any, kind: str) -> list[tuple[Piece, dict[str, Any]]]:
     return out
 
 
-def _rank_piece(w: Any, kind: str) -> Piece | None:
-    """One rank's frame ``kind``: in memory if read, else its cache entry, else None."""
+def _rank_piece(w: Any, kind: str, entries: bool) -> Piece | None:
+    """One rank's frame ``kind``: in memory if read, else its cache entry (with
+    ``entries``), else None."""
     if w.loaded(kind):
         return w.frame(kind)
-    return cache.entry_file(w, kind)
+    return cache.entry_file(w, kind) if entries else None
 
 
 def _columns(piece: Piece) -> list[str]:

@@ -218,6 +218,31 @@ def test_a_query_keeps_to_the_load_budget_and_spills_to_a_private_folder(
     assert list(tmp_path.iterdir()) == []  # nothing beside the notebook
 
 
+def test_an_entry_removed_under_a_query_is_read_from_the_trace_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process keeping the cache to its bound may remove an entry between the view
+    over it and the query: the query is asked again without the cache's files."""
+    from dynprof_nb.analysis import sql as sql_module
+
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "frame-cache"))
+    path = WINDOWS["ascend_text"](tmp_path)
+    _load(path).load_all()
+    w = _load(path)
+    found = cache.entry_file
+
+    def removed_at_once(window: Any, kind: str) -> Any:
+        got = found(window, kind)
+        if got is not None:
+            got[0].unlink()  # as the size bound's trim does, from another process
+        return got
+
+    monkeypatch.setattr(sql_module.cache, "entry_file", removed_at_once)
+    got = w.sql("select count(*) as n, sum(duration_us) as us from kernels")
+    assert got["n"].tolist() == [len(w.kernels)]
+    assert got["us"].iloc[0] == pytest.approx(w.kernels["duration_us"].sum(), rel=1e-12)
+
+
 def test_the_side_tables(tmp_path: Path) -> None:
     w = _load(WINDOWS["ascend_text_comm"](tmp_path))
     links = w.sql("select * from communication_links")
