@@ -20,8 +20,9 @@ Where a frame comes from, best first:
 
 A multi-rank window's tables are its ranks' pieces (each from the best of those three) under
 ``UNION ALL BY NAME``, with the ``rank`` (and ``device``) columns its frames have. A frame held
-out of core (a Dask frame) is streamed to DuckDB one partition at a time; such a table can be
-named once in a query.
+out of core (a Dask frame) is written to Parquet one partition at a time in the query's private
+spill folder and read from there. DuckDB keeps to the readers' memory budget and spills to that
+folder, removed after the query.
 
 Categorical columns are plain text (or the categories' own type) in SQL, whichever the source,
 so an answer does not depend on whether the cache was on.
