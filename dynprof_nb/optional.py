@@ -55,6 +55,12 @@ PARTS: dict[str, Part] = {
             "pip install 'dynprof_nb[cluster]'",
         ),
         Part(
+            "SQL",
+            ("duckdb",),
+            "w.sql('select ...'): SQL over a window's frames, in place on the frame cache",
+            "pip install 'dynprof_nb[sql]' (or: pip install 'duckdb>=1.2')",
+        ),
+        Part(
             "notebook widgets",
             ("ipywidgets", "anywidget"),
             "the panel, the interactive timeline and progress bars in a notebook",

@@ -84,7 +84,14 @@ def _rank_plots(name: str) -> Shortcut:
     return call
 
 
+def _sql(w: Any, query: str) -> Any:
+    from .sql import sql
+
+    return sql(w, query)
+
+
 SHORTCUTS: dict[str, Shortcut] = {
+    "sql": _sql,
     "summary": _summary,
     "advise": _advise,
     "explain": _explain,

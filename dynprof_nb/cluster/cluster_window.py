@@ -23,7 +23,7 @@ import pandas as pd
 
 from dynprof_nb.analysis.summary import Summary, host_summary, ops_across_ranks, rank_table
 from dynprof_nb.cluster.access import requester
-from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
+from dynprof_nb.cluster.reduce import rank_frame, rank_reductions, rank_sql
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.lazyframe import LazyFrame
 from dynprof_nb.traces.schema import concat_frames
@@ -108,6 +108,37 @@ class ClusterWindow:
             "steps": f"{step_list[0]}..{step_list[-1]}" if step_list else "-",
         }
         return host_summary(header, steps, ops, ranks, top)
+
+    def sql(self, query: str, then: str | None = None) -> pd.DataFrame:
+        """SQL ``query`` over each rank's window, run on the node that wrote it (DuckDB there,
+        on the rank's frames: ``w.sql``), the answers brought back and stacked with ``rank``
+        and ``node`` columns. A query that reduces (``group by``, ``count``) is thus answered
+        per rank; ``then`` is SQL over those answers, the table ``ranks``, run here to
+        combine them: e.g. ``query="select name, sum(dur_ns) as ns from events group by
+        name"``, ``then="select name, sum(ns) as ns from ranks group by name order by ns
+        desc limit 10"`` (docs/sql.md)."""
+        futures = [
+            self.client.submit(
+                rank_sql,
+                self.job,
+                p["path"],
+                query,
+                p["rank"],
+                p["node"],
+                requester(),
+                workers=[p["addr"]],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for p in self.parts
+        ]
+        answers = self.client.gather(futures)
+        stacked = pd.concat(answers, ignore_index=True) if answers else pd.DataFrame()
+        if then is None:
+            return stacked
+        from dynprof_nb.analysis.sql import sql_over
+
+        return sql_over({"ranks": stacked}, then)
 
     # -- dask.dataframe: the big tables stay on the nodes -----------------------------------
 

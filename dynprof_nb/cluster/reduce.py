@@ -76,6 +76,13 @@ def rank_frame(job: str, path: str, kind: str, rank: int, node: str, user: Any =
     return plain(frame).assign(rank=rank, node=node)
 
 
+def rank_sql(job: str, path: str, query: str, rank: int, node: str, user: Any = None) -> Any:
+    """One rank's answer to SQL ``query`` (``w.sql``: DuckDB on the node, over the rank's
+    frames, from its frame cache there where they are cached), with its ``rank`` and
+    ``node``: only the answer crosses the network."""
+    return _window(job, path, user).sql(query).assign(rank=rank, node=node)
+
+
 def plain(frame: Any) -> Any:
     """Categorical columns as plain text, so partitions from different ranks line up."""
     cats = [c for c in frame.columns if str(frame[c].dtype) == "category"]

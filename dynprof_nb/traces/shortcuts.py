@@ -74,6 +74,15 @@ class WindowShortcuts:
             self, step=step, annotation=annotation, instance=instance, rank=rank
         )
 
+    def sql(self, query: str) -> pd.DataFrame:
+        """The answer to SQL ``query`` over this window's frames, as a DataFrame: tables
+        ``events``, ``ops``, ``steps``, ``kernels``, ``memory``, ``communication`` (and
+        ``communication_links``, ``communication_bandwidth``, ``memory_copies``), with the
+        frames' columns (``rank`` on several ranks). DuckDB, in this process, reads a frame
+        cached as Parquet in place and only the tables the query names (docs/sql.md); it
+        needs ``pip install 'dynprof_nb[sql]'``."""
+        return shortcut("sql")(self, query)
+
     def plot_timeline(self, **kw: Any) -> Any:
         """The ranks' events on a timeline (a matplotlib Figure); ``interactive=True``: a widget
         that zooms and pans down to one kernel."""

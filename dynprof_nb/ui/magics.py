@@ -209,6 +209,9 @@ def _help_text() -> str:
         "  --backend {builtin,torch,mindspore,auto}  profiler to record with (builtin;"
         " it records Python calls unless --no-stack or --memory)",
         "  -o NAME  store the TraceWindow in NAME;  -q  do not show the summary",
+        "%%dynprof sql [WINDOW] [-o NAME]",
+        "  the cell's SQL over a window's frames (WINDOW, else the one last loaded or",
+        "  recorded here): tables events, ops, steps, kernels, memory, communication",
     ]
     return "\n".join(parts)
 
@@ -220,8 +223,10 @@ class DynprofMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.job: Any = None
+        self.window: Any = None  # the window last loaded or recorded here (%%dynprof sql's)
         self._parser = build_parser()
         self._cell_parser = build_cell_parser()
+        self._sql_parser = build_sql_parser()
 
     @line_cell_magic
     def dynprof(self, line: str, cell: str | None = None) -> Any:
@@ -344,6 +349,7 @@ class DynprofMagics(Magics):
         if args.name and not args.name.isidentifier():
             raise UsageError(f"-o {args.name!r}: not a Python variable name.")
         window = self._need_job().load(_window_arg(args.window))
+        self.window = window
         if args.name:
             self.shell.user_ns[args.name] = window
         return window
@@ -407,25 +413,78 @@ class DynprofMagics(Magics):
 
     # -- %%dynprof ----------------------------------------------------------------------------
 
-    def _cell(self, line: str, cell: str) -> None:
+    def _cell(self, line: str, cell: str) -> Any:
         from IPython.display import display
 
         from dynprof_nb.training.backends import resolve_backend
         from dynprof_nb.training.block import profile_block
 
+        if line.split()[:1] == ["sql"]:
+            return self._sql_cell(line.strip()[3:], cell)
         args = self._cell_parser.parse_argstring(line)
         if args.name and not args.name.isidentifier():
             raise UsageError(f"-o {args.name!r}: not a Python variable name.")
         changes = cell_changes(args, resolve_backend(args.backend))
         with profile_block(backend=args.backend, output=args.dir, **changes) as prof:
             result = self.shell.run_cell(cell, store_history=False)
-        window = prof.window
+        window = self.window = prof.window
         if args.name:
             self.shell.user_ns[args.name] = window
         if not result.success:
             print(f"dynprof: the cell raised; the window in {prof.path} holds what ran.")
         if not args.quiet:
             display(window.summary())
+
+    def _sql_cell(self, line: str, cell: str) -> Any:
+        """``%%dynprof sql [WINDOW] [-o NAME]``: the cell's SQL over the window in variable
+        WINDOW, else the one last loaded (``%dynprof load``) or recorded (``%%dynprof``)
+        here; the answer is the cell's output (a DataFrame), and NAME's with ``-o``."""
+        args = self._sql_parser.parse_argstring(line)
+        for name in (args.window, args.name):
+            if name and not name.isidentifier():
+                raise UsageError(f"{name!r}: not a Python variable name.")
+        if args.window:
+            if args.window not in self.shell.user_ns:
+                raise UsageError(f"%%dynprof sql {args.window}: no variable {args.window!r}.")
+            window = self.shell.user_ns[args.window]
+        elif self.window is not None:
+            window = self.window
+        else:
+            raise UsageError(
+                "%%dynprof sql: no window loaded here yet: %dynprof load (or a %%dynprof "
+                "cell) first, or name a window variable: %%dynprof sql w"
+            )
+        if not callable(getattr(window, "sql", None)):
+            raise UsageError(f"%%dynprof sql: {type(window).__name__} is not a window.")
+        try:
+            answer = window.sql(cell)
+        except ImportError as exc:
+            raise UsageError(str(exc)) from None
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb"):  # the SQL's fault
+                raise UsageError(f"%%dynprof sql: {exc}") from None
+            raise
+        if args.name:
+            self.shell.user_ns[args.name] = answer
+        return answer
+
+
+def build_sql_parser(prog: str = "%%dynprof sql") -> _Parser:
+    """``%%dynprof sql [WINDOW] [-o NAME]``: SQL over a window's frames."""
+    parser = _Parser(
+        prog=prog,
+        description="Run the cell's SQL over a window's frames (w.sql) and show the answer.",
+    )
+    parser.add_argument(
+        "window",
+        nargs="?",
+        default=None,
+        help="variable holding the window (default: the one last loaded or recorded here)",
+    )
+    parser.add_argument(
+        "-o", dest="name", default=None, metavar="NAME", help="also store the answer in NAME"
+    )
+    return parser
 
 
 def cell_changes(args: argparse.Namespace, backend: str) -> dict[str, Any]:

@@ -93,6 +93,12 @@ def test_same_step_window_on_all_ranks_loads_as_one(job_on_nodes, capfd):
     assert "ranks" in str(window.summary())
     per_rank = window.events.groupby("rank").size().compute(scheduler=job.client)
     assert sorted(per_rank.index) == list(range(RANKS)) and (per_rank > 0).all()
+    # SQL run on each node over its ranks' frames, the answers brought back and combined
+    answers = window.sql("select count(*) as n from events")
+    assert dict(zip(answers["rank"], answers["n"], strict=True)) == per_rank.to_dict()
+    assert (answers["node"] == "node" + (answers["rank"] // 2).astype(str)).all()
+    total = window.sql("select count(*) as n from events", then="select sum(n) as n from ranks")
+    assert total["n"].tolist() == [per_rank.sum()]
 
 
 def test_killed_worker_shows_dead_others_complete(cluster, job_on_nodes):

@@ -59,6 +59,26 @@ def test_every_sample_loads_and_summarises_twice(tmp_path: Path, monkeypatch) ->
         assert cache.counts["stored"] == before["stored"]
 
 
+def test_sql_answers_where_duckdb_imports_and_says_how_to_install_it_where_not(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``w.sql`` over a sample, through the frame cache where pyarrow imports; in an
+    environment without DuckDB (the matrix installs no extras), one ImportError naming the
+    install command, never a bare ModuleNotFoundError."""
+    monkeypatch.setenv("DYNPROF_NB_CACHE", str(tmp_path / "cache"))
+    optional._forget()
+    for _ in range(2):  # the second load's tables are the cache's Parquet where it is on
+        w = samples.load("kineto_gpu")
+        if not optional.state("SQL").on:
+            with pytest.raises(ImportError, match=r"pip install 'dynprof_nb\[sql\]'"):
+                w.sql("select count(*) from events")
+            return
+        got = w.sql("select count(*) as n, sum(dur_ns) as ns from events where ph = 'X'")
+        ev = w.events[w.events["ph"] == "X"]
+        assert got["n"].tolist() == [len(ev)]
+        assert int(got["ns"].iloc[0]) == int(ev["dur_ns"].sum())
+
+
 def test_a_job_window_is_started_waited_for_and_loaded(job: dynprof_nb.Job) -> None:
     job.start("+30", "+32")  # far enough ahead for a rank stalled on a loaded 2-core box
     first, last = job.config.start_step, job.config.stop_step

@@ -241,6 +241,44 @@ def scratch_dir() -> Path | None:
         return None
 
 
+def entry_file(window: Any, kind: str) -> tuple[Path, dict] | None:
+    """The Parquet file of ``window``'s good entry ``kind`` and its metadata (how to decode each
+    column ``c<i>``: :mod:`.codec`), for a reader that scans the entry in place (``w.sql``:
+    DuckDB reads only the columns and row groups a query needs, and the frame is never built
+    in Python); None with the cache off or no such entry. The file is checked as a read checks
+    it (a regular file of ours, under its own key) and touched (used); as a read, its
+    ``sources`` notes are taken and its warnings said again."""
+    d = _usable_dir(create=False)
+    key = entry_key(window, kind) if d is not None else None
+    if key is None:
+        return None
+    path = d / (key + _SUFFIX)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # none, or a symlink planted there: a read discards it
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        import pyarrow.parquet as pq
+
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            meta = json.loads(pq.read_schema(fh).metadata[META_KEY])
+        if meta.get("key") != key:
+            return None
+        os.utime(fd)
+    except Exception:  # noqa: BLE001  a damaged entry: the frame is read (and the entry fixed)
+        return None
+    finally:
+        os.close(fd)
+    counts["hits"] += 1
+    window.sources.update(meta["sources"])
+    _repeat(window, meta["warnings"])
+    return path, meta
+
+
 def enabled() -> bool:
     """Whether this process writes and reads the frame cache (on, usable, pyarrow there)."""
     return _usable_dir() is not None

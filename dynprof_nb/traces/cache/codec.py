@@ -187,10 +187,16 @@ def _encode_column(s: pd.Series) -> tuple[Any, dict]:
         raise Unsupported(f"dtype {dtype}") from exc
 
 
+def categories(spec: dict) -> pd.Index:
+    """The categories of a ``category`` column of an entry (``spec``: its entry in the
+    metadata's ``columns``), in code order: the column itself holds the codes (-1: missing)."""
+    return pd.Index(_uncells(spec["categories"]), dtype=_dtype_of(spec["categories_dtype"]))
+
+
 def _decode_column(col: Any, spec: dict) -> Any:
     kind = spec["kind"]
     if kind == "category":
-        cats = pd.Index(_uncells(spec["categories"]), dtype=_dtype_of(spec["categories_dtype"]))
+        cats = categories(spec)
         codes = col.to_numpy()
         return pd.Categorical.from_codes(
             codes, dtype=pd.CategoricalDtype(cats, ordered=spec["ordered"])
@@ -219,7 +225,11 @@ def _dtype_of(spec: Any) -> Any:
 
 
 # object cells as tagged text: "s" a str, "n" None, "a" pd.NA, "f" a float (NaN, inf included),
-# "i" an int, "b" a bool, "j" JSON of a list/dict of such values
+# "i" an int, "b" a bool, "j" JSON of a list/dict of such values (the first character is the tag,
+# the rest the value: ``w.sql`` decodes them in SQL)
+MISSING_CELLS = ("n", "a", "fnan")  # None, pd.NA, NaN: what pandas counts as missing
+
+
 def _cells(values: Any) -> list[str]:
     from pandas.api.types import infer_dtype
 
