@@ -90,6 +90,8 @@ def slow_rank(w: Any) -> list[Finding]:
                 rule="slow rank",
                 severity="high" if ratio > 2 * SLOW_RANK_RATIO else "medium",
                 evidence=(
+                    "msprof-analyze's slow-rank rule ((max - min) of a step-trace dimension "
+                    "across (step, rank) over the mean step total): "
                     f"{label} differs by {gap / 1000:.3f} ms across ranks (rank {int(hi['Index'])}"
                     f" {float(hi[col]) / 1000:.3f} ms, rank {int(lo['Index'])} "
                     f"{float(lo[col]) / 1000:.3f} ms): {100 * ratio:.1f}% of the mean step "
