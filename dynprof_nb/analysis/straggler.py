@@ -5,14 +5,19 @@ In a synchronous job every rank's step ends together: the rank with more work of
 the others wait for it in their collectives, so their steps grow as *communication*. A rank's
 **own work** is its step minus the time it waits in collectives (host windows:
 :mod:`.host_phases`'s ``communication``; device windows: the step trace's Communication (Not
-Overlapped)): compute, data loading, GC, sync points and host time outside any operator. The
+Overlapped)): compute, data loading, GC, sync points and host time outside any operator. Where
+the window records no collective at all (the built-in backend sees neither operators nor gloo's
+threads), a rank's wait is indistinguishable from host time outside any range: then own work is
+the recorded phases only (compute, data loading, GC, sync), and the verdict says so. The
 straggler is the rank whose own work is larger (than the other ranks', in one window) or grew
 (against itself in a baseline window), by more than the noise bound and the floor. Time the
 others spend waiting is evidence for it, never the reason to name a rank.
 
-The **noise bound** of a difference of two means of per-step values ``a`` and ``b``:
-``3 * 1.4826 * max(MAD(a), MAD(b)) * sqrt(1/len(a) + 1/len(b))`` (three standard errors, the
-spread estimated robustly from the median absolute deviation of the steps).
+Windows are compared by the *median* of their per-step values (a step slowed by a load spike
+moves a mean, not a median). The **noise bound** of a difference of two medians of per-step
+values ``a`` and ``b``: ``3 * 1.2533 * 1.4826 * sqrt(MAD(a)^2/len(a) + MAD(b)^2/len(b))`` --
+three standard errors (1.2533: a median's standard error over a mean's), each window's spread
+estimated robustly from the median absolute deviation of its steps.
 """
 
 from __future__ import annotations
@@ -28,17 +33,21 @@ from .host_phases import PHASES, step_phases
 
 NOISE_K = 3.0
 MAD_TO_SIGMA = 1.4826
+MEDIAN_SE = 1.2533  # a median's standard error over a mean's (normal steps)
 WAIT = "communication"
 DEVICE_PHASES = ["computing", "communication", "free"]
+BLIND_PHASE = "other"
 
 
 def noise_bound(a: pd.Series, b: pd.Series) -> float:
-    """The noise bound of ``mean(a) - mean(b)`` (module docstring); 0 with no steps."""
+    """The noise bound of ``median(a) - median(b)`` (module docstring); 0 with no steps."""
     a, b = pd.Series(a, dtype=float).dropna(), pd.Series(b, dtype=float).dropna()
     if a.empty or b.empty:
         return 0.0
-    mad = max(float((a - a.median()).abs().median()), float((b - b.median()).abs().median()))
-    return NOISE_K * MAD_TO_SIGMA * mad * math.sqrt(1 / len(a) + 1 / len(b))
+    mad_a = float((a - a.median()).abs().median())
+    mad_b = float((b - b.median()).abs().median())
+    se = math.sqrt(mad_a**2 / len(a) + mad_b**2 / len(b))
+    return NOISE_K * MEDIAN_SE * MAD_TO_SIGMA * se
 
 
 def phases_per_step(w: Any) -> tuple[pd.DataFrame, list[str], str]:
@@ -106,10 +115,14 @@ class Verdict:
     table: pd.DataFrame
     against: str
     phase_excess: dict[str, float] = field(default_factory=dict)
+    blind: bool = False  # no collective recorded: own work is the recorded phases only
 
 
-def _own(frame: pd.DataFrame) -> pd.Series:
-    return (frame["duration_us"] - frame[WAIT]).clip(lower=0)
+def _own(frame: pd.DataFrame, blind: bool) -> pd.Series:
+    own = frame["duration_us"] - frame[WAIT]
+    if blind:  # no wait is seen: only recorded work counts (the wait hides in "other")
+        own = own - frame[BLIND_PHASE]
+    return own.clip(lower=0)
 
 
 def find_straggler(
@@ -119,6 +132,12 @@ def find_straggler(
     itself in ``ref`` (a baseline's :func:`phases_per_step`), by more than
     ``max(noise bound, floor_us)``."""
     own_phases = [p for p in phases if p != WAIT]
+    # a backend that records no collective (the built-in one) shows a rank's wait as "other":
+    # then only recorded work names a rank
+    frames = [now] if ref is None else [now, ref]
+    blind = BLIND_PHASE in phases and all((f[WAIT] <= 0).all() for f in frames)
+    if blind:
+        own_phases = [p for p in own_phases if p != BLIND_PHASE]
     rows = []
     for r, mine in now.groupby("rank"):
         base = ref[ref["rank"] == r] if ref is not None else None
@@ -126,22 +145,32 @@ def find_straggler(
             base = now[now["rank"] != r]
         if base.empty:
             continue
-        own_m, own_b = _own(mine), _own(base)
-        excess = float(own_m.mean() - own_b.mean())
+        own_m, own_b = _own(mine, blind), _own(base, blind)
+        excess = float(own_m.median() - own_b.median())
         bound = max(noise_bound(own_m, own_b), floor_us)
-        row = {"rank": int(r), "own_us": float(own_m.mean()), "reference_us": float(own_b.mean())}
+        row = {"rank": int(r), "own_us": float(own_m.median())}
+        row["reference_us"] = float(own_b.median())
         row.update(excess_us=excess, bound_us=bound)
         row.update({f"{p}_excess_us": float(mine[p].mean() - base[p].mean()) for p in own_phases})
         rows.append(row)
     table = pd.DataFrame(rows)
     against = "the baseline" if ref is not None else "the other ranks"
+    if blind:
+        against += " (no collective recorded: recorded work only, waiting is not seen)"
     if table.empty:
-        return Verdict(None, None, 0.0, floor_us, table, against)
+        return Verdict(None, None, 0.0, floor_us, table, against, {}, blind)
     best = table.loc[table["excess_us"].idxmax()]
     excess = {p: float(best[f"{p}_excess_us"]) for p in own_phases}
     if not best["excess_us"] > best["bound_us"]:
         return Verdict(
-            None, None, float(best["excess_us"]), float(best["bound_us"]), table, against, excess
+            None,
+            None,
+            float(best["excess_us"]),
+            float(best["bound_us"]),
+            table,
+            against,
+            excess,
+            blind,
         )
     cause = max(excess, key=lambda p: excess[p])
     return Verdict(
@@ -152,6 +181,7 @@ def find_straggler(
         table,
         against,
         excess,
+        blind,
     )
 
 

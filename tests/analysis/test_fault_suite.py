@@ -30,14 +30,17 @@ BASE, WINDOW = (4, 9), (12, 17)  # the fault is on from step 11
 
 pytestmark = pytest.mark.timeout(300)
 
-# fault -> job options
+# case -> (fault, backend, job options)
 CASES = {
-    "compute": ["--ms", "60"],
-    "loader": ["--ms", "60"],
-    "comm": ["--n", "20"],
-    "gc": ["--n", "1"],
-    "sync": ["--n", "300"],
-    "none": [],
+    "compute": ("compute", "torch", ["--ms", "60"]),
+    "loader": ("loader", "torch", ["--ms", "60"]),
+    "comm": ("comm", "torch", ["--n", "20"]),
+    "gc": ("gc", "torch", ["--n", "1"]),
+    "sync": ("sync", "torch", ["--n", "300"]),
+    "none": ("none", "torch", []),
+    # the built-in backend sees ranges and GC pauses (not operators nor gloo's threads)
+    "builtin-compute": ("compute", "builtin", ["--ms", "60"]),
+    "builtin-gc": ("gc", "builtin", ["--n", "1"]),
 }
 
 
@@ -47,16 +50,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_job(out: Path, fault: str) -> None:
+def run_job(out: Path, case: str) -> None:
+    fault, backend, options = CASES[case]
     port = free_port()
     procs = []
     for rank in (0, 1):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
         procs.append(subprocess.Popen(
-            [sys.executable, str(JOB), "--job", f"fault-{fault}", "--out", str(out), "--fault",
-             fault, "--on", "1", "--base", "-".join(map(str, BASE)), "--fault-from", "11",
-             "--window", "-".join(map(str, WINDOW)), *CASES[fault]],
+            [sys.executable, str(JOB), "--job", f"fault-{case}", "--out", str(out), "--fault",
+             fault, "--backend", backend, "--on", "1", "--base", "-".join(map(str, BASE)),
+             "--fault-from", "11", "--window", "-".join(map(str, WINDOW)), *options],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True))
     outputs = outputs_within(procs, 240)
@@ -94,6 +98,7 @@ def assert_possible(w, e, adv) -> None:
     """Every number of both answers is one that can exist."""
     ph, phases, kind = phases_per_step(w)
     assert kind == "host"
+    assert not ph.isna().any().any(), ph
     assert (ph[phases] >= 0).all().all()
     assert (ph[phases].sum(axis=1) - ph["duration_us"]).abs().max() < 1e-3 * ph["duration_us"].max()
     t = e.phases
@@ -117,13 +122,21 @@ def straggler(adv):
 
 
 def test_fault_named(case):
-    fault, w, b, e, adv = case
+    name, w, b, e, adv = case
+    fault, backend, _ = CASES[name]
     assert_possible(w, e, adv)
     out_of_scope = adv.checked[adv.checked["status"] == "out of scope"]
-    # an Ascend-only rule never runs on this CPU PyTorch window
+    # an Ascend-only rule never runs on this CPU window
     assert {"affinity API", "slow rank", "synchronize stream"} <= set(out_of_scope["rule"])
-    assert adv.out_of_scope().startswith("not applicable to a CPU PyTorch window:")
+    kind = "PyTorch" if backend == "torch" else "built-in backend"
+    assert adv.out_of_scope().startswith(f"not applicable to a CPU {kind} window:")
     assert not adv.rule("affinity API")
+    if backend == "builtin":  # no collective recorded: the wait is not seen, work is
+        assert e.rank == 1 and e.cause == {"compute": "compute", "gc": "GC"}[fault], e.text
+        assert e.verdict.blind and any("no collective recorded" in n for n in e.notes)
+        (s,) = straggler(adv)
+        assert s.ranks == [1] and "waiting is not seen" in s.evidence
+        return
     if fault == "none":
         assert e.rank is None and not e.changed, e.text
         assert "no meaningful change" in e.text and "noise bound" in e.text

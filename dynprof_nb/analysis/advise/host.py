@@ -63,18 +63,22 @@ def straggler(w: Any) -> list[Finding]:
     row = v.table.set_index("rank").loc[v.rank]
     wait = ph[ph["rank"] != v.rank].groupby("rank")["communication"].mean()
     waits = ", ".join(f"rank {int(r)} {us / 1000:.3f} ms" for r, us in wait.items())
+    own = "own work (its step outside waiting in collectives)"
+    after = f"; the others wait for it in communication ({waits} per step)"
+    if v.blind:
+        own = "recorded work (no collective is recorded here, so waiting is not seen)"
+        after = ""
     return [
         Finding(
             rule="straggler",
             severity="high" if v.excess_us > 0.2 * mean_step else "medium",
             evidence=(
-                f"rank {v.rank}'s own work (its step outside waiting in collectives) is "
+                f"rank {v.rank}'s {own} is (median) "
                 f"{row['own_us'] / 1000:.3f} ms per step, {v.excess_us / 1000:.3f} ms more than "
                 f"the other ranks' {row['reference_us'] / 1000:.3f} ms (threshold: "
                 f"{v.bound_us / 1000:.3f} ms, the larger of {100 * STRAGGLER_SHARE:.0f}% of the "
                 f"mean step and the noise bound), most in {WORDS.get(v.cause, v.cause)} "
-                f"({v.phase_excess[v.cause] / 1000:+.3f} ms); the others wait for it in "
-                f"communication ({waits} per step)"
+                f"({v.phase_excess[v.cause] / 1000:+.3f} ms){after}"
             ),
             suggestion=(
                 f"look at rank {v.rank}'s {WORDS.get(v.cause, v.cause)}: its timeline beside "
@@ -212,11 +216,12 @@ def data_loader_waits(w: Any) -> list[Finding]:
 
 
 _HOST = ("cpu", "gpu")
+_TORCH = ("pytorch", "chrome")  # a Kineto trace: the operators, the DataLoader's calls
 SCOPES = {
     "straggler": Scope(needs="two ranks or more with steps (and host events or a step trace)"),
-    "host-bound loop": Scope(_HOST, needs="host events on the steps (a Kineto or built-in trace)"),
-    "sync points": Scope(_HOST, needs="host events on the steps (a Kineto or built-in trace)"),
-    "data-loader waits": Scope(_HOST, needs="host events on the steps, a DataLoader's calls"),
+    "host-bound loop": Scope(_HOST, _TORCH, needs="a PyTorch trace's operators on the steps"),
+    "sync points": Scope(_HOST, _TORCH, needs="a PyTorch trace's operators on the steps"),
+    "data-loader waits": Scope(_HOST, _TORCH, needs="a PyTorch trace's DataLoader calls"),
 }
 
 RULES = {

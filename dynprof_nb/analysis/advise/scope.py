@@ -42,6 +42,8 @@ class Scope:
             return "Ascend-only"
         if self.devices == ("gpu",):
             return "GPU-only"
+        if self.devices == ("cpu", "gpu") and self.frameworks:
+            return f"{FRAMEWORK_NAMES.get(self.frameworks[0], self.frameworks[0])} host-only"
         if self.devices == ("cpu", "gpu"):
             return "host-trace-only (CPU/GPU)"
         if self.devices == ("gpu", "npu"):
