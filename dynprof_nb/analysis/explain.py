@@ -355,8 +355,9 @@ def _operators(ow: pd.DataFrame, ob: pd.DataFrame, rank: int | None) -> pd.DataF
     if base.empty:  # the baseline lacks this rank: compare with the other ranks of the window
         t["baseline_us"] = others.reindex(t.index).fillna(0.0)
     t["delta_us"] = t["window_us"] - t["baseline_us"]
-    t["others_us"] = others.reindex(t.index)
-    t["vs_others"] = t["window_us"] / t["others_us"].where(t["others_us"] > 0)
+    # no NaN in an answer: 0.0 where the other ranks do not run the operator
+    t["others_us"] = others.reindex(t.index).fillna(0.0)
+    t["vs_others"] = (t["window_us"] / t["others_us"].where(t["others_us"] > 0)).fillna(0.0)
     t = t.reset_index().rename(columns={"index": "name"})
     return t.sort_values("delta_us", ascending=False, ignore_index=True)[cols]
 
@@ -420,7 +421,7 @@ def _sentence(
         o = ops.iloc[0]
         name = o["name"] if len(o["name"]) <= 60 else o["name"][:57] + "..."
         text += f", most in {name} ({o['delta_us'] / 1000:+.3f} ms"
-        if pd.notna(o["vs_others"]):
+        if o["vs_others"] > 0:
             text += f", {o['vs_others']:.1f}x the other ranks'"
         text += ")"
     if syncs > SYNC_POINTS_GREW:

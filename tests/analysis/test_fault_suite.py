@@ -103,6 +103,7 @@ def assert_possible(w, e, adv) -> None:
     assert (ph[phases].sum(axis=1) - ph["duration_us"]).abs().max() < 1e-3 * ph["duration_us"].max()
     t = e.phases
     assert not t.isna().any().any(), t
+    assert not e.operators.isna().any().any(), e.operators
     assert (t[["window_us", "baseline_us"]] >= 0).all().all(), t
     for col in ("window_share", "baseline_share", "share_of_growth"):
         assert t[col].between(0, 1).all(), t

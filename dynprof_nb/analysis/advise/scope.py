@@ -22,6 +22,7 @@ FRAMEWORK_NAMES = {
     "mindspore": "MindSpore",
     "builtin": "built-in backend",
     "ascend": "Ascend",
+    "chrome": "Chrome-trace",
 }
 
 
