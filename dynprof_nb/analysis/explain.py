@@ -7,46 +7,57 @@ default, the job's last complete window recorded before this one without a trigg
 per step (each window's totals over its own number of steps), so windows of different lengths
 compare.
 
-Per rank the step splits into phases: on a device window the step trace's computing,
-communication not overlapped and free; on a host-only window the operators' self time,
-communication ops (all-reduce, broadcast, send/recv, barrier ...) apart from the rest, and
-"other" (the step outside any operator). The rank that explains the slowdown is the one
-whose own work (computing; host compute on a CPU window) grew most: in a synchronous job
-the other ranks' step grows too, as waiting in communication. Its operators whose time grew
-most are named, with how they compare with the same operator on the other ranks.
+Per rank the step splits into phases that add up to it, none negative: on a device window the
+step trace's computing, communication not overlapped and free; on a host-only window the
+training thread's wall time (:mod:`.host_phases`: compute, communication, data loading, GC,
+sync, other), never operator time summed over threads. A difference within the noise bound
+(:func:`.straggler.noise_bound` of the steps' times, at least 5% of the baseline step) is "no
+meaningful change" and names no rank. Otherwise the rank named is the straggler of
+:func:`.straggler.find_straggler` (the rule ``w.advise()`` uses too): the one whose own work
+(its step outside waiting in collectives) grew beyond the noise; the others' waiting is told as
+evidence. Its phase, user range and operators that grew most are the cause.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from dynprof_nb.protocol import STEP_FOLDED
+from dynprof_nb.protocol import STEP_FOLDED, STEP_RE
 from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.window_dirs import find_windows
 
-COMM = re.compile(
-    r"all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|barrier|nccl|hccl|gloo|"
-    r"c10d|send|recv|hcom_",
-    re.I,
+from .host_phases import COMM, PHASES, step_phases
+from .straggler import (
+    find_straggler,
+    finite,
+    from_operators,
+    noise_bound,
+    per_rank_mean,
+    phases_per_step,
 )
-SAME_WINDOW_SLACK_S = 600.0
-# a rank's own work must account for this share of the step's growth to be named the cause
-OWN_WORK_SHARE = 0.1  # ranks of one window start within this (control.base's value)
+
+SAME_WINDOW_SLACK_S = 600.0  # ranks of one window start within this (control.base's value)
+# a change under this share of the baseline step is not meaningful, whatever the noise
+NOISE_FLOOR = 0.05
+# a rank's own work must have grown by this share of the step's growth to be named
+OWN_SHARE_OF_DELTA = 0.25
 
 
 @dataclass
 class Explanation:
     """What :func:`explain` found. ``text``: the one-sentence answer; ``phases``: per rank and
-    phase, µs per step in the window and the baseline, the difference and its share of the
-    step's difference; ``operators``: the slow rank's operators whose time grew, with the
-    same operator on the other ranks of this window."""
+    phase, µs per step in the window and the baseline, the difference, each window's share of
+    its step and the share of the rank's growth (all in [0, 1]); ``operators``: the slow rank's
+    operators whose time grew, with the same operator on the other ranks of this window;
+    ``rank`` and ``cause`` (a phase) the straggler, None when there is none or the change is
+    within ``noise_us`` (then ``changed`` is False); ``verdict`` the straggler rule's numbers."""
 
     text: str
     rank: int | None
@@ -56,6 +67,10 @@ class Explanation:
     operators: pd.DataFrame
     baseline: str = ""
     notes: list[str] = field(default_factory=list)
+    noise_us: float = 0.0
+    changed: bool = True
+    cause: str | None = None
+    verdict: Any = None
 
     @property
     def delta_us(self) -> float:
@@ -190,36 +205,34 @@ def _kernel_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
     return t
 
 
-def _phases(w: Any, steps: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: µs per step in each phase."""
-    br = _with_rank(w.steps, w)
-    device = not w.kernels.empty and "computing_us" in br and br["computing_us"].notna().any()
+def _phase_table(pw: pd.DataFrame, pb: pd.DataFrame, phases: list[str]) -> pd.DataFrame:
+    """Per rank and phase: µs per step in both windows, the difference, each window's share of
+    its step (in [0, 1]) and ``share_of_growth``: the phase's growth over the sum of the rank's
+    phases that grew (0 for a phase that shrank; in [0, 1])."""
+    mw, mb = per_rank_mean(pw, phases), per_rank_mean(pb, phases)
     rows = []
-    for r, row in steps.iterrows():
-        if device:
-            part = br[br["rank"] == r]
-            comm = part.get("communication_not_overlapped_us")
-            if comm is None or comm.isna().all():
-                comm = part["communication_us"] - part["overlapped_us"]
-            vals = {
-                "computing": part["computing_us"].mean(),
-                "communication (not overlapped)": comm.mean(),
-                "free": part["free_us"].mean(),
-            }
-        else:
-            o = ops[ops["rank"] == r]
-            compute, comm = (
-                float(o.loc[~o["comm"], "us"].sum()),
-                float(o.loc[o["comm"], "us"].sum()),
+    for r in mw.index:
+        gw = mw.loc[r]
+        gb = mb.loc[r] if r in mb.index else pd.Series(np.nan, index=mw.columns)
+        grew = sum(max(finite(gw[p] - gb[p]), 0.0) for p in phases)
+        for p in phases:
+            d = gw[p] - gb[p]
+            rows.append(
+                {
+                    "rank": int(r),
+                    "phase": p,
+                    "window_us": float(gw[p]),
+                    "baseline_us": float(gb[p]),
+                    "delta_us": float(d),
+                    "window_share": finite(gw[p] / gw["duration_us"]) if gw["duration_us"] else 0.0,
+                    "baseline_share": (
+                        finite(gb[p] / gb["duration_us"]) if gb["duration_us"] else 0.0
+                    ),
+                    "share_of_growth": finite(max(d, 0.0) / grew) if grew > 0 else 0.0,
+                }
             )
-            vals = {
-                "compute": compute,
-                "communication": comm,
-                "other": float(row["mean"]) - compute - comm,
-            }
-        for phase, v in vals.items():
-            rows.append((int(r), phase, float(v)))
-    return pd.DataFrame(rows, columns=["rank", "phase", "us"])
+    t = pd.DataFrame(rows)
+    return t.dropna(subset=["baseline_us"]).reset_index(drop=True)
 
 
 def explain(w: Any, baseline: Any = None) -> Explanation:
@@ -237,28 +250,97 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
     use_kernels = not w.kernels.empty and not b.kernels.empty
     table = _kernel_table if use_kernels else _op_table
     ow, ob = table(w, sw["size"]), table(b, sb["size"])
-    pw = _phases(w, sw, _op_table(w, sw["size"]))
-    pb = _phases(b, sb, _op_table(b, sb["size"]))
+    pw, phases, kind = phases_per_step(w)
+    pb, phases_b, kind_b = phases_per_step(b)
+    if phases_b != phases:  # one window has device phases, the other not: compare host ones
+        pw, phases, kind = _host_or_ops(w)
+        pb, _, _ = _host_or_ops(b)
     step_w, step_b = float(sw["mean"].max()), float(sb["mean"].max())
     delta = step_w - step_b
-
-    ph = pw.merge(pb, on=["rank", "phase"], how="left", suffixes=("_window", "_baseline"))
-    ph = ph.rename(columns={"us_window": "window_us", "us_baseline": "baseline_us"})
-    ph["delta_us"] = ph["window_us"] - ph["baseline_us"]
-    ph["share_of_delta"] = ph["delta_us"] / delta if delta else float("nan")
-
-    # the rank whose own work grew most (vs itself in the baseline; without it, vs the others)
-    work = ow[~ow["comm"]].groupby("rank")["us"].sum()
-    base_work = ob[~ob["comm"]].groupby("rank")["us"].sum()
-    grew = work - base_work.reindex(work.index)
-    if grew.isna().all():
-        grew = work - work.median()
-    rank = int(grew.idxmax()) if len(grew) else None
-
+    ph = _phase_table(pw, pb, phases)
+    # noise: the job's step (slowest rank per step), median against median, robust to a spike
+    job_w = pw.groupby("step")["duration_us"].max()
+    job_b = pb.groupby("step")["duration_us"].max()
+    typical = finite(float(job_w.median() - job_b.median()))
+    bound = max(noise_bound(job_w, job_b), NOISE_FLOOR * finite(float(job_b.median())))
+    # a rank is named for a growth beyond the noise that is a real part of the step's
+    verdict = find_straggler(
+        pw, phases, pb, floor_us=max(NOISE_FLOOR * step_b, OWN_SHARE_OF_DELTA * typical)
+    )
+    changed = abs(typical) > bound
+    rank = verdict.rank if changed and delta > 0 else None
     ops = _operators(ow, ob, rank)
-    text = _sentence(delta, step_b, rank, grew, ph, ops, use_kernels)
+    ranges = _range_growth(w, b, rank, sw["size"], sb["size"]) if rank is not None else None
+    syncs = _sync_growth(pw, pb, rank) if rank is not None and kind == "host" else 0.0
+    text = _sentence(
+        delta,
+        step_b,
+        bound,
+        changed,
+        verdict if rank is not None else None,
+        ph,
+        ops,
+        ranges,
+        syncs,
+        use_kernels,
+    )
     notes = [] if delta > 0 else ["this window is not slower than the baseline"]
-    return Explanation(text, rank, step_w, step_b, ph, ops, bname, notes)
+    if not changed:
+        notes = [f"no meaningful change: within the noise bound ±{bound / 1000:.3f} ms per step"]
+    if verdict.blind:
+        notes.append(
+            "no collective recorded (the built-in backend sees neither operators nor "
+            "communication threads): a rank's wait is not told apart, own work is its recorded "
+            "ranges only"
+        )
+    if kind == "operators":
+        notes.append("no host events: phases from operator totals (threads not told apart)")
+    cause = verdict.cause if rank is not None else None
+    return Explanation(
+        text, rank, step_w, step_b, ph, ops, bname, notes, bound, changed, cause, verdict
+    )
+
+
+def _host_or_ops(w: Any) -> tuple[pd.DataFrame, list[str], str]:
+    try:
+        return step_phases(w), PHASES, "host"
+    except (LookupError, KeyError, ValueError):
+        st = _with_rank(w.steps, w)
+        return from_operators(w, st), ["compute", "communication", "other"], "operators"
+
+
+def _range_growth(
+    w: Any, b: Any, rank: int, nw: pd.Series, nb: pd.Series
+) -> tuple[str, float] | None:
+    """The user range (``record_function`` / ``dynprof_nb.range``) of ``rank`` whose total time
+    per step grew most: (name, µs per step), or None."""
+
+    def per_step(win: Any, n: pd.Series) -> pd.Series:
+        try:
+            e = _with_rank(win.events, win)
+        except (LookupError, ValueError, AttributeError):
+            return pd.Series(dtype=float)
+        if e.empty or "cat" not in e or rank not in n.index:
+            return pd.Series(dtype=float)
+        e = e[(e["rank"] == rank) & (e["cat"].astype(str) == "user_annotation")]
+        names = e["name"].astype(str)
+        e = e[
+            ~(names.str.match(STEP_RE) | names.str.match(r"^GC$|^Record Window|DataLoader|^gloo:"))
+        ]
+        return e.groupby(e["name"].astype(str))["dur_ns"].sum() / 1000.0 / float(n[rank])
+
+    gw, gb = per_step(w, nw), per_step(b, nb)
+    if gw.empty:
+        return None
+    d = (gw - gb.reindex(gw.index).fillna(0.0)).sort_values(ascending=False)
+    return (str(d.index[0]), float(d.iloc[0])) if d.iloc[0] > 0 else None
+
+
+def _sync_growth(pw: pd.DataFrame, pb: pd.DataFrame, rank: int) -> float:
+    """Host sync points per step more on ``rank`` than in the baseline."""
+    a = pw.loc[pw["rank"] == rank, "sync_points"].mean()
+    c = pb.loc[pb["rank"] == rank, "sync_points"].mean()
+    return finite(a - (c if c == c else 0.0))
 
 
 def _operators(ow: pd.DataFrame, ob: pd.DataFrame, rank: int | None) -> pd.DataFrame:
@@ -273,45 +355,78 @@ def _operators(ow: pd.DataFrame, ob: pd.DataFrame, rank: int | None) -> pd.DataF
     if base.empty:  # the baseline lacks this rank: compare with the other ranks of the window
         t["baseline_us"] = others.reindex(t.index).fillna(0.0)
     t["delta_us"] = t["window_us"] - t["baseline_us"]
-    t["others_us"] = others.reindex(t.index)
-    t["vs_others"] = t["window_us"] / t["others_us"].where(t["others_us"] > 0)
+    # no NaN in an answer: 0.0 where the other ranks do not run the operator
+    t["others_us"] = others.reindex(t.index).fillna(0.0)
+    t["vs_others"] = (t["window_us"] / t["others_us"].where(t["others_us"] > 0)).fillna(0.0)
     t = t.reset_index().rename(columns={"index": "name"})
     return t.sort_values("delta_us", ascending=False, ignore_index=True)[cols]
+
+
+CAUSE_WORDS = {
+    "compute": "compute",
+    "computing": "device compute",
+    "free": "device free time (the host did not feed it)",
+    "data loading": "data loading",
+    "GC": "garbage-collection pauses",
+    "sync": "host sync points",
+    "other": "host time outside any operator",
+}
+SYNC_POINTS_GREW = 10.0  # sync points per step: more than this is named
 
 
 def _sentence(
     delta: float,
     step_b: float,
-    rank: int | None,
-    grew: pd.Series,
+    bound: float,
+    changed: bool,
+    verdict: Any,
     ph: pd.DataFrame,
     ops: pd.DataFrame,
+    ranges: tuple[str, float] | None,
+    syncs: float,
     device: bool,
 ) -> str:
-    pct = delta / step_b if step_b else float("nan")
-    text = f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step)"
-    if delta <= 0 or rank is None:
+    pct = finite(delta / step_b) if step_b else 0.0
+    text = f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step"
+    text += f", noise bound ±{bound / 1000:.3f} ms)"
+    if not changed:
+        return text + ": no meaningful change (within the noise of the steps' times); no culprit"
+    if delta <= 0:
         return text + ": not slower than the baseline"
-    top = ph.sort_values("delta_us", ascending=False).iloc[0]
-    text += (
-        f": {top['share_of_delta']:.0%} of it is {top['phase']} on rank {int(top['rank'])}"
-        f" ({top['delta_us'] / 1000:+.3f} ms)"
-    )
-    work = "device time" if device else "compute"
-    if grew[rank] < OWN_WORK_SHARE * delta:
+    comm = ph[ph["phase"].str.startswith("communication")]
+    if verdict is None:
+        grew = comm[comm["delta_us"] > 0]
+        if not comm.empty and len(grew) == len(comm) and grew["delta_us"].min() > bound / 2:
+            each = ", ".join(
+                f"rank {int(r.rank)} {r.delta_us / 1000:+.3f} ms" for r in grew.itertuples()
+            )
+            return text + (
+                f": communication grew on every rank ({each}); no rank's own work grew "
+                "beyond the noise: the collectives themselves are slower (more or larger "
+                "all-reduces, a slower link)"
+            )
         return text + (
-            f"; no rank's own {work} grew by much (at most {grew[rank] / 1000:+.3f} ms, rank "
-            f"{rank}): the difference is not one rank's operators"
+            ": no rank's own work (its step outside waiting in collectives) grew beyond the "
+            "noise bound; the difference is not one rank's"
         )
-    text += f"; rank {rank}'s {work} grew {grew[rank] / 1000:+.3f} ms"
-    if not ops.empty and ops["delta_us"].iloc[0] > 0:
+    r = verdict.rank
+    cause = verdict.cause
+    text += (
+        f": rank {r}'s own work grew {verdict.excess_us / 1000:+.3f} ms per step, most in "
+        f"{CAUSE_WORDS.get(cause, cause)} ({verdict.phase_excess[cause] / 1000:+.3f} ms)"
+    )
+    if ranges is not None and ranges[1] > bound / 2:
+        text += f", in range {ranges[0]} ({ranges[1] / 1000:+.3f} ms)"
+    elif not ops.empty and ops["delta_us"].iloc[0] > 0 and cause in ("compute", "computing"):
         o = ops.iloc[0]
         name = o["name"] if len(o["name"]) <= 60 else o["name"][:57] + "..."
         text += f", most in {name} ({o['delta_us'] / 1000:+.3f} ms"
-        if pd.notna(o["vs_others"]):
+        if o["vs_others"] > 0:
             text += f", {o['vs_others']:.1f}x the other ranks'"
         text += ")"
-    wait = ph[(ph["rank"] != rank) & ph["phase"].str.startswith("communication")]
+    if syncs > SYNC_POINTS_GREW:
+        text += f"; {syncs:.0f} more host sync points per step (.item(), synchronize)"
+    wait = comm[comm["rank"] != r]
     if not wait.empty and wait["delta_us"].max() > 0:
         wr = wait.loc[wait["delta_us"].idxmax()]
         text += (

@@ -487,8 +487,8 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
     """Is one rank slowing the others down, and why? Per rank: total compute and free time
     against the median rank, and the communication wait the others spend on it. A rank whose
     computing or free time is more than ``threshold`` above the median is flagged, with a note.
-    (The question of msprof-analyze ``slow_rank``; its rule counts communication ops whose
-    duration is an outlier, ours compares the step breakdown.)"""
+    (msprof-analyze's own slow-rank rule is ``w.advise()``'s "slow rank"; the straggler rule
+    that names one rank is :func:`slow_rank_note`'s.)"""
     br = step_breakdown(window)
     cols = [
         "rank",
@@ -527,19 +527,27 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
 
 
 def slow_rank_note(window: Any) -> str:
-    """One sentence: which rank is slow and why, or that the ranks are balanced."""
-    sr = slow_ranks(window)
-    if sr.empty:
+    """One sentence: which rank holds the others back (the straggler rule of
+    :mod:`dynprof_nb.analysis.straggler`, the one ``w.advise()`` and ``w.explain()`` use: the
+    rank whose own work is larger, never the one that waits longer), or that none does."""
+    from .straggler import find_straggler, phases_per_step
+
+    ph, phases, _ = phases_per_step(window)
+    if ph.empty:
         return "no step breakdown: cannot compare ranks"
-    slow = sr[sr["slow"]]
-    if slow.empty:
-        spread = (
-            (sr["computing_us"].max() / sr["computing_us"].min() - 1)
-            if sr["computing_us"].min()
-            else 0
+    if ph["rank"].nunique() < 2:
+        return "one rank only: nothing to compare with"
+    v = find_straggler(ph, phases, None, floor_us=0.05 * float(ph["duration_us"].mean()))
+    if v.rank is None:
+        return (
+            f"no slow rank: no rank's own work (its step outside waiting in collectives) "
+            f"exceeds the others' by more than {v.bound_us / 1000:.3f} ms per step (5% of "
+            "the mean step, or the noise)"
         )
-        return f"no slow rank: computing time differs by {spread:.1%} across {len(sr)} ranks"
-    return "; ".join(slow["note"])
+    return (
+        f"rank {v.rank} is the straggler: its own work is {v.excess_us / 1000:.3f} ms per step "
+        f"more than the others', most in {v.cause}; the others wait for it in communication"
+    )
 
 
 def communication_share(window: Any) -> float:

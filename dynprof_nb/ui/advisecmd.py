@@ -25,7 +25,8 @@ def advise_text(findings: Any, tty: bool) -> str:
     """A terminal's table (rule, severity, ranks, evidence, suggestion, then what was not
     applicable), or with ``tty=False`` one line per finding and a last line of counts."""
     if not tty:
-        return "\n".join([*findings.lines(), f"advise: {findings.counts()}"])
+        counts = findings.counts().replace("\n", "; ")
+        return "\n".join([*findings.lines(), f"advise: {counts}"])
     out = []
     for i, f in enumerate(findings, 1):
         ranks = ",".join(map(str, f.ranks)) or "all"
@@ -39,6 +40,8 @@ def advise_text(findings: Any, tty: bool) -> str:
     if len(na):
         out.append("not applicable to this window:")
         out += [f"   {r.rule}: {r.note}" for r in na.itertuples(index=False)]
+    if findings.out_of_scope():
+        out.append(findings.out_of_scope())
     return "\n".join(out)
 
 

@@ -2,9 +2,12 @@
 advisor, HTA), computed on the frames the window already loaded (no second parse).
 
 A rule family per module: :mod:`.ascend` (msprof-analyze advisor), :mod:`.gpu` (HTA),
-:mod:`.common` (both). A rule returns its findings, or raises
-:class:`~.findings.NotApplicable` when the window's format lacks what it needs: that is said
-once, in ``Findings.checked``, and never turned into a finding.
+:mod:`.common` (both), :mod:`.host` (dynprof_nb's: the straggler, host-bound loops, sync
+points, data-loader waits). Each rule declares its :class:`~.scope.Scope` (the device kinds and
+frameworks it applies to, what it needs): a rule out of scope is not run, and is listed apart
+("not applicable to a CPU PyTorch window: 13 rules (Ascend-only ...)"). A rule in scope returns
+its findings, or raises :class:`~.findings.NotApplicable` when the window lacks what it needs:
+said once, in ``Findings.checked``, never turned into a finding.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, common, gpu
+from . import ascend, common, gpu, host
 from .findings import Finding, Findings, NotApplicable
+from .scope import Scope, describe, device_kind, framework_of
 
 Rule = Callable[[Any], list[Finding]]
 
@@ -24,7 +28,9 @@ FAMILIES: dict[str, dict[str, Rule]] = {
     ascend.PEER: ascend.RULES,
     gpu.PEER: gpu.RULES,
     common.PEER: common.RULES,
+    host.PEER: host.RULES,
 }
+SCOPES: dict[str, Scope] = {**ascend.SCOPES, **gpu.SCOPES, **common.SCOPES, **host.SCOPES}
 
 
 def rules() -> dict[str, tuple[str, Rule]]:
@@ -59,8 +65,13 @@ def advise(w: Any, only: list[str] | None = None, events: bool = True) -> Findin
     window, w = w, (w if events else _WithoutEvents(w))
     found: list[Finding] = []
     checked = []
+    device, framework = device_kind(window), framework_of(window)
     for name, (peer, rule) in rules().items():
         if only is not None and name not in only:
+            continue
+        scope = SCOPES.get(name, Scope())
+        if not scope.covers(device, framework):
+            checked.append((name, peer, "out of scope", f"{scope.label}: needs {scope.needs}"))
             continue
         try:
             with warnings.catch_warnings():
@@ -79,7 +90,10 @@ def advise(w: Any, only: list[str] | None = None, events: bool = True) -> Findin
         note = f"{len(problems)} finding(s)" if problems else "nothing over the threshold"
         checked.append((name, peer, status, note))
     return Findings(
-        window, found, pd.DataFrame(checked, columns=["rule", "peer", "status", "note"])
+        window,
+        found,
+        pd.DataFrame(checked, columns=["rule", "peer", "status", "note"]),
+        describe(device, framework),
     )
 
 
@@ -109,4 +123,4 @@ def _locate(w: Any, f: Finding) -> Finding:
     return f
 
 
-__all__ = ["FAMILIES", "Finding", "Findings", "NotApplicable", "advise", "rules"]
+__all__ = ["FAMILIES", "SCOPES", "Finding", "Findings", "NotApplicable", "advise", "rules"]

@@ -38,6 +38,7 @@ from .affinity import affinity_api
 from .dynamic_shape import dynamic_shape
 from .findings import Finding, NotApplicable
 from .frames import names_where, rank_window, ranks_of, span, with_rank
+from .scope import Scope
 
 PEER = "msprof-analyze advisor"
 
@@ -89,6 +90,8 @@ def slow_rank(w: Any) -> list[Finding]:
                 rule="slow rank",
                 severity="high" if ratio > 2 * SLOW_RANK_RATIO else "medium",
                 evidence=(
+                    "msprof-analyze's slow-rank rule ((max - min) of a step-trace dimension "
+                    "across (step, rank) over the mean step total): "
                     f"{label} differs by {gap / 1000:.3f} ms across ranks (rank {int(hi['Index'])}"
                     f" {float(hi[col]) / 1000:.3f} ms, rank {int(lo['Index'])} "
                     f"{float(lo[col]) / 1000:.3f} ms): {100 * ratio:.1f}% of the mean step "
@@ -631,4 +634,30 @@ RULES = {
     "affinity API": affinity_api,
 }
 
-__all__ = ["PEER", "RULES"]
+_NPU = ("npu",)
+# where each rule applies (scope.py): the Ascend device and CANN rules only on Ascend windows
+SCOPES = {
+    "slow rank": Scope(
+        _NPU,
+        needs="the step trace: Computing, Communication(Not Overlapped), "
+        "Free per step and rank (step_trace_time.csv / analysis.db / a .db)",
+    ),
+    "slow link": Scope(_NPU, needs="HCCL transport sizes and times (communication.json / .db)"),
+    "byte alignment": Scope(_NPU, needs="HCCL per-task sizes (a torch_npu .db)"),
+    "small packets": Scope(_NPU, needs="HCCL transport sizes (communication.json / .db)"),
+    "bandwidth contention": Scope(_NPU, needs="HCCL SDMA bandwidths and device tasks"),
+    "AICPU operators": Scope(_NPU, needs="device tasks with their core (kernel_details / .db)"),
+    "memory operators": Scope(_NPU, needs="AscendCL API events (trace_view.json / .db)"),
+    "operator compile": Scope(_NPU, needs="host operators with aclopCompile"),
+    "dynamic shape": Scope(_NPU, needs="kernels with OP State (kernel_details / .db)"),
+    "slow dataloader": Scope(needs="host events with a data-loader call"),
+    "GC": Scope(needs="GC events (the Monitor's gc.callbacks pauses, torch_npu's GC records)"),
+    "synchronize stream": Scope(_NPU, needs="AscendCL launch and synchronize events"),
+    "affinity API": Scope(
+        _NPU,
+        ("torch_npu", "ascend"),
+        needs="torch_npu host events (the affine APIs are torch_npu's)",
+    ),
+}
+
+__all__ = ["PEER", "RULES", "SCOPES"]

@@ -4,8 +4,8 @@
   summary's note; msprof-analyze's cluster_time_summary / HTA's comm-comp overlap);
 - step outliers: a step taking >= 1.5x the median step (the summary's note; HTA's
   get_potential_stragglers and msprof-analyze's slow rank look at the same step table);
-- slowest vs fastest rank: median step time more than 5% apart, and what differs on the
-  slowest -- per operator type (device time) and per communication op (wait);
+- (the straggler -- the rank holding the others back -- is :mod:`.host`'s rule: the rank
+  whose own work is larger, never the one whose median step or wait is longer);
 - host-bound steps: the device is free for >= 50% of the step (Free / step time: nothing runs
   on it, the host did not feed it), the summary's device-idle note per step.
 """
@@ -16,13 +16,15 @@ from typing import Any
 
 import pandas as pd
 
+from dynprof_nb.analysis.host_phases import step_phases
+
 from .findings import Finding, NotApplicable
 from .frames import with_rank
+from .scope import Scope
 
 PEER = "msprof-analyze / HTA"
 NOT_OVERLAPPED_SHARE = 0.05
 OUTLIER_FACTOR = 1.5
-RANK_GAP = 0.05
 HOST_BOUND_FREE = 0.5
 
 
@@ -33,17 +35,10 @@ def _steps(w: Any) -> pd.DataFrame:
     return st[st["duration_us"].notna()]
 
 
-def _step_window(st: pd.DataFrame) -> tuple[int | None, int | None]:
-    s = pd.to_numeric(st["start_ns"], errors="coerce")
-    if s.isna().all():
-        return None, None
-    return int(s.min()), int((s + st["duration_us"] * 1000).max())
-
-
 def communication_not_overlapped(w: Any) -> list[Finding]:
     br = w.step_breakdown()
     if br.empty or br["communication_not_overlapped_us"].isna().all():
-        raise NotApplicable("no communication / overlap per step")
+        br = _host_communication(w)
     out = []
     for r, part in br.groupby("rank"):
         not_ov, tot = (
@@ -81,6 +76,20 @@ def communication_not_overlapped(w: Any) -> list[Finding]:
             )
         )
     return out
+
+
+def _host_communication(w: Any) -> pd.DataFrame:
+    """The step breakdown's columns from the training thread's phases (host windows): its
+    communication phase is not overlapped by construction (the thread does no work then)."""
+    try:
+        p = step_phases(w)
+    except (LookupError, KeyError, ValueError):
+        raise NotApplicable("no communication / overlap per step") from None
+    if p.empty or not (p["communication"] > 0).any():
+        raise NotApplicable("no communication in the steps")
+    return p.assign(
+        communication_not_overlapped_us=p["communication"], communication_us=p["communication"]
+    )
 
 
 def step_outliers(w: Any) -> list[Finding]:
@@ -122,96 +131,6 @@ def step_outliers(w: Any) -> list[Finding]:
     return out
 
 
-def slowest_rank(w: Any) -> list[Finding]:
-    st = _steps(w)
-    if st["rank"].nunique() < 2:
-        raise NotApplicable("one rank")
-    med = st.groupby("rank")["duration_us"].median()
-    slow, fast = int(med.idxmax()), int(med.idxmin())
-    gap = float(med[slow] / med[fast] - 1.0) if med[fast] > 0 else 0.0
-    if gap <= RANK_GAP:
-        return []
-    diffs = _op_differences(w, slow, fast)
-    lo, hi = _step_window(st[st["rank"] == slow])
-    return [
-        Finding(
-            rule="slowest rank",
-            severity="high" if gap > 0.2 else "medium",
-            evidence=(
-                f"rank {slow}'s median step is {med[slow] / 1000:.3f} ms, {100 * gap:.1f}% more "
-                f"than rank {fast}'s {med[fast] / 1000:.3f} ms (threshold {100 * RANK_GAP:.0f}%)"
-                + (f"; most different: {diffs[0][0]}" if diffs else "")
-            ),
-            suggestion=(
-                f"compare rank {slow} with rank {fast}: " + "; ".join(d for d, _ in diffs[:3])
-                if diffs
-                else f"compare rank {slow}'s timeline with rank {fast}'s"
-            ),
-            peer=PEER,
-            ranks=[slow, fast],
-            start_ns=lo,
-            end_ns=hi,
-            lanes=[f"rank {slow}", f"rank {fast}"],
-            numbers={
-                "slow_median_us": float(med[slow]),
-                "fast_median_us": float(med[fast]),
-                "gap": gap,
-                "threshold": RANK_GAP,
-                "differences": [n for _, n in diffs],
-            },
-        )
-    ]
-
-
-def _op_differences(w: Any, slow: int, fast: int) -> list[tuple[str, dict]]:
-    """What takes more time on ``slow`` than on ``fast``: device time per operator type, and
-    per communication op its wait, the largest differences first."""
-    out: list[tuple[str, dict]] = []
-    k = with_rank(w.kernels, w)
-    if not k.empty and "type" in k:
-        t = k.groupby(["rank", k["type"].astype(str)], observed=True)["duration_us"].sum()
-        t = t.unstack("rank").fillna(0.0)
-        if slow in t and fast in t:
-            d = (t[slow] - t[fast]).sort_values(ascending=False)
-            for name, v in d.head(3).items():
-                if v <= 0:
-                    break
-                ratio = t.loc[name, slow] / t.loc[name, fast] if t.loc[name, fast] else float("inf")
-                out.append(
-                    (
-                        f"{name} {v / 1000:.3f} ms more device time ({ratio:.2f}x)",
-                        {
-                            "kind": "operator",
-                            "name": name,
-                            "slow_us": float(t.loc[name, slow]),
-                            "fast_us": float(t.loc[name, fast]),
-                            "diff_us": float(v),
-                        },
-                    )
-                )
-    c = with_rank(w.communication, w)
-    if not c.empty and "wait_us" in c and c["wait_us"].notna().any():
-        t = c.groupby(["rank", "name"])["wait_us"].sum().unstack("rank").fillna(0.0)
-        if slow in t and fast in t:
-            d = (t[fast] - t[slow]).sort_values(ascending=False)
-            for name, v in d.head(1).items():
-                if v > 0:
-                    out.append(
-                        (
-                            f"rank {fast} waits {v / 1000:.3f} ms longer in {name}",
-                            {
-                                "kind": "communication wait",
-                                "name": name,
-                                "slow_us": float(t.loc[name, slow]),
-                                "fast_us": float(t.loc[name, fast]),
-                                "diff_us": float(v),
-                            },
-                        )
-                    )
-    out.sort(key=lambda x: -x[1]["diff_us"])
-    return out
-
-
 def host_bound_steps(w: Any) -> list[Finding]:
     br = w.step_breakdown()
     if br.empty or br["free_us"].isna().all():
@@ -247,8 +166,16 @@ def host_bound_steps(w: Any) -> list[Finding]:
 RULES = {
     "communication not overlapped": communication_not_overlapped,
     "step outliers": step_outliers,
-    "slowest rank": slowest_rank,
     "host-bound steps": host_bound_steps,
 }
 
-__all__ = ["RULES"]
+SCOPES = {
+    "communication not overlapped": Scope(
+        needs="communication per step: the step trace's, or host events (a collective on the "
+        "training thread or waited for)"
+    ),
+    "step outliers": Scope(needs="three steps or more per rank"),
+    "host-bound steps": Scope(("gpu", "npu"), needs="device free time per step (a step trace)"),
+}
+
+__all__ = ["RULES", "SCOPES"]

@@ -68,12 +68,17 @@ class Findings:
 
     ``frame``: one row per finding (rule, severity, ranks, steps, evidence, suggestion,
     start_ns, end_ns, lanes, peer, numbers), the most severe first; ``checked``: one row per
-    rule (rule, peer, status ``found`` / ``not found`` / ``not applicable`` / ``error``, note).
+    rule (rule, peer, status ``found`` / ``not found`` / ``not applicable`` (in scope, but the
+    window lacks its data) / ``out of scope`` (not for this kind of window: never run) /
+    ``error``, note); ``kind``: the window's kind, e.g. "a CPU PyTorch window".
     ``findings[i]`` is a :class:`Finding`; ``show(i)`` opens the interactive timeline zoomed to
     where finding ``i`` is."""
 
-    def __init__(self, window: Any, found: list[Finding], checked: pd.DataFrame) -> None:
+    def __init__(
+        self, window: Any, found: list[Finding], checked: pd.DataFrame, kind: str = "this window"
+    ) -> None:
         self.window = window
+        self.kind = kind
         self.findings = sorted(found, key=lambda f: _ORDER[f.severity])
         self.checked = checked
         rows = [{c: getattr(f, c) for c in COLUMNS} for f in self.findings]
@@ -127,12 +132,31 @@ class Findings:
         return view
 
     def __repr__(self) -> str:
-        head = f"{len(self)} finding(s); rules checked: {self.counts()}"
-        return "\n".join([head, *self.lines()])
+        return "\n".join([self.counts(), *self.lines()])
 
     def counts(self) -> str:
+        """The header: how many findings from how many rules, what could not run, and (one
+        line) the rules not for this kind of window."""
         c = self.checked["status"].value_counts()
-        return ", ".join(f"{n} {s}" for s, n in c.items())
+        ran = int(c.get("found", 0) + c.get("not found", 0))
+        head = f"{len(self)} finding(s) from {ran} rule(s) run on {self.kind}"
+        extra = [f"{int(c['not found'])} found nothing"] if c.get("not found") else []
+        if c.get("not applicable"):
+            extra.append(f"{int(c['not applicable'])} lacked their data here")
+        if c.get("error"):
+            extra.append(f"{int(c['error'])} failed (see .checked)")
+        head += f" ({', '.join(extra)})" if extra else ""
+        scope = self.out_of_scope()
+        return head + (f"\n{scope}" if scope else "")
+
+    def out_of_scope(self) -> str:
+        """One line: the rules not for this kind of window, by why ("" when none)."""
+        out = self.checked[self.checked["status"] == "out of scope"]
+        if out.empty:
+            return ""
+        why = out["note"].str.split(":").str[0].value_counts()
+        parts = ", ".join(f"{n} {label}" for label, n in why.items())
+        return f"not applicable to {self.kind}: {len(out)} rule(s) ({parts})"
 
     def _repr_html_(self) -> str:
         esc = escape
@@ -149,7 +173,7 @@ class Findings:
                 f"<td style='text-align:left'>{esc(f.suggestion)}</td>"
                 f"<td>{esc(f.peer)}</td></tr>"
             )
-        na = self.checked[self.checked["status"] == "not applicable"]
+        na = self.checked[self.checked["status"].isin(["not applicable", "out of scope"])]
         na_html = "".join(
             f"<li>{esc(r.rule)}: {esc(r.note)}</li>" for r in na.itertuples(index=False)
         )

@@ -26,6 +26,7 @@ from dynprof_nb.analysis import gpu as gpu_frames
 
 from .findings import Finding, NotApplicable
 from .frames import with_rank
+from .scope import Scope
 
 PEER = "HTA"
 IDLE_CATS = {"kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events"}
@@ -381,6 +382,12 @@ def stragglers(w: Any) -> list[Finding]:
     ]
 
 
+SCOPES = {
+    "GPU idle time": Scope(("gpu",), needs="GPU kernels with their launches (a Kineto trace)"),
+    "kernel launches": Scope(("gpu",), needs="CUDA launch events correlated to kernels"),
+    "potential stragglers": Scope(("gpu",), needs="NCCL kernels on three ranks or more"),
+}
+
 RULES = {
     "GPU idle time": idle_time,
     "kernel launches": launch_stats,
@@ -389,6 +396,7 @@ RULES = {
 
 __all__ = [
     "RULES",
+    "SCOPES",
     "idle_gaps",
     "idle_time_breakdown",
     "kernel_launch_stats",

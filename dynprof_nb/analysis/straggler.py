@@ -1,0 +1,205 @@
+"""The culprit, not the victim: which rank holds the others back, by one rule that ``w.explain()``
+and ``w.advise()`` share (docs/definitions.md, "Straggler").
+
+In a synchronous job every rank's step ends together: the rank with more work of its own makes
+the others wait for it in their collectives, so their steps grow as *communication*. A rank's
+**own work** is its step minus the time it waits in collectives (host windows:
+:mod:`.host_phases`'s ``communication``; device windows: the step trace's Communication (Not
+Overlapped)): compute, data loading, GC, sync points and host time outside any operator. Where
+the window records no collective at all (the built-in backend sees neither operators nor gloo's
+threads), a rank's wait is indistinguishable from host time outside any range: then own work is
+the recorded phases only (compute, data loading, GC, sync), and the verdict says so. The
+straggler is the rank whose own work is larger (than the other ranks', in one window) or grew
+(against itself in a baseline window), by more than the noise bound and the floor. Time the
+others spend waiting is evidence for it, never the reason to name a rank.
+
+Windows are compared by the *median* of their per-step values (a step slowed by a load spike
+moves a mean, not a median). The **noise bound** of a difference of two medians of per-step
+values ``a`` and ``b``: ``3 * 1.2533 * 1.4826 * sqrt(MAD(a)^2/len(a) + MAD(b)^2/len(b))`` --
+three standard errors (1.2533: a median's standard error over a mean's), each window's spread
+estimated robustly from the median absolute deviation of its steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .host_phases import PHASES, step_phases
+
+NOISE_K = 3.0
+MAD_TO_SIGMA = 1.4826
+MEDIAN_SE = 1.2533  # a median's standard error over a mean's (normal steps)
+WAIT = "communication"
+DEVICE_PHASES = ["computing", "communication", "free"]
+BLIND_PHASE = "other"
+
+
+def noise_bound(a: pd.Series, b: pd.Series) -> float:
+    """The noise bound of ``median(a) - median(b)`` (module docstring); 0 with no steps."""
+    a, b = pd.Series(a, dtype=float).dropna(), pd.Series(b, dtype=float).dropna()
+    if a.empty or b.empty:
+        return 0.0
+    mad_a = float((a - a.median()).abs().median())
+    mad_b = float((b - b.median()).abs().median())
+    se = math.sqrt(mad_a**2 / len(a) + mad_b**2 / len(b))
+    return NOISE_K * MEDIAN_SE * MAD_TO_SIGMA * se
+
+
+def phases_per_step(w: Any) -> tuple[pd.DataFrame, list[str], str]:
+    """(rank, step, duration_us, one column per phase), the phase names, and their source:
+    ``"device"`` (the step trace: computing, communication not overlapped, free), ``"host"``
+    (:func:`.host_phases.step_phases`) or ``"operators"`` (no events: the operators' self time
+    per step, communication apart, each clipped to what is left of the step)."""
+    st = w.steps
+    if "rank" not in st:
+        st = st.assign(rank=int(getattr(w, "rank", None) or 0))
+    k = w.kernels
+    if not k.empty and "computing_us" in st and st["computing_us"].notna().any():
+        br = w.step_breakdown()
+        br = br[br["duration_us"].notna()]
+        out = pd.DataFrame(
+            {
+                "rank": br["rank"].astype(int),
+                "step": br["step"],
+                "computing": br["computing_us"].clip(lower=0).fillna(0.0),
+                "communication": br["communication_not_overlapped_us"].clip(lower=0).fillna(0.0),
+                "free": br["free_us"].clip(lower=0).fillna(0.0),
+            }
+        )
+        out["duration_us"] = out[DEVICE_PHASES].sum(axis=1)
+        return out.reset_index(drop=True), DEVICE_PHASES, "device"
+    try:
+        return step_phases(w), PHASES, "host"
+    except (LookupError, KeyError, ValueError):
+        return from_operators(w, st), ["compute", "communication", "other"], "operators"
+
+
+def from_operators(w: Any, st: pd.DataFrame) -> pd.DataFrame:
+    from .host_phases import COMM
+
+    st = st[st["duration_us"].notna()]
+    ops = w.ops
+    if "rank" not in ops:
+        ops = ops.assign(rank=int(st["rank"].iloc[0]) if len(st) else 0)
+    rows = []
+    for r, part in st.groupby("rank"):
+        o = ops[ops["rank"] == r]
+        comm_mask = o["name"].astype(str).str.contains(COMM)
+        n = len(part)
+        comp = float(o.loc[~comm_mask, "self_us"].sum()) / n
+        comm = float(o.loc[comm_mask, "self_us"].sum()) / n
+        for s, d in zip(part["step"], part["duration_us"].astype(float), strict=True):
+            c = min(comp, d)
+            m = min(comm, d - c)
+            rows.append((int(r), s, d, c, m, d - c - m))
+    cols = ["rank", "step", "duration_us", "compute", "communication", "other"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+@dataclass
+class Verdict:
+    """What :func:`find_straggler` decided. ``rank`` is None when no rank's own work stands out
+    by more than ``bound_us``. ``table``: per rank, its own work (µs per step), the reference
+    (itself in the baseline, or the other ranks), the excess, the noise bound and, per own
+    phase, its excess; ``cause`` the phase of the named rank whose excess is largest."""
+
+    rank: int | None
+    cause: str | None
+    excess_us: float
+    bound_us: float
+    table: pd.DataFrame
+    against: str
+    phase_excess: dict[str, float] = field(default_factory=dict)
+    blind: bool = False  # no collective recorded: own work is the recorded phases only
+
+
+def _own(frame: pd.DataFrame, blind: bool) -> pd.Series:
+    own = frame["duration_us"] - frame[WAIT]
+    if blind:  # no wait is seen: only recorded work counts (the wait hides in "other")
+        own = own - frame[BLIND_PHASE]
+    return own.clip(lower=0)
+
+
+def find_straggler(
+    now: pd.DataFrame, phases: list[str], ref: pd.DataFrame | None = None, floor_us: float = 0.0
+) -> Verdict:
+    """The rank whose own work is larger than the other ranks' (``ref`` None) or grew against
+    itself in ``ref`` (a baseline's :func:`phases_per_step`), by more than
+    ``max(noise bound, floor_us)``."""
+    own_phases = [p for p in phases if p != WAIT]
+    # a backend that records no collective (the built-in one) shows a rank's wait as "other":
+    # then only recorded work names a rank
+    frames = [now] if ref is None else [now, ref]
+    blind = BLIND_PHASE in phases and all((f[WAIT] <= 0).all() for f in frames)
+    if blind:
+        own_phases = [p for p in own_phases if p != BLIND_PHASE]
+    rows = []
+    for r, mine in now.groupby("rank"):
+        base = ref[ref["rank"] == r] if ref is not None else None
+        if base is None or base.empty:
+            base = now[now["rank"] != r]
+        if base.empty:
+            continue
+        own_m, own_b = _own(mine, blind), _own(base, blind)
+        excess = float(own_m.median() - own_b.median())
+        bound = max(noise_bound(own_m, own_b), floor_us)
+        row = {"rank": int(r), "own_us": float(own_m.median())}
+        row["reference_us"] = float(own_b.median())
+        row.update(excess_us=excess, bound_us=bound)
+        row.update({f"{p}_excess_us": float(mine[p].mean() - base[p].mean()) for p in own_phases})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    against = "the baseline" if ref is not None else "the other ranks"
+    if blind:
+        against += " (no collective recorded: recorded work only, waiting is not seen)"
+    if table.empty:
+        return Verdict(None, None, 0.0, floor_us, table, against, {}, blind)
+    best = table.loc[table["excess_us"].idxmax()]
+    excess = {p: float(best[f"{p}_excess_us"]) for p in own_phases}
+    if not best["excess_us"] > best["bound_us"]:
+        return Verdict(
+            None,
+            None,
+            float(best["excess_us"]),
+            float(best["bound_us"]),
+            table,
+            against,
+            excess,
+            blind,
+        )
+    cause = max(excess, key=lambda p: excess[p])
+    return Verdict(
+        int(best["rank"]),
+        cause,
+        float(best["excess_us"]),
+        float(best["bound_us"]),
+        table,
+        against,
+        excess,
+        blind,
+    )
+
+
+def per_rank_mean(frame: pd.DataFrame, phases: list[str]) -> pd.DataFrame:
+    """Per rank: µs per step of each phase and the step (``duration_us``)."""
+    return frame.groupby("rank")[["duration_us", *phases]].mean()
+
+
+def finite(x: float) -> float:
+    """``x``, or 0.0 where it is NaN or infinite (no NaN in an answer)."""
+    return float(x) if np.isfinite(x) else 0.0
+
+
+__all__ = [
+    "Verdict",
+    "find_straggler",
+    "from_operators",
+    "noise_bound",
+    "per_rank_mean",
+    "phases_per_step",
+]
