@@ -64,13 +64,23 @@ def _owns(p: Path) -> bool:
     return _named_as_table(p) or _is_table(p)
 
 
+#: files of the other formats (and of none), never sniffed: a window directory holds many
+_NOT_TABLES = {".json", ".gz", ".db", ".csv", ".parquet", ".pb", ".png", ".npy", ".so", ".wal"}
+#: the most files of one directory sniffed (its top level, by name), so that loading a huge
+#: folder by mistake costs a bounded number of small reads
+_MAX_SNIFFED = 256
+
+
 def _find(root: Path) -> list[Path]:
     """The window directory's saved tables, whatever their names (its top level only)."""
     try:
         entries = sorted(root.iterdir())
     except OSError:
         return []
-    return [p for p in entries if not p.name.startswith(".") and _owns(p) and p.is_file()]
+    candidates = [
+        p for p in entries if not p.name.startswith(".") and p.suffix.lower() not in _NOT_TABLES
+    ]
+    return [p for p in candidates[:_MAX_SNIFFED] if _owns(p) and p.is_file()]
 
 
 def _detect(files: WindowFiles) -> bool:
