@@ -1,12 +1,13 @@
 # Two commands on a fresh machine with Python 3.11 and make:
 #   make demo   set up .venv and run the main job (two training ranks, one profiled window)
-#   make test   set up .venv with the test tools and frameworks, then lint and run every test,
+#   make test   set up .venv with the test tools and frameworks, then lint, build the docs (make
+#               docs: mkdocs --strict into site/) and run every test,
 #               then the environment matrix (make matrix: tests/smoke in .venv/matrix/*)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint matrix bench bench-cluster clean
+.PHONY: demo test lint docs matrix bench bench-cluster clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -123,6 +124,23 @@ $(VENV)/hta/.pandas2: $(VENV)/hta/.stamp
 /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1:
 	apt-get update && apt-get install -y faketime libfaketime
 
+# ---- the documentation site ------------------------------------------------------------------
+# MkDocs Material, the API reference from the docstrings (mkdocstrings), the notebooks with their
+# outputs (mkdocs-jupyter), built with --strict (a broken link, a missing page or an unresolved
+# reference fails) into site/ (gitignored; open site/index.html). The doc tools live in a venv of
+# their own, so they never change what the tests run with; mkdocstrings reads the source, so the
+# package is not installed there.
+DOCS_VENV := $(VENV)/docs
+DOCS_TOOLS := 'mkdocs>=1.6,<2' 'mkdocs-material>=9.5' 'mkdocstrings[python]>=0.26' \
+	'mkdocs-jupyter>=0.25'
+$(DOCS_VENV)/.stamp: pyproject.toml | $(BIN)/python
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q $(DOCS_TOOLS)
+	touch $@
+
+docs: $(DOCS_VENV)/.stamp
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet --site-dir site
+
 demo: $(VENV)/.base
 	$(BIN)/dynprof demo
 
@@ -136,7 +154,7 @@ lint: $(VENV)/.test
 # was in and its stack, well inside CI's 90 min, instead of being cut off without a word.
 TEST_LIMIT_S ?= 3600
 test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2 /usr/bin/chromium \
-		/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint
+		/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint docs
 	timeout -s INT -k 120 $(TEST_LIMIT_S) $(BIN)/python -m pytest -q -p no:cacheprovider \
 		--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
 		--ignore=tests/smoke tests notebooks

@@ -306,9 +306,9 @@ class Text(_Checked):
 class ProfilerConfig(HasTraits):
     """Every key of MindSpore 2.7's ``profiler_config.json``, with its defaults, plus ``ranks``.
 
-    >>> cfg = ProfilerConfig(start_step=20, stop_step=30, profile_memory=True)
-    >>> cfg.to_dict()["activities"]
-    ['CPU', 'NPU']
+        >>> cfg = ProfilerConfig(start_step=20, stop_step=30, profile_memory=True)
+        >>> cfg.to_dict()["activities"]
+        ['CPU', 'NPU']
 
     Steps are 1-based and the window is inclusive: ``start_step=20, stop_step=30`` records
     iterations 20..30. ``start_step=-1`` means no window. Types are checked per key on

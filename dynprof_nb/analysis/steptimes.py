@@ -46,12 +46,16 @@ def stalled_ranks(frame: pd.DataFrame) -> dict[int, dict]:
 
 
 def plot_step_times(frame: pd.DataFrame, steps: int = RECENT_STEPS, ax: Any = None) -> Any:
-    """A heat map of recent step times, rank (or node) by step; stragglers in red."""
-    import matplotlib.pyplot as plt
+    """A heat map of recent step times, rank (or node) by step; stragglers in red.
 
+    Without ``ax`` the Figure is built without pyplot (as every plot here is): returned from a
+    cell it shows once, and assigned to a variable it shows nothing, under ``%matplotlib
+    inline`` too (a pyplot figure would also be shown by the backend when the cell ends)."""
     grid, slow = step_grid(frame, steps)
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 0.3 * max(4, len(grid)) + 1.2))
+        from dynprof_nb.analysis.figure import Figure
+
+        ax = Figure(figsize=(9, 0.3 * max(4, len(grid)) + 1.2)).subplots()
     if grid.empty:
         ax.text(0.5, 0.5, "no step times yet", ha="center", va="center")
         ax.set_axis_off()

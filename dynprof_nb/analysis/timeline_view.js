@@ -844,10 +844,15 @@ function render({ model, el }) {
   }, { passive: false });
 
   let drag = null;
+  // where a press on the lane labels began: the browser's click fires wherever over the canvas
+  // a press ends, so a pan released over the labels would be a click on one (collapsing its
+  // process); a label click counts only when it was pressed there and did not move
+  let labelPress = null;
   canvas.addEventListener("mousedown", (e) => {
     root.focus({ preventScroll: true });
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
+    labelPress = x < LEFT ? { x: e.clientX, y: e.clientY } : null;
     if (x < LEFT) return;
     const selecting = e.shiftKey || y < TOP;
     drag = { x: e.clientX, lo, hi, moved: false, selecting, t: timeAt(x) };
@@ -957,6 +962,9 @@ function render({ model, el }) {
   }
 
   canvas.addEventListener("click", (e) => {
+    const press = labelPress;
+    labelPress = null;
+    if (!press || Math.hypot(e.clientX - press.x, e.clientY - press.y) > 3) return; // a drag
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
     if (x >= LEFT || y < TOP) return;

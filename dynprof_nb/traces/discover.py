@@ -216,7 +216,8 @@ def _file_table(wf: WindowFiles, path: Path) -> None:
             "unrecognised file name",
             offset=0,
             hint="expected kernel_details / op_statistic / step_trace_time / memory "
-            "CSVs, communication.json, a Chrome trace JSON or an Ascend .db",
+            "CSVs, communication.json, a Chrome trace JSON, an Ascend .db or a saved "
+            "key_averages() table (str(prof.key_averages().table(row_limit=-1)))",
         )
 
 

@@ -91,6 +91,12 @@ class WindowShortcuts:
             return shortcut("timeline_view")(self, **kw)
         return shortcut("timeline")(self, **kw)
 
+    def timeline(self, **kw: Any) -> Any:
+        """The interactive timeline: ``plot_timeline(interactive=True, **kw)``, the widget that
+        zooms from the whole window to one kernel (``ranks=``, ``lanes=``, ``align=`` as
+        there); the name the getting-started pages use."""
+        return self.plot_timeline(interactive=True, **kw)
+
     def plot_ops(self, **kw: Any) -> Any:
         """The top operations, across ranks."""
         return shortcut("top_ops")(self, **kw)

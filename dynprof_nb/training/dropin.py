@@ -90,6 +90,16 @@ class DynamicProfilerMonitor(FileModeMonitor):
         self.cfg_path = cfg_path
         self.kwargs = kwargs  # MindSpore passes extra keywords through; keep them visible
 
+    def window_edge(self, text: str) -> None:
+        """MindSpore's own lines at a window's edges, as its monitor prints them
+        (``[Dynamic Profiler] Rank 0 Dynamic profiler start at step 10, will stop at step
+        19``), so logs and scripts that look for them find them. A closed or full stdout is
+        not the training loop's problem."""
+        try:
+            print(f"[Dynamic Profiler] {text}", flush=True)
+        except (OSError, ValueError):
+            pass
+
 
 def _write_default_file(cfg_path: str | os.PathLike[str], rank: int | None) -> None:
     """Rank 0 writes a default ``profiler_config.json`` when there is none, as MindSpore does,

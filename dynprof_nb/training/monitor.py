@@ -356,6 +356,12 @@ class Monitor:
     def epoch_end(self, run_context: Any = None) -> None: ...
     def end(self, run_context: Any = None) -> None: ...
 
+    def window_edge(self, text: str) -> None:
+        """Told on the training thread when a window starts and when it stops, in one line
+        (``Rank 0 Dynamic profiler start at step 10, will stop at step 19``). The Monitor says
+        nothing there (the rank's status does); the MindSpore drop-in prints MindSpore's own
+        line."""
+
     # -- lifecycle ------------------------------------------------------------------------
 
     @property

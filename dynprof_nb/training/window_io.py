@@ -163,6 +163,9 @@ class Windows:
         if not needs_dir:
             self.io.put((self.open_window, rec))
         m._status.set_state("recording")
+        m.window_edge(
+            f"Rank {m.rank} Dynamic profiler start at step {start}, will stop at step {stop}"
+        )
         # the profiler's own start (torch, MindSpore) is counted apart from dynprof_nb's
         m.timings = {
             "start_s": time.perf_counter() - t0 - (t2 - t1),
@@ -278,6 +281,7 @@ class Windows:
             status.publish_state()
             return
         m.timings.update(stop_s=time.perf_counter() - t0 - (t2 - t1), profiler_stop_s=t2 - t1)
+        m.window_edge(f"Rank {m.rank} Dynamic profiler stop at step {n}")
         end = {
             "stop_step": n,
             "stopped_early": stopped,

@@ -11,8 +11,9 @@ COMMANDS = {
     "jobs": "list this user's jobs on this machine",
     "attach": "attach to a job by name (JOB; --create to prepare one before its ranks "
     "start), or to a file-mode job (--cfg-path DIR)",
-    "start": "record steps START..STOP (inclusive; '+N' = N steps from now); its options "
-    "hold for this window only",
+    "start": "record steps START..STOP (inclusive; '+N' = N steps after the most advanced "
+    "rank's current step: at step 500, start +10 +19 records 510..519); its options hold for "
+    "this window only",
     "stop": "end the active window now (what was recorded is saved), or cancel a pending one",
     "set": "change standing config keys for every rank and every later window: key=value ...",
     "config": "show the job's standing config (and the pending window's own options)",
@@ -44,8 +45,8 @@ COMMANDS = {
 
 # arguments both spell the same way
 ARGUMENTS = {
-    "start": "first step (1-based), or +N steps from now",
-    "stop": "last step, inclusive, or +N steps from now",
+    "start": "first step (1-based), or +N: N steps after the most advanced rank's current step",
+    "stop": "last step, inclusive, or +N: N steps after the most advanced rank's current step",
     "--create": "prepare the job if its ranks have not started yet",
     "--last": "the stacks taken automatically when the job was last found stalled",
     "--timeout-stacks": "seconds to wait for every rank's dump (the silent ones are named)",

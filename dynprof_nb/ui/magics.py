@@ -20,7 +20,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 
 from dynprof_nb.cluster.access import add_transport_flags, security_from_args
 from dynprof_nb.config import ConfigError, ProfilerConfig
-from dynprof_nb.control.base import JobError, WaitInterrupted
+from dynprof_nb.control.base import Controller, JobError, WaitInterrupted
 from dynprof_nb.training.backends import BACKENDS as TRAINING_BACKENDS
 from dynprof_nb.ui.cli import (
     add_config_flags,
@@ -43,6 +43,7 @@ __all__ = ["DynprofMagics", "load_ipython_extension"]
 
 SUBCOMMANDS = helps(MAGIC_COMMANDS)
 BACKENDS = (*TRAINING_BACKENDS, "auto")  # the training side's list, one source
+JOB_VARIABLE = "job"  # where %dynprof attach leaves the handle: the name the docs go on with
 
 
 class _Exit(Exception):
@@ -187,8 +188,12 @@ def _help_text() -> str:
         __doc__.split("\n\n")[0],
         "",
         "Examples:",
-        "  %dynprof attach demo          %dynprof start +10 +19 --memory --stack",
+        "  %dynprof attach demo          (leaves the handle in `job`)",
+        "  %dynprof start +10 +19 --memory --stack",
         "  %dynprof wait --timeout 120   %dynprof load -o trace",
+        "",
+        "+N is N steps after the most advanced rank's current step: at step 500,",
+        "start +10 +19 records steps 510..519 (ten steps, both ends included).",
         "  %dynprof set profile_memory=true activities=CPU",
         "",
         "Options given to start (--stack, --memory, ...) hold for that window only;",
@@ -267,23 +272,29 @@ class DynprofMagics(Magics):
         return jobs()
 
     def _do_attach(self, args: argparse.Namespace) -> Any:
+        """Attach, keep the handle, and leave it in the notebook as ``job`` (the name every
+        example goes on with), saying so in one line."""
+        job = self._attach(args)
+        self.job = job
+        print(self._bind_job(job))
+        return job
+
+    def _attach(self, args: argparse.Namespace) -> Any:
         from dynprof_nb.control import registry
 
         if args.cluster is not None:
             if not args.job:
                 raise UsageError("--cluster needs a job name: %dynprof attach JOB --cluster ADDR.")
-            self.job = registry.attach(
+            return registry.attach(
                 args.job,
                 cluster=args.cluster,
                 security=security_from_args(args),
                 allow_insecure=args.insecure,
             )
-            return self.job
         if args.cfg_path is not None:
             if args.job:
                 raise UsageError("give a job name or --cfg-path DIR, not both.")
-            self.job = registry.attach(cfg_path=args.cfg_path, prof_path=args.prof_path)
-            return self.job
+            return registry.attach(cfg_path=args.cfg_path, prof_path=args.prof_path)
         if args.prof_path is not None:
             raise UsageError("--prof-path goes with --cfg-path (file mode).")
         name = args.job or _only_live_job()
@@ -291,12 +302,27 @@ class DynprofMagics(Magics):
         if getattr(current, "name", None) == name and not getattr(current, "closed", True):
             return current  # the cell run again: the same handle, not a second one
         try:
-            job = registry.attach(name, create=args.create)
+            return registry.attach(name, create=args.create)
         except JobError as exc:
             kept = f" Still attached to {self.job.name!r}." if self.job is not None else ""
             raise UsageError(f"{exc}{kept}") from None
-        self.job = job
-        return self.job
+
+    def _bind_job(self, job: Any) -> str:
+        """Put ``job`` in the user's namespace, unless that name holds something of their own
+        (not a handle the magics left there): that is never overwritten."""
+        user_ns = self.shell.user_ns if self.shell is not None else {}
+        held = user_ns.get(JOB_VARIABLE)
+        what = f"attached to {job.name!r}"
+        if held is not None and held is not job and not _is_job_handle(held):
+            return (
+                f"{what}; `{JOB_VARIABLE}` holds a {type(held).__name__} of yours, so it is left "
+                f"as is: `j = %dynprof attach {job.name}` gives the handle another name."
+            )
+        user_ns[JOB_VARIABLE] = job
+        return (
+            f"{what}: `{JOB_VARIABLE}` is its handle (job.status(), job.start('+10', '+19'), "
+            "w = job.load())."
+        )
 
     def _do_start(self, args: argparse.Namespace) -> None:
         job = self._need_job()
@@ -543,6 +569,12 @@ def _only_live_job() -> str:
     raise UsageError(
         f"which job? {len(live)} have live ranks (jobs: {names}); run %dynprof attach JOB."
     )
+
+
+def _is_job_handle(value: Any) -> bool:
+    """Whether ``value`` is a job handle (local, file-mode or cluster), that an attach may
+    replace in the user's namespace."""
+    return isinstance(value, Controller)
 
 
 def _is_user_error(exc: Exception) -> bool:

@@ -90,18 +90,54 @@ CONFLICT = "changed since you loaded it"
 # -- the form, generated from the schema ------------------------------------------------------
 
 
-def sections() -> list[tuple[str, list[str]]]:
+#: the keys only MindSpore's profiler reads (training/backends/mindspore.py): a job recording
+#: with torch or the built-in backend shows them folded with the Ascend-only keys, so that a
+#: PyTorch user is not offered MindSpore's output choices as if they applied
+MINDSPORE_ONLY = ("export_type", "analyse", "analyse_mode", "data_simplification")
+#: the backends that read none of the Ascend or MindSpore-only keys
+NOT_ASCEND = ("torch", "builtin")
+
+
+def sections(backend: str | None = None) -> list[tuple[str, list[str]]]:
     """The form's sections: the window, the rest in schema order, and the Ascend-only keys
-    (those whose help says so, plus ``host_sys``, which only msprof on Ascend collects)."""
+    (those whose help says so, plus ``host_sys``, which only msprof on Ascend collects); for a
+    job known to record with torch or the built-in backend, MindSpore's own keys with them."""
     traits = ProfilerConfig.class_traits()
     window = [k for k in ProfilerConfig.keys() if k in WINDOW_KEYS or k == "ranks"]
     ascend = [
         k
         for k in ProfilerConfig.keys()
-        if "(Ascend)" in traits[k].metadata.get("help", "") or k == "host_sys"
+        if "(Ascend)" in traits[k].metadata.get("help", "")
+        or k == "host_sys"
+        or (backend in NOT_ASCEND and k in MINDSPORE_ONLY)
     ]
     rest = [k for k in ProfilerConfig.keys() if k not in window and k not in ascend]
     return [("Window", window), ("Recording and output", rest), ("Ascend", ascend)]
+
+
+def job_backend(job: Any) -> str | None:
+    """The profiler the job's ranks record with, as its newest window says (``torch``,
+    ``builtin``, ``mindspore``); None before its first window, or where the handle lists none."""
+    try:
+        groups = window_groups(job.windows())
+    except Exception:  # a handle that cannot list windows: the form keeps every section
+        return None
+    for group in groups:  # newest first
+        backend = str(group.get("backend") or "")
+        if backend:
+            return backend.split()[0]
+    return None
+
+
+def recorder_set_by_monitor(job: Any) -> bool:
+    """Whether a live rank's Flight Recorder is on though the job's config leaves it off: its
+    Monitor set it (``Monitor(flight_recorder=True)``), which no config edit turns off."""
+    from dynprof_nb.control.hang import wants_report
+
+    try:
+        return not job.config.flight_recorder and wants_report(job)
+    except Exception:  # no stack directory, a file-mode job: nothing announced
+        return False
 
 
 class Toggles(widgets.HBox):
@@ -313,6 +349,12 @@ class Panel(widgets.VBox):
         for key, box in self.errors.items():
             box.add_class(f"dynprof-error-{key}")
         self.links = [traitlets.link((w, "value"), (self.draft, k)) for k, w in self.fields.items()]
+        self._recorder_by_monitor = recorder_set_by_monitor(self.job)
+        if self._recorder_by_monitor:
+            recorder = self.fields["flight_recorder"]
+            recorder.disabled = True
+            recorder.tooltip = "on: the job's Monitor(flight_recorder=True) set it"
+            recorder.description = "flight_recorder (set by the Monitor)"
 
     def _make_buttons(self) -> None:
         """Apply, Revert, Stop and Stacks, wired to their methods."""
@@ -356,9 +398,11 @@ class Panel(widgets.VBox):
         self.output.add_class("dynprof-output")
 
     def _section_boxes(self) -> list[widgets.Widget]:
-        """The fields in their sections, as many columns as fit (Ascend's folded)."""
+        """The fields in their sections, as many columns as fit (Ascend's folded; with it,
+        for a job that records with torch or the built-in backend, MindSpore's own keys)."""
+        backend = job_backend(self.job)
         boxes = []
-        for title, keys in sections():
+        for title, keys in sections(backend):
             cells = [
                 widgets.VBox(
                     [self.fields[k], self.errors[k]],
@@ -373,9 +417,10 @@ class Panel(widgets.VBox):
                 layout=widgets.Layout(grid_template_columns=GRID_COLUMNS, grid_gap="2px 16px"),
             )
             if title == "Ascend":
-                box = widgets.Accordion(
-                    [grid], titles=("Ascend: used by MindSpore and torch_npu on Ascend only",)
-                )
+                folded = "Ascend: used by MindSpore and torch_npu on Ascend only"
+                if backend in NOT_ASCEND:
+                    folded = f"Ascend and MindSpore only: not read by this job's {backend} profiler"
+                box = widgets.Accordion([grid], titles=(folded,))
                 box.selected_index = None
                 self.ascend = box
             else:
@@ -394,7 +439,10 @@ class Panel(widgets.VBox):
 
     def _job_form(self) -> dict[str, Any]:
         cfg = self.job.config
-        return {k: to_form(k, getattr(cfg, k)) for k in ProfilerConfig.keys()}
+        form = {k: to_form(k, getattr(cfg, k)) for k in ProfilerConfig.keys()}
+        if self._recorder_by_monitor:  # on as the Monitor set it, whatever the config says
+            form["flight_recorder"] = True
+        return form
 
     def edited(self) -> list[str]:
         """The fields whose value differs from the job's config as the form last saw it."""

@@ -230,3 +230,15 @@ def test_search_pages_are_whole_numbers_of_at_least_one_match(big):
     a, b = view.search("nccl", limit=3, page=1.0), view.search("nccl", limit=3, page=1)
     assert a == b and len(a["items"]) == 3
     assert view.search("nccl", limit=3, page=-7)["page"] == 0
+
+
+def test_timeline_is_the_interactive_timeline_by_its_short_name():
+    """``w.timeline()`` (the name the getting-started pages use) is
+    ``w.plot_timeline(interactive=True)``: the same widget over the same lanes and range."""
+    from dynprof_nb import samples
+
+    w = samples.load("pytorch_cpu")
+    view = w.timeline()
+    same = w.plot_timeline(interactive=True)
+    assert isinstance(view, TimelineView)
+    assert view.full == same.full and view.tl.n_drawable == same.tl.n_drawable > 0

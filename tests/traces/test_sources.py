@@ -4,6 +4,7 @@ and a new format (PyTorch's saved key_averages() table) is one module plus one r
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import warnings
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import dynprof_nb
-from dynprof_nb.traces import TraceRepairWarning
+from dynprof_nb.traces import TraceFormatError, TraceRepairWarning
 from dynprof_nb.traces import formats as sources
 from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.window import FRAMES
@@ -182,6 +183,37 @@ def test_a_saved_key_averages_table_is_its_own_source(tmp_path):
     d = dynprof_nb.load_window(win)
     assert d.ops.equals(w.ops)
     assert (d.sources["ops"]["provider"], d.sources["ops"]["path"]) == ("key_averages", "table")
+
+
+def test_a_key_averages_table_is_recognised_by_its_content_under_any_name(tmp_path):
+    """People save the table as ``ops.txt`` or ``prof.log``: load_trace and a window directory
+    read it by what it holds; a text file that is not a table is not taken for one."""
+    import torch
+    from torch.profiler import profile
+
+    with profile() as prof:
+        a = torch.randn(64, 64)
+        (a @ a).relu()
+    table = prof.key_averages().table(row_limit=-1)
+    peer = {e.key: e.count for e in prof.key_averages()}
+    for name in ("ops.txt", "prof.log", "table"):
+        path = tmp_path / name
+        path.write_text(table)
+        w = dynprof_nb.load_trace(path)
+        assert dict(zip(w.ops.name, w.ops["count"], strict=True)) == peer, name
+        assert w.sources["ops"]["source"] == "key_averages"
+
+    win = tmp_path / "window"
+    win.mkdir()
+    (win / "after_epoch_3.txt").write_text(table)
+    (win / "notes.txt").write_text("Name  Self CPU  CPU total  # of Calls, but no table\n")
+    os.mkfifo(win / "planted.txt")  # never opened: a read of a FIFO would block the load
+    d = dynprof_nb.load_window(win)
+    assert dict(zip(d.ops.name, d.ops["count"], strict=True)) == peer
+    assert (d.sources["ops"]["provider"], d.sources["ops"]["path"]) == ("key_averages", "table")
+    assert [Path(f).name for f in d.sources["ops"]["files"]] == ["after_epoch_3.txt"]
+    with pytest.raises(TraceFormatError, match=r"unrecognised .* or a saved key_averages\(\)"):
+        dynprof_nb.load_trace(win / "notes.txt")
 
 
 def test_a_damaged_key_averages_table_is_a_trace_format_error(tmp_path):

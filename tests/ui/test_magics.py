@@ -103,6 +103,39 @@ def test_attach_and_status(ip: InteractiveShell, magics, job) -> None:
     assert "<table" in attached._repr_html_()
 
 
+def test_attach_leaves_job_in_the_notebook_and_says_so(ip: InteractiveShell, magics, job):
+    """The examples go on with ``job.…`` after ``%dynprof attach``: typed as cells, the next
+    cell finds ``job`` (the handle attached), and the attach said so in one line."""
+    ip.user_ns.pop("job", None)
+    with capture_output() as out:
+        ip.run_cell(f"%dynprof attach {job.name}", store_history=False)
+    (said,) = [text for text in out.stdout.splitlines() if text.startswith("attached to")]
+    assert "`job` is its handle" in said and repr(job.name) in said
+    result = ip.run_cell("frame = job.status()", store_history=False)
+    assert result.success, result.error_in_exec
+    assert ip.user_ns["job"] is magics.job
+    assert sorted(ip.user_ns["frame"]["rank"]) == [0, 1]
+
+
+def test_attach_never_overwrites_a_job_variable_of_the_users(ip, magics, job) -> None:
+    ip.user_ns["job"] = "my training config"
+    try:
+        with capture_output() as out:
+            ip.run_cell(f"%dynprof attach {job.name}", store_history=False)
+        assert ip.user_ns["job"] == "my training config"
+        assert "left as is" in out.stdout and "j = %dynprof attach" in out.stdout
+    finally:
+        ip.user_ns.pop("job", None)
+
+
+def test_start_help_says_what_plus_n_means(ip: InteractiveShell) -> None:
+    doc = ip.object_inspect("%dynprof", detail_level=0)["docstring"]
+    assert "start +10 +19 records steps 510..519" in doc
+    with capture_output() as out:
+        line(ip, "start -h")
+    assert "most advanced rank's current step" in " ".join(out.stdout.split())
+
+
 @pytest.mark.parametrize("text, says", [
     ("start 50 40", "stop_step"),
     ("start 0 5", "1"),

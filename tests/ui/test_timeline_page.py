@@ -268,6 +268,34 @@ def test_lanes_collapse_expand_and_pin(page, two):
     assert int(st["rows"]) == rows0 - sum(ln["rows"] for ln in rank0) + 2
 
 
+def test_a_drag_is_a_pan_wherever_it_ends(page, two):
+    """A pan dragged from the events to over the lane labels and released there pans, and
+    collapses nothing (the browser's click fires wherever a press ends over the canvas); a
+    press on a label dragged off it is no click either; a plain label click still collapses."""
+    view = _view(two)
+    tp = TimelinePage(page, view)
+    box = tp.box()
+    before = tp.state()
+    rows0, order0 = int(before["rows"]), before["order"]
+    label_y = box["y"] + TOP + 2 * view.row_height + 9  # rank 0's host process, as above
+    page.mouse.move(box["x"] + 700, label_y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 400, label_y, steps=4)
+    page.mouse.move(box["x"] + 120, label_y, steps=4)  # over the labels
+    page.mouse.up()
+    panned = tp.state()
+    assert float(panned["lo"]) > float(before["lo"])  # dragged left: later times in view
+    assert int(panned["rows"]) == rows0 and json.loads(panned["headers"]) == []
+    assert panned["order"] == order0
+    page.mouse.move(box["x"] + 120, label_y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 160, label_y + 40, steps=4)  # pressed on a label, moved off
+    page.mouse.up()
+    assert int(tp.state()["rows"]) == rows0
+    page.mouse.click(box["x"] + 120, label_y)
+    assert json.loads(tp.state()["headers"]) == ["process"]
+
+
 def _figure_lanes(page, view, png: str) -> tuple[list[str], int]:
     """``view.figure()`` once the browser's arrangement has reached the kernel: its lane
     labels, top to bottom, and how many rows it draws; the figure saved to tests/artifacts."""

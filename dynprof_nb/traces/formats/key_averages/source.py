@@ -1,5 +1,10 @@
-"""PyTorch's ``prof.key_averages().table()`` saved as text (``*key_averages*.txt``): the ops
-frame, one row per operator, from the table's Self CPU, CPU total and # of Calls columns.
+"""PyTorch's ``prof.key_averages().table()`` saved as text, under any name: the ops frame, one
+row per operator, from the table's Self CPU, CPU total and # of Calls columns.
+
+A file is this format's by its content (a ``----`` rule line over a header naming ``Name``,
+``Self CPU``, ``CPU total`` and ``# of Calls``, in its first KiB), not its name: people save
+the table as ``ops.txt`` or ``prof.log``. A ``*key_averages*.txt`` is claimed whatever it holds,
+so that a damaged one is an error about the table rather than "no source reads this file".
 
 The whole format is this module and its line in the registry (the worked example of
 ``docs/architecture.md``, "Adding a format"): it finds its files in a window directory itself
@@ -9,7 +14,9 @@ and the Ascend and MindSpore tables' ops), and reads a lone file (:attr:`Source.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -22,12 +29,58 @@ _UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _TIME = re.compile(r"^([0-9.]+)(ns|us|ms|s)$")
 
 
-def _owns(p: Path) -> bool:
+_HEADER = ("Name", "Self CPU", "CPU total", "# of Calls")
+#: the table's rule and header are its first two lines; a KiB holds them at any column width
+#: torch prints (and a planted huge file costs one small read)
+_SNIFF_BYTES = 4096
+_RULE = re.compile(r"^-+( +-+)+ *$")
+
+
+def _named_as_table(p: Path) -> bool:
     return "key_averages" in p.name and p.suffix == ".txt"
 
 
+def _is_table(p: Path) -> bool:
+    """Whether ``p`` is a regular file that starts as a key_averages() table does. A FIFO or
+    device is never opened (a read could block); unreadable is not a table."""
+    try:
+        if not stat.S_ISREG(os.stat(p).st_mode):
+            return False
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            head = os.read(fd, _SNIFF_BYTES)
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    lines = head.decode("utf-8", "replace").splitlines()[:8]
+    return any(
+        _RULE.match(rule) is not None and all(name in header for name in _HEADER)
+        for rule, header in zip(lines, lines[1:], strict=False)
+    )
+
+
+def _owns(p: Path) -> bool:
+    return _named_as_table(p) or _is_table(p)
+
+
+#: files of the other formats (and of none), never sniffed: a window directory holds many
+_NOT_TABLES = {".json", ".gz", ".db", ".csv", ".parquet", ".pb", ".png", ".npy", ".so", ".wal"}
+#: the most files of one directory sniffed (its top level, by name), so that loading a huge
+#: folder by mistake costs a bounded number of small reads
+_MAX_SNIFFED = 256
+
+
 def _find(root: Path) -> list[Path]:
-    return sorted(p for p in root.glob("*key_averages*.txt") if p.is_file())
+    """The window directory's saved tables, whatever their names (its top level only)."""
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return []
+    candidates = [
+        p for p in entries if not p.name.startswith(".") and p.suffix.lower() not in _NOT_TABLES
+    ]
+    return [p for p in candidates[:_MAX_SNIFFED] if _owns(p) and p.is_file()]
 
 
 def _detect(files: WindowFiles) -> bool:
