@@ -50,6 +50,7 @@ STATUS_SHOWN = [
     "state",
     "window",
     "generation",
+    "run",
     "heartbeat_age_s",
     "error",
 ]
@@ -825,6 +826,7 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 g
                 for g in groups
                 if g["start"] == row.start  # a rank that ended it elsewhere: the same window
+                and _same_run(g["run"], getattr(row, "run", None))
                 and (
                     pd.isna(started)
                     or pd.isna(g["started_at"])
@@ -846,6 +848,7 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 "backend": getattr(row, "backend", None),
                 "config": getattr(row, "config", "") or "",
                 "reason": "",
+                "run": getattr(row, "run", None),
             }
             groups.append(group)
         group["paths"].append(row.path)
@@ -860,6 +863,13 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
     for g in groups:
         _label(g)
     return groups[::-1]
+
+
+def _same_run(a: Any, b: Any) -> bool:
+    """Two windows' runs do not tell them apart (equal, or either unknown: an older window)."""
+    import pandas as pd
+
+    return a is None or b is None or pd.isna(a) or pd.isna(b) or a == b
 
 
 def _label(g: dict[str, Any]) -> None:
@@ -883,7 +893,7 @@ def _label(g: dict[str, Any]) -> None:
     )
     parts = [
         "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
-        steps,
+        steps if g["run"] is None or pd.isna(g["run"]) else f"{steps} of run {g['run']}",
         f"ranks {done}/{total} {state}",
         g["backend"] or "",
         g["config"] or "",

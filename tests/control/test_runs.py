@@ -1,0 +1,191 @@
+"""A run is a run (issue 50): real ranks killed and restarted under the same name while a
+notebook's handle stays open. The new run inherits no window of the dead one, every window
+says its run, and ``load()`` is the window asked for or says why not."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from jobutil import finish, kill_process, spawn_rank, trace_steps, unique_job, wait_until
+
+import dynprof_nb
+from dynprof_nb import segment, window_dirs
+from dynprof_nb.control.loading import WindowPending
+from dynprof_nb.control.runs import WindowDropped
+
+RANKS = 2
+
+
+@pytest.fixture
+def ip() -> InteractiveShell:
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "dynprof_nb")
+    return shell
+
+
+@pytest.fixture
+def magics(ip: InteractiveShell):
+    instance = ip.magics_manager.registry["DynprofMagics"]
+    instance.job = None
+    yield instance
+    if instance.job is not None:
+        instance.job.close()
+    instance.job = None
+
+
+def start_run(job: str, out: Path) -> list:
+    return [spawn_rank(job, r, out, step_ms=2) for r in range(RANKS)]
+
+
+def stepping(control: dynprof_nb.Job, run: int) -> bool:
+    live = control.live_slots()
+    return len(live) == RANKS and all(s.run == run and s.step > 3 for s in live)
+
+
+@pytest.fixture
+def restarted(tmp_path: Path):
+    """A 2-rank job whose run 1 armed a window far ahead and was killed (SIGKILL), then
+    restarted under the same name: ``(handle, run 2's processes, output)``."""
+    job, out = unique_job("runs"), tmp_path / "out"
+    control = dynprof_nb.attach(job, create=True)
+    procs = start_run(job, out)
+    try:
+        wait_until(lambda: stepping(control, 1), what="run 1 to step")
+        first = control.live_slots()[0].step + 100_000
+        control.start(first, first + 4)
+        wait_until(
+            lambda: [s.state for s in control.live_slots()] == ["armed"] * RANKS,
+            what="run 1's ranks to arm the far window",
+        )
+        for p in procs:
+            kill_process(p)
+        procs = start_run(job, out)
+        wait_until(lambda: stepping(control, 2), what="run 2 to step")
+        yield control, procs, out, (first, first + 4)
+    finally:
+        for p in procs:
+            finish(p)
+        control.close()
+        segment.unlink(job)
+
+
+def test_a_restarted_job_inherits_no_window_and_records_its_own_steps(restarted) -> None:
+    control, _, out, far = restarted
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        status = control.status()
+        again = control.status()
+    live = status[status.alive.astype(bool)]
+    assert list(live.state) == ["idle"] * RANKS, status.to_string()
+    assert list(live.run) == [2] * RANKS and (live.window == "").all()
+    assert status.attrs["run"].startswith("run 2")
+    dropped = [str(w.message) for w in said if issubclass(w.category, WindowDropped)]
+    assert dropped == [  # said once, not on every look
+        f"job {control.name!r}: window {far[0]}-{far[1]} was asked of run 1, which ended; "
+        "dropped (the job's ranks were restarted: run 2 now). Ask again for a window of "
+        "this run."
+    ], dropped
+    assert not again.attrs.get("note") and not control.config.has_window
+    assert "run 2" in repr(control)
+
+    control.start("+20", "+24")
+    first, last = control.config.start_step, control.config.stop_step
+    window = control.load(timeout=120)  # at once: waits for the window asked
+    assert (window.start_step, window.stop_step, window.run) == (first, last, 2)
+    assert f"steps {first}..{last} of run 2" in repr(window)
+    rows = control.windows()
+    assert list(rows.run) == [2] * RANKS and set(rows.start) == {first}
+    for path in rows.path:
+        manifest = window_dirs.read_manifest(Path(path))
+        assert (manifest["job"], manifest["run"]) == (control.name, 2)
+        assert (manifest["requested_start_step"], manifest["requested_stop_step"]) == (first, last)
+        assert trace_steps(path) == list(range(first, last + 1))
+    assert not list(out.glob(f"*start{far[0]}*"))  # the dead run's window was never recorded
+
+
+def test_load_right_after_start_is_the_window_asked_or_says_it_is_pending(tmp_path) -> None:
+    job, out = unique_job("load"), tmp_path / "out"
+    control = dynprof_nb.attach(job, create=True)
+    procs = start_run(job, out)
+    try:
+        wait_until(lambda: stepping(control, 1), what="the ranks to step")
+        control.start("+10", "+14")
+        older = control.load(timeout=120)
+        control.start("+40", "+44")
+        first, last = control.config.start_step, control.config.stop_step
+        with pytest.raises(WindowPending) as pending:
+            control.load(wait=False)
+        said = str(pending.value)
+        assert f"window {first}-{last} of run 1 is pending" in said
+        assert f"steps {older.start_step}-{older.stop_step} of run 1" in said  # the way out
+        window = control.load(timeout=120)
+        assert (window.start_step, window.stop_step) == (first, last)
+        # an older window is a choice, by steps, run or index
+        by_steps = control.load(steps=(older.start_step, older.stop_step))
+        assert by_steps.start_step == older.start_step and by_steps.run == 1
+        assert control.load(run=1).start_step == first  # the latest of run 1
+        assert control.load(index=0).start_step == older.start_step
+        with pytest.raises(dynprof_nb.JobError, match="no complete rank"):
+            control.load(run=7)
+    finally:
+        for p in procs:
+            finish(p)
+        control.close()
+        segment.unlink(job)
+
+
+def test_the_magics_follow_the_same_rule(restarted, ip: InteractiveShell, magics) -> None:
+    control, _, _, far = restarted
+    ip.run_line_magic("dynprof", f"attach {control.name}")
+    status = ip.run_line_magic("dynprof", "status")
+    assert set(status[status.alive.astype(bool)].run) == {2}
+    ip.run_line_magic("dynprof", "start +30 +34")
+    first = control.config.start_step
+    with pytest.raises(UsageError, match=f"window {first}-{first + 4} of run 2 is pending"):
+        ip.run_line_magic("dynprof", "load --no-wait")
+    window = ip.run_line_magic("dynprof", "load")
+    assert (window.start_step, window.run) == (first, 2)
+    steps = ip.run_line_magic("dynprof", f"load --steps {first}-{first + 4} --run 2")
+    assert steps.start_step == first
+    with pytest.raises(UsageError, match="no complete rank"):
+        ip.run_line_magic("dynprof", f"load --steps {far[0]}-{far[1]}")
+    with pytest.raises(UsageError, match="FIRST-LAST"):
+        ip.run_line_magic("dynprof", "load --steps 7")
+
+
+def test_a_dead_ranks_window_is_not_another_controllers(tmp_path) -> None:
+    """A window written by a rank (its relay, its trigger) that then died is not "another
+    controller's": the warning names the rank and says it has exited."""
+    from dynprof_nb.control.asks import writer
+    from dynprof_nb.protocol import Command
+    from dynprof_nb.segment import SlotView
+
+    dead = kill_process_pid()
+    slot = SlotView(0, dead, 0, 7, "armed", 9, 12, 1, 0, 0, "", 0, "", "")
+    cmd = Command("start", dynprof_nb.ProfilerConfig(), by=dead)
+    assert writer(cmd, [slot]) == f"rank 0 (pid {dead}, which has exited; its config-file relay)"
+    assert writer(cmd, []) == f"pid {dead} (a process that has exited)"
+    assert "another controller" in writer(Command("start", cmd.config, by=1), [])
+
+
+def kill_process_pid() -> int:
+    """The pid of a process that has exited."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_window_json_of_an_unshifted_window_says_both_steps(tmp_path) -> None:
+    manifest = window_dirs.new_manifest(
+        job="j", rank=0, start=44, stop=48, backend="builtin", config={}, run=3
+    )
+    assert manifest["requested_start_step"] == 44 and manifest["requested_stop_step"] == 48
+    assert manifest["run"] == 3 and json.loads(json.dumps(manifest))["job"] == "j"
