@@ -46,7 +46,9 @@ class MultiRankWindow(TraceWindow):
         return runs.pop() if len(runs) == 1 else None
 
     def origin(self) -> str:
-        return self.children[0].origin() if self.run else ""
+        """The first rank's (the ranks recorded one window), when they agree on the run."""
+        runs = {c.run for c in self.children}
+        return self.children[0].origin() if len(runs) == 1 else ""
 
     @property
     def ranks(self) -> list[int]:

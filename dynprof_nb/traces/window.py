@@ -128,6 +128,9 @@ class TraceWindow(WindowShortcuts):
         self.device: int | None = files.device
         self.start_step: int | None = files.start_step
         self.stop_step: int | None = files.stop_step
+        # which iterations the steps above are, when the profiler that wrote the window counts
+        # them otherwise (MindSpore's own monitor, see control/filemode.py); in the repr
+        self.step_note = ""
         self.streamed: Streamed | None = None  # set when ops/steps/kernels came in one pass
 
     # ---- frames (each is ``self.frame(<name>)``) ------------------------------------------------
@@ -468,7 +471,8 @@ class TraceWindow(WindowShortcuts):
         asked = (m.get("requested_start_step"), m.get("requested_stop_step"))
         moved = None not in asked and asked != (self.start_step, self.stop_step)
         run = f" of run {self.run}" if self.run else ""
-        return run + (f" (asked {asked[0]}..{asked[1]})" if moved else "")
+        note = f" [{self.step_note}]" if self.step_note else ""
+        return run + (f" (asked {asked[0]}..{asked[1]})" if moved else "") + note
 
 
 def provenance(

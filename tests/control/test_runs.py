@@ -189,3 +189,25 @@ def test_window_json_of_an_unshifted_window_says_both_steps(tmp_path) -> None:
     )
     assert manifest["requested_start_step"] == 44 and manifest["requested_stop_step"] == 48
     assert manifest["run"] == 3 and json.loads(json.dumps(manifest))["job"] == "j"
+
+
+def test_a_window_of_mindspores_own_monitor_says_which_iterations_it_holds(tmp_path) -> None:
+    """MindSpore's own monitor names a window after the steps asked, but in step() mode its
+    step() is one late: the loaded window says both readings, never just "steps 5..8"."""
+    import shutil
+
+    from dynprof_nb.control.filemode import FileJob
+
+    data = Path(__file__).resolve().parents[1] / "data" / "mindspore_cpu"
+    prof, cfg = tmp_path / "prof", tmp_path / "cfg"
+    shutil.copytree(data / "rank0_start5_stop8", prof / "rank0_start5_stop8")
+    cfg.mkdir()
+    shutil.copy(data / "profiler_config.json", cfg / "profiler_config.json")
+    job = FileJob(cfg, prof_path=prof, settle_s=0)
+    window = job.load(wait=False)  # the window asked, written whole: no wait
+    assert (window.start_step, window.stop_step) == (5, 8)
+    assert window.step_note == (
+        "MindSpore's own monitor: iterations 6..9 if the job calls dp.step() (its step() is "
+        "one late), 5..8 with Model.train callbacks"
+    )
+    assert window.step_note in repr(window)
