@@ -358,8 +358,6 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                     "config": describe_config(manifest.get("config")),
                     "reason": manifest.get("reason") or "",
                     "run": _whole(manifest.get("run")),
-                    "requested_start": _whole(manifest.get("requested_start_step")),
-                    "requested_stop": _whole(manifest.get("requested_stop_step")),
                 }
             )
     rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))

@@ -192,7 +192,7 @@ class Controller(ABC):
     def windows(self) -> pd.DataFrame:
         """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times, the
         run)."""
-        return loading.window_frame(self._window_rows()).drop(columns=loading.ASKED_COLUMNS)
+        return loading.window_frame(self._window_rows())
 
     def load(
         self,
@@ -218,7 +218,7 @@ class Controller(ABC):
             index, window = window, None
         if window is not None:
             return loading.load_paths(window, [])
-        frame = loading.window_frame(self._window_rows())
+        frame = self.windows()
         if index is not None:
             return loading.load_paths(loading.choose(frame, index, run, steps).iloc[0].path, [])
         if run is not None or steps is not None:
@@ -227,8 +227,7 @@ class Controller(ABC):
             return loading.load_paths(*loading.paths_of(self.name, rows, what), name=self.name)
         cfg = self.config
         if cfg.has_window:
-            again = lambda: loading.window_frame(self._window_rows())  # noqa: E731
-            return loading.load_asked(self, (cfg.start_step, cfg.stop_step), again, wait, timeout)
+            return loading.load_asked(self, (cfg.start_step, cfg.stop_step), wait, timeout)
         paths, missing = latest_window(frame)
         if not paths:
             raise JobError(

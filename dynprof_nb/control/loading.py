@@ -12,9 +12,10 @@ is the latest complete window. An older window is the user's explicit choice: ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
 from typing import TYPE_CHECKING, Any
 
+from dynprof_nb import window_dirs
 from dynprof_nb.control.errors import JobError
 
 if TYPE_CHECKING:
@@ -30,9 +31,6 @@ WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
 # reason: why the window was asked for (a trigger's sentence), "" for a person's window
 # run: the job's run the rank recorded it in (a job restarted under its name is a new run)
 WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config", "reason", "run"]
-# what load() also matches a window asked on: the steps asked (a window file mode moved is
-# recorded at other steps); not in windows()
-ASKED_COLUMNS = ["requested_start", "requested_stop"]
 BUSY_STATES = ("armed", "recording", "saving")
 
 
@@ -49,15 +47,33 @@ def asked_text(asked: Asked) -> str:
 
 
 def window_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """``windows()`` rows as a frame, with the steps each window was asked for."""
+    """``windows()`` rows as a frame (times as datetimes, the run a nullable int)."""
     import pandas as pd
 
-    frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS + ASKED_COLUMNS)
+    frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS)
     for col in ("started_at", "ended_at"):
         frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
-    for col in ["run", *ASKED_COLUMNS]:
-        frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
+    frame["run"] = pd.to_numeric(frame["run"], errors="coerce").astype("Int64")
     return frame
+
+
+def asked_steps(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The steps each window was asked for: its directory's name (a window file mode moved
+    records other steps but keeps the name of the window asked, as MindSpore does), else the
+    steps recorded."""
+    import pandas as pd
+
+    named = frame.path.astype(str).map(_named_steps)
+    first = pd.Series([n[0] for n in named], index=frame.index).fillna(frame.start)
+    last = pd.Series([n[1] for n in named], index=frame.index).fillna(frame.stop)
+    return first, last
+
+
+def _named_steps(path: str) -> tuple[int | None, int | None]:
+    name = os.path.basename(path.rstrip("/"))
+    hidden = window_dirs.TMP_RE.match(name) or window_dirs.FAILED_RE.match(name)
+    m = window_dirs.WINDOW_RE.match(hidden["name"] if hidden else name)
+    return (int(m["start"]), int(m["stop"])) if m else (None, None)
 
 
 def ranks_busy(status: pd.DataFrame, generation: int) -> bool | None:
@@ -78,26 +94,20 @@ def current_run(status: pd.DataFrame) -> int | None:
     return int(runs.max()) if len(runs) else None
 
 
-def load_asked(
-    ctl: Any,
-    steps: tuple[int, int],
-    frame_now: Callable[[], pd.DataFrame],
-    wait: bool,
-    timeout: float | None,
-) -> TraceWindow:
+def load_asked(ctl: Any, steps: tuple[int, int], wait: bool, timeout: float | None) -> TraceWindow:
     """The window ``ctl`` (a controller) was last asked for: now when recorded, after
     ``ctl.wait()`` while it is pending; :class:`WindowPending` with ``wait=False``."""
     status = ctl.status()
     asked = (*steps, current_run(status))
     busy = ranks_busy(status, ctl.generation)
-    rows = of_asked(frame_now(), asked)
+    rows = of_asked(ctl.windows(), asked)
     done = bool((rows.status == "complete").any())
     if busy or (busy is None and not done):
         if not wait:
-            raise pending_error(ctl.name, asked, status, describe_rows(frame_now()))
+            raise pending_error(ctl.name, asked, status, describe_rows(ctl.windows()))
         ctl.wait(timeout=timeout)
         status = ctl.status()
-        rows = of_asked(frame_now(), asked)
+        rows = of_asked(ctl.windows(), asked)
     if not (rows.status == "complete").any():
         raise not_recorded(ctl.name, asked, status)
     return load_paths(*paths_of(ctl.name, rows, asked_text(asked)), name=ctl.name)
@@ -117,8 +127,8 @@ def choose(
     if steps is not None:
         first, last = _steps(steps)
         recorded = (chosen.start == first) & (chosen.stop == last)
-        asked = (chosen.requested_start == first) & (chosen.requested_stop == last)
-        chosen = chosen[recorded | asked.fillna(False).astype(bool)]
+        named = asked_steps(chosen)
+        chosen = chosen[recorded | ((named[0] == first) & (named[1] == last))]
     if index is not None:
         if isinstance(index, bool) or not isinstance(index, int):
             raise JobError(f"index: got {index!r}; expected a row number of windows().")
@@ -153,8 +163,7 @@ def of_asked(frame: pd.DataFrame, asked: Asked) -> pd.DataFrame:
     """The rows of the window asked: its steps (as asked: a window file mode moved is named
     after them) and its run (rows of windows that do not say their run are taken)."""
     first, last, run = asked
-    start = frame.requested_start.fillna(frame.start)
-    rows = frame[start == first]
+    rows = frame[asked_steps(frame)[0] == first]
     if run:
         rows = rows[rows["run"].isna() | (rows["run"] == run)]
     return rows

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from dynprof_nb.protocol import Command
-from dynprof_nb.segment import Segment, SlotView, run_of
+from dynprof_nb.segment import Segment, SlotView, pid_alive, run_of
 
 
 class WindowDropped(UserWarning):
@@ -29,7 +29,9 @@ def run_for_write(seg: Segment | None, slots: list[SlotView]) -> int:
     if seg is None:
         return 1
     run = run_of(seg)[0]
-    if any(s.live and s.run == run for s in slots):
+    # pid_alive, not s.live: no /proc/<pid>/stat read per rank before each write (a reused
+    # pid would only stamp the current run on a window the ranks to come then drop)
+    if any(s.state != "closed" and s.run == run and pid_alive(s.pid) for s in slots):
         return run
     return run + 1
 
