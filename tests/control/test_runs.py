@@ -211,3 +211,41 @@ def test_a_window_of_mindspores_own_monitor_says_which_iterations_it_holds(tmp_p
         "one late), 5..8 with Model.train callbacks"
     )
     assert window.step_note in repr(window)
+
+
+def test_ctrl_c_in_a_waiting_load_stops_only_the_waiting(tmp_path) -> None:
+    """load() waits with wait()'s machinery: Ctrl-C there says what the window is doing and
+    leaves the ranks and the window as they were."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    from jobutil import running_ranks
+
+    from dynprof_nb.control.base import WaitInterrupted
+
+    main = threading.main_thread().ident
+
+    def interrupt_once_waiting() -> None:  # SIGINT when load() is inside wait(), not before
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            frame = sys._current_frames().get(main)
+            while frame is not None and frame.f_code.co_name != "wait_for":
+                frame = frame.f_back
+            if frame is not None:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.01)
+
+    with running_ranks(unique_job("ctrlc"), tmp_path, ranks=1) as (control, procs):
+        control.start("+100000", "+100004")
+        first = control.config.start_step
+        helper = threading.Thread(target=interrupt_once_waiting, daemon=True)
+        helper.start()
+        with pytest.raises(WaitInterrupted, match=f"stopped waiting; window {first}-"):
+            control.load()
+        helper.join(timeout=60)
+        assert procs[0].poll() is None
+        assert control.config.start_step == first
