@@ -344,6 +344,9 @@ class Job(Controller):
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
         frame = status_frame(rows)
         frame.attrs["run"] = runs.describe_run(seg)
+        notes = runs.tell_dropped(self._handle.unsaid, self.windows())
+        if notes:
+            frame.attrs["note"] = "; ".join(notes)
         return frame
 
     def stacks(self, timeout: float = hangs.DUMP_TIMEOUT_S) -> StackFrame:

@@ -13,9 +13,14 @@ two runs are never taken for one.
 from __future__ import annotations
 
 import time
+import warnings
+from typing import TYPE_CHECKING
 
 from dynprof_nb.protocol import Command
 from dynprof_nb.segment import Segment, SlotView, pid_alive, run_of
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class WindowDropped(UserWarning):
@@ -59,3 +64,17 @@ def describe_run(seg: Segment | None) -> str:
         return ""
     when = f" (since {time.strftime('%H:%M:%S', time.localtime(started / 1e9))})" if started else ""
     return f"run {run}{when}"
+
+
+def tell_dropped(unsaid: list[tuple[int, int, str]], windows: pd.DataFrame) -> list[str]:
+    """Say (a :class:`WindowDropped` warning) each window of ``unsaid`` (first step, run,
+    words; emptied) that its run never recorded: one it recorded is not dropped, just done."""
+    told = []
+    while unsaid:
+        first, run, words = unsaid.pop(0)
+        same = (windows.start == first) & (windows["run"] == run)
+        done = windows[same.fillna(False).astype(bool)]
+        if not (done.status == "complete").any():
+            warnings.warn(words, WindowDropped, stacklevel=3)
+            told.append(words)
+    return told

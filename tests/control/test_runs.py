@@ -90,7 +90,8 @@ def test_a_restarted_job_inherits_no_window_and_records_its_own_steps(restarted)
         "dropped (the job's ranks were restarted: run 2 now). Ask again for a window of "
         "this run."
     ], dropped
-    assert not again.attrs.get("note") and not control.config.has_window
+    assert status.attrs["note"] == dropped[0] and "note" not in again.attrs
+    assert not control.config.has_window
     assert "run 2" in repr(control)
 
     control.start("+20", "+24")
@@ -249,3 +250,38 @@ def test_ctrl_c_in_a_waiting_load_stops_only_the_waiting(tmp_path) -> None:
         helper.join(timeout=60)
         assert procs[0].poll() is None
         assert control.config.start_step == first
+
+
+@pytest.mark.filterwarnings("error::dynprof_nb.control.runs.WindowDropped")
+def test_the_panel_tells_the_runs_apart(tmp_path) -> None:
+    """The panel's rank table has the run, and its window list says each window's run. The
+    window run 1 recorded before it ended is done, not dropped: nothing says it was."""
+    from dynprof_nb.ui.panel import Panel
+
+    job, out = unique_job("panelrun"), tmp_path / "out"
+    control = dynprof_nb.attach(job, create=True)
+    procs = start_run(job, out)
+    panel = None
+    try:
+        for run in (1, 2):
+            wait_until(lambda run=run: stepping(control, run), what=f"run {run} to step")
+            control.start("+10", "+12")
+            control.wait(timeout=120, progress=False)
+            if run == 1:
+                for p in procs:
+                    kill_process(p)
+                procs = start_run(job, out)
+        panel = Panel(control, poll=False)
+        panel.refresh(windows=True)
+        assert "note" not in control.status().attrs
+        labels = [r.children[0].value for r in panel.window_rows.children]
+        assert len(labels) == 2, labels
+        assert " of run 2" in labels[0] and " of run 1" in labels[1], labels  # newest first
+        assert "<th>run</th>" in panel.ranks.value
+    finally:
+        if panel is not None:
+            panel.close()
+        for p in procs:
+            finish(p)
+        control.close()
+        segment.unlink(job)
