@@ -344,6 +344,9 @@ class Job(Controller):
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
         frame = status_frame(rows)
         frame.attrs["run"] = runs.describe_run(seg)
+        cmd = self._handle.command(stacklevel=3)
+        if cmd.config.has_window and cmd.at:  # when the window was asked (wall clock, s)
+            frame.attrs["asked_at"] = cmd.at
         notes = runs.tell_dropped(self._handle.unsaid, self.windows())
         if notes:
             frame.attrs["note"] = "; ".join(notes)

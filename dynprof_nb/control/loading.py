@@ -32,6 +32,7 @@ WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
 # run: the job's run the rank recorded it in (a job restarted under its name is a new run)
 WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config", "reason", "run"]
 BUSY_STATES = ("armed", "recording", "saving")
+ASKED_SLACK_S = 1.0  # a window begun this long before it was asked is still taken (clocks)
 
 
 class WindowPending(JobError):
@@ -99,15 +100,16 @@ def load_asked(ctl: Any, steps: tuple[int, int], wait: bool, timeout: float | No
     ``ctl.wait()`` while it is pending; :class:`WindowPending` with ``wait=False``."""
     status = ctl.status()
     asked = (*steps, current_run(status))
+    since = status.attrs.get("asked_at")
     busy = ranks_busy(status, ctl.generation)
-    rows = of_asked(ctl.windows(), asked)
+    rows = of_asked(ctl.windows(), asked, since)
     done = bool((rows.status == "complete").any())
     if busy or (busy is None and not done):
         if not wait:
             raise pending_error(ctl.name, asked, status, describe_rows(ctl.windows()))
         ctl.wait(timeout=timeout)
         status = ctl.status()
-        rows = of_asked(ctl.windows(), asked)
+        rows = of_asked(ctl.windows(), asked, since)
     if not (rows.status == "complete").any():
         raise not_recorded(ctl.name, asked, status)
     return load_paths(*paths_of(ctl.name, rows, asked_text(asked)), name=ctl.name)
@@ -159,13 +161,23 @@ def _what(run: int | None, steps: Any) -> str:
     return f"windows({parts})" if parts else "windows()"
 
 
-def of_asked(frame: pd.DataFrame, asked: Asked) -> pd.DataFrame:
+def of_asked(frame: pd.DataFrame, asked: Asked, since: float | None = None) -> pd.DataFrame:
     """The rows of the window asked: its steps (as asked: a window file mode moved is named
-    after them) and its run (rows of windows that do not say their run are taken)."""
+    after them), its run (rows of windows that do not say their run are taken) and, with
+    ``since`` (when the config was last written, wall clock s), those begun since when there
+    are any: a window of the same steps from before (a job whose segment was made anew counts
+    its runs from 1 again) is not it. (A later ``set()`` rewrites the config with the window
+    in it, so an older row is not refused outright.)"""
+    import pandas as pd
+
     first, last, run = asked
     rows = frame[asked_steps(frame)[0] == first]
     if run:
         rows = rows[rows["run"].isna() | (rows["run"] == run)]
+    if since:
+        after = rows.started_at >= pd.Timestamp(since - ASKED_SLACK_S, unit="s")
+        if after.any():
+            rows = rows[rows.started_at.isna() | after]
     return rows
 
 
