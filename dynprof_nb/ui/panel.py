@@ -873,8 +873,9 @@ def _same_run(a: Any, b: Any) -> bool:
 
 
 def _label(g: dict[str, Any]) -> None:
-    """A window group's key and the one line its row shows: when, which steps (per rank where
-    they ended it at different steps), ranks done/total, backend, config, a trigger's reason."""
+    """A window group's key and the one line its row shows: when, the job's run, which steps
+    (per rank where they ended it at different steps), ranks done/total, backend, config, a
+    trigger's reason."""
     import pandas as pd
 
     g["key"] = (g["start"], g["stop"], str(g["started_at"]))
@@ -893,7 +894,8 @@ def _label(g: dict[str, Any]) -> None:
     )
     parts = [
         "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
-        steps if g["run"] is None or pd.isna(g["run"]) else f"{steps} of run {g['run']}",
+        "" if g["run"] is None or pd.isna(g["run"]) else f"run {g['run']}",
+        steps,
         f"ranks {done}/{total} {state}",
         g["backend"] or "",
         g["config"] or "",

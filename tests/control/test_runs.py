@@ -276,7 +276,7 @@ def test_the_panel_tells_the_runs_apart(tmp_path) -> None:
         assert "note" not in control.status().attrs
         labels = [r.children[0].value for r in panel.window_rows.children]
         assert len(labels) == 2, labels
-        assert " of run 2" in labels[0] and " of run 1" in labels[1], labels  # newest first
+        assert " · run 2 · steps" in labels[0] and " · run 1 · steps" in labels[1], labels
         assert "<th>run</th>" in panel.ranks.value
     finally:
         if panel is not None:
