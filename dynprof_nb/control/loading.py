@@ -125,7 +125,7 @@ def choose(
     asked), and (``index``) the one row at that position among them."""
     chosen = frame
     if run is not None:
-        chosen = chosen[chosen["run"] == run]
+        chosen = chosen[(chosen["run"] == run).fillna(False).astype(bool)]
     if steps is not None:
         first, last = _steps(steps)
         recorded = (chosen.start == first) & (chosen.stop == last)
@@ -173,7 +173,7 @@ def of_asked(frame: pd.DataFrame, asked: Asked, since: float | None = None) -> p
     first, last, run = asked
     rows = frame[asked_steps(frame)[0] == first]
     if run:
-        rows = rows[rows["run"].isna() | (rows["run"] == run)]
+        rows = rows[(rows["run"].isna() | (rows["run"] == run)).fillna(True).astype(bool)]
     if since:
         after = rows.started_at >= pd.Timestamp(since - ASKED_SLACK_S, unit="s")
         if after.any():

@@ -285,3 +285,22 @@ def test_the_panel_tells_the_runs_apart(tmp_path) -> None:
             finish(p)
         control.close()
         segment.unlink(job)
+
+
+def test_a_choice_among_windows_that_do_not_all_say_their_run() -> None:
+    """Windows recorded before runs were counted have no run: a choice by run leaves them
+    out, the window asked takes them, and a moved window is found by the steps asked."""
+    from dynprof_nb.control import loading
+
+    frame = loading.window_frame([
+        {"rank": 0, "start": 5, "stop": 9, "status": "complete", "path": "/w/rank0_start5_stop9",
+         "run": None, "started_at": 1.0},
+        {"rank": 0, "start": 8, "stop": 12, "status": "complete",
+         "path": "/w/rank0_start7_stop11", "run": 2, "started_at": 2.0},
+    ])
+    assert list(loading.choose(frame, run=2).start) == [8]
+    assert list(loading.choose(frame, steps=(7, 11)).start) == [8]  # moved: asked 7..11
+    assert list(loading.of_asked(frame, (5, 9, 2)).start) == [5]
+    assert list(loading.of_asked(frame, (7, 11, 2)).start) == [8]
+    with pytest.raises(dynprof_nb.JobError, match="no window 3: windows\\(run=2\\) lists 1"):
+        loading.choose(frame, index=3, run=2)
