@@ -347,9 +347,10 @@ class Job(Controller):
         cmd = self._handle.command(stacklevel=3)
         if cmd.config.has_window and cmd.at:  # when the window was asked (wall clock, s)
             frame.attrs["asked_at"] = cmd.at
-        notes = runs.tell_dropped(self._handle.unsaid, self.windows())
-        if notes:
-            frame.attrs["note"] = "; ".join(notes)
+        if self._handle.unsaid:  # the disk is read only then (the panel polls status())
+            notes = runs.tell_dropped(self._handle.unsaid, self.windows())
+            if notes:
+                frame.attrs["note"] = "; ".join(notes)
         return frame
 
     def stacks(self, timeout: float = hangs.DUMP_TIMEOUT_S) -> StackFrame:
