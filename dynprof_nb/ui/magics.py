@@ -478,14 +478,16 @@ def _window_arg(text: str | None) -> int | str | None:
 
 
 def _load_choice(args: argparse.Namespace) -> dict[str, Any]:
-    """``load()``'s keywords from ``--run N --steps A-B --no-wait``."""
+    """``load()``'s keywords from ``--run N --steps A-B --no-wait``: only those given (a
+    cluster's load takes none of them)."""
     steps = None
     if args.steps is not None:
         first, _, last = args.steps.partition("-")
         if not (first.strip().isdigit() and last.strip().isdigit()):
             raise UsageError(f"--steps {args.steps!r}: expected FIRST-LAST, e.g. 200-204.")
         steps = (int(first), int(last))
-    return {"run": args.run, "steps": steps, "wait": not args.no_wait}
+    given = {"run": args.run, "steps": steps, "wait": False if args.no_wait else None}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _only_live_job() -> str:
