@@ -15,6 +15,11 @@ command reaches it: ``"skip"`` (the default: windows are exact, the rank says wh
 or ``"shift"`` (file mode, written by the relay of a MindSpore ``profiler_config.json``: the
 window begins at the rank's next step with the same length, as MindSpore's own ``step()`` does;
 see :func:`dynprof_nb.training.config_reader.shifted_window`).
+
+``run`` is the run of the job the command was written for (:attr:`dynprof_nb.segment.Segment.run`:
+the run whose ranks were live then, or the next one when none was). A rank of a later run
+never arms a window asked of an earlier one: a job restarted under its name inherits nothing
+of the run that ended. 0: written without a run (any run takes it).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ class Command:
     window: dict[str, Any] = field(default_factory=dict)
     late: str = "skip"
     reason: str = ""  # why the window was asked for (a trigger's words); kept in its manifest
+    run: int = 0  # the job's run it was written for (0: any)
 
     def encode(self) -> bytes:
         body = {
@@ -74,6 +80,8 @@ class Command:
             body["late"] = self.late
         if self.reason:
             body["reason"] = self.reason
+        if self.run:
+            body["run"] = self.run
         return json.dumps(body, separators=(",", ":")).encode()
 
     def window_config(self) -> ProfilerConfig:
@@ -87,10 +95,12 @@ def command(
     window: dict[str, Any] | None = None,
     late: str = "skip",
     reason: str = "",
+    run: int = 0,
 ) -> Command:
     """A command stamped with this process; ``window``: options for this window only;
     ``late``: what a rank does with a window that has begun when it arrives (see above);
-    ``reason``: why the window is asked for, kept in its manifest."""
+    ``reason``: why the window is asked for, kept in its manifest; ``run``: the job's run it
+    is for (see above)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS}.")
     if late not in LATE:
@@ -103,6 +113,7 @@ def command(
         window_options(config, window),
         late,
         check_reason(reason),
+        run,
     )
 
 
@@ -177,6 +188,12 @@ def decode(data: bytes) -> Command:
             f"the job's config has late={str(late)[:40]!r}; expected one of "
             f"{LATE}. Write it again with job.set() or job.start()."
         )
+    run = raw.get("run", 0)
+    if isinstance(run, bool) or not isinstance(run, int) or run < 0:
+        raise ConfigError(
+            f"the job's config has run={str(run)[:40]!r}; expected a run number. Write it "
+            "again with job.set() or job.start()."
+        )
     return Command(
-        raw["action"], cfg, by, float(at), window, late, check_reason(raw.get("reason", ""))
+        raw["action"], cfg, by, float(at), window, late, check_reason(raw.get("reason", "")), run
     )

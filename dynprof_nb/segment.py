@@ -65,8 +65,9 @@ log = logging.getLogger("dynprof_nb")
 MAGIC = int.from_bytes(b"DYNPROF\x01", "little")
 # 2: slots grew to 2 KiB so a full error message fits; 3: attached processes hold a presence
 # lock (a process of layout 2 would not, so the last one leaving could not see it); 4: step-time
-# rings and the trigger region after the slots
-LAYOUT_VERSION = 4
+# rings and the trigger region after the slots; 5: the run (a header counter and the run each
+# slot's rank joined), so a restarted job inherits nothing of the run before it
+LAYOUT_VERSION = 5
 PREFIX = "dynprof_nb"
 HEADER_BYTES = 128
 CONFIG_CAPACITY = 64 * 1024
@@ -116,6 +117,9 @@ SEGMENT_BYTES = TRIGGER_OFFSET + TRIGGER_BYTES
     H_WRITER_START,
 ) = range(12)
 H_NOTE_SEQ, H_NOTE_BEAT_NS = 12, 13  # the helper note's seqlock and its last heartbeat
+# The run: a counter bumped by the first rank to join when no rank of the run before is live
+# (a job restarted under its name is a new run), and when that run began (wall clock, ns)
+H_RUN, H_RUN_STARTED = 14, 15
 NOTE_OFFSET = CONFIG_OFFSET + CONFIG_LIMIT
 
 # slot words (index relative to the slot's first word)
@@ -125,6 +129,7 @@ S_PID, S_RANK, S_STEP, S_STATE, S_START, S_STOP, S_APPLIED, S_BEAT_NS, S_PID_STA
 S_ERR_GEN = 10  # generation the error text belongs to
 S_RATE = 11  # steps per second x 1000, as the rank's heartbeat thread last measured it
 S_BELL_FD, S_BELL_TOKEN = 12, 13  # the rank's doorbell: its fd number and token (see Doorbell)
+S_RUN = 14  # the run this slot's rank joined (H_RUN when it claimed the slot)
 TEXT_OFFSET = SLOT_WORDS * 8
 ERROR_OFFSET = TEXT_OFFSET
 ROOT_OFFSET = ERROR_OFFSET + ERROR_BYTES
@@ -226,6 +231,7 @@ class SlotView:
     rate_milli: int = 0
     bell_fd: int = 0
     bell_token: int = 0
+    run: int = 0
 
     @property
     def alive(self) -> bool:
@@ -755,19 +761,24 @@ class Segment:
 
     def claim_slot(self, rank: int) -> int:
         """Take a slot for this process: its rank's dead slot, else a free one, else any dead
-        one."""
+        one. The first rank to join when no rank of the current run is live begins a new run
+        (:func:`run_of`); the slot records the run its rank joined."""
         me, my_start = os.getpid(), pid_start_time(os.getpid())
         w = self.words
         with self.write_lock():
             free = reuse = dead = None
+            run_live = False
             area = _slot_area(self)
+            run = w[H_RUN]
             for i in range(SLOT_COUNT):
-                pid, slot_rank = struct.unpack_from("<2q", area, i * SLOT_BYTES)
+                pid, slot_rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
                 if pid == 0:
                     free = i if free is None else free
                     continue
                 pid_start = struct.unpack_from("<q", area, i * SLOT_BYTES + S_PID_START * 8)[0]
                 if process_alive(pid, pid_start):
+                    slot_run = struct.unpack_from("<q", area, i * SLOT_BYTES + S_RUN * 8)[0]
+                    run_live = run_live or (state != STATE["closed"] and slot_run == run)
                     continue
                 if slot_rank == rank and reuse is None:
                     reuse = i
@@ -778,6 +789,10 @@ class Segment:
                 raise SegmentError(
                     f"all {SLOT_COUNT} rank slots of job {self.job!r} are in use by live processes."
                 )
+            if not run_live or run < 1:  # every rank of the run before is gone: a new run
+                run += 1
+                w[H_RUN_STARTED] = time.time_ns()
+                w[H_RUN] = run
             b = self.slot_base(index)
             self._bytes[b * 8 : (b * 8) + SLOT_BYTES] = bytes(SLOT_BYTES)
             ring = self.ring_base(index) * 8
@@ -787,6 +802,7 @@ class Segment:
             w[b + S_START] = w[b + S_STOP] = -1
             w[b + S_BEAT_NS] = time.monotonic_ns()
             w[b + S_PID_START] = my_start
+            w[b + S_RUN] = run
             w[b + S_PID] = me
         return index
 
@@ -875,6 +891,7 @@ class Segment:
             rate_milli=nums[S_RATE],
             bell_fd=nums[S_BELL_FD],
             bell_token=nums[S_BELL_TOKEN],
+            run=nums[S_RUN],
         )
 
     def slots(self) -> list[SlotView]:
@@ -1275,6 +1292,35 @@ def list_jobs() -> list[str]:
             return []
         raise
     return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
+
+
+def run_of(seg: Segment) -> tuple[int, int]:
+    """The job's current run and when it began (wall clock, ns): run 1 for the first ranks,
+    bumped each time ranks join after every rank of the run before is gone (see
+    :meth:`Segment.claim_slot`); ``(0, 0)`` before any rank joined."""
+    return seg.words[H_RUN], seg.words[H_RUN_STARTED]
+
+
+def other_users() -> list[int]:
+    """The uids of other users with a dynprof_nb directory in ``/dev/shm`` on this machine:
+    users whose jobs this one cannot list (their private directories are closed to others),
+    so a job name that is not this user's may still be theirs."""
+    mine = os.getuid()
+    uids = set()
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return []
+    for name in names:
+        if not name.startswith((f"{PREFIX}.", f"{PREFIX}-")):
+            continue
+        try:
+            st = os.lstat(os.path.join(SHM_DIR, name))
+        except OSError:
+            continue
+        if st.st_uid != mine:
+            uids.add(st.st_uid)
+    return sorted(uids)
 
 
 def unlink(job: str) -> None:

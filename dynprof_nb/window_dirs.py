@@ -126,16 +126,26 @@ def new_manifest(
     backend: str,
     config: dict[str, Any],
     window_options: dict[str, Any] | None = None,
+    run: int = 0,
+    run_started_at: float | None = None,
 ) -> dict[str, Any]:
     """``config`` is what the window records with; ``window_options`` the keys of it that
-    ``start`` gave for this window only (the rest was the job's standing config)."""
+    ``start`` gave for this window only (the rest was the job's standing config). ``run``:
+    the job's run the rank is in (a job restarted under its name is a new run, see
+    :attr:`dynprof_nb.segment.Segment.run`), so steps of two runs are never taken for one;
+    ``run_started_at``: when that run began (wall clock, s). ``start_step``/``stop_step``
+    are the steps recorded, ``requested_*`` the steps asked (they differ for a window file
+    mode moved, :func:`shifted_fields`)."""
     return {
         "job": job,
+        "run": run,
+        "run_started_at": run_started_at,
         "rank": rank,
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "start_step": start,
         "stop_step": stop,
+        "requested_start_step": start,
         "requested_stop_step": stop,
         "started_at": time.time(),
         "ended_at": None,
@@ -299,6 +309,11 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _whole(value: Any) -> int | None:
+    """A manifest's run or step number (None when absent or not a number: an older window)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, Any]]:
     """Every window under ``roots`` (of ``job`` when given), complete or not, oldest first."""
 
@@ -348,6 +363,7 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                     "error": manifest.get("error"),
                     "config": describe_config(manifest.get("config")),
                     "reason": manifest.get("reason") or "",
+                    "run": _whole(manifest.get("run")),
                 }
             )
     rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))

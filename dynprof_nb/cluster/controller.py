@@ -573,11 +573,20 @@ class ClusterJob(Controller):
         self._last_windows = frame
         return frame.drop(columns="addr")
 
-    def load(self, window: int | str | os.PathLike[str] | None = None) -> ClusterWindow:
+    def load(
+        self, window: int | str | os.PathLike[str] | None = None, **choice: Any
+    ) -> ClusterWindow:
         """The latest complete window of every rank (or row ``window`` of ``windows()``, or the
         rank window at that path) as one :class:`~dynprof_nb.cluster.cluster_window.ClusterWindow`,
-        reduced on the nodes that wrote it."""
+        reduced on the nodes that wrote it. (A job's ``run``/``steps``/``wait`` choices are not
+        offered here: pick a row of ``windows()``.)"""
         from dynprof_nb.cluster.cluster_window import ClusterWindow
+
+        if choice:
+            raise JobError(
+                f"a cluster window is chosen by its row of windows() or its path; "
+                f"{', '.join(sorted(choice))} are not offered for a cluster job yet."
+            )
 
         self.windows()
         frame = self._last_windows

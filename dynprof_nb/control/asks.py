@@ -24,7 +24,7 @@ from dynprof_nb.control.base import (
     window_conflict,
 )
 from dynprof_nb.protocol import Command
-from dynprof_nb.segment import Segment, SlotView
+from dynprof_nb.segment import Segment, SlotView, pid_alive
 from dynprof_nb.shared_layout import estimated_step
 
 
@@ -67,11 +67,20 @@ def refuse_no_rank_asked(name: str, ranks: list[int], live: list[int]) -> None:
         )
 
 
-def check_others(name: str, live: list[SlotView], first: int, last: int, cmd: Command) -> None:
+def check_others(
+    name: str,
+    live: list[SlotView],
+    first: int,
+    last: int,
+    cmd: Command,
+    slots: list[SlotView] | None = None,
+) -> None:
     """Tell the caller at once when the ranks are busy with another window: refuse
     (:class:`WindowConflict`) a window that overlaps one they are recording, warn
     (:class:`WindowQueued`) that one after it waits for it, and warn
-    (:class:`WindowReplaced`) when it replaces a window another process armed."""
+    (:class:`WindowReplaced`) when it replaces a window another process armed (named as
+    what it is: a rank, another controller, an exited process; ``slots``: every slot, dead
+    ranks included)."""
     recording = [(str(s.rank), s.start, s.stop, s.step) for s in live if s.state == "recording"]
     asked = {}
     if cmd.config.has_window and cmd.by:
@@ -90,11 +99,24 @@ def check_others(name: str, live: list[SlotView], first: int, last: int, cmd: Co
         windows = ", ".join(f"{a}-{b}" for a, b in armed)
         warnings.warn(
             f"job {name!r}: window {first}-{last} replaces window {windows}, which "
-            f"pid {cmd.by} (another controller) had armed on ranks {ranks}: that one will "
+            f"{writer(cmd, slots or live)} had armed on ranks {ranks}: that one will "
             "not be recorded. Tell its owner, or stop() and ask for it again.",
             WindowReplaced,
             stacklevel=3,
         )
+
+
+def writer(cmd: Command, slots: list[SlotView]) -> str:
+    """Who wrote ``cmd``, in words: a rank of the job (its trigger or its config-file relay
+    writes windows), another controller, or a process that has exited since."""
+    rank = next((s for s in slots if s.pid == cmd.by), None)
+    if rank is not None:
+        what = "its trigger" if cmd.reason else "its config-file relay"
+        gone = "" if rank.live else ", which has exited"
+        return f"rank {rank.rank} (pid {cmd.by}{gone}; {what})"
+    if not pid_alive(cmd.by):
+        return f"pid {cmd.by} (a process that has exited)"
+    return f"pid {cmd.by} (another controller)"
 
 
 def no_rank_note(name: str, slots: list[SlotView]) -> str:

@@ -21,24 +21,21 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb import window_dirs
 from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.control import loading
+from dynprof_nb.control.errors import JobError
+from dynprof_nb.control.loading import (  # noqa: F401 (re-exported: the panel, the cluster)
+    SAME_WINDOW_SLACK_S,
+    WINDOW_COLUMNS,
+    WINDOW_EXTRA_COLUMNS,
+    latest_window,
+    latest_window_paths,
+)
 from dynprof_nb.safetext import escape, frame_html
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from dynprof_nb.traces import TraceWindow
-
-WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
-# config: the keys a window was recorded with that differ from the defaults
-# (window_dirs.config_delta)
-# reason: why the window was asked for (a trigger's sentence), "" for a person's window
-WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config", "reason"]
-# ranks' windows with the same steps that started this close together are one window (s)
-SAME_WINDOW_SLACK_S = 600
-
-
-class JobError(RuntimeError):
-    """A request that cannot be carried out as asked (the message says what to do)."""
 
 
 class WindowRefused(JobError, ValueError):
@@ -194,41 +191,50 @@ class Controller(ABC):
         return window_dirs.find_windows(self.roots(), job=self.name)
 
     def windows(self) -> pd.DataFrame:
-        """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times)."""
-        import pandas as pd
+        """Every window of this job on disk: ``rank, start, stop, status, path`` (+ times, the
+        run)."""
+        return loading.window_frame(self._window_rows())
 
-        frame = pd.DataFrame(self._window_rows(), columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS)
-        for col in ("started_at", "ended_at"):
-            frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
-        return frame
+    def load(
+        self,
+        window: int | str | os.PathLike[str] | list[str] | None = None,
+        *,
+        index: int | None = None,
+        run: int | None = None,
+        steps: tuple[int, int] | None = None,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> TraceWindow:
+        """Load a window into a ``TraceWindow``, every rank of it together.
 
-    def load(self, window: int | str | os.PathLike[str] | list[str] | None = None) -> TraceWindow:
-        """Load a window into a ``TraceWindow``: the latest complete one by default, every rank
-        of it together; an int picks a row of ``windows()``; a path loads that directory, a
-        list of paths those ranks together (an older window with all its ranks)."""
-        from dynprof_nb.traces import load_window
-
-        frame = self.windows()
-        if window is None:
-            paths, missing = latest_window(frame)
-            if not paths:
-                raise JobError(
-                    f"job {self.name!r} has no complete window yet; start one and wait() for it."
-                )
-            if missing:  # never a subset without a word
-                import warnings
-
-                warnings.warn(
-                    f"job {self.name!r}: the latest window is loaded without "
-                    f"{', '.join(missing)}: only {len(paths)} rank(s) wrote it whole.",
-                    stacklevel=2,
-                )
-            return load_window(paths[0] if len(paths) == 1 else paths)
+        By default the window the job was last asked for (``start()``): while it is pending,
+        ``load()`` waits for it with ``wait()``'s progress (``timeout`` seconds at most;
+        Ctrl-C stops only the waiting), or with ``wait=False`` raises
+        :class:`~dynprof_nb.control.loading.WindowPending` naming it; with no window asked,
+        the latest complete one. Any other window is a choice: ``index`` (a row of
+        ``windows()``, one rank; a bare int ``window`` too), ``run`` (the job's run) and/or
+        ``steps=(first, last)``; a path loads that directory, a list of paths those ranks
+        together. See :mod:`dynprof_nb.control.loading`."""
         if isinstance(window, int) and not isinstance(window, bool):
-            if not -len(frame) <= window < len(frame):
-                raise JobError(f"no window {window}: windows() lists {len(frame)}.")
-            return load_window(frame.iloc[window].path)
-        return load_window(window)
+            index, window = window, None
+        if window is not None:
+            return loading.load_paths(window, [])
+        frame = self.windows()
+        if index is not None:
+            return loading.load_paths(loading.choose(frame, index, run, steps).iloc[0].path, [])
+        if run is not None or steps is not None:
+            rows = loading.choose(frame, None, run, steps)
+            what = f"the window with {loading.describe_choice(run, steps)}"
+            return loading.load_paths(*loading.paths_of(self.name, rows, what), name=self.name)
+        cfg = self.config
+        if cfg.has_window:
+            return loading.load_asked(self, (cfg.start_step, cfg.stop_step), wait, timeout)
+        paths, missing = latest_window(frame)
+        if not paths:
+            raise JobError(
+                f"job {self.name!r} has no complete window yet; start one and wait() for it."
+            )
+        return loading.load_paths(paths, missing, name=self.name)
 
     # -- display -------------------------------------------------------------------------
 
@@ -256,39 +262,6 @@ class Controller(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def latest_window_paths(frame: pd.DataFrame) -> list[str]:
-    """The rank directories of the latest complete window in a ``windows()`` frame, one per
-    rank: see :func:`latest_window`."""
-    return latest_window(frame)[0]
-
-
-def latest_window(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """``(paths, missing)`` of the latest window with a complete rank: the rank directories of
-    every rank that recorded it (same first step, started within ``SAME_WINDOW_SLACK_S``;
-    ranks that ended it at another step too, e.g. one that read a stop late), and what is
-    missing from it, in words ("rank 1 (incomplete: ...)")."""
-    import pandas as pd
-
-    complete = frame[frame.status == "complete"]
-    if complete.empty:
-        return [], []
-    latest = complete.iloc[-1]
-    slack = pd.Timedelta(seconds=SAME_WINDOW_SLACK_S)
-    near = frame.started_at.isna() | (
-        (frame.started_at >= latest.started_at - slack)
-        & (frame.started_at <= latest.started_at + slack)
-    )
-    group = frame[(frame.start == latest.start) & near]
-    done = group[group.status == "complete"].drop_duplicates("rank", keep="last")
-    done = done.sort_values("rank")
-    missing = []
-    for rank, rows in group[~group["rank"].isin(done["rank"])].groupby("rank"):
-        row = rows.iloc[-1]
-        why = f": {row.error}" if isinstance(getattr(row, "error", None), str) and row.error else ""
-        missing.append(f"rank {rank} ({row.status}{why})")
-    return list(done.path), missing
 
 
 def _ranks_text(labels: list[str], limit: int = 8) -> str:

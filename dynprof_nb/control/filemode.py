@@ -186,6 +186,15 @@ class FileJob(Controller):
         rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))
         return rows
 
+    def load(self, window: Any = None, **choice: Any) -> Any:
+        """``Controller.load``; a window MindSpore's own monitor wrote is labelled with the
+        iterations it holds (:func:`own_monitor_note`): its name says the steps asked."""
+        loaded = super().load(window, **choice)
+        for part in getattr(loaded, "children", None) or [loaded]:
+            if part.manifest is None and part.start_step is not None:
+                part.step_note = own_monitor_note(part.start_step, part.stop_step)
+        return loaded
+
     def _describe(self) -> str:
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
@@ -202,6 +211,18 @@ def asked_window(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     hidden = window_dirs.TMP_RE.match(name) or window_dirs.FAILED_RE.match(name)
     m = window_dirs.WINDOW_RE.match(hidden["name"] if hidden else name)
     return (int(m["start"]), int(m["stop"])) if m else None
+
+
+def own_monitor_note(start: int, stop: int) -> str:
+    """What a window of MindSpore's own ``DynamicProfilerMonitor`` holds: it is named after
+    the steps asked, but its ``step()`` starts the profiler at the end of step ``start`` (a
+    schedule that skips one step), so in ``step()`` mode it records iterations
+    ``start+1..stop+1``; with ``Model.train(callbacks=[dp])`` it records ``start..stop``.
+    Nothing in a CPU trace tells the two apart (no step markers), so both are said."""
+    return (
+        f"MindSpore's own monitor: iterations {start + 1}..{stop + 1} if the job calls "
+        f"dp.step() (its step() is one late), {start}..{stop} with Model.train callbacks"
+    )
 
 
 def _moved(asked: tuple[int, int], recorded: tuple[int, int]) -> str:

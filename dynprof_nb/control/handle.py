@@ -13,6 +13,7 @@ import warnings
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.base import JobError
+from dynprof_nb.control.runs import dropped_window
 from dynprof_nb.protocol import Command, decode
 from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError
 
@@ -21,7 +22,7 @@ class SegmentHandle:
     """The segment of job ``name`` as one controller holds it (``segment``: None until the job
     has one)."""
 
-    __slots__ = ("name", "segment", "closed", "last_good", "last_window")
+    __slots__ = ("name", "segment", "closed", "last_good", "last_window", "said", "unsaid")
 
     def __init__(self, name: str, segment: Segment | None) -> None:
         self.name = name
@@ -29,6 +30,9 @@ class SegmentHandle:
         self.closed = False
         self.last_good: ProfilerConfig | None = None
         self.last_window: dict = {}
+        self.said: set[str] = set()  # dropped windows this handle has noted (once each)
+        # (first step, run, why) of each dropped window not told of yet: status() tells
+        self.unsaid: list[tuple[int, int, str]] = []
 
     def attached(self, create: bool) -> Segment | None:
         """The segment, attaching now if the job has started since (creating it: ``create``).
@@ -82,6 +86,7 @@ class SegmentHandle:
             except ConfigError as exc:  # bytes no Job wrote: set()/stop() must still work
                 problem = f"cannot be used ({exc})"
             else:
+                cmd = self.of_current_run(cmd, seg)
                 self.remember(cmd.config, cmd.window)
                 return cmd
         known = self.last_good is not None
@@ -95,6 +100,18 @@ class SegmentHandle:
         if not known:
             return Command("set", ProfilerConfig())
         return Command("set", self.last_good.copy(), window=dict(self.last_window))
+
+    def of_current_run(self, cmd: Command, seg: Segment) -> Command:
+        """``cmd`` without a window asked of a run that has ended (the ranks of the new run
+        drop it too); noted once in :attr:`unsaid` (``status()`` tells it)."""
+        why = dropped_window(cmd, seg)
+        if not why:
+            return cmd
+        if why not in self.said:
+            self.said.add(why)
+            self.unsaid.append((cmd.config.start_step, cmd.run, f"job {self.name!r}: {why}"))
+        cfg = cmd.config.update(start_step=-1, stop_step=-1)
+        return Command("set", cfg, cmd.by, cmd.at, late=cmd.late, run=cmd.run)
 
     def close(self) -> Segment | None:
         """Let go (once): later uses say the handle is closed. The segment it held, if any."""

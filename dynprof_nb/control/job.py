@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.config import ConfigError, ProfilerConfig
-from dynprof_nb.control import asks, stall, trigger
+from dynprof_nb.control import asks, runs, stall, trigger
 from dynprof_nb.control import stacks as hangs
 from dynprof_nb.control.base import Controller, JobError, resolve_step
 from dynprof_nb.control.handle import SegmentHandle, watched
@@ -136,7 +136,7 @@ class Job(Controller):
                 return self._write("stop", cfg)
             live = self.live_slots()
             asks.refuse_passed(live, cfg.start_step, cfg.stop_step)
-            asks.check_others(self.name, live, cfg.start_step, cfg.stop_step, cmd)
+            asks.check_others(self.name, live, cfg.start_step, cfg.stop_step, cmd, self.slots())
             # the pending window moved its stop: it keeps the options it was asked with
             same = cmd.config.has_window and cfg.start_step == cmd.config.start_step
             return self._write("start", cfg, window=cmd.window if same else {})
@@ -163,7 +163,7 @@ class Job(Controller):
         asked = cfg.update(**changes)  # check the options before anything is written
         asks.refuse_passed(live, first, last)
         asks.refuse_no_rank_asked(self.name, asked.ranks, sorted({s.rank for s in live}))
-        asks.check_others(self.name, live, first, last, cmd)
+        asks.check_others(self.name, live, first, last, cmd, self.slots())
         gen = self._write("start", cfg, window=changes)
         note = asks.no_rank_note(self.name, self.slots())
         return Generation(gen, f"window {first}-{last} asked for; {note}".rstrip("; "))
@@ -203,8 +203,9 @@ class Job(Controller):
         late: str = "skip",
         reason: str = "",
     ) -> int:
-        cmd = command(action, cfg, window, late, reason)
-        gen = self._handle.writable().write_config(cmd.encode())
+        seg = self._handle.writable()
+        cmd = command(action, cfg, window, late, reason, runs.run_for_write(seg, seg.slots()))
+        gen = seg.write_config(cmd.encode())
         if os.path.isabs(cfg.prof_path):  # where the next windows go: remembered from now on
             self._roots_seen.add(Path(cfg.prof_path))
         self._handle.remember(cfg, cmd.window)
@@ -341,7 +342,16 @@ class Job(Controller):
         seg = self._handle.attached(create=False)
         if seg is not None:
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
-        return status_frame(rows)
+        frame = status_frame(rows)
+        frame.attrs["run"] = runs.describe_run(seg)
+        cmd = self._handle.command(stacklevel=3)
+        if cmd.config.has_window and cmd.at:  # when the window was asked (wall clock, s)
+            frame.attrs["asked_at"] = cmd.at
+        if self._handle.unsaid:  # the disk is read only then (the panel polls status())
+            notes = runs.tell_dropped(self._handle.unsaid, self.windows())
+            if notes:
+                frame.attrs["note"] = "; ".join(notes)
+        return frame
 
     def stacks(self, timeout: float = hangs.DUMP_TIMEOUT_S) -> StackFrame:
         """The Python stack of every thread of every live rank, taken now (even of a rank
@@ -430,9 +440,10 @@ class Job(Controller):
             return f"Job {self.name!r}: closed (attach again: dynprof_nb.attach({self.name!r}))"
         cfg = self.config
         window = f"{cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "none"
+        run = runs.describe_run(self._handle.attached(create=False))
         return (
-            f"Job {self.name!r}: {len(self.live_slots())} live rank(s), window {window}, "
-            f"generation {self.generation}"
+            f"Job {self.name!r}: {len(self.live_slots())} live rank(s), "
+            f"{run + ', ' if run else ''}window {window}, generation {self.generation}"
         )
 
     @property

@@ -22,6 +22,7 @@ from dynprof_nb.segment import (
     SegmentError,
     check_job_name,
     list_jobs,
+    other_users,
     segment_path,
 )
 
@@ -122,6 +123,14 @@ def unknown_job_message(job: str) -> str:
     others = f"live jobs: {', '.join(live)}" if live else "no job on this machine has live ranks"
     close = close_job_names(job, frame)
     hint = f" Did you mean {close[0]!r}?" if close else ""
+    users = other_users()
+    if users:  # their jobs are closed to us: the name may be one of theirs, so no --create
+        who = ", ".join(map(str, users[:4])) + (" ..." if len(users) > 4 else "")
+        return (
+            f"no job of yours named {job!r} on this machine ({others}).{hint} It may belong "
+            f"to another user, whose jobs you cannot see (uid {who} use dynprof_nb here): "
+            "attach from that user's account, or check the name."
+        )
     return (
         f"no job named {job!r} on this machine ({others}).{hint} To prepare it before its "
         "ranks start, attach with create=True (--create)."

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # step_s: the rank's recent median step time, from its heartbeat (no profiling); slow: that
-# against the job's median ("+35%"), see mark_slow
+# against the job's median ("+35%"), see mark_slow; run: the job's run the rank joined (a job
+# restarted under its name is a new run, see dynprof_nb.control.runs)
 STATUS_COLUMNS = [
     "rank",
     "node",
@@ -31,6 +32,7 @@ STATUS_COLUMNS = [
     "error",
     "step_s",
     "slow",
+    "run",
 ]
 # the node a local controller's ranks run on: this machine (a cluster controller names each)
 THIS_NODE = socket.gethostname()
@@ -49,6 +51,7 @@ def status_row(
     error: str = "",
     node: str = THIS_NODE,
     step_s: Any = None,
+    run: Any = None,
 ) -> dict[str, Any]:
     """A row of ``status()``; what the controller cannot know is ``None`` (``<NA>`` in the
     frame), never made up."""
@@ -64,6 +67,7 @@ def status_row(
         "alive": alive,
         "error": error,
         "step_s": step_s,
+        "run": run,
     }
 
 
@@ -86,6 +90,7 @@ def slot_row(slot: SlotView, now_ns: int) -> dict[str, Any]:
         heartbeat_age_s=age_s(now_ns, slot.heartbeat_ns),
         alive=alive,
         error=slot.error,
+        run=slot.run or None,
     )
 
 

@@ -40,6 +40,17 @@ class MultiRankWindow(TraceWindow):
         self.stop_step = stops.pop() if len(stops) == 1 else None
 
     @property
+    def run(self) -> int | None:
+        """The job's run the ranks recorded the window in (None unless they all say one)."""
+        runs = {c.run for c in self.children}
+        return runs.pop() if len(runs) == 1 else None
+
+    def origin(self) -> str:
+        """The first rank's (the ranks recorded one window), when they agree on the run."""
+        runs = {c.run for c in self.children}
+        return self.children[0].origin() if len(runs) == 1 else ""
+
+    @property
     def ranks(self) -> list[int]:
         return [c.rank if c.rank is not None else i for i, c in enumerate(self.children)]
 

@@ -128,6 +128,9 @@ class TraceWindow(WindowShortcuts):
         self.device: int | None = files.device
         self.start_step: int | None = files.start_step
         self.stop_step: int | None = files.stop_step
+        # which iterations the steps above are, when the profiler that wrote the window counts
+        # them otherwise (MindSpore's own monitor, see control/filemode.py); in the repr
+        self.step_note = ""
         self.streamed: Streamed | None = None  # set when ops/steps/kernels came in one pass
 
     # ---- frames (each is ``self.frame(<name>)``) ------------------------------------------------
@@ -452,7 +455,24 @@ class TraceWindow(WindowShortcuts):
         loaded = loaded or "nothing loaded yet"
         r = f" rank={self.rank}" if self.rank is not None else ""
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
-        return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"
+        return f"<TraceWindow {self.framework}{r}{s}{self.origin()} {self.path}: {loaded}>"
+
+    @property
+    def run(self) -> int | None:
+        """The job's run the window was recorded in (``window.json``; None when it does not
+        say): a job restarted under its name is a new run, whose steps count again."""
+        run = (self.manifest or {}).get("run")
+        return run if isinstance(run, int) and run > 0 else None
+
+    def origin(self) -> str:
+        """`` of run 2`` and, when the steps recorded are not the steps asked (a window file
+        mode moved), `` (asked 44..48)``: what the repr adds to the steps."""
+        m = self.manifest or {}
+        asked = (m.get("requested_start_step"), m.get("requested_stop_step"))
+        moved = None not in asked and asked != (self.start_step, self.stop_step)
+        run = f" of run {self.run}" if self.run else ""
+        note = f" [{self.step_note}]" if self.step_note else ""
+        return run + (f" (asked {asked[0]}..{asked[1]})" if moved else "") + note
 
 
 def provenance(

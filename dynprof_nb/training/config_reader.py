@@ -101,6 +101,7 @@ class CommandReader:
 
     def apply(self, cmd: Command, gen: int, n: int) -> None:
         m = self.m
+        cmd = self.of_this_run(cmd)
         old, cfg = m.config, cmd.config
         m.config = cfg
         if cfg.flight_recorder and m._fr is None:
@@ -122,6 +123,26 @@ class CommandReader:
         elif not cfg.has_window and m.state in ("armed", "excluded"):
             m._status.set_state("idle")
         m._words[m._base + S_APPLIED] = gen
+
+    def of_this_run(self, cmd: Command) -> Command:
+        """``cmd`` as this rank takes it: a window asked of an earlier run of the job (one
+        whose ranks were all gone before this rank joined) is dropped, never armed here; the
+        standing keys still hold. The controller says so in the new run's status."""
+        m = self.m
+        if not (cmd.run and m.run and cmd.run < m.run and cmd.config.has_window):
+            return cmd
+        cfg = cmd.config
+        log.info(
+            "dynprof_nb job %r rank %d: window %d-%d was asked of run %d, which ended; "
+            "dropped (this rank is in run %d)",
+            m.job,
+            m.rank,
+            cfg.start_step,
+            cfg.stop_step,
+            cmd.run,
+            m.run,
+        )
+        return Command("set", cfg.update(start_step=-1, stop_step=-1), cmd.by, cmd.at, run=cmd.run)
 
     def stop_at(self, at: int, n: int) -> None:
         """A stop: at once (``at`` -1, or a step this rank has reached), or when step ``at``

@@ -26,12 +26,14 @@ from dynprof_nb.ownfd import FdLost
 from dynprof_nb.segment import (
     BELL_GEN,
     H_GEN,
+    H_RUN,
     S_APPLIED,
     S_BEAT_NS,
     S_BELL_FD,
     S_BELL_TOKEN,
     S_ERR_GEN,
     S_RATE,
+    S_RUN,
     S_START,
     S_STATE,
     S_STEP,
@@ -106,6 +108,8 @@ class RankStatus:
             m._slot = seg.claim_slot(m.rank)
         m._base = seg.slot_base(m._slot)
         m._words = seg.words
+        if not m.run:  # the run this rank joined; a republished segment keeps it (see below)
+            m.run = m._words[m._base + S_RUN]
         if m._doorbell is not None:
             m._words[m._base + S_BELL_TOKEN] = m._doorbell.token
             m._words[m._base + S_BELL_FD] = m._doorbell.fd
@@ -277,6 +281,9 @@ class RankStatus:
         w, b = m._words, m._base
         w[b + S_STEP] = m._step
         w[b + S_APPLIED] = m._applied
+        w[b + S_RUN] = m.run  # the run it joined, even in a segment made from its config only
+        if w[H_RUN] < m.run:
+            w[H_RUN] = m.run
         if m.window is not None:
             w[b + S_START], w[b + S_STOP] = m.window
         self.publish_state()

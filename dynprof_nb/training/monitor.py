@@ -175,6 +175,7 @@ class Monitor:
         "last_window",
         "last_error",
         "segment_problem",
+        "run",
     )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Monitor:
@@ -243,6 +244,7 @@ class Monitor:
         self.window: tuple[int, int] | None = None
         self.last_window: Path | None = None
         self.last_error = ""
+        self.run = 0  # the job's run this rank joined (see Segment.claim_slot)
         self._step = 0
         self._applied = 0  # the generation this rank has read
         self._watch = 0  # what step() compares the segment's generation with (see _schedule)

@@ -30,7 +30,7 @@ import time
 from collections import deque
 from typing import Any
 
-from dynprof_nb.segment import STATE, Segment
+from dynprof_nb.segment import STATE, Segment, run_of
 from dynprof_nb.shared_layout import (
     R_LAST_NS,
     R_LOOKED_NS,
@@ -339,7 +339,9 @@ def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> s
             cmd = decode(got[1])
         wall = time.monotonic_ns()  # heartbeats are on the monotonic clock
         current = max((estimated_step(seg, s, wall) for s in live), default=0)
-        if cmd.config.has_window and cmd.config.stop_step >= current:
+        run = run_of(seg)[0]
+        ended = 0 < cmd.run < run  # a window asked of a run that ended: dropped, not pending
+        if cmd.config.has_window and cmd.config.stop_step >= current and not ended:
             return "busy"  # a window asked for and not yet over
         if d["disk_budget_mb"] is not None and _disk_used_mb(live) >= d["disk_budget_mb"]:
             w[tb + T_FIRED] = d["max_windows"] + w[tb + T_REFUSED]  # spent until re-armed
@@ -351,7 +353,7 @@ def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> s
             return "disk"
         first = first_step(seg, live, wall)
         cfg = cmd.config.update(start_step=first, stop_step=first + d["steps"] - 1)
-        new = command("start", cfg, d["window"], reason=reason)
+        new = command("start", cfg, d["window"], reason=reason, run=run)
         w[tb + T_FIRED] += 1
         w[tb + T_LAST_FIRE_NS] = now
         seg.write_trigger_text(text, reason)

@@ -23,7 +23,7 @@ from typing import Any
 
 from dynprof_nb import window_dirs
 from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.segment import SegmentError
+from dynprof_nb.segment import SegmentError, run_of
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import adopt
@@ -182,6 +182,15 @@ class Windows:
             "memory_budget": int(m.memory_budget_mb * 2**20),
         }
 
+    def run_started_at(self) -> float | None:
+        """When this rank's run began (wall clock, s), while its segment says so."""
+        seg, run = self.m._seg, self.m.run
+        try:
+            now, started = run_of(seg) if seg is not None else (0, 0)
+            return started / 1e9 if started and now == run else None
+        except (OSError, SegmentError):
+            return None
+
     def refuse(self, cfg: ProfilerConfig, message: str) -> None:
         """A window refused by the bounds: say so (a trigger's refusal is counted apart), and
         after a refusal for disk measure again, so freed space lets the next window in."""
@@ -230,6 +239,8 @@ class Windows:
                 backend=rec["backend"].name,
                 config=cfg.to_dict(),
                 window_options=rec["options"],
+                run=m.run,
+                run_started_at=self.run_started_at(),
             )
             if rec["asked"] is not None:
                 manifest.update(

@@ -20,7 +20,8 @@ COMMANDS = {
     "status": "every rank's step, state, heartbeat and error",
     "wait": "wait until every live rank has finished the window",
     "windows": "the job's windows on disk",
-    "load": "load a window into a TraceWindow (latest by default)",
+    "load": "load a window into a TraceWindow: the window asked for last (waiting while it "
+    "is pending), else the latest; an older one by choice (a row of 'windows', --run, --steps)",
     "summary": "the summary of a window (latest by default)",
     "advise": "what msprof-analyze's advisor and HTA would flag in a window (latest by default, "
     "or a window folder / trace file): one finding per line with its numbers and thresholds",
@@ -52,6 +53,9 @@ ARGUMENTS = {
     "--timeout-stacks": "seconds to wait for every rank's dump (the silent ones are named)",
     "--timeout-hang": "seconds to wait for the ranks' dumps and stacks",
     "--keep": "also copy the dumps into DIR (_dump_<rank>, as torch names them)",
+    "--run": "a window of this run of the job (a job restarted under its name is a new run)",
+    "--steps": "the window of these steps, FIRST-LAST (recorded or asked)",
+    "--no-wait": "do not wait for a pending window: say what is pending instead",
     "--clear": "remove every cached frame, or (with PATH) those of one trace file or window",
 }
 

@@ -115,8 +115,12 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
             "window",
             nargs="?",
             default=None,
-            help="a row number of 'windows' or a path; omitted = latest",
+            help="a row number of 'windows' or a path; omitted = the window asked last",
         )
+    for name in ("load", "summary"):  # the window asked for, or an older one by choice
+        p[name].add_argument("--run", type=int, default=None, metavar="N", help=ARGUMENTS["--run"])
+        p[name].add_argument("--steps", default=None, metavar="A-B", help=ARGUMENTS["--steps"])
+        p[name].add_argument("--no-wait", action="store_true", help=ARGUMENTS["--no-wait"])
     p["stacks"].add_argument("--last", action="store_true", help=ARGUMENTS["--last"])
     p["stacks"].add_argument(
         "--timeout", type=float, default=5.0, metavar="S", help=ARGUMENTS["--timeout-stacks"]
@@ -374,7 +378,7 @@ class DynprofMagics(Magics):
     def _do_load(self, args: argparse.Namespace) -> Any:
         if args.name and not args.name.isidentifier():
             raise UsageError(f"-o {args.name!r}: not a Python variable name.")
-        window = self._need_job().load(_window_arg(args.window))
+        window = self._need_job().load(_window_arg(args.window), **_load_choice(args))
         self.window = window
         if args.name:
             self.shell.user_ns[args.name] = window
@@ -396,7 +400,7 @@ class DynprofMagics(Magics):
         return frame
 
     def _do_summary(self, args: argparse.Namespace) -> Any:
-        return self._need_job().load(_window_arg(args.window)).summary()
+        return self._need_job().load(_window_arg(args.window), **_load_choice(args)).summary()
 
     def _do_advise(self, args: argparse.Namespace) -> Any:
         """A window's findings; a path needs no job (a folder or trace file from anywhere)."""
@@ -556,6 +560,19 @@ def _window_arg(text: str | None) -> int | str | None:
         return int(text)
     except ValueError:
         return text
+
+
+def _load_choice(args: argparse.Namespace) -> dict[str, Any]:
+    """``load()``'s keywords from ``--run N --steps A-B --no-wait``: only those given (a
+    cluster's load takes none of them)."""
+    steps = None
+    if args.steps is not None:
+        first, _, last = args.steps.partition("-")
+        if not (first.strip().isdigit() and last.strip().isdigit()):
+            raise UsageError(f"--steps {args.steps!r}: expected FIRST-LAST, e.g. 200-204.")
+        steps = (int(first), int(last))
+    given = {"run": args.run, "steps": steps, "wait": False if args.no_wait else None}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _only_live_job() -> str:

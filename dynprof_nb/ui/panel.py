@@ -50,6 +50,7 @@ STATUS_SHOWN = [
     "state",
     "window",
     "generation",
+    "run",
     "heartbeat_age_s",
     "error",
 ]
@@ -876,6 +877,7 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 g
                 for g in groups
                 if g["start"] == row.start  # a rank that ended it elsewhere: the same window
+                and _same_run(g["run"], getattr(row, "run", None))
                 and (
                     pd.isna(started)
                     or pd.isna(g["started_at"])
@@ -897,6 +899,7 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 "backend": getattr(row, "backend", None),
                 "config": getattr(row, "config", "") or "",
                 "reason": "",
+                "run": getattr(row, "run", None),
             }
             groups.append(group)
         group["paths"].append(row.path)
@@ -913,9 +916,17 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
     return groups[::-1]
 
 
+def _same_run(a: Any, b: Any) -> bool:
+    """Two windows' runs do not tell them apart (equal, or either unknown: an older window)."""
+    import pandas as pd
+
+    return a is None or b is None or pd.isna(a) or pd.isna(b) or a == b
+
+
 def _label(g: dict[str, Any]) -> None:
-    """A window group's key and the one line its row shows: when, which steps (per rank where
-    they ended it at different steps), ranks done/total, backend, config, a trigger's reason."""
+    """A window group's key and the one line its row shows: when, the job's run, which steps
+    (per rank where they ended it at different steps), ranks done/total, backend, config, a
+    trigger's reason."""
     import pandas as pd
 
     g["key"] = (g["start"], g["stop"], str(g["started_at"]))
@@ -934,6 +945,7 @@ def _label(g: dict[str, Any]) -> None:
     )
     parts = [
         "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
+        "" if g["run"] is None or pd.isna(g["run"]) else f"run {g['run']}",
         steps,
         f"ranks {done}/{total} {state}",
         g["backend"] or "",
