@@ -23,7 +23,18 @@ BUSY_STATES = ("armed", "recording", "saving")
 
 def wait_for(job: Any, timeout: float | None, progress: bool, poll: float) -> pd.DataFrame:
     """Block until every live rank of ``job`` (a :class:`~dynprof_nb.control.job.Job`) has
-    applied its latest config and finished its window; ``job.status()`` then."""
+    applied its latest config and finished its window; ``job.status()`` then.
+
+    Ctrl-C anywhere in the wait, its first reads of the job included, is
+    :class:`WaitInterrupted`: the handler wraps the whole wait, not only its loop (a Ctrl-C
+    during the first read of the config came out as a bare KeyboardInterrupt)."""
+    try:
+        return _wait(job, timeout, progress, poll)
+    except KeyboardInterrupt:
+        raise WaitInterrupted(still_going(job)) from None
+
+
+def _wait(job: Any, timeout: float | None, progress: bool, poll: float) -> pd.DataFrame:
     target = job.generation
     cfg = job.config
     window = f"window {cfg.start_step}-{cfg.stop_step}" if cfg.has_window else "config"
@@ -54,9 +65,6 @@ def wait_for(job: Any, timeout: float | None, progress: bool, poll: float) -> pd
                     + ". The window goes on; call wait() again or stop()."
                 )
             time.sleep(poll)
-    except KeyboardInterrupt:
-        report.close()
-        raise WaitInterrupted(still_going(job)) from None
     finally:
         report.close()
 
