@@ -121,21 +121,31 @@ def _read_bytes(path: Path) -> bytes:
         )
     budget.check_memory(path, size, "reading this dump")
     with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
+        data = fh.read(size + 1)  # read(n) reserves n bytes: not the limit, the file
+        if len(data) > size:  # it grew since: on, up to the limit
+            data += fh.read(limit + 1 - len(data))
+    if len(data) > limit:
+        raise budget.too_big(path, "a dump growing while read", budget.human(limit))
     if data[:2] != b"\x1f\x8b":
         return data
     cap, words = budget.inflate_limit(path, len(data))
     if limit < cap:
         cap, words = limit, f"{budget.human(limit)} (set DYNPROF_NB_FR_MAX_BYTES to raise it)"
     budget.check_memory(path, cap, "inflating this dump")
+    parts, total = [], 0
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
-            out = gz.read(cap + 1)
+            while total <= cap:  # by the megabyte: read(n) reserves n bytes at once
+                part = gz.read(min(1 << 20, cap + 1 - total))
+                if not part:
+                    break
+                parts.append(part)
+                total += len(part)
     except (OSError, EOFError, zlib.error) as exc:
         raise TraceFormatError(path, f"a damaged gzip: {exc}") from None
-    if len(out) > cap:
+    if total > cap:
         raise budget.too_big(path, "this gzip inflates", words)
-    return out
+    return b"".join(parts)
 
 
 def _json_int(text: str) -> int:

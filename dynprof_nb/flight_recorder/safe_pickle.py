@@ -296,7 +296,9 @@ class _Reader:
             raise self.fail(f"items put into a {type(target).__name__}, not a {kind.__name__}")
         key = id(target)
         if key in self.frozen:
-            raise self.over("a container changed after it was shared: it would hold itself")
+            raise self.over(
+                "a container that holds itself (a cycle), or changed after it was shared"
+            )
         if kind is dict and len(items) % 2:
             raise self.fail("a dict item with a key and no value")
         count = len(items) // 2 if kind is dict else len(items)
