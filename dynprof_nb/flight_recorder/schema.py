@@ -160,12 +160,17 @@ class Checker:
                     raise self.error(f"{where}[{i}][{j}]", "an integer", n)
 
     def frames(self, value: Any, where: str) -> None:
+        """Call sites: dicts of strings and numbers (name, filename, line), shown in the frame
+        as they are, so nothing in them may be a container."""
         for i, frame in enumerate(self.sequence(value, where, "a list of call sites")):
             if not isinstance(frame, dict):
                 raise self.error(f"{where}[{i}]", "a call site (a dict)", frame)
-            for key in ("name", "filename"):
-                self.name(frame.get(key), f"{where}[{i}].{key}")
-            self.count(frame.get("line"), f"{where}[{i}].line")
+            for key, item in frame.items():
+                at = f"{where}[{i}].{key if isinstance(key, str) and len(key) <= 40 else '?'}"
+                if key == "line":
+                    self.count(item, at)
+                elif not isinstance(item, (int, float)):  # a name, a file, or what torch adds
+                    self.name(item, at)
 
     # -- groups -----------------------------------------------------------------------------
 
