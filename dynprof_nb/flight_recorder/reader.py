@@ -188,7 +188,8 @@ def _decode(data: bytes, path: Path, allowed: int) -> tuple[dict[str, Any], int]
                 path,
                 f"this JSON dump may build up to {budget.human(spent)} of objects, over the "
                 f"limit of {budget.human(allowed)}",
-                hint="set DYNPROF_NB_FR_MAX_BUILD to raise it",
+                hint="the dumps of one load share DYNPROF_NB_FR_MAX_BUILD (default 1 GiB): "
+                "set it higher to read this",
             )
         try:
             value = json.loads(data, parse_int=_json_int)

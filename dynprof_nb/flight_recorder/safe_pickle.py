@@ -120,8 +120,9 @@ class _Reader:
             f"this pickle builds over {human(self.budget)} of objects (a shared object is "
             "counted each time it is used); refused",
             offset=self.at,
-            hint="set DYNPROF_NB_FR_MAX_BUILD to raise the limit: a real dump of 2,000 "
-            "collectives with their call sites builds about 40 MiB",
+            hint="the dumps of one load share DYNPROF_NB_FR_MAX_BUILD (default 1 GiB): set it "
+            "higher to read this; a real dump of 2,000 collectives with call sites is charged "
+            "about 55 MiB",
         )
 
     # -- reading the stream -----------------------------------------------------------------
