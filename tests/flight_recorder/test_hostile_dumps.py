@@ -165,3 +165,42 @@ def test_a_rank_list_shared_by_many_groups_is_parsed_once(tmp_path):
     lists = {id(g["ranks"]) for g in groups.values()}
     assert len(groups) == 50 and len(lists) == 1  # one parse, one list, for all 50
     assert groups["3"]["ranks"] == list(range(1000))
+
+
+def test_damaged_real_dumps_load_or_raise_the_readers_error(tmp_path):
+    """Real dumps (pickle and JSON) with bytes changed, cut, repeated or replaced by opcodes:
+    each is read, shown and analysed, or refused with a TraceFormatError; nothing else."""
+    import random
+
+    from dynprof_nb.flight_recorder import analyse, load
+    from dynprof_nb.traces.errors import TraceFormatError
+
+    real = REPO / "tests" / "data" / "flight_recorder" / "gloo_hang"
+    sources = [p.read_bytes() for p in sorted(real.glob("_dump_*")) + sorted(real.glob("json/*"))]
+    rng = random.Random(42)
+    outcomes, crashes = {"read": 0, "refused": 0}, []
+    for i in range(300):
+        data = bytearray(rng.choice(sources))
+        for _ in range(rng.randint(1, 4)):
+            at, how = rng.randrange(len(data)), rng.random()
+            if how < 0.4:
+                data[at] = rng.randrange(256)
+            elif how < 0.6:
+                del data[at : at + rng.randint(1, 20)]
+            elif how < 0.8:
+                data[at:at] = data[rng.randrange(len(data)) :][: rng.randint(1, 30)]
+            else:  # an opcode that shares, nests or fills
+                data[at : at + 1] = bytes([rng.choice(b"(]}ehqa0129\x94\x8f\x85\x86")])
+        path = tmp_path / f"_dump_{i % 4}"
+        path.write_bytes(bytes(data))
+        try:
+            fr = load([path])
+            repr(fr), fr.to_html(), analyse(fr).verdict
+            outcomes["read"] += 1
+        except TraceFormatError as exc:
+            assert str(path) in str(exc)
+            outcomes["refused"] += 1
+        except Exception as exc:  # noqa: BLE001 - what the test looks for
+            crashes.append(f"{type(exc).__name__}: {exc} ({bytes(data)[:60]!r}...)")
+    assert not crashes, "\n".join(crashes[:10])
+    assert outcomes["read"] > 10 and outcomes["refused"] > 100, outcomes
