@@ -172,9 +172,12 @@ def test_the_safe_reader_builds_what_pickle_builds_for_real_dumps_and_plain_data
 
 def test_the_dumps_of_one_load_share_one_build_budget(tmp_path, monkeypatch):
     from dynprof_nb.flight_recorder import safe_pickle
+    from dynprof_nb.flight_recorder.reader import ROW_COST
 
-    spent = [safe_pickle.loads_counted((DUMPS / f"_dump_{r}").read_bytes(), "x")[1]
-             for r in range(4)]
+    spent = []  # what each dump is charged: what its pickle builds, and its rows in the frames
+    for r in range(4):
+        value, built = safe_pickle.loads_counted((DUMPS / f"_dump_{r}").read_bytes(), "x")
+        spent.append(built + ROW_COST * len(value["entries"]))
     assert load(DUMPS).ranks == [0, 1, 2, 3]
     monkeypatch.setenv("DYNPROF_NB_FR_MAX_BUILD", str(spent[0] + spent[1] + spent[2] // 2))
     with pytest.raises(TraceFormatError, match=r"_dump_2.*builds over .*DYNPROF_NB_FR_MAX_BUILD"):
