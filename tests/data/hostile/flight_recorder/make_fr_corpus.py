@@ -230,6 +230,10 @@ def large_cases() -> list[Case]:
              "the default budget"),
         Case("empty_sets_20mb_64m", b"\x80\x04" + b"\x8f" * (20 << 20) + b".", "error",
              r"builds over 64\.0 MiB", env={"DYNPROF_NB_FR_MAX_BUILD": "64M"}),
+        Case("entries_1m_empty", _pickled({"entries": [{} for _ in range(1_000_000)],
+             "rank": 0}, protocol=4), "error", "1,000,000 entries, with their rows",
+             env={"DYNPROF_NB_FR_MAX_BUILD": "512M"},
+             note="2 MB, 389 MiB as values, as much again as frame rows"),
         Case("empty_dicts_json_8mb", b'{"entries": [' + b"{}," * (8 << 20) + b"{}]}", "error",
              "may build up to", env={"DYNPROF_NB_FR_MAX_BUILD": "256M"}),
     ]
