@@ -152,6 +152,7 @@ def test_large_hostile_dumps_are_refused_or_read_within_time_and_memory(tmp_path
     paths = make_fr_corpus.write(tmp_path, cases)
     results = _check(cases, paths)
     assert results["shared_ranks_500"]["groups"] == {str(i): 1 for i in range(500)}
+    assert len(results["groups_3000_missing"]["groups"]) == 3000
     # the 4.9 GB: now refused once what is built passes the default budget
     assert results["empty_sets_20mb"]["grew_mb"] < (DEFAULT_MAX_BUILD + SLACK) / 2**20
 

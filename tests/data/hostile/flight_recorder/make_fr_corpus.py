@@ -234,6 +234,13 @@ def large_cases() -> list[Case]:
              "rank": 0}, protocol=4), "error", "1,000,000 entries, with their rows",
              env={"DYNPROF_NB_FR_MAX_BUILD": "512M"},
              note="2 MB, 389 MiB as values, as much again as frame rows"),
+        Case("groups_3000_missing", _pickled(_dump(
+             entries=[_entry(0, pg_id=i, process_group=(str(i), "g"), frames=None)
+                      for i in range(3000)],
+             pg_config={str(i): {"name": str(i), "desc": "g", "ranks": f"[0, {i + 1}]"}
+                        for i in range(3000)}, rank=0)), "load", mode="frame",
+             note="3,000 stuck groups, each missing its own rank: the analysis took rows x "
+             "ranks (36 s for 1,000; 5 min for these)"),
         Case("empty_dicts_json_8mb", b'{"entries": [' + b"{}," * (8 << 20) + b"{}]}", "error",
              "may build up to", env={"DYNPROF_NB_FR_MAX_BUILD": "256M"}),
     ]
