@@ -148,7 +148,13 @@ def groups_of(dumps: list[Dump]) -> pd.DataFrame:
 
 
 def _numeric_first(col: pd.Series) -> pd.Series:
-    return col.map(lambda s: (0, int(s), "") if str(s).isdigit() else (1, 0, str(s)))
+    def key(s: Any) -> tuple[int, int, str]:
+        text = str(s)
+        if text.isascii() and text.isdigit() and len(text) <= 18:  # int() of more is slow
+            return 0, int(text), ""
+        return 1, 0, text
+
+    return col.map(key)
 
 
 def status_of(dumps: list[Dump]) -> pd.DataFrame:

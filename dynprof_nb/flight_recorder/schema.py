@@ -24,7 +24,8 @@ MAX_NAME = 64 << 10  # characters of a name, desc, state, dtype, file name of a 
 MAX_RANK = (1 << 31) - 1  # torch's ranks are C ints
 MAX_MEMBERS = 1 << 24  # group members listed in one dump, all groups together
 MAX_DIMS = 64  # dimensions of one tensor's size
-_SEQ_DIGITS = 20  # a number written as text (torch's JSON status: "4")
+_SEQ_DIGITS = 18  # a number written as text (torch's JSON status: "4"), within int64
+_INT64 = 1 << 63
 _HINT = "a Flight Recorder dump holds what torch writes there; this file does not"
 
 # entry field -> what it must be (see _check_field)
@@ -92,14 +93,15 @@ class Checker:
             raise self.error(where, f"at most {MAX_NAME:,} characters", value)
 
     def count(self, value: Any, where: str) -> None:
-        """A sequence number, id or time: an int (not a bool), its digits, or None."""
-        if value is None or type(value) is int:
+        """A sequence number, id or time: an int (not a bool) that fits a 64-bit column, its
+        digits, or None."""
+        if value is None or (type(value) is int and -_INT64 <= value < _INT64):
             return
-        if isinstance(value, str) and len(value) <= _SEQ_DIGITS:
+        if isinstance(value, str):
             text = value.strip().removeprefix("-")
-            if text.isascii() and text.isdigit():
+            if text.isascii() and text.isdigit() and len(text) <= _SEQ_DIGITS:
                 return
-        raise self.error(where, "an integer", value)
+        raise self.error(where, "a 64-bit integer", value)
 
     def rank(self, value: Any, where: str) -> int:
         if type(value) is not int or not 0 <= value <= MAX_RANK:
