@@ -1,5 +1,10 @@
 """Dumps into DataFrames: one row per recorded collective, one per process group, one per
-group status line (what :func:`dynprof_nb.flight_recorder.load` returns)."""
+group status line (what :func:`dynprof_nb.flight_recorder.load` returns).
+
+The dumps come checked (:mod:`.schema`): ``process_group`` is a pair of short strings, sizes
+and frames have their shapes. Nothing here expands a value: a field is taken as it is, or as
+its string when short, and a rank list shared by many groups is made a tuple once.
+"""
 
 from __future__ import annotations
 
@@ -60,6 +65,14 @@ def _op(profiling_name: str) -> tuple[str, str]:
     return backend, name.split(" ")[0]
 
 
+def _pg(entry: dict[str, Any]) -> tuple[str, str]:
+    """(name, desc) of an entry's ``process_group`` (a checked pair; absent: empty)."""
+    pair = entry.get("process_group") or ()
+    name = pair[0] if len(pair) > 0 else ""
+    desc = pair[1] if len(pair) > 1 else ""
+    return str(name), str(desc)
+
+
 def _ns(value: Any) -> Any:
     return value if isinstance(value, int) and value > 0 else None
 
@@ -69,7 +82,7 @@ def _columns(dumps: list[Dump]) -> dict[str, list[Any]]:
     twice as much for 2,000-entry dumps)."""
     rows = [(d.rank, e) for d in dumps for e in d.entries]
     es = [e for _, e in rows]
-    pgs = [list(e.get("process_group") or ("", "")) + ["", ""] for e in es]
+    pgs = [_pg(e) for e in es]
     names = [str(e.get("profiling_name", "")) for e in es]
     ops = [_op(n) for n in names]
     return {
@@ -105,9 +118,12 @@ def groups_of(dumps: list[Dump]) -> pd.DataFrame:
     describes (gloo records none) gets the ranks seen using it (every rank read for
     ``default_pg``), marked ``inferred``."""
     rows: dict[tuple[str, tuple[int, ...]], dict[str, Any]] = {}
+    tuples: dict[int, tuple[int, ...]] = {}  # the reader shares equal rank lists: one tuple each
     for d in dumps:
         for name, cfg in d.pg_config.items():
-            ranks = tuple(cfg["ranks"])
+            ranks = tuples.get(id(cfg["ranks"]))
+            if ranks is None:
+                ranks = tuples[id(cfg["ranks"])] = tuple(cfg["ranks"])
             rows.setdefault(
                 (name, ranks),
                 {"pg_id": name, "pg_desc": cfg["desc"], "ranks": list(ranks), "size": len(ranks),
@@ -117,8 +133,7 @@ def groups_of(dumps: list[Dump]) -> pd.DataFrame:
     seen: dict[str, tuple[str, set[int]]] = {}
     for d in dumps:
         for e in d.entries:
-            pg = list(e.get("process_group") or ("", "")) + ["", ""]
-            name, desc = str(pg[0]), str(pg[1])
+            name, desc = _pg(e)
             if name not in known:
                 seen.setdefault(name, (desc, set()))[1].add(d.rank)
     everyone = {d.rank for d in dumps}
@@ -133,15 +148,19 @@ def groups_of(dumps: list[Dump]) -> pd.DataFrame:
 
 
 def _numeric_first(col: pd.Series) -> pd.Series:
-    return col.map(lambda s: (0, int(s), "") if str(s).isdigit() else (1, 0, str(s)))
+    def key(s: Any) -> tuple[int, int, str]:
+        text = str(s)
+        if text.isascii() and text.isdigit() and len(text) <= 18:  # int() of more is slow
+            return 0, int(text), ""
+        return 1, 0, text
+
+    return col.map(key)
 
 
 def status_of(dumps: list[Dump]) -> pd.DataFrame:
     rows = []
     for d in dumps:
-        names = {
-            str(e.get("pg_id", "")): str((e.get("process_group") or ("",))[0]) for e in d.entries
-        }
+        names = {str(e.get("pg_id", "")): _pg(e)[0] for e in d.entries}
         for uid, st in d.pg_status.items():
             rows.append(
                 {

@@ -9,16 +9,18 @@ the last enqueued, started and completed collective) and ``entries`` (the ring b
 Either may be gzipped. A file's rank comes from the digits that end its name (torch writes
 ``<prefix><rank>``), or else from its ``pg_config`` (the one rank every group it lists holds).
 
-Limits, as for traces (:mod:`dynprof_nb.traces.formats.common.budget`): a file over
-``DYNPROF_NB_FR_MAX_BYTES`` (default 1 GiB) is refused, a gzip inflates to at most
-``DYNPROF_NB_GZIP_RATIO`` times its size, and what is held at once stays within
-``DYNPROF_NB_LOAD_MEMORY``. Pickles go through :mod:`dynprof_nb.flight_recorder.safe_pickle`:
-nothing in a dump is ever imported or called.
+Limits: a file over ``DYNPROF_NB_FR_MAX_BYTES`` (default 1 GiB) is refused, and so is a gzip
+that inflates past it or past ``DYNPROF_NB_GZIP_RATIO`` times its size (as for traces,
+:mod:`dynprof_nb.traces.formats.common.budget`). What the dumps of one load build is counted
+as it is built, against ``DYNPROF_NB_FR_MAX_BUILD`` (default 1 GiB, or the load memory
+``DYNPROF_NB_LOAD_MEMORY`` when less): pickles by :mod:`.safe_pickle` (opcode by opcode, a
+shared object each time it is used; nothing in a dump is ever imported or called), JSON by an
+upper bound taken before parsing, and each entry's row in the frames (:data:`ROW_COST`).
+Every field the frames use is checked by :mod:`.schema`.
 """
 
 from __future__ import annotations
 
-import ast
 import gzip
 import io
 import json
@@ -30,11 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb.flight_recorder import safe_pickle
+from dynprof_nb.flight_recorder import safe_pickle, schema
 from dynprof_nb.traces.errors import TraceFormatError
 from dynprof_nb.traces.formats.common import budget
 
 DEFAULT_MAX_BYTES = 1 << 30
+DEFAULT_MAX_BUILD = safe_pickle.DEFAULT_BUDGET
+ROW_COST = 512  # an entry's row in the frames, charged with the dump (measured: 540 B at peak)
 _TRAILING_RANK = re.compile(r"(\d+)$")
 _SUFFIXES = (".gz", ".json", ".pkl", ".pickle", ".fr")
 
@@ -58,6 +62,16 @@ def max_bytes() -> int:
         return budget.parse_size(raw) if raw else DEFAULT_MAX_BYTES
     except ValueError:
         return DEFAULT_MAX_BYTES
+
+
+def max_build() -> int:
+    """What the dumps of one load may build, in bytes (see the module's doc)."""
+    raw = os.environ.get("DYNPROF_NB_FR_MAX_BUILD", "").strip()
+    try:
+        limit = budget.parse_size(raw) if raw else DEFAULT_MAX_BUILD
+    except ValueError:
+        limit = DEFAULT_MAX_BUILD
+    return max(1, min(limit, budget.load_memory()))
 
 
 def dump_files(sources: str | Path | list[str | Path]) -> list[Path]:
@@ -107,37 +121,95 @@ def _read_bytes(path: Path) -> bytes:
             f"a {budget.human(size)} dump",
             f"{budget.human(limit)} (set DYNPROF_NB_FR_MAX_BYTES to raise it)",
         )
-    budget.check_memory(path, 4 * size, "reading this dump")
+    budget.check_memory(path, size, "reading this dump")
     with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
+        data = fh.read(size + 1)  # read(n) reserves n bytes: not the limit, the file
+        if len(data) > size:  # it grew since: on, up to the limit
+            data += fh.read(limit + 1 - len(data))
+    if len(data) > limit:
+        raise budget.too_big(path, "a dump growing while read", budget.human(limit))
     if data[:2] != b"\x1f\x8b":
         return data
     cap, words = budget.inflate_limit(path, len(data))
-    budget.check_memory(path, 4 * cap, "inflating this dump")
+    if limit < cap:
+        cap, words = limit, f"{budget.human(limit)} (set DYNPROF_NB_FR_MAX_BYTES to raise it)"
+    budget.check_memory(path, cap, "inflating this dump")
+    parts, total = [], 0
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
-            out = gz.read(cap + 1)
+            while total <= cap:  # by the megabyte: read(n) reserves n bytes at once
+                part = gz.read(min(1 << 20, cap + 1 - total))
+                if not part:
+                    break
+                parts.append(part)
+                total += len(part)
     except (OSError, EOFError, zlib.error) as exc:
         raise TraceFormatError(path, f"a damaged gzip: {exc}") from None
-    if len(out) > cap:
+    if total > cap:
         raise budget.too_big(path, "this gzip inflates", words)
-    return out
+    return b"".join(parts)
 
 
-def _decode(data: bytes, path: Path) -> dict[str, Any]:
+def _json_int(text: str) -> int:
+    if len(text) > 40:  # int() of a long digit string is slow, then refused past 4,300
+        raise ValueError(f"an integer of {len(text):,} digits")
+    return int(text)
+
+
+def _json_cost(data: bytes) -> int:
+    """An upper bound on what ``json.loads(data)`` builds, in bytes, from a few counts:
+    a container per bracket, an item per comma or colon, a string at most 4 bytes a byte."""
+    brackets = data.count(b"[") + data.count(b"{")
+    separators = data.count(b",") + data.count(b":")
+    return 96 * brackets + 72 * separators + 4 * len(data) + 1024
+
+
+def _json_tree(value: Any, path: Path) -> None:
+    """The pickle reader's caps, on a JSON value: nesting, items, string lengths."""
+    todo = [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if level > safe_pickle.MAX_DEPTH:
+            raise TraceFormatError(path, f"JSON nested over {safe_pickle.MAX_DEPTH} deep")
+        if len(item) > safe_pickle.MAX_ITEMS:
+            raise TraceFormatError(path, f"a JSON value of over {safe_pickle.MAX_ITEMS:,} items")
+        for x in item.values() if isinstance(item, dict) else item:
+            if isinstance(x, (dict, list)):
+                todo.append((x, level + 1))
+            elif isinstance(x, str) and len(x) > safe_pickle.MAX_STRING:
+                raise TraceFormatError(path, f"a JSON string of {len(x):,} characters")
+
+
+def _decode(data: bytes, path: Path, allowed: int) -> tuple[dict[str, Any], int]:
+    """The dump's value and what building it was charged (at most ``allowed``)."""
     head = data.lstrip()[:1]
     if head == b"{":
+        spent = _json_cost(data)
+        if spent > allowed:
+            raise TraceFormatError(
+                path,
+                f"this JSON dump may build up to {budget.human(spent)} of objects, over the "
+                f"limit of {budget.human(allowed)}",
+                hint="the dumps of one load share DYNPROF_NB_FR_MAX_BUILD (default 1 GiB): "
+                "set it higher to read this",
+            )
         try:
-            value = json.loads(data)
+            value = json.loads(data, parse_int=_json_int)
         except (ValueError, RecursionError) as exc:
             raise TraceFormatError(path, f"not a readable JSON dump: {exc}") from None
+        if isinstance(value, dict):
+            _json_tree(value, path)
+    elif data[:4] == b"PK\x03\x04":
+        raise TraceFormatError(
+            path, "a zip archive, not a Flight Recorder dump", hint="unzip it and load the files"
+        )
     elif data[:1] == b"\x80":  # pickle protocol 2 and later, what torch writes
-        value = safe_pickle.loads(data, path)
+        value, spent = safe_pickle.loads_counted(data, path, allowed)
     else:  # protocols 0 and 1 have no header: refused the same way if they name a callable
         try:
-            value = safe_pickle.loads(data, path)
+            value, spent = safe_pickle.loads_counted(data, path, allowed)
         except TraceFormatError as exc:
-            if "refused" in str(exc):
+            if "not a readable pickle" not in str(exc):
                 raise
             raise TraceFormatError(
                 path,
@@ -146,24 +218,23 @@ def _decode(data: bytes, path: Path) -> dict[str, Any]:
             ) from None
     if not isinstance(value, dict) or not isinstance(value.get("entries", []), list):
         raise TraceFormatError(path, "not a Flight Recorder dump: no 'entries' list at its top")
-    return value
+    return value, spent
 
 
 def ranks_of(spec: Any) -> list[int]:
-    """``ranks`` of a pg_config entry: the recorder writes the list's repr, ``'[0, 1]'``."""
-    if isinstance(spec, str):
-        try:
-            spec = ast.literal_eval(spec.strip() or "[]")
-        except (ValueError, SyntaxError):
-            return []
-    if isinstance(spec, (list, tuple, set)):
-        return sorted(int(r) for r in spec if isinstance(r, int) or str(r).isdigit())
-    return []
+    """``ranks`` of a pg_config entry (the recorder writes the list's repr, ``'[0, 1]'``), or
+    [] when it is none (the reader itself refuses such a dump, naming the field)."""
+    try:
+        return schema.Checker("ranks").ranks(spec, "ranks")
+    except TraceFormatError:
+        return []
 
 
-def _rank_of(path: Path, value: dict[str, Any], pg_config: dict[str, dict[str, Any]]) -> int:
-    if isinstance(value.get("rank"), int):
-        return int(value["rank"])
+def _rank_of(
+    path: Path, value: dict[str, Any], pg_config: dict[str, dict[str, Any]], check: schema.Checker
+) -> int:
+    if value.get("rank") is not None:
+        return check.rank(value["rank"], "rank")
     name = path.name
     for _ in range(3):
         lower = name.lower()
@@ -172,7 +243,7 @@ def _rank_of(path: Path, value: dict[str, Any], pg_config: dict[str, dict[str, A
                 name = name[: -len(suffix)]
                 break
     m = _TRAILING_RANK.search(name)
-    if m:
+    if m and len(m.group(1)) <= 10 and int(m.group(1)) <= schema.MAX_RANK:
         return int(m.group(1))
     common: set[int] | None = None
     for cfg in pg_config.values():
@@ -189,34 +260,73 @@ def _rank_of(path: Path, value: dict[str, Any], pg_config: dict[str, dict[str, A
     )
 
 
-def read_dump(path: str | Path) -> Dump:
-    """One dump file, checked: its entries, process groups and status, and its rank."""
-    p = Path(path)
-    value = _decode(_read_bytes(p), p)
+def _key(key: Any) -> str:
+    """A dict key as an error names it: its repr, cut short."""
+    text = repr(key[:41] if isinstance(key, str) else key) if isinstance(key, (str, int)) else "?"
+    return text if len(text) <= 42 else text[:40] + "...'"
+
+
+def _mapping(value: Any, field: str, check: schema.Checker) -> dict[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise check.error(field, "a dict", value)
+    return value
+
+
+def read_dump(
+    path: str | Path, allowed: int | None = None, cache: dict[str, list[int]] | None = None
+) -> Dump:
+    """One dump file, checked: its entries, process groups and status, and its rank. It may
+    build ``allowed`` bytes (:func:`max_build` by default); ``cache`` shares parsed rank
+    lists between the dumps of one load."""
+    return _read(Path(path), max_build() if allowed is None else allowed, cache)[0]
+
+
+def _read(p: Path, allowed: int, cache: dict[str, list[int]] | None) -> tuple[Dump, int]:
+    value, spent = _decode(_read_bytes(p), p, allowed)
+    check = schema.Checker(p, cache)
     pg_config: dict[str, dict[str, Any]] = {}
-    for key, cfg in (value.get("pg_config") or {}).items():
-        if not isinstance(cfg, dict):
-            continue
-        name = str(cfg.get("name", key))
-        if name == "" and not ranks_of(cfg.get("ranks")):
-            continue  # gloo's placeholder: no group recorded
-        pg_config[name] = {"desc": str(cfg.get("desc", "")), "ranks": ranks_of(cfg.get("ranks"))}
-    status = {str(k): v for k, v in (value.get("pg_status") or {}).items() if isinstance(v, dict)}
-    entries = [e for e in value.get("entries") or [] if isinstance(e, dict)]
+    for key, cfg in _mapping(value.get("pg_config"), "pg_config", check).items():
+        group = check.group(key, cfg, f"pg_config[{_key(key)}]")
+        if group is not None:  # None: gloo's placeholder, no group recorded
+            pg_config[group[0]] = {"desc": group[1], "ranks": group[2]}
+    status = {}
+    for key, st in _mapping(value.get("pg_status"), "pg_status", check).items():
+        check.status(key, st, f"pg_status[{_key(key)}]")
+        status[str(key)] = st
+    entries = value.get("entries") or []
+    spent += ROW_COST * len(entries)
+    if spent > allowed:
+        raise TraceFormatError(
+            p,
+            f"its {len(entries):,} entries, with their rows in the frames, take over "
+            f"{budget.human(allowed)}",
+            hint="the dumps of one load share DYNPROF_NB_FR_MAX_BUILD (default 1 GiB): set it "
+            "higher to read this",
+        )
+    for i, e in enumerate(entries):
+        check.entry(e, f"entries[{i}]")
+    version = value.get("version", "")
+    if not isinstance(version, (int, float)):
+        check.name(version, "version")
     extra = {
         k: v
         for k, v in value.items()
-        if k not in ("entries", "pg_config", "pg_status") and isinstance(v, (str, int, float))
+        if isinstance(k, str)
+        and k not in ("entries", "pg_config", "pg_status")
+        and isinstance(v, (str, int, float))
     }
-    return Dump(
+    dump = Dump(
         path=str(p),
-        rank=_rank_of(p, value, pg_config),
-        version=str(value.get("version", "")),
+        rank=_rank_of(p, value, pg_config, check),
+        version=str(version if version is not None else ""),
         entries=entries,
         pg_config=pg_config,
         pg_status=status,
         extra=extra,
     )
+    return dump, spent
 
 
 def read_dumps(sources: str | Path | list[str | Path]) -> list[Dump]:
@@ -233,10 +343,12 @@ def read_dumps(sources: str | Path | list[str | Path]) -> list[Dump]:
             + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""),
             stacklevel=3,
         )
+    left, cache = max_build(), {}
     for f in files:
         if f in skipped:
             continue
-        d = read_dump(f)
+        d, spent = _read(f, left, cache)
+        left = max(1, left - spent)  # the dumps of one load share one budget
         if d.rank in dumps:
             raise TraceFormatError(
                 f, f"a second dump for rank {d.rank} (the first is {dumps[d.rank].path})"

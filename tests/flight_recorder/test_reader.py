@@ -155,3 +155,30 @@ def test_a_jobs_logs_beside_the_dumps_are_left_out_and_a_prefix_finds_them(tmp_p
     assert load(tmp_path / "nccl_trace_rank_").ranks == [0, 1, 2, 3]  # TORCH_FR_DUMP_TEMP_FILE
     with pytest.raises(TraceFormatError, match="neither a pickle nor JSON"):
         load([tmp_path / "slurm-1234.out"])  # named on its own: read, and refused
+
+
+def test_the_safe_reader_builds_what_pickle_builds_for_real_dumps_and_plain_data():
+    from dynprof_nb.flight_recorder import safe_pickle
+
+    for f in sorted(DUMPS.glob("_dump_*")):
+        data = f.read_bytes()  # our own test files: trusted by plain pickle here
+        assert safe_pickle.loads(data, f) == pickle.loads(data)
+    shared = [1, "two"]
+    value = {"a": [None, True, False, -5, 2**70, 1.5, "é☃", (1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)],
+             "shared": [shared, shared, (shared, shared)], "big": list(range(3000))}
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert safe_pickle.loads(pickle.dumps(value, protocol=protocol), "x") == value
+
+
+def test_the_dumps_of_one_load_share_one_build_budget(tmp_path, monkeypatch):
+    from dynprof_nb.flight_recorder import safe_pickle
+    from dynprof_nb.flight_recorder.reader import ROW_COST
+
+    spent = []  # what each dump is charged: what its pickle builds, and its rows in the frames
+    for r in range(4):
+        value, built = safe_pickle.loads_counted((DUMPS / f"_dump_{r}").read_bytes(), "x")
+        spent.append(built + ROW_COST * len(value["entries"]))
+    assert load(DUMPS).ranks == [0, 1, 2, 3]
+    monkeypatch.setenv("DYNPROF_NB_FR_MAX_BUILD", str(spent[0] + spent[1] + spent[2] // 2))
+    with pytest.raises(TraceFormatError, match=r"_dump_2.*builds over .*DYNPROF_NB_FR_MAX_BUILD"):
+        load(DUMPS)  # each dump alone fits; the third does not fit in what the first two left
