@@ -105,7 +105,9 @@ def repair_json(data: bytes, path: str | Path) -> tuple[Any, list[str]]:
     if "\ufffd" in text:
         notes.append("replaced invalid UTF-8 bytes")
     try:  # the stdlib accepts NaN/Infinity and (strict=False) raw control characters
-        obj = json.loads(text, strict=False, parse_float=Decimal)
+        # NaN/Infinity kept as text ("NaN"), not null: a dur or ts of NaN is then an
+        # impossible value the frames' check drops and counts, never a silent 0 or "no ts"
+        obj = json.loads(text, strict=False, parse_float=Decimal, parse_constant=Decimal)
         notes.append("non-standard JSON (NaN/Infinity or control characters) accepted")
         return obj, notes
     except json.JSONDecodeError:
