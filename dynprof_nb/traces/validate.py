@@ -146,7 +146,7 @@ def anchor_of(ts_ns: np.ndarray) -> float | None:
     return float(np.median(good)) if len(good) else None
 
 
-_WHY = {
+WHY = {
     "ts": "an impossible (negative, inf or implausible: >7 days from the median)",
     "ts_missing": "no readable (missing, NaN, inf or beyond 2262)",
     "dur": "an impossible (negative, NaN/inf or longer than 7 days)",
@@ -204,6 +204,8 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
     out = frame[~bad]
     if isinstance(frame.index, pd.RangeIndex):
         out = out.reset_index(drop=True)
+    if check.ts_required and str(out[check.ts].dtype) == "Int64":  # NA only where dropped:
+        out = out.assign(**{check.ts: out[check.ts].astype("int64")})  # the schema's int64
     out.attrs = dict(frame.attrs)
     return out, dropped
 
@@ -211,7 +213,7 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
 def _count(dropped: Dropped, column: str, why: str, mask: np.ndarray) -> None:
     n = int(mask.sum())
     if n:
-        dropped.counts[(column, _WHY[why])] = n
+        dropped.counts[(column, WHY[why])] = n
 
 
 def checked(frame: pd.DataFrame, kind: str, sources: dict[str, Any], where: Any) -> pd.DataFrame:

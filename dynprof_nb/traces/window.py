@@ -453,9 +453,9 @@ class TraceWindow(WindowShortcuts):
             for k, v in self._cache.items()
         )
         loaded = loaded or "nothing loaded yet"
-        bad = sum(int(n.get("dropped") or 0) for n in self.sources.values())
+        bad = [k for k, n in self.sources.items() if n.get("dropped")]
         if bad:  # what :mod:`.validate` dropped: named where the window is shown, too
-            loaded += f"; {bad} rows with impossible values dropped (see sources)"
+            loaded += f"; rows with impossible values dropped from {', '.join(bad)} (sources)"
         r = f" rank={self.rank}" if self.rank is not None else ""
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
         return f"<TraceWindow {self.framework}{r}{s} {self.path}: {loaded}>"

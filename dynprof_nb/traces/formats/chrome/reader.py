@@ -654,8 +654,10 @@ def _dur_ns(values: list, loose: bool) -> np.ndarray:
         a = np.array([_num(v) for v in values], dtype=np.float64)
     nan = np.isnan(a)
     if nan.any():  # a dur written as NaN ("NaN", a repaired bare NaN) is impossible, not absent
-        given = np.fromiter(map(operator.is_not, raw, repeat(None)), bool, len(raw))
-        a[nan & given] = np.inf
+        given = nan & np.fromiter(map(operator.is_not, raw, repeat(None)), bool, len(raw))
+        for i in np.flatnonzero(given).tolist():  # text or NaN, never None: rare
+            if _is_nan(raw[i]):  # a NaN, not text that is no number ("n/a", "": missing)
+                a[i] = np.inf
     return _us_to_ns(a)
 
 
@@ -1378,6 +1380,13 @@ def _label_column(
 
 
 # ---- side tables, built on first access -----------------------------------------------------
+
+
+def _is_nan(v: Any) -> bool:
+    """Whether a dur value is a NaN (a float NaN, or its text), not junk or absent."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("nan", "+nan", "-nan")
+    return isinstance(v, float) and math.isnan(v)
 
 
 def _num(v: Any) -> float:
