@@ -50,12 +50,13 @@ class Check:
     finite: tuple[str, ...] = ()
     key: tuple[str, ...] = ()
     end: str | None = None  # an end time (same unit as ``ts``): end - ts is a duration
+    dur_required: bool = False  # a missing (NaN) duration drops the row too
 
 
 CHECKS: dict[str, Check] = {
     "events": Check("ts_ns", True, ("dur_ns",)),
     "memory": Check("ts_ns", True),
-    "kernels": Check("start_ns", False, ("duration_us",)),
+    "kernels": Check("start_ns", False, ("duration_us",), dur_required=True),
     "steps": Check("start_ns", False, ("duration_us",), key=("step",)),
     "communication": Check("start_ns", False, ("elapse_us",)),
     "ops": Check(None, False, ("total_us",), finite=("self_us", "avg_us", "min_us", "max_us")),
@@ -179,8 +180,10 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
         bad |= mask
     for col in check.durations:
         if col in frame.columns:
-            d, _ = _numbers(frame[col])
+            d, missing = _numbers(frame[col])
             mask = bad_times(None, _as_ns(d, _unit(col)))["dur"]
+            if check.dur_required:  # a kernel without a duration cannot be drawn or summed
+                mask |= missing
             if col == "dur_ns":  # int64 ns: the readers' mark for a dur they could not hold
                 mask |= d == float(np.iinfo(np.int64).min)
             _count(dropped, col, "dur", mask & ~bad)
