@@ -186,3 +186,15 @@ def test_clean_is_vectorised_and_keeps_a_clean_frame_as_it_is() -> None:
     out, dropped = validate.clean(frame, "events")
     assert time.perf_counter() - t0 < 2.0
     assert dropped.rows == n // 1000 and len(out) == n - n // 1000
+
+
+def test_the_timelines_skip_an_events_row_without_ts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An events frame that still holds a row without a ts (one built some other way than the
+    readers, here: the check turned off) draws the rest; both timelines raised pandas'
+    ``ValueError: cannot convert to 'int64'-dtype NumPy array with missing values``."""
+    monkeypatch.delitem(validate.CHECKS, "events")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = dynprof_nb.load_trace(bad_numbers.NONSTANDARD)
+    assert w.events["ts_ns"].isna().sum() == 3
+    _analyses(w, w)
