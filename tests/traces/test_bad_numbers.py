@@ -52,7 +52,11 @@ def _analyses(w: object, baseline: object) -> None:
 
     assert str(w.summary())
     w.advise()
-    w.explain(baseline)
+    if len(w.steps):
+        w.explain(baseline)
+    else:  # (a MindSpore CPU window has no steps, bad rows or not: explain says so)
+        with pytest.raises(ValueError, match="no steps with durations"):
+            w.explain(baseline)
     fig = w.plot_timeline()
     plt.close("all")
     assert fig is not None
@@ -79,7 +83,7 @@ def _check_frames(w: object, case: bad_numbers.Case) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["kineto_nonstandard", "kineto_plain", "builtin", "db", "text"]
+    "name", ["kineto_nonstandard", "kineto_plain", "builtin", "db", "text", "mindspore"]
 )
 def test_bad_numbers_are_dropped_and_named_in_memory(
     cases: dict[str, bad_numbers.Case], name: str

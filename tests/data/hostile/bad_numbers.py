@@ -112,6 +112,20 @@ def text_window(out: Path) -> Path:
     return d
 
 
+def mindspore_window(out: Path) -> Path:
+    """A real MindSpore CPU window whose trace_view.json (MindSpore writes every ts and dur as
+    text) holds a negative and an infinite dur and a ts of 1e300."""
+    src = DATA / "mindspore_cpu" / "rank0_start5_stop8"
+    d = out / "mindspore" / "rank0_start5_stop8"
+    shutil.copytree(src, d)
+    [trace] = d.glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    doc = json.loads(trace.read_text())
+    ops = [e for e in doc if e.get("ph") == "X"]
+    ops[0]["dur"], ops[1]["ts"], ops[2]["dur"] = "-3", "1e300", "inf"
+    trace.write_text(json.dumps(doc))
+    return d
+
+
 def make(out: Path) -> list[Case]:
     """Every case, written under ``out`` (the Kineto traces: the committed files)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -127,6 +141,8 @@ def make(out: Path) -> list[Case]:
              ["ascend_pytorch_profiler_0.db", "STEP_TIME", "repeated a step"]),
         Case("text", text_window(out), {"kernels": 4, "steps": 1},
              ["kernel_details.csv", "duration_us", "repeated a step"]),
+        Case("mindspore", mindspore_window(out), {"events": 3},
+             ["trace_view.json", "events:", "dropped 3 rows"], {"events": 78}),
     ]
 
 
