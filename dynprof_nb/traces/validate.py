@@ -197,8 +197,10 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
     if keys:
         if "rank" in frame.columns:
             keys = ["rank", *keys]
-        dup = frame.duplicated(keys, keep="first").to_numpy() & ~bad
-        dup &= ~frame[keys].isna().any(axis=1).to_numpy()
+        good = np.flatnonzero(~bad)  # the first of the rows kept: a bad row is no first
+        rest = frame[keys].iloc[good]
+        dup = np.zeros(len(frame), bool)
+        dup[good] = rest.duplicated(keep="first").to_numpy() & ~rest.isna().any(axis=1).to_numpy()
         dropped.duplicates = int(dup.sum())
         dropped.key = tuple(keys)
         bad |= dup

@@ -202,3 +202,21 @@ def test_the_timelines_skip_an_events_row_without_ts(monkeypatch: pytest.MonkeyP
         w = dynprof_nb.load_trace(bad_numbers.NONSTANDARD)
     assert w.events["ts_ns"].isna().sum() == 3
     _analyses(w, w)
+
+
+def test_a_repeated_step_keeps_its_first_good_row() -> None:
+    """De-duplication keeps the first row that survives the time checks: a bad first row
+    does not take its good twin with it; per rank where the frame has ranks."""
+    steps = pd.DataFrame(
+        {
+            "step": [1, 1, 2, 2, 1],
+            "rank": [0, 0, 0, 0, 1],
+            "start_ns": pd.array([-5, 10, 20, 20, 10], dtype="Int64"),
+            "duration_us": [1.0, 1.0, 1.0, 1.0, 1.0],
+        }
+    )
+    out, dropped = validate.clean(steps, "steps")
+    assert out[["rank", "step"]].values.tolist() == [[0, 1], [0, 2], [1, 1]]
+    assert out["start_ns"].tolist() == [10, 20, 10]
+    assert dropped.rows == 2 and dropped.duplicates == 1
+    assert "1 repeated a rank/step already seen (kept the first)" in dropped.message("steps", "x")
