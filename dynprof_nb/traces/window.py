@@ -453,7 +453,7 @@ class TraceWindow(WindowShortcuts):
             for k, v in self._cache.items()
         )
         loaded = loaded or "nothing loaded yet"
-        bad = [k for k, n in self.sources.items() if n.get("dropped")]
+        bad = [k for k in self._cache if self.sources.get(k, {}).get("dropped")]
         if bad:  # what :mod:`.validate` dropped: named where the window is shown, too
             loaded += f"; rows with impossible values dropped from {', '.join(bad)} (sources)"
         r = f" rank={self.rank}" if self.rank is not None else ""
