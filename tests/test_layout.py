@@ -329,7 +329,7 @@ def test_no_import_cycles_counting_type_checking_imports():
 #: traces/'s format-neutral vocabulary; everything a format owns is under traces/formats/
 NEUTRAL = {"__init__", "load", "errors", "window", "multirank", "parallel", "discover",
            "lazyframe", "shortcuts", "interface", "schema", "comm", "intervals", "partitioned",
-           "owner"}
+           "owner", "validate"}
 
 
 def test_every_formats_files_are_under_its_folder():

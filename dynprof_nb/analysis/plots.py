@@ -435,7 +435,7 @@ def timeline_layout(
     rank = _rank_column(ev, window)[idx]
     pid = pd.factorize(ev["pid"])[0][idx]  # pid/tid are strings in some Kineto traces
     tid = pd.factorize(ev["tid"])[0][idx]
-    start = ev["ts_ns"].to_numpy("int64")[idx]
+    start = ev["ts_ns"].to_numpy("int64", na_value=0)[idx]  # (idx: rows with a ts)
     dur = np.maximum(ev["dur_ns"].to_numpy("int64", na_value=0)[idx], 0)
     codes = name_codes[idx]
     n_all = len(idx)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from . import cache, comm, schema
+from . import cache, comm, schema, validate
 from .discover import (
     WindowFiles,
     find_file,
@@ -180,6 +180,7 @@ class TraceWindow(WindowShortcuts):
                 self.note(kind, missing=missing(kind))
             frame = schema.conform(got[0], kind)
             provenance(self.sources, kind, src, got[1])
+            frame = validate.checked(frame, kind, self.sources, self.path)
             if self.device is not None and "device" not in frame.columns:
                 frame["device"] = schema.constant_int(self.device, len(frame))
             return frame
@@ -198,10 +199,12 @@ class TraceWindow(WindowShortcuts):
     def adopt_frame(
         self, kind: str, frame: pd.DataFrame, provider: Source | None = None, path: str = ""
     ) -> None:
-        """Take frame ``kind`` as read (a lone file's, read at load), its note said already."""
-        self._cache[kind] = schema.conform(frame, kind)
+        """Take frame ``kind`` as read (a lone file's, read at load), its note said already;
+        its impossible rows dropped (:mod:`.validate`)."""
         if provider is not None:
             provenance(self.sources, kind, provider, path)
+        frame = schema.conform(frame, kind)
+        self._cache[kind] = validate.checked(frame, kind, self.sources, self.path)
 
     def note(
         self,
@@ -453,6 +456,9 @@ class TraceWindow(WindowShortcuts):
             for k, v in self._cache.items()
         )
         loaded = loaded or "nothing loaded yet"
+        bad = [k for k in self._cache if self.sources.get(k, {}).get("dropped")]
+        if bad:  # what :mod:`.validate` dropped: named where the window is shown, too
+            loaded += f"; rows with impossible values dropped from {', '.join(bad)} (sources)"
         r = f" rank={self.rank}" if self.rank is not None else ""
         s = f" steps {self.start_step}..{self.stop_step}" if self.start_step is not None else ""
         return f"<TraceWindow {self.framework}{r}{s}{self.origin()} {self.path}: {loaded}>"

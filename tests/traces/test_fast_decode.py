@@ -438,7 +438,8 @@ def test_string_durations_float_reads_but_json_does_not():
     "1_0") reads as float() reads it, in a piece of its own or beside plain ones: the decoder
     that turns numeric strings into floats hands such a piece to the one that keeps strings."""
     texts = (" 5", "5.", ".5", "+5", "1_0", "00012", "1e400", "-0", "nan", "5.919")
-    want = [5000, 5000, 500, 5000, 10000, 12000, 0, 0, 0, 5919]
+    # "1e400" (inf) and "nan": impossible, marked for the frames' check (issue 42) to drop
+    want = [5000, 5000, 500, 5000, 10000, 12000, NA_NS, 0, NA_NS, 5919]
     def event(dur: str) -> dict:
         return {"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": "1.0", "dur": dur}
     events = [event("2.5")] * 50 + [event(d) for d in texts]  # plain pieces, then odd ones

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import schema
+from dynprof_nb.traces import schema, validate
 from dynprof_nb.traces.errors import TraceFormatError, TraceRepairWarning, warn
 from dynprof_nb.traces.formats.ascend import (
     db_comm as ascend_db_comm,
@@ -105,6 +105,11 @@ class AscendDb:
                     [ns("id", "step"), ns("startNs", "start_ns"), ns("endNs", "end_ns")],
                     order="start_ns",
                 )
+                # a repeated step id or an impossible time would break every frame that
+                # assigns rows to steps: dropped here, with a word (issue 42)
+                df, msg, _ = validate.checked_table(df, "STEP_TIME", str(self.path))
+                if msg:
+                    self.notes.append(msg)
                 self._step_time = df.astype(
                     {"step": "int64", "start_ns": "int64", "end_ns": "int64"}
                 )

@@ -166,6 +166,9 @@ def _store_events(
         "path": "stream",
         "source": provider.name,
     }
+    if s.dropped:  # the pass dropped rows with impossible times: the events say so as well
+        note["notes"].append(s.dropped[1])
+        note["dropped"] = s.dropped[0]
     rows = sum(n for _, _, n in parts)
 
     def frames() -> Any:

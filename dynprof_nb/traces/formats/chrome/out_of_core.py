@@ -160,6 +160,7 @@ class _Partition:
     def __init__(self, w: _Writer, iv: pd.DataFrame) -> None:
         self.dir = w.out
         self.iv = iv
+        self.dropped = w.dropped_note  # (rows, warning) the pass dropped as impossible, or None
         self.cats: dict[str, tuple[np.ndarray, pd.Index]] = {}
         for col, table in (("name", w.name_t), ("cat", w.cat_t), ("ph", w.ph_t)):
             labels = [stream.label_of(k) for k in table]
@@ -355,6 +356,7 @@ def _write_partitions(path: Path, out: Path, with_summaries: bool, comm: Any) ->
     divisions = [p[1] for p in parts] + [max(parts[-1][1] + parts[-1][2] - 1, 0)]
     ddf = dd.from_map(build, parts, meta=meta, divisions=divisions, enforce_metadata=False)
     ddf = _out_of_core(ddf, out)
+    ddf.dynprof_dropped = build.dropped
     return ddf, (summaries if with_summaries else None)
 
 
@@ -424,6 +426,10 @@ def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
         stream.adopt(w, s, path, provider)
     ddf.dynprof_note = NOTE.format(n=ddf.npartitions, dir=ddf.dynprof_dir)
     w.note("events", [path], notes=[ddf.dynprof_note])
+    dropped = getattr(ddf, "dynprof_dropped", None)
+    if dropped:  # the pass dropped rows with impossible times (said once, by the pass)
+        w.sources["events"]["notes"].append(dropped[1])
+        w.sources["events"]["dropped"] = dropped[0]
     return ddf
 
 
@@ -441,6 +447,7 @@ class OutOfCoreEvents:
 
     dynprof_note = ""
     dynprof_dir: Path | None = None
+    dynprof_dropped: tuple[int, str] | None = None  # rows the pass dropped, and its warning
 
     def __repr__(self) -> str:
         return f"{self.dynprof_note}\n{super().__repr__()}"

@@ -645,12 +645,19 @@ def _dur_ns(values: list, loose: bool) -> np.ndarray:
     """Durations in µs (float, decimal string, or None) to int64 ns; 0 where missing or
     unreadable. A string reads as ``float()`` reads it (numpy's conversion calls it), in C:
     MindSpore's files hold nothing but string durations."""
+    raw = values
     if loose:  # true, [..]: read what reads as a number, the rest is missing
         values = [_num(v) for v in values]
     try:
         a = np.array(values, dtype=np.float64)  # None -> nan, "5.919" -> 5.919
     except (TypeError, ValueError, OverflowError):  # "n/a", "": missing
         a = np.array([_num(v) for v in values], dtype=np.float64)
+    nan = np.isnan(a)
+    if nan.any():  # a dur written as NaN ("NaN", a repaired bare NaN) is impossible, not absent
+        given = nan & np.fromiter(map(operator.is_not, raw, repeat(None)), bool, len(raw))
+        for i in np.flatnonzero(given).tolist():  # text or NaN, never None: rare
+            if _is_nan(raw[i]):  # a NaN, not text that is no number ("n/a", "": missing)
+                a[i] = np.inf
     return _us_to_ns(a)
 
 
@@ -668,13 +675,19 @@ def _typed_dur_ns(events: list) -> np.ndarray:
 
 
 def _us_to_ns(a: np.ndarray) -> np.ndarray:
-    """Float µs to int64 ns, rounded to the ns; 0 for what the ns grid cannot hold."""
+    """Float µs to int64 ns, rounded to the ns; 0 where missing (NaN: an event without a
+    ``dur``), ``NA_NS`` for a dur the ns grid cannot hold (inf, beyond 2**43 µs), which the
+    frames' check (:mod:`dynprof_nb.traces.validate`) drops with a word."""
     with np.errstate(invalid="ignore", over="ignore"):
         bad = ~(np.abs(a) < 2.0**43)  # beyond float64's ns grid, nan, inf: unreadable
         if bad.any():
+            huge = bad & ~np.isnan(a)
             a[bad] = 0.0
         whole = np.floor(a)
-        return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
+        ns = whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
+        if bad.any() and huge.any():
+            ns[huge] = NA_NS
+        return ns
 
 
 class _Piece(NamedTuple):
@@ -1091,7 +1104,7 @@ def memory_and_counters(cols: Columns, base: int) -> tuple[pd.DataFrame, pd.Data
 def bad_ts_note(count: int, example: bytes) -> str:
     return (
         f"{count} events have a ts that is not a time dynprof_nb can hold (first: "
-        f"{example.decode('ascii', 'replace')}): their ts_ns is NA. Times are int64 ns, which "
+        f"{example.decode('ascii', 'replace')}): they are dropped. Times are int64 ns, which "
         f"reach ±{NS_MAX_US} µs (2262-04-11 as Unix time); a ts beyond that is a clock or "
         "tool bug in the file"
     )
@@ -1367,6 +1380,13 @@ def _label_column(
 
 
 # ---- side tables, built on first access -----------------------------------------------------
+
+
+def _is_nan(v: Any) -> bool:
+    """Whether a dur value is a NaN (a float NaN, or its text), not junk or absent."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("nan", "+nan", "-nan")
+    return isinstance(v, float) and math.isnan(v)
 
 
 def _num(v: Any) -> float:

@@ -77,7 +77,8 @@ def _fix_string(s: str) -> str:
 
 
 def sanitize(text: str) -> tuple[str, dict[str, int]]:
-    """Rewrite bare non-JSON tokens to null and fix bad characters inside strings."""
+    """Rewrite bare non-JSON tokens (N/A, undefined) to null, bare inf/NaN to their text (an
+    impossible number, not a missing one), and fix bad characters inside strings."""
     counts = {"bare tokens": 0, "strings": 0}
 
     def repl(m: re.Match) -> str:
@@ -88,6 +89,8 @@ def sanitize(text: str) -> tuple[str, dict[str, int]]:
                 return _fix_string(t)
             return t
         counts["bare tokens"] += 1
+        if t.lower().lstrip("+-").startswith(("inf", "nan")):  # a number, impossible: kept as
+            return f'"{t}"'  # text, so a ts or dur of it is dropped and counted (validate.py)
         return "null"
 
     return _STRING_OR_BARE.sub(repl, text), counts
@@ -105,14 +108,19 @@ def repair_json(data: bytes, path: str | Path) -> tuple[Any, list[str]]:
     if "\ufffd" in text:
         notes.append("replaced invalid UTF-8 bytes")
     try:  # the stdlib accepts NaN/Infinity and (strict=False) raw control characters
-        obj = json.loads(text, strict=False, parse_float=Decimal)
+        # NaN/Infinity kept as text ("NaN"), not null: a dur or ts of NaN is then an
+        # impossible value the frames' check drops and counts, never a silent 0 or "no ts"
+        obj = json.loads(text, strict=False, parse_float=Decimal, parse_constant=Decimal)
         notes.append("non-standard JSON (NaN/Infinity or control characters) accepted")
         return obj, notes
     except json.JSONDecodeError:
         pass
     fixed, counts = sanitize(text)
     if counts["bare tokens"]:
-        notes.append(f"{counts['bare tokens']} bare inf/NaN/N/A values read as null")
+        notes.append(
+            f"{counts['bare tokens']} bare inf/NaN/N/A values read (N/A as null, inf/NaN as "
+            "impossible numbers)"
+        )
     if counts["strings"]:
         notes.append(
             f"{counts['strings']} strings with control characters or stray backslashes fixed"

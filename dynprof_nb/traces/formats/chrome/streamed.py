@@ -34,6 +34,7 @@ class Streamed:
     repairs: list[str]
     processes: set[str]
     memory: tuple[pd.DataFrame, pd.DataFrame] | None = None  # [memory] rows, counters
+    dropped: tuple[int, str] | None = None  # rows with impossible times dropped, and the warning
 
 
 def streamable(files: Any) -> bool:

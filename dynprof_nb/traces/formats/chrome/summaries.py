@@ -43,7 +43,7 @@ import pandas as pd
 
 from dynprof_nb.protocol import STEP_PREFIX, STEP_RE
 
-from ... import schema
+from ... import schema, validate
 from ...errors import TraceRepairWarning, warn
 from ..common.timestamps import NA_NS
 from ..derived import from_events as derive
@@ -199,6 +199,9 @@ class Reducer(chrome.Columns):
         self.launch: list[tuple[np.ndarray, np.ndarray]] = []  # (correlation, ts) of host rows
         self.any_corr = self.any_stream = False
         self.lo, self.hi = None, None
+        self.anchor: float | None = None  # the timestamps' plausible centre (validate.py)
+        self.dropped: list[tuple[str, str, int]] = []  # rows dropped: column, why, how many
+        self.dropped_note: tuple[int, str] | None = None  # their count and warning, at the end
 
     def add(self, piece: bytes | memoryview) -> None:
         start, n_link_rows, n_rare = self.n_rows, len(self.link_rows), len(self.rare_rows)
@@ -230,6 +233,21 @@ class Reducer(chrome.Columns):
         ts = c["ts"]
         if self.base:
             ts = np.where(ts == NA_NS, NA_NS, ts + self.base)
+        keep = self._possible(ts, c["dur"])
+        if keep is not None:  # impossible rows go before anything sums them (issue 42)
+            sel = np.flatnonzero(keep)
+            c = {k: v[sel] for k, v in c.items()}
+            ts, corr, stream = ts[sel], corr[sel], stream[sel]
+            if len(rows):
+                at = np.full(n, -1, np.int64)
+                at[sel] = np.arange(len(sel))
+                rows = at[rows]
+                args = [a for a, ok in zip(args, (rows >= 0).tolist(), strict=True) if ok]
+                rows = rows[rows >= 0]
+            n = len(sel)
+            self.n_rows = start + n  # the rows numbered as kept (the out-of-core parts)
+            if not n:
+                return
         timed = ts != NA_NS
         if timed.any():
             lo, hi = int(ts[timed].min()), int((ts[timed] + c["dur"][timed]).max())
@@ -250,6 +268,26 @@ class Reducer(chrome.Columns):
         hl = np.flatnonzero(~dev & (corr >= 0))
         if len(hl):
             self.launch.append((corr[hl], ts[hl]))
+
+    def _possible(self, ts: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
+        """Which of a piece's rows :func:`~dynprof_nb.traces.validate.bad_times` keeps (the
+        anchor: the median of the first piece with good times), None when all; the others are
+        counted for the one warning :meth:`result` gives."""
+        tsf = ts.astype(np.float64)
+        missing = ts == NA_NS
+        tsf[missing] = np.nan
+        if self.anchor is None:
+            self.anchor = validate.anchor_of(tsf)
+        masks = validate.bad_times(tsf, dur.astype(np.float64), self.anchor, missing)
+        masks["dur"] |= dur == NA_NS
+        bad = np.zeros(len(ts), bool)
+        for why, mask in masks.items():
+            mask = mask & ~bad
+            if mask.any():
+                column = "ts_ns" if why.startswith("ts") else "dur_ns"
+                self.dropped.append((column, why, int(mask.sum())))
+                bad |= mask
+        return ~bad if bad.any() else None
 
     def _host(self, c: dict, ts: np.ndarray, host: np.ndarray, start: int) -> None:
         """Sums per name and the narrow rows of the piece's host operations (ops.host_ops)."""
@@ -303,6 +341,15 @@ class Reducer(chrome.Columns):
         }
         if self.bad_ts:
             notes = [*notes, chrome.bad_ts_note(self.bad_ts, self.bad_ts_example)]
+        dropped = None
+        if self.dropped:
+            gone = validate.Dropped()
+            for column, why, n in self.dropped:
+                key = (column, validate.WHY[why])
+                gone.counts[key] = gone.counts.get(key, 0) + n
+            dropped = (gone.rows, gone.message("events", str(path)))
+            warn(validate.BadValuesWarning(dropped[1]), stacklevel=4)
+            self.dropped_note = dropped
         span = None if self.lo is None else (self.hi - self.lo) / 1e6
         return Streamed(
             ops,
@@ -314,6 +361,7 @@ class Reducer(chrome.Columns):
             notes,
             procs,
             chrome.memory_and_counters(self, self.base) if self.keep_memory else None,
+            dropped,
         )
 
     def lean_frame(self) -> pd.DataFrame:
@@ -510,6 +558,9 @@ def adopt(w: Any, s: Streamed, path: Path, provider: Any) -> None:
             w.note(kind, missing=empty[kind])
         else:
             w.note(kind, [path], notes=[notes[kind]])
+        if s.dropped:  # derived from events without the impossible rows: say so where it shows
+            w.sources[kind]["notes"].append(s.dropped[1])
+            w.sources[kind]["dropped"] = s.dropped[0]
         w.adopt_frame(kind, frame, provider, "stream")
     info = s.meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int) and w.rank is None:
