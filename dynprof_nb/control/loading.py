@@ -164,7 +164,7 @@ def _what(run: int | None, steps: Any) -> str:
 def of_asked(frame: pd.DataFrame, asked: Asked, since: float | None = None) -> pd.DataFrame:
     """The rows of the window asked: its steps (as asked: a window file mode moved is named
     after them), its run (rows of windows that do not say their run are taken) and, with
-    ``since`` (when the config was last written, wall clock s), those begun since when there
+    ``since`` (when the config was last written, wall clock s), those ended since when there
     are any: a window of the same steps from before (a job whose segment was made anew counts
     its runs from 1 again) is not it. (A later ``set()`` rewrites the config with the window
     in it, so an older row is not refused outright.)"""
@@ -175,9 +175,11 @@ def of_asked(frame: pd.DataFrame, asked: Asked, since: float | None = None) -> p
     if run:
         rows = rows[(rows["run"].isna() | (rows["run"] == run)).fillna(True).astype(bool)]
     if since:
-        after = rows.started_at >= pd.Timestamp(since - ASKED_SLACK_S, unit="s")
+        # ended, not begun: a stop() rewrites the config while the window records, and the
+        # window it ends began before that write (test_live_browser's Stop lost rank 0 so)
+        after = rows.ended_at >= pd.Timestamp(since - ASKED_SLACK_S, unit="s")
         if after.any():
-            rows = rows[rows.started_at.isna() | after]
+            rows = rows[rows.ended_at.isna() | after]
     return rows
 
 

@@ -84,7 +84,7 @@ def test_advise_a_window_folder_needs_no_job(ip: InteractiveShell, magics) -> No
 
     found = line(ip, f"advise {fixtures_dir() / 'ascend_real' / 'db_level1'}")
     assert isinstance(found, Findings) and len(found) > 0
-    assert "finding(s)" in found._repr_html_()
+    assert "finding" in found._repr_html_()
 
 
 def test_jobs_lists_the_running_job(ip: InteractiveShell, magics, job) -> None:

@@ -138,14 +138,15 @@ class Findings:
         """The header: how many findings from how many rules, what could not run, and (one
         line) the rules not for this kind of window."""
         c = self.checked["status"].value_counts()
-        ran = int(c.get("found", 0) + c.get("not found", 0))
-        head = f"{len(self)} finding(s) from {ran} rule(s) run on {self.kind}"
-        extra = [f"{int(c['not found'])} found nothing"] if c.get("not found") else []
+        n, hit, quiet = len(self), int(c.get("found", 0)), int(c.get("not found", 0))
+        head = (
+            f"{_count(n, 'finding')} on {self.kind}: {_count(hit + quiet, 'rule')} ran, "
+            f"{hit} with a finding, {quiet} with nothing over its threshold"
+        )
         if c.get("not applicable"):
-            extra.append(f"{int(c['not applicable'])} lacked their data here")
+            head += f"; {_count(int(c['not applicable']), 'rule')} lacked their data here"
         if c.get("error"):
-            extra.append(f"{int(c['error'])} failed (see .checked)")
-        head += f" ({', '.join(extra)})" if extra else ""
+            head += f"; {_count(int(c['error']), 'rule')} failed (see .checked)"
         scope = self.out_of_scope()
         return head + (f"\n{scope}" if scope else "")
 
@@ -156,7 +157,7 @@ class Findings:
             return ""
         why = out["note"].str.split(":").str[0].value_counts()
         parts = ", ".join(f"{n} {label}" for label, n in why.items())
-        return f"not applicable to {self.kind}: {len(out)} rule(s) ({parts})"
+        return f"not applicable to {self.kind}: {_count(len(out), 'rule')} ({parts})"
 
     def _repr_html_(self) -> str:
         esc = escape
@@ -178,8 +179,9 @@ class Findings:
             f"<li>{esc(r.rule)}: {esc(r.note)}</li>" for r in na.itertuples(index=False)
         )
         return (
-            f"<div><b>{len(self)} finding(s)</b> ({esc(self.counts())})"
-            "<table><tr><th>severity</th><th>rule</th><th>ranks</th><th>steps</th>"
+            f"<div><b>{esc(self.counts().splitlines()[0])}</b>"
+            + "".join(f"<br>{esc(line)}" for line in self.counts().splitlines()[1:])
+            + "<table><tr><th>severity</th><th>rule</th><th>ranks</th><th>steps</th>"
             "<th>evidence (threshold)</th><th>suggestion</th><th>from</th></tr>"
             + "".join(rows)
             + "</table>"
@@ -190,6 +192,11 @@ class Findings:
             )
             + "</div>"
         )
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 rule``, ``3 rules``: the header read aloud, not ``rule(s)``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 __all__ = ["COLUMNS", "Finding", "Findings", "NotApplicable", "SEVERITIES"]
