@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +66,46 @@ def test_an_edit_before_step_is_applied_by_that_step(files) -> None:
     finally:
         m.close()
     assert sorted(p.name for p in out.iterdir()) == ["rank0_start2_stop5", "rank0_start6_stop7"]
+    assert trace_steps(out / "rank0_start2_stop5") == [2, 3, 4, 5]
+    assert trace_steps(out / "rank0_start6_stop7") == [7, 8]
+
+
+def test_a_moved_window_records_every_step_while_the_last_one_is_saved(files,
+                                                                      monkeypatch) -> None:
+    """Issue 43's file-mode flake (1 run in 13 beside two CPU burners): MindSpore's example,
+    2..5 then 6..7 written before step 6 (moved to 7..8), and 2..5's writer process forked by
+    the training thread at a step of 7..8 (``Windows.fork_here``). That step's marker was
+    lost when the fork rescheduled the step path (fixed in 57de081). Here the race happens
+    every time: 2..5's save is held until 7..8 records, and the steps go on only once the
+    writer asks for its fork, so the fork comes at step 7."""
+    from jobutil import wait_until
+
+    from dynprof_nb.training import window_io
+
+    held, real_save = threading.Event(), window_io.Windows.save
+
+    def held_save(self: window_io.Windows, rec: dict, end: dict) -> None:
+        held.wait(60)
+        real_save(self, rec, end)
+
+    monkeypatch.setattr(window_io.Windows, "save", held_save)
+    name, cfg, out = files
+    write_in_place(cfg, cfg_text(start_step=2, stop_step=5))
+    m = monitor(name, cfg, out)
+    try:
+        for _ in range(5):
+            m.step()  # 2..5 recorded; its save waits
+        write_in_place(cfg, cfg_text(start_step=6, stop_step=7))
+        m.step()  # step 6 ends: 6..7 moved to 7..8
+        assert (m.state, m.window) == ("recording", (7, 8)), m.last_error
+        held.set()
+        wait_until(lambda: m._fork_job is not None, timeout=30,
+                   what="2..5's writer to ask the training thread for its fork")
+        for _ in range(4):
+            m.step()
+    finally:
+        held.set()
+        m.close()
     assert trace_steps(out / "rank0_start2_stop5") == [2, 3, 4, 5]
     assert trace_steps(out / "rank0_start6_stop7") == [7, 8]
 
