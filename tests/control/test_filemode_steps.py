@@ -110,6 +110,54 @@ def test_a_moved_window_records_every_step_while_the_last_one_is_saved(files,
     assert trace_steps(out / "rank0_start6_stop7") == [7, 8]
 
 
+def test_a_step_during_the_relay_threads_write_applies_the_edit(files, monkeypatch) -> None:
+    """The relay's timed poll (another thread of the rank's process) has read the edit, so
+    the file's stamp no longer reads as changed, but has not written it into the job and rung
+    the doorbell yet: a step then must wait for that write and apply the edit, not go on
+    without it. It went on when the previous window's save (MindSpore's analysis) held the
+    GIL between the edit and the step: the moved window began a step late and lost a step's
+    marker (issue 43). Here the relay thread is held between its read and its write until
+    the step has asked for the file, every time."""
+    from dynprof_nb.control import relay as relay_module
+    from dynprof_nb.training import filerelay
+
+    name, cfg, out = files
+    m = monitor(name, cfg, out)
+    read, go, asked = threading.Event(), threading.Event(), threading.Event()
+    real_apply, real_relay_now = relay_module.Relay._apply, filerelay.FileRelay.relay_now
+
+    def held_apply(self, cfg_, last):  # the relay thread: read done, write not begun
+        if threading.current_thread() is not threading.main_thread():
+            read.set()
+            go.wait(30)
+        return real_apply(self, cfg_, last)
+
+    def relay_now(self):  # the step asks for the file: the held write may go on
+        asked.set()
+        return real_relay_now(self)
+
+    # the relay thread reads the edit long enough after it that its stamp is trusted
+    # (filewatch's "racy" rule off): from then on the file reads as unchanged
+    monkeypatch.setattr(filewatch, "RACY_S", 0.0)
+    monkeypatch.setattr(filewatch, "RACY_COARSE_S", 0.0)
+    monkeypatch.setattr(relay_module.Relay, "_apply", held_apply)
+    monkeypatch.setattr(filerelay.FileRelay, "relay_now", relay_now)
+    releaser = threading.Thread(target=lambda: asked.wait(10) and go.set(), daemon=True)
+    poller = threading.Thread(target=m._file.relay.poll, daemon=True)
+    try:
+        m.step()
+        write_in_place(cfg, cfg_text(start_step=40, stop_step=41))
+        poller.start()
+        assert read.wait(30), "the relay thread did not read the edit"
+        releaser.start()
+        m.step()  # the edit is complete in the file before this step: it applies it
+        assert (m.state, m.window) == ("armed", (40, 41)), (m.state, m.window)
+    finally:
+        go.set()
+        poller.join(30)
+        m.close()
+
+
 def test_a_window_written_ahead_is_exact_and_a_plain_monitor_keeps_its_step(files) -> None:
     name, cfg, out = files
     m = monitor(name, cfg, out)
