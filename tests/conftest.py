@@ -92,16 +92,19 @@ def child_processes() -> dict[int, str]:
     return found
 
 
-LEFTOVER_GRACE_S = 10.0  # a process killed at the test's end may take this long to be gone
+LEFTOVER_GRACE_S = 10.0  # a process killed at the end may take this long to be gone
 
 
-@pytest.fixture(autouse=True)
-def no_process_outlives_its_test() -> Iterator[None]:
-    """Fail a test that leaves a child process of this run running (a training rank, a
-    server, a script): what a test starts, it ends. Processes of wider fixtures (a cluster,
-    a JupyterLab) were started before this snapshot and are not counted. One that is still
-    going away is waited for (a fact, bounded); the ones left are killed, so that one test's
-    leftover does not fail the next."""
+@pytest.fixture(scope="module", autouse=True)
+def no_process_outlives_its_module() -> Iterator[None]:
+    """Fail a test module that leaves a child process of this run running (a training rank, a
+    server, a script): what a module's tests and fixtures start, they end. Checked once the
+    module's own fixtures are torn down (this one is set up before them, so it ends after
+    them), not after each test: a test may rightly add to a module's fixture (a node joins
+    the module's cluster, a killed worker is restarted), and killing that would break every
+    later test of the module. Processes of session fixtures were started before the
+    snapshot. One that is still going away is waited for (a fact, bounded); the ones left
+    are killed, so that one module's leftover does not fail the next."""
     before = set(child_processes())
     yield
     deadline = time.monotonic() + LEFTOVER_GRACE_S
@@ -116,8 +119,8 @@ def no_process_outlives_its_test() -> Iterator[None]:
         except OSError:
             pass
     if left:
-        pytest.fail(f"{len(left)} process(es) this test started still run after it: "
-                    + "; ".join(f"pid {p}: {c}" for p, c in left.items())
+        pytest.fail(f"{len(left)} process(es) started by this module's tests still run after "
+                    "them: " + "; ".join(f"pid {p}: {c}" for p, c in left.items())
                     + ". End what a test starts (jobutil.finish, kill_process).", pytrace=False)
 
 
