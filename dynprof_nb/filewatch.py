@@ -43,9 +43,12 @@ class FileWatch:
     """The rank's view of one config file: :meth:`changed` per step, :meth:`read` on change.
 
     Not thread-safe by itself: the relay calls :meth:`read` under its lock; ``changed()`` is
-    only ever a hint (a stale answer means one more read, never a missed edit)."""
+    only ever a hint (a stale answer means one more read, never a missed edit). While
+    :attr:`relaying` (another thread of the process has read a change and not yet written it
+    into the job) it says yes: the step then waits for that write (the relay's lock) instead
+    of going on without the edit."""
 
-    __slots__ = ("path", "_fd", "_ctime", "_size", "_racy", "_missing")
+    __slots__ = ("path", "_fd", "_ctime", "_size", "_racy", "_missing", "relaying")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(Path(path))
@@ -54,11 +57,14 @@ class FileWatch:
         self._size = -1
         self._racy = False  # the stamp is too recent to be trusted (see the module doc)
         self._missing = False  # the last read found no file: only its appearance is news
+        # a relay is between reading a change and writing it into the job (Relay.poll sets
+        # it): the file no longer reads as changed, but the job does not have the edit yet
+        self.relaying = False
 
     def changed(self) -> bool:
         """True when the file may differ from what :meth:`read` last returned (the hot path:
         one ``fstat``, never raises)."""
-        if self._racy:
+        if self._racy or self.relaying:
             return True
         if self._fd < 0:  # not read yet, or no file: one stat of the path until there is
             return not self._missing or os.path.exists(self.path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,57 @@ def no_segment_outlives_its_job() -> Iterator[None]:
         pytest.fail(f"{len(left)} segment(s) in /dev/shm outlived their job: " + "; ".join(left)
                     + ". The last process leaving a finished job should remove it; a test that "
                     "kills its processes should unlink it.", pytrace=False)
+
+
+def child_processes() -> dict[int, str]:
+    """This process's live children (zombies, already dead, left out): ``{pid: command}``,
+    read from /proc (no psutil; /proc/PID/task/TID/children is not in every kernel)."""
+    me, found = os.getpid(), {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) != me or fields[0] == b"Z":
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                found[int(entry)] = fh.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except (OSError, IndexError, ValueError):
+            continue  # gone while we looked
+    return found
+
+
+LEFTOVER_GRACE_S = 10.0  # a process killed at the end may take this long to be gone
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_process_outlives_its_module() -> Iterator[None]:
+    """Fail a test module that leaves a child process of this run running (a training rank, a
+    server, a script): what a module's tests and fixtures start, they end. Checked once the
+    module's own fixtures are torn down (this one is set up before them, so it ends after
+    them), not after each test: a test may rightly add to a module's fixture (a node joins
+    the module's cluster, a killed worker is restarted), and killing that would break every
+    later test of the module. Processes of session fixtures were started before the
+    snapshot. One that is still going away is waited for (a fact, bounded); the ones left
+    are killed, so that one module's leftover does not fail the next."""
+    before = set(child_processes())
+    yield
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while True:
+        left = {p: c for p, c in child_processes().items() if p not in before}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        pytest.fail(f"{len(left)} process(es) started by this module's tests still run after "
+                    "them: " + "; ".join(f"pid {p}: {c}" for p, c in left.items())
+                    + ". End what a test starts (jobutil.finish, kill_process).", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -29,13 +29,12 @@ EXAMPLES = REPO / "examples"
 
 def spawn(args: Sequence[str], python: str | None = None, cwd: Path | None = None,
           env: dict[str, str] | None = None) -> subprocess.Popen:
-    """A background training process; its output is collected for failure messages."""
+    """A background training process in a session of its own, its output collected in a file
+    for failure messages (:func:`jobutil.start_script`: MindSpore's forked analysis workers
+    once held a pipe here after the script had ended, and the run hung until CI's limit)."""
     full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {}))
-    proc = subprocess.Popen([python or sys.executable, *map(str, args)], cwd=cwd, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    proc.leads_group = True  # jobutil.kill_process kills it with its children
-    return proc
+    return jobutil.start_script([python or sys.executable, *map(str, args)], cwd=cwd,
+                                env=full_env)
 
 
 def outputs_within(procs: Sequence[subprocess.Popen], timeout: float) -> list[str]:
@@ -44,13 +43,15 @@ def outputs_within(procs: Sequence[subprocess.Popen], timeout: float) -> list[st
     Past that, every process still running is killed with its children, after printing its
     stacks (:func:`jobutil.kill_process`), and the test fails with what each one wrote: a
     hung training script is a failure that says where it hung, inside the test's own time
-    limit, never a wait without end.
+    limit, never a wait without end. What an ended script left running is killed with it.
     """
     deadline = time.monotonic() + timeout
     outputs: dict[int, str] = {}
     for i, proc in enumerate(procs):
         try:
-            outputs[i] = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))[0] or ""
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            jobutil.end_group(proc)
+            outputs[i] = jobutil.output_of(proc)
         except subprocess.TimeoutExpired:
             for j, other in enumerate(procs):
                 if j not in outputs:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,25 +36,47 @@ def spawn_rank(job: str, rank: int, out: Path, *, step_ms: float = 2.0, steps: i
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "",
-               proc: subprocess.Popen | None = None) -> Any:
-    """Poll ``predicate``; fail with the process's output if ``proc`` died or time ran out."""
+               proc: subprocess.Popen | None = None, every: float = 0.02) -> Any:
+    """Wait for a fact the product reports: the suite's one way to wait (never a sleep).
+
+    Calls ``predicate`` until it returns something true and returns that value, with one
+    deadline (``timeout`` seconds). Past it, fails saying ``what`` it was waiting for and the
+    last value it saw (a status row, a step), so the failure reads as the fact that did not
+    come. With ``proc``, a training process that exits first fails at once, with its output.
+    """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    value: Any = None
+    while True:
         value = predicate()
         if value:
             return value
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"training process exited ({proc.returncode}) while waiting "
                                  f"for {what}:\n{''.join(kill_process(proc))}")
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(every)
+    seen = repr(value)
+    seen = seen if len(seen) <= 800 else seen[:800] + "..."
+    raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}; "
+                         f"the last value seen: {seen}")
 
 
 def finish(proc: subprocess.Popen, timeout: float = 30.0) -> tuple[str, str]:
     """Stop a training process cleanly (SIGTERM) and return its output; one that has not
-    ended within ``timeout`` seconds is killed (:func:`kill_process`)."""
+    ended within ``timeout`` seconds is killed (:func:`kill_process`). A process started by
+    :func:`run_script` or ``framework_jobs.spawn`` writes into a file, not a pipe: once it has
+    ended, what it forked and left behind (MindSpore's analysis workers) is killed with its
+    group, and cannot hold the test."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
+    if getattr(proc, "output_file", None) is not None:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return kill_process(proc)
+        end_group(proc)
+        return output_of(proc), ""
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -67,18 +90,22 @@ def kill_process(proc: subprocess.Popen, dump_stacks: bool = False) -> tuple[str
 
     Reading is bounded because a child the process forked (MindSpore's analysis workers) keeps
     its stdout open after the parent is gone: an unbounded ``communicate()`` here once held a
-    CI run until CI's own limit, with no word of which test. ``dump_stacks`` first asks the
+    CI run until CI's own limit, with no word of which test (the processes this suite starts
+    for MindSpore now write into a file: :func:`run_script`). ``dump_stacks`` first asks the
     group for Python stacks with SIGUSR1 (a script that registered ``faulthandler`` for it
     prints them), so that the output says where a hung process was.
     """
     group = proc.pid if _leads_group(proc) else None
     if group is not None and dump_stacks:
         _signal_group(group, signal.SIGUSR1)
-        time.sleep(2)
+        time.sleep(2)  # the stacks are written by then (no fact to wait on: the group is hung)
     if group is not None:
         _signal_group(group, signal.SIGKILL)
     elif proc.poll() is None:
         proc.kill()
+    if getattr(proc, "output_file", None) is not None:
+        proc.wait(10)
+        return output_of(proc), ""
     try:
         out, err = proc.communicate(timeout=10)
         return out or "", err or ""
@@ -88,6 +115,69 @@ def kill_process(proc: subprocess.Popen, dump_stacks: bool = False) -> tuple[str
                 pipe.close()
         proc.wait(10)
         return _text(exc.stdout), _text(exc.stderr)
+
+
+def start_script(cmd: list[str], **popen: Any) -> subprocess.Popen:
+    """Start ``cmd`` as a process whose output (stdout and stderr together) goes into a file,
+    in a session of its own: a grandchild that outlives it holds no pipe of the test's, and
+    :func:`end_group` kills it. Read the output with :func:`output_of`."""
+    out = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True,
+                            **popen)
+    proc.output_file = out  # type: ignore[attr-defined]
+    proc.leads_group = True  # type: ignore[attr-defined]
+    return proc
+
+
+def output_of(proc: subprocess.Popen) -> str:
+    """What a process from :func:`start_script` has written so far."""
+    out = proc.output_file  # type: ignore[attr-defined]
+    out.flush()
+    out.seek(0)
+    return out.read()
+
+
+def end_group(proc: subprocess.Popen) -> None:
+    """Kill what is left of an ended process's group (the workers it forked)."""
+    if _leads_group(proc):
+        _signal_group(proc.pid, signal.SIGKILL)
+
+
+def run_script(cmd: list[str], timeout: float, check: bool = False,
+               **popen: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=...)`` that cannot hang:
+    stdout and stderr go to files, so MindSpore's forked analysis workers, which outlive the
+    script, hold no pipe open; they are killed with the script's group (a session of its
+    own) when it ends. Past ``timeout`` the group is killed and the test fails with the
+    output so far, saying so."""
+    files = [tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") for _ in "12"]
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=files[0], stderr=files[1],
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True,
+                            **popen)
+    timed_out = False
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        _signal_group(proc.pid, signal.SIGKILL)  # what it forked and left running (or it)
+        proc.wait(10)
+    out, err = (_rewound(f) for f in files)
+    for f in files:
+        f.close()
+    if timed_out:
+        raise AssertionError(f"{cmd[:3]} still running after {timeout} s (killed); it wrote:\n"
+                             f"{out[-3000:]}\n{err[-6000:]}")
+    if check and proc.returncode:
+        raise AssertionError(f"{cmd[:3]} exited {proc.returncode}:\n{out[-3000:]}\n{err[-6000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _rewound(fh: Any) -> str:
+    fh.flush()
+    fh.seek(0)
+    return fh.read()
 
 
 def _leads_group(proc: subprocess.Popen) -> bool:

@@ -267,7 +267,8 @@ class Job(Controller):
         seg = self._handle.attached(create=False)
         frame = trigger.step_frame(trigger.step_rows(seg, int(last)))
         slots = self.slots()
-        found = stall.stalls(seg, slots, time.monotonic_ns(), self.hang_after, self.hang_min_s)
+        # status()'s rule on the same kind of snapshot: the slots, then the clock
+        found = stall.named(seg, slots, time.monotonic_ns(), self.hang_after, self.hang_min_s)
         frame.attrs["stalled"] = {
             v[0].rank: {"step": v[0].step, "seconds": round(v[0].seconds, 1), "first": v[0].first}
             for v in found.values()
@@ -295,8 +296,8 @@ class Job(Controller):
     def status(self) -> pd.DataFrame:
         """One row per rank: ``rank, pid, step, state, window, generation, heartbeat_age_s,
         alive, error``. Dead ranks stay listed (``alive`` False) until they are replaced."""
-        now = time.monotonic_ns()
         slots = self.slots()
+        now = time.monotonic_ns()  # after the snapshot, as step_times() reads it
         rows = [slot_row(s, now) for s in slots]
         seg = self._handle.attached(create=False)
         for s, row in zip(slots, rows, strict=True):
@@ -320,12 +321,14 @@ class Job(Controller):
                     if not row["error"] or "also claimed" in row["error"]
                     else f"{note}; {row['error']}"
                 )
+        gone: set[int] = set()
         for s, row in zip(slots, rows, strict=True):  # exec'd: not this Monitor's any more
             lost = stall.lost_monitor(s, now) if row["alive"] else ""
             if lost:
+                gone.add(s.index)
                 row.update(state="dead", alive=False, step_s=None)
                 row["error"] = f"{lost}; {row['error']}" if row["error"] else lost
-        stalled = stall.stalls(seg, slots, now, self.hang_after, self.hang_min_s)
+        stalled = stall.named(seg, slots, now, self.hang_after, self.hang_min_s, gone)
         stall.mark(rows, slots, stalled)
         take = partial(self._capture.take, self)  # what a named stall takes, now
         if stalled:  # the stacks, once per stall, from the first rank to stop

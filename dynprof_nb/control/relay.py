@@ -110,11 +110,19 @@ class Relay:
         with self._poll_lock:
             if self._state_fd < 0:  # stopped (stop() closes it under this lock)
                 return False
-            with self._node_lock(self._lock_wait) as locked:
-                # a stuck holder: this look is skipped (the file still reads as changed), and
-                # the next ones do not wait until the lock is had again
-                self._lock_wait = NODE_LOCK_WAIT_S if locked else 0.0
-                return self._poll() if locked else False
+            # from the read of a change until the job has it and the doorbells rang, a rank's
+            # step() on another thread must not take the file for unchanged and go on without
+            # the edit (issue 43: the relay thread read it while the previous window's save
+            # held the GIL, and the moved window began a step late): it waits on this lock
+            self.watch.relaying = self.watch.changed()
+            try:
+                with self._node_lock(self._lock_wait) as locked:
+                    # a stuck holder: this look is skipped (the file still reads as changed),
+                    # and the next ones do not wait until the lock is had again
+                    self._lock_wait = NODE_LOCK_WAIT_S if locked else 0.0
+                    return self._poll() if locked else False
+            finally:
+                self.watch.relaying = False
 
     def _poll(self) -> bool:
         try:

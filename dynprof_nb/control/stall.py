@@ -77,6 +77,25 @@ def stalls(
     return found
 
 
+def named(
+    seg: Segment | None,
+    slots: list[SlotView],
+    now_ns: int,
+    after: float = STALL_AFTER,
+    min_s: float = STALL_MIN_S,
+    lost: set[int] | None = None,
+) -> dict[int, tuple[Stall, float]]:
+    """The stalls a controller reports, in ``status()`` and ``step_times()`` alike: those of
+    :func:`stalls` among the ranks that still run their Monitor. A rank that ``exec``'d stops
+    stepping too, but it is dead (:func:`lost_monitor`), not stalled: ``step_times()`` named
+    it stalled while ``status()`` said dead. ``lost``: the slot indices the caller already
+    found so (looked up here when None). Both callers read the slots first and ``now_ns``
+    after them, so one snapshot gives one answer."""
+    if lost is None:
+        lost = {s.index for s in slots if s.live and lost_monitor(s, now_ns)}
+    return stalls(seg, [s for s in slots if s.index not in lost], now_ns, after, min_s)
+
+
 def lost_monitor(slot: SlotView, now_ns: int) -> str:
     """Why a live slot's process no longer runs its Monitor ("" when it does): it has not
     stepped for :data:`LOST_AFTER_S` and no longer holds the doorbell the slot names (an

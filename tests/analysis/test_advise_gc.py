@@ -153,13 +153,11 @@ def test_mindspore_backend_records_gc_pauses(tmp_path):
     forced collections of cycles in step 2: the backend's pauses land in dynprof_steps.csv
     as GC events of category gc, one per collection a listener of the test saw, and the GC
     rule counts those of >= 1 ms."""
-    import subprocess
-
     from framework_jobs import EXAMPLES, mindspore_python
+    from jobutil import run_script
 
-    run = subprocess.run([mindspore_python(), "-c", MS_SCRIPT, str(tmp_path)], capture_output=True,
-                         text=True, timeout=300, cwd=EXAMPLES.parent, env={
-                             **__import__("os").environ, "GLOG_v": "3"})
+    run = run_script([mindspore_python(), "-c", MS_SCRIPT, tmp_path], timeout=300,
+                     cwd=EXAMPLES.parent, env={**__import__("os").environ, "GLOG_v": "3"})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert (tmp_path / "dynprof_steps.csv").is_file()

@@ -28,6 +28,52 @@ TRAIN_LOOP = REPO / "tests" / "train_loop.py"
 
 
 UNSAFE_PLAIN = {"DYNPROF_NB_UNSAFE_PLAIN_TCP": "1"}  # the opt-in into plain-TCP servers
+LOOP_START_S = 300.0  # the bound on the shared IO loop's start: a fact waited for, not a guess
+
+_loop: Any = None
+
+
+def shared_loop() -> Any:
+    """One running IO loop for every Dask client the tests make, started once.
+
+    A ``Client`` made without a loop starts an IO loop thread of its own and gives it 10 s to
+    run (``distributed.utils.LoopRunner``: a fixed ``Event.wait(timeout=10)``, then an
+    ``assert``); under ``nice`` beside a heavy process the TLS fixture's client once lost that
+    race. Given a loop that already runs, a client starts no thread and waits for nothing, so
+    that cannot happen; this loop's own start is waited for as a fact, bounded only by
+    :data:`LOOP_START_S`."""
+    global _loop
+    if _loop is not None:
+        return _loop
+    import asyncio
+    import threading
+
+    from tornado.ioloop import IOLoop
+
+    ready, box = threading.Event(), {}
+
+    async def running() -> None:
+        box["loop"] = IOLoop.current()
+        ready.set()
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        loop.create_task(running())
+        loop.run_forever()
+
+    threading.Thread(target=run, name="tests' Dask IO loop", daemon=True).start()
+    if not ready.wait(LOOP_START_S):
+        raise RuntimeError(f"the tests' Dask IO loop did not run within {LOOP_START_S:.0f} s")
+    _loop = box["loop"]
+    return _loop
+
+
+def dask_client(address: str, **kwargs: Any) -> Any:
+    """A ``distributed.Client`` on :func:`shared_loop` (never the default client)."""
+    from distributed import Client
+
+    return Client(address, set_as_default=False, loop=shared_loop(), **kwargs)
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -228,10 +274,7 @@ class SimCluster:
         return node
 
     def client(self) -> Any:
-        from distributed import Client
-
-        client = Client(self.scheduler.address, set_as_default=False, timeout=30,
-                        security=self.security())
+        client = dask_client(self.scheduler.address, timeout=30, security=self.security())
         self._clients.append(client)
         return client
 

@@ -1,5 +1,6 @@
 """ClusterJob.stacks() and the named stall on 2 simulated nodes: a real 2-rank DDP job (gloo),
-rank 0 on node0 and rank 1 on node1, rank 1 sleeping before its backward pass."""
+rank 0 on node0 and rank 1 on node1, rank 1 hanging before its backward pass until the test has
+what it needs and releases it (it removes the file the rank waits on)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, last_stacks_path
 pytestmark = pytest.mark.timeout(300)
 DDP_JOB = REPO / "tests" / "ddp_hang_job.py"
 HANG_STEP = 8
-# how long rank 1 sleeps: the stall's stacks must be taken while it still does, after the
-# status, the stacks() call and the stall's naming (10 s once ran out in a CI-like run with
-# other tests beside it, the stacks then taken after the rank had woken)
-HANG_S = 25
+# rank 1 hangs until the test removes its hold file (a timed sleep of 10 s once ran out in a
+# CI-like run before the stall's stacks were kept); this is only the bound on a test that dies
+# before releasing it
+HANG_S = 240
 
 
 def free_port() -> int:
@@ -39,6 +40,8 @@ def main_thread(stacks, rank: int) -> list[str]:
 def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
     name = unique_job("clddp")
     port = free_port()
+    hold = tmp_path / "rank1.hold"
+    hold.touch()
     with SimCluster(tmp_path, nodes=2) as sim:
         procs = []
         for rank, node in enumerate(sim.nodes):
@@ -46,7 +49,7 @@ def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
                 ["env", f"RANK={rank}", "LOCAL_RANK=0", "WORLD_SIZE=2",
                  "MASTER_ADDR=127.0.0.1", f"MASTER_PORT={port}", sys.executable, str(DDP_JOB),
                  "--job", name, "--out", str(node.out), "--steps", "20",
-                 "--hang-step", str(HANG_STEP), "--hang-s", str(HANG_S)],
+                 "--hang-step", str(HANG_STEP), "--hang-s", str(HANG_S), "--hold", str(hold)],
                 f"{name}.rank{rank}.log"))
         job = dynprof_nb.attach(name, cluster=sim.client())
         try:
@@ -56,10 +59,15 @@ def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
                 return len(live) == 2 and (live.step == HANG_STEP - 1).all()
 
             wait_until(at_the_hang, 120, "both ranks at the hang")
-            time.sleep(0.5)
-            t0 = time.monotonic()
-            stacks = job.stacks()
-            assert time.monotonic() - t0 < DUMP_TIMEOUT_S + 1.0
+
+            def both_in_place():  # rank 0 waits in backward's all-reduce, rank 1 in the hang
+                t0 = time.monotonic()
+                taken = job.stacks()
+                assert time.monotonic() - t0 < DUMP_TIMEOUT_S + 1.0
+                return ("backward" in main_thread(taken, 0)
+                        and main_thread(taken, 1)[-1:] == ["rank1_sleeps"] and [taken])
+
+            stacks = wait_until(both_in_place, 30, "rank 0 in backward, rank 1 hung")[0]
             assert stacks.silent == []
             assert dict(zip(stacks["rank"], stacks.node, strict=True)) == {0: "node0",
                                                                           1: "node1"}
@@ -81,6 +89,7 @@ def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
                 return last is not None and main_thread(last, 1)[-1:] == ["rank1_sleeps"]
 
             wait_until(kept, 8, "the stall's stacks kept in job.last_stacks")
+            hold.unlink()  # the test has what it needs: rank 1 goes on
             for proc in procs:  # training resumed after the hang and ran to its end
                 assert proc.wait(timeout=90) == 0
             logs = [(node.dir / f"{name}.rank{r}.log").read_text()
@@ -89,5 +98,6 @@ def test_cluster_stacks_of_a_hung_ddp_job(tmp_path: Path):
             assert all(sums), logs
             assert sums[0].group(1) == sums[1].group(1)
         finally:
+            hold.unlink(missing_ok=True)
             job.close()
             last_stacks_path(f"@cluster.{name}").unlink(missing_ok=True)  # the stall's, kept

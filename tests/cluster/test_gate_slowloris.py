@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 from jobutil import wait_until
-from nodes import _kill_group, child_env
+from nodes import _kill_group, child_env, dask_client
 from otheruser import OTHER_GID, OTHER_UID, as_other_user
 
 pytestmark = pytest.mark.timeout(300)
@@ -65,14 +65,12 @@ def test_a_slowloris_is_closed_and_blocks_no_one(tmp_path, monkeypatch):
             env=dict(child_env(), HOME=str(other)), cwd=str(other), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True)
         assert attacker.stdout.readline().strip() == "open", attacker.stderr.read()[-3000:]
-        from distributed import Client
-
         from dynprof_nb.cluster import tls
 
         monkeypatch.setenv("HOME", str(home))  # the owner's certificates (the scheduler's)
         monkeypatch.delenv(tls.ENV_DIR, raising=False)
-        with Client(address, security=tls.security(), timeout=60,
-                    set_as_default=False) as client:  # not blocked by the 201 sockets
+        # not blocked by the 201 sockets
+        with dask_client(address, security=tls.security(), timeout=60) as client:
             assert client.scheduler_info()["type"] == "Scheduler"
         out, err = attacker.communicate(timeout=150)
         seen = json.loads(out.strip().splitlines()[-1])

@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 from jobutil import unique_job, wait_until
-from nodes import REPO, TRAIN_LOOP, _kill_group, child_env
+from nodes import REPO, TRAIN_LOOP, _kill_group, child_env, dask_client
 from otheruser import attack
 
 import dynprof_nb
@@ -177,7 +177,6 @@ def test_a_recipe_run_as_printed_is_safe(recipe, tmp_path, monkeypatch, request)
                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         procs.append(rank)
         monkeypatch.setenv("HOME", str(home))  # this user's certificates: the recipe's
-        from distributed import Client
         from distributed.security import Security
 
         from dynprof_nb.cluster import tls
@@ -186,11 +185,11 @@ def test_a_recipe_run_as_printed_is_safe(recipe, tmp_path, monkeypatch, request)
         sec = Security(require_encryption=True, tls_ca_file=str(own[0]),
                        tls_client_cert=str(own[1]), tls_client_key=str(own[2])
                        ) if own[0].exists() else tls.security()
-        with Client(address, security=sec, timeout=30, set_as_default=False) as client:
+        with dask_client(address, security=sec, timeout=30) as client:
             client.wait_for_workers(1, timeout=120)
         if own[0].exists():  # the recipe with certificates of one's own
-            job = dynprof_nb.attach(name, cluster=Client(address, security=sec, timeout=30,
-                                                         set_as_default=False))
+            job = dynprof_nb.attach(name, cluster=dask_client(address, security=sec,
+                                                              timeout=30))
             certs = tuple(own)
         else:
             job = dynprof_nb.attach(name, cluster=address)  # no flags

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from jobutil import unique_job, wait_until
-from nodes import SimCluster, TLSFiles, child_env
+from nodes import SimCluster, TLSFiles, child_env, dask_client
 from otheruser import OTHER_GID, OTHER_UID, as_other_user, run_as_other_user
 
 import dynprof_nb
@@ -91,7 +91,6 @@ def test_tls_cluster_end_to_end_through_attach(tls_cluster, tls_job):
 
 
 def test_client_without_the_certificate_is_refused(tls_cluster):
-    from distributed import Client
     from distributed.security import Security
 
     addr = tls_cluster.scheduler.address
@@ -102,9 +101,9 @@ def test_client_without_the_certificate_is_refused(tls_cluster):
         dynprof_nb.attach("anyjob", cluster=addr)  # no certificate at all
     plain = "tcp://" + addr.split("://", 1)[1]  # the same port, without TLS
     with pytest.raises((OSError, TimeoutError)):
-        Client(plain, timeout=5, set_as_default=False)
+        dask_client(plain, timeout=5)
     with pytest.raises((OSError, TimeoutError)):
-        Client(addr, security=stranger, timeout=5, set_as_default=False)
+        dask_client(addr, security=stranger, timeout=5)
 
 
 def test_cli_drives_the_tls_cluster_with_certificate_files(tls_cluster, tls_job):

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,6 +68,94 @@ def test_an_edit_before_step_is_applied_by_that_step(files) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["rank0_start2_stop5", "rank0_start6_stop7"]
     assert trace_steps(out / "rank0_start2_stop5") == [2, 3, 4, 5]
     assert trace_steps(out / "rank0_start6_stop7") == [7, 8]
+
+
+def test_a_moved_window_records_every_step_while_the_last_one_is_saved(files,
+                                                                      monkeypatch) -> None:
+    """Issue 43's file-mode flake (1 run in 13 beside two CPU burners): MindSpore's example,
+    2..5 then 6..7 written before step 6 (moved to 7..8), and 2..5's writer process forked by
+    the training thread at a step of 7..8 (``Windows.fork_here``). That step's marker was
+    lost when the fork rescheduled the step path (fixed in 57de081). Here the race happens
+    every time: 2..5's save is held until 7..8 records, and the steps go on only once the
+    writer asks for its fork, so the fork comes at step 7."""
+    from jobutil import wait_until
+
+    from dynprof_nb.training import window_io
+
+    held, real_save = threading.Event(), window_io.Windows.save
+
+    def held_save(self: window_io.Windows, rec: dict, end: dict) -> None:
+        held.wait(60)
+        real_save(self, rec, end)
+
+    monkeypatch.setattr(window_io.Windows, "save", held_save)
+    name, cfg, out = files
+    write_in_place(cfg, cfg_text(start_step=2, stop_step=5))
+    m = monitor(name, cfg, out)
+    try:
+        for _ in range(5):
+            m.step()  # 2..5 recorded; its save waits
+        write_in_place(cfg, cfg_text(start_step=6, stop_step=7))
+        m.step()  # step 6 ends: 6..7 moved to 7..8
+        assert (m.state, m.window) == ("recording", (7, 8)), m.last_error
+        held.set()
+        wait_until(lambda: m._fork_job is not None, timeout=30,
+                   what="2..5's writer to ask the training thread for its fork")
+        for _ in range(4):
+            m.step()
+    finally:
+        held.set()
+        m.close()
+    assert trace_steps(out / "rank0_start2_stop5") == [2, 3, 4, 5]
+    assert trace_steps(out / "rank0_start6_stop7") == [7, 8]
+
+
+def test_a_step_during_the_relay_threads_write_applies_the_edit(files, monkeypatch) -> None:
+    """The relay's timed poll (another thread of the rank's process) has read the edit, so
+    the file's stamp no longer reads as changed, but has not written it into the job and rung
+    the doorbell yet: a step then must wait for that write and apply the edit, not go on
+    without it. It went on when the previous window's save (MindSpore's analysis) held the
+    GIL between the edit and the step: the moved window began a step late and lost a step's
+    marker (issue 43). Here the relay thread is held between its read and its write until
+    the step has asked for the file, every time."""
+    from dynprof_nb.control import relay as relay_module
+    from dynprof_nb.training import filerelay
+
+    name, cfg, out = files
+    m = monitor(name, cfg, out)
+    read, go, asked = threading.Event(), threading.Event(), threading.Event()
+    real_apply, real_relay_now = relay_module.Relay._apply, filerelay.FileRelay.relay_now
+
+    def held_apply(self, cfg_, last):  # the relay thread: read done, write not begun
+        if threading.current_thread() is not threading.main_thread():
+            read.set()
+            go.wait(30)
+        return real_apply(self, cfg_, last)
+
+    def relay_now(self):  # the step asks for the file: the held write may go on
+        asked.set()
+        return real_relay_now(self)
+
+    # the relay thread reads the edit long enough after it that its stamp is trusted
+    # (filewatch's "racy" rule off): from then on the file reads as unchanged
+    monkeypatch.setattr(filewatch, "RACY_S", 0.0)
+    monkeypatch.setattr(filewatch, "RACY_COARSE_S", 0.0)
+    monkeypatch.setattr(relay_module.Relay, "_apply", held_apply)
+    monkeypatch.setattr(filerelay.FileRelay, "relay_now", relay_now)
+    releaser = threading.Thread(target=lambda: asked.wait(10) and go.set(), daemon=True)
+    poller = threading.Thread(target=m._file.relay.poll, daemon=True)
+    try:
+        m.step()
+        write_in_place(cfg, cfg_text(start_step=40, stop_step=41))
+        poller.start()
+        assert read.wait(30), "the relay thread did not read the edit"
+        releaser.start()
+        m.step()  # the edit is complete in the file before this step: it applies it
+        assert (m.state, m.window) == ("armed", (40, 41)), (m.state, m.window)
+    finally:
+        go.set()
+        poller.join(30)
+        m.close()
 
 
 def test_a_window_written_ahead_is_exact_and_a_plain_monitor_keeps_its_step(files) -> None:

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,7 +60,9 @@ def test_a_file_edit_drives_a_running_job(tmp_path: Path) -> None:
             write_file(tmp_path, start_step=first, stop_step=first + 4, profile_memory=False)
             wait_until(lambda: job.generation > gen, what="the edit to be relayed")
             assert job.config.profile_memory is False
-            time.sleep(0.3)
+            target = job.generation
+            wait_until(lambda: all(s.applied >= target for s in job.live_slots()),
+                       what="the ranks to apply the edit")  # where a second window would arm
             assert len(job.windows()) == 1
             row = relay_row(job)
             assert (row["state"], row["error"], row["window"]) == ("relay", "", f"{first}-"

@@ -76,18 +76,23 @@ def test_parse_dump_reads_faulthandlers_own_output(tmp_path):
 
 @pytest.fixture
 def ddp_job(tmp_path):
-    """torchrun, 2 ranks, gloo; rank 1 sleeps 8 s before its backward at step HANG_STEP."""
+    """torchrun, 2 ranks, gloo; rank 1 hangs before its backward at step HANG_STEP until the
+    test removes ``proc.hold`` (240 s at most: the bound on a test that dies first)."""
     name = unique_job("ddp")
+    hold = tmp_path / "rank1.hold"
+    hold.touch()
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(DDP_JOB),
            "--job", name, "--out", str(tmp_path), "--steps", "30", "--hang-step",
-           str(HANG_STEP), "--hang-s", "8"]
+           str(HANG_STEP), "--hang-s", "240", "--hold", str(hold)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=child_env(), start_new_session=True)
+    proc.hold = hold
     job = Job.open(name)
     try:
         yield job, proc
     finally:
+        hold.unlink(missing_ok=True)
         out, _ = finish(proc, timeout=60)
         job.close()
         segment.unlink(name)
@@ -104,12 +109,16 @@ def test_ddp_hang_stacks_name_each_rank_and_training_resumes(ddp_job):
     wait_until(at_the_hang, 120, "both DDP ranks to reach the hang", proc)
     job.hang_min_s = 1000.0  # far from the threshold: no stall named
     assert not job.status().error.str.contains("stalled").any()
-    time.sleep(0.5)  # rank 0 is now inside its backward pass, waiting for rank 1
 
-    t0 = time.monotonic()
-    stacks = job.stacks()
-    took = time.monotonic() - t0
-    assert took < DUMP_TIMEOUT_S, took
+    def both_in_place():  # rank 0 waits in its backward pass's all-reduce, rank 1 in the hang
+        t0 = time.monotonic()
+        taken = job.stacks()
+        took = time.monotonic() - t0
+        assert took < DUMP_TIMEOUT_S, took
+        return ("backward" in main_thread(taken, 0)
+                and main_thread(taken, 1)[-1:] == ["rank1_sleeps"] and [taken])
+
+    stacks = wait_until(both_in_place, 30, "rank 0 in backward, rank 1 hung", proc)[0]
     assert stacks.silent == []
     assert set(stacks["rank"]) == {0, 1} and (stacks.node != "").all()
     assert list(stacks.columns[:8]) == ["rank", "node", "pid", "thread", "depth", "function",
@@ -140,6 +149,7 @@ def test_ddp_hang_stacks_name_each_rank_and_training_resumes(ddp_job):
     assert "stalled since" in later.last_stacks.attrs["reason"]
     later.close()
 
+    proc.hold.unlink()  # the test has what it needs: rank 1 goes on
     out, _ = proc.communicate(timeout=90)  # training went on after the hang, to the end
     assert proc.returncode == 0, out
     done = re.findall(r"rank (\d) done (\d+) checksum (-?\d+\.\d+)", out)
@@ -171,10 +181,10 @@ def test_stacks_of_a_rank_stuck_in_c_holding_the_gil():
     job = Job.open(name)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.3)
-        stacks = job.stacks()
+        stacks = wait_until(lambda: (st := job.stacks()).silent == []
+                            and main_thread(st, 0)[-1:] == ["stuck_in_c_with_the_gil"] and [st],
+                            10, "rank 0's stack inside the C call that holds the GIL", proc)[0]
         assert stacks.silent == []
-        assert main_thread(stacks, 0)[-1] == "stuck_in_c_with_the_gil"
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0 and "after 4" in out, out
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from framework_jobs import (
     mindspore_python,
     spawn_mindspore,
 )
-from jobutil import recorded_window
+from jobutil import recorded_window, run_script
 
 pytestmark = pytest.mark.slow
 
@@ -84,9 +83,8 @@ out["mode"] = analysis_mode(cfg)
 out["no_analysis"] = analysis_mode(cfg.update(analyse=False))
 print(json.dumps(out))
 """
-    got = json.loads(subprocess.run([mindspore_python(), "-c", script], check=True,
-                                    capture_output=True, text=True,
-                                    cwd=EXAMPLES.parent).stdout.strip().splitlines()[-1])
+    got = json.loads(run_script([mindspore_python(), "-c", script], timeout=120, check=True,
+                                cwd=EXAMPLES.parent).stdout.strip().splitlines()[-1])
     assert got["profiler_level"] == "<ProfilerLevel.Level2: 'Level2'>"
     assert got["activities"] == ["<ProfilerActivity.CPU: 'CPU'>",
                                  "<ProfilerActivity.NPU: 'NPU'>"]
@@ -126,8 +124,8 @@ took.append([round(time.monotonic() - t0, 3), "started"])
 later.stop()
 print(json.dumps(took))
 """
-    run = subprocess.run([mindspore_python(), "-c", script], capture_output=True, text=True,
-                         cwd=EXAMPLES.parent, env=dict(os.environ, GLOG_v="3"), timeout=120)
+    run = run_script([mindspore_python(), "-c", script], timeout=120, cwd=EXAMPLES.parent,
+                     env=dict(os.environ, GLOG_v="3"))
     assert run.returncode == 0, run.stderr[-3000:]
     (first, second, later) = json.loads(run.stdout.strip().splitlines()[-1])
     assert first[0] >= 1.0 and "still busy with the previous window" in first[1], first
@@ -142,11 +140,9 @@ def test_memory_budget_and_the_analysis_cost_are_reported() -> None:
     it cost the training thread (MindSpore's stop there; the CPU time its analysis took on
     the window-I/O thread, which bounds how long it held the GIL, under the save's wall
     time)."""
-    run = subprocess.run([mindspore_python(), str(EXAMPLES.parent / "benchmarks" /
-                                                  "mindspore_cost.py"),
-                          "--budget-mb", "16", "--grow-mb", "1", "--steps", "10"],
-                         check=True, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "GLOG_v": "3"}, cwd=EXAMPLES.parent)
+    run = run_script([mindspore_python(), EXAMPLES.parent / "benchmarks" / "mindspore_cost.py",
+                      "--budget-mb", "16", "--grow-mb", "1", "--steps", "10"], timeout=300,
+                     check=True, env={**os.environ, "GLOG_v": "3"}, cwd=EXAMPLES.parent)
     got = json.loads(run.stdout.strip().splitlines()[-1])
     budget, analyse = got["budget"], got["analyse"]
     assert budget["ended_by_budget"] and budget["steps"] < 100, budget

@@ -30,6 +30,10 @@ from dynprof_nb import segment
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
+# Scroll an element into view in one step inside the page (a locator's evaluate resolves it
+# afresh and runs atomically): the panel test's "Element is not attached to the DOM" came from
+# element scrolls and clips Playwright does in several steps, while the widgets re-render
+SCROLL = "e => e.scrollIntoView({block: 'start'})"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run",
                  "--disable-dev-shm-usage"]
@@ -186,8 +190,10 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
                 panel.locator(".dynprof-apply").click()
                 expect(panel.locator(".dynprof-error-stop_step")).to_contain_text(
                     "not a number", timeout=30_000)
-                panel.scroll_into_view_if_needed()
-                panel.screenshot(path=str(ARTIFACTS / "panel_error.png"))
+                # a page screenshot: a clip of an element the widgets re-render under it
+                # failed with "Element is not attached to the DOM" (the panel test's flake)
+                panel.evaluate(SCROLL)
+                page.screenshot(path=str(ARTIFACTS / "panel_error.png"))
                 panel.locator(".dynprof-revert").click()
 
                 step = max(s.step for s in job.live_slots())
@@ -226,8 +232,8 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
                     start, stop, True, True)
             finally:
                 job.close()
-            panel.scroll_into_view_if_needed()
-            panel.screenshot(path=str(ARTIFACTS / "panel.png"))
+            panel.evaluate(SCROLL)
+            page.screenshot(path=str(ARTIFACTS / "panel.png"))
             row = panel.locator(".dynprof-window-row").first  # the newest window
             expect(row).to_contain_text("ranks 2/2 complete", timeout=60_000)
             row.get_by_role("button", name="Summary").click()  # the Output area, plots
@@ -235,7 +241,7 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
             expect(image).to_be_visible(timeout=60_000)
             expect(panel.locator(".jp-OutputArea-output", has_text="matmul").first
                    ).to_be_visible()
-            image.scroll_into_view_if_needed()
+            image.evaluate(SCROLL)
             page.screenshot(path=str(ARTIFACTS / "panel_summary.png"))
 
             # Summary, then Compare (the order a person clicks): Compare keeps its a=/b= labels
@@ -262,7 +268,7 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
             expect(shown.locator("table").first).to_be_visible()
             page.wait_for_timeout(2000)  # nothing blanks the labels afterwards
             expect(shown).to_contain_text("a = ")
-            shown.scroll_into_view_if_needed()
+            shown.evaluate(SCROLL)
             page.screenshot(path=str(ARTIFACTS / "panel_compare.png"))
         finally:
             browser.close()
