@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+import urllib.parse
 from typing import Any
 
 # Unicode's bidirectional formatting characters: LRM, RLM, ALM, the embeddings and overrides
@@ -75,3 +76,13 @@ def visible_in(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [visible_in(v) for v in value]
     return value
+
+
+def file_href(path: Any) -> str:
+    """An ``href`` for a file path, safe in a quoted attribute: percent-encoded (a ``:`` too,
+    so a file named ``javascript:...`` is a relative path, never a scheme) and, when
+    relative, led by ``./``. Escaping alone is not enough in a link: the browser decodes
+    ``&lt;`` back before it reads the URL."""
+    text = str(path)
+    quoted = urllib.parse.quote(text, safe="/")
+    return quoted if text.startswith("/") else f"./{quoted}"

@@ -286,3 +286,21 @@ def test_lane_labels_that_would_read_the_same_stay_apart():
     plain = pd.DataFrame({"rank": [0, 0], "process": ["python", "python"],
                           "thread": ["MainThread", "stream 7"], "tid": ["1", "7"]})
     assert plots.lane_labels(plain) == ["rank 0 · MainThread", "rank 0 · stream 7"]
+
+
+@pytest.mark.parametrize("name", ["javascript:window.__pwnedP=1<!--.json",
+                                  "data:text/html,<script>x</script>.json", "a b#c?.json"])
+def test_a_link_to_a_written_file_is_a_path_never_a_scheme(tmp_path, monkeypatch, name):
+    """The adversarial pass: a trace named ``javascript:...`` made the Perfetto link run script
+    when clicked (escaping keeps markup out, not a scheme: the browser decodes ``&lt;`` first).
+    The href is the file's path, percent-encoded, led by ``./``."""
+    from urllib.parse import unquote
+
+    from dynprof_nb.analysis.perfetto import PerfettoFile
+
+    monkeypatch.chdir(tmp_path)
+    html = PerfettoFile(tmp_path / name, 3)._repr_html_()
+    href = re.search(r"<a href='([^']*)' download>", html).group(1)
+    assert href.startswith("./") and ":" not in href and "<" not in href, href
+    assert unquote(href) == f"./{name}"
+    assert safetext.file_href("/abs/x:y.json") == "/abs/x%3Ay.json"

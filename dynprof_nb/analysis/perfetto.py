@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.analysis.plots import OUT_OF_CORE_TIMELINE, process_in_label, rank_offsets
-from dynprof_nb.safetext import escape
+from dynprof_nb.safetext import escape, file_href
 from dynprof_nb.traces.partitioned import is_out_of_core
 
 PERFETTO_URL = "https://ui.perfetto.dev"
@@ -146,7 +146,7 @@ class PerfettoFile:
             href = str(self.path)
         size = self.path.stat().st_size / 2**20 if self.path.exists() else 0.0
         return (
-            f"<div>Wrote <a href='{escape(href)}' download>{escape(self.path.name)}"
+            f"<div>Wrote <a href='{file_href(href)}' download>{escape(self.path.name)}"
             f"</a> ({self.events:,} events, {size:.1f} MiB). Open "
             f"<a href='{PERFETTO_URL}' target='_blank' rel='noopener'>ui.perfetto.dev</a> "
             "and drop the file on it (or <i>Open trace file</i>). Perfetto reads the file "
