@@ -29,6 +29,10 @@ from .errors import TraceRepairWarning, warn
 
 #: the longest a profiling window may plausibly span, and so any duration in it (7 days, ns)
 PLAUSIBLE_SPAN_NS = 7 * 24 * 3600 * 10**9
+#: the largest possible step id (2**53: a float64 still holds it exactly; a job at a step a
+#: second would take 285 million years to reach it), and memory total (2**63 bytes: 8 EiB)
+MAX_STEP = 2**53
+MAX_BYTES = 2**63
 _NS_PER = {"ns": 1, "us": 1_000}
 
 
@@ -51,13 +55,14 @@ class Check:
     key: tuple[str, ...] = ()
     end: str | None = None  # an end time (same unit as ``ts``): end - ts is a duration
     dur_required: bool = False  # a missing (NaN) duration drops the row too
+    ids: tuple[str, ...] = ()  # ids that must lie in [0, MAX_STEP] (a step id)
 
 
 CHECKS: dict[str, Check] = {
     "events": Check("ts_ns", True, ("dur_ns",)),
     "memory": Check("ts_ns", True),
     "kernels": Check("start_ns", False, ("duration_us",), dur_required=True),
-    "steps": Check("start_ns", False, ("duration_us",), key=("step",)),
+    "steps": Check("start_ns", False, ("duration_us",), key=("step",), ids=("step",)),
     "communication": Check("start_ns", False, ("elapse_us",)),
     "ops": Check(None, False, ("total_us",), finite=("self_us", "avg_us", "min_us", "max_us")),
     # the .db's step table, before any frame assigns rows to its steps
@@ -152,6 +157,7 @@ WHY = {
     "ts_missing": "no readable (missing, NaN, inf or beyond 2262)",
     "dur": "an impossible (negative, NaN/inf or longer than 7 days)",
     "finite": "an infinite",
+    "id": "an impossible (negative or beyond 2**53)",
 }
 
 
@@ -187,6 +193,14 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
             if col == "dur_ns":  # int64 ns: the readers' mark for a dur they could not hold
                 mask |= d == float(np.iinfo(np.int64).min)
             _count(dropped, col, "dur", mask & ~bad)
+            bad |= mask
+    for col in check.ids:
+        if col in frame.columns:
+            s = frame[col]  # int64 ids compared as ints: 2**53 + 1 is no float64
+            ids = s.to_numpy() if s.dtype == np.int64 else _numbers(s)[0]
+            with np.errstate(invalid="ignore"):
+                mask = (ids < 0) | (ids > MAX_STEP)
+            _count(dropped, col, "id", mask & ~bad)
             bad |= mask
     for col in check.finite:
         if col in frame.columns:

@@ -9,6 +9,7 @@ window, a real .db and a real text window damaged in the test)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import warnings
@@ -220,3 +221,37 @@ def test_a_repeated_step_keeps_its_first_good_row() -> None:
     assert out["start_ns"].tolist() == [10, 20, 10]
     assert dropped.rows == 2 and dropped.duplicates == 1
     assert "1 repeated a rank/step already seen (kept the first)" in dropped.message("steps", "x")
+
+
+def _kineto_with(tmp_path: Path, name: str, extra: list[dict]) -> Path:
+    """The plain trace's good rows and its step marker, plus ``extra``."""
+    evs = bad_numbers.kineto_events(False)
+    evs = [e for i, e in enumerate(evs[:51]) if i not in range(3, 9)] + extra
+    path = tmp_path / f"{name}.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("marker", "words"),
+    [
+        ("ProfilerStep#99999999999999999999999", "beyond 2**53) step"),  # past int64
+        ("ProfilerStep#9007199254740993", "beyond 2**53) step"),  # past any plausible step
+        ("ProfilerStep#1", "1 repeated a step already seen"),  # the same step, other times
+    ],
+)
+def test_a_bad_or_repeated_kineto_step_marker_is_dropped_and_named(
+    tmp_path: Path, marker: str, words: str
+) -> None:
+    """A step marker with a huge id made the whole trace unreadable (OverflowError); one that
+    repeats a step with other times was merged without a word. Now: the marker is dropped,
+    one warning for the steps frame says so, the first marker's step stays."""
+    extra = {"ph": "X", "cat": "user_annotation", "name": marker, "pid": 1, "tid": 1,
+             "ts": bad_numbers.T0 + 5, "dur": 100}  # fmt: skip
+    w, said = _load(_kineto_with(tmp_path, "marker", [extra]))
+    assert [s for s in said if ": steps: " in s] == [s for s in said if words in s], said
+    assert len(said) == 1 and "dropped 1 row" in said[0]
+    assert w.steps["step"].tolist() == [1] and w.steps["duration_us"].tolist() == [600.0]
+    assert w.sources["steps"]["dropped"] == 1
+    assert w.events["step"].dropna().unique().tolist() == [1]
+    _analyses(w, w)
