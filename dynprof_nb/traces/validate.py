@@ -229,6 +229,33 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
     return out, dropped
 
 
+def first_rows(ids: np.ndarray) -> np.ndarray | None:
+    """Where each row holds the first of its id (a mask), None when no id repeats: a
+    reader's raw table whose unique key (the .db's TASK ``globalTaskId``) a copied row
+    repeats keeps the first."""
+    if len(ids) < 2:
+        return None
+    _, first = np.unique(ids, return_index=True)
+    if len(first) == len(ids):
+        return None
+    keep = np.zeros(len(ids), bool)
+    keep[first] = True
+    return keep
+
+
+def repeated(ids: pd.Series) -> np.ndarray:
+    """Where a row repeats an id an earlier row had (a missing id repeats nothing)."""
+    return (ids.duplicated(keep="first") & ids.notna()).to_numpy()
+
+
+def said_repeats(table: str, key: str, n: int, where: str) -> str:
+    """The one :class:`BadValuesWarning` for ``n`` rows of a reader's raw ``table`` that
+    repeated its unique ``key`` (and were dropped): said, and returned for the notes."""
+    msg = Dropped(duplicates=n, key=(key,)).message(table, where)
+    warn(BadValuesWarning(msg), stacklevel=5)
+    return msg
+
+
 def _count(dropped: Dropped, column: str, why: str, mask: np.ndarray) -> None:
     n = int(mask.sum())
     if n:

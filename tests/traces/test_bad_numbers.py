@@ -10,6 +10,8 @@ window, a real .db and a real text window damaged in the test)."""
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 import sys
 import time
 import warnings
@@ -255,3 +257,29 @@ def test_a_bad_or_repeated_kineto_step_marker_is_dropped_and_named(
     assert w.sources["steps"]["dropped"] == 1
     assert w.events["step"].dropna().unique().tolist() == [1]
     _analyses(w, w)
+
+
+def test_a_copied_task_row_of_a_db_counts_once_and_is_named(tmp_path: Path) -> None:
+    """Every TASK (and COMMUNICATION_TASK_INFO) row of a real .db copied: the kernels were
+    counted twice (378, not 191) without a word. Now each ``globalTaskId`` keeps its first
+    row, on the fast and the generic path, and one warning per table says how many went."""
+    src = REPO / "tests" / "data" / "ascend_real" / "db_level0" / "rank0_ascend_pt"
+    ref, said = _load(src)
+    assert not said
+    d = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, d)
+    con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")
+    con.executescript("""
+        INSERT INTO TASK SELECT * FROM TASK;
+        INSERT INTO COMMUNICATION_TASK_INFO SELECT * FROM COMMUNICATION_TASK_INFO;
+    """)
+    con.commit()
+    con.close()
+    w, said = _load(d)
+    assert len(said) == 2, said
+    assert ": TASK: " in said[0] and "repeated a globalTaskId already seen" in said[0]
+    assert ": COMMUNICATION_TASK_INFO: " in said[1]
+    assert any(said[0] in n for n in w.sources["kernels"]["notes"]), w.sources["kernels"]
+    for kind in ("kernels", "communication", "steps", "events"):
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind))
+    _analyses(w, ref)
