@@ -56,11 +56,18 @@ class Check:
     end: str | None = None  # an end time (same unit as ``ts``): end - ts is a duration
     dur_required: bool = False  # a missing (NaN) duration drops the row too
     ids: tuple[str, ...] = ()  # ids that must lie in [0, MAX_STEP] (a step id)
+    sizes: tuple[str, ...] = ()  # byte totals: in [0, MAX_BYTES] (or missing)
+    deltas: tuple[str, ...] = ()  # byte changes: in [-MAX_BYTES, MAX_BYTES] (or missing)
 
 
 CHECKS: dict[str, Check] = {
     "events": Check("ts_ns", True, ("dur_ns",)),
-    "memory": Check("ts_ns", True),
+    "memory": Check(
+        "ts_ns",
+        True,
+        sizes=("allocated_bytes", "reserved_bytes", "active_bytes"),
+        deltas=("delta_bytes",),
+    ),
     "kernels": Check("start_ns", False, ("duration_us",), dur_required=True),
     "steps": Check("start_ns", False, ("duration_us",), key=("step",), ids=("step",)),
     "communication": Check("start_ns", False, ("elapse_us",)),
@@ -158,6 +165,8 @@ WHY = {
     "dur": "an impossible (negative, NaN/inf or longer than 7 days)",
     "finite": "an infinite",
     "id": "an impossible (negative or beyond 2**53)",
+    "size": "an impossible (negative, inf or beyond 2**63 bytes)",
+    "delta": "an impossible (inf or beyond ±2**63 bytes)",
 }
 
 
@@ -202,6 +211,16 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
                 mask = (ids < 0) | (ids > MAX_STEP)
             _count(dropped, col, "id", mask & ~bad)
             bad |= mask
+    for cols, why in ((check.sizes, "size"), (check.deltas, "delta")):
+        for col in cols:
+            if col in frame.columns:
+                b, _ = _numbers(frame[col])  # NaN: not known, kept
+                with np.errstate(invalid="ignore"):
+                    mask = np.abs(b) > MAX_BYTES  # inf is beyond it
+                    if why == "size":
+                        mask |= b < 0
+                _count(dropped, col, why, mask & ~bad)
+                bad |= mask
     for col in check.finite:
         if col in frame.columns:
             mask = np.isinf(_numbers(frame[col])[0])

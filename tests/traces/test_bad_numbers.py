@@ -283,3 +283,53 @@ def test_a_copied_task_row_of_a_db_counts_once_and_is_named(tmp_path: Path) -> N
     for kind in ("kernels", "communication", "steps", "events"):
         pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind))
     _analyses(w, ref)
+
+
+def _memory(ts: int, args: dict) -> dict:
+    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1,
+            "tid": 1, "ts": ts, "args": {"Device Type": 0, "Device Id": -1, **args}}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["whole", "stream"])
+def test_impossible_memory_values_are_dropped_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A [memory] event of 1e300 bytes with a total of -1e300 was kept without a word (and
+    drew the memory plot's axis to 1e300). Now its row goes, one warning says so; a free
+    (a negative ``Bytes``) stays."""
+    t0 = bad_numbers.T0
+    path = _kineto_with(
+        tmp_path,
+        "memory",
+        [
+            _memory(t0 + 1, {"Bytes": 512, "Total Allocated": 1024, "Total Reserved": 4096}),
+            _memory(
+                t0 + 2, {"Bytes": 1e300, "Total Allocated": -1e300, "Total Reserved": 1e30}
+            ),
+            _memory(t0 + 3, {"Bytes": -256, "Total Allocated": 768, "Total Reserved": 4096}),
+        ],
+    )
+    if how == "stream":
+        monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    w, said = _load(path)
+    assert len(said) == 1 and ": memory: 1 row had an impossible" in said[0], said
+    assert "allocated_bytes" in said[0] and "dropped 1 row" in said[0]
+    m = w.memory
+    assert m["allocated_bytes"].tolist() == [1024, 768]
+    assert m["delta_bytes"].tolist() == [512, -256]
+    assert w.sources["memory"]["dropped"] == 1
+    _analyses(w, w)
+
+
+def test_clean_drops_impossible_byte_counts() -> None:
+    """Totals must lie in [0, 2**63] bytes, changes within ±2**63; missing ones stay."""
+    mem = pd.DataFrame(
+        {
+            "ts_ns": np.arange(6, dtype=np.int64) + 10**18,
+            "allocated_bytes": [1.0, np.nan, -1.0, np.inf, 2.0**64, 5.0],
+            "delta_bytes": [-1.0, np.nan, 0.0, 0.0, 0.0, -np.inf],
+        }
+    )
+    out, dropped = validate.clean(mem, "memory")
+    assert out["ts_ns"].tolist() == [10**18, 10**18 + 1]
+    assert dropped.rows == 4
