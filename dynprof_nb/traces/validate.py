@@ -55,7 +55,7 @@ class Check:
     key: tuple[str, ...] = ()
     end: str | None = None  # an end time (same unit as ``ts``): end - ts is a duration
     dur_required: bool = False  # a missing (NaN) duration drops the row too
-    ids: tuple[str, ...] = ()  # ids that must lie in [0, MAX_STEP] (a step id)
+    ids: tuple[str, ...] = ()  # ids that must not pass MAX_STEP (a step id; -1: none known)
     sizes: tuple[str, ...] = ()  # byte totals: in [0, MAX_BYTES] (or missing)
     deltas: tuple[str, ...] = ()  # byte changes: in [-MAX_BYTES, MAX_BYTES] (or missing)
 
@@ -164,7 +164,7 @@ WHY = {
     "ts_missing": "no readable (missing, NaN, inf or beyond 2262)",
     "dur": "an impossible (negative, NaN/inf or longer than 7 days)",
     "finite": "an infinite",
-    "id": "an impossible (negative or beyond 2**53)",
+    "id": "an impossible (beyond 2**53)",
     "size": "an impossible (negative, inf or beyond 2**63 bytes)",
     "delta": "an impossible (inf or beyond ±2**63 bytes)",
 }
@@ -208,7 +208,7 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
             s = frame[col]  # int64 ids compared as ints: 2**53 + 1 is no float64
             ids = s.to_numpy() if s.dtype == np.int64 else _numbers(s)[0]
             with np.errstate(invalid="ignore"):
-                mask = (ids < 0) | (ids > MAX_STEP)
+                mask = ids > MAX_STEP
             _count(dropped, col, "id", mask & ~bad)
             bad |= mask
     for cols, why in ((check.sizes, "size"), (check.deltas, "delta")):
