@@ -73,7 +73,7 @@ CHECKS: dict[str, Check] = {
     "communication": Check("start_ns", False, ("elapse_us",)),
     "ops": Check(None, False, ("total_us",), finite=("self_us", "avg_us", "min_us", "max_us")),
     # the .db's step table, before any frame assigns rows to its steps
-    "STEP_TIME": Check("start_ns", True, key=("step",), end="end_ns"),
+    "STEP_TIME": Check("start_ns", True, key=("step",), end="end_ns", ids=("step",)),
 }
 
 
