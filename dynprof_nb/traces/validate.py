@@ -29,6 +29,10 @@ from .errors import TraceRepairWarning, warn
 
 #: the longest a profiling window may plausibly span, and so any duration in it (7 days, ns)
 PLAUSIBLE_SPAN_NS = 7 * 24 * 3600 * 10**9
+#: the largest possible step id (2**53: a float64 still holds it exactly; a job at a step a
+#: second would take 285 million years to reach it), and memory total (2**63 bytes: 8 EiB)
+MAX_STEP = 2**53
+MAX_BYTES = 2**63
 _NS_PER = {"ns": 1, "us": 1_000}
 
 
@@ -51,17 +55,25 @@ class Check:
     key: tuple[str, ...] = ()
     end: str | None = None  # an end time (same unit as ``ts``): end - ts is a duration
     dur_required: bool = False  # a missing (NaN) duration drops the row too
+    ids: tuple[str, ...] = ()  # ids that must not pass MAX_STEP (a step id; -1: none known)
+    sizes: tuple[str, ...] = ()  # byte totals: in [0, MAX_BYTES] (or missing)
+    deltas: tuple[str, ...] = ()  # byte changes: in [-MAX_BYTES, MAX_BYTES] (or missing)
 
 
 CHECKS: dict[str, Check] = {
     "events": Check("ts_ns", True, ("dur_ns",)),
-    "memory": Check("ts_ns", True),
+    "memory": Check(
+        "ts_ns",
+        True,
+        sizes=("allocated_bytes", "reserved_bytes", "active_bytes"),
+        deltas=("delta_bytes",),
+    ),
     "kernels": Check("start_ns", False, ("duration_us",), dur_required=True),
-    "steps": Check("start_ns", False, ("duration_us",), key=("step",)),
+    "steps": Check("start_ns", False, ("duration_us",), key=("step",), ids=("step",)),
     "communication": Check("start_ns", False, ("elapse_us",)),
     "ops": Check(None, False, ("total_us",), finite=("self_us", "avg_us", "min_us", "max_us")),
     # the .db's step table, before any frame assigns rows to its steps
-    "STEP_TIME": Check("start_ns", True, key=("step",), end="end_ns"),
+    "STEP_TIME": Check("start_ns", True, key=("step",), end="end_ns", ids=("step",)),
 }
 
 
@@ -152,6 +164,9 @@ WHY = {
     "ts_missing": "no readable (missing, NaN, inf or beyond 2262)",
     "dur": "an impossible (negative, NaN/inf or longer than 7 days)",
     "finite": "an infinite",
+    "id": "an impossible (beyond 2**53)",
+    "size": "an impossible (negative, inf or beyond 2**63 bytes)",
+    "delta": "an impossible (inf or beyond ±2**63 bytes)",
 }
 
 
@@ -188,6 +203,24 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
                 mask |= d == float(np.iinfo(np.int64).min)
             _count(dropped, col, "dur", mask & ~bad)
             bad |= mask
+    for col in check.ids:
+        if col in frame.columns:
+            s = frame[col]  # int64 ids compared as ints: 2**53 + 1 is no float64
+            ids = s.to_numpy() if s.dtype == np.int64 else _numbers(s)[0]
+            with np.errstate(invalid="ignore"):
+                mask = ids > MAX_STEP
+            _count(dropped, col, "id", mask & ~bad)
+            bad |= mask
+    for cols, why in ((check.sizes, "size"), (check.deltas, "delta")):
+        for col in cols:
+            if col in frame.columns:
+                b, _ = _numbers(frame[col])  # NaN: not known, kept
+                with np.errstate(invalid="ignore"):
+                    mask = np.abs(b) > MAX_BYTES  # inf is beyond it
+                    if why == "size":
+                        mask |= b < 0
+                _count(dropped, col, why, mask & ~bad)
+                bad |= mask
     for col in check.finite:
         if col in frame.columns:
             mask = np.isinf(_numbers(frame[col])[0])
@@ -213,6 +246,33 @@ def clean(frame: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, Dropped]:
         out = out.assign(**{check.ts: out[check.ts].astype("int64")})  # the schema's int64
     out.attrs = dict(frame.attrs)
     return out, dropped
+
+
+def first_rows(ids: np.ndarray) -> np.ndarray | None:
+    """Where each row holds the first of its id (a mask), None when no id repeats: a
+    reader's raw table whose unique key (the .db's TASK ``globalTaskId``) a copied row
+    repeats keeps the first."""
+    if len(ids) < 2:
+        return None
+    _, first = np.unique(ids, return_index=True)
+    if len(first) == len(ids):
+        return None
+    keep = np.zeros(len(ids), bool)
+    keep[first] = True
+    return keep
+
+
+def repeated(ids: pd.Series) -> np.ndarray:
+    """Where a row repeats an id an earlier row had (a missing id repeats nothing)."""
+    return (ids.duplicated(keep="first") & ids.notna()).to_numpy()
+
+
+def said_repeats(table: str, key: str, n: int, where: str) -> str:
+    """The one :class:`BadValuesWarning` for ``n`` rows of a reader's raw ``table`` that
+    repeated its unique ``key`` (and were dropped): said, and returned for the notes."""
+    msg = Dropped(duplicates=n, key=(key,)).message(table, where)
+    warn(BadValuesWarning(msg), stacklevel=5)
+    return msg
 
 
 def _count(dropped: Dropped, column: str, why: str, mask: np.ndarray) -> None:

@@ -9,6 +9,9 @@ window, a real .db and a real text window damaged in the test)."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import sqlite3
 import sys
 import time
 import warnings
@@ -220,3 +223,113 @@ def test_a_repeated_step_keeps_its_first_good_row() -> None:
     assert out["start_ns"].tolist() == [10, 20, 10]
     assert dropped.rows == 2 and dropped.duplicates == 1
     assert "1 repeated a rank/step already seen (kept the first)" in dropped.message("steps", "x")
+
+
+def _kineto_with(tmp_path: Path, name: str, extra: list[dict]) -> Path:
+    """The plain trace's good rows and its step marker, plus ``extra``."""
+    evs = bad_numbers.kineto_events(False)
+    evs = [e for i, e in enumerate(evs[:51]) if i not in range(3, 9)] + extra
+    path = tmp_path / f"{name}.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("marker", "words"),
+    [
+        ("ProfilerStep#99999999999999999999999", "beyond 2**53) step"),  # past int64
+        ("ProfilerStep#9007199254740993", "beyond 2**53) step"),  # past any plausible step
+        ("ProfilerStep#1", "1 repeated a step already seen"),  # the same step, other times
+    ],
+)
+def test_a_bad_or_repeated_kineto_step_marker_is_dropped_and_named(
+    tmp_path: Path, marker: str, words: str
+) -> None:
+    """A step marker with a huge id made the whole trace unreadable (OverflowError); one that
+    repeats a step with other times was merged without a word. Now: the marker is dropped,
+    one warning for the steps frame says so, the first marker's step stays."""
+    extra = {"ph": "X", "cat": "user_annotation", "name": marker, "pid": 1, "tid": 1,
+             "ts": bad_numbers.T0 + 5, "dur": 100}  # fmt: skip
+    w, said = _load(_kineto_with(tmp_path, "marker", [extra]))
+    assert [s for s in said if ": steps: " in s] == [s for s in said if words in s], said
+    assert len(said) == 1 and "dropped 1 row" in said[0]
+    assert w.steps["step"].tolist() == [1] and w.steps["duration_us"].tolist() == [600.0]
+    assert w.sources["steps"]["dropped"] == 1
+    assert w.events["step"].dropna().unique().tolist() == [1]
+    _analyses(w, w)
+
+
+def test_a_copied_task_row_of_a_db_counts_once_and_is_named(tmp_path: Path) -> None:
+    """Every TASK (and COMMUNICATION_TASK_INFO) row of a real .db copied: the kernels were
+    counted twice (378, not 191) without a word. Now each ``globalTaskId`` keeps its first
+    row, on the fast and the generic path, and one warning per table says how many went."""
+    src = REPO / "tests" / "data" / "ascend_real" / "db_level0" / "rank0_ascend_pt"
+    ref, said = _load(src)
+    assert not said
+    d = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, d)
+    con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")
+    con.executescript("""
+        INSERT INTO TASK SELECT * FROM TASK;
+        INSERT INTO COMMUNICATION_TASK_INFO SELECT * FROM COMMUNICATION_TASK_INFO;
+    """)
+    con.commit()
+    con.close()
+    w, said = _load(d)
+    assert len(said) == 2, said
+    assert ": TASK: " in said[0] and "repeated a globalTaskId already seen" in said[0]
+    assert ": COMMUNICATION_TASK_INFO: " in said[1]
+    assert any(said[0] in n for n in w.sources["kernels"]["notes"]), w.sources["kernels"]
+    for kind in ("kernels", "communication", "steps", "events"):
+        pd.testing.assert_frame_equal(w.frame(kind), ref.frame(kind))
+    _analyses(w, ref)
+
+
+def _memory(ts: int, args: dict) -> dict:
+    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1,
+            "tid": 1, "ts": ts, "args": {"Device Type": 0, "Device Id": -1, **args}}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["whole", "stream"])
+def test_impossible_memory_values_are_dropped_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A [memory] event of 1e300 bytes with a total of -1e300 was kept without a word (and
+    drew the memory plot's axis to 1e300). Now its row goes, one warning says so; a free
+    (a negative ``Bytes``) stays."""
+    t0 = bad_numbers.T0
+    path = _kineto_with(
+        tmp_path,
+        "memory",
+        [
+            _memory(t0 + 1, {"Bytes": 512, "Total Allocated": 1024, "Total Reserved": 4096}),
+            _memory(
+                t0 + 2, {"Bytes": 1e300, "Total Allocated": -1e300, "Total Reserved": 1e30}
+            ),
+            _memory(t0 + 3, {"Bytes": -256, "Total Allocated": 768, "Total Reserved": 4096}),
+        ],
+    )
+    if how == "stream":
+        monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    w, said = _load(path)
+    assert len(said) == 1 and ": memory: 1 row had an impossible" in said[0], said
+    assert "allocated_bytes" in said[0] and "dropped 1 row" in said[0]
+    m = w.memory
+    assert m["allocated_bytes"].tolist() == [1024, 768]
+    assert m["delta_bytes"].tolist() == [512, -256]
+    assert w.sources["memory"]["dropped"] == 1
+    _analyses(w, w)
+
+
+def test_clean_drops_impossible_byte_counts() -> None:
+    """Totals must lie in [0, 2**63] bytes, changes within ±2**63; missing ones stay."""
+    mem = pd.DataFrame(
+        {
+            "ts_ns": np.arange(6, dtype=np.int64) + 10**18,
+            "allocated_bytes": [1.0, np.nan, -1.0, np.inf, 2.0**64, 5.0],
+            "delta_bytes": [-1.0, np.nan, 0.0, 0.0, 0.0, -np.inf],
+        }
+    )
+    out, dropped = validate.clean(mem, "memory")
+    assert out["ts_ns"].tolist() == [10**18, 10**18 + 1]
+    assert dropped.rows == 4

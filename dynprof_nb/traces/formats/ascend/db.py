@@ -31,6 +31,16 @@ from dynprof_nb.traces.intervals import overlap_breakdown, steps_of, stream_wait
 __all__ = ["AscendDb", "connect", "overlap_breakdown"]
 
 
+#: the unique key of each table the readers read whose copied row would count a task or an op
+#: twice: the rows past a key's first are dropped, said once (:meth:`AscendDb.unique_rows`)
+UNIQUE_KEYS = {
+    "TASK": "globalTaskId",
+    "COMPUTE_TASK_INFO": "globalTaskId",
+    "COMMUNICATION_TASK_INFO": "globalTaskId",
+    "COMMUNICATION_OP": "opId",
+}
+
+
 class AscendDb:
     """One rank's profiler database (plus its analysis.db, if any), read table by table.
 
@@ -50,6 +60,7 @@ class AscendDb:
         self._step_time: pd.DataFrame | None = None
         self.notes: list[str] = []
         self.read_paths: dict[str, str] = {}
+        self._said: set[tuple[str, str]] = set()  # the unique keys checked (unique_rows)
 
     @property
     def ana(self) -> DbFile | None:
@@ -90,6 +101,21 @@ class AscendDb:
             if len(df) == 1:
                 return None, int_or_none(df.iloc[0, 0])
         return None, None
+
+    def unique_rows(self) -> None:
+        """Say once per file how many rows of TASK and COMMUNICATION_OP repeat their unique key
+        (``globalTaskId``, ``opId``: a copied row would count a task or op twice); the readers
+        keep each key's first row (:func:`.validate.first_rows`, :func:`.validate.repeated`)."""
+        for table, key in UNIQUE_KEYS.items():
+            if (table, key) in self._said or not self.has(table):
+                continue
+            self._said.add((table, key))
+            if key not in self.db.columns(table):
+                continue
+            sql = f"SELECT count({key}) - count(DISTINCT {key}) FROM {table}"
+            n = int(self.db.query(sql, what=table).iloc[0, 0] or 0)
+            if n:
+                self.notes.append(validate.said_repeats(table, key, n, str(self.path)))
 
     # ---- steps ------------------------------------------------------------------------------
     def step_time(self) -> pd.DataFrame:
@@ -245,6 +271,7 @@ class AscendDb:
                 stacklevel=5,
             )
             k = self.db.select("TASK", [*task_cols, raw("deviceId", "device")], what="the tasks")
+            k = k[~validate.repeated(k["global_task_id"])]
             return k.assign(
                 name=k["task_type"], type=None, core=None, block_dim=None, input_shapes=None
             )
@@ -270,6 +297,8 @@ class AscendDb:
         task = self.db.select("TASK", task_cols + ([] if one else [raw("deviceId", "device")]))
         if one:
             task["device"] = devs.iloc[0, 0] if len(devs) else None
+        task = task[~validate.repeated(task["global_task_id"])]
+        info = info[~validate.repeated(info["global_task_id"])]
         return task.merge(info, on="global_task_id", how="inner")
 
     def has_tasks(self) -> bool:
@@ -287,6 +316,7 @@ class AscendDb:
                 "no TASK or COMPUTE_TASK_INFO table: the kernel data was trimmed or not exported"
             )
             return schema.empty("kernels")
+        self.unique_rows()
         comm = ascend_db_comm.comm_ops(self.db) if self.has("COMMUNICATION_OP") else None
         fast = ascend_db_kernels.kernels(self.db, comm, self.step_time())
         if fast is not None:
@@ -358,6 +388,7 @@ class AscendDb:
 
     def communication(self) -> pd.DataFrame:
         """One row per communication op (see ``ascend_db_comm.communication``)."""
+        self.unique_rows()
         return ascend_db_comm.communication(self.db, self.ana, self.step_time(), self.notes)
 
     def links(self) -> pd.DataFrame:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import schema
+from dynprof_nb.traces import schema, validate
 from dynprof_nb.traces.formats.ascend import bandwidth as ascend_bandwidth
 from dynprof_nb.traces.formats.common.sqlite import DbFile, enum, ns, raw, text
 from dynprof_nb.traces.intervals import steps_of
@@ -54,9 +54,8 @@ def comm_ops(db: DbFile) -> pd.DataFrame:
             raw("count", "count"),
         ],
     )
-    return df[df["start_ns"].notna() & df["end_ns"].notna()].astype(
-        {"start_ns": "int64", "end_ns": "int64"}
-    )
+    keep = df["start_ns"].notna() & df["end_ns"].notna() & ~validate.repeated(df["op_id"])
+    return df[keep].astype({"start_ns": "int64", "end_ns": "int64"})
 
 
 def comm_tasks(db: DbFile) -> pd.DataFrame:
@@ -88,6 +87,8 @@ def comm_tasks(db: DbFile) -> pd.DataFrame:
         ],
         what="the communication tasks (TASK)",
     )
+    task = task[~validate.repeated(task["gid"])]  # a copied TASK row: once (AscendDb says)
+    info = info[~validate.repeated(info["gid"])]
     df = info.merge(task, on="gid", how="inner").drop(columns="gid")
     # the task kind is on TASK in torch_npu dbs (COMMUNICATION_TASK_INFO says N/A at Level0)
     info_task = df.pop("info_task")

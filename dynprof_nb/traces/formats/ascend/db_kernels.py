@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.traces import schema
+from dynprof_nb.traces import schema, validate
 from dynprof_nb.traces.formats.common.sqlite import DbFile, IntColumn, ns, raw
 from dynprof_nb.traces.intervals import steps_of, stream_wait
 
@@ -49,6 +49,9 @@ def kernels(db: DbFile, comm: pd.DataFrame | None, step_time: pd.DataFrame) -> p
     info = db.int_columns("COMPUTE_TASK_INFO", INFO_COLS) if task is not None else None
     if task is None or info is None or task["gid"].mask is not None or info["gid"].mask is not None:
         return None
+    first = validate.first_rows(task["gid"].values)  # a copied TASK row: once (AscendDb says)
+    if first is not None:
+        task = {k: _take(v, np.flatnonzero(first)) for k, v in task.items()}
     it, ii = _join(task["gid"].values, info["gid"].values)
     if it is None:
         return None

@@ -11,7 +11,7 @@ import pandas as pd
 from dynprof_nb.protocol import STEP_RE
 
 from ... import comm as comm_names
-from ... import schema
+from ... import schema, validate
 from ...intervals import intersect_us, union_us
 from ...partitioned import rows as ooc_rows
 
@@ -31,6 +31,7 @@ DEVICE_CATS = {
 MEMORY_CATS = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
 # HTA's (hta.utils.utils) kernel types: MEMORY is a name starting Memcpy/Memset/dma, and what is
 # neither communication nor memory is COMPUTATION unless it is a sync or an NCCL helper (OTHER).
+_INT64_MAX = int(np.iinfo(np.int64).max)
 _MEMORY_NAME = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _NOT_COMPUTE_NAME = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 DEVICE_PROCESSES = {"Ascend Hardware", "HCCL"}
@@ -86,8 +87,13 @@ def timed(events: pd.DataFrame) -> pd.DataFrame:
     return events[ts.notna()] if ts.hasnans else events
 
 
-def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
-    """(step, start_ns, end_ns) from the host-side step marker spans."""
+def step_intervals(events: pd.DataFrame, repeats: bool = False) -> pd.DataFrame:
+    """(step, start_ns, end_ns) from the host-side step marker spans: per step its first
+    marker (the earliest), for assigning rows to steps. A marker whose id is impossible
+    (beyond :data:`~dynprof_nb.traces.validate.MAX_STEP`) marks no step. With ``repeats``
+    every marker instead (a marker written twice with the same times counted once), such an
+    id as int64's max: the steps frame then carries the repeats and the impossible ids, which
+    its check (:mod:`dynprof_nb.traces.validate`) drops with the one warning."""
     events = timed(events)
     if events.empty:
         return pd.DataFrame(
@@ -99,8 +105,10 @@ def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
         )
     names = events["name"]
     cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
-    step_names = {
-        c: int(m.group(1)) for c in cats if isinstance(c, str) and (m := STEP_RE.match(c))
+    step_names = {  # an id past int64 (a hostile name) is int64's max: impossible, not fatal
+        c: min(int(m.group(1)), _INT64_MAX)
+        for c in cats
+        if isinstance(c, str) and (m := STEP_RE.match(c))
     }
     sel = events[names.isin(list(step_names)) & (events["ph"] == "X")]
     sel = sel[sel["cat"].astype(object) != "gpu_user_annotation"]
@@ -108,12 +116,18 @@ def step_intervals(events: pd.DataFrame) -> pd.DataFrame:
     if sel.empty:
         return step_intervals(events.iloc[:0])
     step = sel["name"].astype(object).map(step_names).to_numpy("int64")
-    steps, group = np.unique(step, return_inverse=True)  # per step (sorted) its first start
-    start = np.full(len(steps), np.iinfo(np.int64).max)  # and last end, as a groupby would
-    np.minimum.at(start, group, sel["ts_ns"].to_numpy("int64"))
-    end = np.full(len(steps), np.iinfo(np.int64).min)
-    np.maximum.at(end, group, (sel["ts_ns"] + sel["dur_ns"]).to_numpy("int64"))
-    return pd.DataFrame({"step": steps, "start_ns": start, "end_ns": end})
+    start = sel["ts_ns"].to_numpy("int64")
+    end = (sel["ts_ns"] + sel["dur_ns"]).to_numpy("int64")
+    order = np.lexsort((start, step))  # by step, then start: a step's first marker first
+    step, start, end = step[order], start[order], end[order]
+    keep = np.ones(len(step), bool)
+    if repeats:  # but not a marker written twice, times and all (the same span, said once)
+        keep[1:] = (step[1:] != step[:-1]) | (start[1:] != start[:-1]) | (end[1:] != end[:-1])
+    else:
+        keep[1:] = step[1:] != step[:-1]
+        keep &= step <= validate.MAX_STEP
+    step, start, end = step[keep], start[keep], end[keep]
+    return pd.DataFrame({"step": step, "start_ns": start, "end_ns": end})
 
 
 def assign_steps(ts_ns: np.ndarray, intervals: pd.DataFrame) -> pd.array:
@@ -215,7 +229,7 @@ def steps_from_events(
     the union of communication, ``overlapped_us`` their intersection (HTA's comm/comp overlap,
     per step), ``free_us`` the span with no device activity at all (copies count as busy)."""
     events = timed(events)
-    iv = step_intervals(events)
+    iv = step_intervals(events, repeats=True)
     if iv.empty:
         return schema.empty("steps"), "no step marker events"
     out = pd.DataFrame(
