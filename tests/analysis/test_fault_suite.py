@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 import os
 import socket
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 
+import jobutil
 import pytest
 from framework_jobs import outputs_within
 
@@ -57,12 +57,13 @@ def run_job(out: Path, case: str) -> None:
     for rank in (0, 1):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-        procs.append(subprocess.Popen(
+        # output into a file, in a session of its own (jobutil.start_script): what
+        # outputs_within reads, and no pipe a forked worker could hold
+        procs.append(jobutil.start_script(
             [sys.executable, str(JOB), "--job", f"fault-{case}", "--out", str(out), "--fault",
              fault, "--backend", backend, "--on", "1", "--base", "-".join(map(str, BASE)),
              "--fault-from", "11", "--window", "-".join(map(str, WINDOW)), *options],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True))
+            env=env))
     outputs = outputs_within(procs, 240)
     assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outputs)
 
