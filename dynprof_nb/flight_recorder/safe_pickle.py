@@ -22,7 +22,11 @@ one by one, and nothing else:
   a cycle (a container that holds itself) is written;
 * one string holds at most :data:`MAX_STRING` characters, one container :data:`MAX_ITEMS`
   items, containers nest at most :data:`MAX_DEPTH` deep, an integer has at most
-  :data:`MAX_INT_BYTES` bytes.
+  :data:`MAX_INT_BYTES` bytes;
+* a dict key or set item is a string, bytes, a bool, None or an int within
+  :data:`MAX_KEY_INT`, nothing else: 60,000 ints that are multiples of 2^61 - 1 all hash to
+  0, and a dict of them (841 KB) took 26 s to build, quadratic. CPython randomises the hashes
+  of strings and bytes; a small int hashes to itself, so no two collide.
 
 Anything refused raises :class:`TraceFormatError` naming the file, the offset and the limit.
 Time is linear in the opcodes read, each charged at least :data:`OP_COST`: a budget of B bytes
@@ -45,6 +49,7 @@ MAX_STRING = 16 << 20  # characters of one string (a 100k-rank group's rank list
 MAX_ITEMS = 1 << 22  # items of one list, dict, set or tuple (entries: the buffer, 2,000)
 MAX_DEPTH = 32  # containers nested (a real dump: 5, an entry's call site's fields)
 MAX_INT_BYTES = 64  # of one integer (a real dump's largest: 9, a time in ns)
+MAX_KEY_INT = 1 << 31  # |an int key or set item| below it (real dumps: string keys only)
 DEFAULT_BUDGET = 1 << 30  # bytes of objects a read may build (the reader's default too)
 
 # what is charged per object built, in bytes: CPython 3.10-3.13 (64-bit) sizes, rounded up
@@ -314,6 +319,8 @@ class _Reader:
         self.costs[-1] += added
         if key in self.tree:  # in the memo: a GET is charged what it holds now
             self.tree[key], self.depth[key] = self.costs[-1], self.levels[-1]
+        if kind is not list:
+            self.check_keys(items[::2] if kind is dict else items)
         try:
             if kind is list:
                 target.extend(items)
@@ -324,6 +331,21 @@ class _Reader:
                 target.update(items)
         except TypeError:
             raise self.fail("a dict key or set item that cannot be one (a list or dict)") from None
+
+    def check_keys(self, keys: list[Any]) -> None:
+        """Refuse a key whose hash an attacker could make collide with many others'."""
+        for key in keys:
+            kind = type(key)
+            if kind is str or kind is bytes or key is None or kind is bool:
+                continue
+            if kind is int and -MAX_KEY_INT < key < MAX_KEY_INT:
+                continue
+            what = "an integer over 2^31" if kind is int else f"a {kind.__name__}"
+            raise self.over(
+                f"a dict key or set item that is {what} (only strings, bytes, bools, None and "
+                "small integers are read as keys: others can be made to share a hash, and "
+                "building the dict takes quadratic time)"
+            )
 
     def text(self, n: int) -> str:
         if n > MAX_STRING:
@@ -575,6 +597,8 @@ def _from_mark(kind: type, base: int, per_item: int):
         count = len(items) // 2 if kind is dict else len(items)
         if count > MAX_ITEMS:
             raise r.over(f"a {kind.__name__} of over {MAX_ITEMS:,} items")
+        if kind is not list and kind is not tuple:
+            r.check_keys(items[::2] if kind is dict else items)
         try:
             value = dict(zip(items[::2], items[1::2], strict=True)) if kind is dict else kind(items)
         except TypeError:

@@ -35,8 +35,8 @@ ENTRY_FIELDS = {
     "state": "name",
     "thread_name": "name",
     "thread_id": "name_or_int",
-    "collective_seq_id": "count",
-    "p2p_seq_id": "count",
+    "collective_seq_id": "seq",
+    "p2p_seq_id": "seq",
     "op_id": "count",
     "record_id": "count",
     "pg_id": "name_or_int",
@@ -103,6 +103,15 @@ class Checker:
                 return
         raise self.error(where, "a 64-bit integer", value)
 
+    def seq(self, value: Any, where: str) -> None:
+        """A sequence id: as :meth:`count`, never negative (torch counts them from 0; a -1
+        would match no peer's collective and be shown as one that never ran)."""
+        self.count(value, where)
+        if (type(value) is int and value < 0) or (
+            isinstance(value, str) and value.strip().startswith("-")
+        ):
+            raise self.error(where, "a sequence id (a non-negative 64-bit integer)", value)
+
     def rank(self, value: Any, where: str) -> int:
         if type(value) is not int or not 0 <= value <= MAX_RANK:
             raise self.error(where, f"a rank (an integer from 0 to {MAX_RANK})", value)
@@ -124,6 +133,8 @@ class Checker:
             self.name(value, where, ints=True)
         elif kind == "count":
             self.count(value, where)
+        elif kind == "seq":
+            self.seq(value, where)
         elif kind == "flag":
             if value is not None and type(value) not in (bool, int):
                 raise self.error(where, "True or False", value)

@@ -103,6 +103,38 @@ def _cycle_tuple() -> tuple:
     return t
 
 
+_M61 = (1 << 61) - 1  # k * (2^61 - 1) hashes to 0 on 64-bit CPython, for every k
+
+
+def _colliding(n: int, values: bool) -> bytes:
+    """Opcodes pushing n ints that all hash to 0 (each followed by a value 0 for a dict)."""
+    out = []
+    for k in range(1, n + 1):
+        raw = (k * _M61).to_bytes(11, "little", signed=True)
+        out.append(b"\x8a\x0b" + raw + (b"K\x00" if values else b""))
+    return b"".join(out)
+
+
+def _with_hole(value_at, build: bytes) -> bytes:
+    """A dump pickled with ``build`` (raw opcodes of one value) where ``value_at`` put the
+    placeholder string: a colliding dict or set written without Python ever building it."""
+    data = _pickled(value_at(_HOLE))
+    hole = b"X" + struct.pack("<I", len(_HOLE)) + _HOLE.encode()
+    assert data.count(hole) == 1
+    return data.replace(hole, build)
+
+
+_HOLE = "@@colliding@@"
+
+
+def _hash_dict(n: int) -> bytes:
+    return b"}(" + _colliding(n, values=True) + b"u"
+
+
+def _hash_set(n: int) -> bytes:
+    return b"\x8f(" + _colliding(n, values=False) + b"\x90"
+
+
 def _frames_of(value) -> bytes:
     return _pickled(_dump(entries=[_entry(frames=value)]))
 
@@ -183,6 +215,22 @@ def small_cases() -> list[Case]:
              "no 'entries' list"),
         Case("code_global", _pickled({"entries": []}).replace(b"}", b"cos\nsystem\n)R",
              1), "error", "refused"),
+        Case("seq_negative", _pickled(_dump(entries=[_entry(collective_seq_id=-1)])),
+             "error", "a sequence id", "entries[0].collective_seq_id", mode="frame",
+             note="loaded and analysed as a collective that matches no peer's"),
+        Case("p2p_seq_negative", _pickled(_dump(entries=[_entry(p2p_seq_id=-3)])), "error",
+             "a sequence id", "entries[0].p2p_seq_id", mode="frame"),
+        Case("seq_negative_text", _pickled(_dump(entries=[_entry(collective_seq_id="-1")])),
+             "error", "a sequence id", "entries[0].collective_seq_id", mode="frame"),
+        # hash-collision keys: refused by their type, before any is hashed
+        Case("hash_dict_100", _with_hole(lambda h: _dump(extra=h), _hash_dict(100)), "error",
+             "an integer over 2\\^31"),
+        Case("hash_set_100", _with_hole(lambda h: _dump(entries=[_entry(foo=h)]),
+             _hash_set(100)), "error", "an integer over 2\\^31"),
+        Case("float_keys", _pickled(_dump(extra={0.5: 1, 1.5: 2})), "error",
+             "a dict key or set item that is a float"),
+        Case("tuple_keys", _pickled(_dump(extra={(1, 2): 1})), "error",
+             "a dict key or set item that is a tuple"),
         # what still loads: the reader's answer is right
         Case("ranks_shared_100", _pickled(_dump(pg_config={str(i): {"name": str(i), "desc": "g",
              "ranks": _RANKS_4K} for i in range(100)})), "load", mode="frame",
@@ -248,6 +296,15 @@ def large_cases() -> list[Case]:
                         for i in range(3000)}, rank=0)), "load", mode="frame",
              note="3,000 stuck groups, each missing its own rank: the analysis took rows x "
              "ranks (36 s for 1,000; 5 min for these)"),
+        Case("hash_dict_60k", _with_hole(lambda h: _dump(extra=h), _hash_dict(60_000)),
+             "error", "an integer over 2\\^31",
+             note="60,000 int keys hashing to 0: 26 s to build, quadratic"),
+        Case("hash_set_60k", _with_hole(lambda h: _dump(entries=[_entry(foo=h)]),
+             _hash_set(60_000)), "error", "an integer over 2\\^31",
+             note="the same as a set in an entry: 28.5 s"),
+        Case("hash_pg_config_60k", _with_hole(lambda h: _dump(pg_config=h),
+             _hash_dict(60_000)), "error", "an integer over 2\\^31",
+             note="as pg_config's keys: 5.8 s"),
         Case("empty_dicts_json_8mb", b'{"entries": [' + b"{}," * (8 << 20) + b"{}]}", "error",
              "may build up to", env={"DYNPROF_NB_FR_MAX_BUILD": "256M"}),
     ]
