@@ -17,6 +17,7 @@ import warnings
 from dynprof_nb.config import ProfilerConfig
 from dynprof_nb.control.base import (
     JobError,
+    RankClaimedTwice,
     WindowConflict,
     WindowQueued,
     WindowRefused,
@@ -65,6 +66,32 @@ def refuse_no_rank_asked(name: str, ranks: list[int], live: list[int]) -> None:
             f"(live ranks: {','.join(map(str, live))}), so no window would be written. "
             "Ask for ranks among those, or leave ranks out (all ranks)."
         )
+
+
+def warn_claimed_twice(name: str, live: list[SlotView], stacklevel: int = 3) -> None:
+    """Warn when a rank is claimed by more than one live process: the window goes to each,
+    at steps that may be far apart (a new user's second copy of a script recorded an old
+    copy's window, 5 minutes ahead, while the bar sat at 0%)."""
+    claims: dict[int, list[SlotView]] = {}
+    for s in live:
+        claims.setdefault(s.rank, []).append(s)
+    twice = {rank: slots for rank, slots in claims.items() if len(slots) > 1}
+    if not twice:
+        return
+    said = "; ".join(
+        f"rank {rank} by {len(slots)} live processes ("
+        + ", ".join(f"pid {s.pid} at step {s.step}" for s in slots)
+        + ")"
+        for rank, slots in sorted(twice.items())
+    )
+    warnings.warn(
+        RankClaimedTwice(
+            f"job {name!r}: {said}. Each of them records this window, and '+N' counts from "
+            "the most advanced. Stop the extra process (a setup cell or a script started "
+            "twice under one job name), then ask again."
+        ),
+        stacklevel=stacklevel,
+    )
 
 
 def check_others(

@@ -58,6 +58,12 @@ class WindowReplaced(UserWarning):
     not be recorded."""
 
 
+class RankClaimedTwice(UserWarning):
+    """``start`` was accepted while two live processes claim one rank (a setup cell or a
+    script run twice under one job name): each of them records the window, and ``+N``
+    counts from the most advanced."""
+
+
 class WaitInterrupted(KeyboardInterrupt):
     """Ctrl-C (or Jupyter's stop button) during ``wait()``: only the waiting stopped.
 

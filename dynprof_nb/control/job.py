@@ -164,6 +164,7 @@ class Job(Controller):
         asks.refuse_passed(live, first, last)
         asks.refuse_no_rank_asked(self.name, asked.ranks, sorted({s.rank for s in live}))
         asks.check_others(self.name, live, first, last, cmd, self.slots())
+        asks.warn_claimed_twice(self.name, live)
         gen = self._write("start", cfg, window=changes)
         note = asks.no_rank_note(self.name, self.slots())
         return Generation(gen, f"window {first}-{last} asked for; {note}".rstrip("; "))

@@ -16,7 +16,7 @@ from jobutil import finish, running_ranks, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
 from dynprof_nb import segment
-from dynprof_nb.control.base import JobError
+from dynprof_nb.control.base import JobError, RankClaimedTwice
 
 
 def test_attach_of_an_unknown_name_refuses_and_creates_nothing(tmp_path):
@@ -66,6 +66,10 @@ def test_two_live_processes_with_one_rank_are_reported(tmp_path):
             assert set(control.duplicate_ranks()[0]) == set(rows.pid)
             newer = next(s for s in control.live_slots() if s.pid == extra.pid)
             assert f"also claimed by live pid {procs[0].pid}" in newer.error
+            # a window asked now goes to both: start() says so, naming both pids
+            with pytest.warns(RankClaimedTwice, match=r"rank 0 by 2 live processes \(pid "):
+                control.start("+1000", "+1001")
+            control.stop()
         finally:
             finish(extra)
         wait_until(lambda: not control.duplicate_ranks(), what="the extra rank to leave")
