@@ -132,8 +132,10 @@ def unknown_job_message(job: str) -> str:
             "attach from that user's account, or check the name."
         )
     return (
-        f"no job named {job!r} on this machine ({others}).{hint} To prepare it before its "
-        "ranks start, attach with create=True (--create)."
+        f"no job named {job!r} on this machine ({others}).{hint} If its ranks have all "
+        "ended, the job ended with them; its windows stay where it wrote them "
+        "(dynprof_nb.load_window(path) loads one). To prepare it before its ranks start, "
+        "attach with create=True (--create)."
     )
 
 
