@@ -100,7 +100,12 @@ def test_getting_started_leads_from_the_nav_to_the_api_reference(site_url: str) 
             doc = page.locator("[id='dynprof_nb.traces.window.TraceWindow.timeline'] + div")
             expect(doc).to_contain_text("interactive")
 
-            nav.locator("a[href$='notebooks/analysis.html']").click()
+            # a rendered notebook is a 0.7 MB page: wait for its load (the navigation's own
+            # deadline), then its outputs are in the DOM (in CI the 5 s of an expect ran out
+            # while the page was still loading)
+            with page.expect_navigation(url=re.compile(r"notebooks/analysis\.html$"),
+                                        wait_until="load"):
+                nav.locator("a[href$='notebooks/analysis.html']").click()
             expect(page.locator(".jp-OutputArea-output").first).to_be_attached()
             assert errors == [], errors
         finally:
