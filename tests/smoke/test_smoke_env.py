@@ -26,7 +26,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory):
+def job(tmp_path_factory: pytest.TempPathFactory, no_process_outlives_its_module: None):
+    # asks for the leftover-process check by name, so that it is torn down after the job in
+    # every pytest this matrix runs: pytest 8.0 (py310-lowest) tore the autouse one down first
+    # and found the job's ranks still running
     with demo_job(tmp_path_factory.mktemp("smoke"), prefix="smoke") as j:
         yield j
 
