@@ -161,20 +161,11 @@ def find_straggler(
         return Verdict(None, None, 0.0, floor_us, table, against, {}, blind)
     best = table.loc[table["excess_us"].idxmax()]
     excess = {p: float(best[f"{p}_excess_us"]) for p in own_phases}
-    if not best["excess_us"] > best["bound_us"]:
-        return Verdict(
-            None,
-            None,
-            float(best["excess_us"]),
-            float(best["bound_us"]),
-            table,
-            against,
-            excess,
-            blind,
-        )
-    cause = max(excess, key=lambda p: excess[p])
+    named = bool(best["excess_us"] > best["bound_us"])  # NaN: not named
+    rank = int(best["rank"]) if named else None
+    cause = max(excess, key=lambda p: excess[p]) if named else None
     return Verdict(
-        int(best["rank"]),
+        rank,
         cause,
         float(best["excess_us"]),
         float(best["bound_us"]),
