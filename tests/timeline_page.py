@@ -21,6 +21,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 # what the browser and the kernel exchange (every synced trait but anywidget's own)
 # what the widget syncs with its front-end: every trait TimelineView itself declares
+LEFT, TOP = 210, 46  # the canvas' label column and top band (timeline_view.js)
+
+
 TRAITS = sorted(TimelineView.class_own_traits(sync=lambda v: bool(v)))
 
 _MODEL = """

@@ -7,32 +7,18 @@ from __future__ import annotations
 
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 from testdata import fixtures_dir
-from timeline_page import CHROMIUM, CHROMIUM_ARGS, TimelinePage
+from timeline_page import LEFT, TOP, TimelinePage
 
 import dynprof_nb
 
 sys.path.insert(0, str(fixtures_dir() / "hostile"))
 import make_names  # noqa: E402
 
-LEFT, TOP = 210, 46  # the canvas' label column and top band (timeline_view.js)
 PWNED = "() => Object.keys(window).filter((k) => k.startsWith('__pwned'))"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert Path(CHROMIUM).exists(), "make test installs chromium with apt"
-    pw = sync_playwright().start()
-    b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-    yield b
-    b.close()
-    pw.stop()
 
 
 @pytest.fixture

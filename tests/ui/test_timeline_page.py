@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from testdata import fixtures_dir
-from timeline_page import CHROMIUM, CHROMIUM_ARGS, MEASURE, TimelinePage, percentile
+from timeline_page import LEFT, MEASURE, TOP, TimelinePage, percentile
 
 import dynprof_nb
 from dynprof_nb.analysis import plots, timeline_view
@@ -35,20 +35,6 @@ from test_plots import (  # noqa: E402
     replicate,
     replicate_groups,
 )
-
-LEFT, TOP = 210, 46  # the canvas' label column and top band (timeline_view.js)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert Path(CHROMIUM).exists(), "make test installs chromium with apt"
-    pw = sync_playwright().start()
-    b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-    yield b
-    b.close()
-    pw.stop()
 
 
 @pytest.fixture(scope="module")
