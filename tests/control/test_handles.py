@@ -12,30 +12,12 @@ import textwrap
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from jobutil import running_ranks, unique_job, wait_until
 
 import dynprof_nb
 from dynprof_nb import segment
 from dynprof_nb.control.base import JobError
-
-
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "dynprof_nb")
-    return shell
-
-
-@pytest.fixture
-def magics(ip):
-    instance = ip.magics_manager.registry["DynprofMagics"]
-    instance.job = None
-    yield instance
-    if instance.job is not None:
-        instance.job.close()
-        instance.job = None
 
 
 @pytest.fixture(scope="module")

@@ -21,23 +21,6 @@ from dynprof_nb.control.runs import WindowDropped
 RANKS = 2
 
 
-@pytest.fixture
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "dynprof_nb")
-    return shell
-
-
-@pytest.fixture
-def magics(ip: InteractiveShell):
-    instance = ip.magics_manager.registry["DynprofMagics"]
-    instance.job = None
-    yield instance
-    if instance.job is not None:
-        instance.job.close()
-    instance.job = None
-
-
 def start_run(job: str, out: Path) -> list:
     return [spawn_rank(job, r, out, step_ms=2) for r in range(RANKS)]
 
