@@ -29,7 +29,7 @@ import textwrap
 import time
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 OTHER_RANK = textwrap.dedent("""
     import sys, time

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's dynprof_nb (the MindSpore venv has none)
 
 import dynprof_nb  # noqa: E402
-from dynprof_nb import segment  # noqa: E402
+from dynprof_nb.contract import segment  # noqa: E402
 from dynprof_nb.training.dropin import job_name_for  # noqa: E402
 
 

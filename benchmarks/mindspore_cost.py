@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]  # this checkout's dynprof_nb, the example
 
 import dynprof_nb  # noqa: E402
-from dynprof_nb import window_dirs  # noqa: E402
+from dynprof_nb.contract import window_dirs  # noqa: E402
 
 
 def rss() -> int:

@@ -21,7 +21,7 @@ import textwrap
 import time
 
 import dynprof_nb
-from dynprof_nb.segment import S_APPLIED, S_STEP
+from dynprof_nb.contract.segment import S_APPLIED, S_STEP
 
 TRAIN = textwrap.dedent("""
     import sys, time, dynprof_nb

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import dynprof_nb
-from dynprof_nb import window_dirs
+from dynprof_nb.contract import window_dirs
 
 
 class Empty:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from jobutil import finish, spawn_rank, steps_at, wait_until  # noqa: E402
 
 import dynprof_nb  # noqa: E402
-from dynprof_nb import segment  # noqa: E402
+from dynprof_nb.contract import segment  # noqa: E402
 from dynprof_nb.training.steptimes import StepClock  # noqa: E402
 
 

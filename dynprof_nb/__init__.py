@@ -9,9 +9,9 @@ The package is laid out by the process each part runs in:
   ``compare``), pandas and matplotlib;
 * ``ui/``: the ``%dynprof`` magics, the panel, the ``dynprof`` CLI and the demo;
 * ``cluster/``: one job on many machines, through Dask (``attach(job, cluster=...)``);
-* at the top, the contract every process shares: ``config``, ``protocol``, ``segment``,
+* ``contract/``: what a rank and its controllers share: ``config``, ``protocol``, ``segment``,
   ``shared_layout`` (the step-time ring, the trigger words, the stack dumps), ``window_dirs``,
-  ``locks``;
+  and, at the top, ``locks`` (the private directory every side uses);
 * ``samples``: real windows shipped with the package (``dynprof_nb.samples.list()``).
 
 Names are imported on first use so ``import dynprof_nb`` in a training script stays cheap.
@@ -29,8 +29,8 @@ _EXPORTS = {
     "DynamicProfilerMonitor": "training.dropin",
     "range": "training.ranges",
     "profile_block": "training.block",
-    "ProfilerConfig": "config",
-    "ConfigError": "config",
+    "ProfilerConfig": "contract.config",
+    "ConfigError": "contract.config",
     "Controller": "control.base",
     "Job": "control.job",
     "JobError": "control.base",
@@ -72,7 +72,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what editors and type checkers see behind the lazy names
     from dynprof_nb.analysis import compare
-    from dynprof_nb.config import ConfigError, ProfilerConfig
+    from dynprof_nb.contract.config import ConfigError, ProfilerConfig
     from dynprof_nb.control.base import Controller, JobError
     from dynprof_nb.control.filemode import FileJob
     from dynprof_nb.control.job import Job

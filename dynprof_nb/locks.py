@@ -14,8 +14,8 @@ what a lock elects is per node: the ranks and agents that share that ``/dev/shm`
 * a lock someone holds is described (:func:`holder`: pid, uid and command from
   ``/proc/locks``), so a standby says whom it waits for.
 
-The same directory holds the user's job segments and stack dumps (:mod:`dynprof_nb.segment`,
-:func:`dynprof_nb.shared_layout.stack_dir`): a name in ``/dev/shm`` itself is one another
+The same directory holds the user's job segments and stack dumps (:mod:`.contract.segment`,
+:func:`dynprof_nb.contract.shared_layout.stack_dir`): a name in ``/dev/shm`` itself is one another
 user can create first. The directory's own name is predictable, so another user can take it
 first too (a directory or a symlink of theirs, which this user cannot remove). Then a
 **private directory with an unguessable name** is made beside it

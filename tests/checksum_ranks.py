@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 RANK = textwrap.dedent("""
     import json, sys, time, zlib

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from testdata import REPO, fixtures_dir, write_builtin_window  # noqa: F401 (re-exported)
 
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 # The frame cache (dynprof_nb.traces.cache) is off for the suite and every process its tests
 # start: a reader test that loads a fixture an earlier test loaded would otherwise read that

@@ -35,11 +35,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from dynprof_nb.config import ProfilerConfig
 from torch.nn.parallel import DistributedDataParallel
 
 import dynprof_nb
-from dynprof_nb import window_dirs
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract import window_dirs
 from dynprof_nb.training.backends import make_backend
 
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.ui.demo import start_ranks, stop_ranks, wait_for_ranks
 
 

@@ -19,7 +19,7 @@ import jobutil
 from jobutil import unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 __all__ = ["unique_job", "wait_until", "spawn", "finish", "attached_job"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import dynprof_nb
-from dynprof_nb import segment, window_dirs
+from dynprof_nb.contract import segment, window_dirs
 
 TRAIN_LOOP = Path(__file__).with_name("train_loop.py")
 

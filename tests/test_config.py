@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from traitlets import TraitError
 
-from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig, coerce_cli_value
 
 FIXTURES = Path(__file__).resolve().parent / "data"
 

@@ -253,7 +253,7 @@ def test_type_checking_block_names_every_export():
 def test_the_step_marker_is_spelled_in_one_module():
     spelled = [p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
                if "ProfilerStep#" in p.read_text()]
-    assert spelled == ["protocol.py"]
+    assert spelled == ["contract/protocol.py"]
 
 
 def test_the_version_is_defined_once():

@@ -21,7 +21,7 @@ import pytest
 from jobutil import finish, trace_steps, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 pytestmark = pytest.mark.timeout(180)
 

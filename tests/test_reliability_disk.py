@@ -27,7 +27,7 @@ import pytest
 from jobutil import TRAIN_LOOP, finish, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -24,8 +24,8 @@ import pytest
 from jobutil import finish, spawn_rank, trace_steps, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
-from dynprof_nb.segment import H_SEQ, Segment
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.segment import H_SEQ, Segment
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -108,7 +108,7 @@ def test_rank_killed_mid_window_is_dead_within_3s_and_its_window_never_complete(
 INSIDE_WRITE = """
     import json, os, sys, time
     import dynprof_nb
-    from dynprof_nb import segment
+    from dynprof_nb.contract import segment
     job = dynprof_nb.attach(sys.argv[1], create=False)
 
     def block(pid):  # write_config calls this inside its critical section: stop right there
@@ -121,7 +121,7 @@ INSIDE_WRITE = """
 
 AFTER_GENERATION = """
     import fcntl, json, sys, time
-    from dynprof_nb import segment
+    from dynprof_nb.contract import segment
     seg = segment.Segment.open(sys.argv[1], create=False)
     w = seg.words
     fcntl.flock(seg._fd, fcntl.LOCK_EX)  # the writer lock, as write_config takes it
@@ -323,7 +323,7 @@ def test_job_restarted_after_a_crash_reclaims_the_stale_segment(tmp_path):
 
 RECLAIMER = """
     import os, sys, time
-    from dynprof_nb.segment import Segment
+    from dynprof_nb.contract.segment import Segment
     job, at = sys.argv[1], float(sys.argv[2])
     real = Segment.is_stale
 
@@ -350,7 +350,7 @@ def test_a_stale_segment_reclaimed_by_many_at_once_leaves_them_all_on_one(tmp_pa
         job = unique_job("race")
         dead = _python(f"""
             import os, signal
-            from dynprof_nb.segment import Segment
+            from dynprof_nb.contract.segment import Segment
             Segment.open({job!r}).claim_slot(0)
             os.kill(os.getpid(), signal.SIGKILL)
         """)

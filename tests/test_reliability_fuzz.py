@@ -31,10 +31,10 @@ from testdata import fixtures_dir
 from traitlets import TraitError
 
 import dynprof_nb
-from dynprof_nb import segment
-from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.protocol import ACTIONS, decode
-from dynprof_nb.segment import Segment
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.protocol import ACTIONS, decode
+from dynprof_nb.contract.segment import Segment
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from jobutil import finish, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment, window_dirs
-from dynprof_nb.segment import Segment
+from dynprof_nb.contract import segment, window_dirs
+from dynprof_nb.contract.segment import Segment
 from dynprof_nb.traces import TraceFormatError
 
 PACKAGE = Path(dynprof_nb.__file__).parent

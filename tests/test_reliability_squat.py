@@ -25,8 +25,9 @@ NOBODY = 65534
 VICTIM = textwrap.dedent("""
     import json, os, subprocess, sys, time
     import dynprof_nb
-    from dynprof_nb import locks, segment
-    from dynprof_nb.shared_layout import stack_dir
+    from dynprof_nb import locks
+    from dynprof_nb.contract import segment
+    from dynprof_nb.contract.shared_layout import stack_dir
 
     job, out, loop = sys.argv[1:4]
     rank = subprocess.Popen([sys.executable, loop, "--job", job, "--rank", "0", "--out", out,

@@ -17,8 +17,9 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb import safetext, segment
+from dynprof_nb import safetext
 from dynprof_nb.analysis import plots
+from dynprof_nb.contract import segment
 from dynprof_nb.control.base import JobError
 
 sys.path.insert(0, str(fixtures_dir() / "hostile"))
@@ -52,7 +53,7 @@ def repr_html_classes() -> set[str]:
 
 
 def _config():
-    from dynprof_nb.config import ProfilerConfig
+    from dynprof_nb.contract.config import ProfilerConfig
 
     cfg = ProfilerConfig()
     for key in ProfilerConfig.keys():
@@ -73,7 +74,7 @@ def _status() -> pd.DataFrame:
 
 
 def _controller():
-    from dynprof_nb.config import ProfilerConfig
+    from dynprof_nb.contract.config import ProfilerConfig
     from dynprof_nb.control.base import Controller
 
     class Shown(Controller):  # only what the repr reads: a name, a config, a status
@@ -163,7 +164,7 @@ def _out_of_core(tmp: Path):
 
 
 MADE = {
-    "dynprof_nb.config:ProfilerConfig": lambda tmp: _config(),
+    "dynprof_nb.contract.config:ProfilerConfig": lambda tmp: _config(),
     "dynprof_nb.control.base:Controller": lambda tmp: _controller(),
     "dynprof_nb.control.hang:HangReport": lambda tmp: _hang(),
     "dynprof_nb.analysis.advise.findings:Findings": lambda tmp: _findings(),
@@ -192,7 +193,7 @@ def test_a_script_in_every_field_is_shown_escaped(where: str, tmp_path: Path):
 
 
 def test_the_config_file_of_the_issue_is_shown_as_text(tmp_path: Path):
-    from dynprof_nb.config import ProfilerConfig
+    from dynprof_nb.contract.config import ProfilerConfig
 
     case = make_names.config(tmp_path)
     html = ProfilerConfig.load(case.path)._repr_html_()

@@ -12,8 +12,8 @@ import zlib
 import pytest
 from jobutil import unique_job
 
-from dynprof_nb import segment
-from dynprof_nb.segment import (
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.segment import (
     H_GEN,
     H_SEQ,
     S_PID,
@@ -117,7 +117,7 @@ def test_stale_segment_is_reclaimed_with_one_log_line(job, caplog):
 def test_live_segment_is_never_clobbered(job):
     code = textwrap.dedent(f"""
         import sys, time
-        from dynprof_nb.segment import Segment
+        from dynprof_nb.contract.segment import Segment
         seg = Segment.open({job!r}); seg.claim_slot(3); seg.write_config(b'{{"live":1}}')
         print("ready", flush=True); sys.stdin.readline()
     """)
@@ -137,7 +137,7 @@ def test_attaching_process_leaves_no_tracker_warning_and_no_unlink(job):
     Segment.open(job).write_config(b'{"k":1}')
     code = textwrap.dedent(f"""
         import warnings; warnings.simplefilter("always")
-        from dynprof_nb.segment import Segment
+        from dynprof_nb.contract.segment import Segment
         seg = Segment.open({job!r}, create=False); assert seg.read_config()[1] == b'{{"k":1}}'
         seg.close()
     """)

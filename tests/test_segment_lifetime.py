@@ -14,7 +14,7 @@ import pytest
 from jobutil import finish, spawn_rank, trace_steps, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.base import WindowRefused
 
 DYNPROF = [sys.executable, "-m", "dynprof_nb.ui.cli"]
@@ -139,7 +139,7 @@ def test_jobs_tidies_quietly_and_says_what_with_v(tmp_path):
     crashed, finished = unique_job("crashed"), unique_job("finished")
     code = textwrap.dedent("""
         import os, signal, sys
-        from dynprof_nb.segment import Segment
+        from dynprof_nb.contract.segment import Segment
         seg = Segment.open(sys.argv[1]); seg.claim_slot(0)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
@@ -159,7 +159,7 @@ def test_jobs_tidies_quietly_and_says_what_with_v(tmp_path):
         # closed slot, killed after Monitor.close while another process kept it open)
         holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
             import sys
-            from dynprof_nb.segment import Segment
+            from dynprof_nb.contract.segment import Segment
             seg = Segment.open(sys.argv[1]); i = seg.claim_slot(0); seg.release_slot(i)
             print("ready", flush=True); sys.stdin.readline()
         """), finished], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -179,8 +179,8 @@ def test_jobs_tidies_quietly_and_says_what_with_v(tmp_path):
 
 LEAVER = """
     import fcntl, sys, time
-    from dynprof_nb import segment
-    from dynprof_nb.segment import Segment
+    from dynprof_nb.contract import segment
+    from dynprof_nb.contract.segment import Segment
     job, rank = sys.argv[1], int(sys.argv[2])
     real = segment._presence
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from dynprof_nb.window_dirs import config_delta, describe_config
+from dynprof_nb.contract.window_dirs import config_delta, describe_config
 
 # keys that change what a profiled step costs (and so the timings of the window)
 TIMING_KEYS = (

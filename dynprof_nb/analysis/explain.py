@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.protocol import STEP_FOLDED, STEP_RE
+from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_RE
+from dynprof_nb.contract.window_dirs import find_windows
 from dynprof_nb.safetext import escape, frame_html
-from dynprof_nb.window_dirs import find_windows
 
 from .host_phases import COMM, PHASES, step_phases
 from .straggler import (

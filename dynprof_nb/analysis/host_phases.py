@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.protocol import STEP_FOLDED, STEP_RE
+from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_RE
 
 COMM = re.compile(
     r"all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|barrier|nccl|hccl|gloo|"

@@ -25,7 +25,7 @@ from matplotlib.patches import Patch
 
 from dynprof_nb.analysis.figure import Figure
 from dynprof_nb.analysis.summary import OUTSIDE_RANGES, people_names
-from dynprof_nb.protocol import STEP_RE
+from dynprof_nb.contract.protocol import STEP_RE
 from dynprof_nb.safetext import visible
 from dynprof_nb.traces.formats.derived.from_events import (
     DEVICE_CATS,

@@ -21,7 +21,7 @@ from dynprof_nb.analysis.configdiff import (
     warn_if_configs_differ,
 )
 from dynprof_nb.analysis.ranks import is_npu_window, npu_first
-from dynprof_nb.protocol import STEP_FOLDED
+from dynprof_nb.contract.protocol import STEP_FOLDED
 from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec

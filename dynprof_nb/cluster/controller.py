@@ -35,7 +35,8 @@ from dynprof_nb.cluster.access import (
 from dynprof_nb.cluster.fanout import Agents
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.stacks import cluster_hang_report, cluster_stacks, cluster_stall
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.segment import SegmentError, check_job_name
 from dynprof_nb.control.base import (
     WINDOW_COLUMNS,
     WINDOW_EXTRA_COLUMNS,
@@ -52,7 +53,6 @@ from dynprof_nb.control.progress import Progress
 from dynprof_nb.control.registry import register_cluster_attach
 from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, HANG_AFTER, HANG_MIN_S, HangWatch
 from dynprof_nb.control.status import status_frame
-from dynprof_nb.segment import SegmentError, check_job_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -406,7 +406,7 @@ class ClusterJob(Controller):
         if value is None:
             return {"armed": False}
         d = value["definition"]
-        from dynprof_nb.shared_layout import cooldown_s as pause_of
+        from dynprof_nb.contract.shared_layout import cooldown_s as pause_of
 
         left = max(0.0, pause_of(d, 0) - (time.time() - value.get("last_fire", 0.0)))
         fired = value.get("fired", 0)

@@ -21,7 +21,7 @@ from dynprof_nb.cluster import wire
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.operations import NotYourJob
 from dynprof_nb.cluster.wire import UngatedCluster, call, command_variable, lock_name
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.control.base import JobError
 
 log = logging.getLogger("dynprof_nb")

@@ -24,17 +24,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import window_dirs
 from dynprof_nb.cluster.access import refusal, user_name
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.protocol import ACTIONS, check_reason
+from dynprof_nb.contract.segment import check_job_name, list_jobs
+from dynprof_nb.contract.shared_layout import check_definition
 from dynprof_nb.control import trigger
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.job import Job
 from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, collect, progress_fields
 from dynprof_nb.control.status import age_s
-from dynprof_nb.protocol import ACTIONS, check_reason
-from dynprof_nb.segment import check_job_name, list_jobs
-from dynprof_nb.shared_layout import check_definition
 
 ARM_POLL_S = 0.005
 ARM_WAIT_MAX_S = 10.0

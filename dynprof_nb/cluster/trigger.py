@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from dynprof_nb.shared_layout import cooldown_s
+from dynprof_nb.contract.shared_layout import cooldown_s
 
 log = logging.getLogger("dynprof_nb")
 

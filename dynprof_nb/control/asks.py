@@ -14,7 +14,10 @@ import os
 import time
 import warnings
 
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.protocol import Command
+from dynprof_nb.contract.segment import Segment, SlotView, pid_alive
+from dynprof_nb.contract.shared_layout import estimated_step
 from dynprof_nb.control.base import (
     JobError,
     RankClaimedTwice,
@@ -24,9 +27,6 @@ from dynprof_nb.control.base import (
     WindowReplaced,
     window_conflict,
 )
-from dynprof_nb.protocol import Command
-from dynprof_nb.segment import Segment, SlotView, pid_alive
-from dynprof_nb.shared_layout import estimated_step
 
 
 def current_step(seg: Segment | None, live: list[SlotView]) -> int:
@@ -151,7 +151,7 @@ def no_rank_note(name: str, slots: list[SlotView]) -> str:
     typo given to ``--create``); ``""`` when some rank has."""
     if slots:
         return ""
-    from dynprof_nb.segment import list_jobs
+    from dynprof_nb.contract.segment import list_jobs
 
     near = difflib.get_close_matches(name, [n for n in list_jobs() if n != name], n=1)
     hint = f" Did you mean {near[0]!r}?" if near else ""

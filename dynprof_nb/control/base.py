@@ -19,8 +19,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb import window_dirs
-from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig
 from dynprof_nb.control import loading
 from dynprof_nb.control.errors import JobError
 from dynprof_nb.control.loading import (  # noqa: F401 (re-exported: the panel, the cluster)

@@ -42,8 +42,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb import window_dirs
-from dynprof_nb.config import ConfigError, ProfilerConfig, config_file
+from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig, config_file
 from dynprof_nb.control.base import Controller, JobError, absolute_step
 from dynprof_nb.control.status import status_frame, status_row
 

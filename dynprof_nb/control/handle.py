@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import warnings
 
-from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.protocol import Command, decode
+from dynprof_nb.contract.segment import DamagedSegment, NoSuchJob, Segment, SegmentError
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.runs import dropped_window
-from dynprof_nb.protocol import Command, decode
-from dynprof_nb.segment import DamagedSegment, NoSuchJob, Segment, SegmentError
 
 
 class SegmentHandle:

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dynprof_nb.contract.segment import SlotView
+from dynprof_nb.contract.shared_layout import stack_dir
 from dynprof_nb.flight_recorder import layout
 from dynprof_nb.flight_recorder.reader import Dump
 from dynprof_nb.safetext import escape
-from dynprof_nb.segment import SlotView
-from dynprof_nb.shared_layout import stack_dir
 
 if TYPE_CHECKING:
     from dynprof_nb.analysis.stacks import StackFrame

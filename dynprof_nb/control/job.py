@@ -18,17 +18,17 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.protocol import command
+from dynprof_nb.contract.protocol import window_options as window_options_of
+from dynprof_nb.contract.segment import NoSuchJob, Segment, SegmentError, SlotView
+from dynprof_nb.contract.shared_layout import common_step
 from dynprof_nb.control import asks, runs, stall, trigger
 from dynprof_nb.control import stacks as hangs
 from dynprof_nb.control.base import Controller, JobError, resolve_step
 from dynprof_nb.control.handle import SegmentHandle, watched
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.control.waiting import BUSY_STATES, vanished, wait_for, window_progress
-from dynprof_nb.protocol import command
-from dynprof_nb.protocol import window_options as window_options_of
-from dynprof_nb.segment import NoSuchJob, Segment, SegmentError, SlotView
-from dynprof_nb.shared_layout import common_step
 
 if TYPE_CHECKING:
     import pandas as pd

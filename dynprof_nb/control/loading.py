@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb import window_dirs
+from dynprof_nb.contract import window_dirs
 from dynprof_nb.control.errors import JobError
 
 if TYPE_CHECKING:

@@ -13,10 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.control.base import Controller, JobError
-from dynprof_nb.control.filemode import FileJob
-from dynprof_nb.control.job import Job
-from dynprof_nb.segment import (
+from dynprof_nb.contract.segment import (
     NoSuchJob,
     Segment,
     SegmentError,
@@ -25,6 +22,9 @@ from dynprof_nb.segment import (
     other_users,
     segment_path,
 )
+from dynprof_nb.control.base import Controller, JobError
+from dynprof_nb.control.filemode import FileJob
+from dynprof_nb.control.job import Job
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -50,12 +50,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dynprof_nb.config import ConfigError, ProfilerConfig, config_file, unknown_keys_message
+from dynprof_nb.contract.config import (
+    ConfigError,
+    ProfilerConfig,
+    config_file,
+    unknown_keys_message,
+)
+from dynprof_nb.contract.segment import H_CREATOR, H_CREATOR_START, pid_start_time
 from dynprof_nb.control.asks import refuse_ended
 from dynprof_nb.control.job import Job
 from dynprof_nb.filewatch import FileWatch
 from dynprof_nb.locks import drop_lock, holder, job_lock_name, open_lock, still_named
-from dynprof_nb.segment import H_CREATOR, H_CREATOR_START, pid_start_time
 
 log = logging.getLogger("dynprof_nb")
 

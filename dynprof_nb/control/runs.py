@@ -2,7 +2,7 @@
 
 A job restarted under its name (after a crash, a code change) is a new *run*: the first rank
 to join once every rank of the run before is gone bumps the segment's run counter
-(:meth:`dynprof_nb.segment.Segment.claim_slot`). A controller stamps each command with the
+(:meth:`dynprof_nb.contract.segment.Segment.claim_slot`). A controller stamps each command with the
 run it is for (:func:`run_for_write`); a rank of a later run never arms a window asked of an
 earlier one (:meth:`dynprof_nb.training.config_reader.CommandReader.of_this_run`), and the
 controller says once that it was dropped (:func:`dropped_window`). ``status()``,
@@ -16,8 +16,8 @@ import time
 import warnings
 from typing import TYPE_CHECKING
 
-from dynprof_nb.protocol import Command
-from dynprof_nb.segment import Segment, SlotView, pid_alive, run_of
+from dynprof_nb.contract.protocol import Command
+from dynprof_nb.contract.segment import Segment, SlotView, pid_alive, run_of
 
 if TYPE_CHECKING:
     import pandas as pd

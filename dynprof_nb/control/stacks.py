@@ -2,7 +2,7 @@
 
 **Taking stacks.** For each live rank of the job (its slot's pid and start time), the dump
 file the rank opened at Monitor start (:mod:`dynprof_nb.training.stackdump`) is truncated and
-the rank is sent :data:`~dynprof_nb.shared_layout.STACK_SIGNAL`. A signal is sent only to
+the rank is sent :data:`~dynprof_nb.contract.shared_layout.STACK_SIGNAL`. A signal is sent only to
 a process that runs as this user, still has the slot's start time, and shows the signal caught
 in ``/proc/PID/status`` (so a process without the handler is never killed by it). Each dump is
 complete when its file has stopped growing for :data:`SETTLE_S`; a rank whose file is still
@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.segment import SlotView, process_alive
-from dynprof_nb.shared_layout import (
+from dynprof_nb.contract.segment import SlotView, process_alive
+from dynprof_nb.contract.shared_layout import (
     STACK_SIGNAL,
     StackDirError,
     catches,

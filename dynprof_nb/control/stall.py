@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dynprof_nb.segment import Segment, SlotView, pid_alive
-from dynprof_nb.shared_layout import R_MEDIAN_NS, last_end
+from dynprof_nb.contract.segment import Segment, SlotView, pid_alive
+from dynprof_nb.contract.shared_layout import R_MEDIAN_NS, last_end
 
 STALL_AFTER = 20.0  # x the rank's own median step time...
 STALL_MIN_S = 5.0  # ...and at least this long without a step (a checkpoint, a slow batch)
@@ -100,7 +100,7 @@ def lost_monitor(slot: SlotView, now_ns: int) -> str:
     """Why a live slot's process no longer runs its Monitor ("" when it does): it has not
     stepped for :data:`LOST_AFTER_S` and no longer holds the doorbell the slot names (an
     ``exec`` closes it: the fd is close-on-exec)."""
-    from dynprof_nb.segment import open_bell
+    from dynprof_nb.contract.segment import open_bell
 
     if slot.state == "closed" or not slot.bell_fd or not pid_alive(slot.pid):
         return ""

@@ -11,7 +11,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.segment import Segment, SlotView, process_alive
+from dynprof_nb.contract.segment import Segment, SlotView, process_alive
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -4,7 +4,8 @@ A trigger is stored in the job's segment (its own region: the definition as JSON
 generation, counters), so it outlives the notebook that armed it: the ranks' heartbeat
 threads evaluate it (:mod:`dynprof_nb.training.steptimes`). Arming resets its counters and
 records the job's median step time as the baseline of the second condition. The ring and the
-trigger words are laid out in :mod:`dynprof_nb.shared_layout`, which the rank side reads too.
+trigger words are laid out in :mod:`~dynprof_nb.contract.shared_layout`,
+which the rank side reads too.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.control.status import THIS_NODE
-from dynprof_nb.segment import Segment
-from dynprof_nb.shared_layout import (
+from dynprof_nb.contract.segment import Segment
+from dynprof_nb.contract.shared_layout import (
     R_MEDIAN_NS,
     R_RECENT_NS,
     T_ARMED_NS,
@@ -34,11 +34,12 @@ from dynprof_nb.shared_layout import (
     job_median_ns,
     read_entries,
 )
+from dynprof_nb.control.status import THIS_NODE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dynprof_nb.config import ProfilerConfig
+    from dynprof_nb.contract.config import ProfilerConfig
 
 STEP_TIME_COLUMNS = ["rank", "node", "step", "end_s", "duration_s", "kind"]
 SLOW_MARK = 0.2  # a rank this much slower than the job's median is a straggler (plots)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.segment import SlotView
 from dynprof_nb.control.base import JobError, WaitInterrupted
 from dynprof_nb.control.progress import Progress, format_eta
-from dynprof_nb.segment import SlotView
 
 if TYPE_CHECKING:
     import pandas as pd

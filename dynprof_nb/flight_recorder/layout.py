@@ -3,7 +3,7 @@ the rank side (:mod:`dynprof_nb.training.frdump`) and the controller
 (:mod:`dynprof_nb.control.hang`) both import.
 
 The files live beside the stack dumps, in this user's private directory
-(:func:`dynprof_nb.shared_layout.stack_dir`: 0700, owner-checked): the controller writes
+(:func:`dynprof_nb.contract.shared_layout.stack_dir`: 0700, owner-checked): the controller writes
 ``<job>.<rank>.<pid>.frreq``
 to a rank that announced its recorder with ``<job>.<rank>.<pid>.fron`` (written once it is
 enabled); the rank answers with ``<job>.<rank>.<pid>.frdump`` (the

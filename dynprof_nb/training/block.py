@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import window_dirs
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.training.backends import make_backend, resolve_backend
 
 __all__ = ["LocalProfile", "profile_block"]

@@ -18,10 +18,10 @@ import logging
 import time
 from typing import Any
 
-from dynprof_nb import window_dirs
-from dynprof_nb.config import ConfigError
-from dynprof_nb.protocol import Command, decode
-from dynprof_nb.segment import BELL_GEN, S_APPLIED, S_START, S_STOP, SegmentError
+from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import ConfigError
+from dynprof_nb.contract.protocol import Command, decode
+from dynprof_nb.contract.segment import BELL_GEN, S_APPLIED, S_START, S_STOP, SegmentError
 
 log = logging.getLogger("dynprof_nb")
 

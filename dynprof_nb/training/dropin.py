@@ -28,7 +28,7 @@ import os
 import re
 from typing import Any
 
-from dynprof_nb.config import ProfilerConfig, config_file
+from dynprof_nb.contract.config import ProfilerConfig, config_file
 from dynprof_nb.training.callback import mindspore_callback
 from dynprof_nb.training.monitor import FileModeMonitor, rank_from_env
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dynprof_nb.segment import BELL_GEN, H_GEN, S_STEP
+from dynprof_nb.contract.segment import BELL_GEN, H_GEN, S_STEP
 
 
 class NoFile:

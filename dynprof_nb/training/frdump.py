@@ -173,7 +173,7 @@ def _unlink(path: Path) -> None:
 
 def start(monitor: Any) -> FlightRecorderResponder | None:
     """The responder of ``monitor`` (None when the private directory cannot be used)."""
-    from dynprof_nb.shared_layout import stack_dir
+    from dynprof_nb.contract.shared_layout import stack_dir
 
     try:
         responder = FlightRecorderResponder(monitor, stack_dir())

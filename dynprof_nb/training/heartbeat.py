@@ -22,8 +22,7 @@ import threading
 import time
 from typing import Any
 
-from dynprof_nb.ownfd import FdLost
-from dynprof_nb.segment import (
+from dynprof_nb.contract.segment import (
     BELL_GEN,
     H_GEN,
     H_RUN,
@@ -42,6 +41,7 @@ from dynprof_nb.segment import (
     Doorbell,
     SegmentError,
 )
+from dynprof_nb.ownfd import FdLost
 from dynprof_nb.training.steptimes import StepWatch, wants_timing
 
 log = logging.getLogger("dynprof_nb")

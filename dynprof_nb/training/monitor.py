@@ -9,7 +9,8 @@ The training loop comes first. An idle ``step()`` bumps a counter and compares o
 shared memory with the generation it last applied (in file mode, :class:`FileModeMonitor`, it
 first ``fstat``s the config file) (while a window is armed or recording, the
 comparison is made to fail so each step also checks the window's boundaries). That word is in
-the rank's own sealed ``memfd`` (a :class:`~dynprof_nb.segment.Doorbell`), never in a mapping of
+the rank's own sealed ``memfd`` (a
+:class:`~dynprof_nb.contract.segment.Doorbell`), never in a mapping of
 the ``/dev/shm`` segment: anyone can truncate that file, and touching a mapping of a truncated
 file kills the process with SIGBUS. Everything else
 (parsing a new config, starting and stopping a backend, writing files) happens only on the
@@ -37,9 +38,17 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.segment import (
+    BELL_GEN,
+    S_STATE,
+    S_STEP,
+    STATE,
+    Doorbell,
+    Segment,
+    SegmentError,
+)
 from dynprof_nb.ownfd import guard_stderr
-from dynprof_nb.segment import BELL_GEN, S_STATE, S_STEP, STATE, Doorbell, Segment, SegmentError
 from dynprof_nb.training.backends import resolve_backend
 from dynprof_nb.training.config_reader import CommandReader, fr_responder
 from dynprof_nb.training.filerelay import FileRelay, NoFile

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import window_dirs
+from dynprof_nb.contract import window_dirs
 
 
 @dataclass

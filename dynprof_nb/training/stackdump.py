@@ -38,7 +38,7 @@ uses to say a job has stalled; see :mod:`dynprof_nb.control.stacks`).
 Files live in a private per-user directory (``/dev/shm/dynprof_nb.<uid>/stacks``, mode 0700,
 owner-checked, never followed through a symlink): ``<pid>.<start>.stack`` (the dump) and
 ``<job>.<rank>.<pid>.json`` (the side file). The directory, the file names and the signal are
-the contract with the controller, in :mod:`dynprof_nb.shared_layout`.
+the contract with the controller, in :mod:`dynprof_nb.contract.shared_layout`.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from dynprof_nb.contract.shared_layout import STACK_SIGNAL, catches, dump_name, side_name, stack_dir
 from dynprof_nb.ownfd import OwnedFd
-from dynprof_nb.shared_layout import STACK_SIGNAL, catches, dump_name, side_name, stack_dir
 
 log = logging.getLogger("dynprof_nb")
 
@@ -83,7 +83,7 @@ STEP_TIMES = 64  # the recent step times the median is taken over
 
 
 def _start_time() -> int:
-    from dynprof_nb.segment import pid_start_time
+    from dynprof_nb.contract.segment import pid_start_time
 
     return pid_start_time(os.getpid())
 
@@ -232,7 +232,7 @@ def uninstall() -> None:
 
 def _sweep(directory: Path) -> None:
     """Remove files left by processes that died without closing (their pid is gone)."""
-    from dynprof_nb.segment import pid_alive
+    from dynprof_nb.contract.segment import pid_alive
 
     for entry in os.scandir(directory):
         parts = entry.name.split(".")

@@ -17,7 +17,7 @@ most advanced rank. Across nodes (``mode`` "cluster") it writes only a request w
 node agent starts the window on every node at one step. Nothing here raises into the heartbeat:
 the caller catches.
 
-The ring and trigger words are laid out in :mod:`dynprof_nb.shared_layout`, which the
+The ring and trigger words are laid out in :mod:`dynprof_nb.contract.shared_layout`, which the
 controller side reads too.
 """
 
@@ -30,8 +30,8 @@ import time
 from collections import deque
 from typing import Any
 
-from dynprof_nb.segment import STATE, Segment, run_of
-from dynprof_nb.shared_layout import (
+from dynprof_nb.contract.segment import STATE, Segment, run_of
+from dynprof_nb.contract.shared_layout import (
     R_LAST_NS,
     R_LOOKED_NS,
     R_MEDIAN_NS,
@@ -311,8 +311,8 @@ def fire(seg: Segment, gen: int, d: dict[str, Any], text: str, reason: str) -> s
     """Ask for the trigger's window, if its bounds allow: ``fired``, ``requested`` (cluster
     mode: the agent starts it), ``busy`` (a window is pending or recording: try again),
     ``cooldown``, ``spent`` (max_windows), ``disk`` (over the disk budget), ``disarmed``."""
-    from dynprof_nb.config import ProfilerConfig
-    from dynprof_nb.protocol import Command, command, decode
+    from dynprof_nb.contract.config import ProfilerConfig
+    from dynprof_nb.contract.protocol import Command, command, decode
 
     w, tb = seg.words, seg.trigger_base
     with seg.write_lock():

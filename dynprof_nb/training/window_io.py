@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb import window_dirs
-from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.segment import SegmentError, run_of
+from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.segment import SegmentError, run_of
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import adopt

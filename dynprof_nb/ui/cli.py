@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dynprof_nb.cluster.access import add_transport_flags
-from dynprof_nb.config import ConfigError, ProfilerConfig, coerce_cli_value
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig, coerce_cli_value
 from dynprof_nb.ui.commands import ARGUMENTS, CLI_COMMANDS, helps
 from dynprof_nb.ui.triggercmd import TRIGGER_OPTIONS_TITLE, add_trigger_arguments, run_trigger
 

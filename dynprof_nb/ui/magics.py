@@ -19,7 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
 from dynprof_nb.cluster.access import add_transport_flags, security_from_args
-from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig
 from dynprof_nb.control.base import Controller, JobError, WaitInterrupted
 from dynprof_nb.training.backends import BACKENDS as TRAINING_BACKENDS
 from dynprof_nb.ui.cli import (
@@ -631,7 +631,7 @@ def candidates(text: str) -> list[str] | None:
         return list(SUBCOMMANDS)
     command, current = words[0], words[-1]
     if command == "attach" and len(words) == 2 and not current.startswith("-"):
-        from dynprof_nb.segment import list_jobs
+        from dynprof_nb.contract.segment import list_jobs
 
         return list_jobs()
     if command == "set" and not current.startswith("-"):

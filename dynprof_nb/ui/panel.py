@@ -33,12 +33,12 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.window_dirs import describe_config
 from dynprof_nb.control.status import status_view
 from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.ui.formsync import FormSync
 from dynprof_nb.ui.steppanel import StepTimesSection
-from dynprof_nb.window_dirs import describe_config
 
 __all__ = ["Panel", "panel"]
 

@@ -26,8 +26,8 @@ import ipywidgets as widgets
 import pandas as pd
 
 from dynprof_nb.analysis.steptimes import RECENT_STEPS, plot_step_times, step_grid
+from dynprof_nb.contract.shared_layout import TRIGGER_DEFAULTS
 from dynprof_nb.safetext import escape
-from dynprof_nb.shared_layout import TRIGGER_DEFAULTS
 from dynprof_nb.ui.triggercmd import armed_values, fired_notice
 
 HEAT_PERIOD_S = 1.0  # the heat map is re-read and re-drawn at most this often

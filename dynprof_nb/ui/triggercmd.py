@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dynprof_nb.shared_layout import TRIGGER_DEFAULTS
+from dynprof_nb.contract.shared_layout import TRIGGER_DEFAULTS
 
 HELP = (
     "arm a window that starts by itself when a step slows (--slowdown 1.5 --confirm 5 "

@@ -14,7 +14,7 @@ import pytest
 
 import dynprof_nb
 from dynprof_nb.analysis.advise import ascend
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
 
 
@@ -110,7 +110,7 @@ from pathlib import Path
 import numpy as np
 import mindspore as ms
 from mindspore import ops
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.training.backends.mindspore import MindSporeBackend
 
 ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")

@@ -11,9 +11,9 @@ from jobutil import unique_job
 from testdata import fixtures_dir, write_builtin_window
 
 import dynprof_nb
-from dynprof_nb import segment
 from dynprof_nb.analysis.configdiff import ConfigMismatchWarning, WindowLengthWarning
 from dynprof_nb.analysis.summary import OUTSIDE_RANGES
+from dynprof_nb.contract import segment
 
 PER_STEP = ["name", "calls_per_step_a", "calls_per_step_b", "self_us_per_step_a",
             "self_us_per_step_b", "delta_us", "ratio"]

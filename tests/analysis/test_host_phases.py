@@ -12,7 +12,7 @@ import pytest
 
 from dynprof_nb.analysis.host_phases import PHASES, step_phases
 from dynprof_nb.analysis.straggler import find_straggler, noise_bound
-from dynprof_nb.protocol import step_marker
+from dynprof_nb.contract.protocol import step_marker
 
 MAIN, GLOO1, GLOO2 = 100, 200, 201
 T0 = 10**18

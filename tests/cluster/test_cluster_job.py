@@ -13,7 +13,7 @@ from jobutil import trace_steps, unique_job, wait_until
 import dynprof_nb
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.agent import call, command_variable
-from dynprof_nb.config import ConfigError
+from dynprof_nb.contract.config import ConfigError
 from dynprof_nb.control.base import JobError, WindowConflict
 from dynprof_nb.control.status import STATUS_COLUMNS
 

@@ -8,11 +8,11 @@ import sys
 import pytest
 from jobutil import running_ranks, unique_job, wait_until
 
-from dynprof_nb import segment
 from dynprof_nb.cluster.access import requester
 from dynprof_nb.cluster.node import ElectionLock, node_key, node_name
 from dynprof_nb.cluster.operations import OPERATIONS, NodeOperations, OperationError
-from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig
 
 ME = requester()
 

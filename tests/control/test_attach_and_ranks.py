@@ -15,7 +15,7 @@ import pytest
 from jobutil import finish, running_ranks, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.base import JobError, RankClaimedTwice
 
 

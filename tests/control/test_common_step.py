@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dynprof_nb.segment import SlotView
-from dynprof_nb.shared_layout import R_LOOKED_NS, R_RECENT_NS, common_step
+from dynprof_nb.contract.segment import SlotView
+from dynprof_nb.contract.shared_layout import R_LOOKED_NS, R_RECENT_NS, common_step
 
 NOW = 10**12
 RING = 100

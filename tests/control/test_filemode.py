@@ -16,8 +16,8 @@ from framework_jobs import (
 )
 
 import dynprof_nb
-from dynprof_nb import segment
-from dynprof_nb.config import ConfigError
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.config import ConfigError
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.filemode import FileJob
 from dynprof_nb.control.status import STATUS_COLUMNS

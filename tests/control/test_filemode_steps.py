@@ -17,8 +17,9 @@ import pytest
 from jobutil import trace_steps, unique_job
 
 import dynprof_nb
-from dynprof_nb import filewatch, segment
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb import filewatch
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.training import monitor as monitor_module
 from dynprof_nb.training.monitor import FileModeMonitor
 

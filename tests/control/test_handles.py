@@ -16,7 +16,7 @@ from IPython.utils.capture import capture_output
 from jobutil import running_ranks, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.base import JobError
 
 

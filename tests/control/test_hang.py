@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from jobutil import finish, running_ranks, unique_job, wait_until
 
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.job import Job
 from dynprof_nb.flight_recorder.analysis import culprits
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from jobutil import finish, running_ranks, trace_steps, unique_job, wait_until
 
-from dynprof_nb.config import ConfigError
+from dynprof_nb.contract.config import ConfigError
 from dynprof_nb.control.base import WindowRefused
 
 

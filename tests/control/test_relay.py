@@ -14,8 +14,8 @@ import pytest
 from jobutil import running_ranks, trace_steps, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.control.relay import POLL_INTERVAL_S, Relay
 from dynprof_nb.locks import private_dir
 

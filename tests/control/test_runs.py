@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from jobutil import finish, kill_process, spawn_rank, trace_steps, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment, window_dirs
+from dynprof_nb.contract import segment, window_dirs
 from dynprof_nb.control.loading import WindowPending
 from dynprof_nb.control.runs import WindowDropped
 
@@ -145,9 +145,9 @@ def test_the_magics_follow_the_same_rule(restarted, ip: InteractiveShell, magics
 def test_a_dead_ranks_window_is_not_another_controllers(tmp_path) -> None:
     """A window written by a rank (its relay, its trigger) that then died is not "another
     controller's": the warning names the rank and says it has exited."""
+    from dynprof_nb.contract.protocol import Command
+    from dynprof_nb.contract.segment import SlotView
     from dynprof_nb.control.asks import writer
-    from dynprof_nb.protocol import Command
-    from dynprof_nb.segment import SlotView
 
     dead = kill_process_pid()
     slot = SlotView(0, dead, 0, 7, "armed", 9, 12, 1, 0, 0, "", 0, "", "")

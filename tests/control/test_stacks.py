@@ -17,8 +17,8 @@ import pytest
 from jobutil import finish, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
 from dynprof_nb.analysis.stacks import StackFrame
+from dynprof_nb.contract import segment
 from dynprof_nb.control.job import Job
 from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, last_stacks_path, parse_dump
 
@@ -195,7 +195,7 @@ def test_stacks_of_a_rank_stuck_in_c_holding_the_gil():
 
 NO_HANDLER = """
 import faulthandler, sys, time, dynprof_nb
-from dynprof_nb.shared_layout import STACK_SIGNAL
+from dynprof_nb.contract.shared_layout import STACK_SIGNAL
 m = dynprof_nb.Monitor(job=sys.argv[1], rank=0)
 faulthandler.unregister(STACK_SIGNAL)  # as if something had taken the handler away
 m.step()
@@ -226,7 +226,7 @@ def test_a_process_without_the_handler_is_named_silent_not_killed():
 
 
 def test_monitor_start_installs_the_handler_once_and_close_removes_its_file():
-    from dynprof_nb.shared_layout import STACK_SIGNAL, catches, stack_dir
+    from dynprof_nb.contract.shared_layout import STACK_SIGNAL, catches, stack_dir
 
     name = unique_job("install")
     a = dynprof_nb.Monitor(job=name, rank=0)
@@ -261,8 +261,8 @@ def test_the_stack_directory_is_never_listed_as_a_job():
     """The private stack directory sits in /dev/shm beside the segments; named like one, it was
     listed as a job 'stacks' whose shm_open failed with EINVAL in every agent beat, so no
     node pushed its status rows."""
-    from dynprof_nb.segment import list_jobs
-    from dynprof_nb.shared_layout import stack_dir
+    from dynprof_nb.contract.segment import list_jobs
+    from dynprof_nb.contract.shared_layout import stack_dir
 
     path = stack_dir()
     assert path.is_dir()

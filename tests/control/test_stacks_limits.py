@@ -15,13 +15,13 @@ import time
 from jobutil import finish, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.stacks import FRAMES_CUT, MAIN_MISSING
 
 JOB = textwrap.dedent("""
     import os, signal, sys, threading, time
     import dynprof_nb
-    from dynprof_nb.shared_layout import STACK_SIGNAL
+    from dynprof_nb.contract.shared_layout import STACK_SIGNAL
 
     job, files, nthreads = sys.argv[1], sys.argv[2], int(sys.argv[3])
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=os.path.join(files, "out"))

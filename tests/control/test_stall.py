@@ -14,8 +14,8 @@ from pathlib import Path
 from jobutil import finish, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
 from dynprof_nb.analysis.steptimes import plot_step_times, step_grid
+from dynprof_nb.contract import segment
 from dynprof_nb.control.asks import current_step
 
 

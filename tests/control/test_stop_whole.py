@@ -11,7 +11,7 @@ import pytest
 from jobutil import finish, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.base import latest_window
 from dynprof_nb.ui.panel import window_groups
 

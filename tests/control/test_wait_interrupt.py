@@ -17,7 +17,7 @@ import time
 from jobutil import running_ranks, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.progress import Progress
 
 KERNEL = textwrap.dedent("""

@@ -12,15 +12,15 @@ import pytest
 from jobutil import unique_job
 
 import dynprof_nb
-from dynprof_nb import segment
 from dynprof_nb.analysis.configdiff import (
     ConfigMismatchWarning,
     config_line,
     timing_differences,
     warn_if_configs_differ,
 )
-from dynprof_nb.config import ConfigError
-from dynprof_nb.protocol import decode
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.config import ConfigError
+from dynprof_nb.contract.protocol import decode
 
 
 @pytest.fixture

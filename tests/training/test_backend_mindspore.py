@@ -71,7 +71,7 @@ def test_config_maps_onto_profiler_arguments() -> None:
 import json
 import os
 from dynprof_nb.training.backends.mindspore import profiler_kwargs, analysis_mode
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 cfg = ProfilerConfig(profiler_level="Level2", activities=["CPU", "NPU"], aic_metrics="L2Cache",
                      export_type=["text", "db"], host_sys=["cpu", "mem"], mstx=True,
                      mstx_domain_include=["d"], with_stack=True, data_simplification=False,
@@ -104,7 +104,7 @@ def test_a_hung_analysis_holds_training_once_not_at_every_window(tmp_path: Path)
     script = f"""
 import json, time
 from pathlib import Path
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.training.backends import mindspore as b
 b.BUSY_WAIT_S = 1.0
 hung = b.MindSporeBackend()

@@ -19,8 +19,8 @@ from framework_jobs import (
 from jobutil import recorded_window
 
 import dynprof_nb
-from dynprof_nb import segment, window_dirs
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract import segment, window_dirs
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.training.backends import BackendError, resolve_backend
 from dynprof_nb.training.backends.torch import TorchBackend, profiler_kwargs
 

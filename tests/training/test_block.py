@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import dynprof_nb
-from dynprof_nb import window_dirs
+from dynprof_nb.contract import window_dirs
 
 
 def test_a_block_is_one_step_and_a_published_window(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from framework_jobs import (
 from jobutil import kill_process
 
 import dynprof_nb
-from dynprof_nb import segment, window_dirs
+from dynprof_nb.contract import segment, window_dirs
 from dynprof_nb.training.dropin import job_name_for
 from dynprof_nb.training.gcpauses import GC_EVENT
 

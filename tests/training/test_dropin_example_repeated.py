@@ -19,7 +19,7 @@ import pytest
 from framework_jobs import marked_steps, mindspore_python, outputs_within, spawn
 from jobutil import kill_process
 
-from dynprof_nb import segment, window_dirs
+from dynprof_nb.contract import segment, window_dirs
 from dynprof_nb.training.dropin import job_name_for
 
 pytestmark = pytest.mark.slow

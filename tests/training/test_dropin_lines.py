@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """

@@ -9,7 +9,7 @@ import pytest
 from jobutil import trace_steps, unique_job
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.training import history
 
 

@@ -12,7 +12,7 @@ from jobutil import trace_steps, unique_job, wait_until
 from train_loop import RunContext
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.base import JobError, WindowQueued
 
 

@@ -22,7 +22,7 @@ import pytest
 from jobutil import finish, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 REPO = Path(__file__).resolve().parents[2]
 

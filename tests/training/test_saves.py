@@ -17,7 +17,7 @@ import pytest
 from jobutil import trace_steps, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment, window_dirs
+from dynprof_nb.contract import segment, window_dirs
 from dynprof_nb.training import monitor as monitor_module
 from dynprof_nb.training.backends.builtin import Coverage
 

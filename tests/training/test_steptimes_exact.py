@@ -15,7 +15,7 @@ import pytest
 from jobutil import unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 # (step length in ms, steps run at it): ~4 s in all
 LENGTHS = [(1, 150), (4, 60), (9, 40), (13, 40), (19, 30), (25, 30), (100, 12)]

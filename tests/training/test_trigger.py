@@ -17,7 +17,7 @@ from jobutil import (
 )
 
 import dynprof_nb
-from dynprof_nb import segment, window_dirs
+from dynprof_nb.contract import segment, window_dirs
 from dynprof_nb.control.base import JobError
 
 SLOW_RANK = 2

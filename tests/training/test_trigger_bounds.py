@@ -13,7 +13,7 @@ import pytest
 from jobutil import unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.base import JobError
 from dynprof_nb.training import steptimes
 

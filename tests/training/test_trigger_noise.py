@@ -15,8 +15,8 @@ from pathlib import Path
 from jobutil import finish, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
-from dynprof_nb.shared_layout import TRIGGER_DEFAULTS
+from dynprof_nb.contract import segment
+from dynprof_nb.contract.shared_layout import TRIGGER_DEFAULTS
 
 NOISY = 1
 

@@ -25,7 +25,7 @@ import pytest
 from jobutil import wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"

@@ -17,8 +17,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from jobutil import finish, unique_job, wait_until
 
-from dynprof_nb import segment
 from dynprof_nb.analysis.timeline_view import TimelineView
+from dynprof_nb.contract import segment
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "getting-started" / "pytorch.md"

@@ -27,7 +27,7 @@ sys.path[:0] = [{tests!r}, {hostile!r}]
 warnings.simplefilter("ignore")
 from IPython.display import display
 import dynprof_nb, make_names, test_safetext
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.ui.panel import Panel
 tmp = Path({tmp!r})
 for where, make in sorted(test_safetext.MADE.items()):

@@ -33,7 +33,7 @@ from jobutil import TRAIN_LOOP, wait_until
 from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, started_lab
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.job import Job
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]

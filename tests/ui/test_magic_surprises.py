@@ -16,7 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from jobutil import unique_job, wait_until
 
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.ui.magics import SUBCOMMANDS
 
 

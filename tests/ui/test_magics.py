@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.control.status import STATUS_COLUMNS
 from dynprof_nb.training.backends.builtin import EVENT_BYTES
 from dynprof_nb.ui.magics import HANDLERS, SUBCOMMANDS

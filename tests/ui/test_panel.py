@@ -13,7 +13,7 @@ from demojob import demo_job
 from jobutil import wait_until
 
 import dynprof_nb
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.ui.panel import Panel, Toggles, panel
 
 
@@ -197,7 +197,7 @@ def test_text_repr_for_frontends_without_widgets(p: Panel, job) -> None:
 def test_a_typo_in_a_window_step_names_the_accepted_forms() -> None:
     """'1O' typed into start_step says what a step looks like (20 or +10), as '+x' does, not
     the config's "an integer >= -1" (a new user's first typo in the browser)."""
-    from dynprof_nb.config import ConfigError
+    from dynprof_nb.contract.config import ConfigError
     from dynprof_nb.ui.panel import from_form
 
     for typo in ("1O", "+x", "ten"):

@@ -14,7 +14,7 @@ from demojob import demo_job
 from jobutil import wait_until
 
 import dynprof_nb
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.ui.panel import CELL_WIDTH, CONFLICT, Panel, _descendants, sections
 
 

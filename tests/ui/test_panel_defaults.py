@@ -13,7 +13,7 @@ from pathlib import Path
 
 from jobutil import finish, running_ranks, unique_job, wait_until
 
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.job import Job
 from dynprof_nb.ui.panel import MINDSPORE_ONLY, Panel, job_backend
 

@@ -16,7 +16,7 @@ import pytest
 from jobutil import finish, running_ranks, unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.job import Job
 from dynprof_nb.ui.panel import Panel
 from dynprof_nb.ui.steppanel import HEAT_PERIOD_S

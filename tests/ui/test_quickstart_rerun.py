@@ -11,7 +11,7 @@ from pathlib import Path
 from jobutil import unique_job, wait_until
 
 import dynprof_nb
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.ui.demo import stop_ranks, wait_for_ranks
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from jobutil import finish, unique_job, wait_until
 
-from dynprof_nb import segment
+from dynprof_nb.contract import segment
 from dynprof_nb.control.job import Job
 
 REPO = Path(__file__).resolve().parents[2]

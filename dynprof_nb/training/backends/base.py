@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from dynprof_nb.config import ProfilerConfig
+from dynprof_nb.contract.config import ProfilerConfig
 
 BUDGET_CHECK_STEPS = 16  # a framework's buffers are not ours to count: RSS growth stands for them
 

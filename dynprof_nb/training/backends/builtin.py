@@ -33,8 +33,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.protocol import step_marker
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.protocol import step_marker
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
 

@@ -70,11 +70,11 @@ from mindspore.profiler import (
 from mindspore.profiler.common.constant import HostSystem
 from mindspore.profiler.profiler_interface import ProfilerInterface
 
-from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.protocol import STEPS_FILE, step_marker
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.protocol import STEPS_FILE, step_marker
+from dynprof_nb.contract.window_dirs import MANIFEST
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
-from dynprof_nb.window_dirs import MANIFEST
 
 from .base import BackendError, growth_over_budget, process_rss
 

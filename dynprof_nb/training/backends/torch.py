@@ -39,8 +39,8 @@ from typing import Any
 import torch
 import torch.profiler
 
-from dynprof_nb.config import LEVELS, ProfilerConfig
-from dynprof_nb.protocol import STEP_PREFIX, step_marker
+from dynprof_nb.contract.config import LEVELS, ProfilerConfig
+from dynprof_nb.contract.protocol import STEP_PREFIX, step_marker
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_EVENT, GcPauses
 

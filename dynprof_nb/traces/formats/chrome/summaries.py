@@ -41,7 +41,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.protocol import STEP_PREFIX, STEP_RE
+from dynprof_nb.contract.protocol import STEP_PREFIX, STEP_RE
 
 from ... import schema, validate
 from ...errors import TraceRepairWarning, warn

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.protocol import STEP_RE
+from dynprof_nb.contract.protocol import STEP_RE
 
 from ... import comm as comm_names
 from ... import schema, validate

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.protocol import STEP_FOLDED, STEP_PREFIX
+from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_PREFIX
 
 from ... import schema
 from .from_events import DEVICE_CATS

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dynprof_nb.protocol import STEP_PREFIX
+from dynprof_nb.contract.protocol import STEP_PREFIX
 
 from ... import schema
 from ...errors import TraceFormatError

@@ -16,7 +16,7 @@ or ``"shift"`` (file mode, written by the relay of a MindSpore ``profiler_config
 window begins at the rank's next step with the same length, as MindSpore's own ``step()`` does;
 see :func:`dynprof_nb.training.config_reader.shifted_window`).
 
-``run`` is the run of the job the command was written for (:attr:`dynprof_nb.segment.Segment.run`:
+``run`` is the run of the job the command was written for (:attr:`.segment.Segment.run`:
 the run whose ranks were live then, or the next one when none was). A rank of a later run
 never arms a window asked of an earlier one: a job restarted under its name inherits nothing
 of the run that ended. 0: written without a run (any run takes it).
@@ -33,7 +33,7 @@ from typing import Any
 
 from traitlets import TraitError
 
-from dynprof_nb.config import ConfigError, ProfilerConfig
+from dynprof_nb.contract.config import ConfigError, ProfilerConfig
 
 ACTIONS = ("start", "stop", "set")
 LATE = ("skip", "shift")  # what a rank does with a window that has begun when it arrives

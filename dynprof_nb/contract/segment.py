@@ -85,14 +85,14 @@ WINDOW_BYTES = 768
 CONFIG_OFFSET = HEADER_BYTES
 SLOTS_OFFSET = CONFIG_OFFSET + CONFIG_CAPACITY
 SLOTS_END = SLOTS_OFFSET + SLOT_COUNT * SLOT_BYTES
-# Step-time rings (their words are laid out in dynprof_nb.shared_layout): one per slot, written
+# Step-time rings (their words are laid out in contract/shared_layout.py): one per slot, written
 # only by that rank's heartbeat thread: RING_HEADER_WORDS words of summary, then (step, end_ns)
 # pairs.
 RING_OFFSET = SLOTS_END
 RING_BYTES = 4096
 RING_HEADER_WORDS = 8
 RING_ENTRIES = (RING_BYTES // 8 - RING_HEADER_WORDS) // 2
-# The trigger (its words are laid out in dynprof_nb.shared_layout): numeric words, then its
+# The trigger (its words are laid out in dynprof_nb.contract.shared_layout): numeric words, then its
 # definition and the last reason as text, each under the trigger's seqlock (T_SEQ).
 TRIGGER_OFFSET = RING_OFFSET + SLOT_COUNT * RING_BYTES
 TRIGGER_WORDS = 16
@@ -981,7 +981,7 @@ def _usable_file(name: str, fd: int, level: int, repair: bool) -> bool:
         os.close(fd)
         raise SegmentError(
             f"segment {name} has mode {oct(stat.S_IMODE(st.st_mode))}, readable by others; "
-            "refusing to attach. Remove it (dynprof_nb.segment.unlink) and restart."
+            "refusing to attach. Remove it (dynprof_nb.contract.segment.unlink) and restart."
         )
     if st.st_size < SEGMENT_BYTES:
         # Segments are linked into place whole (see _shm_create): this one was cut short
@@ -1050,7 +1050,7 @@ def _asks_something(seg: Segment) -> bool:
     """No rank has joined: is anything written for the ranks to come (a window, a standing
     key off its default)? A job prepared by mistake and then stopped asks nothing, and
     the last process to leave removes it."""
-    from dynprof_nb.protocol import decode  # the segment holds bytes; this reads them once
+    from dynprof_nb.contract.protocol import decode  # the segment holds bytes; this reads them once
 
     got = seg.read_config()
     if got is None or not got[1]:

@@ -5,12 +5,12 @@ The rank side (:mod:`dynprof_nb.training.steptimes`, :mod:`dynprof_nb.training.s
 writes these; the controller side (:mod:`dynprof_nb.control.trigger`,
 :mod:`dynprof_nb.control.stacks`, the cluster agents) reads them. Both import this module and
 never each other, so a change of layout is made in one place and no import cycle joins
-``training/`` and ``control/``. The segment (:mod:`dynprof_nb.segment`) only reserves the bytes
+``training/`` and ``control/``. The segment (:mod:`.segment`) only reserves the bytes
 of the ring and trigger regions; their words are laid out here.
 
 **The step-time ring.** One per slot, written only by that rank's heartbeat thread: a header of
 summary words (``R_*``, relative to :meth:`Segment.ring_base`), then
-:data:`~dynprof_nb.segment.RING_ENTRIES` ``(step, end_ns)`` pairs (``time.monotonic_ns``; the
+:data:`~.segment.RING_ENTRIES` ``(step, end_ns)`` pairs (``time.monotonic_ns``; the
 step word carries :data:`APPROX` when the end time is a heartbeat's, not the step's own). The
 count is published last, so a reader never sees half an entry.
 
@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb.segment import RING_ENTRIES, RING_HEADER_WORDS, Segment
+from dynprof_nb.contract.segment import RING_ENTRIES, RING_HEADER_WORDS, Segment
 
 # -- the step-time ring --------------------------------------------------------------------
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dynprof_nb.config import ProfilerConfig
-from dynprof_nb.segment import pid_alive
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.segment import pid_alive
 
 MANIFEST = "window.json"
 # Names are matched whole (\Z, not $, which lets a trailing newline through) and in ASCII
@@ -132,7 +132,7 @@ def new_manifest(
     """``config`` is what the window records with; ``window_options`` the keys of it that
     ``start`` gave for this window only (the rest was the job's standing config). ``run``:
     the job's run the rank is in (a job restarted under its name is a new run, see
-    :attr:`dynprof_nb.segment.Segment.run`), so steps of two runs are never taken for one;
+    :attr:`dynprof_nb.contract.segment.Segment.run`), so steps of two runs are never taken for one;
     ``run_started_at``: when that run began (wall clock, s). ``start_step``/``stop_step``
     are the steps recorded, ``requested_*`` the steps asked (they differ for a window file
     mode moved, :func:`shifted_fields`)."""
