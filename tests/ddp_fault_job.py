@@ -21,6 +21,12 @@ Faults (``--fault``; ``--on`` the rank that has it, where it is one rank's):
   ops per step (host sync points);
 - ``none``: nothing changes (the two windows differ by noise only).
 
+Every rank's step has work of its own besides the fault: ``--work`` matrix products (a fixed
+count, not a time: a preempted rank takes longer, as a real one does). Without it a step is
+1-8 ms of gloo latency and OS scheduling (bimodal at the scheduler's tick), and two 6-step
+windows a few steps apart differ by more than any noise estimate from 6 steps can bound: the
+"none" case then measured the machine, not the product.
+
 Run as two processes with RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set.
 """
 
@@ -35,11 +41,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from dynprof_nb.config import ProfilerConfig
 from torch.nn.parallel import DistributedDataParallel
 
 import dynprof_nb
 from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.training.backends import make_backend
 
 
@@ -92,6 +98,7 @@ def main() -> None:
     p.add_argument("--on", type=int, default=1, help="the rank with the fault")
     p.add_argument("--ms", type=float, default=40.0)
     p.add_argument("--n", type=int, default=20)
+    p.add_argument("--work", type=int, default=200, help="matrix products per step, every rank")
     p.add_argument("--base", default="4-9")
     p.add_argument("--fault-from", type=int, default=11)
     p.add_argument("--window", default="12-17")
@@ -122,6 +129,8 @@ def main() -> None:
         stall["s"] = args.ms / 1000 if on and args.fault == "loader" else 0.0
         x = next(loader)
         loss = model(x).pow(2).mean()
+        for _ in range(args.work):  # the step's own work (module docstring)
+            torch.mm(a, b)
         if on and args.fault == "compute":
             with dynprof_nb.range("extra_compute"):  # record_function on the torch backend
                 t0 = time.perf_counter()
