@@ -80,8 +80,14 @@ def test_unknown_sample_names_the_ones_there_are():
 
 
 def test_the_interactive_timelines_front_end_is_in_the_wheel(wheel):
-    """The widget's JS and CSS are files beside its module: without them in the wheel, an
-    installed dynprof_nb shows no interactive timeline (and nothing is fetched from the web)."""
+    """The widget's JS modules and CSS are files in timeline_js/ beside its module: without
+    them in the wheel, an installed dynprof_nb shows no interactive timeline (and nothing is
+    fetched from the web)."""
+    from dynprof_nb.analysis.timeline_view import FRONT_END_MODULES
+
     names = set(zipfile.ZipFile(wheel).namelist())
-    for f in ("timeline_view.js", "timeline_view.css"):
-        assert f"dynprof_nb/analysis/{f}" in names
+    wanted = [f"{m}.mjs" for m in FRONT_END_MODULES] + ["timeline.css", "PROTOCOL.md"]
+    for f in wanted:
+        assert f"dynprof_nb/analysis/timeline_js/{f}" in names
+    shipped = {p.name for p in (REPO / "dynprof_nb/analysis/timeline_js").iterdir()}
+    assert shipped <= set(wanted), "a front-end file the wheel does not ship (pyproject.toml)"

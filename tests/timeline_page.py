@@ -1,4 +1,5 @@
-"""The interactive timeline's real front-end (timeline_view.js, timeline_view.css) in a plain
+"""The interactive timeline's real front-end (timeline_js/: its modules joined as anywidget gets
+them, :func:`timeline_view.front_end`, and timeline.css) in a plain
 chromium page, without JupyterLab: a stand-in for anywidget's model object (get, set, on,
 save_changes) whose ``save_changes`` calls the real :class:`TimelineView` in this process
 (Playwright's ``expose_function``) and hands back the traits it changed, bytes as base64, as a
@@ -8,7 +9,6 @@ have its own. Used by tests/ui/test_timeline_page.py and benchmarks/timeline_fra
 from __future__ import annotations
 
 import base64
-from pathlib import Path
 from typing import Any
 
 from dynprof_nb.analysis import timeline_view
@@ -21,7 +21,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 # what the browser and the kernel exchange (every synced trait but anywidget's own)
 # what the widget syncs with its front-end: every trait TimelineView itself declares
-LEFT, TOP = 210, 46  # the canvas' label column and top band (timeline_view.js)
+LEFT, TOP = 210, 46  # the canvas' label column and top band (timeline_js/layout.mjs)
 
 
 TRAITS = sorted(TimelineView.class_own_traits(sync=lambda v: bool(v)))
@@ -82,12 +82,12 @@ class TimelinePage:
         for name in TRAITS:
             view.observe(self._record, names=name)
         page.expose_function("__tl_kernel", self._kernel)
-        css = Path(timeline_view.__file__).with_name("timeline_view.css").read_text()
+        css = (timeline_view.FRONT_END / "timeline.css").read_text()
         page.set_content(f"<html><head><style>body{{margin:8px;font-family:sans-serif}}"
                          f"{css}</style></head><body><div id='host' style='width:{width}px'>"
                          f"</div></body></html>")
         page.add_script_tag(content=_MODEL)
-        src = Path(timeline_view.__file__).with_name("timeline_view.js").read_text()
+        src = timeline_view.front_end()
         state = {name: _wire(getattr(view, name)) for name in TRAITS}
         page.evaluate(_OPEN, [src, state])
         page.wait_for_selector(".dynprof-timeline[data-ready='1']")

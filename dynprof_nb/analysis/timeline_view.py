@@ -1,9 +1,9 @@
 """The interactive timeline: ``w.plot_timeline(interactive=True)`` in a notebook.
 
-A canvas widget (anywidget; its front-end, ``timeline_view.js``, ships in the package and
-loads nothing from the network) that zooms and pans in the browser, from the whole window down
-to one kernel. It draws what the static timeline draws (the same lanes, depth stacking, step
-alignment: :func:`.plots.timeline_layout`).
+A canvas widget (anywidget; its front-end, the ES modules of ``timeline_js/`` joined into one
+by :func:`front_end`, ships in the package and loads nothing from the network) that zooms and
+pans in the browser, from the whole window down to one kernel. It draws what the static timeline
+draws (the same lanes, depth stacking, step alignment: :func:`.plots.timeline_layout`).
 
 Zoom and pan never wait on the kernel: the widget is sent once a multi-resolution summary
 (:func:`summary_levels`: per row, the longest event starting in each bucket at a few bucket
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import time
 import warnings
 from pathlib import Path
@@ -49,6 +50,51 @@ from dynprof_nb.traces.formats.derived.from_events import (
 )
 
 _ROW_PX = 18  # row height in the canvas: an 11 px name fits inside a bar
+
+#: the front-end: its ES modules (in the order :func:`front_end` joins them), its style sheet,
+#: and PROTOCOL.md, which says what every synced trait carries
+FRONT_END = Path(__file__).with_name("timeline_js")
+FRONT_END_MODULES = ("model", "layout", "draw", "input", "widget")
+_IMPORT = re.compile(r'^import \{([^}]*)\} from "\./(\w+)\.mjs";\n', re.M)
+_EXPORTED = re.compile(r"^export (?:function|const|let|class) (\w+)", re.M)
+_EXPORT = re.compile(r"^export (?=function |const |let |class )", re.M)
+_OTHER_MODULE_SYNTAX = re.compile(r"^(?:import\b|export (?!default\b))", re.M)
+
+
+def front_end() -> str:
+    """The front-end's ES modules (``timeline_js/*.mjs``) joined into the one module anywidget
+    loads: each module's ``import {a, b} from "./x.mjs";`` lines dropped and its ``export``
+    keywords removed, in :data:`FRONT_END_MODULES` order, so every module reads the names of
+    those before it. No npm, no build step: the modules are what Node's tests import, and this
+    join is all there is between them and the browser. A module that imports a name its source
+    does not export, or from a module joined after it, is refused here (a ``SyntaxError`` in
+    the browser would say much less); two modules declaring one top-level name fail the
+    browser's parse and ``node --check`` (tests/ui/test_timeline_js.py)."""
+    exported: dict[str, set[str]] = {}
+    parts = []
+    for k, name in enumerate(FRONT_END_MODULES):
+        text = (FRONT_END / f"{name}.mjs").read_text(encoding="utf-8")
+        for names, source in _IMPORT.findall(text):
+            wanted = {n.strip() for n in names.split(",") if n.strip()}
+            if source not in FRONT_END_MODULES[:k] or wanted - exported[source]:
+                raise ImportError(
+                    f"timeline_js/{name}.mjs imports {sorted(wanted)} from ./{source}.mjs: "
+                    f"only names exported by a module joined before it can be (order: "
+                    f"{', '.join(FRONT_END_MODULES)})"
+                )
+        body = _IMPORT.sub("", text)
+        exported[name] = set(_EXPORTED.findall(body))
+        body = _EXPORT.sub("", body)
+        other = _OTHER_MODULE_SYNTAX.search(body)
+        last = k == len(FRONT_END_MODULES) - 1
+        if other or (not last and "export default" in body):
+            raise ImportError(
+                f"timeline_js/{name}.mjs: module syntax front_end() cannot join ("
+                "'import {...} from \"./x.mjs\";', 'export function|const|let|class', and "
+                "'export default' in the last module only)"
+            )
+        parts.append(f"// ---- timeline_js/{name}.mjs ----\n{body}")
+    return "\n".join(parts)
 
 
 def _lane_of_row(lanes: Any, row: int) -> Any:
@@ -201,8 +247,8 @@ class TimelineView(anywidget.AnyWidget):
     figure (what a static export shows); ``comm_groups`` lists the communication groups whose
     lanes the group menu pins."""
 
-    _esm = Path(__file__).with_name("timeline_view.js")
-    _css = Path(__file__).with_name("timeline_view.css")
+    _esm = front_end()
+    _css = FRONT_END / "timeline.css"
 
     title = traitlets.Unicode("").tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
