@@ -119,6 +119,11 @@ $(VENV)/hta/.pandas2: $(VENV)/hta/.stamp
 /usr/bin/chromium:
 	apt-get update && apt-get install -y chromium
 
+# The timeline front-end's unit tests (tests/ui/timeline_js, run by tests/ui/test_timeline_js.py)
+# use Node's built-in test runner: Debian's nodejs (18 on bookworm), no npm package.
+/usr/bin/node:
+	command -v node >/dev/null || (apt-get update && apt-get install -y nodejs)
+
 # A rank whose wall clock is stepped mid-run (tests/test_reliability_clock.py) runs under
 # Debian's libfaketime.
 /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1:
@@ -154,7 +159,7 @@ lint: $(VENV)/.test
 # was in and its stack, well inside CI's 90 min, instead of being cut off without a word.
 TEST_LIMIT_S ?= 3600
 test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2 /usr/bin/chromium \
-		/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint docs
+		/usr/bin/node /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint docs
 	timeout -s INT -k 120 $(TEST_LIMIT_S) $(BIN)/python -m pytest -q -p no:cacheprovider \
 		--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
 		--ignore=tests/smoke tests notebooks
