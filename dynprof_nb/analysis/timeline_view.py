@@ -755,7 +755,7 @@ class TimelineView(anywidget.AnyWidget):
                     return rows, shown, height
             except (KeyError, TypeError, ValueError):
                 pass
-            warnings.warn(  # not what timeline_view.js sends: drawn as the layout has it
+            warnings.warn(  # not what layout.mjs arrangement() sends: drawn as laid out
                 "TimelineView.arranged is not an arrangement of this view's lanes; figure() "
                 "draws the lanes uncollapsed and unpinned",
                 stacklevel=3,
