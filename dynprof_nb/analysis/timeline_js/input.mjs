@@ -95,3 +95,159 @@ export function matchCount(found, at) {
       ? ` (${(first + 1).toLocaleString()}-${(first + found.items.length).toLocaleString()} listed)`
       : "");
 }
+
+// ---- the DOM's events -----------------------------------------------------------------
+
+// The pointer over the canvas: the wheel zooms about the time under it, a drag pans, a
+// shift-drag (or a drag on the axis) selects a range, a click picks a bar (or an arrow's end),
+// a press on the labels acts on a lane. `view` is what the widget lends it: xy(e) ({x, y} on
+// the canvas), timeAt(x), plotW(), range() ([lo, hi]), setRange(a, b), zoomBy(f, t),
+// selecting(a, b) (a range being dragged), selected() (released), click(x, y), label(x, y,
+// shift), moved() (redraw what is under the pointer), left(), whole() (the whole window).
+export class Pointer {
+  constructor(canvas, root, view) {
+    this.mouse = null; // {x, y} on the canvas, or null when the pointer is elsewhere
+    this.drag = null; // a press being dragged: where it began, the range then, what it does
+    // where a press on the lane labels began: the browser's click fires wherever over the
+    // canvas a press ends, so a pan released over the labels would be a click on one
+    // (collapsing its process); a label click counts only when pressed there and not moved
+    this.labelPress = null;
+    this.canvas = canvas;
+    this.view = view;
+    canvas.addEventListener("wheel", (e) => this.wheel(e), { passive: false });
+    canvas.addEventListener("mousedown", (e) => {
+      root.focus({ preventScroll: true });
+      this.press(e);
+    });
+    window.addEventListener("mousemove", (e) => this.dragTo(e));
+    window.addEventListener("mouseup", (e) => this.release(e));
+    canvas.addEventListener("click", (e) => this.labelClick(e));
+    canvas.addEventListener("mousemove", (e) => {
+      this.mouse = view.xy(e);
+      if (!this.drag) view.moved();
+    });
+    canvas.addEventListener("mouseleave", () => {
+      this.mouse = null;
+      view.left();
+    });
+    canvas.addEventListener("dblclick", (e) => {
+      if (e.offsetX >= LEFT) view.whole();
+    });
+  }
+
+  wheel(e) {
+    e.preventDefault();
+    this.mouse = this.view.xy(e);
+    const t = this.view.timeAt(Math.max(LEFT, this.mouse.x));
+    this.view.zoomBy(Math.exp(Math.max(-3, Math.min(3, e.deltaY * 0.0025))), t);
+  }
+
+  press(e) {
+    const { x, y } = this.view.xy(e);
+    this.labelPress = x < LEFT ? { x: e.clientX, y: e.clientY } : null;
+    if (x < LEFT) return;
+    const [lo, hi] = this.view.range();
+    const selecting = e.shiftKey || y < TOP;
+    this.drag = { x: e.clientX, lo, hi, moved: false, selecting, t: this.view.timeAt(x) };
+    e.preventDefault();
+  }
+
+  dragTo(e) {
+    const drag = this.drag;
+    if (!drag) return;
+    const dx = e.clientX - drag.x;
+    if (Math.abs(dx) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    const view = this.view;
+    if (drag.selecting) {
+      const x = Math.max(LEFT, Math.min(view.xy(e).x, LEFT + view.plotW()));
+      view.selecting(drag.t, view.timeAt(x));
+      return;
+    }
+    const dt = (dx / view.plotW()) * (drag.hi - drag.lo);
+    view.setRange(drag.lo - dt, drag.hi - dt);
+  }
+
+  release(e) {
+    const d = this.drag;
+    if (!d) return;
+    this.drag = null;
+    if (d.selecting && d.moved) {
+      this.view.selected();
+      return;
+    }
+    if (!d.moved && e.target === this.canvas) {
+      const { x, y } = this.view.xy(e);
+      this.view.click(x, y);
+    }
+  }
+
+  labelClick(e) {
+    const press = this.labelPress;
+    this.labelPress = null;
+    if (!press || Math.hypot(e.clientX - press.x, e.clientY - press.y) > 3) return; // a drag
+    const { x, y } = this.view.xy(e);
+    if (x >= LEFT || y < TOP) return;
+    this.view.label(x, y, e.shiftKey);
+  }
+}
+
+// WASD and the arrows on the widget (not in the search box or a menu: `ignore`), kept from
+// JupyterLab's own shortcuts; `act` takes keyAction's answer
+export function listenKeys(root, ignore, act) {
+  root.addEventListener("keydown", (e) => {
+    if (ignore.includes(e.target)) return;
+    const action = keyAction(e);
+    if (!action) return;
+    e.preventDefault();
+    e.stopPropagation();
+    act(action);
+  });
+  root.addEventListener("keyup", (e) => e.stopPropagation());
+  root.addEventListener("keypress", (e) => e.stopPropagation());
+}
+
+// The search box, next and previous: the text goes to the kernel (`query`) 250 ms after the
+// last keystroke, or at Enter; Enter (shift: back) steps through the matches once the kernel
+// has answered this text, and a step asked before the answer is taken when it comes (take()).
+export class SearchBox {
+  constructor(input, prev, next, model, step) {
+    this.pending = 0; // a step waiting for the kernel's matches (1, -1), or 0
+    this.timer = 0;
+    const ask = () => {
+      model.set("query", input.value);
+      model.save_changes();
+    };
+    input.addEventListener("input", () => {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(ask, 250);
+    });
+    input.addEventListener("keydown", (e) => {
+      e.stopPropagation();
+      if (e.key !== "Enter") return;
+      e.preventDefault();
+      if ((model.get("matches") || {}).query !== input.value.trim()) {
+        clearTimeout(this.timer);
+        this.pending = e.shiftKey ? -1 : 1;
+        ask();
+        return;
+      }
+      step(e.shiftKey ? -1 : 1);
+    });
+    input.addEventListener("keyup", (e) => e.stopPropagation());
+    prev.addEventListener("click", () => step(-1));
+    next.addEventListener("click", () => step(1));
+  }
+
+  // a step to take when the kernel's next matches come
+  after(d) {
+    this.pending = d;
+  }
+
+  // the step waiting for these matches (0: none), taken
+  take() {
+    const d = this.pending;
+    this.pending = 0;
+    return d;
+  }
+}

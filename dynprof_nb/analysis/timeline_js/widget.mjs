@@ -19,7 +19,8 @@ import {
   rgbaWords, textColour,
 } from "./draw.mjs";
 import {
-  applyLabelAction, arrowAt, keyAction, labelAction, matchCount, pick, stepMatch,
+  Pointer, SearchBox, applyLabelAction, arrowAt, labelAction, listenKeys, matchCount, pick,
+  stepMatch,
 } from "./input.mjs";
 
 function el_(tag, cls, text) {
@@ -156,7 +157,6 @@ function render({ model, el }) {
                          rowH, lanes, arr, state });
 
   // ---- one frame -----------------------------------------------------------------------
-  let mouse = null; // the pointer over the canvas, or null
   let hover = -1; // index into the frame's hit list
   let chosen = null; // the selected event: {id, x0, x1, row}
   let flows = [];
@@ -298,6 +298,7 @@ function render({ model, el }) {
   }
 
   function zoomBy(f, t) {
+    const mouse = pointer.mouse;
     if (t === undefined) t = mouse && mouse.x > LEFT ? timeAt(mouse.x) : (lo + hi) / 2;
     setRange(...zoomRange(lo, hi, f, t));
   }
@@ -310,7 +311,8 @@ function render({ model, el }) {
 
   function refreshHover() {
     // on every redraw: the event under the pointer now, never the one before the zoom
-    const i = mouse && !drag ? pickAt(mouse.x, mouse.y) : -1;
+    const mouse = pointer.mouse;
+    const i = mouse && !pointer.drag ? pickAt(mouse.x, mouse.y) : -1;
     hover = i;
     if (i < 0) {
       tip.style.display = "none";
@@ -333,67 +335,48 @@ function render({ model, el }) {
 
   function hoverRedraw() {
     // outline the hovered bar without a full redraw when it did not change
+    const mouse = pointer.mouse;
     const i = mouse ? pickAt(mouse.x, mouse.y) : -1;
     if (i !== hover) draw();
     else refreshHover();
   }
 
-  canvas.addEventListener("wheel", (e) => {
-    e.preventDefault();
-    const r = canvas.getBoundingClientRect();
-    mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
-    const t = timeAt(Math.max(LEFT, mouse.x));
-    zoomBy(Math.exp(Math.max(-3, Math.min(3, e.deltaY * 0.0025))), t);
-  }, { passive: false });
-
-  let drag = null;
-  // where a press on the lane labels began: the browser's click fires wherever over the canvas
-  // a press ends, so a pan released over the labels would be a click on one (collapsing its
-  // process); a label click counts only when it was pressed there and did not move
-  let labelPress = null;
-  canvas.addEventListener("mousedown", (e) => {
-    root.focus({ preventScroll: true });
-    const r = canvas.getBoundingClientRect();
-    const x = e.clientX - r.left, y = e.clientY - r.top;
-    labelPress = x < LEFT ? { x: e.clientX, y: e.clientY } : null;
-    if (x < LEFT) return;
-    const selecting = e.shiftKey || y < TOP;
-    drag = { x: e.clientX, lo, hi, moved: false, selecting, t: timeAt(x) };
-    e.preventDefault();
-  });
-  window.addEventListener("mousemove", (e) => {
-    if (!drag) return;
-    const dx = e.clientX - drag.x;
-    if (Math.abs(dx) > 3) drag.moved = true;
-    if (!drag.moved) return;
-    if (drag.selecting) {
+  const pointer = new Pointer(canvas, root, {
+    xy: (e) => {
       const r = canvas.getBoundingClientRect();
-      range = { a: drag.t, b: timeAt(Math.max(LEFT, Math.min(e.clientX - r.left, LEFT + plotW()))) };
+      return { x: e.clientX - r.left, y: e.clientY - r.top };
+    },
+    timeAt,
+    plotW,
+    range: () => [lo, hi],
+    setRange,
+    zoomBy,
+    selecting: (a, b) => {
+      range = { a, b };
       showRange(false);
       draw();
-      return;
-    }
-    const dt = (dx / plotW()) * (drag.hi - drag.lo);
-    setRange(drag.lo - dt, drag.hi - dt);
-  });
-  window.addEventListener("mouseup", (e) => {
-    if (!drag) return;
-    const d = drag;
-    drag = null;
-    const r = canvas.getBoundingClientRect();
-    if (d.selecting && d.moved) {
-      showRange(true);
-      return;
-    }
-    if (!d.moved && e.target === canvas) {
-      const mx = e.clientX - r.left, my = e.clientY - r.top;
+    },
+    selected: () => showRange(true),
+    click: (mx, my) => {
       // a click by an arrow's far end goes to the event there
       const onScreen = (ev) => (arr.rowY[ev.row] < 0 ? null : [tx(ev.x0), Y0 + arr.rowY[ev.row] + rowH / 2]);
       const f = arrowAt(chosen, flows, onScreen, mx, my);
       if (f) { go(f); return; }
       const i = pickAt(mx, my);
       if (i >= 0) select(ref(i));
-    }
+    },
+    label: (x, y, shift) => {
+      const j = laneAtY(arr, y - Y0);
+      if (j === undefined) return;
+      applyLabelAction(state, lanes, j, labelAction(lanes[j], arr.header[j], x, shift), procKey);
+      relayout();
+    },
+    moved: hoverRedraw,
+    left: () => {
+      if (hover >= 0) draw();
+      else refreshHover();
+    },
+    whole: () => setRange(full[0], full[1]),
   });
 
   function select(r) {
@@ -447,18 +430,6 @@ function render({ model, el }) {
     select(f);
   }
 
-  canvas.addEventListener("click", (e) => {
-    const press = labelPress;
-    labelPress = null;
-    if (!press || Math.hypot(e.clientX - press.x, e.clientY - press.y) > 3) return; // a drag
-    const r = canvas.getBoundingClientRect();
-    const x = e.clientX - r.left, y = e.clientY - r.top;
-    if (x >= LEFT || y < TOP) return;
-    const j = laneAtY(arr, y - Y0);
-    if (j === undefined) return;
-    applyLabelAction(state, lanes, j, labelAction(lanes[j], arr.header[j], x, e.shiftKey), procKey);
-    relayout();
-  });
   pinComm.addEventListener("click", () => {
     state.commPinned = !state.commPinned;
     relayout();
@@ -468,28 +439,10 @@ function render({ model, el }) {
     relayout();
   });
   model.on("change:path", () => draw());
-  canvas.addEventListener("mousemove", (e) => {
-    const r = canvas.getBoundingClientRect();
-    mouse = { x: e.clientX - r.left, y: e.clientY - r.top };
-    if (!drag) hoverRedraw();
-  });
-  canvas.addEventListener("mouseleave", () => {
-    mouse = null;
-    if (hover >= 0) draw();
-    else refreshHover();
-  });
-  canvas.addEventListener("dblclick", (e) => {
-    if (e.offsetX >= LEFT) setRange(full[0], full[1]);
-  });
   reset.addEventListener("click", () => setRange(full[0], full[1]));
 
   // ---- keys: WASD and the arrows, as in Perfetto ----------------------------------------
-  root.addEventListener("keydown", (e) => {
-    if (e.target === search || e.target === pinGroup) return;
-    const act = keyAction(e);
-    if (!act) return;
-    e.preventDefault();
-    e.stopPropagation();
+  listenKeys(root, [search, pinGroup], (act) => {
     const s = hi - lo;
     if (act.zoom) zoomBy(act.zoom);
     else if (act.pan) setRange(lo + act.pan * s, hi + act.pan * s);
@@ -499,42 +452,16 @@ function render({ model, el }) {
       draw();
     }
   });
-  root.addEventListener("keyup", (e) => e.stopPropagation());
-  root.addEventListener("keypress", (e) => e.stopPropagation());
 
   // ---- search ---------------------------------------------------------------------------
-  let searchTimer = 0;
-  let pendingStep = 0;
-  function askQuery() {
-    model.set("query", search.value);
-    model.save_changes();
-  }
-  search.addEventListener("input", () => {
-    clearTimeout(searchTimer);
-    searchTimer = setTimeout(askQuery, 250);
-  });
-  search.addEventListener("keydown", (e) => {
-    e.stopPropagation();
-    if (e.key !== "Enter") return;
-    e.preventDefault();
-    if ((model.get("matches") || {}).query !== search.value.trim()) {
-      clearTimeout(searchTimer);
-      pendingStep = e.shiftKey ? -1 : 1;
-      askQuery();
-      return;
-    }
-    stepTo(e.shiftKey ? -1 : 1);
-  });
-  search.addEventListener("keyup", (e) => e.stopPropagation());
-  prev.addEventListener("click", () => stepTo(-1));
-  next.addEventListener("click", () => stepTo(1));
+  const searchBox = new SearchBox(search, prev, next, model, (d) => stepTo(d));
 
   function stepTo(d) {
     const step = stepMatch(found, at, d);
     if (!step) return;
     if (step.page !== undefined) {
       // past the page held: the kernel sends the next (or previous) one, wrapping around
-      pendingStep = d;
+      searchBox.after(d);
       model.set("query_page", step.page);
       model.save_changes();
       return;
@@ -567,11 +494,9 @@ function render({ model, el }) {
     list.style.display = found.items.length ? "block" : "none";
     count.textContent = found.query ? `${found.total.toLocaleString()} matches` : "";
     root.dataset.matches = String(found.total || 0);
-    if (pendingStep) {
-      const d = pendingStep;
-      pendingStep = 0;
-      stepTo(d);
-    } else draw();
+    const d = searchBox.take();
+    if (d) stepTo(d);
+    else draw();
   }
 
   // ---- a selected range: its duration now, its time per name from the kernel -----------
