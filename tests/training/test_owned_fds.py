@@ -37,7 +37,18 @@ JOB = textwrap.dedent("""
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=out)
     for _ in range(50):
         monitor.step(); time.sleep(0.001)
-    time.sleep(0.3)  # the stack recorder and the heartbeat are up
+    # the stack recorder and the heartbeat are up: the side file shows step 50 (a fact)
+    from dynprof_nb.contract.shared_layout import side_name, stack_dir
+    side, deadline = stack_dir() / side_name(job, 0, os.getpid()), time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(side.read_text()).get("step") == 50:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    else:
+        sys.exit("the Monitor's side file never showed step 50")
     had = {}
     for n in sorted(int(n) for n in os.listdir("/proc/self/fd") if int(n) >= int(low)):
         try:
