@@ -105,7 +105,8 @@ def no_process_outlives_its_module() -> Iterator[None]:
     the module's cluster, a killed worker is restarted), and killing that would break every
     later test of the module. Processes of session fixtures were started before the
     snapshot. One that is still going away is waited for (a fact, bounded); the ones left
-    are killed, so that one module's leftover does not fail the next."""
+    are killed, so that one module's leftover does not fail the next. Then the files of this
+    run's jobs left in the stacks directory (:func:`leftover_stack_files`) fail it too."""
     before = set(child_processes())
     yield
     deadline = time.monotonic() + LEFTOVER_GRACE_S
