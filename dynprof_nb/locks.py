@@ -43,6 +43,7 @@ import pwd
 import secrets
 import socket
 import stat
+import tempfile
 import threading
 
 log = logging.getLogger("dynprof_nb")
@@ -380,13 +381,52 @@ JOB_LOCKS = ("state", "lock")
 
 
 def forget_job(job: str) -> None:
-    """Remove job ``job``'s lock files (each one nobody holds): called when its segment goes,
-    the last process of the job having left."""
+    """Remove job ``job``'s lock files (each one nobody holds), the stacks kept at its stall
+    and its dead ranks' side files: called when its segment goes, the last process of the job
+    having left."""
+    forget_stack_files(job)
     for what in JOB_LOCKS:
         try:
             remove_lock(job_lock_name(job, what))
         except (OSError, LockError) as exc:
             log.debug("dynprof_nb: cannot remove %s: %r", job_lock_name(job, what), exc)
+
+
+STACKS = "stacks"  # the stack files' folder in the private directory (shared_layout.stack_dir)
+
+
+def kept_stacks_name(key: str) -> str:
+    """The stacks a controller took at a stall, kept in :data:`STACKS` for a notebook that
+    attaches later (``key``: the job's name, or ``@cluster.<name>``). They go with the job:
+    the process that removes its segment removes them (:func:`forget_stack_files`)."""
+    return f"{key}.last_stacks.json"
+
+
+def forget_stack_files(key: str) -> None:
+    """Remove the stacks kept for job ``key`` at a stall (:func:`kept_stacks_name`, and a
+    half-written copy) and the files its ranks left beside them, ``<key>.<rank>.<pid>.*``
+    (the side file, the Flight Recorder's; a rank that ``exec``'d or was killed never
+    removed its own). Called when the job's segment goes: the job they describe has ended and
+    no later notebook can attach to it, so in ``/dev/shm`` (memory) they would only pile up,
+    one set per hung job. A file of a process still alive is left to it; a missing folder is
+    nothing to do."""
+    base = SHM_DIR if os.path.isdir(SHM_DIR) else tempfile.gettempdir()
+    try:
+        folder = os.path.join(private_dir(base), STACKS)
+        names = os.listdir(folder)
+    except (OSError, LockError):
+        return
+    kept = kept_stacks_name(key)
+    for name in names:
+        rest = name[len(key) + 1 :].split(".") if name.startswith(f"{key}.") else []
+        ranks = len(rest) == 3 and rest[0].isdigit() and rest[1].isdigit()
+        if name in (kept, kept + ".tmp") or (ranks and not os.path.exists(f"/proc/{rest[1]}")):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.debug("dynprof_nb: cannot remove %s: %r", name, exc)
 
 
 def holder(fd: int) -> str:

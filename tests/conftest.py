@@ -12,6 +12,7 @@ import pytest
 from testdata import REPO, fixtures_dir, write_builtin_window  # noqa: F401 (re-exported)
 
 from dynprof_nb.contract import segment
+from dynprof_nb.contract.shared_layout import StackDirError, stack_dir
 
 # The frame cache (dynprof_nb.traces.cache) is off for the suite and every process its tests
 # start: a reader test that loads a fixture an earlier test loaded would otherwise read that
@@ -104,7 +105,8 @@ def no_process_outlives_its_module() -> Iterator[None]:
     the module's cluster, a killed worker is restarted), and killing that would break every
     later test of the module. Processes of session fixtures were started before the
     snapshot. One that is still going away is waited for (a fact, bounded); the ones left
-    are killed, so that one module's leftover does not fail the next."""
+    are killed, so that one module's leftover does not fail the next. Then the files of this
+    run's jobs left in the stacks directory (:func:`leftover_stack_files`) fail it too."""
     before = set(child_processes())
     yield
     deadline = time.monotonic() + LEFTOVER_GRACE_S
@@ -122,6 +124,26 @@ def no_process_outlives_its_module() -> Iterator[None]:
         pytest.fail(f"{len(left)} process(es) started by this module's tests still run after "
                     "them: " + "; ".join(f"pid {p}: {c}" for p, c in left.items())
                     + ". End what a test starts (jobutil.finish, kill_process).", pytrace=False)
+    files = leftover_stack_files()
+    for path in files:
+        path.unlink(missing_ok=True)  # so that one module's leftover does not fail the next
+    if files:
+        pytest.fail(f"{len(files)} file(s) of this module's jobs remain in {files[0].parent}: "
+                    + ", ".join(p.name for p in files) + ". A job's kept stacks go with its "
+                    "segment: end every rank and close every handle of the job.", pytrace=False)
+
+
+def leftover_stack_files() -> list[Path]:
+    """Files in the user's stacks directory (``/dev/shm/dynprof_nb.<uid>/stacks``) named after
+    a job of this run (:func:`jobutil.unique_job` puts this process's pid in each name), once
+    the module's processes are gone: the stacks kept at a stall, a rank's side file. Only this
+    run's names, so the runs of other people under the same uid never count."""
+    try:
+        folder = stack_dir(create=False)
+    except (OSError, StackDirError):
+        return []
+    mark = f"-{os.getpid()}-"
+    return sorted(p for p in folder.iterdir() if mark in p.name)
 
 
 @pytest.fixture(scope="session")

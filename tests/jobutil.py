@@ -98,7 +98,7 @@ def kill_process(proc: subprocess.Popen, dump_stacks: bool = False) -> tuple[str
     group = proc.pid if _leads_group(proc) else None
     if group is not None and dump_stacks:
         _signal_group(group, signal.SIGUSR1)
-        time.sleep(2)  # the stacks are written by then (no fact to wait on: the group is hung)
+        _stacks_written(proc)
     if group is not None:
         _signal_group(group, signal.SIGKILL)
     elif proc.poll() is None:
@@ -128,6 +128,28 @@ def start_script(cmd: list[str], **popen: Any) -> subprocess.Popen:
     proc.output_file = out  # type: ignore[attr-defined]
     proc.leads_group = True  # type: ignore[attr-defined]
     return proc
+
+
+def _stacks_written(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    """After SIGUSR1: wait until the output has a dumped stack and has stopped growing (the
+    dump's own end), or ``timeout`` seconds (a process without the handler writes nothing;
+    this wait is only there to make a hung test's failure say where it hung)."""
+    if getattr(proc, "output_file", None) is None:
+        return
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        text = output_of(proc)
+        if "most recent call first" in text and text == last:
+            return
+        last = text
+        time.sleep(0.1)
+
+
+def main_threads(stacks: Any) -> dict[int, list[str]]:
+    """Each rank's main-thread functions in ``job.stacks()``, outermost first: what a test
+    waits on to know where a rank is (in an all-reduce, in its hang), rather than a sleep."""
+    main = stacks[stacks.thread == "MainThread"].sort_values("depth")
+    return {int(r): list(rows.function) for r, rows in main.groupby("rank")}
 
 
 def output_of(proc: subprocess.Popen) -> str:

@@ -40,7 +40,11 @@ VICTIM = textwrap.dedent("""
     step = max(s.step for s in control.live_slots())
     control.start(step + 20, step + 25)
     control.wait(timeout=60, progress=False)
-    time.sleep(1.2)  # the side file is written
+    from dynprof_nb.control.stacks import read_side
+    deadline = time.monotonic() + 60
+    while (not read_side(job, control.live_slots()[0])  # the side file names the threads
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
     stacks = control.stacks()
     cli = subprocess.run([sys.executable, "-m", "dynprof_nb.ui.cli", "jobs"],
                          capture_output=True, text=True, timeout=60)

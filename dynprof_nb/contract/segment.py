@@ -956,6 +956,7 @@ def _attach_fd(
         return None
     if seg.is_stale():
         if _reclaim(name, seg._fd):
+            forget_job(job)  # its locks and kept stacks went with every process of it
             log.log(
                 level,
                 "dynprof_nb: reclaiming stale segment for job %r (every process that used "

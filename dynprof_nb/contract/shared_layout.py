@@ -22,7 +22,8 @@ reason.
 ``/dev/shm/dynprof_nb.<uid>/stacks``, mode 0700, owner-checked, never followed through a
 symlink): ``<pid>.<start>.stack`` (faulthandler's
 dump on :data:`STACK_SIGNAL`) and ``<job>.<rank>.<pid>.json`` (the side file: thread names, the
-step and its timing).
+step and its timing). Beside them, ``<job>.last_stacks.json``: the stacks a controller took
+at a stall (:func:`dynprof_nb.locks.kept_stacks_name`), removed with the job's segment.
 """
 
 from __future__ import annotations
@@ -235,12 +236,12 @@ def stack_dir(create: bool = True) -> Path:
     owned by us, a real directory (not a symlink), no access for group or others. It is
     ``stacks`` in the user's private directory (:func:`dynprof_nb.locks.private_dir`), not a
     name in ``/dev/shm`` itself that another user could create first."""
-    from dynprof_nb.locks import LockError, private_dir
+    from dynprof_nb.locks import STACKS, LockError, private_dir
 
     base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
     try:
         # not "dynprof_nb.<uid>.<name>": that is a job segment's name, listed by list_jobs()
-        path = Path(private_dir(base)) / "stacks"
+        path = Path(private_dir(base)) / STACKS
     except LockError as exc:
         raise StackDirError(str(exc)) from None
     if create:

@@ -48,6 +48,7 @@ from dynprof_nb.contract.shared_layout import (
     side_name,
     stack_dir,
 )
+from dynprof_nb.locks import kept_stacks_name
 
 if TYPE_CHECKING:
     from dynprof_nb.analysis.stacks import StackFrame
@@ -361,7 +362,7 @@ def mark_stalled(rows: list[dict[str, Any]], text: str) -> None:
 
 
 def last_stacks_path(key: str) -> Path:
-    return stack_dir() / f"{key}.last_stacks.json"
+    return stack_dir() / kept_stacks_name(key)
 
 
 def save_last(key: str, frame: StackFrame) -> None:

@@ -19,9 +19,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from jobutil import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_LOOP = REPO / "tests" / "train_loop.py"
@@ -74,6 +75,15 @@ def dask_client(address: str, **kwargs: Any) -> Any:
     from distributed import Client
 
     return Client(address, set_as_default=False, loop=shared_loop(), **kwargs)
+
+
+def scheduler_address(path: Path) -> str | None:
+    """The address in a dask scheduler file once it is written whole (the scheduler writes
+    it in place: a reader can see it empty or cut short), else None."""
+    try:
+        return json.loads(path.read_text())["address"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -137,14 +147,13 @@ class Scheduler:
              *(["--preload", "dynprof_nb.cluster.gate"] if gated else []), *tls_flags],
             stdout=self.log, stderr=subprocess.STDOUT,
             env=child_env(UNSAFE_PLAIN if plain else None), start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not self.file.exists() or not self.file.read_text().strip():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+        def up() -> str | None:
+            if self.proc.poll() is not None:
                 raise RuntimeError("dask scheduler did not start: "
                                    + (workdir / "scheduler.log").read_text()[-2000:])
-            time.sleep(0.05)
-        time.sleep(0.05)
-        self.address = json.loads(self.file.read_text())["address"]
+            return scheduler_address(self.file)
+
+        self.address = wait_until(up, 60, "the dask scheduler's file")
 
     def close(self) -> None:
         _kill_group(self.proc, signal.SIGTERM)

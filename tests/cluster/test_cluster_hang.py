@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jobutil import unique_job, wait_until
+from jobutil import main_threads, unique_job, wait_until
 from nodes import REPO, SimCluster
 
 import dynprof_nb
@@ -47,7 +47,13 @@ def test_cluster_hang_report_names_the_hung_rank_across_nodes(tmp_path: Path):
                 return len(live) == 4 and (live.step == HANG_STEP - 1).all()
 
             wait_until(at_the_hang, 180, "the four ranks at the hang")
-            time.sleep(1.0)
+
+            def inside():  # where the stacks show them, not a guess at how long it takes
+                main = main_threads(job.stacks())
+                return (all("all_reduce" in main.get(r, []) for r in range(3))
+                        and main.get(3, [])[-1:] == ["rank3_sleeps"] and main)
+
+            wait_until(inside, 60, "ranks 0-2 inside their all-reduces, rank 3 in its sleep")
             t0 = time.monotonic()
             report = job.hang_report()
             assert time.monotonic() - t0 < 10.0

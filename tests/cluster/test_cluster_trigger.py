@@ -15,7 +15,12 @@ from dynprof_nb.cluster.trigger import CANCEL_RETRIES
 
 pytestmark = pytest.mark.timeout(300)
 SLOW_RANK = 2
-CONFIRM = 1
+# Three slow steps in a row, not one: beside two CPU burners about 1 in 100 of a rank's 10 ms
+# steps is stretched past the trigger's bound (3x its median and 5 scaled MADs over it) by the
+# machine alone, and with confirm=1 the trigger rightly fired on that step, before the test's
+# slowdown began (docs/testing.md: the measurement). Runs of 3 are rare there: a machine slow for
+# that long slows the job for real.
+CONFIRM = 3
 
 
 def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path: Path):
@@ -35,18 +40,20 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
         wait_until(ready, timeout=120, what="4 ranks on 4 nodes stepping")
         armed = job.trigger(slowdown=3.0, steps=8, confirm=CONFIRM)  # a 6x slowdown
         assert armed["armed"] and armed["mode"] == "cluster" and armed["fired"] == 0
-        time.sleep(0.5)  # the agents see the armed trigger
+        # trigger() returns once every node's agent has armed it in its segment (the ranks
+        # load it at their next heartbeat, before the slow steps they judge): no wait here
         slow.touch()
         touched = time.monotonic()  # the simulated nodes share this machine's clock
         flagged = []
         done = Path(f"{slow}.done")
-        deadline = time.monotonic() + 60
-        while not done.exists() and time.monotonic() < deadline:
-            st = job.status().set_index("rank")
-            text = st.loc[SLOW_RANK, "slow"]
+
+        def slow_phase_over() -> bool:  # and what status() says of the slow rank meanwhile
+            text = job.status().set_index("rank").loc[SLOW_RANK, "slow"]
             if text and float(text.rstrip("%")) >= 100:
                 flagged.append(text)
-            time.sleep(0.1)
+            return done.exists()
+
+        wait_until(slow_phase_over, 60, "the slow rank's 20 slow steps", every=0.1)
         first_slow, last_slow = map(int, done.read_text().split())
         assert flagged, "status() never showed the slow rank as slow while it was"
 
@@ -56,7 +63,8 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
             return [found] if len(found) == 4 else None
 
         found = wait_until(complete, timeout=120, what="the triggered window on 4 nodes")[0]
-        assert sorted(found["rank"]) == [0, 1, 2, 3]
+        shown = found[["rank", "node", "start", "stop", "reason"]].to_string()
+        assert sorted(found["rank"]) == [0, 1, 2, 3], (first_slow, shown)
         assert found.node.nunique() == 4
         assert len(set(zip(found.start, found.stop, strict=True))) == 1
         assert (found.stop - found.start + 1 == 8).all()
@@ -113,7 +121,7 @@ def test_a_node_that_joins_after_arming_picks_up_the_trigger(cluster, tmp_path: 
                 and live.step_s.notna().all()
 
         wait_until(steady, timeout=120, what="the first nodes' ranks stepping")
-        job.trigger(slowdown=3.0, steps=6, confirm=1)
+        job.trigger(slowdown=3.0, steps=6, confirm=CONFIRM)
         late = cluster.add_node()  # after arming: only the agent's catch-up can arm it
         cluster.wait_workers(len(cluster.nodes))
         slow = tmp_path / "late-slow"
@@ -127,8 +135,9 @@ def test_a_node_that_joins_after_arming_picks_up_the_trigger(cluster, tmp_path: 
             return len(mine) and bool(mine.alive.iloc[0]) and mine.step.iloc[0] > 40 \
                 and mine.step_s.notna().all()
 
+        # its rows reach status() only after its agent's catch-up armed the trigger there
+        # (the same beat, before the push): the rank loads it at its next heartbeat
         wait_until(ready, timeout=120, what="the late node's rank stepping")
-        time.sleep(0.3)
         slow.touch()
 
         everyone = {n.index for n in cluster.nodes}

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from jobutil import wait_until
 from nodes import _kill_group, child_env
 from otheruser import OTHER_GID, OTHER_UID, as_other_user
 
@@ -54,14 +55,17 @@ def test_a_worker_refuses_a_scheduler_of_another_user(scheme, listen, tmp_path):
                  *(["--protocol", listen] if listen else [])],
                 env=child_env({"HOME": str(home)}), cwd=str(home), stdout=fh,
                 stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and worker.poll() is None:
-            if "not connecting to" in log.read_text() or os.listdir(markers):
-                break
-            if scheme == "ws" and not listen and "not listening on ws://" in log.read_text():
-                break
-            time.sleep(0.5)
-        time.sleep(2)  # a payload that ran would have written by now
+        def decided():  # the worker says what it refused, ends, or the payload ran
+            text = log.read_text()
+            return ("not connecting to" in text or os.listdir(markers) or worker.poll() is not None
+                    or (scheme == "ws" and not listen and "not listening on ws://" in text))
+
+        wait_until(decided, 120, "the worker to refuse the scheduler")
+        # a payload runs inside os.system, which the worker's SIGTERM handler waits for:
+        # once the worker has ended, whatever it read has run (no guess at how long it takes)
+        if worker.poll() is None:
+            worker.terminate()
+        worker.wait(timeout=60)
         text = log.read_text()
         assert os.listdir(markers) == [], f"the attacker's payload ran as this user: {text}"
         if scheme == "tcp":  # the recipes' servers speak TLS: so does the worker, to anyone

@@ -24,13 +24,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 from jobutil import unique_job, wait_until
-from nodes import REPO, TRAIN_LOOP, _kill_group, child_env, dask_client
+from nodes import REPO, TRAIN_LOOP, _kill_group, child_env, dask_client, scheduler_address
 from otheruser import attack
 
 import dynprof_nb
@@ -166,9 +165,7 @@ def test_a_recipe_run_as_printed_is_safe(recipe, tmp_path, monkeypatch, request)
                     stdout=fh, stderr=subprocess.STDOUT, cwd=str(home),
                     start_new_session=True))
             if command.startswith("dask scheduler"):
-                wait_until(lambda: file.exists() and file.read_text().strip(), 120,
-                           "the scheduler file")
-                time.sleep(0.1)
+                wait_until(lambda: scheduler_address(file), 120, "the scheduler file")
         address = json.loads(file.read_text())["address"]
         assert address.startswith("tls://"), address
         rank = subprocess.Popen([sys.executable, str(TRAIN_LOOP), "--job", name, "--rank", "0",

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jobutil import finish, running_ranks, unique_job, wait_until
+from jobutil import finish, main_threads, running_ranks, unique_job, wait_until
 
 from dynprof_nb.contract import segment
 from dynprof_nb.control.job import Job
@@ -71,7 +71,13 @@ def at_the_hang(job: Job, proc: subprocess.Popen, step: int = HANG_STEP) -> None
         return len(live) == 4 and all(s.step == step - 1 for s in live if s.rank != 3)
 
     wait_until(there, 180, "the four ranks to reach the hang", proc)
-    time.sleep(1.5)  # ranks 0-2 are now inside their all-reduces, rank 3 in its sleep
+
+    def inside():  # what the stacks show, not a guess at how long it takes to get there
+        main = main_threads(job.stacks())
+        return (all("all_reduce" in main.get(r, []) for r in range(3))
+                and main.get(3, [])[-1:] == ["rank3_sleeps"] and main)
+
+    wait_until(inside, 60, "ranks 0-2 inside their all-reduces and rank 3 in its sleep", proc)
 
 
 def test_the_report_names_the_hung_rank_and_its_main_thread_within_10_s(hung_job, tmp_path):

@@ -243,8 +243,7 @@ def test_monitor_start_installs_the_handler_once_and_close_removes_its_file():
         segment.unlink(name)
     assert not list(stack_dir().glob(f"{os.getpid()}.*.stack"))  # no controller signals us
     # a signal that was already on its way when the Monitor closed is still harmless
-    os.kill(os.getpid(), STACK_SIGNAL)
-    time.sleep(0.05)
+    os.kill(os.getpid(), STACK_SIGNAL)  # delivered before kill() returns (POSIX, to oneself)
     c = dynprof_nb.Monitor(job=name, rank=2)  # a later Monitor of this process installs again
     try:
         assert len(list(stack_dir().glob(f"{os.getpid()}.*.stack"))) == 1

@@ -10,13 +10,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
 from jobutil import finish, unique_job, wait_until
 
 import dynprof_nb
 from dynprof_nb.contract import segment
-from dynprof_nb.control.stacks import FRAMES_CUT, MAIN_MISSING
+from dynprof_nb.control.stacks import FRAMES_CUT, MAIN_MISSING, read_side
 
 JOB = textwrap.dedent("""
     import os, signal, sys, threading, time
@@ -49,6 +48,21 @@ JOB = textwrap.dedent("""
 """)
 
 
+def side(control: dynprof_nb.Job, job: str) -> dict | None:
+    """The rank's side file, as the controller reads it."""
+    live = control.live_slots()
+    return read_side(job, live[0]) if live else None
+
+
+def recorded(control: dynprof_nb.Job, job: str, parked: int) -> bool:
+    """The side file names every thread the job started (main, deep, the parked ones), and
+    past 100 threads has the main thread's stack (faulthandler's dump leaves it out)."""
+    rec = side(control, job)
+    names = set(rec["threads"].values()) if rec else set()
+    return {"MainThread", "deep", *(f"parked-{i}" for i in range(parked))} <= names and (
+        parked < 100 or "main_stack" in rec)
+
+
 def test_a_cut_dump_says_so_and_names_the_missing_main_thread_then_a_job_handler_is_refused(
     tmp_path,
 ):
@@ -59,7 +73,8 @@ def test_a_cut_dump_says_so_and_names_the_missing_main_thread_then_a_job_handler
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         wait_until(lambda: control.live_slots(), what="the rank", proc=proc)
-        time.sleep(1.5)  # the side file has recorded every thread's name
+        wait_until(lambda: recorded(control, job, 300), what="every thread's name recorded",
+                   proc=proc)
         stacks = control.stacks()
         assert not stacks.silent, stacks.silent
         cuts = " ".join(c["what"] for c in stacks.attrs["truncated"])
@@ -81,12 +96,17 @@ def test_a_cut_dump_says_so_and_names_the_missing_main_thread_then_a_job_handler
         (tmp_path / "install").touch()
         wait_until(lambda: proc.stdout.readline().strip() == "installed", what="the handler",
                    proc=proc)
-        time.sleep(0.5)  # the rank's recorder has seen it (it checks every 0.2 s)
+        wait_until(lambda: (rec := side(control, job)) and rec["handler"] != "ok",
+                   what="the rank's recorder to see the job's own handler", proc=proc)
         refused = control.stacks()
         assert len(refused) == 0 and len(refused.silent) == 1, refused.silent
         why = refused.silent[0]["why"]
         assert "installed its own handler for signal" in why and "not signalled" in why, why
-        time.sleep(0.3)
+        # a signal sent would run the handler before the main thread's next bytecode: once
+        # the rank has stepped on, the handler has had its chance
+        at = control.live_slots()[0].step
+        wait_until(lambda: control.live_slots()[0].step > at + 2, what="the rank to step on",
+                   proc=proc)
         assert not (tmp_path / "job-handler-ran").exists()
         assert proc.poll() is None  # the job trains on
     finally:
@@ -108,7 +128,8 @@ def test_a_whole_dump_has_the_main_thread_and_no_cut():
         try:
             assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
             wait_until(lambda: control.live_slots(), what="the rank", proc=proc)
-            time.sleep(1.2)
+            wait_until(lambda: recorded(control, job, 3), what="every thread's name recorded",
+                       proc=proc)
             stacks = control.stacks()
             cuts = [c["what"] for c in stacks.attrs.get("truncated", [])]
             assert cuts == ["1 thread cut at 100 frames (the older frames are not shown)"], cuts

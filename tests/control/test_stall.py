@@ -17,6 +17,7 @@ import dynprof_nb
 from dynprof_nb.analysis.steptimes import plot_step_times, step_grid
 from dynprof_nb.contract import segment
 from dynprof_nb.control.asks import current_step
+from dynprof_nb.control.stacks import last_stacks_path
 
 
 def _state(job: dynprof_nb.Job) -> dict[int, dict]:
@@ -71,11 +72,17 @@ def test_a_hung_rank_is_stalled_by_its_own_steps_and_the_first_is_named(tmp_path
         assert "the first rank to stop" not in state[0]["error"], state[0]["error"]
         # nothing extrapolates a stalled rank: start +5 asks for 5 after where it stopped
         assert current_step(job.segment(), job.live_slots()) in (at0 + 1, at0)
+        # the stall's stacks are kept for a notebook that attaches later, while the job lives
+        wait_until(lambda: last_stacks_path(name).exists(), timeout=20,
+                   what="the stall's stacks kept in the stacks directory")
     finally:
         for p in procs:
             finish(p)
         job.close()
+        kept_after_close = last_stacks_path(name).exists()
         segment.unlink(name)
+    # the last to leave the ended job removed its segment, and the kept stacks went with it
+    assert not kept_after_close, last_stacks_path(name)
 
 
 def test_a_rank_that_execs_is_no_longer_alive(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from jobutil import wait_until
 from testdata import npu_text_window
 
 import dynprof_nb
@@ -149,7 +150,6 @@ def test_a_load_killed_mid_way_leaves_no_frame_files_past_the_next_load(tmp_path
     import subprocess
     import sys
     import tempfile
-    import time
 
     from dynprof_nb.traces import owner
 
@@ -176,9 +176,7 @@ def test_a_load_killed_mid_way_leaves_no_frame_files_past_the_next_load(tmp_path
         mine = f"{parallel.FRAMES_PREFIX}{owner.HOST}-{killed.pid}-"
         left = [p for p in Path(where).iterdir() if p.name.startswith(mine)]
         assert len(left) == 1, "the load made no frame directory of its own"
-        deadline = time.monotonic() + 30  # the worker writes rank 1's frame there
-        while not any(left[0].iterdir()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: any(left[0].iterdir()), 30, "the worker to write rank 1's frame")
         killed.send_signal(signal.SIGKILL)
         killed.wait(10)
         assert left[0].exists()  # what the kill leaves

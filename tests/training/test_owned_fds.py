@@ -37,7 +37,18 @@ JOB = textwrap.dedent("""
     monitor = dynprof_nb.Monitor(job=job, rank=0, output_path=out)
     for _ in range(50):
         monitor.step(); time.sleep(0.001)
-    time.sleep(0.3)  # the stack recorder and the heartbeat are up
+    # the stack recorder and the heartbeat are up: the side file shows step 50 (a fact)
+    from dynprof_nb.contract.shared_layout import side_name, stack_dir
+    side, deadline = stack_dir() / side_name(job, 0, os.getpid()), time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(side.read_text()).get("step") == 50:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    else:
+        sys.exit("the Monitor's side file never showed step 50")
     had = {}
     for n in sorted(int(n) for n in os.listdir("/proc/self/fd") if int(n) >= int(low)):
         try:
@@ -52,12 +63,17 @@ JOB = textwrap.dedent("""
         fd = os.open(os.path.join(files, f"data{i}"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         os.write(fd, payload)
         mine[fd] = f"data{i}"
+    retaken = []  # a descriptor the Monitor had reopened on n already: the job takes it again
     for n in had:  # and one on each number the Monitor (or anything) had open
         if n in mine:
             continue
         fd = os.open(os.path.join(files, f"at{n}"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         os.write(fd, payload)
         if fd != n:
+            try:
+                retaken.append(os.readlink(f"/proc/self/fd/{n}"))
+            except OSError:
+                pass
             os.dup2(fd, n, inheritable=False)
             os.close(fd)
         mine[n] = f"at{n}"
@@ -74,7 +90,7 @@ JOB = textwrap.dedent("""
             check[name] = repr(exc)
     monitor.close()
     with open(os.path.join(files, "..", "result"), "w") as fh:  # stdout may be a job file
-        fh.write("steps %d check %s" % (n, json.dumps(check)))
+        fh.write("steps %d retaken %s check %s" % (n, json.dumps(retaken), json.dumps(check)))
 """)
 
 
@@ -117,16 +133,24 @@ def test_a_job_that_closes_every_fd_keeps_its_own_files_intact(tmp_path, low, no
         control.close()
         segment.unlink(job)
     assert proc.returncode == 0, err
-    check = json.loads((tmp_path / "result").read_text().rsplit(" check ", 1)[1])
+    result = (tmp_path / "result").read_text()
+    check = json.loads(result.rsplit(" check ", 1)[1])
+    retaken = [r for r in json.loads(result.split(" retaken ", 1)[1].rsplit(" check ", 1)[0])
+               if "dynprof_nb" in r]  # the Monitor's, as in `ours`
     assert check and all(v is True for v in check.values()), check
     payload = bytes(range(256)) * 64
     for path in files.iterdir():
         if path.name != "stop":
             assert path.read_bytes() == payload, path.name
-    # the rank said once each what happened, and mended it
-    for what in ("the job segment descriptor", "the doorbell's descriptor",
-                 "the stack-dump descriptor"):
-        assert err.count(what) == (1 if low == 3 else 0), err
+    # the rank said once each what happened, and mended it; once more for each descriptor it
+    # had already reopened on its old number when the job put its own file there (a race
+    # of the job's loop with the rank's 20 ms heartbeat: seen 1 run in 22 beside two burners)
+    whats = ("the job segment descriptor", "the doorbell's descriptor",
+             "the stack-dump descriptor")
+    for what in whats:
+        assert err.count(what) >= (1 if low == 3 else 0), err
+    assert sum(err.count(w) for w in whats) == (3 + len(retaken) if low == 3 else 0), \
+        (retaken, err)
     assert "Thread 0x" not in "".join(p.read_text("latin-1") for p in files.iterdir())
 
 

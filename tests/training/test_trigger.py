@@ -21,6 +21,7 @@ from dynprof_nb.contract import segment, window_dirs
 from dynprof_nb.control.base import JobError
 
 SLOW_RANK = 2
+CONFIRM = 2
 
 
 def _pct(text: str) -> float:
@@ -39,7 +40,11 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
         wait_until(lambda: len(job.live_slots()) == 4
                    and all(s.step > 40 for s in job.live_slots()), timeout=60,
                    what="4 ranks stepping")
-        armed = job.trigger(slowdown=3.0, steps=8, confirm=2)  # placement: a 6x slowdown
+        # confirm=2, not 3: with 3 the window ends 31-35 steps after the slowdown (7 runs of 8
+        # beside two burners), past the 30. Beside two burners about 1 in 1,000 steps
+        # begins two stretched past the bound by the machine alone: an open flake
+        # (docs/testing.md, "Trigger false fires under load").
+        armed = job.trigger(slowdown=3.0, steps=8, confirm=CONFIRM)  # a 6x slowdown
         assert armed["armed"] and armed["state"] == "watching" and armed["steps"] == 8
         assert job.triggers["fired"] == 0
         before = job.step_times(last=20)
@@ -52,12 +57,14 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
         touched = time.monotonic()
         flagged = []
         done = Path(f"{slow}.done")
-        deadline = time.monotonic() + 60
-        while not done.exists() and time.monotonic() < deadline:
+
+        def slow_phase_over() -> bool:  # and what status() says of the slow rank meanwhile
             st = job.status().set_index("rank")
             if _pct(st.loc[SLOW_RANK, "slow"]) >= 100:
                 flagged.append(st.loc[SLOW_RANK, "slow"])
-            time.sleep(0.05)
+            return done.exists()
+
+        wait_until(slow_phase_over, 60, "the slow rank's 20 slow steps", every=0.05)
         first_slow, last_slow = map(int, done.read_text().split())
         assert flagged, "status() never showed the slow rank as slow while it was"
 
@@ -67,7 +74,8 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
 
         wait_until(complete, timeout=60, what="the triggered window on all 4 ranks")
         found = job.windows()
-        assert sorted(found["rank"]) == [0, 1, 2, 3]
+        shown = found[["rank", "start", "stop", "reason"]].to_string()
+        assert sorted(found["rank"]) == [0, 1, 2, 3], (first_slow, shown)
         assert len(set(zip(found.start, found.stop, strict=True))) == 1
         start, stop = found.start.iloc[0], found.stop.iloc[0]
         assert stop - start + 1 == 8

@@ -22,14 +22,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from jobutil import TRAIN_LOOP, wait_until
+from jobutil import TRAIN_LOOP, unique_job, wait_until
 from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, started_lab
 
 import dynprof_nb
@@ -69,7 +68,7 @@ def _rank(job: str, rank: int, tmp: Path) -> subprocess.Popen:
 def lab(tmp_path: Path):
     """The two ranks, a CPU-heavy process beside them, and JupyterLab with a notebook that
     attaches and shows the panel; everything is stopped at the end."""
-    job = f"live-{secrets.token_hex(4)}"
+    job = unique_job("live")
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     control = dynprof_nb.attach(job, create=True)
     ranks = [_rank(job, r, tmp_path) for r in (0, 1)]
