@@ -530,14 +530,20 @@ def slow_rank_note(window: Any) -> str:
     """One sentence: which rank holds the others back (the straggler rule of
     :mod:`dynprof_nb.analysis.straggler`, the one ``w.advise()`` and ``w.explain()`` use: the
     rank whose own work is larger, never the one that waits longer), or that none does."""
-    from .straggler import find_straggler, phases_per_step
+    from .straggler import find_straggler, phases_per_step, thread_cpu_of
 
     ph, phases, _ = phases_per_step(window)
     if ph.empty:
         return "no step breakdown: cannot compare ranks"
     if ph["rank"].nunique() < 2:
         return "one rank only: nothing to compare with"
-    v = find_straggler(ph, phases, None, floor_us=0.05 * float(ph["duration_us"].mean()))
+    v = find_straggler(
+        ph,
+        phases,
+        None,
+        floor_us=0.05 * float(ph["duration_us"].mean()),
+        cpu=thread_cpu_of(window),
+    )
     if v.rank is None:
         return (
             f"no slow rank: no rank's own work (its step outside waiting in collectives) "

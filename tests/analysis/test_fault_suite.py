@@ -6,7 +6,9 @@ Each case asserts the rank named (the culprit, never the rank that waits for it)
 named, and that every number is possible: no phase below 0, phases that add up to the step,
 shares in [0, 1], no NaN anywhere in the answer. The injected magnitudes are large against a
 step of this small model (tens of ms, a full GC of the process per step) so a loaded machine
-does not blur them; "none" checks that noise alone names nothing."""
+does not blur them; "none" checks that noise alone names no cause of work: beside other
+processes (two CPU burners) a rank may be named, but only for CPU contention, with a run-queue
+excess of its training thread that exists (``w.thread_cpu()``, recorded by every backend)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import pytest
 from framework_jobs import outputs_within
 
 import dynprof_nb
-from dynprof_nb.analysis.straggler import phases_per_step
+from dynprof_nb.analysis.straggler import CONTENTION, phases_per_step, runqueue_change
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "tests" / "ddp_fault_job.py"
@@ -123,6 +125,35 @@ def straggler(adv):
     return adv.rule("straggler")
 
 
+def assert_contention(cpu: dict, excess_us: float, text: str) -> None:
+    """A CPU-contention verdict stands on a run-queue excess that exists: more than half the
+    rank's excess, more than its on-CPU excess, and said with its numbers."""
+    assert cpu["runqueue_excess_us"] > 0.5 * excess_us, (cpu, excess_us)
+    assert cpu["runqueue_excess_us"] > cpu["on_cpu_excess_us"], cpu
+    assert "waited" in text and "per step for a CPU" in text, text
+
+
+def assert_no_culprit_of_work(adv) -> None:
+    """No rank named for compute, data loading, GC or sync: beside other processes a rank may
+    be named, only for CPU contention."""
+    for s in straggler(adv):
+        assert s.numbers["cause"] == CONTENTION, s.evidence
+        assert_contention(s.numbers["thread_cpu"], s.numbers["excess_us"], s.evidence)
+
+
+def test_thread_cpu_recorded(case):
+    """Every rank's window holds its training thread's on-CPU time and run-queue delay over
+    exactly the window's steps, within its wall time (a tick of the kernel's accounting)."""
+    _, w, b, _, _ = case
+    for x, steps in ((w, WINDOW), (b, BASE)):
+        t = x.thread_cpu()
+        assert list(t["rank"]) == [0, 1], t
+        assert t["missing"].isna().all(), t
+        assert (t["steps"] == steps[1] - steps[0] + 1).all(), t
+        assert (t[["on_cpu_ns", "runqueue_ns", "timeslices"]] > 0).all().all(), t
+        assert (t["on_cpu_ns"] + t["runqueue_ns"] <= t["wall_ns"] + 10e6).all(), t
+
+
 def test_fault_named(case):
     name, w, b, e, adv = case
     fault, backend, _ = CASES[name]
@@ -139,15 +170,27 @@ def test_fault_named(case):
         (s,) = straggler(adv)
         assert s.ranks == [1] and "waiting is not seen" in s.evidence
         return
-    if fault == "none":
-        assert e.rank is None and not e.changed, e.text
-        assert "no meaningful change" in e.text and "noise bound" in e.text
-        assert not straggler(adv), adv.lines()
+    if fault == "none":  # no cause of work; waiting for a core (CPU contention) may be seen
+        if e.rank is not None:  # one rank waited for a core more than in the baseline
+            assert e.cause == CONTENTION, e.text
+            assert_contention(e.verdict.cpu, e.verdict.excess_us, e.text)
+        elif e.changed:  # the machine's load changed between the windows (the burners)
+            assert e.cause == CONTENTION and "the machine's load changed" in e.text, e.text
+            waits = runqueue_change(w.thread_cpu(), b.thread_cpu())
+            assert sorted(waits) == [0, 1] and len({v > 0 for v in waits.values()}) == 1, waits
+        else:
+            assert e.cause is None, e.text
+            assert "no meaningful change" in e.text and "noise bound" in e.text
+        assert_no_culprit_of_work(adv)
         return
     if fault == "comm":  # on both ranks: no culprit rank, communication named
-        assert e.rank is None and e.changed, e.text
-        assert "communication grew on every rank" in e.text
-        assert not straggler(adv), adv.lines()
+        assert e.changed, e.text
+        if e.rank is not None:  # (beside the burners) only one that waited for a core more
+            assert e.cause == CONTENTION, e.text
+            assert_contention(e.verdict.cpu, e.verdict.excess_us, e.text)
+        else:
+            assert "communication grew on every rank" in e.text
+        assert_no_culprit_of_work(adv)
         grew = e.phases[e.phases["phase"] == "communication"]["delta_us"]
         assert (grew > 0).all()
         return
