@@ -16,10 +16,14 @@ others spend waiting is evidence for it, never the reason to name a rank.
 The cause is the own phase whose excess is largest -- unless the rank's excess is mostly waiting
 for a core: **CPU contention**. Each backend records the training thread's on-CPU time and
 run-queue delay (runnable, waiting for a CPU) over the window (``w.thread_cpu()``, from Linux's
-per-thread scheduler statistics). The named rank's run-queue excess per step (against the same
-reference: itself in the baseline, or the median of the other ranks) is CPU contention when it
-is more than :data:`CONTENTION_SHARE` of its own-work excess and more than its on-CPU excess
-(the work it did more): another process or thread held its cores, it did not do more work.
+per-thread scheduler statistics). A thread that runs longer also waits longer on a busy machine,
+so the named rank's waiting is compared at the reference's *rate* (the reference: itself in the
+baseline, or the median of the other ranks; ``rate = reference run-queue / reference on-CPU``):
+its **contention excess** is its run-queue delay per step minus ``rate x`` its on-CPU time, its
+**work excess** ``(on-CPU - reference on-CPU) x (1 + rate)``, the work it did more with that
+work's usual wait. The cause is CPU contention when the contention excess is more than
+:data:`CONTENTION_SHARE` of the own-work excess and more than the work excess: another process
+or thread held its cores, it did not do more work.
 Where a rank has no such record (not Linux, a window of another profiler), contention cannot be
 told apart, and the verdict says so (``cpu_missing``). Between two windows, a change of the step
 that the training threads' run-queue delay follows on every rank (:func:`load_changed`) is the
@@ -179,12 +183,24 @@ def _thread_cpu(
         ref = known[known["rank"] != rank]
     if ref.empty:
         return {}, "the reference has no thread CPU record"
-    out = {}
-    for name in ("runqueue", "on_cpu"):
-        m = float(mine[f"{name}_us_per_step"].iloc[0])
-        r = float(ref[f"{name}_us_per_step"].median())
-        out.update({f"{name}_us": m, f"reference_{name}_us": r, f"{name}_excess_us": m - r})
-    return out, ""
+    q, c = float(mine["runqueue_us_per_step"].iloc[0]), float(mine["on_cpu_us_per_step"].iloc[0])
+    q_ref, c_ref = (float(ref[f"{k}_us_per_step"].median()) for k in ("runqueue", "on_cpu"))
+    if c_ref <= 0:
+        return {}, "the reference's training thread has no time on a CPU"
+    rate = q_ref / c_ref  # the reference's wait for a core per µs on one
+    return {
+        "runqueue_us": q,
+        "on_cpu_us": c,
+        "reference_runqueue_us": q_ref,
+        "reference_on_cpu_us": c_ref,
+        "wait_rate": q / c if c > 0 else 0.0,
+        "reference_wait_rate": rate,
+        "on_cpu_excess_us": c - c_ref,
+        # waiting beyond what its time on a CPU waits at the reference's rate: contention
+        "runqueue_excess_us": q - c * rate,
+        # the work it did more, with the waiting that work has at the reference's rate
+        "work_excess_us": (c - c_ref) * (1.0 + rate),
+    }, ""
 
 
 def is_contention(cpu: dict[str, float], excess_us: float) -> bool:
@@ -193,19 +209,20 @@ def is_contention(cpu: dict[str, float], excess_us: float) -> bool:
     if not cpu:
         return False
     q = cpu["runqueue_excess_us"]
-    return q > CONTENTION_SHARE * excess_us and q > cpu["on_cpu_excess_us"]
+    return q > CONTENTION_SHARE * excess_us and q > cpu["work_excess_us"]
 
 
 def contention_text(v: Verdict) -> str:
-    """E.g. ``rank 0 waited 6.800 ms per step for a CPU, +6.500 ms more than the other ranks'
-    ...``: the numbers of a CPU-contention verdict."""
+    """E.g. ``rank 0 waited 15.032 ms per step for a CPU, 0.50 ms per ms it ran against the
+    other ranks' 0.34 (+4.6 ms beyond that rate) ...``: a CPU-contention verdict's numbers."""
     c = v.cpu
     ref = "in the baseline" if v.against.startswith("the baseline") else "the other ranks'"
     return (
-        f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU "
-        f"({c['runqueue_excess_us'] / 1000:+.3f} ms against {ref} "
-        f"{c['reference_runqueue_us'] / 1000:.3f} ms), while its time on a CPU changed "
-        f"{c['on_cpu_excess_us'] / 1000:+.3f} ms: another process or thread held its cores"
+        f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU, "
+        f"{c['wait_rate']:.2f} ms per ms it ran against {ref} {c['reference_wait_rate']:.2f} "
+        f"({c['runqueue_excess_us'] / 1000:+.3f} ms per step beyond that rate), while its time "
+        f"on a CPU changed {c['on_cpu_excess_us'] / 1000:+.3f} ms: another process or thread "
+        "held its cores"
     )
 
 

@@ -126,19 +126,24 @@ def straggler(adv):
 
 
 def assert_contention(cpu: dict, excess_us: float, text: str) -> None:
-    """A CPU-contention verdict stands on a run-queue excess that exists: more than half the
-    rank's excess, more than its on-CPU excess, and said with its numbers."""
+    """A CPU-contention verdict stands on a run-queue excess that exists: the rank waited for a
+    core at a higher rate than its reference, by more than half its excess and more than the
+    work it did more, and it is said with its numbers."""
+    assert cpu["wait_rate"] > cpu["reference_wait_rate"], cpu
     assert cpu["runqueue_excess_us"] > 0.5 * excess_us, (cpu, excess_us)
-    assert cpu["runqueue_excess_us"] > cpu["on_cpu_excess_us"], cpu
+    assert cpu["runqueue_excess_us"] > cpu["work_excess_us"], cpu
     assert "waited" in text and "per step for a CPU" in text, text
 
 
-def assert_no_culprit_of_work(adv) -> None:
+def assert_no_culprit_of_work(w, adv) -> None:
     """No rank named for compute, data loading, GC or sync: beside other processes a rank may
-    be named, only for CPU contention."""
+    be named, only for CPU contention (by advise() and in the slow_ranks() table alike)."""
     for s in straggler(adv):
         assert s.numbers["cause"] == CONTENTION, s.evidence
         assert_contention(s.numbers["thread_cpu"], s.numbers["excess_us"], s.evidence)
+    sr = w.slow_ranks()
+    assert list(sr["rank"]) == [0, 1] and set(sr.loc[sr["slow"], "cause"]) <= {CONTENTION}, sr
+    assert [s.ranks for s in straggler(adv)] == [[r] for r in sr.loc[sr["slow"], "rank"]]
 
 
 def test_thread_cpu_recorded(case):
@@ -181,7 +186,7 @@ def test_fault_named(case):
         else:
             assert e.cause is None, e.text
             assert "no meaningful change" in e.text and "noise bound" in e.text
-        assert_no_culprit_of_work(adv)
+        assert_no_culprit_of_work(w, adv)
         return
     if fault == "comm":  # on both ranks: no culprit rank, communication named
         assert e.changed, e.text
@@ -190,7 +195,7 @@ def test_fault_named(case):
             assert_contention(e.verdict.cpu, e.verdict.excess_us, e.text)
         else:
             assert "communication grew on every rank" in e.text
-        assert_no_culprit_of_work(adv)
+        assert_no_culprit_of_work(w, adv)
         grew = e.phases[e.phases["phase"] == "communication"]["delta_us"]
         assert (grew > 0).all()
         return
@@ -204,6 +209,9 @@ def test_fault_named(case):
     assert "rank 1's own work grew" in e.text and "rank 0 waits for it" in e.text
     (s,) = straggler(adv)
     assert s.ranks == [1] and s.numbers["cause"] == cause, s.evidence
+    sr = w.slow_ranks().set_index("rank")  # the same rule's table: the culprit only, its cause
+    assert sr["slow"].to_dict() == {0: False, 1: True} and sr.loc[1, "cause"] == cause, sr
+    assert sr.loc[1, "note"].startswith("rank 1 is the straggler"), sr
     if fault == "compute":
         assert "extra_compute" in e.text
     if fault == "loader":
