@@ -21,9 +21,9 @@ so the named rank's waiting is compared at the reference's *rate* (the reference
 baseline, or the median of the other ranks; ``rate = reference run-queue / reference on-CPU``):
 its **contention excess** is its run-queue delay per step minus ``rate x`` its on-CPU time, its
 **work excess** ``(on-CPU - reference on-CPU) x (1 + rate)``, the work it did more with that
-work's usual wait. The cause is CPU contention when the contention excess is more than
-:data:`CONTENTION_SHARE` of the own-work excess and more than the work excess: another process
-or thread held its cores, it did not do more work.
+work's usual wait. The cause is CPU contention when the contention excess is at least
+:data:`CONTENTION_SHARE` (a third) of the own-work excess and more than the work excess: another
+process or thread held its cores, it did not do more work.
 Where a rank has no such record (not Linux, a window of another profiler), contention cannot be
 told apart, and the verdict says so (``cpu_missing``). Between two windows, a change of the step
 that the training threads' run-queue delay follows on every rank (:func:`load_changed`) is the
@@ -54,12 +54,14 @@ WAIT = "communication"
 DEVICE_PHASES = ["computing", "communication", "free"]
 BLIND_PHASE = "other"
 CONTENTION = "CPU contention"
-# the run-queue excess must be more than this share of the own-work excess (and more than the
-# on-CPU excess) for the cause to be CPU contention
-CONTENTION_SHARE = 0.5
+# the contention excess must be at least this share of the own-work excess (and more than the
+# work excess) for the cause to be CPU contention: the run-queue totals span the whole step, the
+# reference's wake-ups from its waits in collectives included, so they understate the part of
+# the excess inside own work
+CONTENTION_SHARE = 1 / 3
 # a step's change between windows is the machine's load when every rank's run-queue delay moved
-# the same way, on average by at least this share of it
-LOAD_SHARE = 0.25
+# the same way, on average by at least this share of it (most of it)
+LOAD_SHARE = 0.5
 
 
 def noise_bound(a: pd.Series, b: pd.Series) -> float:
@@ -209,7 +211,7 @@ def is_contention(cpu: dict[str, float], excess_us: float) -> bool:
     if not cpu:
         return False
     q = cpu["runqueue_excess_us"]
-    return q > CONTENTION_SHARE * excess_us and q > cpu["work_excess_us"]
+    return q >= CONTENTION_SHARE * excess_us and q > cpu["work_excess_us"]
 
 
 def contention_text(v: Verdict) -> str:
@@ -326,6 +328,7 @@ def finite(x: float) -> float:
 
 __all__ = [
     "CONTENTION",
+    "CONTENTION_SHARE",
     "Verdict",
     "contention_text",
     "is_contention",

@@ -24,7 +24,12 @@ import pytest
 from framework_jobs import outputs_within
 
 import dynprof_nb
-from dynprof_nb.analysis.straggler import CONTENTION, phases_per_step, runqueue_change
+from dynprof_nb.analysis.straggler import (
+    CONTENTION,
+    CONTENTION_SHARE,
+    phases_per_step,
+    runqueue_change,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "tests" / "ddp_fault_job.py"
@@ -127,10 +132,10 @@ def straggler(adv):
 
 def assert_contention(cpu: dict, excess_us: float, text: str) -> None:
     """A CPU-contention verdict stands on a run-queue excess that exists: the rank waited for a
-    core at a higher rate than its reference, by more than half its excess and more than the
-    work it did more, and it is said with its numbers."""
+    core at a higher rate than its reference, by a third of its excess or more and more than
+    the work it did more, and it is said with its numbers."""
     assert cpu["wait_rate"] > cpu["reference_wait_rate"], cpu
-    assert cpu["runqueue_excess_us"] > 0.5 * excess_us, (cpu, excess_us)
+    assert cpu["runqueue_excess_us"] >= CONTENTION_SHARE * excess_us, (cpu, excess_us)
     assert cpu["runqueue_excess_us"] > cpu["work_excess_us"], cpu
     assert "waited" in text and "per step for a CPU" in text, text
 
@@ -165,7 +170,9 @@ def test_fault_named(case):
     assert_possible(w, e, adv)
     out_of_scope = adv.checked[adv.checked["status"] == "out of scope"]
     # an Ascend-only rule never runs on this CPU window
-    assert {"affinity API", "slow rank", "synchronize stream"} <= set(out_of_scope["rule"])
+    assert {"affinity API", "slow rank", "synchronize stream", "memory copies"} <= set(
+        out_of_scope["rule"]
+    )
     kind = "PyTorch" if backend == "torch" else "built-in backend"
     assert adv.out_of_scope().startswith(f"not applicable to a CPU {kind} window:")
     assert not adv.rule("affinity API")
@@ -180,9 +187,11 @@ def test_fault_named(case):
             assert e.cause == CONTENTION, e.text
             assert_contention(e.verdict.cpu, e.verdict.excess_us, e.text)
         elif e.changed:  # the machine's load changed between the windows (the burners)
-            assert e.cause == CONTENTION and "the machine's load changed" in e.text, e.text
-            waits = runqueue_change(w.thread_cpu(), b.thread_cpu())
-            assert sorted(waits) == [0, 1] and len({v > 0 for v in waits.values()}) == 1, waits
+            assert e.cause in (None, CONTENTION), e.text
+            if e.cause == CONTENTION:
+                assert "the machine's load changed" in e.text, e.text
+                waits = runqueue_change(w.thread_cpu(), b.thread_cpu())
+                assert sorted(waits) == [0, 1] and len({v > 0 for v in waits.values()}) == 1
         else:
             assert e.cause is None, e.text
             assert "no meaningful change" in e.text and "noise bound" in e.text
