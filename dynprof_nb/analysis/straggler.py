@@ -142,7 +142,8 @@ class Verdict:
     phase_excess: dict[str, float] = field(default_factory=dict)
     blind: bool = False  # no collective recorded: own work is the recorded phases only
     # the named rank's training thread, µs per step (:func:`_thread_cpu`): runqueue_us,
-    # on_cpu_us, their reference_* and *_excess_us; empty where not recorded (cpu_missing: why)
+    # on_cpu_us, their reference_*, wait_rate, on_cpu_/runqueue_/work_excess_us; empty where
+    # not recorded (cpu_missing: why)
     cpu: dict[str, float] = field(default_factory=dict)
     cpu_missing: str = ""
 
@@ -206,8 +207,9 @@ def _thread_cpu(
 
 
 def is_contention(cpu: dict[str, float], excess_us: float) -> bool:
-    """Whether an own-work excess of ``excess_us`` is mostly waiting for a core (module
-    docstring)."""
+    """Whether an own-work excess of ``excess_us`` is waiting for a core rather than work: the
+    contention excess at least :data:`CONTENTION_SHARE` of it and more than the work excess
+    (module docstring)."""
     if not cpu:
         return False
     q = cpu["runqueue_excess_us"]
@@ -218,7 +220,7 @@ def contention_text(v: Verdict) -> str:
     """E.g. ``rank 0 waited 15.032 ms per step for a CPU, 0.50 ms per ms it ran against the
     other ranks' 0.34 (+4.6 ms beyond that rate) ...``: a CPU-contention verdict's numbers."""
     c = v.cpu
-    ref = "in the baseline" if v.against.startswith("the baseline") else "the other ranks'"
+    ref = "its baseline's" if v.against.startswith("the baseline") else "the other ranks'"
     return (
         f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU, "
         f"{c['wait_rate']:.2f} ms per ms it ran against {ref} {c['reference_wait_rate']:.2f} "
