@@ -101,7 +101,8 @@ def test_backend_in_process_numbers_steps_globally_and_drops_an_unfinished_one(
     x = x @ x  # step 10 begins, then a stop arrives before it ends
     backend.stop()
     files = backend.save()
-    assert len(files) == 1 and files[0].endswith(".pt.trace.json")
+    assert len(files) == 2 and files[0].endswith(".pt.trace.json")
+    assert files[1] == "thread_cpu.json"  # the training thread's CPU and run-queue time
     assert chrome_step_numbers(tmp_path / files[0]) == [7, 8, 9]
 
 
