@@ -109,3 +109,23 @@ def test_a_good_file_gives_its_numbers_per_step(tmp_path: Path) -> None:
     got = read_file(p)
     assert got["missing"] is None and got["runqueue_us_per_step"] == pytest.approx(0.001)
     assert read_file(None)["missing"].startswith("no thread_cpu.json in the window")
+
+
+@linux
+def test_a_record_that_leads_out_of_the_window_is_never_read(tmp_path: Path) -> None:
+    """A thread_cpu.json that is a symlink to a file elsewhere (another window's, another
+    user's) is not this window's record: the rank's row says there is none."""
+    win = tmp_path / "win"
+    win.mkdir()
+    b = BuiltinBackend()
+    b.start(win, ProfilerConfig().update(start_step=1, stop_step=1), 1)
+    b.step(1)
+    b.stop()
+    b.save()
+    elsewhere = tmp_path / "elsewhere.json"
+    (win / THREAD_CPU_FILE).rename(elsewhere)
+    (win / THREAD_CPU_FILE).symlink_to(elsewhere)
+    with pytest.warns(UserWarning, match=r"lead out of the window \(thread_cpu.json\)"):
+        w = dynprof_nb.load_window(str(win))
+    (row,) = w.thread_cpu().to_dict("records")
+    assert row["missing"].startswith("no thread_cpu.json in the window"), row
