@@ -13,7 +13,7 @@ straggler is the rank whose own work is larger (than the other ranks', in one wi
 (against itself in a baseline window), by more than the noise bound and the floor. Time the
 others spend waiting is evidence for it, never the reason to name a rank.
 
-The cause is the own phase whose excess is largest -- unless the rank's excess is mostly waiting
+The cause is the own phase whose excess is largest -- unless the rank's excess is waiting
 for a core: **CPU contention**. Each backend records the training thread's on-CPU time and
 run-queue delay (runnable, waiting for a CPU) over the window (``w.thread_cpu()``, from Linux's
 per-thread scheduler statistics). A thread that runs longer also waits longer on a busy machine,
