@@ -35,12 +35,17 @@ from dynprof_nb.safetext import escape, frame_html
 
 from .host_phases import COMM, PHASES, step_phases
 from .straggler import (
+    CONTENTION,
+    contention_text,
     find_straggler,
     finite,
     from_operators,
+    load_changed,
     noise_bound,
     per_rank_mean,
     phases_per_step,
+    runqueue_change,
+    thread_cpu_of,
 )
 
 SAME_WINDOW_SLACK_S = 600.0  # ranks of one window start within this (control.base's value)
@@ -264,11 +269,20 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
     typical = finite(float(job_w.median() - job_b.median()))
     bound = max(noise_bound(job_w, job_b), NOISE_FLOOR * finite(float(job_b.median())))
     # a rank is named for a growth beyond the noise that is a real part of the step's
+    cpu_w, cpu_b = thread_cpu_of(w), thread_cpu_of(b)
     verdict = find_straggler(
-        pw, phases, pb, floor_us=max(NOISE_FLOOR * step_b, OWN_SHARE_OF_DELTA * typical)
+        pw,
+        phases,
+        pb,
+        floor_us=max(NOISE_FLOOR * step_b, OWN_SHARE_OF_DELTA * typical),
+        cpu=cpu_w,
+        cpu_ref=cpu_b,
     )
     changed = abs(typical) > bound
     rank = verdict.rank if changed and delta > 0 else None
+    # no rank's own work: the step moved with every rank's wait for a CPU (the machine's load)
+    waits = runqueue_change(cpu_w, cpu_b)
+    machine = changed and rank is None and load_changed(waits, typical)
     ops = _operators(ow, ob, rank)
     ranges = _range_growth(w, b, rank, sw["size"], sb["size"]) if rank is not None else None
     syncs = _sync_growth(pw, pb, rank) if rank is not None and kind == "host" else 0.0
@@ -284,6 +298,8 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
         syncs,
         use_kernels,
     )
+    if machine:
+        text = _load_sentence(delta, step_b, bound, waits)
     notes = [] if delta > 0 else ["this window is not slower than the baseline"]
     if not changed:
         notes = [f"no meaningful change: within the noise bound ±{bound / 1000:.3f} ms per step"]
@@ -295,7 +311,9 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
         )
     if kind == "operators":
         notes.append("no host events: phases from operator totals (threads not told apart)")
-    cause = verdict.cause if rank is not None else None
+    if rank is not None and verdict.cpu_missing:
+        notes.append(f"CPU contention cannot be told apart: {verdict.cpu_missing}")
+    cause = verdict.cause if rank is not None else (CONTENTION if machine else None)
     return Explanation(
         text, rank, step_w, step_b, ph, ops, bname, notes, bound, changed, cause, verdict
     )
@@ -370,8 +388,22 @@ CAUSE_WORDS = {
     "GC": "garbage-collection pauses",
     "sync": "host sync points",
     "other": "host time outside any operator",
+    CONTENTION: "waiting for a CPU (CPU contention)",
 }
 SYNC_POINTS_GREW = 10.0  # sync points per step: more than this is named
+
+
+def _load_sentence(delta: float, step_b: float, bound: float, waits: dict[int, float]) -> str:
+    """The step changed with every rank's wait for a CPU: the machine's load, no culprit."""
+    pct = finite(delta / step_b) if step_b else 0.0
+    each = ", ".join(f"rank {r} {us / 1000:+.3f} ms" for r, us in sorted(waits.items()))
+    return (
+        f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step, noise bound ±{bound / 1000:.3f} ms):"
+        f" every rank's training thread waited {'more' if sum(waits.values()) > 0 else 'less'}"
+        " for a CPU "
+        f"(run-queue delay per step: {each}): the machine's load changed (CPU contention), "
+        "not the job's own work; no culprit"
+    )
 
 
 def _sentence(
@@ -411,6 +443,11 @@ def _sentence(
         )
     r = verdict.rank
     cause = verdict.cause
+    if cause == CONTENTION:
+        return text + (
+            f": rank {r}'s own work grew {verdict.excess_us / 1000:+.3f} ms per step, most of "
+            f"it waiting for a CPU (CPU contention): {contention_text(verdict)}"
+        )
     text += (
         f": rank {r}'s own work grew {verdict.excess_us / 1000:+.3f} ms per step, most in "
         f"{CAUSE_WORDS.get(cause, cause)} ({verdict.phase_excess[cause] / 1000:+.3f} ms)"

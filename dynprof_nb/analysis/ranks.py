@@ -483,70 +483,84 @@ def slow_links(window: Any, threshold: float = 0.5) -> pd.DataFrame:
     return slow.reset_index(drop=True)
 
 
+SLOW_RANK_COLS = [
+    "rank",
+    "own_us",
+    "others_own_us",
+    "excess_us",
+    "threshold_us",
+    "wait_us",
+    "slow",
+    "cause",
+    "note",
+]
+
+
 def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
-    """Is one rank slowing the others down, and why? Per rank: total compute and free time
-    against the median rank, and the communication wait the others spend on it. A rank whose
-    computing or free time is more than ``threshold`` above the median is flagged, with a note.
-    (msprof-analyze's own slow-rank rule is ``w.advise()``'s "slow rank"; the straggler rule
-    that names one rank is :func:`slow_rank_note`'s.)"""
-    br = step_breakdown(window)
-    cols = [
-        "rank",
-        "computing_us",
-        "free_us",
-        "communication_us",
-        "computing_vs_median",
-        "free_vs_median",
-        "slow",
-        "note",
-    ]
-    if br.empty:
-        return pd.DataFrame(columns=cols)
-    per = br.groupby("rank")[["computing_us", "free_us", "communication_us"]].sum().reset_index()
-    med_c, med_f = per["computing_us"].median(), per["free_us"].median()
-    per["computing_vs_median"] = per["computing_us"] / med_c - 1 if med_c else 0.0
-    per["free_vs_median"] = per["free_us"] / med_f - 1 if med_f else 0.0
-    per["slow"] = (per["computing_vs_median"] > threshold) | (per["free_vs_median"] > threshold)
-    fastest_comm = per["communication_us"].min()
-
-    def note(r: pd.Series) -> str:
-        if len(per) < 2:
-            return "one rank only: nothing to compare with"
-        if not r["slow"]:
-            return f"rank {r['rank']}: within {threshold:.0%} of the median rank"
-        why = "computes longer" if r["computing_vs_median"] > threshold else "is idle (free) longer"
-        return (
-            f"rank {r['rank']} {why} than the median rank (computing "
-            f"{r['computing_vs_median']:+.0%}, free {r['free_vs_median']:+.0%}); the other "
-            f"ranks wait for it in their collectives (their communication time is up to "
-            f"{(per['communication_us'].max() - fastest_comm) / 1000:.1f} ms longer)"
-        )
-
-    per["note"] = per.apply(note, axis=1)
-    return per[cols]
-
-
-def slow_rank_note(window: Any) -> str:
-    """One sentence: which rank holds the others back (the straggler rule of
-    :mod:`dynprof_nb.analysis.straggler`, the one ``w.advise()`` and ``w.explain()`` use: the
-    rank whose own work is larger, never the one that waits longer), or that none does."""
-    from .straggler import find_straggler, phases_per_step
+    """Is one rank holding the others back, and why? The straggler rule
+    (:mod:`dynprof_nb.analysis.straggler`, the one ``w.advise()`` and ``w.explain()`` use) per
+    rank: its own work (median µs per step of its step outside waiting in collectives), the
+    other ranks' (``others_own_us``), the excess, the threshold (the larger of ``threshold`` x
+    the mean step and the noise bound), its wait in collectives (``wait_us``, mean per step),
+    ``slow`` (True only for the rank named: the culprit, never a rank that waits for it), its
+    ``cause`` (its own phase that exceeds the others' most, or CPU contention) and a note.
+    msprof-analyze's own slow-rank rule, under its name and definition, is ``w.advise()``'s
+    "slow rank"."""
+    from .straggler import contention_text, find_straggler, phases_per_step, thread_cpu_of
 
     ph, phases, _ = phases_per_step(window)
     if ph.empty:
-        return "no step breakdown: cannot compare ranks"
+        return pd.DataFrame(columns=SLOW_RANK_COLS)
+    wait = ph.groupby("rank")["communication"].mean()
     if ph["rank"].nunique() < 2:
-        return "one rank only: nothing to compare with"
-    v = find_straggler(ph, phases, None, floor_us=0.05 * float(ph["duration_us"].mean()))
-    if v.rank is None:
-        return (
-            f"no slow rank: no rank's own work (its step outside waiting in collectives) "
-            f"exceeds the others' by more than {v.bound_us / 1000:.3f} ms per step (5% of "
-            "the mean step, or the noise)"
+        r = int(ph["rank"].iloc[0])
+        own = float((ph["duration_us"] - ph["communication"]).median())
+        one = "one rank only: nothing to compare with"
+        return pd.DataFrame(
+            [[r, own, own, 0.0, 0.0, float(wait[r]), False, "", one]], columns=SLOW_RANK_COLS
         )
+    mean_step = float(ph["duration_us"].mean())
+    v = find_straggler(ph, phases, None, threshold * mean_step, cpu=thread_cpu_of(window))
+    if v.table.empty:
+        return pd.DataFrame(columns=SLOW_RANK_COLS)
+    t = v.table.rename(columns={"reference_us": "others_own_us", "bound_us": "threshold_us"})
+    t["wait_us"] = t["rank"].map(wait).astype(float)
+    t["slow"] = t["rank"] == v.rank
+    t["cause"] = [v.cause if s else "" for s in t["slow"]]
+
+    def note(r: pd.Series) -> str:
+        if r["slow"]:
+            most = contention_text(v) if v.cause == "CPU contention" else f"most in {v.cause}"
+            return (
+                f"rank {r['rank']} is the straggler: its own work is {r['excess_us'] / 1000:.3f} "
+                f"ms per step more than the others' (threshold {r['threshold_us'] / 1000:.3f} "
+                f"ms), {most}; the others wait for it in communication"
+            )
+        return (
+            f"rank {r['rank']}: own work {r['excess_us'] / 1000:+.3f} ms per step against the "
+            f"others' (threshold {r['threshold_us'] / 1000:.3f} ms); waits "
+            f"{r['wait_us'] / 1000:.3f} ms per step in collectives"
+        )
+
+    t["note"] = t.apply(note, axis=1)
+    return t[SLOW_RANK_COLS].reset_index(drop=True)
+
+
+def slow_rank_note(window: Any) -> str:
+    """One sentence: which rank holds the others back (:func:`slow_ranks`: the straggler rule
+    of :mod:`dynprof_nb.analysis.straggler`, the one ``w.advise()`` and ``w.explain()`` use: the
+    rank whose own work is larger, never the one that waits longer), or that none does."""
+    t = slow_ranks(window)
+    if t.empty:
+        return "no step breakdown: cannot compare ranks"
+    if len(t) < 2:
+        return "one rank only: nothing to compare with"
+    if t["slow"].any():
+        return str(t.loc[t["slow"], "note"].iloc[0])
     return (
-        f"rank {v.rank} is the straggler: its own work is {v.excess_us / 1000:.3f} ms per step "
-        f"more than the others', most in {v.cause}; the others wait for it in communication"
+        f"no slow rank: no rank's own work (its step outside waiting in collectives) "
+        f"exceeds the others' by more than {t['threshold_us'].max() / 1000:.3f} ms per step "
+        "(5% of the mean step, or the noise)"
     )
 
 

@@ -13,6 +13,22 @@ straggler is the rank whose own work is larger (than the other ranks', in one wi
 (against itself in a baseline window), by more than the noise bound and the floor. Time the
 others spend waiting is evidence for it, never the reason to name a rank.
 
+The cause is the own phase whose excess is largest -- unless the rank's excess is waiting
+for a core: **CPU contention**. Each backend records the training thread's on-CPU time and
+run-queue delay (runnable, waiting for a CPU) over the window (``w.thread_cpu()``, from Linux's
+per-thread scheduler statistics). A thread that runs longer also waits longer on a busy machine,
+so the named rank's waiting is compared at the reference's *rate* (the reference: itself in the
+baseline, or the median of the other ranks; ``rate = reference run-queue / reference on-CPU``):
+its **contention excess** is its run-queue delay per step minus ``rate x`` its on-CPU time, its
+**work excess** ``(on-CPU - reference on-CPU) x (1 + rate)``, the work it did more with that
+work's usual wait. The cause is CPU contention when the contention excess is at least
+:data:`CONTENTION_SHARE` (a third) of the own-work excess and more than the work excess: another
+process or thread held its cores, it did not do more work.
+Where a rank has no such record (not Linux, a window of another profiler), contention cannot be
+told apart, and the verdict says so (``cpu_missing``). Between two windows, a change of the step
+that the training threads' run-queue delay follows on every rank (:func:`load_changed`) is the
+machine's load, not the job's work.
+
 Windows are compared by the *median* of their per-step values (a step slowed by a load spike
 moves a mean, not a median). The **noise bound** of a difference of two medians of per-step
 values ``a`` and ``b``: ``3 * 1.2533 * 1.4826 * sqrt(MAD(a)^2/len(a) + MAD(b)^2/len(b))`` --
@@ -37,6 +53,15 @@ MEDIAN_SE = 1.2533  # a median's standard error over a mean's (normal steps)
 WAIT = "communication"
 DEVICE_PHASES = ["computing", "communication", "free"]
 BLIND_PHASE = "other"
+CONTENTION = "CPU contention"
+# the contention excess must be at least this share of the own-work excess (and more than the
+# work excess) for the cause to be CPU contention: the run-queue totals span the whole step, the
+# reference's wake-ups from its waits in collectives included, so they understate the part of
+# the excess inside own work
+CONTENTION_SHARE = 1 / 3
+# a step's change between windows is the machine's load when every rank's run-queue delay moved
+# the same way, on average by at least this share of it (most of it)
+LOAD_SHARE = 0.5
 
 
 def noise_bound(a: pd.Series, b: pd.Series) -> float:
@@ -116,6 +141,11 @@ class Verdict:
     against: str
     phase_excess: dict[str, float] = field(default_factory=dict)
     blind: bool = False  # no collective recorded: own work is the recorded phases only
+    # the named rank's training thread, µs per step (:func:`_thread_cpu`): runqueue_us,
+    # on_cpu_us, their reference_*, wait_rate, on_cpu_/runqueue_/work_excess_us; empty where
+    # not recorded (cpu_missing: why)
+    cpu: dict[str, float] = field(default_factory=dict)
+    cpu_missing: str = ""
 
 
 def _own(frame: pd.DataFrame, blind: bool) -> pd.Series:
@@ -125,12 +155,117 @@ def _own(frame: pd.DataFrame, blind: bool) -> pd.Series:
     return own.clip(lower=0)
 
 
+def thread_cpu_of(w: Any) -> pd.DataFrame | None:
+    """``w.thread_cpu()`` (per rank: the training thread's on-CPU and run-queue time), or None
+    for a window that has no such reader."""
+    reader = getattr(w, "thread_cpu", None)
+    if not callable(reader):
+        return None
+    try:
+        return reader()
+    except (OSError, LookupError, ValueError):
+        return None
+
+
+def _thread_cpu(
+    rank: int, cpu: pd.DataFrame | None, cpu_ref: pd.DataFrame | None, against_self: bool
+) -> tuple[dict[str, float], str]:
+    """The rank's run-queue and on-CPU µs per step against its reference (itself in the
+    baseline, or the other ranks' median), or ({}, why not)."""
+    if cpu is None or cpu.empty:
+        return {}, "no thread CPU record for this window"
+    known = cpu[cpu["missing"].isna()]
+    mine = known[known["rank"] == rank]
+    if mine.empty:
+        why = cpu.loc[cpu["rank"] == rank, "missing"]
+        return {}, f"rank {rank}: " + (str(why.iloc[0]) if len(why) else "no thread CPU record")
+    if against_self:
+        ref = cpu_ref if cpu_ref is not None else cpu.iloc[:0]
+        ref = ref[ref["missing"].isna() & (ref["rank"] == rank)]
+    else:
+        ref = known[known["rank"] != rank]
+    if ref.empty:
+        return {}, "the reference has no thread CPU record"
+    q, c = float(mine["runqueue_us_per_step"].iloc[0]), float(mine["on_cpu_us_per_step"].iloc[0])
+    q_ref, c_ref = (float(ref[f"{k}_us_per_step"].median()) for k in ("runqueue", "on_cpu"))
+    if c_ref <= 0:
+        return {}, "the reference's training thread has no time on a CPU"
+    rate = q_ref / c_ref  # the reference's wait for a core per µs on one
+    return {
+        "runqueue_us": q,
+        "on_cpu_us": c,
+        "reference_runqueue_us": q_ref,
+        "reference_on_cpu_us": c_ref,
+        "wait_rate": q / c if c > 0 else 0.0,
+        "reference_wait_rate": rate,
+        "on_cpu_excess_us": c - c_ref,
+        # waiting beyond what its time on a CPU waits at the reference's rate: contention
+        "runqueue_excess_us": q - c * rate,
+        # the work it did more, with the waiting that work has at the reference's rate
+        "work_excess_us": (c - c_ref) * (1.0 + rate),
+    }, ""
+
+
+def is_contention(cpu: dict[str, float], excess_us: float) -> bool:
+    """Whether an own-work excess of ``excess_us`` is waiting for a core rather than work: the
+    contention excess at least :data:`CONTENTION_SHARE` of it and more than the work excess
+    (module docstring)."""
+    if not cpu:
+        return False
+    q = cpu["runqueue_excess_us"]
+    return q >= CONTENTION_SHARE * excess_us and q > cpu["work_excess_us"]
+
+
+def contention_text(v: Verdict) -> str:
+    """E.g. ``rank 0 waited 15.032 ms per step for a CPU, 0.50 ms per ms it ran against the
+    other ranks' 0.34 (+4.6 ms beyond that rate) ...``: a CPU-contention verdict's numbers."""
+    c = v.cpu
+    ref = "its baseline's" if v.against.startswith("the baseline") else "the other ranks'"
+    return (
+        f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU, "
+        f"{c['wait_rate']:.2f} ms per ms it ran against {ref} {c['reference_wait_rate']:.2f} "
+        f"({c['runqueue_excess_us'] / 1000:+.3f} ms per step beyond that rate), while its time "
+        f"on a CPU changed {c['on_cpu_excess_us'] / 1000:+.3f} ms: another process or thread "
+        "held its cores"
+    )
+
+
+def runqueue_change(cpu: pd.DataFrame | None, cpu_ref: pd.DataFrame | None) -> dict[int, float]:
+    """Per rank, its training thread's run-queue delay per step (µs) in ``cpu`` minus in
+    ``cpu_ref``; {} unless every rank of either has a record in both."""
+    if cpu is None or cpu_ref is None or cpu.empty:
+        return {}
+    if cpu["missing"].notna().any() or cpu_ref["missing"].notna().any():
+        return {}
+    a = cpu.set_index("rank")["runqueue_us_per_step"]
+    b = cpu_ref.set_index("rank")["runqueue_us_per_step"]
+    if set(a.index) != set(b.index):
+        return {}
+    return {int(r): float(a[r] - b[r]) for r in a.index}
+
+
+def load_changed(changes: dict[int, float], delta_us: float) -> bool:
+    """Whether a step change of ``delta_us`` is the machine's load: every rank's run-queue
+    change (:func:`runqueue_change`) has its sign, their mean at least :data:`LOAD_SHARE` of
+    it."""
+    if not changes or not delta_us:
+        return False
+    same = all(v * delta_us > 0 for v in changes.values())
+    return same and abs(float(np.mean(list(changes.values())))) >= LOAD_SHARE * abs(delta_us)
+
+
 def find_straggler(
-    now: pd.DataFrame, phases: list[str], ref: pd.DataFrame | None = None, floor_us: float = 0.0
+    now: pd.DataFrame,
+    phases: list[str],
+    ref: pd.DataFrame | None = None,
+    floor_us: float = 0.0,
+    cpu: pd.DataFrame | None = None,
+    cpu_ref: pd.DataFrame | None = None,
 ) -> Verdict:
     """The rank whose own work is larger than the other ranks' (``ref`` None) or grew against
     itself in ``ref`` (a baseline's :func:`phases_per_step`), by more than
-    ``max(noise bound, floor_us)``."""
+    ``max(noise bound, floor_us)``. ``cpu`` / ``cpu_ref``: the windows' ``thread_cpu()``
+    frames, which tell CPU contention apart (module docstring)."""
     own_phases = [p for p in phases if p != WAIT]
     # a backend that records no collective (the built-in one) shows a rank's wait as "other":
     # then only recorded work names a rank
@@ -164,6 +299,11 @@ def find_straggler(
     named = bool(best["excess_us"] > best["bound_us"])  # NaN: not named
     rank = int(best["rank"]) if named else None
     cause = max(excess, key=lambda p: excess[p]) if named else None
+    threads, why = ({}, "")
+    if rank is not None:
+        threads, why = _thread_cpu(rank, cpu, cpu_ref, ref is not None)
+        if is_contention(threads, float(best["excess_us"])):
+            cause = CONTENTION
     return Verdict(
         rank,
         cause,
@@ -173,6 +313,8 @@ def find_straggler(
         against,
         excess,
         blind,
+        threads,
+        why,
     )
 
 
@@ -187,7 +329,14 @@ def finite(x: float) -> float:
 
 
 __all__ = [
+    "CONTENTION",
+    "CONTENTION_SHARE",
     "Verdict",
+    "contention_text",
+    "is_contention",
+    "load_changed",
+    "runqueue_change",
+    "thread_cpu_of",
     "find_straggler",
     "from_operators",
     "noise_bound",

@@ -50,6 +50,12 @@ STEP_RE = re.compile(rf"^{re.escape(STEP_PREFIX)}([0-9]+)\Z")  # whole, ASCII di
 # one row per step marker and user range (name, cat, start_ns, end_ns, tid).
 STEPS_FILE = "dynprof_steps.csv"
 
+# What every backend writes beside its trace: the training thread's on-CPU time and run-queue
+# delay over the window (:mod:`dynprof_nb.training.threadcpu`; read by
+# :mod:`dynprof_nb.traces.formats.common.threadcpu`), so a rank slowed by waiting for a core is
+# told apart from a rank with more work.
+THREAD_CPU_FILE = "thread_cpu.json"
+
 
 def step_marker(step: int) -> str:
     """The name of step ``step``'s span in a trace."""

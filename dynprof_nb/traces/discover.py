@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dynprof_nb.contract.protocol import THREAD_CPU_FILE
+
 from .errors import TraceFormatError, TraceRepairWarning, warn
 
 WINDOW_RE = re.compile(r"^rank(\d+)_start(\d+)_stop(\d+)")
@@ -54,6 +56,7 @@ class WindowFiles:
     stop_step: int | None = None
     incomplete: str | None = None  # why the window looks unfinished, or None
     step_markers: Path | None = None  # dynprof_steps.csv from the MindSpore backend
+    thread_cpu: Path | None = None  # thread_cpu.json: the training thread's CPU and run queue
     # a lone file that feeds no frame: profiler_info / profiler_metadata / communication_group
     # JSON (read for the rank), or an Ascend table kept as read (``TraceWindow.tables``)
     metadata: Path | None = None
@@ -135,6 +138,8 @@ def find_window_files(
         wf.found[name] = [p for p in find(root) if _inside(p, wf)]
     if (root / "dynprof_steps.csv").is_file() and _inside(root / "dynprof_steps.csv", wf):
         wf.step_markers = root / "dynprof_steps.csv"
+    if (root / THREAD_CPU_FILE).is_file() and _inside(root / THREAD_CPU_FILE, wf):
+        wf.thread_cpu = root / THREAD_CPU_FILE
     m = WINDOW_RE.match(root.name)
     if m:
         wf.rank, wf.start_step, wf.stop_step = (int(g) for g in m.groups())

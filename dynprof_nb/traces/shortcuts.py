@@ -74,6 +74,15 @@ class WindowShortcuts:
             self, step=step, annotation=annotation, instance=instance, rank=rank
         )
 
+    def thread_cpu(self) -> pd.DataFrame:
+        """Per rank: the training thread's on-CPU time and run-queue delay (runnable, waiting
+        for a core) over the window, in total and per step, from the ``thread_cpu.json`` each
+        backend writes (Linux's per-thread scheduler statistics); ``missing`` says why a rank
+        has none. What tells a rank slowed by CPU contention from one with more work."""
+        from .formats.common.threadcpu import thread_cpu
+
+        return thread_cpu(self)
+
     def sql(self, query: str) -> pd.DataFrame:
         """The answer to SQL ``query`` over this window's frames, as a DataFrame: tables
         ``events``, ``ops``, ``steps``, ``kernels``, ``memory``, ``communication`` (and

@@ -16,7 +16,7 @@ import pytest
 from testdata import fixtures_dir
 
 import dynprof_nb
-from dynprof_nb.analysis.advise import advise, ascend, common, gpu, host
+from dynprof_nb.analysis.advise import advise, ascend, common, copies, gpu, host
 from dynprof_nb.analysis.advise.findings import Findings
 from dynprof_nb.ui import cli
 
@@ -188,7 +188,7 @@ def test_a_cpu_window_gets_no_device_or_communication_claims():
     assert not claimed & device, adv.lines()
     assert "error" not in set(adv.checked["status"]), adv.checked
     assert set(adv.checked["rule"]) == {
-        r for fam in (ascend.RULES, gpu.RULES, common.RULES, host.RULES) for r in fam}
+        r for fam in (ascend.RULES, gpu.RULES, common.RULES, host.RULES, copies.RULES) for r in fam}
 
 
 def test_where_people_look(capsys):

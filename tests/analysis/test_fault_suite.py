@@ -6,7 +6,9 @@ Each case asserts the rank named (the culprit, never the rank that waits for it)
 named, and that every number is possible: no phase below 0, phases that add up to the step,
 shares in [0, 1], no NaN anywhere in the answer. The injected magnitudes are large against a
 step of this small model (tens of ms, a full GC of the process per step) so a loaded machine
-does not blur them; "none" checks that noise alone names nothing."""
+does not blur them; "none" checks that noise alone names no cause of work: beside other
+processes (two CPU burners) a rank may be named, but only for CPU contention, with a run-queue
+excess of its training thread that exists (``w.thread_cpu()``, recorded by every backend)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,12 @@ import pytest
 from framework_jobs import outputs_within
 
 import dynprof_nb
-from dynprof_nb.analysis.straggler import phases_per_step
+from dynprof_nb.analysis.straggler import (
+    CONTENTION,
+    CONTENTION_SHARE,
+    phases_per_step,
+    runqueue_change,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "tests" / "ddp_fault_job.py"
@@ -123,13 +130,49 @@ def straggler(adv):
     return adv.rule("straggler")
 
 
+def assert_contention(cpu: dict, excess_us: float, text: str) -> None:
+    """A CPU-contention verdict stands on a run-queue excess that exists: the rank waited for a
+    core at a higher rate than its reference, by a third of its excess or more and more than
+    the work it did more, and it is said with its numbers."""
+    assert cpu["wait_rate"] > cpu["reference_wait_rate"], cpu
+    assert cpu["runqueue_excess_us"] >= CONTENTION_SHARE * excess_us, (cpu, excess_us)
+    assert cpu["runqueue_excess_us"] > cpu["work_excess_us"], cpu
+    assert "waited" in text and "per step for a CPU" in text, text
+
+
+def assert_no_culprit_of_work(w, adv) -> None:
+    """No rank named for compute, data loading, GC or sync: beside other processes a rank may
+    be named, only for CPU contention (by advise() and in the slow_ranks() table alike)."""
+    for s in straggler(adv):
+        assert s.numbers["cause"] == CONTENTION, s.evidence
+        assert_contention(s.numbers["thread_cpu"], s.numbers["excess_us"], s.evidence)
+    sr = w.slow_ranks()
+    assert list(sr["rank"]) == [0, 1] and set(sr.loc[sr["slow"], "cause"]) <= {CONTENTION}, sr
+    assert [s.ranks for s in straggler(adv)] == [[r] for r in sr.loc[sr["slow"], "rank"]]
+
+
+def test_thread_cpu_recorded(case):
+    """Every rank's window holds its training thread's on-CPU time and run-queue delay over
+    exactly the window's steps, within its wall time (a tick of the kernel's accounting)."""
+    _, w, b, _, _ = case
+    for x, steps in ((w, WINDOW), (b, BASE)):
+        t = x.thread_cpu()
+        assert list(t["rank"]) == [0, 1], t
+        assert t["missing"].isna().all(), t
+        assert (t["steps"] == steps[1] - steps[0] + 1).all(), t
+        assert (t[["on_cpu_ns", "runqueue_ns", "timeslices"]] > 0).all().all(), t
+        assert (t["on_cpu_ns"] + t["runqueue_ns"] <= t["wall_ns"] + 10e6).all(), t
+
+
 def test_fault_named(case):
     name, w, b, e, adv = case
     fault, backend, _ = CASES[name]
     assert_possible(w, e, adv)
     out_of_scope = adv.checked[adv.checked["status"] == "out of scope"]
     # an Ascend-only rule never runs on this CPU window
-    assert {"affinity API", "slow rank", "synchronize stream"} <= set(out_of_scope["rule"])
+    assert {"affinity API", "slow rank", "synchronize stream", "memory copies"} <= set(
+        out_of_scope["rule"]
+    )
     kind = "PyTorch" if backend == "torch" else "built-in backend"
     assert adv.out_of_scope().startswith(f"not applicable to a CPU {kind} window:")
     assert not adv.rule("affinity API")
@@ -139,15 +182,29 @@ def test_fault_named(case):
         (s,) = straggler(adv)
         assert s.ranks == [1] and "waiting is not seen" in s.evidence
         return
-    if fault == "none":
-        assert e.rank is None and not e.changed, e.text
-        assert "no meaningful change" in e.text and "noise bound" in e.text
-        assert not straggler(adv), adv.lines()
+    if fault == "none":  # no cause of work; waiting for a core (CPU contention) may be seen
+        if e.rank is not None:  # one rank waited for a core more than in the baseline
+            assert e.cause == CONTENTION, e.text
+            assert_contention(e.verdict.cpu, e.verdict.excess_us, e.text)
+        elif e.changed:  # the machine's load changed between the windows (the burners)
+            assert e.cause in (None, CONTENTION), e.text
+            if e.cause == CONTENTION:
+                assert "the machine's load changed" in e.text, e.text
+                waits = runqueue_change(w.thread_cpu(), b.thread_cpu())
+                assert sorted(waits) == [0, 1] and len({v > 0 for v in waits.values()}) == 1
+        else:
+            assert e.cause is None, e.text
+            assert "no meaningful change" in e.text and "noise bound" in e.text
+        assert_no_culprit_of_work(w, adv)
         return
     if fault == "comm":  # on both ranks: no culprit rank, communication named
-        assert e.rank is None and e.changed, e.text
-        assert "communication grew on every rank" in e.text
-        assert not straggler(adv), adv.lines()
+        assert e.changed, e.text
+        if e.rank is not None:  # (beside the burners) only one that waited for a core more
+            assert e.cause == CONTENTION, e.text
+            assert_contention(e.verdict.cpu, e.verdict.excess_us, e.text)
+        else:
+            assert "communication grew on every rank" in e.text
+        assert_no_culprit_of_work(w, adv)
         grew = e.phases[e.phases["phase"] == "communication"]["delta_us"]
         assert (grew > 0).all()
         return
@@ -161,6 +218,9 @@ def test_fault_named(case):
     assert "rank 1's own work grew" in e.text and "rank 0 waits for it" in e.text
     (s,) = straggler(adv)
     assert s.ranks == [1] and s.numbers["cause"] == cause, s.evidence
+    sr = w.slow_ranks().set_index("rank")  # the same rule's table: the culprit only, its cause
+    assert sr["slow"].to_dict() == {0: False, 1: True} and sr.loc[1, "cause"] == cause, sr
+    assert sr.loc[1, "note"].startswith("rank 1 is the straggler"), sr
     if fault == "compute":
         assert "extra_compute" in e.text
     if fault == "loader":

@@ -33,10 +33,11 @@ TRACES = [
     fixtures_dir() / "torch_cpu" / "rank0.1795968823191922673.pt.trace.json",  # CPU only
 ]
 SUMMARIES = ("ops", "steps", "kernels")
-ANALYSES = ("step_breakdown", "compute_ops", "step_trace", "slow_ranks")
-#: these read the communication frame or memory copies, derived from the events: from the
-#: entry the pass wrote, never from a parse
-WITH_EVENTS = ("communication_ops", "time_summary")
+ANALYSES = ("step_breakdown", "compute_ops", "step_trace")
+#: these read the communication frame or memory copies, derived from the events, or (slow_ranks
+#: on a host window: the straggler rule) the training thread's phases of each step, from the
+#: events: from the entry the pass wrote, never from a parse
+WITH_EVENTS = ("communication_ops", "time_summary", "slow_ranks")
 
 
 def _whole(path: Path, load: Any = dynprof_nb.load_trace) -> TraceWindow:

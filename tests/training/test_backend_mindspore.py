@@ -40,7 +40,7 @@ def test_window_records_exactly_its_steps(ms_job, analyse_mode: int) -> None:
     # MindSpore's own output is inside the window, analysed before it was published
     (ms_dir,) = path.glob("*_ascend_ms")
     assert (ms_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").is_file()
-    assert set(manifest["files"]) >= {"dynprof_steps.csv",
+    assert set(manifest["files"]) >= {"dynprof_steps.csv", "thread_cpu.json",
                                       str((ms_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
                                           .relative_to(path))}
 
@@ -55,6 +55,8 @@ def test_window_records_exactly_its_steps(ms_job, analyse_mode: int) -> None:
 
     loaded = job.load()
     assert loaded.framework == "mindspore"
+    (cpu,) = loaded.thread_cpu().to_dict("records")  # the training thread's, over the window
+    assert cpu["missing"] is None and cpu["steps"] == last - first + 1, cpu
     assert (loaded.start_step, loaded.stop_step) == (first, last)
     assert len(loaded.ops) and set(loaded.ops.name) >= set(ops)
     # the steps frame comes from the backend's step markers; every op lands in its step

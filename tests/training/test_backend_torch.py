@@ -49,7 +49,7 @@ def test_window_from_another_process_records_exactly_its_steps(torch_job) -> Non
     assert path.name == f"rank0_start{first}_stop{last}"
     assert manifest["backend"] == "torch" and manifest["status"] == "complete"
     trace = _trace(path)
-    assert manifest["files"] == [trace.name]
+    assert sorted(manifest["files"]) == sorted([trace.name, "thread_cpu.json"])
 
     assert chrome_step_numbers(trace) == list(range(first, last + 1))
     data = json.loads(trace.read_text())
@@ -61,6 +61,10 @@ def test_window_from_another_process_records_exactly_its_steps(torch_job) -> Non
 
     loaded = job.load()
     assert list(loaded.steps.step) == list(range(first, last + 1))
+    # the training thread's CPU and run-queue time over exactly the window's steps
+    (cpu,) = loaded.thread_cpu().to_dict("records")
+    assert cpu["missing"] is None and cpu["steps"] == last - first + 1, cpu
+    assert 0 < cpu["on_cpu_ns"] <= cpu["wall_ns"] + 10e6, cpu
     ops = set(loaded.ops.name)
     assert {"aten::conv2d", "aten::convolution_backward"} <= ops
     assert proc.poll() is None  # training went on
@@ -97,7 +101,8 @@ def test_backend_in_process_numbers_steps_globally_and_drops_an_unfinished_one(
     x = x @ x  # step 10 begins, then a stop arrives before it ends
     backend.stop()
     files = backend.save()
-    assert len(files) == 1 and files[0].endswith(".pt.trace.json")
+    assert len(files) == 2 and files[0].endswith(".pt.trace.json")
+    assert files[1] == "thread_cpu.json"  # the training thread's CPU and run-queue time
     assert chrome_step_numbers(tmp_path / files[0]) == [7, 8, 9]
 
 

@@ -3,11 +3,12 @@ advisor, HTA), computed on the frames the window already loaded (no second parse
 
 A rule family per module: :mod:`.ascend` (msprof-analyze advisor), :mod:`.gpu` (HTA),
 :mod:`.common` (both), :mod:`.host` (dynprof_nb's: the straggler, host-bound loops, sync
-points, data-loader waits). Each rule declares its :class:`~.scope.Scope` (the device kinds and
-frameworks it applies to, what it needs): a rule out of scope is not run, and is listed apart
-("not applicable to a CPU PyTorch window: 13 rules (Ascend-only ...)"). A rule in scope returns
-its findings, or raises :class:`~.findings.NotApplicable` when the window lacks what it needs:
-said once, in ``Findings.checked``, never turned into a finding.
+points, data-loader waits) and :mod:`.copies` (dynprof_nb's: a GPU's memory copies). Each rule
+declares its :class:`~.scope.Scope` (the device kinds and frameworks it applies to, what it
+needs): a rule out of scope is not run, and is listed apart ("not applicable to a CPU PyTorch
+window: 13 rules (Ascend-only ...)"). A rule in scope returns its findings, or raises
+:class:`~.findings.NotApplicable` when the window lacks what it needs: said once, in
+``Findings.checked``, never turned into a finding.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import ascend, common, gpu, host
+from . import ascend, common, copies, gpu, host
 from .findings import Finding, Findings, NotApplicable
 from .scope import Scope, describe, device_kind, framework_of
 
@@ -28,9 +29,15 @@ FAMILIES: dict[str, dict[str, Rule]] = {
     ascend.PEER: ascend.RULES,
     gpu.PEER: gpu.RULES,
     common.PEER: common.RULES,
-    host.PEER: host.RULES,
+    host.PEER: {**host.RULES, **copies.RULES},  # both dynprof_nb's own
 }
-SCOPES: dict[str, Scope] = {**ascend.SCOPES, **gpu.SCOPES, **common.SCOPES, **host.SCOPES}
+SCOPES: dict[str, Scope] = {
+    **ascend.SCOPES,
+    **gpu.SCOPES,
+    **common.SCOPES,
+    **host.SCOPES,
+    **copies.SCOPES,
+}
 
 
 def rules() -> dict[str, tuple[str, Rule]]:

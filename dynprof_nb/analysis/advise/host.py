@@ -3,8 +3,10 @@ phases of each step (:mod:`dynprof_nb.analysis.host_phases`; docs/definitions.md
 
 - straggler: :func:`dynprof_nb.analysis.straggler.find_straggler` on one window: the rank whose
   own work (its step outside waiting in collectives) exceeds the other ranks' by more than 5% of
-  the mean step and the noise bound (the rule ``w.explain()`` uses against a baseline). It runs
-  on every window kind (device windows: the step trace's phases);
+  the mean step and the noise bound (the rule ``w.explain()`` uses against a baseline), its
+  cause the phase that grew, or CPU contention where its training thread's extra time was
+  mostly waiting for a core (``w.thread_cpu()``). It runs on every window kind (device windows:
+  the step trace's phases);
 - host-bound loop: the training thread is outside any operator (Python between operators,
   phase ``other``) for >= 30% of the step: many short operators, the loop's own overhead;
 - sync points: >= 10 host sync calls per step (``.item()``, ``float(tensor)``, a stream or
@@ -19,7 +21,13 @@ from typing import Any
 import pandas as pd
 
 from dynprof_nb.analysis.host_phases import step_phases
-from dynprof_nb.analysis.straggler import find_straggler, phases_per_step
+from dynprof_nb.analysis.straggler import (
+    CONTENTION,
+    contention_text,
+    find_straggler,
+    phases_per_step,
+    thread_cpu_of,
+)
 
 from .findings import Finding, NotApplicable
 from .scope import Scope
@@ -37,6 +45,7 @@ WORDS = {
     "GC": "GC pauses",
     "sync": "host sync points",
     "other": "host time outside any operator",
+    CONTENTION: "waiting for a CPU (CPU contention)",
 }
 
 
@@ -57,7 +66,7 @@ def straggler(w: Any) -> list[Finding]:
     if ph["rank"].nunique() < 2:
         raise NotApplicable("one rank: nothing to compare it with")
     mean_step = float(ph["duration_us"].mean())
-    v = find_straggler(ph, phases, None, floor_us=STRAGGLER_SHARE * mean_step)
+    v = find_straggler(ph, phases, None, floor_us=STRAGGLER_SHARE * mean_step, cpu=thread_cpu_of(w))
     if v.rank is None:
         return []
     row = v.table.set_index("rank").loc[v.rank]
@@ -68,6 +77,21 @@ def straggler(w: Any) -> list[Finding]:
     if v.blind:
         own = "recorded work (no collective is recorded here, so waiting is not seen)"
         after = ""
+    if v.cause == CONTENTION:
+        most = f"most of it waiting for a CPU: {contention_text(v)}"
+        look = (
+            f"find what else runs on rank {v.rank}'s cores (top -H; another job, DataLoader "
+            "workers or OMP/MKL threads beyond the cores); give each rank cores of its own "
+            "(taskset, numactl, torch.set_num_threads)"
+        )
+    else:
+        most = f"most in {WORDS.get(v.cause, v.cause)} ({v.phase_excess[v.cause] / 1000:+.3f} ms)"
+        look = (
+            f"look at rank {v.rank}'s {WORDS.get(v.cause, v.cause)}: its timeline beside "
+            "another rank's (finding.show), its top operators (w.rank_window(r).ops)"
+        )
+        if v.cpu_missing:
+            most += f" (CPU contention cannot be told apart: {v.cpu_missing})"
     return [
         Finding(
             rule="straggler",
@@ -77,13 +101,9 @@ def straggler(w: Any) -> list[Finding]:
                 f"{row['own_us'] / 1000:.3f} ms per step, {v.excess_us / 1000:.3f} ms more than "
                 f"the other ranks' {row['reference_us'] / 1000:.3f} ms (threshold: "
                 f"{v.bound_us / 1000:.3f} ms, the larger of {100 * STRAGGLER_SHARE:.0f}% of the "
-                f"mean step and the noise bound), most in {WORDS.get(v.cause, v.cause)} "
-                f"({v.phase_excess[v.cause] / 1000:+.3f} ms){after}"
+                f"mean step and the noise bound), {most}{after}"
             ),
-            suggestion=(
-                f"look at rank {v.rank}'s {WORDS.get(v.cause, v.cause)}: its timeline beside "
-                "another rank's (finding.show), its top operators (w.rank_window(r).ops)"
-            ),
+            suggestion=look,
             peer=PEER,
             ranks=[v.rank],
             lanes=[f"rank {v.rank}"],
@@ -95,6 +115,8 @@ def straggler(w: Any) -> list[Finding]:
                 "cause": v.cause,
                 "phases": kind,
                 "phase_excess_us": dict(v.phase_excess),
+                # the training thread's µs per step (runqueue_us, on_cpu_us, their excess)
+                "thread_cpu": dict(v.cpu),
             },
         )
     ]

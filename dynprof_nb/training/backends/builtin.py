@@ -37,6 +37,7 @@ from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.protocol import step_marker
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
+from dynprof_nb.training.threadcpu import ThreadCpu
 
 try:
     import orjson
@@ -76,6 +77,7 @@ class BuiltinBackend:
         self._max_events = DEFAULT_MEMORY_BUDGET // EVENT_BYTES
         self.full: str | None = None  # why recording stopped before the window's end
         self._gc = GcPauses(self._gc_pause)
+        self._cpu = ThreadCpu()  # the training thread's CPU and run-queue time
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -105,6 +107,7 @@ class BuiltinBackend:
             sys.setprofile(self._profile)
         ranges.set_sink(self)
         self._gc.start()
+        self._cpu.start(first_step)
 
     def adopt_history(self, kept: list[Any]) -> None:
         """Begin the window with steps kept before it (dynprof_nb.training.history): their
@@ -127,6 +130,7 @@ class BuiltinBackend:
             self._over_budget()
 
     def stop(self) -> None:
+        self._cpu.stop(self.next_step - 1)
         self._detach()
         if self._statm >= 0:
             os.close(self._statm)
@@ -153,6 +157,7 @@ class BuiltinBackend:
         files.append(self._write_step_trace(out / "step_trace_time.csv"))
         if self.memory:
             files.append(self._write_memory(out / "memory_record.csv"))
+        files.append(self.directory / self._cpu.write(self.directory))
         return [str(Path(f).relative_to(self.directory)) for f in files]
 
     # -- recording (hot while a window is active) -----------------------------------------

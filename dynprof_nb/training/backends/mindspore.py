@@ -75,6 +75,7 @@ from dynprof_nb.contract.protocol import STEPS_FILE, step_marker
 from dynprof_nb.contract.window_dirs import MANIFEST
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
+from dynprof_nb.training.threadcpu import ThreadCpu
 
 from .base import BackendError, growth_over_budget, process_rss
 
@@ -139,6 +140,7 @@ class MindSporeBackend:
         self._budget = 0
         self._rss0 = 0
         self._gc = GcPauses(self._gc_pause, clock=time.time_ns)
+        self._cpu = ThreadCpu()  # the training thread's CPU and run-queue time
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -183,6 +185,7 @@ class MindSporeBackend:
         self._step_t0 = time.time_ns()
         ranges.set_sink(self)
         self._gc.start()
+        self._cpu.start(first_step)
 
     def step(self, step: int) -> None:
         now = time.time_ns()
@@ -195,6 +198,7 @@ class MindSporeBackend:
             self.full = growth_over_budget(self._rss0, self._budget, step)
 
     def stop(self) -> None:
+        self._cpu.stop(self._cpu.first_step + self._recorded - 1)
         ranges.set_sink(None)
         self._gc.stop()
         try:
@@ -208,6 +212,7 @@ class MindSporeBackend:
             raise BackendError("save() before start(): nothing was recorded.")
         self._finish_mindspore(analysis_mode(self.config))
         self._write_marks(self.directory / STEPS_FILE)
+        self._cpu.write(self.directory)
         return sorted(
             str(p.relative_to(self.directory))
             for p in self.directory.rglob("*")

@@ -43,6 +43,7 @@ from dynprof_nb.contract.config import LEVELS, ProfilerConfig
 from dynprof_nb.contract.protocol import STEP_PREFIX, step_marker
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_EVENT, GcPauses
+from dynprof_nb.training.threadcpu import ThreadCpu
 
 from .base import BackendError, growth_over_budget, process_rss
 
@@ -128,6 +129,7 @@ class TorchBackend:
         self._rss0 = 0
         # a collection is a record_function named GC (on Kineto's clock, beside the ops)
         self._gc = GcPauses(self._gc_end, on_start=self._gc_begin)
+        self._cpu = ThreadCpu()  # the training thread's CPU and run-queue time
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -153,6 +155,7 @@ class TorchBackend:
         self._open(first_step)
         ranges.set_sink(self)
         self._gc.start()
+        self._cpu.start(first_step)
 
     def step(self, step: int) -> None:
         self._close()
@@ -163,6 +166,7 @@ class TorchBackend:
             self._open(step + 1)
 
     def stop(self) -> None:
+        self._cpu.stop(self._last_step)
         ranges.set_sink(None)
         self._gc.stop()
         self._close()
@@ -178,7 +182,7 @@ class TorchBackend:
         if self._open_step > self._last_step:
             _drop_steps_after(path, self._last_step)
         self._prof = None  # free the recorded events
-        return [path.name]
+        return [path.name, self._cpu.write(self.directory)]
 
     # -- user ranges (dynprof_nb.range) ---------------------------------------------------
 

@@ -1,0 +1,70 @@
+"""The straggler rule's cause on a rank that waited for a core (CPU contention) against one that
+did more work, from per-step phases and the training threads' scheduler totals
+(``w.thread_cpu()``'s frame), each case built to sit on one side of the rule."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dynprof_nb.analysis.host_phases import PHASES
+from dynprof_nb.analysis.straggler import CONTENTION, find_straggler
+
+MS = 1000.0
+
+
+def phases(extra: dict[str, float]) -> pd.DataFrame:
+    """Two ranks, six steps of 40 ms compute; rank 1 has ``extra`` µs per step in phases, and
+    rank 0 waits that long in communication (a synchronous job)."""
+    rows = []
+    for step in range(6):
+        jitter = 100.0 * (step % 3)
+        for rank in (0, 1):
+            row = dict.fromkeys(PHASES, 0.0)
+            row.update(rank=rank, step=step, compute=40 * MS + jitter, sync_points=0)
+            if rank == 1:
+                for k, v in extra.items():
+                    row[k] += v
+            else:
+                row["communication"] = sum(extra.values())
+            row["duration_us"] = sum(row[p] for p in PHASES)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cpu(on_cpu: tuple[float, float], runq: tuple[float, float], missing=None) -> pd.DataFrame:
+    return pd.DataFrame({
+        "rank": [0, 1],
+        "on_cpu_us_per_step": list(on_cpu),
+        "runqueue_us_per_step": list(runq),
+        "missing": [None, missing],
+    })
+
+
+@pytest.mark.parametrize(
+    ("extra", "threads", "cause"),
+    [
+        # the same time on a CPU, 8 of its 10 ms more waiting for one: contention
+        ({"compute": 10 * MS}, cpu((30 * MS, 30 * MS), (10 * MS, 18 * MS)), CONTENTION),
+        # 60 ms more on a CPU, and the wait that work has on a busy machine: compute
+        ({"compute": 90 * MS}, cpu((30 * MS, 90 * MS), (15 * MS, 45 * MS)), "compute"),
+        # a loader that sleeps: neither on a CPU nor in the run queue
+        ({"data loading": 60 * MS}, cpu((30 * MS, 30 * MS), (10 * MS, 11 * MS)), "data loading"),
+        # a GC storm on a CPU, less waiting than the others
+        ({"GC": 50 * MS}, cpu((30 * MS, 80 * MS), (10 * MS, 5 * MS)), "GC"),
+    ],
+)
+def test_the_cause_is_contention_only_where_the_rank_waited_for_a_core(extra, threads, cause):
+    v = find_straggler(phases(extra), PHASES, None, floor_us=2 * MS, cpu=threads)
+    assert v.rank == 1 and v.cause == cause, (v.cause, v.cpu)
+    assert v.cpu["reference_wait_rate"] == pytest.approx(
+        threads.loc[0, "runqueue_us_per_step"] / threads.loc[0, "on_cpu_us_per_step"])
+
+
+def test_without_a_record_contention_is_not_told_apart_and_it_says_why():
+    threads = cpu((30 * MS, 30 * MS), (10 * MS, 18 * MS), missing="no /proc here")
+    v = find_straggler(phases({"compute": 10 * MS}), PHASES, None, 2 * MS, cpu=threads)
+    assert v.rank == 1 and v.cause == "compute" and not v.cpu
+    assert v.cpu_missing == "rank 1: no /proc here"
+    v = find_straggler(phases({"compute": 10 * MS}), PHASES, None, 2 * MS)
+    assert v.cause == "compute" and v.cpu_missing == "no thread CPU record for this window"
