@@ -21,7 +21,8 @@ from typing import Any
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.contract.config import ConfigError
 from dynprof_nb.contract.protocol import Command, decode
-from dynprof_nb.contract.segment import BELL_GEN, S_APPLIED, S_START, S_STOP, SegmentError
+from dynprof_nb.contract.segment import BELL_GEN, SegmentError
+from dynprof_nb.contract.slot import RankSlot
 
 log = logging.getLogger("dynprof_nb")
 
@@ -35,10 +36,20 @@ UNREADABLE = (
 class CommandReader:
     """The config side of one Monitor ``m``: what was asked, and the window it makes."""
 
-    __slots__ = ("m", "pending", "read_failures", "read_failing_since", "late", "asked", "reason")
+    __slots__ = (
+        "m",
+        "slot",
+        "pending",
+        "read_failures",
+        "read_failing_since",
+        "late",
+        "asked",
+        "reason",
+    )
 
-    def __init__(self, monitor: Any) -> None:
+    def __init__(self, monitor: Any, slot: RankSlot) -> None:
         self.m = monitor
+        self.slot = slot  # where the window and the generation applied are published
         self.pending: tuple[int, Command] | None = None  # an edit waiting for the window's end
         self.read_failures = 0
         self.read_failing_since = 0.0
@@ -73,7 +84,7 @@ class CommandReader:
             m._status.report(
                 f"config generation {gen} rejected: {exc} Keeping the last good config.", gen
             )
-            m._words[m._base + S_APPLIED] = gen
+            self.slot.set_applied(gen)
             return
         if m.state == "recording" and cmd.action != "stop":
             self.pending = (gen, cmd)  # edits made during a window wait until it ends
@@ -122,7 +133,7 @@ class CommandReader:
                 m._status.set_state("idle")
         elif not cfg.has_window and m.state in ("armed", "excluded"):
             m._status.set_state("idle")
-        m._words[m._base + S_APPLIED] = gen
+        self.slot.set_applied(gen)
 
     def of_this_run(self, cmd: Command) -> Command:
         """``cmd`` as this rank takes it: a window asked of an earlier run of the job (one
@@ -151,14 +162,14 @@ class CommandReader:
         if m.state == "recording":
             if at > n and m.window is not None:
                 m.window = (m.window[0], min(m.window[1], at))
-                m._words[m._base + S_STOP] = m.window[1]
+                self.slot.set_stop(m.window[1])
                 m._recording["stop_asked"] = True
             else:
                 m._windows.finish(n, stopped=True)
         elif m.state in ("armed", "excluded"):
             if m.window is not None and 1 <= m.window[0] <= at:
                 m.window = (m.window[0], min(m.window[1], at))
-                m._words[m._base + S_STOP] = m.window[1]
+                self.slot.set_stop(m.window[1])
             else:
                 m._status.set_state("idle")
 
@@ -168,8 +179,7 @@ class CommandReader:
         cfg = m.window_config
         start, stop = cfg.start_step, cfg.stop_step
         m.window, self.asked = (start, stop), None
-        m._words[m._base + S_START] = start
-        m._words[m._base + S_STOP] = stop
+        self.slot.set_window(start, stop)
         if cfg.ranks and m.rank not in cfg.ranks:
             m._status.set_state("excluded")
             log.info(
@@ -183,7 +193,7 @@ class CommandReader:
         shifted = shifted_window(start, stop, n) if self.late == "shift" else None
         if shifted is not None:  # file mode: begin at the next step, the same length
             self.asked, m.window = (start, stop), shifted
-            m._words[m._base + S_START], m._words[m._base + S_STOP] = shifted
+            self.slot.set_window(*shifted)
             m._status.report(shift_note(m.rank, start, stop, n, shifted))
             m._status.set_state("armed")
             m._windows.start(n)

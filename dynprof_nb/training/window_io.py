@@ -24,6 +24,7 @@ from typing import Any
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.segment import SegmentError, run_of
+from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import adopt
@@ -53,6 +54,7 @@ class Windows:
 
     __slots__ = (
         "m",
+        "slot",
         "starts",
         "disk_over",
         "saving",
@@ -64,8 +66,9 @@ class Windows:
         "fork_lock",
     )
 
-    def __init__(self, monitor: Any) -> None:
+    def __init__(self, monitor: Any, slot: RankSlot) -> None:
         self.m = monitor
+        self.slot = slot  # where the window's root and final folder are published
         self.starts: collections.deque[float] = collections.deque()
         self.disk_over = ""  # why the last save found the output over its disk budget
         self.saving = 0  # windows ended and not yet written
@@ -254,7 +257,7 @@ class Windows:
             if hasattr(rec["backend"], "directory"):
                 rec["backend"].directory = rec["dir"]
             if m._seg is not None:
-                m._seg.write_text(m._slot, "root", str(root))
+                self.slot.write_text("root", str(root))
         except Exception as exc:
             rec["failed"] = str(exc)
             self.failed_to_start(rec, exc)
@@ -369,7 +372,7 @@ class Windows:
                 final = self.save_here(backend, directory, manifest)
             m.last_window = final
             if m._seg is not None:
-                m._seg.write_text(m._slot, "window", str(final))
+                self.slot.write_text("window", str(final))
             log.info(
                 "dynprof_nb rank %d: window %d-%d written to %s",
                 m.rank,
