@@ -27,11 +27,14 @@ class NoFile:
 class FileRelay:
     """The relay of one Monitor ``m`` (``relay`` is None when it could not be made)."""
 
-    __slots__ = ("m", "slot", "relay", "path")
+    __slots__ = ("m", "slot", "status", "relay", "path")
 
-    def __init__(self, monitor: Any, slot: RankSlot, cfg_path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, monitor: Any, slot: RankSlot, status: Any, cfg_path: str | os.PathLike[str]
+    ) -> None:
         self.m = monitor
         self.slot = slot
+        self.status = status
         self.relay: Any = None
         self.path = cfg_path
 
@@ -45,7 +48,7 @@ class FileRelay:
             self.relay.start(elect=True, first_look_s=0)
         except Exception as exc:
             self.relay = None
-            self.m._status.report(f"cannot relay {self.path}: {exc}")
+            self.status.report(f"cannot relay {self.path}: {exc}")
 
     @property
     def watch(self) -> Any:
@@ -62,7 +65,7 @@ class FileRelay:
                 if gen > m._bell[BELL_GEN]:  # our own doorbell, in case the ring missed
                     m._bell[BELL_GEN] = gen
         except Exception as exc:  # never into the training loop
-            m._status.report(f"cannot relay {self.relay.path}: {exc!r}")
+            self.status.report(f"cannot relay {self.relay.path}: {exc!r}")
 
     def stop(self) -> None:
         if self.relay is not None:

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from dynprof_nb.contract.segment import BELL_GEN, Doorbell, SegmentError
+from dynprof_nb.contract.segment import BELL_GEN, Doorbell, Segment, SegmentError
 from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.ownfd import FdLost
 from dynprof_nb.training.steptimes import StepWatch, wants_timing
@@ -36,11 +36,12 @@ CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whol
 class RankStatus:
     """The status side of one Monitor ``m``: its slot's state and error, and its heartbeat."""
 
-    __slots__ = ("m", "slot", "old_bells", "thread")
+    __slots__ = ("m", "slot", "windows", "old_bells", "thread")
 
     def __init__(self, monitor: Any, slot: RankSlot) -> None:
         self.m = monitor
         self.slot = slot  # this rank's words in the segment (the Monitor's, re-pointed on rejoin)
+        self.windows: Any = None  # the Monitor's Windows (built after this: it is given later)
         self.old_bells: list[Doorbell] = []  # replaced doorbells: their mappings stay
         self.thread: threading.Thread | None = None
 
@@ -54,9 +55,9 @@ class RankStatus:
         """Write the Monitor's state into the slot ("saving" while a window is written)."""
         m = self.m
         state = m.state
-        if state == "idle" and m._windows.saving:
+        if state == "idle" and self.windows.saving:
             state = "saving"
-        if m._seg is not None:
+        if self.slot.seg is not None:
             self.slot.set_state(state)
 
     def report(self, message: str, generation: int | None = None) -> None:
@@ -66,7 +67,7 @@ class RankStatus:
             return
         m.last_error = message
         log.warning("dynprof_nb job %r rank %d: %s", m.job, m.rank, message)
-        if m._seg is not None:
+        if self.slot.seg is not None:
             try:
                 self.slot.set_error(message, m._applied if generation is None else generation)
             except Exception:
@@ -74,17 +75,17 @@ class RankStatus:
 
     def clear_error(self) -> None:
         m = self.m
-        if m.last_error and m._seg is not None:
+        if m.last_error and self.slot.seg is not None:
             m.last_error = ""
             self.slot.write_text("error", "")
 
     # -- joining the segment --------------------------------------------------------------
 
-    def join_slot(self, keep: int = -1) -> None:
+    def join_slot(self, seg: Segment, keep: int = -1) -> None:
         """Claim this rank's slot (``keep``: the slot this process already holds there, as in
         a segment republished from a copy of ours) and publish the doorbell in it."""
         m, slot = self.m, self.slot
-        slot.claim(m._seg, m.rank, keep)
+        slot.claim(seg, m.rank, keep)
         if not m.run:  # the run this rank joined; a republished segment keeps it (see below)
             m.run = slot.run
         if m._doorbell is not None:
@@ -96,7 +97,7 @@ class RankStatus:
         try:
             others = [
                 s.pid
-                for s in m._seg.slots()
+                for s in self.slot.seg.slots()
                 if s.rank == m.rank and s.index != self.slot.index and s.live
             ]
         except Exception:
@@ -169,7 +170,7 @@ class RankStatus:
         in the log; while that is impossible, say why and keep training."""
         m = self.m
         try:
-            problem = m._seg.problem()
+            problem = self.slot.seg.problem()
             if not problem and not self.slot.owned():
                 problem = "lost this rank's slot"
         except (OSError, SegmentError) as exc:
@@ -191,12 +192,10 @@ class RankStatus:
     def _republish(self, problem: str) -> None:
         """Republish the segment (under the Monitor's lock) and rejoin it, or say why not."""
         m = self.m
-        old = m._seg
+        old = self.slot.seg
         try:
-            m._seg = old.republish(m._kept)
-            self.join_slot(keep=self.slot.index)
-        except (OSError, SegmentError) as exc:
-            m._seg = old
+            self.join_slot(old.republish(m._kept), keep=self.slot.index)
+        except (OSError, SegmentError) as exc:  # the slot stays on the old segment
             if problem != m.segment_problem:
                 m.segment_problem = problem
                 log.warning(

@@ -134,7 +134,6 @@ class Monitor:
         # the step path's and the state its collaborators share
         "_next",
         "_applied",
-        "_seg",
         "_slot",
         "_recording",
         "_lock",
@@ -204,9 +203,13 @@ class Monitor:
     ) -> None:
         self._slot = RankSlot()  # detached until _join: every part writes its words through it
         self._status = RankStatus(self, self._slot)  # first: every part reports through it
-        self._commands = CommandReader(self, self._slot)
-        self._windows = Windows(self, self._slot)
-        self._file = None if cfg_path is None else FileRelay(self, self._slot, cfg_path)
+        self._commands = CommandReader(self, self._slot, self._status)
+        self._windows = Windows(self, self._slot, self._status, self._commands)
+        self._status.windows = self._windows
+        self._commands.windows = self._windows
+        self._file = (
+            None if cfg_path is None else FileRelay(self, self._slot, self._status, cfg_path)
+        )
         # job.hang_report()'s rank side (training/frdump.py): on with flight_recorder=True here
         # or the config key of that name
         self.flight_recorder = bool(flight_recorder)
@@ -255,7 +258,6 @@ class Monitor:
         self._kept: tuple[int, bytes] | None = None  # the last config read: (generation, bytes)
         self.segment_problem = ""  # what happened to the segment, while it is not mended
         self._suspect = False  # rung with a generation our segment lacks: check it now
-        self._seg: Segment | None = None
         self._recording: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -272,13 +274,13 @@ class Monitor:
         """Join the job's segment and start the threads; on failure say so and stay off."""
         try:
             resolve_backend(self.backend)
-            self._seg = Segment.open(self.job)
+            seg = Segment.open(self.job)
             self._doorbell = Doorbell(self.job)
             self._bell = self._doorbell.words
-            self._bell[BELL_GEN] = self._seg.generation
-            self._status.join_slot()
+            self._bell[BELL_GEN] = seg.generation
+            self._status.join_slot(seg)
         except Exception as exc:
-            self._seg = None
+            self._slot.detach()
             self._status.report(f"dynprof_nb is off for this process: {exc}")
             return
         self._status.check_duplicate_rank()
@@ -399,14 +401,14 @@ class Monitor:
             self._stacks.close()
         if self._fr is not None:
             self._fr.close()
-        if self._seg is not None:
+        if self._slot.seg is not None:
             self._leave()
 
     def _leave(self) -> None:
         """After the heartbeat's end: publish the last step and "closed", close the segment."""
         self._status.thread.join()
         self.state = "closed"
-        seg, self._seg = self._seg, None
+        seg = self._slot.seg
         try:
             self._slot.set_step(self._step)
             self._slot.release()
@@ -519,7 +521,7 @@ class FileModeMonitor(Monitor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._filewatch: Any = NoFile
         super().__init__(*args, **kwargs)
-        if self._file is not None and self._seg is not None:
+        if self._file is not None and self._slot.seg is not None:
             self._filewatch = self._file.watch
 
     def step(self) -> None:
