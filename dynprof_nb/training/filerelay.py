@@ -59,7 +59,7 @@ class FileRelay:
         """The file changed: relay it now, on the training thread, so this step applies it."""
         m = self.m
         try:
-            self.slot.set_step(m._step)  # the relay checks where ranks are
+            self.slot.set_step(m.step_count)  # the relay checks where ranks are
             if self.relay.poll():
                 gen = self.slot.generation()
                 if gen > m._bell[BELL_GEN]:  # our own doorbell, in case the ring missed

@@ -141,7 +141,7 @@ class RankStatus:
         monotonic clock), keep the doorbell in step with the segment, and every CHECK_EVERY
         beats check the segment itself. Nothing here may end the thread."""
         m = self.m
-        beat = _Beat(m._step)
+        beat = _Beat(m.step_count)
         while not m._closed.wait(HEARTBEAT_S):
             beat.beats += 1
             try:
@@ -254,7 +254,7 @@ class RankStatus:
     def republish_slot(self) -> None:
         """Write this rank's status into a (re)joined slot: what a new segment does not hold."""
         m, slot = self.m, self.slot
-        slot.set_step(m._step)
+        slot.set_step(m.step_count)
         slot.set_applied(m._applied)
         slot.set_run(m.run)  # the run it joined, even in a segment made from its config only
         if m.window is not None:
@@ -290,8 +290,8 @@ class _Beat:
             raise FdLost(slot.seg.name, -1)
         if slot.seg is not self.watched:  # first beat, or the segment was republished
             self.watched = slot.seg
-            self.watch = StepWatch(self.watched, slot.index, m.rank, m._step, HEARTBEAT_S)
-        n = m._step  # before the end times: each of steps <= n has its own
+            self.watch = StepWatch(self.watched, slot.index, m.rank, m.step_count, HEARTBEAT_S)
+        n = m.step_count  # before the end times: each of steps <= n has its own
         exact_from = m._exact_from
         self.watch.beat(n, m.state, m._ends if exact_from else None, exact_from)
         gen = slot.generation()

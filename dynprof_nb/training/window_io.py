@@ -473,10 +473,10 @@ class Windows:
             "done": threading.Event(),
         }
         m._fork_job = job  # the step path's mailbox (see Monitor._advance)
-        step, since = m._step, time.monotonic()
+        step, since = m.step_count, time.monotonic()
         while not job["done"].wait(0.02):
-            if m._step != step:  # steps come: the next one forks
-                step, since = m._step, time.monotonic()
+            if m.step_count != step:  # steps come: the next one forks
+                step, since = m.step_count, time.monotonic()
             grace = max(FORK_GRACE_S, 3 / m._rate) if m._rate > 0 else FORK_GRACE_S
             if m._closing or time.monotonic() - since > grace:
                 self.run_fork_job()
