@@ -18,6 +18,7 @@ import timeit
 
 import dynprof_nb
 import dynprof_nb.training.monitor
+from dynprof_nb.contract import segment
 
 
 class Empty:
@@ -66,7 +67,7 @@ def main() -> None:
         timed = min(measure("timed(monitor)", env, args.calls, 1) for _ in range(args.repeat))
         empty = min(empty, measure("empty.step()", env, args.calls, args.repeat))
         monitor.close()
-        control.segment(create=True).unlink()
+        segment.unlink(job)
     print(f"empty method call                : {empty:7.1f} ns")
     print(f"idle Monitor.step                : {step:7.1f} ns   ratio {step / empty:5.2f}x")
     print(f"idle Monitor.step after a window : {after:7.1f} ns   ratio {after / empty:5.2f}x")

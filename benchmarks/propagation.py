@@ -21,6 +21,7 @@ import textwrap
 import time
 
 import dynprof_nb
+from dynprof_nb.contract import segment
 from dynprof_nb.contract.segment import S_APPLIED, S_STEP
 
 TRAIN = textwrap.dedent("""
@@ -49,7 +50,7 @@ def main() -> None:
             time.sleep(0.01)
         slot = control.live_slots()[0]
         seg = control.segment(create=True)
-        words, base = seg.words, seg.slot_base(slot.index)
+        words, base = seg.words, segment.slot_base(slot.index)
         latencies, calls = [], []
         t_begin, step_begin = time.perf_counter(), words[base + S_STEP]
         for i in range(args.sets):
@@ -65,7 +66,7 @@ def main() -> None:
         step_ms = (time.perf_counter() - t_begin) * 1e3 / max(1, words[base + S_STEP] - step_begin)
         proc.terminate()
         proc.wait()
-        control.segment(create=True).unlink()
+        segment.unlink(job)
     latencies.sort()
     calls.sort()
     p50, p99 = _pct(latencies, 50), _pct(latencies, 99)

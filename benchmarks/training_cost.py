@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import dynprof_nb
-from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract import segment, window_dirs
 
 
 class Empty:
@@ -85,7 +85,7 @@ class Rank:
 
     def close(self) -> None:
         self.monitor.close()
-        self.control.segment(create=True).unlink()
+        segment.unlink(self.job)
 
 
 def start_stop_cost(rank: Rank, windows_n: int) -> dict[str, float]:

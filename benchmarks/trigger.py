@@ -27,14 +27,14 @@ from jobutil import finish, spawn_rank, steps_at, wait_until  # noqa: E402
 
 import dynprof_nb  # noqa: E402
 from dynprof_nb.contract import segment  # noqa: E402
+from dynprof_nb.contract.slot import claim_slot  # noqa: E402
 from dynprof_nb.training.steptimes import StepClock  # noqa: E402
 
 
 def ring_cost_us() -> float:
     seg = segment.Segment.open(f"bench-ring-{os.getpid()}")
     try:
-        slot = seg.claim_slot(0)
-        clock = StepClock(seg.words, seg.ring_base(slot), 0)
+        clock = StepClock(seg.words, claim_slot(seg, 0).ring_base, 0)
         state = {"n": 0, "t": time.monotonic_ns()}
 
         def beat() -> None:
@@ -45,7 +45,7 @@ def ring_cost_us() -> float:
         return min(timeit.repeat(beat, number=20000, repeat=5)) / 20000 * 1e6
     finally:
         seg.close()
-        seg.unlink()
+        segment.unlink(seg.job)
 
 
 def history_cost_us(ranges_per_step: int = 20, keep: int = 32) -> tuple[float, float]:

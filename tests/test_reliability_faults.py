@@ -124,10 +124,10 @@ AFTER_GENERATION = """
     from dynprof_nb.contract import segment
     seg = segment.Segment.open(sys.argv[1], create=False)
     w = seg.words
-    fcntl.flock(seg._fd, fcntl.LOCK_EX)  # the writer lock, as write_config takes it
+    fcntl.flock(seg.fileno(), fcntl.LOCK_EX)  # the writer lock, as write_config takes it
     w[segment.H_SEQ] += 1                 # odd: mid-write
     half = b'{"action":"set","config":{"prof_pa'
-    seg._bytes[segment.CONFIG_OFFSET:segment.CONFIG_OFFSET + len(half)] = half
+    seg.raw[segment.CONFIG_OFFSET:segment.CONFIG_OFFSET + len(half)] = half
     w[segment.H_LEN] = len(half)
     w[segment.H_GEN] += 1                 # ranks see a change and try to read it
     print(json.dumps({"seq": w[segment.H_SEQ]}), flush=True)
@@ -324,6 +324,7 @@ def test_job_restarted_after_a_crash_reclaims_the_stale_segment(tmp_path):
 RECLAIMER = """
     import os, sys, time
     from dynprof_nb.contract.segment import Segment
+    from dynprof_nb.contract.slot import claim_slot
     job, at = sys.argv[1], float(sys.argv[2])
     real = Segment.is_stale
 
@@ -335,8 +336,8 @@ RECLAIMER = """
     Segment.is_stale = slow_is_stale
     time.sleep(max(0.0, at - time.time()))  # every reclaimer starts at the same moment
     seg = Segment.open(job)
-    seg.claim_slot(int(sys.argv[3]))
-    st = os.fstat(seg._fd)
+    claim_slot(seg, int(sys.argv[3]))
+    st = os.fstat(seg.fileno())
     print(st.st_dev, st.st_ino, flush=True)
     sys.stdin.readline()
 """
@@ -351,7 +352,8 @@ def test_a_stale_segment_reclaimed_by_many_at_once_leaves_them_all_on_one(tmp_pa
         dead = _python(f"""
             import os, signal
             from dynprof_nb.contract.segment import Segment
-            Segment.open({job!r}).claim_slot(0)
+            from dynprof_nb.contract.slot import claim_slot
+            claim_slot(Segment.open({job!r}), 0)
             os.kill(os.getpid(), signal.SIGKILL)
         """)
         dead.wait()

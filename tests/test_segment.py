@@ -21,7 +21,9 @@ from dynprof_nb.contract.segment import (
     Segment,
     SegmentError,
     list_jobs,
+    slot_base,
 )
+from dynprof_nb.contract.slot import claim_slot
 
 
 @pytest.fixture
@@ -58,14 +60,14 @@ def test_segment_of_another_user_is_refused(job):
     if os.getuid() != 0:
         pytest.fail("this test needs root to create a segment owned by another uid")
     with Segment.open(job) as seg:
-        os.fchown(seg._fd, 12345, -1)
+        os.fchown(seg.fileno(), 12345, -1)
         with pytest.raises(SegmentError, match="belongs to uid 12345"):
             Segment.open(job)
 
 
 def test_world_readable_segment_is_refused(job):
     with Segment.open(job) as seg:
-        os.fchmod(seg._fd, 0o644)
+        os.fchmod(seg.fileno(), 0o644)
         with pytest.raises(SegmentError, match="readable by others"):
             Segment.open(job)
 
@@ -80,7 +82,7 @@ def test_writer_that_died_mid_write_does_not_block_readers_or_writers(job):
     with Segment.open(job) as seg:
         seg.write_config(b'{"good":1}')
         seg.words[H_SEQ] += 1  # what a writer killed inside the critical section leaves
-        seg._bytes[segment.CONFIG_OFFSET:segment.CONFIG_OFFSET + 4] = b"XXXX"
+        seg.raw[segment.CONFIG_OFFSET:segment.CONFIG_OFFSET + 4] = b"XXXX"
         assert seg.read_config(attempts=20) is None  # no torn config is ever returned
         gen = seg.write_config(b'{"next":2}')  # the next writer repairs the sequence
         assert seg.read_config() == (gen, b'{"next":2}')
@@ -90,15 +92,14 @@ def test_writer_that_died_mid_write_does_not_block_readers_or_writers(job):
 def test_crc_catches_bytes_changed_under_an_even_sequence(job):
     with Segment.open(job) as seg:
         seg.write_config(b'{"a":1}')
-        seg._bytes[segment.CONFIG_OFFSET] = ord("[")
+        seg.raw[segment.CONFIG_OFFSET] = ord("[")
         assert seg.read_config(attempts=5) is None
 
 
 def test_stale_segment_is_reclaimed_with_one_log_line(job, caplog):
     seg = Segment.open(job)
     seg.write_config(b'{"old":1}')
-    slot = seg.claim_slot(0)
-    base = seg.slot_base(slot)
+    base = claim_slot(seg, 0).base
     # pretend every user of the segment is a process that is gone
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
@@ -118,7 +119,8 @@ def test_live_segment_is_never_clobbered(job):
     code = textwrap.dedent(f"""
         import sys, time
         from dynprof_nb.contract.segment import Segment
-        seg = Segment.open({job!r}); seg.claim_slot(3); seg.write_config(b'{{"live":1}}')
+        from dynprof_nb.contract.slot import claim_slot
+        seg = Segment.open({job!r}); claim_slot(seg, 3); seg.write_config(b'{{"live":1}}')
         print("ready", flush=True); sys.stdin.readline()
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
@@ -151,9 +153,9 @@ def test_attaching_process_leaves_no_tracker_warning_and_no_unlink(job):
 
 def test_dead_rank_slot_is_reused_by_the_same_rank(job):
     with Segment.open(job) as seg:
-        first = seg.claim_slot(5)
-        seg.words[seg.slot_base(first) + S_PID] = 999_999_999  # no such process
-        again = seg.claim_slot(5)
+        first = claim_slot(seg, 5).index
+        seg.words[slot_base(first) + S_PID] = 999_999_999  # no such process
+        again = claim_slot(seg, 5).index
         assert again == first
         assert seg.read_slot(again).pid == os.getpid()
 
@@ -175,6 +177,6 @@ def test_a_whole_error_message_fits_in_the_slot(job):
                "or point prof_path elsewhere, then ask for the window again.")
     assert 256 < len(message) < segment.ERROR_BYTES
     with Segment.open(job) as seg:
-        slot = seg.claim_slot(3)
-        seg.write_text(slot, "error", message)
-        assert seg.read_slot(slot).error == message
+        slot = claim_slot(seg, 3)
+        slot.write_text("error", message)
+        assert seg.read_slot(slot.index).error == message

@@ -140,7 +140,8 @@ def test_jobs_tidies_quietly_and_says_what_with_v(tmp_path):
     code = textwrap.dedent("""
         import os, signal, sys
         from dynprof_nb.contract.segment import Segment
-        seg = Segment.open(sys.argv[1]); seg.claim_slot(0)
+        from dynprof_nb.contract.slot import claim_slot
+        seg = Segment.open(sys.argv[1]); claim_slot(seg, 0)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
     try:
@@ -160,7 +161,8 @@ def test_jobs_tidies_quietly_and_says_what_with_v(tmp_path):
         holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
             import sys
             from dynprof_nb.contract.segment import Segment
-            seg = Segment.open(sys.argv[1]); i = seg.claim_slot(0); seg.release_slot(i)
+            from dynprof_nb.contract.slot import claim_slot
+            seg = Segment.open(sys.argv[1]); claim_slot(seg, 0).release()
             print("ready", flush=True); sys.stdin.readline()
         """), finished], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "ready"
@@ -181,6 +183,7 @@ LEAVER = """
     import fcntl, sys, time
     from dynprof_nb.contract import segment
     from dynprof_nb.contract.segment import Segment
+    from dynprof_nb.contract.slot import claim_slot
     job, rank = sys.argv[1], int(sys.argv[2])
     real = segment._presence
 
@@ -191,12 +194,12 @@ LEAVER = """
 
     segment._presence = slow_presence
     seg = Segment.open(job)
-    slot = seg.claim_slot(rank)
-    seg.words[seg.slot_base(slot) + 6] = seg.generation  # S_APPLIED: nothing pending
+    slot = claim_slot(seg, rank)
+    slot.set_applied(seg.generation)  # nothing pending
     print("up", flush=True)
     at = float(sys.stdin.readline())  # once every leaver is up: the same moment for all
     time.sleep(max(0.0, at - time.time()))
-    seg.release_slot(slot)
+    slot.release()
     print(seg.close(), flush=True)
 """
 

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynprof_nb.locks import LockError, forget_job, private_dir
-from dynprof_nb.ownfd import OwnedFd
+from dynprof_nb.ownfd import FdLost, OwnedFd
 
 log = logging.getLogger("dynprof_nb")
 
@@ -376,6 +376,10 @@ class _Words:
     def __setitem__(self, index: int, value: int) -> None:
         os.pwrite(self.own.get(), int(value).to_bytes(8, "little", signed=True), index * 8)
 
+    def lost(self) -> bool:
+        """The descriptor was closed under us, or its number now names another file."""
+        return self.own.fd >= 0 and not self.own.mine()
+
 
 class _Bytes:
     """The segment's bytes, by ``pread``/``pwrite``: ``data[a:b]`` and ``data[a:b] = raw``."""
@@ -514,24 +518,19 @@ class Segment:
         self.removed = False  # set when this process removed the name on leaving
         # a high, close-on-exec number checked before each use: the job may close it
         self._own = OwnedFd(fd, f"job {job!r}'s segment")
-        self._opener = os.getpid()  # a forked child shares our open file: it must not unlock it
-        _presence(self._fd, fcntl.F_RDLCK, wait=True)  # waits out a last leaver removing it
-        self._bytes = _Bytes(self._own)
+        self.opener = os.getpid()  # a forked child shares our open file: it must not unlock it
+        _presence(self.fileno(), fcntl.F_RDLCK, wait=True)  # waits out a last leaver removing it
+        #: the segment's bytes and its int64 words, each access a pread/pwrite (see _Words)
+        self.raw = _Bytes(self._own)
         self.words = _Words(self._own)
         _OPEN.add(self)
         # dropped without close(): leave all the same (at exit, _leave_at_exit does)
-        self._finalizer = weakref.finalize(self, _leave_dropped, job, self._own, self._opener)
+        self._finalizer = weakref.finalize(self, _leave_dropped, job, self._own, self.opener)
         self._finalizer.atexit = False
 
-    @property
-    def _fd(self) -> int:
+    def fileno(self) -> int:
         """The segment's descriptor, checked to be still ours (:class:`FdLost` if not)."""
         return self._own.get()
-
-    @property
-    def fd_lost(self) -> bool:
-        """Our descriptor was closed under us, or its number now names another file."""
-        return self._own.fd >= 0 and not self._own.mine()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -577,15 +576,15 @@ class Segment:
         """What is wrong with this open segment as a rank holding it sees it ("" when
         nothing): cut short, overwritten, or no longer under its name. A changed mode is
         mended here (we own the file), not reported."""
-        if self.fd_lost:
+        if self.words.lost():
             return (
                 f"descriptor {self._own.fd} was closed under the job (os.closerange?) or "
                 "now names one of its files"
             )
-        st = os.fstat(self._fd)
+        st = os.fstat(self.fileno())
         if st.st_size < SEGMENT_BYTES:
             return f"was truncated to {st.st_size} bytes"
-        if not _names_file(self.name, self._fd):
+        if not _names_file(self.name, self.fileno()):
             what = (
                 "replaced by another file" if os.path.lexists(_shm_path(self.name)) else "removed"
             )
@@ -593,7 +592,7 @@ class Segment:
         if self.words[H_MAGIC] != MAGIC:
             return "was overwritten"
         if stat.S_IMODE(st.st_mode) != 0o600:
-            os.fchmod(self._fd, 0o600)
+            os.fchmod(self.fileno(), 0o600)
             log.warning(
                 "dynprof_nb: the segment of job %r had mode %o; set it back to 0600",
                 self.job,
@@ -625,7 +624,7 @@ class Segment:
         segment is not a request waiting for its job (written, and no rank has come yet:
         ``dynprof start JOB 20 30`` before the training starts), and no controller has it open
         (see :meth:`watch`)."""
-        if self.live_pids() or _watched_by_others(self._fd):
+        if self.live_pids() or _watched_by_others(self.fileno()):
             return False
         return not (self.words[H_GEN] > 0 and not self.slots())
 
@@ -633,7 +632,7 @@ class Segment:
         """Mark this process as a controller of the job for as long as it has the segment open:
         ranks that restart after all of theirs died then join this segment (and its config)
         rather than take it for stale. Dropped by the kernel with the open file."""
-        _watch_lock(self._fd)
+        _watch_lock(self.fileno())
 
     def live_pids(self) -> list[int]:
         w = self.words
@@ -661,14 +660,10 @@ class Segment:
             self._own.close()
             return False
         removed = _tidy(self, unjoined=unjoined) if tidy else False
-        if os.getpid() == self._opener:
-            _presence(self._fd, fcntl.F_UNLCK)
+        if os.getpid() == self.opener:
+            _presence(self.fileno(), fcntl.F_UNLCK)
         self._own.close()
         return removed
-
-    def unlink(self) -> None:
-        """Remove the segment name; processes still attached keep their mapping."""
-        _shm_unlink(self.name)
 
     def __enter__(self) -> Segment:
         return self
@@ -681,11 +676,11 @@ class Segment:
     @contextmanager
     def write_lock(self) -> Iterator[None]:
         """Exclusive writer lock; the kernel releases it if the holder dies."""
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        fcntl.flock(self.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            fcntl.flock(self.fileno(), fcntl.LOCK_UN)
 
     @property
     def generation(self) -> int:
@@ -721,7 +716,7 @@ class Segment:
                 length = w[H_LEN]
                 crc = w[H_CRC]
                 if 0 <= length <= CONFIG_CAPACITY:
-                    data = bytes(self._bytes[CONFIG_OFFSET : CONFIG_OFFSET + length])
+                    data = bytes(self.raw[CONFIG_OFFSET : CONFIG_OFFSET + length])
                     if w[H_SEQ] == seq1 and zlib.crc32(data) == crc:
                         return gen, data
             if attempt > 10:
@@ -735,7 +730,7 @@ class Segment:
         raw = text.encode("utf-8", "replace")[: NOTE_BYTES - 1]
         w = self.words
         w[H_NOTE_SEQ] += 1
-        self._bytes[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES] = raw + bytes(NOTE_BYTES - len(raw))
+        self.raw[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES] = raw + bytes(NOTE_BYTES - len(raw))
         w[H_NOTE_SEQ] += 1
         w[H_NOTE_BEAT_NS] = time.monotonic_ns()
 
@@ -747,64 +742,13 @@ class Segment:
         w = self.words
         for attempt in range(150):  # a writer preempted mid-note on a loaded machine: ~50 ms
             seq = w[H_NOTE_SEQ]
-            raw = bytes(self._bytes[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES]).split(b"\0", 1)[0]
+            raw = bytes(self.raw[NOTE_OFFSET : NOTE_OFFSET + NOTE_BYTES]).split(b"\0", 1)[0]
             if not seq & 1 and w[H_NOTE_SEQ] == seq:
                 return raw.decode("utf-8", "replace"), w[H_NOTE_BEAT_NS]
             time.sleep(0 if attempt < 100 else 0.001)
         return "", w[H_NOTE_BEAT_NS]
 
     # -- slots ------------------------------------------------------------------------------
-
-    def slot_base(self, index: int) -> int:
-        """Index of the slot's first word in ``words``."""
-        return (SLOTS_OFFSET + index * SLOT_BYTES) // 8
-
-    def claim_slot(self, rank: int) -> int:
-        """Take a slot for this process: its rank's dead slot, else a free one, else any dead
-        one. The first rank to join when no rank of the current run is live begins a new run
-        (:func:`run_of`); the slot records the run its rank joined."""
-        me, my_start = os.getpid(), pid_start_time(os.getpid())
-        w = self.words
-        with self.write_lock():
-            free = reuse = dead = None
-            run_live = False
-            area = _slot_area(self)
-            run = w[H_RUN]
-            for i in range(SLOT_COUNT):
-                pid, slot_rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
-                if pid == 0:
-                    free = i if free is None else free
-                    continue
-                pid_start = struct.unpack_from("<q", area, i * SLOT_BYTES + S_PID_START * 8)[0]
-                if process_alive(pid, pid_start):
-                    slot_run = struct.unpack_from("<q", area, i * SLOT_BYTES + S_RUN * 8)[0]
-                    run_live = run_live or (state != STATE["closed"] and slot_run == run)
-                    continue
-                if slot_rank == rank and reuse is None:
-                    reuse = i
-                elif dead is None:
-                    dead = i
-            index = next((i for i in (reuse, free, dead) if i is not None), None)
-            if index is None:
-                raise SegmentError(
-                    f"all {SLOT_COUNT} rank slots of job {self.job!r} are in use by live processes."
-                )
-            if not run_live or run < 1:  # every rank of the run before is gone: a new run
-                run += 1
-                w[H_RUN_STARTED] = time.time_ns()
-                w[H_RUN] = run
-            b = self.slot_base(index)
-            self._bytes[b * 8 : (b * 8) + SLOT_BYTES] = bytes(SLOT_BYTES)
-            ring = self.ring_base(index) * 8
-            self._bytes[ring : ring + RING_BYTES] = bytes(RING_BYTES)
-            w[b + S_RANK] = rank
-            w[b + S_STATE] = STATE["idle"]
-            w[b + S_START] = w[b + S_STOP] = -1
-            w[b + S_BEAT_NS] = time.monotonic_ns()
-            w[b + S_PID_START] = my_start
-            w[b + S_RUN] = run
-            w[b + S_PID] = me
-        return index
 
     def ring_base(self, index: int) -> int:
         """Index of the first word of slot ``index``'s step-time ring in ``words``."""
@@ -823,7 +767,7 @@ class Segment:
         w[base] += 1
         for text, size in ((definition, TRIGGER_DEF_BYTES), (reason, TRIGGER_REASON_BYTES)):
             raw = text.encode("utf-8", "replace")[: size - 1]
-            self._bytes[start : start + size] = raw + bytes(size - len(raw))
+            self.raw[start : start + size] = raw + bytes(size - len(raw))
             start += size
         w[base] += 1
 
@@ -833,40 +777,25 @@ class Segment:
         start = TRIGGER_OFFSET + TRIGGER_WORDS * 8
         for _ in range(100):
             seq = w[base]
-            raw = bytes(self._bytes[start : start + TRIGGER_DEF_BYTES + TRIGGER_REASON_BYTES])
+            raw = bytes(self.raw[start : start + TRIGGER_DEF_BYTES + TRIGGER_REASON_BYTES])
             if not seq & 1 and w[base] == seq:
                 parts = (raw[:TRIGGER_DEF_BYTES], raw[TRIGGER_DEF_BYTES:])
                 return tuple(p.split(b"\0", 1)[0].decode("utf-8", "replace") for p in parts)
             time.sleep(0)
         return "", ""
 
-    def release_slot(self, index: int) -> None:
-        b = self.slot_base(index)
-        self.words[b + S_STATE] = STATE["closed"]
-
-    def write_text(self, index: int, field: str, text: str) -> None:
-        """Write a slot's text field (error, root, window) under the slot's own seqlock."""
-        offset, size = _TEXT_FIELDS[field]
-        raw = text.encode("utf-8", "replace")[: size - 1]
-        b = self.slot_base(index)
-        start = b * 8 + offset
-        w = self.words
-        w[b + S_SEQ] += 1
-        self._bytes[start : start + size] = raw + bytes(size - len(raw))
-        w[b + S_SEQ] += 1
-
     def read_slot(self, index: int, raw: bytes | None = None) -> SlotView:
         """Slot ``index``; ``raw``: its bytes as :meth:`slots` just read them all at once."""
-        b = self.slot_base(index)
+        b = slot_base(index)
         w = self.words
         for _ in range(100):
             if raw is None:
-                raw = _read_at(self._fd, b * 8, SLOT_BYTES)
+                raw = _read_at(self.fileno(), b * 8, SLOT_BYTES)
             nums = struct.unpack_from(f"<{SLOT_WORDS}q", raw)
             seq = nums[S_SEQ]
             texts = {
                 f: raw[off : off + size].split(b"\0", 1)[0]
-                for f, (off, size) in _TEXT_FIELDS.items()
+                for f, (off, size) in TEXT_FIELDS.items()
             }
             if not seq & 1 and w[b + S_SEQ] == seq:
                 break
@@ -896,7 +825,7 @@ class Segment:
 
     def slots(self) -> list[SlotView]:
         """Every claimed slot (live or dead), in slot order (one read of the slot area)."""
-        area = _slot_area(self)
+        area = slot_area(self)
         views = []
         for i in range(SLOT_COUNT):
             off = i * SLOT_BYTES
@@ -918,7 +847,7 @@ def _attach_fd(
     if not _usable_file(name, fd, level, repair):
         return None
     seg = Segment(job, fd, created=False)
-    if not _names_file(name, seg._fd):  # the last process of a finished job just removed it
+    if not _names_file(name, seg.fileno()):  # the last process of a finished job just removed it
         seg.close(tidy=False)
         return None
     w = seg.words
@@ -935,7 +864,7 @@ def _attach_fd(
             seg.close(tidy=False)
             what = "no dynprof_nb magic number" if magic != MAGIC else f"layout {layout}"
             raise DamagedSegment(f"segment {name} is damaged or foreign ({what}, nobody uses it).")
-        if _reclaim(name, seg._fd):
+        if _reclaim(name, seg.fileno()):
             log.log(
                 level,
                 "dynprof_nb: reclaiming segment %s with an old layout or no magic number",
@@ -950,12 +879,12 @@ def _attach_fd(
             seg.close(tidy=False)
             users = f"in use by pids {live}" if live else "nobody uses it"
             raise DamagedSegment(f"segment {name} is damaged: {damage} ({users}).")
-        if _reclaim(name, seg._fd):
+        if _reclaim(name, seg.fileno()):
             log.log(level, "dynprof_nb: reclaiming damaged segment %s: %s", name, damage)
         seg.close(tidy=False)
         return None
     if seg.is_stale():
-        if _reclaim(name, seg._fd):
+        if _reclaim(name, seg.fileno()):
             forget_job(job)  # its locks and kept stacks went with every process of it
             log.log(
                 level,
@@ -1003,7 +932,7 @@ def _usable_file(name: str, fd: int, level: int, repair: bool) -> bool:
 def _damage(seg: Segment) -> str:
     """What makes this segment's content impossible ("" when it is sound): words no
     dynprof_nb process writes (a slot count, a config length or a pid out of range)."""
-    head = struct.unpack("<14q", seg._bytes[0:112])
+    head = struct.unpack("<14q", seg.raw[0:112])
     if head[H_SLOTS] != SLOT_COUNT:
         return f"its header counts {head[H_SLOTS]} slots, not {SLOT_COUNT}"
     if not 0 <= head[H_LEN] <= CONFIG_CAPACITY or head[H_GEN] < 0 or head[H_SEQ] < 0:
@@ -1014,7 +943,7 @@ def _damage(seg: Segment) -> str:
     for who in (H_CREATOR, H_WRITER):
         if not 0 <= head[who] <= PID_LIMIT:
             return f"its header names pid {head[who]}, which cannot exist"
-    area = _slot_area(seg)
+    area = slot_area(seg)
     for i in range(SLOT_COUNT):
         pid, rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
         if pid == 0:
@@ -1031,7 +960,7 @@ def _snapshot(seg: Segment) -> bytes | None:
     """The whole segment's bytes, or None when they cannot be trusted (cut short,
     overwritten)."""
     try:
-        raw = _read_at(seg._fd, 0, SEGMENT_BYTES)
+        raw = _read_at(seg.fileno(), 0, SEGMENT_BYTES)
     except (OSError, SegmentError):
         return None
     return raw if struct.unpack_from("<q", raw)[0] == MAGIC else None
@@ -1080,23 +1009,27 @@ def _tidy(seg: Segment, exiting: bool = False, unjoined: bool = False) -> bool:
     it exclusively shuts out newcomers (they wait for it, then see the name gone and create
     a fresh segment). Only called by ``close()`` and at exit: we stay detached. True if we
     removed the name."""
-    if seg._own.fd < 0 or seg.removed or os.getpid() != seg._opener:
+    if seg.removed or os.getpid() != seg.opener:
         return False
-    _presence(seg._fd, fcntl.F_UNLCK)
-    if not _presence(seg._fd, fcntl.F_WRLCK):  # someone else is attached
+    try:
+        fd = seg.fileno()
+    except FdLost:  # closed (or closed under us): nothing of ours to let go of
+        return False
+    _presence(fd, fcntl.F_UNLCK)
+    if not _presence(fd, fcntl.F_WRLCK):  # someone else is attached
         return False
     try:
         if (
             _snapshot(seg) is not None  # a damaged file is left to the next reclaim
             and (_finished(seg, exiting) or (unjoined and not seg.slots()))
-            and _names_file(seg.name, seg._fd)
+            and _names_file(seg.name, fd)
         ):
             _shm_unlink(seg.name)
             seg.removed = True
             forget_job(seg.job)  # the node's relay files of this job go with it
             log.debug("dynprof_nb: job %r is finished; removed its segment", seg.job)
     finally:
-        _presence(seg._fd, fcntl.F_UNLCK)
+        _presence(fd, fcntl.F_UNLCK)
     return seg.removed
 
 
@@ -1111,7 +1044,7 @@ def _write_config(seg: Segment, data: bytes, bells: list[int], locked: bool) -> 
         if seq & 1:  # the previous writer died mid-write: its bytes are garbage anyway
             seq += 1
         w[H_SEQ] = seq + 1
-        seg._bytes[CONFIG_OFFSET : CONFIG_OFFSET + len(data)] = data
+        seg.raw[CONFIG_OFFSET : CONFIG_OFFSET + len(data)] = data
         w[H_LEN] = len(data)
         w[H_CRC] = zlib.crc32(data)
         w[H_WRITER] = os.getpid()
@@ -1127,12 +1060,18 @@ def _write_config(seg: Segment, data: bytes, bells: list[int], locked: bool) -> 
     return gen
 
 
-def _slot_area(seg: Segment) -> bytes:
-    """Every slot's bytes, in one read."""
-    return _read_at(seg._fd, SLOTS_OFFSET, SLOT_COUNT * SLOT_BYTES)
+def slot_base(index: int) -> int:
+    """Index of slot ``index``'s first word in ``Segment.words`` (see :mod:`.slot`)."""
+    return (SLOTS_OFFSET + index * SLOT_BYTES) // 8
 
 
-_TEXT_FIELDS = {
+def slot_area(seg: Segment) -> bytes:
+    """Every slot's bytes, in one read (a claim and a damage check look at them all)."""
+    return _read_at(seg.fileno(), SLOTS_OFFSET, SLOT_COUNT * SLOT_BYTES)
+
+
+#: a slot's text fields: (offset in the slot, size in bytes)
+TEXT_FIELDS = {
     "error": (ERROR_OFFSET, ERROR_BYTES),
     "root": (ROOT_OFFSET, ROOT_BYTES),
     "window": (WINDOW_OFFSET, WINDOW_BYTES),
@@ -1298,7 +1237,7 @@ def list_jobs() -> list[str]:
 def run_of(seg: Segment) -> tuple[int, int]:
     """The job's current run and when it began (wall clock, ns): run 1 for the first ranks,
     bumped each time ranks join after every rank of the run before is gone (see
-    :meth:`Segment.claim_slot`); ``(0, 0)`` before any rank joined."""
+    :meth:`dynprof_nb.contract.slot.RankSlot.claim`); ``(0, 0)`` before any rank joined."""
     return seg.words[H_RUN], seg.words[H_RUN_STARTED]
 
 

@@ -21,7 +21,8 @@ from typing import Any
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.contract.config import ConfigError
 from dynprof_nb.contract.protocol import Command, decode
-from dynprof_nb.contract.segment import BELL_GEN, S_APPLIED, S_START, S_STOP, SegmentError
+from dynprof_nb.contract.segment import BELL_GEN, SegmentError
+from dynprof_nb.contract.slot import RankSlot
 
 log = logging.getLogger("dynprof_nb")
 
@@ -35,10 +36,24 @@ UNREADABLE = (
 class CommandReader:
     """The config side of one Monitor ``m``: what was asked, and the window it makes."""
 
-    __slots__ = ("m", "pending", "read_failures", "read_failing_since", "late", "asked", "reason")
+    __slots__ = (
+        "m",
+        "slot",
+        "status",
+        "windows",
+        "pending",
+        "read_failures",
+        "read_failing_since",
+        "late",
+        "asked",
+        "reason",
+    )
 
-    def __init__(self, monitor: Any) -> None:
+    def __init__(self, monitor: Any, slot: RankSlot, status: Any) -> None:
         self.m = monitor
+        self.slot = slot  # where the window and the generation applied are published
+        self.status = status  # the rank's RankStatus: its state and its errors
+        self.windows: Any = None  # the Monitor's Windows (built after this: it is given later)
         self.pending: tuple[int, Command] | None = None  # an edit waiting for the window's end
         self.read_failures = 0
         self.read_failing_since = 0.0
@@ -53,7 +68,7 @@ class CommandReader:
         if failures and n % (1 << min(failures, 10)):
             return  # a writer is slow or died mid-write: retry with backoff, not every step
         try:
-            got = m._seg.read_config(attempts=50)
+            got = self.slot.seg.read_config(attempts=50)
         except SegmentError:  # cut short under us: the heartbeat republishes it
             got = None
         if got is None:
@@ -61,7 +76,7 @@ class CommandReader:
             return
         self.read_failures = 0
         if m.last_error == UNREADABLE:
-            m._status.clear_error()  # it reads again: the report no longer holds
+            self.status.clear_error()  # it reads again: the report no longer holds
         gen, data = got
         if gen < m._bell[BELL_GEN]:
             m._suspect = True  # rung for a segment we are not on (republished by another)
@@ -70,10 +85,10 @@ class CommandReader:
         try:
             cmd = decode(data)
         except ConfigError as exc:
-            m._status.report(
+            self.status.report(
                 f"config generation {gen} rejected: {exc} Keeping the last good config.", gen
             )
-            m._words[m._base + S_APPLIED] = gen
+            self.slot.set_applied(gen)
             return
         if m.state == "recording" and cmd.action != "stop":
             self.pending = (gen, cmd)  # edits made during a window wait until it ends
@@ -91,7 +106,7 @@ class CommandReader:
             self.read_failing_since = now
         self.read_failures += 1
         if self.read_failures >= 8 and now - self.read_failing_since > UNREADABLE_S:
-            self.m._status.report(UNREADABLE)
+            self.status.report(UNREADABLE)
 
     def apply_pending(self, n: int) -> None:
         """Apply the edit that waited for the window to end."""
@@ -115,14 +130,14 @@ class CommandReader:
         elif cmd.action == "start" or (
             cfg.has_window and (cfg.start_step, cfg.stop_step) != (old.start_step, old.stop_step)
         ):
-            m._status.clear_error()
+            self.status.clear_error()
             if cfg.has_window:
                 self.arm(n)
             else:
-                m._status.set_state("idle")
+                self.status.set_state("idle")
         elif not cfg.has_window and m.state in ("armed", "excluded"):
-            m._status.set_state("idle")
-        m._words[m._base + S_APPLIED] = gen
+            self.status.set_state("idle")
+        self.slot.set_applied(gen)
 
     def of_this_run(self, cmd: Command) -> Command:
         """``cmd`` as this rank takes it: a window asked of an earlier run of the job (one
@@ -151,16 +166,16 @@ class CommandReader:
         if m.state == "recording":
             if at > n and m.window is not None:
                 m.window = (m.window[0], min(m.window[1], at))
-                m._words[m._base + S_STOP] = m.window[1]
+                self.slot.set_stop(m.window[1])
                 m._recording["stop_asked"] = True
             else:
-                m._windows.finish(n, stopped=True)
+                self.windows.finish(n, stopped=True)
         elif m.state in ("armed", "excluded"):
             if m.window is not None and 1 <= m.window[0] <= at:
                 m.window = (m.window[0], min(m.window[1], at))
-                m._words[m._base + S_STOP] = m.window[1]
+                self.slot.set_stop(m.window[1])
             else:
-                m._status.set_state("idle")
+                self.status.set_state("idle")
 
     def arm(self, n: int) -> None:
         """Arm the window the config asks for, or start it now, shift it or skip it."""
@@ -168,10 +183,9 @@ class CommandReader:
         cfg = m.window_config
         start, stop = cfg.start_step, cfg.stop_step
         m.window, self.asked = (start, stop), None
-        m._words[m._base + S_START] = start
-        m._words[m._base + S_STOP] = stop
+        self.slot.set_window(start, stop)
         if cfg.ranks and m.rank not in cfg.ranks:
-            m._status.set_state("excluded")
+            self.status.set_state("excluded")
             log.info(
                 "dynprof_nb rank %d: not in ranks %s; window %d-%d is not profiled here",
                 m.rank,
@@ -183,25 +197,25 @@ class CommandReader:
         shifted = shifted_window(start, stop, n) if self.late == "shift" else None
         if shifted is not None:  # file mode: begin at the next step, the same length
             self.asked, m.window = (start, stop), shifted
-            m._words[m._base + S_START], m._words[m._base + S_STOP] = shifted
-            m._status.report(shift_note(m.rank, start, stop, n, shifted))
-            m._status.set_state("armed")
-            m._windows.start(n)
+            self.slot.set_window(*shifted)
+            self.status.report(shift_note(m.rank, start, stop, n, shifted))
+            self.status.set_state("armed")
+            self.windows.start(n)
             return
         if start <= n:
             length = stop - start
             # a lead that would have worked: twice how late this request was, at least 5
             lead = max(5, 2 * (n - start + 3))
-            m._status.set_state("idle")
-            m._status.report(
+            self.status.set_state("idle")
+            self.status.report(
                 f"window {start}-{stop} skipped: the request reached this rank at "
                 f"the end of step {n}, {n - start + 1} step(s) after step {start} had begun. "
                 f"Ask for a later window, e.g. start +{lead} +{lead + length}."
             )
             return
-        m._status.set_state("armed")
+        self.status.set_state("armed")
         if n == start - 1:
-            m._windows.start(n)
+            self.windows.start(n)
 
 
 def shifted_window(start: int, stop: int, n: int) -> tuple[int, int] | None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dynprof_nb.contract.segment import BELL_GEN, H_GEN, S_STEP
+from dynprof_nb.contract.segment import BELL_GEN
+from dynprof_nb.contract.slot import RankSlot
 
 
 class NoFile:
@@ -26,10 +27,14 @@ class NoFile:
 class FileRelay:
     """The relay of one Monitor ``m`` (``relay`` is None when it could not be made)."""
 
-    __slots__ = ("m", "relay", "path")
+    __slots__ = ("m", "slot", "status", "relay", "path")
 
-    def __init__(self, monitor: Any, cfg_path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, monitor: Any, slot: RankSlot, status: Any, cfg_path: str | os.PathLike[str]
+    ) -> None:
         self.m = monitor
+        self.slot = slot
+        self.status = status
         self.relay: Any = None
         self.path = cfg_path
 
@@ -43,7 +48,7 @@ class FileRelay:
             self.relay.start(elect=True, first_look_s=0)
         except Exception as exc:
             self.relay = None
-            self.m._status.report(f"cannot relay {self.path}: {exc}")
+            self.status.report(f"cannot relay {self.path}: {exc}")
 
     @property
     def watch(self) -> Any:
@@ -54,13 +59,13 @@ class FileRelay:
         """The file changed: relay it now, on the training thread, so this step applies it."""
         m = self.m
         try:
-            m._words[m._base + S_STEP] = m._step  # the relay checks where ranks are
+            self.slot.set_step(m.step_count)  # the relay checks where ranks are
             if self.relay.poll():
-                gen = m._words[H_GEN]
+                gen = self.slot.generation()
                 if gen > m._bell[BELL_GEN]:  # our own doorbell, in case the ring missed
                     m._bell[BELL_GEN] = gen
         except Exception as exc:  # never into the training loop
-            m._status.report(f"cannot relay {self.relay.path}: {exc!r}")
+            self.status.report(f"cannot relay {self.relay.path}: {exc!r}")
 
     def stop(self) -> None:
         if self.relay is not None:

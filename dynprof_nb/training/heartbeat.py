@@ -22,25 +22,8 @@ import threading
 import time
 from typing import Any
 
-from dynprof_nb.contract.segment import (
-    BELL_GEN,
-    H_GEN,
-    H_RUN,
-    S_APPLIED,
-    S_BEAT_NS,
-    S_BELL_FD,
-    S_BELL_TOKEN,
-    S_ERR_GEN,
-    S_RATE,
-    S_RUN,
-    S_START,
-    S_STATE,
-    S_STEP,
-    S_STOP,
-    STATE,
-    Doorbell,
-    SegmentError,
-)
+from dynprof_nb.contract.segment import BELL_GEN, Doorbell, Segment, SegmentError
+from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.ownfd import FdLost
 from dynprof_nb.training.steptimes import StepWatch, wants_timing
 
@@ -53,10 +36,12 @@ CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whol
 class RankStatus:
     """The status side of one Monitor ``m``: its slot's state and error, and its heartbeat."""
 
-    __slots__ = ("m", "old_bells", "thread")
+    __slots__ = ("m", "slot", "windows", "old_bells", "thread")
 
-    def __init__(self, monitor: Any) -> None:
+    def __init__(self, monitor: Any, slot: RankSlot) -> None:
         self.m = monitor
+        self.slot = slot  # this rank's words in the segment (the Monitor's, re-pointed on rejoin)
+        self.windows: Any = None  # the Monitor's Windows (built after this: it is given later)
         self.old_bells: list[Doorbell] = []  # replaced doorbells: their mappings stay
         self.thread: threading.Thread | None = None
 
@@ -70,10 +55,10 @@ class RankStatus:
         """Write the Monitor's state into the slot ("saving" while a window is written)."""
         m = self.m
         state = m.state
-        if state == "idle" and m._windows.saving:
+        if state == "idle" and self.windows.saving:
             state = "saving"
-        if m._seg is not None:
-            m._words[m._base + S_STATE] = STATE[state]
+        if self.slot.seg is not None:
+            self.slot.set_state(state)
 
     def report(self, message: str, generation: int | None = None) -> None:
         """Say it once: to the log and to this rank's slot, where the notebook shows it."""
@@ -82,44 +67,38 @@ class RankStatus:
             return
         m.last_error = message
         log.warning("dynprof_nb job %r rank %d: %s", m.job, m.rank, message)
-        if m._seg is not None:
+        if self.slot.seg is not None:
             try:
-                m._seg.write_text(m._slot, "error", message)
-                m._words[m._base + S_ERR_GEN] = m._applied if generation is None else generation
+                self.slot.set_error(message, m._applied if generation is None else generation)
             except Exception:
                 pass
 
     def clear_error(self) -> None:
         m = self.m
-        if m.last_error and m._seg is not None:
+        if m.last_error and self.slot.seg is not None:
             m.last_error = ""
-            m._seg.write_text(m._slot, "error", "")
+            self.slot.write_text("error", "")
 
     # -- joining the segment --------------------------------------------------------------
 
-    def join_slot(self, keep: int = -1) -> None:
+    def join_slot(self, seg: Segment, keep: int = -1) -> None:
         """Claim this rank's slot (``keep``: the slot this process already holds there, as in
         a segment republished from a copy of ours) and publish the doorbell in it."""
-        m = self.m
-        seg = m._seg
-        if keep >= 0 and seg.words[seg.slot_base(keep)] == os.getpid():
-            m._slot = keep
-        else:
-            m._slot = seg.claim_slot(m.rank)
-        m._base = seg.slot_base(m._slot)
-        m._words = seg.words
+        m, slot = self.m, self.slot
+        slot.claim(seg, m.rank, keep)
         if not m.run:  # the run this rank joined; a republished segment keeps it (see below)
-            m.run = m._words[m._base + S_RUN]
+            m.run = slot.run
         if m._doorbell is not None:
-            m._words[m._base + S_BELL_TOKEN] = m._doorbell.token
-            m._words[m._base + S_BELL_FD] = m._doorbell.fd
+            slot.set_bell(m._doorbell.token, m._doorbell.fd)
 
     def check_duplicate_rank(self) -> None:
         """Say so in this rank's slot when another live process already claims this rank."""
         m = self.m
         try:
             others = [
-                s.pid for s in m._seg.slots() if s.rank == m.rank and s.index != m._slot and s.live
+                s.pid
+                for s in self.slot.seg.slots()
+                if s.rank == m.rank and s.index != self.slot.index and s.live
             ]
         except Exception:
             return
@@ -162,11 +141,11 @@ class RankStatus:
         monotonic clock), keep the doorbell in step with the segment, and every CHECK_EVERY
         beats check the segment itself. Nothing here may end the thread."""
         m = self.m
-        beat = _Beat(m._step)
+        beat = _Beat(m.step_count)
         while not m._closed.wait(HEARTBEAT_S):
             beat.beats += 1
             try:
-                beat.once(m)
+                beat.once(m, self.slot)
                 self.note_watch(beat.watch)
             except (OSError, SegmentError):
                 beat.beats = CHECK_EVERY  # the segment is in trouble: check it now
@@ -191,8 +170,8 @@ class RankStatus:
         in the log; while that is impossible, say why and keep training."""
         m = self.m
         try:
-            problem = m._seg.problem()
-            if not problem and m._words[m._base] != os.getpid():
+            problem = self.slot.seg.problem()
+            if not problem and not self.slot.owned():
                 problem = "lost this rank's slot"
         except (OSError, SegmentError) as exc:
             problem = f"cannot be read ({exc})"
@@ -202,7 +181,7 @@ class RankStatus:
             if m._suspect:  # a ring from a writer on another segment; ours is sound
                 m._suspect = False
                 try:
-                    m._bell[BELL_GEN] = m._words[H_GEN]
+                    m._bell[BELL_GEN] = self.slot.generation()
                 except (OSError, SegmentError):
                     pass
             return
@@ -213,12 +192,10 @@ class RankStatus:
     def _republish(self, problem: str) -> None:
         """Republish the segment (under the Monitor's lock) and rejoin it, or say why not."""
         m = self.m
-        old = m._seg
+        old = self.slot.seg
         try:
-            m._seg = old.republish(m._kept)
-            self.join_slot(keep=m._slot)
-        except (OSError, SegmentError) as exc:
-            m._seg = old
+            self.join_slot(old.republish(m._kept), keep=self.slot.index)
+        except (OSError, SegmentError) as exc:  # the slot stays on the old segment
             if problem != m.segment_problem:
                 m.segment_problem = problem
                 log.warning(
@@ -253,8 +230,7 @@ class RankStatus:
         new = None
         try:
             new = Doorbell(m.job)
-            m._words[m._base + S_BELL_TOKEN] = new.token
-            m._words[m._base + S_BELL_FD] = new.fd
+            self.slot.set_bell(new.token, new.fd)
         except (OSError, SegmentError) as exc:
             if new is not None:
                 new.close()
@@ -277,22 +253,18 @@ class RankStatus:
 
     def republish_slot(self) -> None:
         """Write this rank's status into a (re)joined slot: what a new segment does not hold."""
-        m = self.m
-        w, b = m._words, m._base
-        w[b + S_STEP] = m._step
-        w[b + S_APPLIED] = m._applied
-        w[b + S_RUN] = m.run  # the run it joined, even in a segment made from its config only
-        if w[H_RUN] < m.run:
-            w[H_RUN] = m.run
+        m, slot = self.m, self.slot
+        slot.set_step(m.step_count)
+        slot.set_applied(m._applied)
+        slot.set_run(m.run)  # the run it joined, even in a segment made from its config only
         if m.window is not None:
-            w[b + S_START], w[b + S_STOP] = m.window
+            slot.set_window(*m.window)
         self.publish_state()
         if m.last_error:
-            m._seg.write_text(m._slot, "error", m.last_error)
-            w[b + S_ERR_GEN] = m._applied
+            slot.set_error(m.last_error, m._applied)
         if m.last_window is not None:
-            m._seg.write_text(m._slot, "window", str(m.last_window))
-        gen = w[H_GEN]
+            slot.write_text("window", str(m.last_window))
+        gen = slot.generation()
         m._bell[BELL_GEN] = gen
         if gen < m._applied:  # a new segment with no config: nothing to apply
             m._applied = gen
@@ -312,18 +284,17 @@ class _Beat:
         self.watch: Any = None
         self.watched: Any = None
 
-    def once(self, m: Any) -> None:
+    def once(self, m: Any, slot: RankSlot) -> None:
         """One beat: the step-time ring, the doorbell's generation, the step and its rate."""
-        words, base = m._words, m._base
-        if m._seg.fd_lost:  # the job closed our descriptor: mend it before use
-            raise FdLost(m._seg.name, -1)
-        if m._seg is not self.watched:  # first beat, or the segment was republished
-            self.watched = m._seg
-            self.watch = StepWatch(self.watched, m._slot, m.rank, m._step, HEARTBEAT_S)
-        n = m._step  # before the end times: each of steps <= n has its own
+        if slot.lost():  # the job closed our descriptor: mend it before use
+            raise FdLost(slot.seg.name, -1)
+        if slot.seg is not self.watched:  # first beat, or the segment was republished
+            self.watched = slot.seg
+            self.watch = StepWatch(self.watched, slot.index, m.rank, m.step_count, HEARTBEAT_S)
+        n = m.step_count  # before the end times: each of steps <= n has its own
         exact_from = m._exact_from
         self.watch.beat(n, m.state, m._ends if exact_from else None, exact_from)
-        gen = words[H_GEN]
+        gen = slot.generation()
         if gen > m._bell[BELL_GEN]:
             m._bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
         if n == self.last:
@@ -331,9 +302,7 @@ class _Beat:
         now = time.monotonic_ns()
         current = (n - self.last) * 1e9 / max(1, now - self.last_ns)
         self.rate = current if self.rate == 0 else 0.7 * self.rate + 0.3 * current
-        words[base + S_STEP] = n
-        words[base + S_BEAT_NS] = now
-        words[base + S_RATE] = int(self.rate * 1000)
+        slot.beat(n, now, self.rate)
         m._rate = self.rate
         timed = exact_from is not None
         if wants_timing(timed, n - self.last, now - self.last_ns) != timed:

@@ -39,15 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from dynprof_nb.contract.config import ProfilerConfig
-from dynprof_nb.contract.segment import (
-    BELL_GEN,
-    S_STATE,
-    S_STEP,
-    STATE,
-    Doorbell,
-    Segment,
-    SegmentError,
-)
+from dynprof_nb.contract.segment import BELL_GEN, Doorbell, Segment, SegmentError
+from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.ownfd import guard_stderr
 from dynprof_nb.training.backends import resolve_backend
 from dynprof_nb.training.config_reader import CommandReader, fr_responder
@@ -139,11 +132,8 @@ class Monitor:
         "_bell",
         "_watch",
         # the step path's and the state its collaborators share
-        "_words",
         "_next",
         "_applied",
-        "_base",
-        "_seg",
         "_slot",
         "_recording",
         "_lock",
@@ -211,10 +201,15 @@ class Monitor:
         history_steps: int | None = None,
         flight_recorder: bool = False,
     ) -> None:
-        self._status = RankStatus(self)  # first: every part reports through it
-        self._commands = CommandReader(self)
-        self._windows = Windows(self)
-        self._file = None if cfg_path is None else FileRelay(self, cfg_path)
+        self._slot = RankSlot()  # detached until _join: every part writes its words through it
+        self._status = RankStatus(self, self._slot)  # first: every part reports through it
+        self._commands = CommandReader(self, self._slot, self._status)
+        self._windows = Windows(self, self._slot, self._status, self._commands)
+        self._status.windows = self._windows
+        self._commands.windows = self._windows
+        self._file = (
+            None if cfg_path is None else FileRelay(self, self._slot, self._status, cfg_path)
+        )
         # job.hang_report()'s rank side (training/frdump.py): on with flight_recorder=True here
         # or the config key of that name
         self.flight_recorder = bool(flight_recorder)
@@ -253,20 +248,16 @@ class Monitor:
         self.window: tuple[int, int] | None = None
         self.last_window: Path | None = None
         self.last_error = ""
-        self.run = 0  # the job's run this rank joined (see Segment.claim_slot)
+        self.run = 0  # the job's run this rank joined (see RankSlot.claim)
         self._step = 0
         self._applied = 0  # the generation this rank has read
         self._watch = 0  # what step() compares the segment's generation with (see _schedule)
         self._next = -1
-        self._words: Any = [0] * 16  # stands in for the segment when there is none
         self._bell: Any = [0] * 16  # stands in for the doorbell when there is none
         self._doorbell: Doorbell | None = None
         self._kept: tuple[int, bytes] | None = None  # the last config read: (generation, bytes)
         self.segment_problem = ""  # what happened to the segment, while it is not mended
         self._suspect = False  # rung with a generation our segment lacks: check it now
-        self._base = 0
-        self._seg: Segment | None = None
-        self._slot = -1
         self._recording: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -283,13 +274,13 @@ class Monitor:
         """Join the job's segment and start the threads; on failure say so and stay off."""
         try:
             resolve_backend(self.backend)
-            self._seg = Segment.open(self.job)
+            seg = Segment.open(self.job)
             self._doorbell = Doorbell(self.job)
             self._bell = self._doorbell.words
-            self._bell[BELL_GEN] = self._seg.generation
-            self._status.join_slot()
+            self._bell[BELL_GEN] = seg.generation
+            self._status.join_slot(seg)
         except Exception as exc:
-            self._seg = None
+            self._slot.detach()
             self._status.report(f"dynprof_nb is off for this process: {exc}")
             return
         self._status.check_duplicate_rank()
@@ -410,21 +401,21 @@ class Monitor:
             self._stacks.close()
         if self._fr is not None:
             self._fr.close()
-        if self._seg is not None:
+        if self._slot.seg is not None:
             self._leave()
 
     def _leave(self) -> None:
         """After the heartbeat's end: publish the last step and "closed", close the segment."""
         self._status.thread.join()
         self.state = "closed"
-        seg, self._seg = self._seg, None
+        seg = self._slot.seg
         try:
-            self._words[self._base + S_STEP] = self._step
-            seg.words[self._base + S_STATE] = STATE["closed"]
+            self._slot.set_step(self._step)
+            self._slot.release()
             seg.close()
         except (OSError, SegmentError) as exc:  # a lost segment: nothing to tidy
             log.debug("dynprof_nb: closing job %r's segment: %r", self.job, exc)
-        self._words = [0] * 16
+        self._slot.detach()
         if self._doorbell is not None:
             self._doorbell.close()
 
@@ -467,7 +458,7 @@ class Monitor:
             return  # armed, and neither the window's boundary nor a new config: nothing to do
         try:
             with self._lock:
-                self._words[self._base + S_STEP] = n
+                self._slot.set_step(n)
                 if self.state == "recording":
                     self._record(n)
                 if self._bell[4] != self._applied:
@@ -530,7 +521,7 @@ class FileModeMonitor(Monitor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._filewatch: Any = NoFile
         super().__init__(*args, **kwargs)
-        if self._file is not None and self._seg is not None:
+        if self._file is not None and self._slot.seg is not None:
             self._filewatch = self._file.watch
 
     def step(self) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.segment import SegmentError, run_of
+from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import adopt
@@ -53,6 +54,9 @@ class Windows:
 
     __slots__ = (
         "m",
+        "slot",
+        "status",
+        "commands",
         "starts",
         "disk_over",
         "saving",
@@ -64,8 +68,11 @@ class Windows:
         "fork_lock",
     )
 
-    def __init__(self, monitor: Any) -> None:
+    def __init__(self, monitor: Any, slot: RankSlot, status: Any, commands: Any) -> None:
         self.m = monitor
+        self.slot = slot  # where the window's root and final folder are published
+        self.status = status  # the rank's RankStatus: its state and its errors
+        self.commands = commands  # the rank's CommandReader: why the window was asked
         self.starts: collections.deque[float] = collections.deque()
         self.disk_over = ""  # why the last save found the output over its disk budget
         self.saving = 0  # windows ended and not yet written
@@ -94,7 +101,7 @@ class Windows:
             try:
                 fn(*args)
             except Exception as exc:  # never lose the thread
-                self.m._status.report(f"window I/O: {exc!r}")
+                self.status.report(f"window I/O: {exc!r}")
 
     # -- starting a window (the training thread) -------------------------------------------
 
@@ -128,7 +135,7 @@ class Windows:
             self.refuse(cfg, f"window {start}-{stop} refused: {refusal}")
             return
         t0 = time.perf_counter()
-        asked = m._commands
+        asked = self.commands
         rec: dict[str, Any] = {
             "backend": None,
             "dir": None,
@@ -148,13 +155,13 @@ class Windows:
             if needs_dir:
                 self.open_window(rec)
                 if rec["failed"]:
-                    m._status.set_state("idle")
+                    self.status.set_state("idle")
                     return
             t1 = time.perf_counter()
             backend.start(rec["dir"], cfg, start, self.backend_context())
             t2 = time.perf_counter()
         except Exception as exc:
-            m._status.set_state("idle")
+            self.status.set_state("idle")
             self.failed_to_start(rec, exc)
             return
         if m._history is not None:  # the window begins with the steps kept before it
@@ -162,7 +169,7 @@ class Windows:
         m._recording = rec
         if not needs_dir:
             self.io.put((self.open_window, rec))
-        m._status.set_state("recording")
+        self.status.set_state("recording")
         m.window_edge(
             f"Rank {m.rank} Dynamic profiler start at step {start}, will stop at step {stop}"
         )
@@ -184,7 +191,7 @@ class Windows:
 
     def run_started_at(self) -> float | None:
         """When this rank's run began (wall clock, s), while its segment says so."""
-        seg, run = self.m._seg, self.m.run
+        seg, run = self.slot.seg, self.m.run
         try:
             now, started = run_of(seg) if seg is not None else (0, 0)
             return started / 1e9 if started and now == run else None
@@ -195,11 +202,11 @@ class Windows:
         """A window refused by the bounds: say so (a trigger's refusal is counted apart), and
         after a refusal for disk measure again, so freed space lets the next window in."""
         m = self.m
-        m._status.set_state("idle")
-        m._status.report(message)
-        if m._commands.reason and m._seg is not None:  # the trigger's: counted apart
+        self.status.set_state("idle")
+        self.status.report(message)
+        if self.commands.reason and self.slot.seg is not None:  # the trigger's: counted apart
             try:
-                note_refused(m._seg, m._applied)
+                note_refused(self.slot.seg, m._applied)
             except (OSError, SegmentError):
                 pass
         if self.disk_over:
@@ -213,7 +220,7 @@ class Windows:
 
     def failed_to_start(self, rec: dict[str, Any], exc: Exception) -> None:
         start, stop = rec["window"]
-        self.m._status.report(
+        self.status.report(
             f"window {start}-{stop} could not start: {exc}. Training goes on; "
             "fix the cause and ask again."
         )
@@ -253,8 +260,8 @@ class Windows:
             window_dirs.write_manifest(rec["dir"], manifest)
             if hasattr(rec["backend"], "directory"):
                 rec["backend"].directory = rec["dir"]
-            if m._seg is not None:
-                m._seg.write_text(m._slot, "root", str(root))
+            if self.slot.seg is not None:
+                self.slot.write_text("root", str(root))
         except Exception as exc:
             rec["failed"] = str(exc)
             self.failed_to_start(rec, exc)
@@ -267,7 +274,7 @@ class Windows:
         ``reason`` says why the window ended before its last step (a budget, the process
         exiting); it goes into the manifest (``stop_reason``) and the rank's status.
         """
-        m, status = self.m, self.m._status
+        m, status = self.m, self.status
         t0 = time.perf_counter()
         rec, m._recording = m._recording, None
         # "idle" is published only once the save is counted (then it reads "saving"):
@@ -335,7 +342,7 @@ class Windows:
         m.state = "idle"
         m._schedule(0)
         try:
-            m._status.publish_state()
+            self.status.publish_state()
         except Exception:
             pass
 
@@ -368,8 +375,8 @@ class Windows:
             else:
                 final = self.save_here(backend, directory, manifest)
             m.last_window = final
-            if m._seg is not None:
-                m._seg.write_text(m._slot, "window", str(final))
+            if self.slot.seg is not None:
+                self.slot.write_text("window", str(final))
             log.info(
                 "dynprof_nb rank %d: window %d-%d written to %s",
                 m.rank,
@@ -383,7 +390,7 @@ class Windows:
             else:
                 reason = f"{type(exc).__name__}: {exc}"
                 kept = mark_failed(directory, reason, manifest)
-            m._status.report(
+            self.status.report(
                 f"window {manifest['start_step']}-{manifest['stop_step']} could not "
                 f"be written ({reason}); it is kept as incomplete in {kept}."
             )
@@ -392,7 +399,7 @@ class Windows:
             with self.saved:
                 self.saving -= 1
                 self.saved.notify_all()
-            m._status.publish_state()
+            self.status.publish_state()
 
     def save_here(self, backend: Any, directory: Path, manifest: dict[str, Any]) -> Path:
         """Save on this thread (a backend that cannot be forked, MindSpore's) and publish;
@@ -408,7 +415,7 @@ class Windows:
         m.timings.update(save_s=held, save_gil_s=gil)
         thread_s = dict(manifest.get("training_thread_s") or {}, save_gil_s=round(gil, 6))
         if gil > 0.1:
-            m._status.report(
+            self.status.report(
                 f"window {manifest['start_step']}-{manifest['stop_step']}: "
                 f"saving it held this process's GIL up to {gil:.2f} s of "
                 f"{held:.2f} s (the profiler's analysis); training steps "
@@ -466,10 +473,10 @@ class Windows:
             "done": threading.Event(),
         }
         m._fork_job = job  # the step path's mailbox (see Monitor._advance)
-        step, since = m._step, time.monotonic()
+        step, since = m.step_count, time.monotonic()
         while not job["done"].wait(0.02):
-            if m._step != step:  # steps come: the next one forks
-                step, since = m._step, time.monotonic()
+            if m.step_count != step:  # steps come: the next one forks
+                step, since = m.step_count, time.monotonic()
             grace = max(FORK_GRACE_S, 3 / m._rate) if m._rate > 0 else FORK_GRACE_S
             if m._closing or time.monotonic() - since > grace:
                 self.run_fork_job()
@@ -531,7 +538,7 @@ class Windows:
         while thread.is_alive() and self.saving_dir is not None and not dying:
             thread.join(0.5)
             if writing.idle_s(self.saving_dir) > SAVE_STALL_S:
-                m._status.report(
+                self.status.report(
                     f"close() stopped waiting for the save of {self.saving_dir}: the "
                     f"profiler's analysis has written nothing there for {SAVE_STALL_S:.0f} "
                     "s (hung); what it recorded stays there, incomplete."
@@ -543,12 +550,12 @@ class Windows:
         thread.join(0.5)
         if m.handed_off:
             pids = ", ".join(map(str, m.handed_off))
-            m._status.report(
+            self.status.report(
                 f"close() waited {wait_s:.0f} s; the writer process (pid {pids}) "
                 "finishes the window after this process ends and publishes it."
             )
         if thread.is_alive():
-            m._status.report(
+            self.status.report(
                 f"close() waited {wait_s:.0f} s; a window is still being saved on a "
                 "thread of this process and is lost if the process ends first."
             )
