@@ -36,14 +36,15 @@ from dynprof_nb.cluster.fanout import Agents
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.stacks import cluster_hang_report, cluster_stacks, cluster_stall
 from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.rows import RankRow, StepWindow
 from dynprof_nb.contract.segment import SegmentError, check_job_name
+from dynprof_nb.control.asks import refuse_passed
 from dynprof_nb.control.base import (
     WINDOW_COLUMNS,
     WINDOW_EXTRA_COLUMNS,
     Controller,
     JobError,
     WindowConflict,
-    WindowRefused,
     WindowReplaced,
     latest_window_paths,
     resolve_step,
@@ -316,13 +317,9 @@ class ClusterJob(Controller):
                 last += shift if _relative(stop) else 0
             cfg = base.update(start_step=first, stop_step=last)
             cfg.validate()
-            if live and all(r["step"] >= first for r in live):
-                where = ", ".join(f"rank {r['rank']} at step {r['step']}" for r in live[:16])
-                raise WindowRefused(
-                    f"window {first}-{last} has already begun on every rank ({where}). "
-                    f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
-                )
-            _check_others(self.name, self._agents.command() or {}, first, last, live)
+            rows = [RankRow.from_dict(r) for r in live]
+            refuse_passed(rows, first, last, shown=16)  # the local controller's check
+            _check_others(self.name, self._agents.command() or {}, first, last, rows)
             seq = self.generation + 1
             self.last_start = {
                 "current": current,
@@ -633,12 +630,15 @@ class ClusterJob(Controller):
 
 
 def _check_others(
-    name: str, cmd: dict[str, Any], first: int, last: int, live: list[dict[str, Any]]
+    name: str, cmd: dict[str, Any], first: int, last: int, live: list[RankRow]
 ) -> None:
     """Refuse (:class:`WindowConflict`) a window while any live rank records one: a rank
     takes no new window until its window ends, so this one could not be armed everywhere
     (and cancelling it would end the other). Warn (:class:`WindowReplaced`) when it
-    replaces a window another controller armed."""
+    replaces a window another controller armed. (The cluster's own form of
+    :func:`dynprof_nb.control.asks.check_others`: no queueing across nodes, and the
+    controller that armed the other window is named by its user, from the cluster's
+    command record rather than a segment's.)"""
     user = (cmd.get("user") or {}).get("name", "?")
     asked = {}
     cfg = cmd.get("config") or {}
@@ -646,17 +646,20 @@ def _check_others(
         mine = " (this process)" if cmd["by"] == os.getpid() else ""
         asked[(cfg.get("start_step"), cfg.get("stop_step"))] = f"pid {cmd['by']}{mine}, user {user}"
     recording = [
-        (f"{r['rank']} on {r['node']}", *_window_of(r), r["step"])
+        (r.name, r.window.start, r.window.stop, r.step)
         for r in live
-        if r["state"] == "recording" and _window_of(r)
+        if r.state == "recording" and r.window is not None
     ]
     found = window_conflict(first, last, recording, asked, can_queue=False)
     if found is not None:
         raise WindowConflict(f"job {name!r}: {found[0]}")
-    armed = sorted({_window_of(r) for r in live if r["state"] == "armed"} - {(first, last), ()})
+    asking = StepWindow(first, last)
+    armed = sorted(
+        {r.window for r in live if r.state == "armed" and r.window is not None} - {asking}
+    )
     if armed and cmd.get("by") and cmd["by"] != os.getpid():
-        ranks = ", ".join(f"{r['rank']} on {r['node']}" for r in live if r["state"] == "armed")
-        windows = ", ".join(f"{a}-{b}" for a, b in armed)
+        ranks = ", ".join(r.name for r in live if r.state == "armed")
+        windows = ", ".join(str(w) for w in armed)
         warnings.warn(
             f"job {name!r}: window {first}-{last} replaces window {windows}, which "
             f"pid {cmd['by']} (user {user}, another controller) had armed on ranks "
@@ -684,12 +687,6 @@ def _arm_budget(
     to_start = (first - 1 - current) / max(rates)
     keep = max(rtt, agents_rtt) + 1 / min(rates) + safety_s / 2
     return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
-
-
-def _window_of(row: dict[str, Any]) -> tuple[int, ...]:
-    """A status row's window as ``(start, stop)``, ``()`` when it has none."""
-    start, _, stop = str(row.get("window") or "").partition("-")
-    return (int(start), int(stop)) if start.isdigit() and stop.isdigit() else ()
 
 
 def _relative(value: int | str) -> bool:

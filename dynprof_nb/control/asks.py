@@ -13,9 +13,11 @@ import difflib
 import os
 import time
 import warnings
+from collections.abc import Sequence
 
 from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.protocol import Command
+from dynprof_nb.contract.rows import RankRow
 from dynprof_nb.contract.segment import Segment, SlotView, pid_alive
 from dynprof_nb.contract.shared_layout import estimated_step
 from dynprof_nb.control.base import (
@@ -37,10 +39,14 @@ def current_step(seg: Segment | None, live: list[SlotView]) -> int:
     return max((estimated_step(seg, s, now) for s in live), default=0)
 
 
-def refuse_passed(live: list[SlotView], first: int, last: int) -> None:
-    """Refuse a window that every live rank has begun."""
+def refuse_passed(
+    live: Sequence[SlotView | RankRow], first: int, last: int, shown: int | None = None
+) -> None:
+    """Refuse a window that every live rank has begun: the local controller's slots and the
+    cluster's rows alike (``shown``: how many ranks the message names, for a cluster's
+    thousands)."""
     if live and all(s.step >= first for s in live):
-        where = ", ".join(f"rank {s.rank} at step {s.step}" for s in live)
+        where = ", ".join(f"rank {s.rank} at step {s.step}" for s in live[:shown])
         raise WindowRefused(
             f"window {first}-{last} has already begun on every rank ({where}). "
             f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
