@@ -22,7 +22,6 @@ import logging
 import math
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,19 +35,17 @@ from dynprof_nb.cluster.fanout import Agents
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.stacks import cluster_hang_report, cluster_stacks, cluster_stall
 from dynprof_nb.contract.config import ProfilerConfig
-from dynprof_nb.contract.rows import RankRow, StepWindow
+from dynprof_nb.contract.rows import RankRow
 from dynprof_nb.contract.segment import SegmentError, check_job_name
-from dynprof_nb.control.asks import refuse_passed
+from dynprof_nb.control.asks import armed_other, overlap, refuse_passed, warn_replaced
 from dynprof_nb.control.base import (
     WINDOW_COLUMNS,
     WINDOW_EXTRA_COLUMNS,
     Controller,
     JobError,
     WindowConflict,
-    WindowReplaced,
     latest_window_paths,
     resolve_step,
-    window_conflict,
 )
 from dynprof_nb.control.progress import Progress
 from dynprof_nb.control.registry import register_cluster_attach
@@ -632,42 +629,25 @@ class ClusterJob(Controller):
 def _check_others(
     name: str, cmd: dict[str, Any], first: int, last: int, live: list[RankRow]
 ) -> None:
-    """Refuse (:class:`WindowConflict`) a window while any live rank records one: a rank
-    takes no new window until its window ends, so this one could not be armed everywhere
-    (and cancelling it would end the other). Warn (:class:`WindowReplaced`) when it
-    replaces a window another controller armed. (The cluster's own form of
-    :func:`dynprof_nb.control.asks.check_others`: no queueing across nodes, and the
-    controller that armed the other window is named by its user, from the cluster's
-    command record rather than a segment's.)"""
+    """The local controller's checks (:mod:`dynprof_nb.control.asks`) on the nodes' rows:
+    refuse (:class:`WindowConflict`) a window while any live rank records one (no queueing
+    across nodes: a rank takes no new window until its window ends, so this one could not
+    be armed everywhere, and cancelling it would end the other); warn
+    (:class:`WindowReplaced`) when it replaces a window another controller armed, named by
+    its user from the cluster's command record."""
     user = (cmd.get("user") or {}).get("name", "?")
     asked = {}
     cfg = cmd.get("config") or {}
     if cmd.get("action") == "start" and cmd.get("by"):
         mine = " (this process)" if cmd["by"] == os.getpid() else ""
         asked[(cfg.get("start_step"), cfg.get("stop_step"))] = f"pid {cmd['by']}{mine}, user {user}"
-    recording = [
-        (r.name, r.window.start, r.window.stop, r.step)
-        for r in live
-        if r.state == "recording" and r.window is not None
-    ]
-    found = window_conflict(first, last, recording, asked, can_queue=False)
+    found = overlap(live, first, last, asked, can_queue=False)
     if found is not None:
         raise WindowConflict(f"job {name!r}: {found[0]}")
-    asking = StepWindow(first, last)
-    armed = sorted(
-        {r.window for r in live if r.state == "armed" and r.window is not None} - {asking}
-    )
-    if armed and cmd.get("by") and cmd["by"] != os.getpid():
-        ranks = ", ".join(r.name for r in live if r.state == "armed")
-        windows = ", ".join(str(w) for w in armed)
-        warnings.warn(
-            f"job {name!r}: window {first}-{last} replaces window {windows}, which "
-            f"pid {cmd['by']} (user {user}, another controller) had armed on ranks "
-            f"{ranks}: that one will not be recorded. Tell its owner, or stop() and ask "
-            "for it again.",
-            WindowReplaced,
-            stacklevel=3,
-        )
+    windows, armed = armed_other(live, first, last)
+    if windows and cmd.get("by") and cmd["by"] != os.getpid():
+        who = f"pid {cmd['by']} (user {user}, another controller)"
+        warn_replaced(name, first, last, windows, who, ", ".join(r.name for r in armed))
 
 
 def _arm_budget(
