@@ -22,7 +22,6 @@ import logging
 import math
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,18 +35,17 @@ from dynprof_nb.cluster.fanout import Agents
 from dynprof_nb.cluster.feed import feed_of
 from dynprof_nb.cluster.stacks import cluster_hang_report, cluster_stacks, cluster_stall
 from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.contract.rows import RankRow
 from dynprof_nb.contract.segment import SegmentError, check_job_name
+from dynprof_nb.control.asks import armed_other, overlap, refuse_passed, warn_replaced
 from dynprof_nb.control.base import (
     WINDOW_COLUMNS,
     WINDOW_EXTRA_COLUMNS,
     Controller,
     JobError,
     WindowConflict,
-    WindowRefused,
-    WindowReplaced,
     latest_window_paths,
     resolve_step,
-    window_conflict,
 )
 from dynprof_nb.control.progress import Progress
 from dynprof_nb.control.registry import register_cluster_attach
@@ -316,13 +314,9 @@ class ClusterJob(Controller):
                 last += shift if _relative(stop) else 0
             cfg = base.update(start_step=first, stop_step=last)
             cfg.validate()
-            if live and all(r["step"] >= first for r in live):
-                where = ", ".join(f"rank {r['rank']} at step {r['step']}" for r in live[:16])
-                raise WindowRefused(
-                    f"window {first}-{last} has already begun on every rank ({where}). "
-                    f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
-                )
-            _check_others(self.name, self._agents.command() or {}, first, last, live)
+            rows = [RankRow.from_dict(r) for r in live]
+            refuse_passed(rows, first, last, shown=16)  # the local controller's check
+            _check_others(self.name, self._agents.command() or {}, first, last, rows)
             seq = self.generation + 1
             self.last_start = {
                 "current": current,
@@ -633,38 +627,27 @@ class ClusterJob(Controller):
 
 
 def _check_others(
-    name: str, cmd: dict[str, Any], first: int, last: int, live: list[dict[str, Any]]
+    name: str, cmd: dict[str, Any], first: int, last: int, live: list[RankRow]
 ) -> None:
-    """Refuse (:class:`WindowConflict`) a window while any live rank records one: a rank
-    takes no new window until its window ends, so this one could not be armed everywhere
-    (and cancelling it would end the other). Warn (:class:`WindowReplaced`) when it
-    replaces a window another controller armed."""
+    """The local controller's checks (:mod:`dynprof_nb.control.asks`) on the nodes' rows:
+    refuse (:class:`WindowConflict`) a window while any live rank records one (no queueing
+    across nodes: a rank takes no new window until its window ends, so this one could not
+    be armed everywhere, and cancelling it would end the other); warn
+    (:class:`WindowReplaced`) when it replaces a window another controller armed, named by
+    its user from the cluster's command record."""
     user = (cmd.get("user") or {}).get("name", "?")
     asked = {}
     cfg = cmd.get("config") or {}
     if cmd.get("action") == "start" and cmd.get("by"):
         mine = " (this process)" if cmd["by"] == os.getpid() else ""
         asked[(cfg.get("start_step"), cfg.get("stop_step"))] = f"pid {cmd['by']}{mine}, user {user}"
-    recording = [
-        (f"{r['rank']} on {r['node']}", *_window_of(r), r["step"])
-        for r in live
-        if r["state"] == "recording" and _window_of(r)
-    ]
-    found = window_conflict(first, last, recording, asked, can_queue=False)
+    found = overlap(live, first, last, asked, can_queue=False)
     if found is not None:
         raise WindowConflict(f"job {name!r}: {found[0]}")
-    armed = sorted({_window_of(r) for r in live if r["state"] == "armed"} - {(first, last), ()})
-    if armed and cmd.get("by") and cmd["by"] != os.getpid():
-        ranks = ", ".join(f"{r['rank']} on {r['node']}" for r in live if r["state"] == "armed")
-        windows = ", ".join(f"{a}-{b}" for a, b in armed)
-        warnings.warn(
-            f"job {name!r}: window {first}-{last} replaces window {windows}, which "
-            f"pid {cmd['by']} (user {user}, another controller) had armed on ranks "
-            f"{ranks}: that one will not be recorded. Tell its owner, or stop() and ask "
-            "for it again.",
-            WindowReplaced,
-            stacklevel=3,
-        )
+    windows, armed = armed_other(live, first, last)
+    if windows and cmd.get("by") and cmd["by"] != os.getpid():
+        who = f"pid {cmd['by']} (user {user}, another controller)"
+        warn_replaced(name, first, last, windows, who, ", ".join(r.name for r in armed))
 
 
 def _arm_budget(
@@ -684,12 +667,6 @@ def _arm_budget(
     to_start = (first - 1 - current) / max(rates)
     keep = max(rtt, agents_rtt) + 1 / min(rates) + safety_s / 2
     return min(ARM_WAIT_MAX_S, max(0.05, to_start - keep))
-
-
-def _window_of(row: dict[str, Any]) -> tuple[int, ...]:
-    """A status row's window as ``(start, stop)``, ``()`` when it has none."""
-    start, _, stop = str(row.get("window") or "").partition("-")
-    return (int(start), int(stop)) if start.isdigit() and stop.isdigit() else ()
 
 
 def _relative(value: int | str) -> bool:

@@ -13,6 +13,17 @@ Commands go through the node's :class:`~dynprof_nb.control.job.Job`, so a node v
 publishes exactly as a local ``Job`` does. The cluster's generation (``seq``) is not the
 segment's: each node maps the segment generations it wrote to the cluster ``seq`` they carried,
 so status rows from every node speak of one generation.
+
+**Adding an operation** (three places, nothing else):
+
+1. here, a method ``op_<name>(self, job: str, ...) -> dict`` on :class:`NodeOperations`: its
+   keyword arguments are the payload, its answer plain data (no pickles cross the gate:
+   :mod:`dynprof_nb.cluster.wire`); ranks travel as :class:`~dynprof_nb.contract.rows.RankRow`
+   ``.to_dict()``;
+2. here, its name in :data:`OPERATIONS` (the one dispatch table; the access check in
+   :meth:`NodeOperations.call` covers it);
+3. in :mod:`dynprof_nb.cluster.controller`, a method that calls
+   ``self._agents.run("<name>", {"job": self.name, ...})`` and merges the nodes' answers.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from dynprof_nb.cluster.access import refusal, user_name
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.protocol import ACTIONS, check_reason
+from dynprof_nb.contract.rows import StepWindow, window_text
 from dynprof_nb.contract.segment import check_job_name, list_jobs
 from dynprof_nb.contract.shared_layout import check_definition
 from dynprof_nb.control import trigger
@@ -80,10 +92,10 @@ class NodeOperations:
         answer = OPERATIONS[op](self, **payload)
         return {**who, **answer}
 
-    def _op_hello(self) -> dict[str, Any]:
+    def op_hello(self) -> dict[str, Any]:
         return {"jobs": list_jobs()}
 
-    def _op_apply(
+    def op_apply(
         self,
         job: str,
         action: str,
@@ -104,7 +116,7 @@ class NodeOperations:
             slots = self._wait_applied(handle, gen, min(float(arm_wait_s), ARM_WAIT_MAX_S))
         return {"gen": gen, "ranks": [self._slot_info(s, gen) for s in slots]}
 
-    def _op_status(self, job: str) -> dict[str, Any]:
+    def op_status(self, job: str) -> dict[str, Any]:
         segment = 0
         if job in list_jobs():
             try:
@@ -114,10 +126,10 @@ class NodeOperations:
                 pass
         return {"rows": self.rows(job), "segment_generation": segment}
 
-    def _op_windows(self, job: str) -> dict[str, Any]:
+    def op_windows(self, job: str) -> dict[str, Any]:
         return {"windows": self.window_rows(job)}
 
-    def _op_trigger(self, job: str, definition: dict[str, Any] | None) -> dict[str, Any]:
+    def op_trigger(self, job: str, definition: dict[str, Any] | None) -> dict[str, Any]:
         """Store (or, with None, clear) the job's trigger on this node, in cluster mode: the
         node's ranks ask this node's agent, which starts the window on every node."""
         d = None
@@ -127,13 +139,13 @@ class NodeOperations:
             trigger.arm(handle.segment(create=True), d)
         return {"armed": d is not None}
 
-    def _op_step_times(self, job: str, last: int = 100) -> dict[str, Any]:
+    def op_step_times(self, job: str, last: int = 100) -> dict[str, Any]:
         if job not in list_jobs():
             return {"rows": []}
         with self.job(job) as handle:
             return {"rows": trigger.step_rows(handle.segment(), int(last), node=self.name)}
 
-    def _op_stacks(self, job: str, timeout_s: float = DUMP_TIMEOUT_S) -> dict[str, Any]:
+    def op_stacks(self, job: str, timeout_s: float = DUMP_TIMEOUT_S) -> dict[str, Any]:
         """Every thread's stack of the job's live ranks on this node (see
         :mod:`dynprof_nb.control.stacks`): rows, and the ranks that did not answer."""
         if job not in list_jobs():
@@ -143,7 +155,7 @@ class NodeOperations:
         rows, silent = collect(job, slots, min(float(timeout_s), DUMP_TIMEOUT_S), self.name)
         return {"rows": rows, "silent": silent}
 
-    def _op_flight_recorder(
+    def op_flight_recorder(
         self, job: str, timeout_s: float = DUMP_TIMEOUT_S, stack_traces: bool = False
     ) -> dict[str, Any]:
         """The Flight Recorder dumps of the job's live ranks on this node that have one (see
@@ -238,7 +250,7 @@ class NodeOperations:
                     "pid": s.pid,
                     "step": s.step,
                     "state": s.state if alive or closed else "dead",
-                    "window": f"{s.start}-{s.stop}" if s.start >= 1 else "",
+                    "window": window_text(StepWindow.of(s.start, s.stop)),
                     "generation": self.seq_of(job, s.applied),
                     "local_gen": s.applied,
                     "heartbeat_age_s": age_s(now, s.heartbeat_ns),
@@ -312,12 +324,12 @@ def _inside(path: str, roots: list[str]) -> bool:
 # Every operation an agent does, by the name the controller sends: the one dispatch table (an
 # operation not listed here cannot be called, and "find usages" reaches every handler).
 OPERATIONS: dict[str, Callable[..., dict[str, Any]]] = {
-    "hello": NodeOperations._op_hello,
-    "apply": NodeOperations._op_apply,
-    "status": NodeOperations._op_status,
-    "windows": NodeOperations._op_windows,
-    "trigger": NodeOperations._op_trigger,
-    "step_times": NodeOperations._op_step_times,
-    "stacks": NodeOperations._op_stacks,
-    "flight_recorder": NodeOperations._op_flight_recorder,
+    "hello": NodeOperations.op_hello,
+    "apply": NodeOperations.op_apply,
+    "status": NodeOperations.op_status,
+    "windows": NodeOperations.op_windows,
+    "trigger": NodeOperations.op_trigger,
+    "step_times": NodeOperations.op_step_times,
+    "stacks": NodeOperations.op_stacks,
+    "flight_recorder": NodeOperations.op_flight_recorder,
 }

@@ -13,9 +13,11 @@ import difflib
 import os
 import time
 import warnings
+from collections.abc import Sequence
 
 from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.protocol import Command
+from dynprof_nb.contract.rows import RankRow, StepWindow, row_of_slot
 from dynprof_nb.contract.segment import Segment, SlotView, pid_alive
 from dynprof_nb.contract.shared_layout import estimated_step
 from dynprof_nb.control.base import (
@@ -37,10 +39,14 @@ def current_step(seg: Segment | None, live: list[SlotView]) -> int:
     return max((estimated_step(seg, s, now) for s in live), default=0)
 
 
-def refuse_passed(live: list[SlotView], first: int, last: int) -> None:
-    """Refuse a window that every live rank has begun."""
+def refuse_passed(
+    live: Sequence[SlotView | RankRow], first: int, last: int, shown: int | None = None
+) -> None:
+    """Refuse a window that every live rank has begun: the local controller's slots and the
+    cluster's rows alike (``shown``: how many ranks the message names, for a cluster's
+    thousands)."""
     if live and all(s.step >= first for s in live):
-        where = ", ".join(f"rank {s.rank} at step {s.step}" for s in live)
+        where = ", ".join(f"rank {s.rank} at step {s.step}" for s in live[:shown])
         raise WindowRefused(
             f"window {first}-{last} has already begun on every rank ({where}). "
             f"Ask for a later one, e.g. start('+5', '+{last - first + 5}')."
@@ -107,30 +113,65 @@ def check_others(
     (:class:`WindowQueued`) that one after it waits for it, and warn
     (:class:`WindowReplaced`) when it replaces a window another process armed (named as
     what it is: a rank, another controller, an exited process; ``slots``: every slot, dead
-    ranks included)."""
-    recording = [(str(s.rank), s.start, s.stop, s.step) for s in live if s.state == "recording"]
+    ranks included). The cluster runs the same pieces on its nodes' rows
+    (:func:`overlap`, :func:`armed_other`, :func:`warn_replaced`)."""
+    rows = [row_of_slot(s) for s in live]
     asked = {}
     if cmd.config.has_window and cmd.by:
         mine = " (this process)" if cmd.by == os.getpid() else ""
         asked[(cmd.config.start_step, cmd.config.stop_step)] = f"pid {cmd.by}{mine}"
-    found = window_conflict(first, last, recording, asked)
+    found = overlap(rows, first, last, asked)
     if found is not None:
         message, queued = found
         if not queued:
             raise WindowConflict(message)
         warnings.warn(f"job {name!r}: {message}", WindowQueued, stacklevel=3)
         return
-    armed = sorted({(s.start, s.stop) for s in live if s.state == "armed"} - {(first, last)})
-    if armed and cmd.by and cmd.by != os.getpid():
-        ranks = ",".join(str(s.rank) for s in live if s.state == "armed")
-        windows = ", ".join(f"{a}-{b}" for a, b in armed)
-        warnings.warn(
-            f"job {name!r}: window {first}-{last} replaces window {windows}, which "
-            f"{writer(cmd, slots or live)} had armed on ranks {ranks}: that one will "
-            "not be recorded. Tell its owner, or stop() and ask for it again.",
-            WindowReplaced,
-            stacklevel=3,
-        )
+    windows, armed = armed_other(rows, first, last)
+    if windows and cmd.by and cmd.by != os.getpid():
+        ranks = ",".join(r.name for r in armed)
+        warn_replaced(name, first, last, windows, writer(cmd, slots or live), ranks)
+
+
+def overlap(
+    live: Sequence[RankRow],
+    first: int,
+    last: int,
+    asked: dict[tuple[int, int], str],
+    can_queue: bool = True,
+) -> tuple[str, bool] | None:
+    """Whether ``first``..``last`` meets a window the live ranks are recording, or one
+    ``asked`` names (window -> who asked it): ``(message, queued)``, or ``None``."""
+    recording = [
+        (r.name, r.window.start, r.window.stop, r.step)
+        for r in live
+        if r.state == "recording" and r.window is not None
+    ]
+    return window_conflict(first, last, recording, asked, can_queue=can_queue)
+
+
+def armed_other(
+    live: Sequence[RankRow], first: int, last: int
+) -> tuple[list[StepWindow], list[RankRow]]:
+    """The windows the live ranks have armed other than ``first``..``last``, and the armed
+    ranks."""
+    armed = [r for r in live if r.state == "armed"]
+    windows = {r.window for r in armed if r.window is not None} - {StepWindow(first, last)}
+    return sorted(windows), armed
+
+
+def warn_replaced(
+    name: str, first: int, last: int, windows: list[StepWindow], who: str, ranks: str
+) -> None:
+    """Warn (:class:`WindowReplaced`) that ``first``..``last`` replaces ``windows``, which
+    ``who`` had armed on ``ranks``."""
+    warnings.warn(
+        f"job {name!r}: window {first}-{last} replaces window "
+        f"{', '.join(str(w) for w in windows)}, which {who} had armed on ranks {ranks}: "
+        "that one will not be recorded. Tell its owner, or stop() and ask for it again.",
+        WindowReplaced,
+        stacklevel=4,
+    )
 
 
 def writer(cmd: Command, slots: list[SlotView]) -> str:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.contract.config import ConfigError, ProfilerConfig, config_file
+from dynprof_nb.contract.rows import StepWindow
 from dynprof_nb.control.base import Controller, JobError, absolute_step
 from dynprof_nb.control.status import status_frame, status_row
 
@@ -131,7 +132,7 @@ class FileJob(Controller):
                 pid=None,
                 step=None,
                 state="written" if r.status == "complete" else "writing",
-                window=f"{asked[0]}-{asked[1]}",
+                window=str(StepWindow(*asked)),
                 generation=self._written,
                 error=r.error or _moved(asked, (r.start, r.stop)),
             )

@@ -56,6 +56,7 @@ from dynprof_nb.contract.config import (
     config_file,
     unknown_keys_message,
 )
+from dynprof_nb.contract.rows import StepWindow
 from dynprof_nb.contract.segment import H_CREATOR, H_CREATOR_START, pid_start_time
 from dynprof_nb.control.asks import refuse_ended
 from dynprof_nb.control.job import Job
@@ -419,7 +420,9 @@ def _config_or_none(data: Any) -> ProfilerConfig | None:
 
 
 def _window_text(cfg: ProfilerConfig | None) -> str:
-    return f"{cfg.start_step}-{cfg.stop_step}" if cfg is not None and cfg.has_window else ""
+    return (
+        str(StepWindow(cfg.start_step, cfg.stop_step)) if cfg is not None and cfg.has_window else ""
+    )
 
 
 def _error_of(note: str) -> str:

@@ -11,6 +11,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from dynprof_nb.contract.rows import StepWindow, window_text
 from dynprof_nb.contract.segment import Segment, SlotView, process_alive
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def slot_row(slot: SlotView, now_ns: int) -> dict[str, Any]:
         pid=slot.pid,
         step=slot.step,
         state=slot.state if alive or closed else "dead",
-        window=f"{slot.start}-{slot.stop}" if slot.start >= 1 else "",
+        window=window_text(StepWindow.of(slot.start, slot.stop)),
         generation=slot.applied,
         heartbeat_age_s=age_s(now_ns, slot.heartbeat_ns),
         alive=alive,
