@@ -102,16 +102,18 @@ def test_summaries_never_build_events(
     assert not list((tmp_path / "cache").glob(".tmp-*")), "the pass left its raw parts"
 
 
-def test_with_the_cache_off_the_summaries_still_stream(
+def test_with_the_cache_off_the_trace_is_parsed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No cache to write the events to (a read-only home, a full disk): the summaries still
-    come from the streamed pass, never from a whole events frame (issue 49: bounded memory on
-    every path), and a later ``events`` parses the trace, equal to the whole load."""
+    """No cache to write the events to: a trace whose events fit is parsed whole at load, as
+    before (a later ``events`` would otherwise parse it a second time); forced, it streams."""
     path = TRACES[0]
     ref = _whole(path)
     monkeypatch.delenv(stream.STREAM_ENV, raising=False)
     monkeypatch.setenv(cache.ENV_DIR, "off")
+    w = dynprof_nb.load_trace(path)
+    assert w.streamed is None and w.loaded("events")
+    monkeypatch.setenv(stream.STREAM_ENV, "1")
     w = dynprof_nb.load_trace(path)
     assert w.streamed is not None and w.sources["ops"]["path"] == "stream"
     for kind in SUMMARIES:

@@ -14,15 +14,16 @@ afterwards reads the cache, not the trace.
 
 Not here: ``DYNPROF_NB_STREAM=0``; a window that is not one Kineto trace
 (:func:`.streamed.streamable`); a trace the fast cut refuses or with Ascend/MindSpore rows
-(:class:`.summaries.NotStreamable`: read whole as before). With the cache off the pass still
-gives the summaries (issue 49: bounded memory on every path), and a later ``events`` parses the
-trace a second time. A trace whose events go out of core
+(:class:`.summaries.NotStreamable`: read whole as before); with the cache off, a trace whose
+events fit in memory (a later ``events`` would parse it a second time: it is parsed whole, as
+before, unless ``DYNPROF_NB_STREAM=1``). A trace whose events go out of core
 (:func:`.out_of_core.wanted`) writes no events entry (a Dask frame is never cached): its pass
 gives the summaries alone.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,9 @@ def first_pass(w: Any, files: Any, provider: Any) -> bool:
     if known is not None:
         return known
     path = files.traces[0]
-    # with the cache off too (issue 49): the summaries in a fraction of the file's memory (the
-    # whole parse peaked at 1.65x the file, the pass at 0.58x); a later w.events parses again
+    big = streamed.too_big(files.traces)
+    if not big and not cache.enabled() and os.environ.get(streamed.STREAM_ENV) != "1":
+        return False  # nowhere to keep the events: a later w.events would parse it again
     # the raw parts go to a scratch directory in the cache (none where the events go out of
     # core, or with the cache off or not writable: then the pass gives the summaries alone)
     out = None if streamed.wanted(files.traces) else cache.scratch_dir()
