@@ -24,8 +24,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
 from dynprof_nb.analysis.figure import Figure
-from dynprof_nb.analysis.summary import OUTSIDE_RANGES, people_names
-from dynprof_nb.contract.protocol import STEP_RE
+from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_RE
 from dynprof_nb.safetext import visible
 from dynprof_nb.traces.formats.derived.from_events import (
     DEVICE_CATS,
@@ -120,9 +119,9 @@ def _ordinal(n: int) -> str:
 
 
 def _display_names(names: pd.Series) -> pd.Series:
-    """Operation names as every plot shows them: the step marker's row named for what it is,
-    and object addresses left out ("<built-in method ... at 0x7f..>" differs per process)."""
-    return people_names(names).astype(str).str.replace(_ADDRESS, "", regex=True)
+    """Operation names as every plot shows them: as ``w.ops`` has them (``ProfilerStep*``
+    too), object addresses left out ("<built-in method ... at 0x7f..>" differs per process)."""
+    return names.astype(str).str.replace(_ADDRESS, "", regex=True)
 
 
 def op_colors(window: Any) -> dict[str, str]:
@@ -135,7 +134,7 @@ def op_colors(window: Any) -> dict[str, str]:
     weight = sums[0] if len(sums) == 1 else pd.concat(sums).groupby(level=0).sum()
     if weight.empty:
         return {}
-    weight = weight[[not STEP_RE.match(n) and n != OUTSIDE_RANGES for n in weight.index]]
+    weight = weight[[not STEP_RE.match(n) and n != STEP_FOLDED for n in weight.index]]
     top = weight[weight > 0].nlargest(len(PALETTE)).index
     return {name: PALETTE[i] for i, name in enumerate(top)}
 

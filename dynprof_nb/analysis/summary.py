@@ -50,15 +50,13 @@ def step_breakdown(steps: pd.DataFrame) -> pd.DataFrame:
     return steps[cols].reset_index(drop=True)
 
 
-# what the folded step marker's self time is: the time in a step outside every range and op
-OUTSIDE_RANGES = "(in a step, outside any range)"
-
-
-def people_names(names: pd.Series) -> pd.Series:
-    """Op names as the tables and plots show them: ``ProfilerStep*`` (the ``ops`` frame keeps
-    it as torch's key_averages does) is no operation; its self time is the steps' time outside
-    every range, and it is labelled so."""
-    return names.astype(object).replace({STEP_FOLDED: OUTSIDE_RANGES})
+#: the summary's word on the folded step marker, said once when it is among the top operators:
+#: it keeps torch's name everywhere (``w.ops``, the summary, the plots, compare), so a row in
+#: one table is found by the same name in every other and in ``key_averages()``
+STEP_FOLDED_NOTE = (
+    f"{STEP_FOLDED} is no operator: its self time is the steps' time outside every range and "
+    "op (as in torch's key_averages())"
+)
 
 
 def ops_across_ranks(ops: pd.DataFrame) -> pd.DataFrame:
@@ -269,9 +267,12 @@ def notes_for(
     ranks: pd.DataFrame | None = None,
     slow_factor: float = 1.5,
     device: bool = True,
+    top: int = 10,
 ) -> list[str]:
     """Plain-language findings a user would otherwise compute by hand. ``device``: the window
-    has device kernels (without them there is no device to call idle)."""
+    has device kernels (without them there is no device to call idle); ``top``: how many
+    operators the summary's table shows (what ``ProfilerStep*`` is, is said when it is among
+    them)."""
     notes: list[str] = []
     if not steps.empty and steps["duration_us"].notna().any():
         by = (
@@ -304,12 +305,16 @@ def notes_for(
             if tot > 0 and free.sum() / tot >= 0.2:
                 notes.append(f"device idle (free) for {free.sum() / tot:.0%} of step time")
     if ranks is not None and len(ranks) > 1:
-        top = ranks.iloc[0]
-        if top["vs_fastest"] > 0.05:
-            notes.append(f"rank {int(top['rank'])} is the slowest by {top['vs_fastest']:.0%}")
+        slowest = ranks.iloc[0]
+        if slowest["vs_fastest"] > 0.05:
+            notes.append(
+                f"rank {int(slowest['rank'])} is the slowest by {slowest['vs_fastest']:.0%}"
+            )
     if not ops.empty and ops["share"].iloc[0] >= 0.3:
-        name = people_names(ops["name"].iloc[:1]).iloc[0]  # the table's name for it
+        name = ops["name"].iloc[0]
         notes.append(f"{name} takes {ops['share'].iloc[0]:.0%} of host self time")
+    if not ops.empty and (ops["name"].head(top).astype(str) == STEP_FOLDED).any():
+        notes.append(STEP_FOLDED_NOTE)
     return notes
 
 
@@ -520,7 +525,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
         device = device_table(k, steps, getattr(window, "comm_patterns", None))
         overhead = overhead_table(ops)
         notes = device_notes(device, overhead, kernels, steps)
-    notes += notes_for(steps, ops, ranks, device=not k.empty)
+    notes += notes_for(steps, ops, ranks, device=not k.empty, top=top)
     summary = Summary(
         header,
         top_ops,
@@ -568,8 +573,7 @@ def _triggered(window: Any) -> bool:
 
 def top_ops_table(ops: pd.DataFrame, top: int) -> pd.DataFrame:
     """The summary's operator table: the ``top`` first rows of ``ops``, share in percent, with
-    the names people read (``ProfilerStep*`` is the time in a step outside any range)."""
-    ops = ops.assign(name=people_names(ops["name"])) if not ops.empty else ops
+    the names ``ops`` has (``ProfilerStep*`` among them: see :data:`STEP_FOLDED_NOTE`)."""
     top_ops = ops.head(top)[["name", "count", "total_us", "self_us", "share"]].copy()
     top_ops["share"] = (top_ops["share"] * 100).round(1).astype(str) + "%"
     return top_ops
@@ -585,7 +589,11 @@ def host_summary(
     """The summary without its device part, from frames already reduced (a cluster's nodes
     send op totals and steps, not kernels)."""
     return Summary(
-        header, top_ops_table(ops, top), step_breakdown(steps), ranks, notes_for(steps, ops, ranks)
+        header,
+        top_ops_table(ops, top),
+        step_breakdown(steps),
+        ranks,
+        notes_for(steps, ops, ranks, top=top),
     )
 
 
@@ -688,7 +696,6 @@ def compare(a: Any, b: Any, top: int = 20) -> pd.DataFrame:
     t["ratio"] = t[f"{self_us}_b"] / t[f"{self_us}_a"].where(t[f"{self_us}_a"] > 0)
     t = t.reindex(t["delta_us"].abs().sort_values(ascending=False).index)
     t = t.head(top).rename_axis("name").reset_index()
-    t["name"] = people_names(t["name"])
     t.attrs.update(
         basis="per step per rank" if per_step else "total",
         note=note,

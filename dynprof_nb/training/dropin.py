@@ -36,14 +36,26 @@ __all__ = ["DynamicProfilerMonitor", "job_name_for"]
 
 
 def job_name_for(cfg_path: str | os.PathLike[str]) -> str:
-    """The job name a drop-in monitor uses for ``cfg_path``: readable and unique per directory
-    (``DYNPROF_JOB`` in the environment wins)."""
+    """The job name a drop-in monitor uses for ``cfg_path``: the names of the config directory
+    and of the directory that holds it, which a person recognises (``llama-cfg-1a2b3c`` for
+    ``/home/me/llama/cfg``), and a short digest of the whole path, so two runs of one script
+    from two copies of a project are two jobs (``DYNPROF_JOB`` in the environment wins).
+
+    Only the path counts, not the script or the process: every rank, and a notebook that calls
+    this with the same directory, must arrive at the same name."""
     if os.environ.get("DYNPROF_JOB"):
         return os.environ["DYNPROF_JOB"]
-    real = os.path.realpath(os.fspath(cfg_path))
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "-", os.path.basename(real.rstrip("/")) or "cfg")[:40]
-    digest = hashlib.sha1(real.encode()).hexdigest()[:8]
-    return f"ms-{stem.strip('-.') or 'cfg'}-{digest}"
+    real = os.path.realpath(os.fspath(cfg_path)).rstrip("/") or "/"
+    parent, base = os.path.split(real)
+    words = [_name_word(os.path.basename(parent))[:24], _name_word(base)[:24] or "cfg"]
+    digest = hashlib.sha1(real.encode()).hexdigest()[:6]
+    return "-".join([w for w in words if w] + [digest])
+
+
+def _name_word(text: str) -> str:
+    """A directory's name as part of a job name: other characters become '-', and the name
+    starts and ends with a letter or digit."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", text).strip("-._")
 
 
 class DynamicProfilerMonitor(FileModeMonitor):
@@ -89,16 +101,24 @@ class DynamicProfilerMonitor(FileModeMonitor):
         )
         self.cfg_path = cfg_path
         self.kwargs = kwargs  # MindSpore passes extra keywords through; keep them visible
+        if self.rank == 0:  # once per job, where the user looks for MindSpore's own lines
+            _say(
+                f"dynprof_nb: this is job {self.job!r} (%dynprof attach {self.job}; dynprof status)"
+            )
 
     def window_edge(self, text: str) -> None:
         """MindSpore's own lines at a window's edges, as its monitor prints them
         (``[Dynamic Profiler] Rank 0 Dynamic profiler start at step 10, will stop at step
-        19``), so logs and scripts that look for them find them. A closed or full stdout is
-        not the training loop's problem."""
-        try:
-            print(f"[Dynamic Profiler] {text}", flush=True)
-        except (OSError, ValueError):
-            pass
+        19``), so logs and scripts that look for them find them."""
+        _say(f"[Dynamic Profiler] {text}")
+
+
+def _say(text: str) -> None:
+    """One line on stdout; a closed or full stdout is not the training loop's problem."""
+    try:
+        print(text, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _write_default_file(cfg_path: str | os.PathLike[str], rank: int | None) -> None:

@@ -1,7 +1,7 @@
 """``dynprof``: the command line over ``Job``.
 
     dynprof jobs [-v]
-    dynprof status JOB
+    dynprof status [JOB]
     dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ... [--create]
     dynprof stop JOB
     dynprof set JOB key=value ... [--create]
@@ -206,7 +206,10 @@ def _add_window_commands(sub: Any, text: dict[str, str]) -> None:
         action="store_true",
         help="remove the damaged segments that are yours, without asking",
     )
-    for name in ("status", "stop", "windows"):
+    sub.add_parser("status", help=text["status"]).add_argument(
+        "job", nargs="?", default=None, help="optional when exactly one job is running"
+    )
+    for name in ("stop", "windows"):
         sub.add_parser(name, help=text[name]).add_argument("job")
     start = sub.add_parser("start", help=text["start"])
     start.add_argument("job")
@@ -321,9 +324,33 @@ def _run(args: argparse.Namespace) -> int:
             "security": security_from_args(args),
             "allow_insecure": args.insecure,
         }
+    if args.job is None:  # only status may leave it out
+        args.job = the_running_job(cluster=args.cluster)
     job = attach(args.job, create=getattr(args, "create", False), **cluster)
     _run_on_job(job, args)
     return 0
+
+
+def the_running_job(cluster: str | None = None) -> str:
+    """The job ``dynprof status`` means when none is named: the one job of this user on this
+    machine with a live rank. None running, or several, is a ValueError that says what to type."""
+    if cluster is not None:
+        raise ValueError("name the job to look at on the cluster: dynprof status JOB --cluster ...")
+    from dynprof_nb.control.registry import jobs
+
+    frame = jobs()
+    running = list(frame.job[(frame.problem == "") & (frame.live > 0)]) if len(frame) else []
+    if len(running) == 1:
+        return running[0]
+    if not running:
+        raise ValueError(
+            "no job is running on this machine (no rank of yours is live); "
+            "dynprof jobs lists the prepared and damaged ones, dynprof status JOB shows one."
+        )
+    raise ValueError(
+        f"{len(running)} jobs are running: {', '.join(running)}. "
+        f"Name one: dynprof status {running[0]}"
+    )
 
 
 def _run_without_job(args: argparse.Namespace) -> int | None:

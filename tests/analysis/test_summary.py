@@ -78,19 +78,21 @@ def test_plots_return_figures(tmp_path: Path, fixtures: Path, plot: str):
         assert (tmp_path / f"{plot}.png").stat().st_size > 1000
 
 
-def test_the_step_marker_is_never_listed_as_an_operation():
+def test_the_step_marker_has_one_name_in_every_table():
     """``ProfilerStep*`` in ``ops`` (as torch's key_averages has it) is the steps' time outside
-    every op: the summary, the ops plot and compare say so instead of naming it an op."""
+    every op: the summary, the ops plot and compare call it by that same name, so a row read in
+    one is found in the others, and the summary says once what it is."""
     from dynprof_nb import samples
-    from dynprof_nb.analysis.summary import OUTSIDE_RANGES
+    from dynprof_nb.analysis.summary import STEP_FOLDED_NOTE
 
     w = samples.load("pytorch_cpu")
     assert "ProfilerStep*" in set(w.ops["name"])  # the peer's row stays in the frame
     s = w.summary()
-    assert "ProfilerStep*" not in set(s.top_ops["name"]) and "ProfilerStep" not in str(s)
-    assert OUTSIDE_RANGES in set(s.top_ops["name"])
+    assert "ProfilerStep*" in set(s.top_ops["name"])
+    assert [n for n in s.notes if "ProfilerStep*" in n and "no operator" in n] == [STEP_FOLDED_NOTE]
+    assert "outside any range)" not in str(s)
     labels = [t.get_text() for t in w.plot_ops().axes[0].get_yticklabels()]
-    assert not [t for t in labels if "ProfilerStep" in t] and OUTSIDE_RANGES in labels
+    assert "ProfilerStep*" in labels
     assert not any("device idle" in n for n in s.notes)  # a CPU-only window has no device
 
 

@@ -93,3 +93,30 @@ def test_a_rank_that_vanishes_is_reported_with_its_last_step(tmp_path, capsys):
         assert dead.state == "dead" and not dead.alive
         assert dead.error.startswith("exited without closing: heartbeat lost at step ")
         control.stop()
+
+
+def _only_jobs_named(monkeypatch, prefix):
+    """Scope ``dynprof status``'s look at the machine's jobs to this test's (other tests and
+    helpers run jobs of the same uid beside it); the listing itself is the real one."""
+    from dynprof_nb.control import registry
+
+    real = registry.jobs
+    monkeypatch.setattr(registry, "jobs", lambda verbose=False: (
+        lambda frame: frame[frame.job.str.startswith(prefix)])(real(verbose)))
+
+
+def test_cli_status_without_a_name_uses_the_one_running_job(tmp_path, monkeypatch, capsys):
+    from dynprof_nb.ui.cli import main
+
+    prefix = unique_job("solo")
+    _only_jobs_named(monkeypatch, prefix)
+    assert main(["status"]) == 2  # none running yet: said, with what to type
+    assert "no job is running" in capsys.readouterr().err
+    with running_ranks(prefix + "-a", tmp_path) as (control, _):
+        assert main(["status"]) == 0
+        assert control.name in capsys.readouterr().out
+        with running_ranks(prefix + "-b", tmp_path / "b") as (other, _):
+            assert main(["status"]) == 2
+            err = capsys.readouterr().err
+            assert "2 jobs are running" in err and control.name in err and other.name in err
+            assert f"dynprof status {control.name}" in err
