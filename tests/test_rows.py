@@ -10,6 +10,7 @@ from jobutil import unique_job
 
 from dynprof_nb.contract import segment
 from dynprof_nb.contract.rows import RankRow, StepWindow, row_of_slot, window_text
+from dynprof_nb.contract.slot import claim_slot
 from dynprof_nb.control.asks import refuse_passed
 from dynprof_nb.control.base import WindowRefused
 
@@ -61,7 +62,7 @@ def test_a_real_slot_becomes_a_row():
     job = unique_job("rows")
     try:
         with segment.Segment.open(job) as seg:
-            seg.claim_slot(rank=5)
+            claim_slot(seg, 5)
             (slot,) = seg.slots()
             row = row_of_slot(slot)
         assert (row.rank, row.window, row.node) == (5, None, "")
