@@ -91,7 +91,7 @@ def test_getting_started_leads_from_the_nav_to_the_api_reference(site_url: str) 
             expect(page.locator("h2#step-numbering")).to_be_in_viewport()
 
             nav.get_by_role("link", name="API").click()
-            expect(page.locator("h1")).to_have_text(re.compile(r"^API reference"))
+            expect(page.locator("h1")).to_have_text(re.compile(r"^API reference"), timeout=30_000)
             for name in ("dynprof_nb.control.registry.attach", "dynprof_nb.control.job.Job.start",
                          "dynprof_nb.traces.window.TraceWindow.timeline"):
                 heading = page.locator(f"[id='{name}']")
