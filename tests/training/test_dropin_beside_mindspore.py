@@ -32,7 +32,8 @@ from dynprof_nb.training.gcpauses import GC_EVENT
 pytestmark = pytest.mark.slow
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "ms_documented_example.py"
-OURS_ONLY = {window_dirs.MANIFEST, "dynprof_steps.csv", "thread_cpu.json"}  # what the drop-in adds to a window
+# what the drop-in adds to a window
+OURS_ONLY = {window_dirs.MANIFEST, "dynprof_steps.csv", "thread_cpu.json"}
 
 
 def run_both(root: Path) -> dict[str, Path]:
