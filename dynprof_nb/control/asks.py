@@ -29,6 +29,7 @@ from dynprof_nb.control.base import (
     WindowReplaced,
     window_conflict,
 )
+from dynprof_nb.userframe import user_stacklevel
 
 
 def current_step(seg: Segment | None, live: list[SlotView]) -> int:
@@ -74,7 +75,7 @@ def refuse_no_rank_asked(name: str, ranks: list[int], live: list[int]) -> None:
         )
 
 
-def warn_claimed_twice(name: str, live: list[SlotView], stacklevel: int = 3) -> None:
+def warn_claimed_twice(name: str, live: list[SlotView]) -> None:
     """Warn when a rank is claimed by more than one live process: the window goes to each,
     at steps that may be far apart (a new user's second copy of a script recorded an old
     copy's window, 5 minutes ahead, while the bar sat at 0%)."""
@@ -96,7 +97,7 @@ def warn_claimed_twice(name: str, live: list[SlotView], stacklevel: int = 3) -> 
             "the most advanced. Stop the extra process (a setup cell or a script started "
             "twice under one job name), then ask again."
         ),
-        stacklevel=stacklevel,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -125,7 +126,7 @@ def check_others(
         message, queued = found
         if not queued:
             raise WindowConflict(message)
-        warnings.warn(f"job {name!r}: {message}", WindowQueued, stacklevel=3)
+        warnings.warn(f"job {name!r}: {message}", WindowQueued, stacklevel=user_stacklevel())
         return
     windows, armed = armed_other(rows, first, last)
     if windows and cmd.by and cmd.by != os.getpid():
@@ -170,7 +171,7 @@ def warn_replaced(
         f"{', '.join(str(w) for w in windows)}, which {who} had armed on ranks {ranks}: "
         "that one will not be recorded. Tell its owner, or stop() and ask for it again.",
         WindowReplaced,
-        stacklevel=4,
+        stacklevel=user_stacklevel(),
     )
 
 

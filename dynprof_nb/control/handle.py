@@ -16,6 +16,7 @@ from dynprof_nb.contract.protocol import Command, decode
 from dynprof_nb.contract.segment import DamagedSegment, NoSuchJob, Segment, SegmentError
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.runs import dropped_window
+from dynprof_nb.userframe import user_stacklevel
 
 
 class SegmentHandle:
@@ -70,7 +71,7 @@ class SegmentHandle:
         """A command this controller wrote or read whole: the last good one from now on."""
         self.last_good, self.last_window = cfg.copy(), dict(window)
 
-    def command(self, stacklevel: int = 2) -> Command:
+    def command(self) -> Command:
         """The command in the segment; the last good one (with a warning) when the segment's
         is half-written or not a valid command; the defaults for a job with none."""
         seg = self.attached(create=False)
@@ -95,7 +96,7 @@ class SegmentHandle:
             f"last good config. Showing "
             f"{'the last config this notebook saw' if known else 'the defaults'}; "
             "the next set() or start() writes a whole config again.",
-            stacklevel=stacklevel,
+            stacklevel=user_stacklevel(),
         )
         if not known:
             return Command("set", ProfilerConfig())

@@ -29,6 +29,7 @@ from dynprof_nb.control.base import Controller, JobError, resolve_step
 from dynprof_nb.control.handle import SegmentHandle, watched
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.control.waiting import BUSY_STATES, vanished, wait_for, window_progress
+from dynprof_nb.userframe import user_stacklevel
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,12 +110,12 @@ class Job(Controller):
         or wrote, with a warning: the ranks keep their last good config too, and ``set()`` on
         top of it must not silently reset every other key to its default.
         """
-        return self._handle.command(stacklevel=3).config
+        return self._handle.command().config
 
     @property
     def window_options(self) -> dict[str, Any]:
         """The options ``start`` gave the current window only (``{}`` when none)."""
-        cmd = self._handle.command(stacklevel=3)
+        cmd = self._handle.command()
         return dict(cmd.window) if cmd.config.has_window else {}
 
     def set(self, **changes: Any) -> int:
@@ -154,7 +155,7 @@ class Job(Controller):
         and its ranks). A window after the one being recorded is queued behind it, with a
         :class:`WindowQueued` warning saying so.
         """
-        cmd = self._handle.command(stacklevel=3)
+        cmd = self._handle.command()
         live = self.live_slots()
         current = asks.current_step(self.segment(), live)
         first = resolve_step("start", start, current)
@@ -348,7 +349,7 @@ class Job(Controller):
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
         frame = status_frame(rows)
         frame.attrs["run"] = runs.describe_run(seg)
-        cmd = self._handle.command(stacklevel=3)
+        cmd = self._handle.command()
         if cmd.config.has_window and cmd.at:  # when the window was asked (wall clock, s)
             frame.attrs["asked_at"] = cmd.at
         if self._handle.unsaid:  # the disk is read only then (the panel polls status())
@@ -472,7 +473,7 @@ class Job(Controller):
                 f"{asked.start_step}-{asked.stop_step} went with its last handle. "
                 "To prepare a window for ranks yet to start, keep the handle open "
                 "until they do.",
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.control.errors import JobError
+from dynprof_nb.userframe import user_stacklevel
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -251,7 +252,7 @@ def load_paths(paths: Any, missing: list[str], name: str = "") -> TraceWindow:
         warnings.warn(
             f"job {name!r}: the window is loaded without {', '.join(missing)}: only "
             f"{len(paths)} rank(s) wrote it whole.",
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     if isinstance(paths, list) and len(paths) == 1:
         paths = paths[0]

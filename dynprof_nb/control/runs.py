@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from dynprof_nb.contract.protocol import Command
 from dynprof_nb.contract.segment import Segment, SlotView, pid_alive, run_of
+from dynprof_nb.userframe import user_stacklevel
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,6 +76,6 @@ def tell_dropped(unsaid: list[tuple[int, int, str]], windows: pd.DataFrame) -> l
         same = (windows.start == first) & (windows["run"] == run)
         done = windows[same.fillna(False).astype(bool)]
         if not (done.status == "complete").any():
-            warnings.warn(words, WindowDropped, stacklevel=3)
+            warnings.warn(words, WindowDropped, stacklevel=user_stacklevel())
             told.append(words)
     return told

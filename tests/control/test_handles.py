@@ -173,3 +173,20 @@ def test_windows_under_another_prof_path_stay_listed(ranks, tmp_path):
         assert len(window_groups(ranks.windows())) >= 2 and len(p.windows) >= 2
     finally:
         p.close()
+
+
+def test_a_warning_from_a_magic_points_at_the_cell_not_at_our_code(ip, magics):
+    """A warning about what the user asked names the line they wrote: through ``%dynprof``
+    it named dynprof_nb/ui/magics.py, a file nobody in the notebook wrote."""
+    name = unique_job("warnline")
+    try:
+        ip.run_line_magic("dynprof", f"attach {name} --create")
+        ip.run_line_magic("dynprof", "set profile_memory=True")
+        with segment.Segment.open(name) as seg:
+            seg.write_config(b"not a command")  # bytes no Job wrote
+        with pytest.warns(UserWarning, match="cannot be used") as caught, capture_output():
+            ip.run_cell("%dynprof config")
+        where = {w.filename for w in caught if "cannot be used" in str(w.message)}
+        assert where and not any("dynprof_nb" in f or "IPython" in f for f in where), where
+    finally:
+        segment.unlink(name)
