@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 from testdata import REPO, fixtures_dir, write_builtin_window  # noqa: F401 (re-exported)
 
 from dynprof_nb.contract import segment
@@ -151,3 +152,26 @@ def fixtures() -> Path:
     d = fixtures_dir()
     assert d.is_dir(), f"test data not found at {d}"
     return d
+
+
+# -- the magics, for the control and UI tests that type them ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def ip() -> InteractiveShell:
+    """One IPython shell per module with ``%load_ext dynprof_nb``, as a notebook has."""
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "dynprof_nb")
+    return shell
+
+
+@pytest.fixture
+def magics(ip: InteractiveShell) -> Iterator[object]:
+    """The shell's ``DynprofMagics``, detached from any job before the test, and its job
+    closed after it (a handle left open would keep a prepared job's segment)."""
+    instance = ip.magics_manager.registry["DynprofMagics"]
+    instance.job = None
+    yield instance
+    if instance.job is not None:
+        instance.job.close()
+    instance.job = None

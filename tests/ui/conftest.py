@@ -1,30 +1,12 @@
-"""Fixtures of the UI tests: one IPython shell with ``%load_ext dynprof_nb``, its
-``DynprofMagics`` detached from any job at the start of each test, and Debian's chromium for
-the timeline's page tests."""
+"""Fixtures of the UI tests: Debian's chromium for the timeline's page tests (the shell and
+its magics, ``ip`` and ``magics``, are tests/conftest.py's)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 from timeline_page import CHROMIUM, CHROMIUM_ARGS
-
-from dynprof_nb.ui.magics import DynprofMagics
-
-
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "dynprof_nb")
-    return shell
-
-
-@pytest.fixture
-def magics(ip: InteractiveShell) -> DynprofMagics:
-    instance = ip.magics_manager.registry["DynprofMagics"]
-    instance.job = None
-    return instance
 
 
 @pytest.fixture(scope="module")
