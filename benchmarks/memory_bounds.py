@@ -49,27 +49,24 @@ print(json.dumps({"peak_mb": peak_mb(), "seconds": 0.0}))
 """
 )
 
-OPS = (
-    PEAK
-    + r"""
-from dynprof_nb.traces import load_trace
-t = time.perf_counter()
-w = load_trace(sys.argv[1])
-n = len(w.ops)
-print(json.dumps({"peak_mb": peak_mb(), "seconds": time.perf_counter() - t, "rows": n}))
-"""
-)
 
-EVENTS = (
-    PEAK
-    + r"""
+def frame_script(frame: str) -> str:
+    """A child's script: load the trace given as argv[1], take ``w.<frame>``, print its
+    peak RSS, time and row count as one JSON line."""
+    return (
+        PEAK
+        + f"""
 from dynprof_nb.traces import load_trace
 t = time.perf_counter()
 w = load_trace(sys.argv[1])
-n = len(w.events)
-print(json.dumps({"peak_mb": peak_mb(), "seconds": time.perf_counter() - t, "rows": n}))
+n = len(w.{frame})
+print(json.dumps({{"peak_mb": peak_mb(), "seconds": time.perf_counter() - t, "rows": n}}))
 """
-)
+    )
+
+
+OPS = frame_script("ops")
+EVENTS = frame_script("events")
 
 EVENT = b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":5}'
 
