@@ -1,7 +1,7 @@
 """The upstream private names the cluster's gate cannot do without, pinned.
 
 Each is read in one named function (or one override) of the package, which says why; the
-layout test (tests/test_layout.py, ``UPSTREAM_PRIVATES``) lets no other module reach one. Here
+layout test (tests/test_layout.py, ``ALLOWED_REACHES``) lets no other module reach one. Here
 each is checked on the versions installed, after checking that those are the ones
 pyproject.toml declares: a rename upstream fails here, loudly, not in a user's cluster.
 """

@@ -141,7 +141,7 @@ def test_a_window_that_starts_as_the_last_one_is_saved_records_every_step(job):
     run_steps(monitor, 1)
     assert (monitor.state, monitor.window) == ("recording", (4, 6))
     # the first window's save now waits for the training thread's next step() to fork it
-    wait_until(lambda: monitor._fork_job is not None, timeout=30)
+    wait_until(lambda: monitor._state.fork_job is not None, timeout=30)
     run_steps(monitor, 5)
     finished_windows(monitor)
     assert trace_steps(out / "rank0_start2_stop3") == [2, 3]
@@ -285,9 +285,9 @@ def test_idle_step_is_within_3x_an_empty_call_before_and_after_a_window(job):
         # back; the heartbeat's next look at a loop this fast switches it to the untimed
         # one, which is what the bound is about
         deadline = time.monotonic() + 20
-        while monitor._exact_from is not None and time.monotonic() < deadline:
+        while monitor._state.exact_from is not None and time.monotonic() < deadline:
             monitor.step()
-        assert monitor._exact_from is None, "the heartbeat never untimed a sub-µs loop"
+        assert monitor._state.exact_from is None, "the heartbeat never untimed a sub-µs loop"
 
     def untimed_ratio(monitor: dynprof_nb.Monitor) -> float:
         # a measurement during which the heartbeat switched the timed step() on (a beat that
@@ -295,7 +295,7 @@ def test_idle_step_is_within_3x_an_empty_call_before_and_after_a_window(job):
         for _ in range(3):
             untimed(monitor)
             ratio = _idle_ratio(monitor)
-            if monitor._exact_from is None:
+            if monitor._state.exact_from is None:
                 return ratio
         return ratio
 
