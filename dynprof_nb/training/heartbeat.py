@@ -36,14 +36,19 @@ log = logging.getLogger("dynprof_nb")
 
 HEARTBEAT_S = 0.02
 CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whole and named
+# A rank whose step has not changed for DOZE_AFTER beats, with nothing armed, recording,
+# saving or being mended, dozes: it waits up to DOZE_S for the next step() to wake it (that
+# step takes the slow path once, see Monitor._advance) and checks the segment once a doze.
+DOZE_AFTER = 10
+DOZE_S = 0.5
 
 
 class RankStatus:
     """The status side of one Monitor ``m``: its slot's state and error, and its heartbeat."""
 
     __slots__ = (
-        "m", "slot", "state", "use_bell", "rewatch", "set_timed", "windows", "old_bells",
-        "thread",
+        "m", "slot", "state", "use_bell", "rewatch", "set_timed", "nudge", "windows",
+        "old_bells", "thread",
     )  # fmt: skip
 
     def __init__(
@@ -54,6 +59,7 @@ class RankStatus:
         use_bell: Callable[[Any], None],
         rewatch: Callable[[int], None],
         set_timed: Callable[[bool], None],
+        nudge: Callable[[], None],
     ) -> None:
         self.m = monitor  # its public attributes: job, rank, state, window, errors, step_count
         self.slot = slot  # this rank's words in the segment (the Monitor's, re-pointed on rejoin)
@@ -61,6 +67,7 @@ class RankStatus:
         self.use_bell = use_bell  # step() reads these doorbell words from now on
         self.rewatch = rewatch  # a rejoined segment's generation, below the one applied
         self.set_timed = set_timed  # step() records each step's end time, or not
+        self.nudge = nudge  # the next step() takes the slow path (which wakes a doze)
         self.windows: Any = None  # the Monitor's Windows (built after this: it is given later)
         self.old_bells: list[Doorbell] = []  # replaced doorbells: their mappings stay
         self.thread: threading.Thread | None = None
@@ -159,10 +166,15 @@ class RankStatus:
     def run(self) -> None:
         """Every HEARTBEAT_S: publish the step, a heartbeat and the step rate (all on the
         monotonic clock), keep the doorbell in step with the segment, and every CHECK_EVERY
-        beats check the segment itself. Nothing here may end the thread."""
+        beats check the segment itself; while the step stands still, doze (see
+        :meth:`doze`). Nothing here may end the thread."""
         state = self.state
         beat = _Beat(self.m.step_count)
         while not state.closed.wait(HEARTBEAT_S):
+            if beat.still >= DOZE_AFTER and self.may_doze(beat):
+                self.doze(beat)
+                if state.closed.is_set():
+                    return
             beat.beats += 1
             try:
                 beat.once(self.m, self.slot, state, self.set_timed)
@@ -172,6 +184,35 @@ class RankStatus:
             if beat.beats >= CHECK_EVERY or state.suspect:
                 beat.beats = 0
                 self.check_segment()
+
+    def may_doze(self, beat: _Beat) -> bool:
+        """Only an idle rank with nothing to watch dozes: no window armed, recording or being
+        saved (their boundaries are the step path's, but their status is ours), no trigger
+        armed (a step still running can trip it), no segment being mended."""
+        trigger = getattr(beat.watch, "trigger", None)
+        return (
+            self.m.state == "idle"
+            and not self.windows.saving
+            and not self.state.suspect
+            and not self.m.segment_problem
+            and (trigger is None or trigger.definition is None)
+        )
+
+    def doze(self, beat: _Beat) -> None:
+        """Wait up to :data:`DOZE_S` instead of :data:`HEARTBEAT_S`: an idle rank that does
+        not step (a loop waiting on data, an evaluation, a hang) costs two wake-ups a second,
+        not fifty. The next ``step()`` wakes it at once (it is nudged onto the slow path,
+        which sets ``wake`` and refreshes the doorbell's generation), so a stepping rank's
+        step, rate and step times are published every :data:`HEARTBEAT_S` as before; the
+        segment is checked once a doze."""
+        state = self.state
+        state.wake.clear()
+        state.dozing = True
+        self.nudge()
+        if self.m.step_count == beat.last:  # no step came in between: nothing wakes us late
+            state.wake.wait(DOZE_S)
+        state.dozing = False
+        beat.beats = CHECK_EVERY  # a doze is as long as CHECK_EVERY beats: check now
 
     def note_watch(self, watch: StepWatch) -> None:
         """A failure of the step-time watch (or the trigger) goes into this rank's status
@@ -296,10 +337,11 @@ class _Beat:
     the beats since the last segment check, and the step-time ring's writer (remade for a new
     segment)."""
 
-    __slots__ = ("last", "last_ns", "rate", "beats", "watch", "watched")
+    __slots__ = ("last", "last_ns", "rate", "beats", "still", "watch", "watched")
 
     def __init__(self, step: int) -> None:
         self.last, self.last_ns, self.rate, self.beats = step, time.monotonic_ns(), 0.0, 0
+        self.still = 0  # beats in a row that saw no new step
         self.watch: Any = None
         self.watched: Any = None
 
@@ -319,7 +361,9 @@ class _Beat:
         if gen > state.bell[BELL_GEN]:
             state.bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
         if n == self.last:
+            self.still += 1
             return
+        self.still = 0
         now = time.monotonic_ns()
         current = (n - self.last) * 1e9 / max(1, now - self.last_ns)
         self.rate = current if self.rate == 0 else 0.7 * self.rate + 0.3 * current

@@ -197,7 +197,7 @@ class Monitor:
         # private fields; the status first: every part reports through it
         self._status = RankStatus(
             self, slot, state, use_bell=self._use_bell, rewatch=self._rewatch,
-            set_timed=self._set_timed,
+            set_timed=self._set_timed, nudge=self._nudge,
         )  # fmt: skip
         self._commands = CommandReader(self, slot, state, self._status)
         self._windows = Windows(
@@ -396,6 +396,7 @@ class Monitor:
         except Exception as exc:
             self._status.report(f"closing: {exc!r}")
         state.closed.set()
+        state.wake.set()  # a dozing heartbeat ends now, not at its doze's end
         self._set_timed(False)  # no heartbeat reads the end times any more
         if self._stacks is not None:
             self._stacks.close()
@@ -447,6 +448,8 @@ class Monitor:
         if not state.owned_here():  # a forked child stepping the parent's Monitor
             self._stand_down()
             return
+        if state.dozing:  # the first step after the heartbeat dozed off (it nudged us here)
+            self._wake_heartbeat()
         if state.fork_job is not None:  # the window-I/O thread waits for its writer process
             # (not rescheduled here: in a recording window that moved the boundary past n,
             # and step n went unrecorded; the end of this call schedules, or the next idles)
@@ -472,6 +475,19 @@ class Monitor:
         except Exception as exc:  # never into the training loop
             self._status.report(f"internal error at step {n}: {exc!r}; the window was abandoned.")
             self._windows.abandon()
+
+    def _wake_heartbeat(self) -> None:
+        """Wake the dozing heartbeat, and read the segment's generation as its beat would
+        have (a config written during the doze by a writer that could not ring us)."""
+        state = self._state
+        state.dozing = False
+        state.wake.set()
+        try:
+            gen = self._slot.generation()
+        except Exception:  # a segment in trouble: the heartbeat, awake now, mends it
+            return
+        if gen > self._bell[4]:
+            self._bell[4] = gen
 
     def _stand_down(self) -> None:
         """A forked child stepping the parent's Monitor stands down once (see

@@ -33,6 +33,8 @@ class StepState:
       time (written by the timed ``step()``), valid from step ``exact_from`` on (None: untimed).
     - ``history``, ``fr``: the kept last steps (or None) and the Flight Recorder's responder.
     - ``lock``, ``closed``, ``pid``: the step path's lock, the Monitor's end, its process.
+    - ``dozing``, ``wake``: the heartbeat waits on ``wake`` for the next step (set by the slow
+      path, and by close()) while an idle rank's step stands still.
     """
 
     __slots__ = (
@@ -52,6 +54,8 @@ class StepState:
         "lock",
         "closed",
         "pid",
+        "dozing",
+        "wake",
     )
 
     def __init__(self, history: Any = None) -> None:
@@ -72,6 +76,8 @@ class StepState:
         self.lock = threading.Lock()
         self.closed = threading.Event()
         self.pid = os.getpid()
+        self.dozing = False
+        self.wake = threading.Event()
 
     def owned_here(self) -> bool:
         """True in the process that made the Monitor (not in a forked child)."""
