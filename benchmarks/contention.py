@@ -64,7 +64,7 @@ def measure(monitor: dynprof_nb.Monitor, seconds: float, batch: int) -> tuple[fl
     clock = time.perf_counter_ns
     per_step: list[float] = []
     steps = 0
-    applied = monitor._applied
+    applied = monitor._state.applied
     changes = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -73,9 +73,9 @@ def measure(monitor: dynprof_nb.Monitor, seconds: float, batch: int) -> tuple[fl
             monitor.step()
         per_step.append((clock() - t0) / batch)
         steps += batch
-        if monitor._applied != applied:
+        if monitor._state.applied != applied:
             changes += 1
-            applied = monitor._applied
+            applied = monitor._state.applied
     return statistics.median(per_step), steps, changes
 
 

@@ -297,19 +297,70 @@ def test_window_shortcuts_come_from_the_analysis_side():
     assert set(shortcuts._REGISTERED) >= {"summary", "timeline", "slow_ranks", "bandwidth_heatmap"}
 
 
+#: at most this many reaches into another object's private fields, package-wide (httpx's level)
+MAX_PRIVATE_REACHES = 20
+#: every reach the package makes into another object's private fields: ``module:attribute`` ->
+#: why. Each is a library's documented underscore API or one named upstream private that has no
+#: public form; none is a part of ours reaching into another (the Monitor's parts get their
+#: slot, its shared StepState and callbacks when built: training/stepstate.py).
+ALLOWED_REACHES = {
+    "traces/parallel.py:_exit": "os._exit: a forked worker must not run the parent's atexit",
+    "training/saver.py:_exit": "os._exit: the forked window writer must not run the "
+    "training process's atexit handlers",
+    "training/stackdump.py:_current_frames": "sys._current_frames, documented: the main "
+    "thread's stack, which faulthandler's dump leaves out",
+    "training/frdump.py:_world": "torch.distributed's group names and ranks (no public "
+    "call lists them), for the Flight Recorder's pg_config",
+    "training/frdump.py:_C": "torch._C._distributed_c10d: where torch keeps the Flight "
+    "Recorder's dump call (its only form)",
+    "training/frdump.py:_distributed_c10d": "the same (torch's and torch_npu's)",
+    "ui/panel.py:_repr_mimebundle_": "IPython's rich display protocol (super()'s bundle)",
+    "analysis/timeline_view.py:_repr_mimebundle_": "IPython's rich display protocol",
+    "traces/formats/chrome/out_of_core.py:_repr_html_": "IPython's display protocol (dask's)",
+    "cluster/gate.py:_prepare_stream": "Dask's TLS handshake hook, the one override bounding "
+    "it; pinned by tests/cluster/test_upstream_privates.py",
+    "cluster/tls.py:_name": "cryptography's OpenSSL name of an OID, read in "
+    "tls.openssl_attribute_name only; pinned by tests/cluster/test_upstream_privates.py",
+    "control/filemode.py:_write": "super()._write of its own base class (Controller split)",
+}
+
+
+def private_reaches() -> list[str]:
+    """``module:line .name`` for every attribute ``x._name`` (not a dunder) of the package
+    where ``x`` is not the bare name ``self`` or ``cls``: another object's private field."""
+    reaches = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            own = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                node.value.id in ("self", "cls"))
+            if (isinstance(node, ast.Attribute) and _private(node.attr) and not own):
+                reaches.append(f"{rel}:{node.lineno} .{node.attr}")
+    return reaches
+
+
 def test_windows_reach_into_no_other_windows_private_fields():
     """MultiRankWindow and ClusterWindow use other windows through the public protocols of
     traces/interface.py (``frame``, ``sources``, ``loaded``, ``parsed_events`` ...): an
     attribute ``x._name`` is read only on ``self`` (or ``cls``)."""
-    reaches = []
-    for rel in ("traces/multirank.py", "cluster/cluster_window.py", "traces/lazyframe.py"):
-        for node in ast.walk(ast.parse((PACKAGE / rel).read_text())):
-            own = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
-                node.value.id in ("self", "cls"))
-            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                    and not node.attr.startswith("__") and not own):
-                reaches.append(f"{rel}:{node.lineno} .{node.attr}")
-    assert reaches == []
+    windows = ("traces/multirank.py", "cluster/cluster_window.py", "traces/lazyframe.py")
+    assert [r for r in private_reaches() if r.split(":")[0] in windows] == []
+
+
+def test_every_private_reach_is_named_with_its_reason():
+    """Every reach into another object's private fields, in any module, is one
+    :data:`ALLOWED_REACHES` names with why; and every name there is still used (a stale entry
+    would let a new reach of that name in unseen)."""
+    found = {f"{r.split(':')[0]}:{r.split('.')[-1]}" for r in private_reaches()}
+    assert found - set(ALLOWED_REACHES) == set(), "a new reach: give the part what it needs"
+    assert set(ALLOWED_REACHES) - found == set(), "an entry no reach uses any more: drop it"
+
+
+def test_private_reaches_package_wide_stay_at_httpx_level():
+    """Parts get what they need when built, never another object's private fields: at most
+    :data:`MAX_PRIVATE_REACHES` reaches in the whole package (httpx has 15)."""
+    reaches = private_reaches()
+    assert len(reaches) <= MAX_PRIVATE_REACHES, "\n".join(reaches)
 
 
 def test_no_module_imports_another_modules_private_name():

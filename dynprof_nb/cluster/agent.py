@@ -72,7 +72,7 @@ class Agent:
         self._sent: dict[str, tuple[Any, Any, float]] = {}
         self._seen: set[str] = set()
         self._client: Any = None
-        self._gate_ok = False
+        self.gate_ok = False  # the scheduler (and nanny) answered gated: see scheduler_refusal
         self.exposed: str | None = None  # why this worker is being stopped (open to others)
         self.firer = Firer(self.operations, self._scheduler_client, _cluster_job)
         self._thread = threading.Thread(target=self._run, name="dynprof_nb-agent", daemon=True)
@@ -92,7 +92,7 @@ class Agent:
             return f"node {self.operations.name}: refused: this worker is open to others: " + (
                 self.exposed
             )
-        if self._gate_ok:
+        if self.gate_ok:
             return None
         try:
             answer = await getattr(self.worker.scheduler, gate.GATE_HANDLER)()
@@ -111,7 +111,7 @@ class Agent:
                     "can run code as this user): start the worker with `--preload-nanny "
                     "dynprof_nb.cluster.gate` too, or with --no-nanny."
                 )
-        self._gate_ok = why is None
+        self.gate_ok = why is None
         return None if why is None else f"node {self.operations.name}: refused: {why}"
 
     @property
@@ -243,7 +243,7 @@ class Agent:
             return
         if not isinstance(cmd, dict) or "config" not in cmd:
             return
-        if not self._gate_ok:  # set by the first operation's check of the scheduler
+        if not self.gate_ok:  # set by the first operation's check of the scheduler
             try:
                 from distributed.utils import sync
 

@@ -140,15 +140,12 @@ def own_subject(server: Any) -> frozenset[tuple[str, str]] | None:
         kind, "tls_worker_cert"
     )
     pem = getattr(security, own, None) or getattr(security, "tls_cert", None)
+    from dynprof_nb.cluster import tls
+
     if not pem:
-        from dynprof_nb.cluster import tls
-
         return tls.user_tls().subject()
-    from cryptography import x509
-
     data = pem if "-----BEGIN" in pem else open(pem).read()  # noqa: SIM115 (PEM text or path)
-    cert = x509.load_pem_x509_certificate(data.encode())
-    return frozenset((a.oid._name, str(a.value)) for a in cert.subject)
+    return tls.subject_of(data.encode())
 
 
 def refusal(comm: Any, uid: int, subject: frozenset[tuple[str, str]] | None) -> str | None:
@@ -484,6 +481,45 @@ def register() -> None:
 # -- the gate on a server ------------------------------------------------------------------
 
 
+class ServerGate:
+    """The gate of one server, kept where Dask keeps a server's handlers: its :meth:`answer`
+    is ``server.handlers[GATE_HANDLER]`` (a documented hook), which tells a peer the owner
+    (uid, certificate subject); and it holds the subject the server's later listeners check,
+    so nothing is set on the server."""
+
+    def __init__(self, uid: int, subject: frozenset[tuple[str, str]] | None) -> None:
+        self.subject = subject
+        self.owner: dict[str, Any] = {"uid": uid, "subject": sorted(subject) if subject else None}
+
+    def answer(self) -> dict[str, Any]:
+        """What :data:`GATE_HANDLER` answers: the owner."""
+        return {k: v for k, v in self.owner.items() if k != "exposed"}
+
+    @staticmethod
+    def of(server: Any) -> ServerGate | None:
+        """The gate installed on ``server``, if one is."""
+        gate = getattr(server.handlers.get(GATE_HANDLER), "__self__", None)
+        return gate if isinstance(gate, ServerGate) else None
+
+
+def open_comms(server: Any) -> list[Any]:
+    """The connections ``server`` has open (admitted before the gate was there, when an agent
+    is started in a running worker). The one read of a Dask private here: a server keeps them
+    only in ``Server._comms``, and no public call lists them. If Dask renames it the gate
+    refuses to install (it cannot vouch for those connections) rather than pass over them;
+    tests/cluster/test_upstream_privates.py pins it against the distributed pyproject.toml
+    declares."""
+    from distributed.core import Server
+
+    if isinstance(server, Server) and not isinstance(getattr(server, "_comms", None), dict):
+        raise RuntimeError(
+            "dynprof_nb gate: this version of distributed keeps a server's open connections "
+            "somewhere the gate does not know (Server._comms is gone), so it cannot check "
+            "them; use a distributed that pyproject.toml declares"
+        )
+    return list(getattr(server, "_comms", {}))
+
+
 def install(server: Any) -> dict[str, Any]:
     """Gate ``server`` (a Scheduler, Worker or Nanny): its listeners check every new
     connection before the handshake (listeners made before :func:`register` are gated now),
@@ -491,15 +527,14 @@ def install(server: Any) -> dict[str, Any]:
     :data:`GATE_HANDLER`. Called again (each ``listen`` does), it gates the new listeners.
     Returns the owner, with ``exposed``: why a listener of this server is open to others
     (one without mutual TLS, made before the gate), if one is."""
-    owner = getattr(server, "_dynprof_gate", None)
+    gate = ServerGate.of(server)
     uid = os.getuid()
-    if owner is None:
+    if gate is None:
         SERVING.append(type(server).__name__)
-        subject = own_subject(server)
-        owner = {"uid": uid, "subject": sorted(subject) if subject else None}
-        server._dynprof_gate, server._dynprof_subject = owner, subject
-        server.handlers[GATE_HANDLER] = lambda: {k: v for k, v in owner.items() if k != "exposed"}
-        for comm in list(getattr(server, "_comms", {})):  # admitted before the gate was there
+        gate = ServerGate(uid, own_subject(server))
+        server.handlers[GATE_HANDLER] = gate.answer
+        subject = gate.subject
+        for comm in open_comms(server):  # admitted before the gate was there
             why = _why(comm, uid, subject)
             if why is not None:
                 log.warning("dynprof_nb gate on %s: refused %s", type(server).__name__, why)
@@ -512,7 +547,7 @@ def install(server: Any) -> dict[str, Any]:
         )
     exposed = []
     for listener in getattr(server, "listeners", ()):
-        gate_listener(listener, server._dynprof_subject).dynprof_server = type(server).__name__
+        gate_listener(listener, gate.subject).dynprof_server = type(server).__name__
         address = str(getattr(listener, "contact_address", ""))
         scheme = address.partition("://")[0]
         if scheme not in ("tls", "inproc") and not unsafe_plain_tcp():
@@ -520,8 +555,8 @@ def install(server: Any) -> dict[str, Any]:
                 f"{type(server).__name__} at {address} listens without mutual TLS (started "
                 "before the gate)"
             )
-    owner["exposed"] = exposed
-    return owner
+    gate.owner["exposed"] = exposed
+    return gate.owner
 
 
 def _installing(listen: Any) -> Any:

@@ -27,7 +27,7 @@ def _window(job: str, path: str, user: Any) -> Any:
             "this worker runs no dynprof_nb agent (start it with "
             "--preload dynprof_nb.cluster.agent)."
         )
-    if not agent._gate_ok:  # checked by every operation; a read comes after one
+    if not agent.gate_ok:  # checked by every operation; a read comes after one
         raise PermissionError(
             f"node {agent.operations.name}: refused 'load': this cluster's "
             "scheduler was not found gated for this agent's user (see "

@@ -294,9 +294,8 @@ def _buffers(frame: pd.DataFrame) -> tuple[list[tuple], list[np.ndarray]]:
             specs.append((name, "cat", (dtype.categories, dtype.ordered)))
             arrays.append(np.ascontiguousarray(col.cat.codes.to_numpy()))
         elif isinstance(dtype, pd.Int64Dtype):
-            arr = col.array
-            specs.append((name, "Int64", None))
-            arrays.extend([np.ascontiguousarray(arr._data), np.ascontiguousarray(arr._mask)])
+            specs.append((name, "Int64", None))  # the values (0 where NA) and the NA mask
+            arrays.extend([col.to_numpy(dtype="int64", na_value=0), col.isna().to_numpy()])
         elif isinstance(dtype, np.dtype) and dtype.kind in "biuf":
             specs.append((name, "np", None))
             arrays.append(np.ascontiguousarray(col.to_numpy()))

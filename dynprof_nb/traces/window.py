@@ -275,19 +275,19 @@ class TraceWindow(WindowShortcuts):
     def communication_links(self) -> pd.DataFrame:
         """Per communication op and link (src_rank -> dst_rank): transport, size_mb, transit_us,
         bandwidth_gbps; from communication_matrix.json, or the database's HCCL tasks."""
-        return _side_table(self, "links")
+        return _side_table(self, self._side, "links")
 
     def communication_bandwidth(self) -> pd.DataFrame:
         """Per communication op and transport (HCCS, PCIE, SIO, SDMA = their total, RDMA):
         size_mb, transit_us, bandwidth_gbps, large_packet_ratio, Ascend's "Communication
         Bandwidth Info"; from communication.json, analysis.db or the database's HCCL tasks.
         The communication frame's size_mb / bandwidth_gbps are its SDMA + RDMA rows."""
-        return _side_table(self, "bandwidth")
+        return _side_table(self, self._side, "bandwidth")
 
     def memory_copies(self) -> pd.DataFrame:
         """The device's asynchronous memory copies (MEMCPY_ASYNC tasks: start_ns, end_ns,
         step) of a database window; empty for other formats."""
-        return _side_table(self, "memory_copies")
+        return _side_table(self, self._side, "memory_copies")
 
     # ---- reading ----------------------------------------------------------------------------
     @classmethod
@@ -499,13 +499,13 @@ def provenance(
         note["source"] = owner.name if owner is not None else note["provider"]
 
 
-def _side_table(w: TraceWindow, kind: str) -> pd.DataFrame:
-    """Side table ``kind``, read once by the format that has it (``Source.tables``: the
-    Ascend formats, :mod:`~dynprof_nb.traces.formats.ascend.links`), through the frame
-    cache as a frame is."""
-    if kind not in w._side:
-        w._side[kind] = cache.through(w, kind, lambda: read_table(w, kind))
-    return w._side[kind]
+def _side_table(w: TraceWindow, read: dict[str, pd.DataFrame], kind: str) -> pd.DataFrame:
+    """Side table ``kind``, read once (kept in ``read``, the window's side tables) by the
+    format that has it (``Source.tables``: the Ascend formats,
+    :mod:`~dynprof_nb.traces.formats.ascend.links`), through the frame cache as a frame is."""
+    if kind not in read:
+        read[kind] = cache.through(w, kind, lambda: read_table(w, kind))
+    return read[kind]
 
 
 def _from_source_file(p: Path, src: Source, comm_patterns: comm.PatternSpec) -> TraceWindow:

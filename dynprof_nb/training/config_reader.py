@@ -8,8 +8,10 @@ that began before the request arrived, or (file mode) shift it to begin at the n
 MindSpore does. An edit that arrives while a window records waits for it to end (a stop does
 not).
 
-It works on the Monitor's slots (its state, window, config, generation): this object is the
-part of the Monitor that decides what the window is.
+It is given the rank's slot, the step path's shared
+:class:`~dynprof_nb.training.stepstate.StepState` (the generation applied, the config kept) and
+the rank's status when built, and sets the Monitor's public window state (``state``,
+``window``, ``config``): this object is the part of the Monitor that decides what the window is.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dynprof_nb.contract.config import ConfigError
 from dynprof_nb.contract.protocol import Command, decode
 from dynprof_nb.contract.segment import BELL_GEN, SegmentError
 from dynprof_nb.contract.slot import RankSlot
+from dynprof_nb.training.stepstate import StepState
 
 log = logging.getLogger("dynprof_nb")
 
@@ -39,6 +42,7 @@ class CommandReader:
     __slots__ = (
         "m",
         "slot",
+        "state",
         "status",
         "windows",
         "pending",
@@ -49,9 +53,10 @@ class CommandReader:
         "reason",
     )
 
-    def __init__(self, monitor: Any, slot: RankSlot, status: Any) -> None:
-        self.m = monitor
+    def __init__(self, monitor: Any, slot: RankSlot, state: StepState, status: Any) -> None:
+        self.m = monitor  # its public window state: state, window, config, window_options
         self.slot = slot  # where the window and the generation applied are published
+        self.state = state  # the generation applied, the config kept, the window recording
         self.status = status  # the rank's RankStatus: its state and its errors
         self.windows: Any = None  # the Monitor's Windows (built after this: it is given later)
         self.pending: tuple[int, Command] | None = None  # an edit waiting for the window's end
@@ -78,10 +83,11 @@ class CommandReader:
         if m.last_error == UNREADABLE:
             self.status.clear_error()  # it reads again: the report no longer holds
         gen, data = got
-        if gen < m._bell[BELL_GEN]:
-            m._suspect = True  # rung for a segment we are not on (republished by another)
-        m._applied = gen
-        m._kept = got
+        state = self.state
+        if gen < state.bell[BELL_GEN]:
+            state.suspect = True  # rung for a segment we are not on (republished by another)
+        state.applied = gen
+        state.kept = got
         try:
             cmd = decode(data)
         except ConfigError as exc:
@@ -119,8 +125,8 @@ class CommandReader:
         cmd = self.of_this_run(cmd)
         old, cfg = m.config, cmd.config
         m.config = cfg
-        if cfg.flight_recorder and m._fr is None:
-            m._fr = fr_responder(m)
+        if cfg.flight_recorder and self.state.fr is None:
+            self.state.fr = fr_responder(m)
         m.window_options = dict(cmd.window)
         self.late = cmd.late
         if cmd.action == "start":
@@ -167,7 +173,7 @@ class CommandReader:
             if at > n and m.window is not None:
                 m.window = (m.window[0], min(m.window[1], at))
                 self.slot.set_stop(m.window[1])
-                m._recording["stop_asked"] = True
+                self.state.recording["stop_asked"] = True
             else:
                 self.windows.finish(n, stopped=True)
         elif m.state in ("armed", "excluded"):

@@ -14,6 +14,7 @@ from typing import Any
 
 from dynprof_nb.contract.segment import BELL_GEN
 from dynprof_nb.contract.slot import RankSlot
+from dynprof_nb.training.stepstate import StepState
 
 
 class NoFile:
@@ -27,13 +28,19 @@ class NoFile:
 class FileRelay:
     """The relay of one Monitor ``m`` (``relay`` is None when it could not be made)."""
 
-    __slots__ = ("m", "slot", "status", "relay", "path")
+    __slots__ = ("m", "slot", "state", "status", "relay", "path")
 
     def __init__(
-        self, monitor: Any, slot: RankSlot, status: Any, cfg_path: str | os.PathLike[str]
+        self,
+        monitor: Any,
+        slot: RankSlot,
+        state: StepState,
+        status: Any,
+        cfg_path: str | os.PathLike[str],
     ) -> None:
-        self.m = monitor
+        self.m = monitor  # its job and step_count
         self.slot = slot
+        self.state = state  # the doorbell's words, raised here when a ring was missed
         self.status = status
         self.relay: Any = None
         self.path = cfg_path
@@ -57,13 +64,13 @@ class FileRelay:
 
     def relay_now(self) -> None:
         """The file changed: relay it now, on the training thread, so this step applies it."""
-        m = self.m
+        bell = self.state.bell
         try:
-            self.slot.set_step(m.step_count)  # the relay checks where ranks are
+            self.slot.set_step(self.m.step_count)  # the relay checks where ranks are
             if self.relay.poll():
                 gen = self.slot.generation()
-                if gen > m._bell[BELL_GEN]:  # our own doorbell, in case the ring missed
-                    m._bell[BELL_GEN] = gen
+                if gen > bell[BELL_GEN]:  # our own doorbell, in case the ring missed
+                    bell[BELL_GEN] = gen
         except Exception as exc:  # never into the training loop
             self.status.report(f"cannot relay {self.relay.path}: {exc!r}")
 

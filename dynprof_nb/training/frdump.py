@@ -45,10 +45,10 @@ def enable_recorder() -> str:
 
 def _groups(dist: Any) -> dict[str, dict[str, Any]]:
     """This rank's process groups as the recorder's ``pg_config`` spells them."""
-    c10d = dist.distributed_c10d
+    world = dist.distributed_c10d._world  # torch lists a group's name and ranks nowhere else
     out: dict[str, dict[str, Any]] = {}
-    for pg, name in list(c10d._world.pg_names.items()):
-        ranks = sorted(c10d._world.pg_group_ranks.get(pg, {}))
+    for pg, name in list(world.pg_names.items()):
+        ranks = sorted(world.pg_group_ranks.get(pg, {}))
         desc = getattr(pg, "group_desc", "") or ("default_pg" if name == "0" else "undefined")
         out[str(name)] = {"name": str(name), "desc": str(desc), "ranks": str(ranks)}
     return out

@@ -10,8 +10,11 @@ and the trigger, and switches ``step()`` between its timed and untimed class. Ev
 chmod-ed under the job is republished (its config kept) and rejoined, and a doorbell whose
 descriptor the job closed is made again; training goes on either way.
 
-It works on the Monitor's slots (its segment, words, doorbell): they are the Monitor's state,
-shared with the step path, and this object is the part of the Monitor that keeps them sound.
+It is given what it works on when built: the rank's slot, the step path's shared
+:class:`~dynprof_nb.training.stepstate.StepState` (the doorbell, the generation applied, the
+step times) and the Monitor's callbacks for what only the step path holds (the doorbell words
+``step()`` reads, the generation it watches, timed or untimed). It reads the Monitor's public
+attributes (job, rank, state, window, errors) and never its private fields.
 """
 
 from __future__ import annotations
@@ -20,27 +23,51 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dynprof_nb.contract.segment import BELL_GEN, Doorbell, Segment, SegmentError
 from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.ownfd import FdLost
+from dynprof_nb.training.stepstate import StepState
 from dynprof_nb.training.steptimes import StepWatch, wants_timing
 
 log = logging.getLogger("dynprof_nb")
 
 HEARTBEAT_S = 0.02
 CHECK_EVERY = 10  # heartbeats between two checks that the segment is still whole and named
+# A rank whose step has not changed for DOZE_AFTER beats, with nothing armed, recording,
+# saving or being mended, dozes: it waits up to DOZE_S for the next step() to wake it (that
+# step takes the slow path once, see Monitor._advance) and checks the segment once a doze.
+DOZE_AFTER = 10
+DOZE_S = 0.5
 
 
 class RankStatus:
     """The status side of one Monitor ``m``: its slot's state and error, and its heartbeat."""
 
-    __slots__ = ("m", "slot", "windows", "old_bells", "thread")
+    __slots__ = (
+        "m", "slot", "state", "use_bell", "rewatch", "set_timed", "nudge", "windows",
+        "old_bells", "thread",
+    )  # fmt: skip
 
-    def __init__(self, monitor: Any, slot: RankSlot) -> None:
-        self.m = monitor
+    def __init__(
+        self,
+        monitor: Any,
+        slot: RankSlot,
+        state: StepState,
+        use_bell: Callable[[Any], None],
+        rewatch: Callable[[int], None],
+        set_timed: Callable[[bool], None],
+        nudge: Callable[[], None],
+    ) -> None:
+        self.m = monitor  # its public attributes: job, rank, state, window, errors, step_count
         self.slot = slot  # this rank's words in the segment (the Monitor's, re-pointed on rejoin)
+        self.state = state  # the step path's shared state (doorbell, generation, step times)
+        self.use_bell = use_bell  # step() reads these doorbell words from now on
+        self.rewatch = rewatch  # a rejoined segment's generation, below the one applied
+        self.set_timed = set_timed  # step() records each step's end time, or not
+        self.nudge = nudge  # the next step() takes the slow path (which wakes a doze)
         self.windows: Any = None  # the Monitor's Windows (built after this: it is given later)
         self.old_bells: list[Doorbell] = []  # replaced doorbells: their mappings stay
         self.thread: threading.Thread | None = None
@@ -69,7 +96,8 @@ class RankStatus:
         log.warning("dynprof_nb job %r rank %d: %s", m.job, m.rank, message)
         if self.slot.seg is not None:
             try:
-                self.slot.set_error(message, m._applied if generation is None else generation)
+                gen = self.state.applied if generation is None else generation
+                self.slot.set_error(message, gen)
             except Exception:
                 pass
 
@@ -88,8 +116,9 @@ class RankStatus:
         slot.claim(seg, m.rank, keep)
         if not m.run:  # the run this rank joined; a republished segment keeps it (see below)
             m.run = slot.run
-        if m._doorbell is not None:
-            slot.set_bell(m._doorbell.token, m._doorbell.fd)
+        bell = self.state.doorbell
+        if bell is not None:
+            slot.set_bell(bell.token, bell.fd)
 
     def check_duplicate_rank(self) -> None:
         """Say so in this rank's slot when another live process already claims this rank."""
@@ -115,11 +144,9 @@ class RankStatus:
         mappings: a child that steps on (a worker forked from the loop, a job that forks
         and trains in the child) would apply the parent's config, write its step, state and
         errors into the parent's slot and record windows as the parent's rank. The child
-        stands down once, says so in its own log only, and its ``step()`` stays on the fast
-        path (a frozen private copy of the doorbell)."""
+        stands down once (the Monitor gives its ``step()`` a frozen private copy of the
+        doorbell, so it stays on the fast path) and says so in its own log only."""
         m = self.m
-        m._bell = list(m._bell)
-        m._watch = m._bell[4]
         log.warning(
             "dynprof_nb job %r rank %d: this is a forked child (pid %d) of the rank's "
             "process (pid %d); it does not profile and never writes into the rank's slot. "
@@ -127,7 +154,7 @@ class RankStatus:
             m.job,
             m.rank,
             os.getpid(),
-            m._pid,
+            self.state.pid,
         )
 
     # -- the heartbeat thread ---------------------------------------------------------------
@@ -139,19 +166,53 @@ class RankStatus:
     def run(self) -> None:
         """Every HEARTBEAT_S: publish the step, a heartbeat and the step rate (all on the
         monotonic clock), keep the doorbell in step with the segment, and every CHECK_EVERY
-        beats check the segment itself. Nothing here may end the thread."""
-        m = self.m
-        beat = _Beat(m.step_count)
-        while not m._closed.wait(HEARTBEAT_S):
+        beats check the segment itself; while the step stands still, doze (see
+        :meth:`doze`). Nothing here may end the thread."""
+        state = self.state
+        beat = _Beat(self.m.step_count)
+        while not state.closed.wait(HEARTBEAT_S):
+            if beat.still >= DOZE_AFTER and self.may_doze(beat):
+                self.doze(beat)
+                if state.closed.is_set():
+                    return
             beat.beats += 1
             try:
-                beat.once(m, self.slot)
+                beat.once(self.m, self.slot, state, self.set_timed)
                 self.note_watch(beat.watch)
             except (OSError, SegmentError):
                 beat.beats = CHECK_EVERY  # the segment is in trouble: check it now
-            if beat.beats >= CHECK_EVERY or m._suspect:
+            if beat.beats >= CHECK_EVERY or state.suspect:
                 beat.beats = 0
                 self.check_segment()
+
+    def may_doze(self, beat: _Beat) -> bool:
+        """Only an idle rank with nothing to watch dozes: no window armed, recording or being
+        saved (their boundaries are the step path's, but their status is ours), no trigger
+        armed (a step still running can trip it), no segment being mended."""
+        trigger = getattr(beat.watch, "trigger", None)
+        return (
+            self.m.state == "idle"
+            and not self.windows.saving
+            and not self.state.suspect
+            and not self.m.segment_problem
+            and (trigger is None or trigger.definition is None)
+        )
+
+    def doze(self, beat: _Beat) -> None:
+        """Wait up to :data:`DOZE_S` instead of :data:`HEARTBEAT_S`: an idle rank that does
+        not step (a loop waiting on data, an evaluation, a hang) costs two wake-ups a second,
+        not fifty. The next ``step()`` wakes it at once (it is nudged onto the slow path,
+        which sets ``wake`` and refreshes the doorbell's generation), so a stepping rank's
+        step, rate and step times are published every :data:`HEARTBEAT_S` as before; the
+        segment is checked once a doze."""
+        state = self.state
+        state.wake.clear()
+        state.dozing = True
+        self.nudge()
+        if self.m.step_count == beat.last:  # no step came in between: nothing wakes us late
+            state.wake.wait(DOZE_S)
+        state.dozing = False
+        beat.beats = CHECK_EVERY  # a doze is as long as CHECK_EVERY beats: check now
 
     def note_watch(self, watch: StepWatch) -> None:
         """A failure of the step-time watch (or the trigger) goes into this rank's status
@@ -168,7 +229,7 @@ class RankStatus:
         """Mend a segment that was truncated, removed, replaced or overwritten under the job:
         republish it (config and slots kept when they can be) and rejoin it, saying so once
         in the log; while that is impossible, say why and keep training."""
-        m = self.m
+        m, state = self.m, self.state
         try:
             problem = self.slot.seg.problem()
             if not problem and not self.slot.owned():
@@ -178,15 +239,15 @@ class RankStatus:
         if not problem:
             m.segment_problem = ""
             self.check_doorbell()
-            if m._suspect:  # a ring from a writer on another segment; ours is sound
-                m._suspect = False
+            if state.suspect:  # a ring from a writer on another segment; ours is sound
+                state.suspect = False
                 try:
-                    m._bell[BELL_GEN] = self.slot.generation()
+                    state.bell[BELL_GEN] = self.slot.generation()
                 except (OSError, SegmentError):
                     pass
             return
-        with m._lock:
-            if not m._closed.is_set():
+        with state.lock:
+            if not state.closed.is_set():
                 self._republish(problem)
 
     def _republish(self, problem: str) -> None:
@@ -194,7 +255,7 @@ class RankStatus:
         m = self.m
         old = self.slot.seg
         try:
-            self.join_slot(old.republish(m._kept), keep=self.slot.index)
+            self.join_slot(old.republish(self.state.kept), keep=self.slot.index)
         except (OSError, SegmentError) as exc:  # the slot stays on the old segment
             if problem != m.segment_problem:
                 m.segment_problem = problem
@@ -207,7 +268,7 @@ class RankStatus:
                     exc,
                 )
             return
-        m.segment_problem, m._suspect = "", False
+        m.segment_problem, self.state.suspect = "", False
         log.warning(
             "dynprof_nb job %r rank %d: the job segment %s; republished it and "
             "rejoined. Training went on.",
@@ -223,8 +284,8 @@ class RankStatus:
         a new one, publish it in the slot and say so once. ``step()`` reads the old mapping
         until the swap, which is one attribute store; the old one is kept (never unmapped
         under a step)."""
-        m = self.m
-        old = m._doorbell
+        m, state = self.m, self.state
+        old = state.doorbell
         if old is None or not old.lost():
             return
         new = None
@@ -239,9 +300,10 @@ class RankStatus:
                 f"again ({exc}); config changes reach this rank within a heartbeat"
             )
             return
-        new.words[BELL_GEN] = m._bell[BELL_GEN]
+        new.words[BELL_GEN] = state.bell[BELL_GEN]
         self.old_bells.append(old)
-        m._doorbell, m._bell = new, new.words
+        state.doorbell = new
+        self.use_bell(new.words)
         log.warning(
             "dynprof_nb job %r rank %d: the doorbell's descriptor %d was closed under the job "
             "(os.closerange?); made a new one (descriptor %d). Training went on.",
@@ -253,23 +315,21 @@ class RankStatus:
 
     def republish_slot(self) -> None:
         """Write this rank's status into a (re)joined slot: what a new segment does not hold."""
-        m, slot = self.m, self.slot
+        m, slot, state = self.m, self.slot, self.state
         slot.set_step(m.step_count)
-        slot.set_applied(m._applied)
+        slot.set_applied(state.applied)
         slot.set_run(m.run)  # the run it joined, even in a segment made from its config only
         if m.window is not None:
             slot.set_window(*m.window)
         self.publish_state()
         if m.last_error:
-            slot.set_error(m.last_error, m._applied)
+            slot.set_error(m.last_error, state.applied)
         if m.last_window is not None:
             slot.write_text("window", str(m.last_window))
         gen = slot.generation()
-        m._bell[BELL_GEN] = gen
-        if gen < m._applied:  # a new segment with no config: nothing to apply
-            m._applied = gen
-            if m._watch >= 0:
-                m._watch = gen
+        state.bell[BELL_GEN] = gen
+        if gen < state.applied:  # a new segment with no config: nothing to apply
+            self.rewatch(gen)
 
 
 class _Beat:
@@ -277,14 +337,17 @@ class _Beat:
     the beats since the last segment check, and the step-time ring's writer (remade for a new
     segment)."""
 
-    __slots__ = ("last", "last_ns", "rate", "beats", "watch", "watched")
+    __slots__ = ("last", "last_ns", "rate", "beats", "still", "watch", "watched")
 
     def __init__(self, step: int) -> None:
         self.last, self.last_ns, self.rate, self.beats = step, time.monotonic_ns(), 0.0, 0
+        self.still = 0  # beats in a row that saw no new step
         self.watch: Any = None
         self.watched: Any = None
 
-    def once(self, m: Any, slot: RankSlot) -> None:
+    def once(
+        self, m: Any, slot: RankSlot, state: StepState, set_timed: Callable[[bool], None]
+    ) -> None:
         """One beat: the step-time ring, the doorbell's generation, the step and its rate."""
         if slot.lost():  # the job closed our descriptor: mend it before use
             raise FdLost(slot.seg.name, -1)
@@ -292,19 +355,21 @@ class _Beat:
             self.watched = slot.seg
             self.watch = StepWatch(self.watched, slot.index, m.rank, m.step_count, HEARTBEAT_S)
         n = m.step_count  # before the end times: each of steps <= n has its own
-        exact_from = m._exact_from
-        self.watch.beat(n, m.state, m._ends if exact_from else None, exact_from)
+        exact_from = state.exact_from
+        self.watch.beat(n, m.state, state.ends if exact_from else None, exact_from)
         gen = slot.generation()
-        if gen > m._bell[BELL_GEN]:
-            m._bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
+        if gen > state.bell[BELL_GEN]:
+            state.bell[BELL_GEN] = gen  # a writer that could not ring the doorbell
         if n == self.last:
+            self.still += 1
             return
+        self.still = 0
         now = time.monotonic_ns()
         current = (n - self.last) * 1e9 / max(1, now - self.last_ns)
         self.rate = current if self.rate == 0 else 0.7 * self.rate + 0.3 * current
         slot.beat(n, now, self.rate)
-        m._rate = self.rate
+        state.rate = self.rate
         timed = exact_from is not None
         if wants_timing(timed, n - self.last, now - self.last_ns) != timed:
-            m._set_timed(not timed)
+            set_timed(not timed)
         self.last, self.last_ns = n, now

@@ -32,7 +32,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 import weakref
 from pathlib import Path
@@ -47,7 +46,8 @@ from dynprof_nb.training.config_reader import CommandReader, fr_responder
 from dynprof_nb.training.filerelay import FileRelay, NoFile
 from dynprof_nb.training.heartbeat import RankStatus
 from dynprof_nb.training.history import History
-from dynprof_nb.training.steptimes import ENDS, ENDS_MASK
+from dynprof_nb.training.stepstate import StepState
+from dynprof_nb.training.steptimes import ENDS_MASK
 from dynprof_nb.training.window_io import Windows
 
 log = logging.getLogger("dynprof_nb")
@@ -131,25 +131,13 @@ class Monitor:
         "_step",
         "_bell",
         "_watch",
-        # the step path's and the state its collaborators share
-        "_next",
-        "_applied",
-        "_slot",
-        "_recording",
-        "_lock",
-        "_closed",
-        "_pid",
-        "_kept",
-        "_suspect",
-        "_doorbell",
-        "_history",
-        "_fork_job",
-        "_closing",
-        "_rate",
+        # the timed step()'s end times (the same list as _state.ends)
         "_ends",
-        "_exact_from",
+        # the step path's own, and the state it shares with its parts (given to each)
+        "_next",
+        "_slot",
+        "_state",
         "_stacks",
-        "_fr",
         # the collaborators
         "_commands",
         "_windows",
@@ -201,22 +189,29 @@ class Monitor:
         history_steps: int | None = None,
         flight_recorder: bool = False,
     ) -> None:
-        self._slot = RankSlot()  # detached until _join: every part writes its words through it
-        self._status = RankStatus(self, self._slot)  # first: every part reports through it
-        self._commands = CommandReader(self, self._slot, self._status)
-        self._windows = Windows(self, self._slot, self._status, self._commands)
+        # the last K steps' ranges, kept between windows (built-in backend; history.py)
+        k = int(history_steps or _env_number("DYNPROF_NB_HISTORY_STEPS", 0))
+        self._state = state = StepState(History(k) if k > 0 else None)
+        self._slot = slot = RankSlot()  # detached until _join: every part writes through it
+        # the parts get the slot, the shared state and the step path's callbacks, never self's
+        # private fields; the status first: every part reports through it
+        self._status = RankStatus(
+            self, slot, state, use_bell=self._use_bell, rewatch=self._rewatch,
+            set_timed=self._set_timed, nudge=self._nudge,
+        )  # fmt: skip
+        self._commands = CommandReader(self, slot, state, self._status)
+        self._windows = Windows(
+            self, slot, state, self._status, self._commands, schedule=self._schedule,
+            nudge=self._nudge,
+        )  # fmt: skip
         self._status.windows = self._windows
         self._commands.windows = self._windows
         self._file = (
-            None if cfg_path is None else FileRelay(self, self._slot, self._status, cfg_path)
+            None if cfg_path is None else FileRelay(self, slot, state, self._status, cfg_path)
         )
         # job.hang_report()'s rank side (training/frdump.py): on with flight_recorder=True here
         # or the config key of that name
         self.flight_recorder = bool(flight_recorder)
-        self._fr: Any = None
-        # the last K steps' ranges, kept between windows (built-in backend; history.py)
-        k = int(history_steps or _env_number("DYNPROF_NB_HISTORY_STEPS", 0))
-        self._history = History(k) if k > 0 else None
         self.memory_budget_mb = memory_budget_mb or _env_number(
             "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB
         )
@@ -229,7 +224,6 @@ class Monitor:
         )
         self.handed_off: list[int] = []  # pids of writer processes left to finish windows
         self.timings: dict[str, float] = {}  # the last window's start/stop/save costs (s)
-        self._pid = os.getpid()
         guard_stderr()  # a job that closes fd 2 and opens a file there gets no line of ours
         self._stacks: Any = None  # the stack-dump handler and side file (job.stacks())
         self.job = job
@@ -250,33 +244,21 @@ class Monitor:
         self.last_error = ""
         self.run = 0  # the job's run this rank joined (see RankSlot.claim)
         self._step = 0
-        self._applied = 0  # the generation this rank has read
         self._watch = 0  # what step() compares the segment's generation with (see _schedule)
         self._next = -1
-        self._bell: Any = [0] * 16  # stands in for the doorbell when there is none
-        self._doorbell: Doorbell | None = None
-        self._kept: tuple[int, bytes] | None = None  # the last config read: (generation, bytes)
+        self._bell = self._state.bell  # the doorbell's words (see StepState)
         self.segment_problem = ""  # what happened to the segment, while it is not mended
-        self._suspect = False  # rung with a generation our segment lacks: check it now
-        self._recording: dict[str, Any] | None = None
-        self._lock = threading.Lock()
-        self._closed = threading.Event()
-        # a writer process is forked on the training thread, between steps (Windows.fork_here)
-        self._fork_job: dict[str, Any] | None = None
-        self._closing = False
-        self._rate = 0.0  # steps per second, as the heartbeat last measured it
         # when each step ended, written by the timed step() (see _set_timed); valid from
-        # step _exact_from on (None: step() is not timed)
-        self._ends = [0] * ENDS
-        self._exact_from: int | None = None
+        # step _state.exact_from on (None: step() is not timed)
+        self._ends = self._state.ends
 
     def _join(self, poll_interval: float | None) -> None:
         """Join the job's segment and start the threads; on failure say so and stay off."""
         try:
             resolve_backend(self.backend)
             seg = Segment.open(self.job)
-            self._doorbell = Doorbell(self.job)
-            self._bell = self._doorbell.words
+            self._state.doorbell = Doorbell(self.job)
+            self._use_bell(self._state.doorbell.words)
             self._bell[BELL_GEN] = seg.generation
             self._status.join_slot(seg)
         except Exception as exc:
@@ -284,13 +266,13 @@ class Monitor:
             self._status.report(f"dynprof_nb is off for this process: {exc}")
             return
         self._status.check_duplicate_rank()
-        if self._history is not None:
-            self._history.attach()
+        if self._state.history is not None:
+            self._state.history.attach()
         self._windows.start_io()
         if self._file is not None:  # first: the relay's first look at the file is in _advance(0)
             self._file.start(poll_interval)
         if self.flight_recorder:
-            self._fr = fr_responder(self)
+            self._state.fr = fr_responder(self)
         self._advance(0)  # apply a config written before the job started (a window at step 1)
         self._set_timed(True)  # most loops' steps are long enough; the heartbeat decides
         self._status.start_heartbeat()
@@ -313,6 +295,23 @@ class Monitor:
         if self._bell[4] != self._watch:
             self._advance(self._step)
 
+    # -- what the parts may change on the step path (given to them as callbacks) -------------
+
+    def _use_bell(self, words: Any) -> None:
+        """``step()`` reads these doorbell words from now on (a new doorbell, a child's copy)."""
+        self._bell = self._state.bell = words
+
+    def _rewatch(self, gen: int) -> None:
+        """A rejoined segment's generation is ``gen``, below the one applied: apply from there
+        (an idle ``step()`` watches it; an armed or recording one keeps watching -1)."""
+        self._state.applied = gen
+        if self._watch >= 0:
+            self._watch = gen
+
+    def _nudge(self) -> None:
+        """The next ``step()`` takes the slow path (``_advance``), whatever the generation."""
+        self._watch = -1
+
     def _set_timed(self, on: bool) -> None:
         """Make ``step()`` record when each step ends (``on``) or not.
 
@@ -321,17 +320,17 @@ class Monitor:
         The heartbeat therefore times steps only while they are long enough for the read not
         to matter (:func:`~dynprof_nb.training.steptimes.wants_timing`): it swaps this
         instance's class for one whose ``step`` reads the clock. Same slots, nothing added to
-        the untimed ``step()``. Steps from :attr:`_exact_from` on have their end time."""
+        the untimed ``step()``. Steps from ``StepState.exact_from`` on have their end time."""
         plain = _PLAIN.get(type(self), type(self))
         if on and plain.step not in (Monitor.step, FileModeMonitor.step):
             return  # a subclass's own step(): keep it (the heartbeat's times stand)
         if on:
             self.__class__ = _timed_class(plain)
             # the step in progress may still run the untimed step() (looked up before)
-            self._exact_from = self._step + 2
+            self._state.exact_from = self._step + 2
         else:
             self.__class__ = plain
-            self._exact_from = None
+            self._state.exact_from = None
 
     # -- MindSpore's callback protocol --------------------------------------------------------
 
@@ -378,16 +377,17 @@ class Monitor:
         lists their pids; the log and the rank's status say so). ``cut_short`` says why the
         window ended early when the process is going away.
         """
-        if self._closed.is_set() or os.getpid() != self._pid:
+        state = self._state
+        if state.closed.is_set() or not state.owned_here():
             return
         if self._file is not None:
             self._file.stop()
-        self._closing = True  # no step() comes any more: a writer is forked where it is asked
+        state.closing = True  # no step() comes any more: a writer is forked where it is asked
         try:
             if self.state == "recording":
                 # the last step the backend was told of: a signal handler can run between
                 # step()'s count and its _advance, and the step counted was never recorded
-                rec = self._recording or {}
+                rec = state.recording or {}
                 self._windows.finish(
                     rec.get("last", rec.get("first", 1) - 1), stopped=True, reason=cut_short
                 )
@@ -395,12 +395,13 @@ class Monitor:
                 self._windows.wait_for_saves(wait_s, dying=cut_short is not None)
         except Exception as exc:
             self._status.report(f"closing: {exc!r}")
-        self._closed.set()
+        state.closed.set()
+        state.wake.set()  # a dozing heartbeat ends now, not at its doze's end
         self._set_timed(False)  # no heartbeat reads the end times any more
         if self._stacks is not None:
             self._stacks.close()
-        if self._fr is not None:
-            self._fr.close()
+        if state.fr is not None:
+            state.fr.close()
         if self._slot.seg is not None:
             self._leave()
 
@@ -416,8 +417,8 @@ class Monitor:
         except (OSError, SegmentError) as exc:  # a lost segment: nothing to tidy
             log.debug("dynprof_nb: closing job %r's segment: %r", self.job, exc)
         self._slot.detach()
-        if self._doorbell is not None:
-            self._doorbell.close()
+        if self._state.doorbell is not None:
+            self._state.doorbell.close()
 
     def wait_saved(self, timeout: float | None = None) -> bool:
         """Wait until every window that ended has been written (or failed); False on timeout.
@@ -443,25 +444,28 @@ class Monitor:
     # -- the slow path: only on steps where something changed --------------------------------
 
     def _advance(self, n: int) -> None:
-        if os.getpid() != self._pid:  # a forked child stepping the parent's Monitor
-            self._status.stand_down_in_child()
+        state = self._state
+        if not state.owned_here():  # a forked child stepping the parent's Monitor
+            self._stand_down()
             return
-        if self._fork_job is not None:  # the window-I/O thread waits for its writer process
+        if state.dozing:  # the first step after the heartbeat dozed off (it nudged us here)
+            self._wake_heartbeat()
+        if state.fork_job is not None:  # the window-I/O thread waits for its writer process
             # (not rescheduled here: in a recording window that moved the boundary past n,
             # and step n went unrecorded; the end of this call schedules, or the next idles)
             self._windows.run_fork_job()
-        if self._watch < 0 and self._next < 0 and self._history is None:
-            self._watch = self._applied  # the fork request's nudge outlived it: idle again
-        if self._history is not None and self.state != "recording":
-            self._history.step(n)
-        if n != self._next and self._bell[4] == self._applied:
+        if self._watch < 0 and self._next < 0 and state.history is None:
+            self._watch = state.applied  # the fork request's nudge outlived it: idle again
+        if state.history is not None and self.state != "recording":
+            state.history.step(n)
+        if n != self._next and self._bell[4] == state.applied:
             return  # armed, and neither the window's boundary nor a new config: nothing to do
         try:
-            with self._lock:
+            with state.lock:
                 self._slot.set_step(n)
                 if self.state == "recording":
                     self._record(n)
-                if self._bell[4] != self._applied:
+                if self._bell[4] != state.applied:
                     self._commands.read_config(n)
                 if self._commands.pending is not None and self.state != "recording":
                     self._commands.apply_pending(n)
@@ -472,18 +476,40 @@ class Monitor:
             self._status.report(f"internal error at step {n}: {exc!r}; the window was abandoned.")
             self._windows.abandon()
 
+    def _wake_heartbeat(self) -> None:
+        """Wake the dozing heartbeat, and read the segment's generation as its beat would
+        have (a config written during the doze by a writer that could not ring us)."""
+        state = self._state
+        state.dozing = False
+        state.wake.set()
+        try:
+            gen = self._slot.generation()
+        except Exception:  # a segment in trouble: the heartbeat, awake now, mends it
+            return
+        if gen > self._bell[4]:
+            self._bell[4] = gen
+
+    def _stand_down(self) -> None:
+        """A forked child stepping the parent's Monitor stands down once (see
+        :meth:`RankStatus.stand_down_in_child`): a frozen private copy of the doorbell keeps
+        its ``step()`` on the fast path."""
+        self._use_bell(list(self._bell))
+        self._watch = self._bell[4]
+        self._status.stand_down_in_child()
+
     def _record(self, n: int) -> None:
         """Step ``n`` of a recording window ended: tell the backend, end the window at its
         last step or its memory budget (or one whose directory could not be made)."""
-        if self._recording["failed"]:
+        rec = self._state.recording
+        if rec["failed"]:
             self._windows.finish(n)  # its directory could not be made (reported)
             return
-        backend = self._recording["backend"]
-        self._recording["last"] = n  # for a window cut short (see close)
+        backend = rec["backend"]
+        rec["last"] = n  # for a window cut short (see close)
         backend.step(n)
         full = getattr(backend, "full", None)
         if n >= self.window[1] or full:
-            early = bool(full) or self._recording.get("stop_asked", False)
+            early = bool(full) or rec.get("stop_asked", False)
             self._windows.finish(n, stopped=early, reason=full)
 
     def _schedule(self, n: int) -> None:
@@ -500,7 +526,8 @@ class Monitor:
             self._next = self.window[0] - 1
         else:
             self._next = -1
-        self._watch = -1 if self._next >= 0 or self._history is not None else self._applied
+        state = self._state
+        self._watch = -1 if self._next >= 0 or state.history is not None else state.applied
 
 
 class FileModeMonitor(Monitor):
@@ -612,12 +639,11 @@ def _exit_reason() -> str:
 
 
 def _close_all(reason: str) -> None:
-    for monitor in list(_live):
-        if monitor._pid == os.getpid():
-            try:
-                monitor.close(wait_s=EXIT_WAIT_S, cut_short=reason)
-            except Exception:  # nothing may stop the process from going away
-                pass
+    for monitor in list(_live):  # close() does nothing in a forked child
+        try:
+            monitor.close(wait_s=EXIT_WAIT_S, cut_short=reason)
+        except Exception:  # nothing may stop the process from going away
+            pass
 
 
 def _at_exit() -> None:

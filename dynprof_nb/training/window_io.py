@@ -18,6 +18,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import adopt
+from dynprof_nb.training.stepstate import StepState
 from dynprof_nb.training.steptimes import note_refused
 
 log = logging.getLogger("dynprof_nb")
@@ -55,8 +57,11 @@ class Windows:
     __slots__ = (
         "m",
         "slot",
+        "state",
         "status",
         "commands",
+        "schedule",
+        "nudge",
         "starts",
         "disk_over",
         "saving",
@@ -68,11 +73,23 @@ class Windows:
         "fork_lock",
     )
 
-    def __init__(self, monitor: Any, slot: RankSlot, status: Any, commands: Any) -> None:
-        self.m = monitor
+    def __init__(
+        self,
+        monitor: Any,
+        slot: RankSlot,
+        state: StepState,
+        status: Any,
+        commands: Any,
+        schedule: Callable[[int], None],
+        nudge: Callable[[], None],
+    ) -> None:
+        self.m = monitor  # its public attributes: job, rank, window, config, budgets, timings
         self.slot = slot  # where the window's root and final folder are published
+        self.state = state  # the step path's shared state: the recording, history, fork job
         self.status = status  # the rank's RankStatus: its state and its errors
         self.commands = commands  # the rank's CommandReader: why the window was asked
+        self.schedule = schedule  # the Monitor's _schedule: what step() watches after step n
+        self.nudge = nudge  # the next step() takes the slow path
         self.starts: collections.deque[float] = collections.deque()
         self.disk_over = ""  # why the last save found the output over its disk budget
         self.saving = 0  # windows ended and not yet written
@@ -164,9 +181,10 @@ class Windows:
             self.status.set_state("idle")
             self.failed_to_start(rec, exc)
             return
-        if m._history is not None:  # the window begins with the steps kept before it
-            rec["history"] = adopt(backend, m._history.take())
-        m._recording = rec
+        history = self.state.history
+        if history is not None:  # the window begins with the steps kept before it
+            rec["history"] = adopt(backend, history.take())
+        self.state.recording = rec
         if not needs_dir:
             self.io.put((self.open_window, rec))
         self.status.set_state("recording")
@@ -201,12 +219,11 @@ class Windows:
     def refuse(self, cfg: ProfilerConfig, message: str) -> None:
         """A window refused by the bounds: say so (a trigger's refusal is counted apart), and
         after a refusal for disk measure again, so freed space lets the next window in."""
-        m = self.m
         self.status.set_state("idle")
         self.status.report(message)
         if self.commands.reason and self.slot.seg is not None:  # the trigger's: counted apart
             try:
-                note_refused(self.slot.seg, m._applied)
+                note_refused(self.slot.seg, self.state.applied)
             except (OSError, SegmentError):
                 pass
         if self.disk_over:
@@ -276,7 +293,7 @@ class Windows:
         """
         m, status = self.m, self.status
         t0 = time.perf_counter()
-        rec, m._recording = m._recording, None
+        rec, self.state.recording = self.state.recording, None
         # "idle" is published only once the save is counted (then it reads "saving"):
         # a controller's wait() must not see an idle rank between the stop and the save.
         m.state = "idle"
@@ -289,8 +306,8 @@ class Windows:
         except Exception as exc:  # keep what was recorded: save() may still write it
             status.report(f"stopping the profiler: {exc!r}")
         t2 = time.perf_counter()
-        if m._history is not None:
-            m._history.attach()
+        if self.state.history is not None:
+            self.state.history.attach()
         if rec["failed"]:  # its directory could not be made (reported): nothing to save
             status.publish_state()
             return
@@ -332,7 +349,7 @@ class Windows:
     def abandon(self) -> None:
         """Drop the window after an internal error: stop the backend, mark its directory."""
         m = self.m
-        rec, m._recording = m._recording, None
+        rec, self.state.recording = self.state.recording, None
         if rec is not None:
             try:
                 rec["backend"].stop()
@@ -340,7 +357,7 @@ class Windows:
                 pass
             self.io.put((self.discard, rec, m.last_error))
         m.state = "idle"
-        m._schedule(0)
+        self.schedule(0)
         try:
             self.status.publish_state()
         except Exception:
@@ -472,18 +489,19 @@ class Windows:
             "error": None,
             "done": threading.Event(),
         }
-        m._fork_job = job  # the step path's mailbox (see Monitor._advance)
+        state = self.state
+        state.fork_job = job  # the step path's mailbox (see Monitor._advance)
         step, since = m.step_count, time.monotonic()
         while not job["done"].wait(0.02):
             if m.step_count != step:  # steps come: the next one forks
                 step, since = m.step_count, time.monotonic()
-            grace = max(FORK_GRACE_S, 3 / m._rate) if m._rate > 0 else FORK_GRACE_S
-            if m._closing or time.monotonic() - since > grace:
+            grace = max(FORK_GRACE_S, 3 / state.rate) if state.rate > 0 else FORK_GRACE_S
+            if state.closing or time.monotonic() - since > grace:
                 self.run_fork_job()
             elif self.handoff.is_set():
                 return None
             else:
-                m._watch = -1  # the next step() takes the slow path (_advance), which forks
+                self.nudge()  # the next step() takes the slow path (_advance), which forks
         if job["error"] is not None:
             raise job["error"]
         return job["child"]
@@ -492,9 +510,9 @@ class Windows:
         """Fork the writer process the window-I/O thread asked for (one thread does it)."""
         if not self.fork_lock.acquire(blocking=False):
             return
-        m = self.m
+        state = self.state
         try:
-            job, m._fork_job = m._fork_job, None
+            job, state.fork_job = state.fork_job, None
             if job is None:
                 return
             try:

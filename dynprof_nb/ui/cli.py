@@ -38,16 +38,21 @@ WINDOW_KEYS = ("start_step", "stop_step")
 
 def add_config_flags(
     parser: argparse.ArgumentParser, title: str = "profiler config (see ProfilerConfig)"
-) -> None:
-    """One option per config key (except the window), typed and documented from the trait."""
+) -> list[argparse.Action]:
+    """One option per config key (except the window), typed and documented from the trait.
+    Returns the options added (the magics' completion offers them)."""
     group = parser.add_argument_group(title)
     traits = ProfilerConfig.class_traits()
+    added = []
     for key in ProfilerConfig.keys():
         trait = traits[key]
         if key in WINDOW_KEYS:
             continue
         flag = "--" + (trait.metadata.get("flag") or key.replace("_", "-"))
-        group.add_argument(flag, dest=key, default=None, **_argparse_options(key, trait))
+        added.append(
+            group.add_argument(flag, dest=key, default=None, **_argparse_options(key, trait))
+        )
+    return added
 
 
 def _argparse_options(key: str, trait: Any) -> dict[str, Any]:

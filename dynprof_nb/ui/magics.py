@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -51,12 +51,30 @@ class _Exit(Exception):
 
 
 class _Parser(MagicArgumentParser):
-    """A magic parser whose errors are one-line UsageErrors and whose ``-h`` does not exit."""
+    """A magic parser whose errors are one-line UsageErrors and whose ``-h`` does not exit.
+
+    It keeps what completion and ``%dynprof?`` read, as argparse's public calls return them:
+    ``actions`` (every argument added, ``-h`` included; :meth:`add_config_flags` adds the
+    config group's) and ``subcommands`` (the parser of each subcommand, filled by
+    :func:`build_parser`), so nothing reads argparse's private ``_actions`` or
+    ``_subparsers``."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("add_help", True)
         kwargs.setdefault("formatter_class", argparse.HelpFormatter)
+        self.actions: list[argparse.Action] = []  # before argparse adds -h through add_argument
+        self.subcommands: dict[str, _Parser] = {}
         super().__init__(**kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.actions.append(action)
+        return action
+
+    def add_config_flags(self, title: str | None = None) -> None:
+        """One option per config key (the CLI's :func:`add_config_flags`), in its own group."""
+        given = {} if title is None else {"title": title}
+        self.actions += add_config_flags(self, **given)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}. See {self.prog.split()[0]}? for help.")
@@ -71,7 +89,7 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     """The line magic's parser: one subparser per entry of ``SUBCOMMANDS``."""
     parser = _Parser(prog=prog, description="Profile windows of a running training job.")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=_Parser)
-    p = {
+    p = parser.subcommands = {
         name: sub.add_parser(name, help=text, description=text)
         for name, text in SUBCOMMANDS.items()
     }
@@ -104,10 +122,10 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
     p["start"].add_argument("start", help=ARGUMENTS["start"])
     p["start"].add_argument("stop", help=ARGUMENTS["stop"])
     p["start"].add_argument("--wait", action="store_true", help="wait for the window too")
-    add_config_flags(p["start"], "options for this window only (set makes a key standing)")
+    p["start"].add_config_flags("options for this window only (set makes a key standing)")
     p["set"].add_argument("assignments", nargs="+", metavar="key=value")
     add_trigger_arguments(p["trigger"])
-    add_config_flags(p["trigger"], TRIGGER_OPTIONS_TITLE)
+    p["trigger"].add_config_flags(TRIGGER_OPTIONS_TITLE)
     p["wait"].add_argument("--timeout", type=float, default=None, metavar="S")
     p["wait"].add_argument("--no-progress", action="store_true", help="no progress bar")
     for name in ("load", "summary", "advise"):
@@ -182,7 +200,7 @@ def build_cell_parser(prog: str = "%%dynprof") -> _Parser:
         help="also store the TraceWindow in variable NAME",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="do not show the summary")
-    add_config_flags(parser)
+    parser.add_config_flags()
     return parser
 
 
@@ -208,7 +226,7 @@ def _help_text() -> str:
         "",
     ]
     parts += [f"  {name:<8} {text}" for name, text in SUBCOMMANDS.items()]
-    subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    subs = build_parser().subcommands
     parts += [""] + [subs[name].format_usage().strip() for name in SUBCOMMANDS if name != "start"]
     parts += ["", subs["start"].format_help()]
     cell = build_cell_parser()
@@ -498,6 +516,29 @@ class DynprofMagics(Magics):
             self.shell.user_ns[args.name] = answer
         return answer
 
+    # The handler of every line-magic subcommand, by its name (the keys are MAGIC_COMMANDS, checked
+    # by tests/ui/test_magics.py): an explicit table, so "find usages" reaches every handler.
+    # In the class body, where the handlers are plain names.
+    HANDLERS: ClassVar[dict[str, Callable[[DynprofMagics, argparse.Namespace], Any]]] = {
+        "jobs": _do_jobs,
+        "attach": _do_attach,
+        "start": _do_start,
+        "stop": _do_stop,
+        "set": _do_set,
+        "config": _do_config,
+        "status": _do_status,
+        "wait": _do_wait,
+        "windows": _do_windows,
+        "load": _do_load,
+        "summary": _do_summary,
+        "advise": _do_advise,
+        "stacks": _do_stacks,
+        "hang": _do_hang,
+        "panel": _do_panel,
+        "trigger": _do_trigger,
+        "cache": _do_cache,
+    }
+
 
 def build_sql_parser(prog: str = "%%dynprof sql") -> _Parser:
     """``%%dynprof sql [WINDOW] [-o NAME]``: SQL over a window's frames."""
@@ -530,27 +571,7 @@ def cell_changes(args: argparse.Namespace, backend: str) -> dict[str, Any]:
     return changes
 
 
-# The handler of every line-magic subcommand, by its name (the keys are MAGIC_COMMANDS, checked
-# by tests/ui/test_magics.py): an explicit table, so "find usages" reaches every handler.
-HANDLERS: dict[str, Callable[[DynprofMagics, argparse.Namespace], Any]] = {
-    "jobs": DynprofMagics._do_jobs,
-    "attach": DynprofMagics._do_attach,
-    "start": DynprofMagics._do_start,
-    "stop": DynprofMagics._do_stop,
-    "set": DynprofMagics._do_set,
-    "config": DynprofMagics._do_config,
-    "status": DynprofMagics._do_status,
-    "wait": DynprofMagics._do_wait,
-    "windows": DynprofMagics._do_windows,
-    "load": DynprofMagics._do_load,
-    "summary": DynprofMagics._do_summary,
-    "advise": DynprofMagics._do_advise,
-    "stacks": DynprofMagics._do_stacks,
-    "hang": DynprofMagics._do_hang,
-    "panel": DynprofMagics._do_panel,
-    "trigger": DynprofMagics._do_trigger,
-    "cache": DynprofMagics._do_cache,
-}
+HANDLERS = DynprofMagics.HANDLERS
 
 
 def _window_arg(text: str | None) -> int | str | None:
@@ -639,7 +660,7 @@ def candidates(text: str) -> list[str] | None:
         if eq and key in ProfilerConfig.keys():
             return _with_prefix(f"{key}={value}", _key_values(key), _is_list(key))
         return [f"{k}=" for k in ProfilerConfig.keys()]
-    subs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    subs = build_parser().subcommands
     if command in subs:
         values = _option_values(subs[command], words[1:])
         if values is not None:
@@ -669,12 +690,12 @@ def _with_prefix(current: str, values: list[str], is_list: bool) -> list[str]:
     return [head + v for v in values]
 
 
-def _option_values(parser: argparse.ArgumentParser, words: list[str]) -> list[str] | None:
+def _option_values(parser: _Parser, words: list[str]) -> list[str] | None:
     """The values of the option just before the word being typed (``--level L``), or None
     when that word is not an option's value (or the option's values are free text)."""
     if len(words) < 2 or not words[-2].startswith("-") or words[-1].startswith("-"):
         return None
-    action = next((a for a in parser._actions if words[-2] in a.option_strings), None)
+    action = next((a for a in parser.actions if words[-2] in a.option_strings), None)
     if action is None or action.nargs == 0:
         return None
     if action.choices:
@@ -692,8 +713,8 @@ def complete(_shell: Any, event: Any) -> list[str]:
     return candidates(event.text_until_cursor) or []
 
 
-def _flags(parser: argparse.ArgumentParser) -> list[str]:
-    return sorted(o for a in parser._actions for o in a.option_strings)
+def _flags(parser: _Parser) -> list[str]:
+    return sorted(o for a in parser.actions for o in a.option_strings)
 
 
 def _matcher() -> Any:

@@ -115,21 +115,23 @@ def fired_notice(name: str, t: dict[str, Any]) -> str:
     return f"dynprof_nb: job {name}: the trigger fired a window: {t.get('last_reason', '')}"
 
 
+#: the watcher of each job by its name, so that arming again stops the one before
+_RUNNING: dict[str, FireNotices] = {}
+
+
 class FireNotices:
     """Says one line (``say``) each time ``job``'s trigger fires a window, until it is
     disarmed or armed again (which starts a new watcher): a daemon thread, one per job."""
-
-    _running: dict[str, FireNotices] = {}
 
     def __init__(self, job: Any, say: Callable[[str], None] = print) -> None:
         self.job, self.say = job, say
         self.armed_at = job.triggers.get("armed_at")
         self.fired = job.triggers.get("fired", 0)
         self.stopped = threading.Event()
-        old = FireNotices._running.get(job.name)
+        old = _RUNNING.get(job.name)
         if old is not None:
             old.stopped.set()
-        FireNotices._running[job.name] = self
+        _RUNNING[job.name] = self
         threading.Thread(target=self._run, name="dynprof_nb-notices", daemon=True).start()
 
     def _run(self) -> None:

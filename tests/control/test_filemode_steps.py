@@ -100,7 +100,7 @@ def test_a_moved_window_records_every_step_while_the_last_one_is_saved(files,
         m.step()  # step 6 ends: 6..7 moved to 7..8
         assert (m.state, m.window) == ("recording", (7, 8)), m.last_error
         held.set()
-        wait_until(lambda: m._fork_job is not None, timeout=30,
+        wait_until(lambda: m._state.fork_job is not None, timeout=30,
                    what="2..5's writer to ask the training thread for its fork")
         for _ in range(4):
             m.step()

@@ -141,7 +141,7 @@ def test_a_window_that_starts_as_the_last_one_is_saved_records_every_step(job):
     run_steps(monitor, 1)
     assert (monitor.state, monitor.window) == ("recording", (4, 6))
     # the first window's save now waits for the training thread's next step() to fork it
-    wait_until(lambda: monitor._fork_job is not None, timeout=30)
+    wait_until(lambda: monitor._state.fork_job is not None, timeout=30)
     run_steps(monitor, 5)
     finished_windows(monitor)
     assert trace_steps(out / "rank0_start2_stop3") == [2, 3]
@@ -242,6 +242,27 @@ def test_ranges_cost_nothing_and_record_nothing_outside_a_window(job):
         assert ranges._sink is None
 
 
+def test_a_paused_rank_dozes_and_its_next_step_wakes_the_heartbeat(job):
+    """An idle rank whose step stands still lets its heartbeat doze (two wake-ups a second, not
+    fifty: benchmarks/idle_rank_cpu.py). The next step wakes it, so that step reaches the slot
+    as before, and a window asked during the doze records exactly its steps."""
+    name, control, out = job
+    monitor = rank0(job)
+    run_steps(monitor, 5)
+    wait_until(lambda: monitor._state.dozing, 30, "the heartbeat to doze (10 beats, no step)")
+    control.start(8, 10)  # asked of a dozing rank
+    run_steps(monitor, 1)  # step 6 takes the slow path once and wakes the heartbeat
+    assert not monitor._state.dozing and monitor._state.wake.is_set()
+    wait_until(lambda: control.status().step[0] == 6, 10, "the woken heartbeat's step")
+    run_steps(monitor, 10)
+    finished_windows(monitor)
+    assert trace_steps(out / "rank0_start8_stop10") == [8, 9, 10]
+    wait_until(lambda: monitor._state.dozing, 30, "the heartbeat to doze again")
+    monitor.close()  # wakes the doze: the heartbeat thread has ended when close() returns
+    assert not monitor._status.thread.is_alive()
+    assert control.status().state[0] == "closed"
+
+
 def test_heartbeat_and_step_reach_the_slot(job):
     name, control, out = job
     monitor = dynprof_nb.Monitor(job=name, rank=7, output_path=out, backend="builtin")
@@ -285,9 +306,9 @@ def test_idle_step_is_within_3x_an_empty_call_before_and_after_a_window(job):
         # back; the heartbeat's next look at a loop this fast switches it to the untimed
         # one, which is what the bound is about
         deadline = time.monotonic() + 20
-        while monitor._exact_from is not None and time.monotonic() < deadline:
+        while monitor._state.exact_from is not None and time.monotonic() < deadline:
             monitor.step()
-        assert monitor._exact_from is None, "the heartbeat never untimed a sub-µs loop"
+        assert monitor._state.exact_from is None, "the heartbeat never untimed a sub-µs loop"
 
     def untimed_ratio(monitor: dynprof_nb.Monitor) -> float:
         # a measurement during which the heartbeat switched the timed step() on (a beat that
@@ -295,7 +316,7 @@ def test_idle_step_is_within_3x_an_empty_call_before_and_after_a_window(job):
         for _ in range(3):
             untimed(monitor)
             ratio = _idle_ratio(monitor)
-            if monitor._exact_from is None:
+            if monitor._state.exact_from is None:
                 return ratio
         return ratio
 

@@ -88,14 +88,14 @@ def test_steps_too_fast_to_time_are_a_stated_aggregate(job) -> None:
     # a Monitor starts timed, and the heartbeat's first look at a loop this fast untimes it
     # (a beat can come late on a loaded machine)
     t0 = time.monotonic_ns()
-    while monitor._exact_from is not None and time.monotonic_ns() - t0 < 20e9:
+    while monitor._state.exact_from is not None and time.monotonic_ns() - t0 < 20e9:
         monitor.step()
     t0 = time.monotonic_ns()
     first = monitor.step_count
     while time.monotonic_ns() - t0 < 0.3e9:
         monitor.step()
     mean_ns = (time.monotonic_ns() - t0) / (monitor.step_count - first)
-    assert monitor._exact_from is None, "a loop this fast runs the untimed step()"
+    assert monitor._state.exact_from is None, "a loop this fast runs the untimed step()"
     assert type(monitor).step is dynprof_nb.Monitor.step
     wait_until(lambda: len(control.step_times(last=250)) > 3, timeout=10, what="entries")
     rows = control.step_times(last=250)

@@ -435,7 +435,7 @@ def events_out_of_core(w: Any, files: Any, provider: Any) -> Any:
 
 def _out_of_core(ddf: Any, out: Path, note: str = "") -> Any:
     """Dask frame ``ddf`` over the partitions in ``out``, as an :class:`OutOfCoreEvents`."""
-    ddf = _out_of_core_class(type(ddf))(ddf._expr)
+    ddf = _out_of_core_class(type(ddf))(ddf.expr)
     ddf.dynprof_dir = out
     ddf.dynprof_note = note
     return ddf
