@@ -72,7 +72,15 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
             found = job.windows()
             return len(found[found.status == "complete"]) == 4
 
-        wait_until(complete, timeout=60, what="the triggered window on all 4 ranks")
+        try:
+            wait_until(complete, timeout=60, what="the triggered window on all 4 ranks")
+        except AssertionError as exc:  # say what the product reported, not only "False"
+            times = job.step_times(last=250)
+            slowest = times[times["rank"] == SLOW_RANK].duration_s.describe().to_dict()
+            raise AssertionError(
+                f"{exc}\nwindows:\n{job.windows().to_string()}\ntriggers: {job.triggers}\n"
+                f"slow rank {first_slow}-{last_slow}, its last 250 steps (s): {slowest}, "
+                f"the others' median before: {normal:.4f} s") from None
         found = job.windows()
         shown = found[["rank", "start", "stop", "reason"]].to_string()
         assert sorted(found["rank"]) == [0, 1, 2, 3], (first_slow, shown)
