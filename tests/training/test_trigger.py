@@ -53,7 +53,13 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
         assert (before["kind"] == "step").all(), before.to_string()
         normal = before["duration_s"].median()
 
-        slow.touch()
+        # 6x this rank's own median step as the machine runs it now, not a fixed 60 ms: on a
+        # loaded machine a 10 ms sleep took 14-23 ms, and 60 ms was then under 3x the median,
+        # so no window came (a window fired 60 s later on the machine's own slow steps)
+        own = job.step_times(last=64)
+        own = own[own["rank"] == SLOW_RANK].duration_s.median()
+        slow.with_suffix(".tmp").write_text(f"{6000 * own:.1f}")
+        slow.with_suffix(".tmp").rename(slow)  # the rank reads it whole, never half-written
         touched = time.monotonic()
         flagged = []
         done = Path(f"{slow}.done")
