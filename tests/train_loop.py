@@ -39,8 +39,9 @@ def main() -> None:
     p.add_argument("--style", choices=("step", "callback"), default="step")
     p.add_argument("--backend", default="builtin")
     p.add_argument("--slow-file", default="",
-                   help="once this file exists, --slow-steps steps take --slow-ms each; their "
-                        "first and last step numbers are then written to FILE.done")
+                   help="once this file exists, --slow-steps steps take --slow-ms each (or the "
+                        "ms the file holds); their first and last step numbers are then "
+                        "written to FILE.done")
     p.add_argument("--slow-ms", type=float, default=60.0)
     p.add_argument("--slow-steps", type=int, default=20)
     p.add_argument("--hiccups", default="",
@@ -84,6 +85,10 @@ def main() -> None:
             monitor.step_begin(ctx)
         if slow_from is None and args.slow_file and os.path.exists(args.slow_file):
             slow_from = n
+            with open(args.slow_file) as fh:
+                asked = fh.read().strip()
+            if asked:  # the test's slow step (ms), from this rank's steps as the machine runs them
+                args.slow_ms = float(asked)
         slow = slow_from is not None and n < slow_from + args.slow_steps
         if slow_from is not None and n == slow_from + args.slow_steps:
             with open(args.slow_file + ".done", "w") as fh:

@@ -156,6 +156,9 @@ class Agent:
                         self._catch_up(job)
                     if full or now < self._hurry_until or not self.firer.armed:
                         self._push_rows(job, now, full)
+                if leader:
+                    for job in [j for j in self._sent if j not in jobs]:
+                        self._push_gone(job)
                 if leader and (full or self.firer.armed):
                     self.firer.look(jobs)  # a rank's trigger request (cluster mode)
                 if now - last_alive >= ALIVE_EVERY_S:
@@ -189,7 +192,7 @@ class Agent:
             and not (full and (changing != sent[0] or now - sent[2] >= RESEND_EVERY_S))
         ):
             return
-        self._sent[job] = (changing, command, now)
+        self._sent[job] = (changing, command, now, rows)
         self._emit(
             status_topic(job),
             {
@@ -198,6 +201,36 @@ class Agent:
                 "key": self.operations.key,
                 "addr": self.address,
                 "rows": rows,
+                "t": time.time(),
+            },
+        )
+
+    def _push_gone(self, job: str) -> None:
+        """The job's segment is gone from this node (its last process removed it, or someone
+        did): say once that its ranks here no longer report, or the controller would show
+        the last rows it got, alive, for as long as this node beats. A rank still running
+        republishes its segment (training.heartbeat), and the next beat sees the job again,
+        catches it up like a new one and pushes its rows."""
+        rows = self._sent.pop(job)[3]
+        self._seen.discard(job)  # a job run again under this name is caught up again
+        why = (
+            f"the job's segment on node {self.operations.name} is gone (the job ended, or "
+            "its segment was removed): its ranks there no longer report"
+        )
+        gone = [
+            r
+            if r.get("state") == "closed"
+            else dict(r, state="dead", alive=False, error=r.get("error") or why)
+            for r in rows
+        ]
+        self._emit(
+            status_topic(job),
+            {
+                "job": job,
+                "node": self.operations.name,
+                "key": self.operations.key,
+                "addr": self.address,
+                "rows": gone,
                 "t": time.time(),
             },
         )

@@ -219,8 +219,10 @@ class TriggerWatch:
     ) -> str | None:
         """One heartbeat's evaluation of the entries ``seen`` (StepClock.observe); returns
         what happened when a request was made (for tests and the log), else None.
-        ``running``: the step in progress (StepClock.running), so that with ``confirm=1`` a
-        slow step trips while it runs, not only once it ends. ``spread``: the baseline's MAD."""
+        ``running``: the step in progress (StepClock.running), so that the ``confirm``-th slow
+        step in a row trips while it runs, not only once it ends (a running step's time only
+        grows, so this trips on the same steps, one slow step sooner). ``spread``: the
+        baseline's MAD."""
         self._load()
         d = self.definition
         if d is None:
@@ -244,18 +246,16 @@ class TriggerWatch:
             self.slow_run, self.run_times = 0, []
         elif (
             running is not None
-            and d["confirm"] == 1
+            and self.slow_run >= d["confirm"] - 1
             and self.pending is None
             and not self.flagged
             and self._slow(d, running[1], running[2], spread)
-        ):
+        ):  # the confirm-th slow step trips while it runs (time only adds to a running step)
             at, took, median = running
             self.flagged = at
-            self.pending = (
-                f"rank {self.rank} step {at} took {took / 1e6:.0f} ms so far = "
-                f"{took / median:.1f}x its median {median / 1e6:.1f} ms (over its last "
-                f"{ROLLING} steps)"
-            )
+            self.run_times.append(took)
+            self.pending = self._reason(at, median, running=True)
+            self.slow_run, self.run_times = 0, []
         now = time.monotonic()
         if self.pending is None and now >= self.next_job_check:
             self.next_job_check = now + JOB_CHECK_S
@@ -267,8 +267,9 @@ class TriggerWatch:
             self.pending = None
         return outcome
 
-    def _reason(self, at: int, median: float) -> str:
-        """The reason of a window fired by ``confirm`` slow steps in a row ending at ``at``."""
+    def _reason(self, at: int, median: float, running: bool = False) -> str:
+        """The reason of a window fired by ``confirm`` slow steps in a row ending at ``at``
+        (``running``: step ``at`` had not ended yet, its time is what it had run so far)."""
         times = self.run_times
         ms = ", ".join(f"{t / 1e6:.0f}" for t in times[-5:])
         ms = ("..., " if len(times) > 5 else "") + ms
@@ -276,7 +277,8 @@ class TriggerWatch:
         steps = f"step {at}" if len(times) == 1 else f"steps {first}-{at}"
         return (
             f"rank {self.rank} {steps} took {ms} ms = {median_of(times) / median:.1f}x its "
-            f"median {median / 1e6:.1f} ms (over its last {ROLLING} steps)"
+            f"median {median / 1e6:.1f} ms (over its last {ROLLING} steps"
+            + (f"; step {at} so far, still running)" if running else ")")
         )
 
     def _job_slowdown(self, d: dict[str, Any]) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -306,3 +308,46 @@ def test_stop_ends_a_cluster_window_on_every_rank_at_one_step(job_on_nodes):
     frame = job.windows()
     assert len(frame) == RANKS and (frame.status == "complete").all(), frame.to_string()
     assert len(set(zip(frame.start, frame.stop, strict=True))) == 1, frame[["rank", "stop"]]
+
+
+def test_ranks_whose_segment_is_gone_stop_showing_alive_and_come_back(cluster):
+    """A job's segment removed from a node while its ranks cannot answer (stopped here, so
+    none republishes it): the agent no longer lists the job there, and used to leave the
+    controller with the last rows it pushed, ``alive``, for as long as the node beat. Now the
+    controller shows them dead, saying the segment is gone; once the ranks run again they
+    republish it (training never noticed) and show alive again."""
+    node = cluster.nodes[1]
+    name = unique_job("gone")
+    cluster.start_ranks(name, per_node=2, step_ms=30, nodes=[node])
+    job = dynprof_nb.attach(name, cluster=cluster.client())
+    stopped = False
+    try:
+        running(job, ranks=2, nodes=1)
+        for proc in node.ranks.values():
+            os.killpg(proc.pid, signal.SIGSTOP)
+        stopped = True
+        remover = node.spawn([sys.executable, "-c", "import sys; from dynprof_nb.contract "
+                              "import segment; segment.unlink(sys.argv[1])", name], "unlink.log")
+        assert remover.wait(60) == 0, (node.dir / "unlink.log").read_text()[-2000:]
+
+        def shown_gone():
+            st = job.status()
+            ok = len(st) == 2 and not st.alive.astype(bool).any() and (st.state == "dead").all()
+            return [st] if ok else None
+        st = wait_until(shown_gone, 30, f"{name}'s ranks shown dead once its segment is gone")[0]
+        assert all("segment on node" in e and "is gone" in e for e in st.error), st.to_string()
+
+        for proc in node.ranks.values():
+            os.killpg(proc.pid, signal.SIGCONT)
+        stopped = False
+        before = dict(zip(st["rank"], st.step, strict=True))
+        back = wait_until(lambda: [s] if len(s := job.status()) == 2 and s.alive.astype(bool).all()
+                          and all(s.step > s["rank"].map(before)) else None, 60,
+                          f"{name}'s ranks alive and stepping again in a republished segment")[0]
+        assert (back.error.fillna("") == "").all(), back.to_string()
+    finally:
+        if stopped:
+            for proc in node.ranks.values():
+                os.killpg(proc.pid, signal.SIGCONT)
+        cluster.stop_ranks(name)
+        job.close()

@@ -53,7 +53,13 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
         assert (before["kind"] == "step").all(), before.to_string()
         normal = before["duration_s"].median()
 
-        slow.touch()
+        # 6x this rank's own median step as the machine runs it now, not a fixed 60 ms: on a
+        # loaded machine a 10 ms sleep took 14-23 ms, and 60 ms was then under 3x the median,
+        # so no window came (a window fired 60 s later on the machine's own slow steps)
+        own = job.step_times(last=64)
+        own = own[own["rank"] == SLOW_RANK].duration_s.median()
+        slow.with_suffix(".tmp").write_text(f"{6000 * own:.1f}")
+        slow.with_suffix(".tmp").rename(slow)  # the rank reads it whole, never half-written
         touched = time.monotonic()
         flagged = []
         done = Path(f"{slow}.done")
@@ -72,7 +78,15 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
             found = job.windows()
             return len(found[found.status == "complete"]) == 4
 
-        wait_until(complete, timeout=60, what="the triggered window on all 4 ranks")
+        try:
+            wait_until(complete, timeout=60, what="the triggered window on all 4 ranks")
+        except AssertionError as exc:  # say what the product reported, not only "False"
+            times = job.step_times(last=250)
+            slowest = times[times["rank"] == SLOW_RANK].duration_s.describe().to_dict()
+            raise AssertionError(
+                f"{exc}\nwindows:\n{job.windows().to_string()}\ntriggers: {job.triggers}\n"
+                f"slow rank {first_slow}-{last_slow}, its last 250 steps (s): {slowest}, "
+                f"the others' median before: {normal:.4f} s") from None
         found = job.windows()
         shown = found[["rank", "start", "stop", "reason"]].to_string()
         assert sorted(found["rank"]) == [0, 1, 2, 3], (first_slow, shown)

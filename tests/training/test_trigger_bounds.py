@@ -93,3 +93,31 @@ def test_windows_a_rank_refused_are_counted_apart(job) -> None:
         assert "refused" in control.status().iloc[0]["error"]
     finally:
         monitor.close()
+
+
+def test_the_confirm_th_slow_step_trips_while_it_runs(job, monkeypatch) -> None:
+    """With ``confirm=2`` the second slow step in a row trips the trigger once it has run past
+    the bound, not only once it ends: a running step's time only grows, so it trips on the same
+    steps, a slow step sooner (test_trigger.py's window must end within 30 steps). A step not
+    slow yet, or a first slow step with ``confirm=2``, trips nothing; the step that tripped
+    while it ran is not counted again when it ends."""
+    name, control, _ = job
+    control.trigger(slowdown=3.0, confirm=2, steps=8, cooldown_s=0)
+    fired: list[str] = []
+    monkeypatch.setattr(steptimes, "fire", lambda seg, gen, d, text, reason: fired.append(reason)
+                        or "fired")
+    seg = segment.Segment.open(name)
+    try:
+        watch = steptimes.TriggerWatch(seg, 0, 2, 0.02)
+        median, spread = 10e6, 1e6  # 10 ms steps, 1 ms of noise
+        assert watch.beat(100, [], "idle", (100, 45e6, median), spread) is None  # 1st: not yet
+        assert watch.beat(100, [(100, 60e6, median)], "idle", None, spread) is None
+        assert watch.beat(100, [], "idle", (101, 25e6, median), spread) is None  # under 3x yet
+        assert watch.beat(100, [], "idle", (101, 35e6, median), spread) == "fired"
+        assert fired == ["rank 2 steps 100-101 took 60, 35 ms = 4.8x its median 10.0 ms (over "
+                         "its last 64 steps; step 101 so far, still running)"], fired
+        assert watch.beat(101, [(101, 60e6, median)], "idle", None, spread) is None
+        assert watch.beat(102, [(102, 60e6, median)], "idle", None, spread) is None
+        assert len(fired) == 1  # 101 is not counted again: 102 alone is one slow step
+    finally:
+        seg.close()
