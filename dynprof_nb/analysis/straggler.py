@@ -27,7 +27,11 @@ process or thread held its cores, it did not do more work.
 Where a rank has no such record (not Linux, a window of another profiler), contention cannot be
 told apart, and the verdict says so (``cpu_missing``). Between two windows, a change of the step
 that the training threads' run-queue delay follows on every rank (:func:`load_changed`) is the
-machine's load, not the job's work.
+machine's load, not the job's work. A window faster than its baseline beyond the noise, where
+one rank's training thread waited for a CPU in the baseline longer than in the window by at
+least :data:`LOAD_SHARE` of the step's drop (:func:`baseline_busier`), is "the baseline ran
+busier": in a synchronous job one rank held up by a busy machine holds up every rank's step, so
+one rank's wait is enough.
 
 Windows are compared by the *median* of their per-step values (a step slowed by a load spike
 moves a mean, not a median). The **noise bound** of a difference of two medians of per-step
@@ -254,6 +258,18 @@ def load_changed(changes: dict[int, float], delta_us: float) -> bool:
     return same and abs(float(np.mean(list(changes.values())))) >= LOAD_SHARE * abs(delta_us)
 
 
+def baseline_busier(changes: dict[int, float], delta_us: float) -> int | None:
+    """The rank whose training thread waited for a CPU in the baseline longer than in the
+    window (``changes``: :func:`runqueue_change`, negative where it waited less now) by at
+    least :data:`LOAD_SHARE` of the step's drop ``-delta_us`` (the window faster), the one
+    with the largest drop; None where the window is not faster or no rank's wait explains it.
+    One rank is enough: in a synchronous job every rank's step waits for the slowest."""
+    if not changes or delta_us >= 0:
+        return None
+    rank = min(changes, key=lambda r: changes[r])
+    return rank if -changes[rank] >= LOAD_SHARE * -delta_us else None
+
+
 def find_straggler(
     now: pd.DataFrame,
     phases: list[str],
@@ -332,6 +348,7 @@ __all__ = [
     "CONTENTION",
     "CONTENTION_SHARE",
     "Verdict",
+    "baseline_busier",
     "contention_text",
     "is_contention",
     "load_changed",
