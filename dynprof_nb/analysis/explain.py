@@ -47,6 +47,7 @@ from .straggler import (
     phases_per_step,
     runqueue_change,
     thread_cpu_of,
+    threads_word,
 )
 
 SAME_WINDOW_SLACK_S = 600.0  # ranks of one window start within this (control.base's value)
@@ -424,7 +425,8 @@ def _busier_sentence(
     return (
         f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step, noise bound ±{bound / 1000:.3f} ms):"
         f" the baseline ran busier (CPU wait {wait(cpu_b):.3f} ms/step vs {wait(cpu_w):.3f} in "
-        f"this window, rank {rank}'s training thread runnable but waiting for a core): the "
+        f"this window, rank {rank}'s {threads_word(cpu_w, rank)} runnable but waiting for a "
+        "core): the "
         "machine's load changed (CPU contention), not the job's own work; no culprit"
     )
 

@@ -195,7 +195,11 @@ def _thread_cpu(
     if c_ref <= 0:
         return {}, "the reference's training thread has no time on a CPU"
     rate = q_ref / c_ref  # the reference's wait for a core per µs on one
+    every = "threads" in mine and str(mine["threads"].iloc[0]) == "process"
     return {
+        # 1.0: the record is every thread of the process (MindSpore's operators run on their
+        # own threads), 0.0: the training thread's
+        "all_threads": 1.0 if every else 0.0,
         "runqueue_us": q,
         "on_cpu_us": c,
         "reference_runqueue_us": q_ref,
@@ -226,12 +230,22 @@ def contention_text(v: Verdict) -> str:
     c = v.cpu
     ref = "its baseline's" if v.against.startswith("the baseline") else "the other ranks'"
     return (
-        f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU, "
+        f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU"
+        f"{' (all its threads)' if c.get('all_threads') else ''}, "
         f"{c['wait_rate']:.2f} ms per ms it ran against {ref} {c['reference_wait_rate']:.2f} "
         f"({c['runqueue_excess_us'] / 1000:+.3f} ms per step beyond that rate), while its time "
         f"on a CPU changed {c['on_cpu_excess_us'] / 1000:+.3f} ms: another process or thread "
         "held its cores"
     )
+
+
+def threads_word(cpu: pd.DataFrame | None, rank: int) -> str:
+    """Whose waits ``cpu`` holds for ``rank``: "training thread" or "threads" (every thread of
+    the process, where the backend's operators run on their own: MindSpore)."""
+    if cpu is None or "threads" not in cpu:
+        return "training thread"
+    mine = cpu.loc[cpu["rank"] == rank, "threads"]
+    return "threads" if len(mine) and str(mine.iloc[0]) == "process" else "training thread"
 
 
 def runqueue_change(cpu: pd.DataFrame | None, cpu_ref: pd.DataFrame | None) -> dict[int, float]:
@@ -354,6 +368,7 @@ __all__ = [
     "load_changed",
     "runqueue_change",
     "thread_cpu_of",
+    "threads_word",
     "find_straggler",
     "from_operators",
     "noise_bound",
