@@ -21,6 +21,10 @@ Faults (``--fault``; ``--on`` the rank that has it, where it is one rank's):
   ops per step (host sync points);
 - ``none``: nothing changes (the two windows differ by noise only).
 
+``--busy-base N`` (rank 0): N CPU burners (processes spinning in Python) run through the
+baseline window only -- started before its first step, killed after its last -- so the baseline
+runs on a busier machine than the window (the "baseline ran busier" rule of ``w.explain()``).
+
 Every rank's step has work of its own besides the fault: ``--work`` matrix products (a fixed
 count, not a time: a preempted rank takes longer, as a real one does). Without it a step is
 1-8 ms of gloo latency and OS scheduling (bimodal at the scheduler's tick), and two 6-step
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -102,6 +107,7 @@ def main() -> None:
     p.add_argument("--base", default="4-9")
     p.add_argument("--fault-from", type=int, default=11)
     p.add_argument("--window", default="12-17")
+    p.add_argument("--busy-base", type=int, default=0, help="CPU burners through the baseline")
     args = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -121,7 +127,15 @@ def main() -> None:
     last = fault[1]
     win = None
     mine = args.fault in ("none", "comm") or rank == args.on
+    burners: list[subprocess.Popen] = []
     for step in range(1, last + 1):
+        if step == base[0] and rank == 0:
+            burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                       for _ in range(args.busy_base)]
+        if step == base[1] + 1:
+            for proc in burners:
+                proc.kill()
+                proc.wait()
         if step in (base[0], fault[0]):
             lo, hi = base if step == base[0] else fault
             win = Window(args.backend, root, args.job, rank, lo, hi)

@@ -36,6 +36,7 @@ from dynprof_nb.safetext import escape, frame_html
 from .host_phases import COMM, PHASES, step_phases
 from .straggler import (
     CONTENTION,
+    baseline_busier,
     contention_text,
     find_straggler,
     finite,
@@ -46,6 +47,7 @@ from .straggler import (
     phases_per_step,
     runqueue_change,
     thread_cpu_of,
+    threads_word,
 )
 
 SAME_WINDOW_SLACK_S = 600.0  # ranks of one window start within this (control.base's value)
@@ -283,6 +285,8 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
     # no rank's own work: the step moved with every rank's wait for a CPU (the machine's load)
     waits = runqueue_change(cpu_w, cpu_b)
     machine = changed and rank is None and load_changed(waits, typical)
+    # faster than the baseline: a rank that waited for a CPU then is the reason, not the job
+    busier = None if machine or not changed else baseline_busier(waits, typical)
     ops = _operators(ow, ob, rank)
     ranges = _range_growth(w, b, rank, sw["size"], sb["size"]) if rank is not None else None
     syncs = _sync_growth(pw, pb, rank) if rank is not None and kind == "host" else 0.0
@@ -300,6 +304,8 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
     )
     if machine:
         text = _load_sentence(delta, step_b, bound, waits)
+    elif busier is not None:
+        text = _busier_sentence(typical, step_b, bound, busier, cpu_w, cpu_b)
     notes = [] if delta > 0 else ["this window is not slower than the baseline"]
     if not changed:
         notes = [f"no meaningful change: within the noise bound ±{bound / 1000:.3f} ms per step"]
@@ -313,7 +319,8 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
         notes.append("no host events: phases from operator totals (threads not told apart)")
     if rank is not None and verdict.cpu_missing:
         notes.append(f"CPU contention cannot be told apart: {verdict.cpu_missing}")
-    cause = verdict.cause if rank is not None else (CONTENTION if machine else None)
+    loaded = machine or busier is not None
+    cause = verdict.cause if rank is not None else (CONTENTION if loaded else None)
     return Explanation(
         text, rank, step_w, step_b, ph, ops, bname, notes, bound, changed, cause, verdict
     )
@@ -403,6 +410,24 @@ def _load_sentence(delta: float, step_b: float, bound: float, waits: dict[int, f
         " for a CPU "
         f"(run-queue delay per step: {each}): the machine's load changed (CPU contention), "
         "not the job's own work; no culprit"
+    )
+
+
+def _busier_sentence(
+    delta: float, step_b: float, bound: float, rank: int, cpu_w: Any, cpu_b: Any
+) -> str:
+    """The window is faster because the baseline waited for a CPU: no real change of the job."""
+    pct = finite(delta / step_b) if step_b else 0.0
+
+    def wait(cpu: Any) -> float:
+        return float(cpu.set_index("rank").loc[rank, "runqueue_us_per_step"]) / 1000
+
+    return (
+        f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step, noise bound ±{bound / 1000:.3f} ms):"
+        f" the baseline ran busier (CPU wait {wait(cpu_b):.3f} ms/step vs {wait(cpu_w):.3f} in "
+        f"this window, rank {rank}'s {threads_word(cpu_w, rank)} runnable but waiting for a "
+        "core): the "
+        "machine's load changed (CPU contention), not the job's own work; no culprit"
     )
 
 

@@ -19,6 +19,15 @@ Each instant of a step goes to exactly one phase, the first that holds (docs/def
 6. ``other``: in nothing recorded (the loop's own Python between operators).
 
 So every phase is >= 0, the phases add up to the step, and each share of a step lies in [0, 1].
+
+MindSpore on CPU records its operators on a track of their own, not on a thread: every entry
+of its ``cpu_op_execute_timestamp_<rank>.txt`` has thread field ``0`` (its ``trace_view.json``
+shows them as process "CPU OP", thread 0), while the step markers (the MindSpore backend's
+``dynprof_steps.csv``) and user ranges carry the training thread's native id. That track holds
+the operators the training thread launches, in order, its AllReduce included (PyNative runs
+them on MindSpore's pipeline, one at a time), so it is the training thread's view
+(:data:`OP_TRACK`): its operators count as the training thread's, as MindSpore's own step
+assignment (an operator belongs to the step whose range holds it) counts them.
 A rank's *own work* is its step minus ``communication``: what it does itself, as opposed to
 waiting for the others in a collective (:mod:`dynprof_nb.analysis.straggler`).
 """
@@ -45,6 +54,9 @@ SYNC = re.compile(
 SYNC_CALL = re.compile(r"^aten::item$|synchronize", re.I)  # one per sync point (not nested)
 GC = "GC"
 STEP = STEP_RE
+# MindSpore's CPU operator track (the reader's process name for cpu_op_execute_timestamp rows):
+# the training thread's operators (module docstring)
+OP_TRACK = "CPU OP"
 PHASES = ["compute", "communication", "data loading", "GC", "sync", "other"]
 _LABEL_CATS = ("user_annotation", "python_function", "gpu_user_annotation")
 
@@ -78,6 +90,8 @@ def _rank_phases(ev: pd.DataFrame, steps: pd.DataFrame, tid: Any) -> pd.DataFram
     a = ev["ts_ns"].to_numpy("int64")
     b = a + ev["dur_ns"].fillna(0).to_numpy("int64")
     main = (ev["tid"].astype(str) == str(tid)).to_numpy()
+    if "process" in ev:  # MindSpore's operator track is the training thread's (docstring)
+        main = main | (ev["process"].astype(str) == OP_TRACK).to_numpy()
     keep = (b > a) & ~names.str.match(STEP).to_numpy() & (names != STEP_FOLDED).to_numpy()
     is_comm = names.str.contains(COMM).to_numpy()
     label = ev["cat"].astype(str).isin(_LABEL_CATS).to_numpy() if "cat" in ev else False
@@ -148,4 +162,4 @@ def step_phases(w: Any) -> pd.DataFrame:
     return t[["rank", "step", "duration_us", *PHASES, "sync_points"]]
 
 
-__all__ = ["COMM", "PHASES", "step_phases", "training_threads"]
+__all__ = ["COMM", "OP_TRACK", "PHASES", "step_phases", "training_threads"]

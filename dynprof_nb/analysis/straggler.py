@@ -27,7 +27,11 @@ process or thread held its cores, it did not do more work.
 Where a rank has no such record (not Linux, a window of another profiler), contention cannot be
 told apart, and the verdict says so (``cpu_missing``). Between two windows, a change of the step
 that the training threads' run-queue delay follows on every rank (:func:`load_changed`) is the
-machine's load, not the job's work.
+machine's load, not the job's work. A window faster than its baseline beyond the noise, where
+one rank's training thread waited for a CPU in the baseline longer than in the window by at
+least :data:`LOAD_SHARE` of the step's drop (:func:`baseline_busier`), is "the baseline ran
+busier": in a synchronous job one rank held up by a busy machine holds up every rank's step, so
+one rank's wait is enough.
 
 Windows are compared by the *median* of their per-step values (a step slowed by a load spike
 moves a mean, not a median). The **noise bound** of a difference of two medians of per-step
@@ -191,7 +195,11 @@ def _thread_cpu(
     if c_ref <= 0:
         return {}, "the reference's training thread has no time on a CPU"
     rate = q_ref / c_ref  # the reference's wait for a core per µs on one
+    every = "threads" in mine and str(mine["threads"].iloc[0]) == "process"
     return {
+        # 1.0: the record is every thread of the process (MindSpore's operators run on their
+        # own threads), 0.0: the training thread's
+        "all_threads": 1.0 if every else 0.0,
         "runqueue_us": q,
         "on_cpu_us": c,
         "reference_runqueue_us": q_ref,
@@ -222,12 +230,22 @@ def contention_text(v: Verdict) -> str:
     c = v.cpu
     ref = "its baseline's" if v.against.startswith("the baseline") else "the other ranks'"
     return (
-        f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU, "
+        f"rank {v.rank} waited {c['runqueue_us'] / 1000:.3f} ms per step for a CPU"
+        f"{' (all its threads)' if c.get('all_threads') else ''}, "
         f"{c['wait_rate']:.2f} ms per ms it ran against {ref} {c['reference_wait_rate']:.2f} "
         f"({c['runqueue_excess_us'] / 1000:+.3f} ms per step beyond that rate), while its time "
         f"on a CPU changed {c['on_cpu_excess_us'] / 1000:+.3f} ms: another process or thread "
         "held its cores"
     )
+
+
+def threads_word(cpu: pd.DataFrame | None, rank: int) -> str:
+    """Whose waits ``cpu`` holds for ``rank``: "training thread" or "threads" (every thread of
+    the process, where the backend's operators run on their own: MindSpore)."""
+    if cpu is None or "threads" not in cpu:
+        return "training thread"
+    mine = cpu.loc[cpu["rank"] == rank, "threads"]
+    return "threads" if len(mine) and str(mine.iloc[0]) == "process" else "training thread"
 
 
 def runqueue_change(cpu: pd.DataFrame | None, cpu_ref: pd.DataFrame | None) -> dict[int, float]:
@@ -252,6 +270,18 @@ def load_changed(changes: dict[int, float], delta_us: float) -> bool:
         return False
     same = all(v * delta_us > 0 for v in changes.values())
     return same and abs(float(np.mean(list(changes.values())))) >= LOAD_SHARE * abs(delta_us)
+
+
+def baseline_busier(changes: dict[int, float], delta_us: float) -> int | None:
+    """The rank whose training thread waited for a CPU in the baseline longer than in the
+    window (``changes``: :func:`runqueue_change`, negative where it waited less now) by at
+    least :data:`LOAD_SHARE` of the step's drop ``-delta_us`` (the window faster), the one
+    with the largest drop; None where the window is not faster or no rank's wait explains it.
+    One rank is enough: in a synchronous job every rank's step waits for the slowest."""
+    if not changes or delta_us >= 0:
+        return None
+    rank = min(changes, key=lambda r: changes[r])
+    return rank if -changes[rank] >= LOAD_SHARE * -delta_us else None
 
 
 def find_straggler(
@@ -332,11 +362,13 @@ __all__ = [
     "CONTENTION",
     "CONTENTION_SHARE",
     "Verdict",
+    "baseline_busier",
     "contention_text",
     "is_contention",
     "load_changed",
     "runqueue_change",
     "thread_cpu_of",
+    "threads_word",
     "find_straggler",
     "from_operators",
     "noise_bound",

@@ -10,6 +10,14 @@ and writes the difference into the window folder (``protocol.THREAD_CPU_FILE``),
 :mod:`dynprof_nb.traces.formats.common.threadcpu` reads it and the straggler rule
 (:mod:`dynprof_nb.analysis.straggler`) tells "CPU contention" apart from "compute".
 
+MindSpore runs its operators on threads of its own (PyNative's pipeline and its actor thread
+pool), not on the training thread, which mostly waits for them: there a core held by another
+process delays the operators, and the training thread's own counters do not see it. The
+MindSpore backend therefore reads every thread of the process (``whole_process``: the sum over
+``/proc/self/task/*/schedstat``, per thread the difference between stop and start, a thread
+begun in the window counted from 0, one ended in it lost), and the file says so
+(``threads: "process"``; ``"training"`` otherwise).
+
 Linux only: where the file is missing (another OS, a kernel without ``CONFIG_SCHED_INFO``, the
 thread gone by the stop), the window's file says so (``missing``) and the rule cannot name
 CPU contention.
@@ -18,6 +26,7 @@ CPU contention.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -41,11 +50,41 @@ def read_schedstat(tid: int) -> tuple[int, int, int] | None:
     return on_cpu, waited, slices
 
 
+def read_process() -> dict[int, tuple[int, int, int]]:
+    """:func:`read_schedstat` of every thread of this process, by thread id ({} where the
+    kernel does not say)."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task") if t.isdigit()]
+    except OSError:
+        return {}
+    out = {}
+    for tid in tids:
+        got = read_schedstat(tid)
+        if got is not None:
+            out[tid] = got
+    return out
+
+
+def process_delta(
+    first: dict[int, tuple[int, int, int]], last: dict[int, tuple[int, int, int]]
+) -> tuple[int, int, int] | None:
+    """The sums over the threads of ``last`` of their counters' growth since ``first`` (a
+    thread begun since counts from 0); None without readings."""
+    if not first or not last:
+        return None
+    zero = (0, 0, 0)
+    return tuple(
+        sum(max(v[i] - first.get(t, zero)[i], 0) for t, v in last.items()) for i in range(3)
+    )  # type: ignore[return-value]
+
+
 class ThreadCpu:
     """One window's reading: :meth:`start` at the window's start and :meth:`stop` at its end
     (each on the training thread, one small read), :meth:`write` in ``save()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, whole_process: bool = False) -> None:
+        self.whole_process = whole_process  # every thread of the process (MindSpore)
+        self._p: tuple[dict, dict] = ({}, {})
         self.tid = 0
         self.first_step = 0
         self.last_step = -1
@@ -58,6 +97,8 @@ class ThreadCpu:
         self.tid = threading.get_native_id()
         self.first_step = first_step
         self._s = (read_schedstat(self.tid), None)
+        if self.whole_process:
+            self._p = (read_process(), {})
         self._t = (time.monotonic_ns(), 0)
         self._stopped = False
 
@@ -69,6 +110,8 @@ class ThreadCpu:
         self._stopped = True
         self.last_step = last_step
         self._s = (self._s[0], read_schedstat(self.tid))
+        if self.whole_process:
+            self._p = (self._p[0], read_process())
         self._t = (self._t[0], time.monotonic_ns())
 
     def record(self) -> dict[str, Any]:
@@ -81,6 +124,7 @@ class ThreadCpu:
             "first_step": self.first_step,
             "last_step": self.last_step,
             "steps": max(steps, 0),
+            "threads": "process" if self.whole_process else "training",
             "missing": None,
         }
         s0, s1 = self._s
@@ -94,11 +138,14 @@ class ThreadCpu:
         elif steps <= 0:
             out["missing"] = "the window recorded no step"
         else:
+            d = (s1[0] - s0[0], s1[1] - s0[1], s1[2] - s0[2])
+            if self.whole_process:
+                d = process_delta(*self._p) or d
             out.update(
                 wall_ns=self._t[1] - self._t[0],
-                on_cpu_ns=s1[0] - s0[0],
-                runqueue_ns=s1[1] - s0[1],
-                timeslices=s1[2] - s0[2],
+                on_cpu_ns=d[0],
+                runqueue_ns=d[1],
+                timeslices=d[2],
             )
         return out
 
@@ -108,4 +155,4 @@ class ThreadCpu:
         return THREAD_CPU_FILE
 
 
-__all__ = ["SCHEDSTAT", "ThreadCpu", "read_schedstat"]
+__all__ = ["SCHEDSTAT", "ThreadCpu", "process_delta", "read_process", "read_schedstat"]

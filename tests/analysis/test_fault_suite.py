@@ -8,7 +8,16 @@ shares in [0, 1], no NaN anywhere in the answer. The injected magnitudes are lar
 step of this small model (tens of ms, a full GC of the process per step) so a loaded machine
 does not blur them; "none" checks that noise alone names no cause of work: beside other
 processes (two CPU burners) a rank may be named, but only for CPU contention, with a run-queue
-excess of its training thread that exists (``w.thread_cpu()``, recorded by every backend)."""
+excess of its training thread that exists (``w.thread_cpu()``, recorded by every backend).
+
+"busy-base" runs no fault but CPU burners through the baseline window only: the window is
+faster, and the answer is "the baseline ran busier", with both windows' CPU waits, no culprit.
+
+The MindSpore cases run a real 2-rank MindSpore 2.7 data-parallel job (``tests/ms_fault_job.py``
+in ``.venv/ms``, launched by MindSpore's own ``msrun``: a scheduler and two workers, gradients
+all-reduced by MindSpore's CPU collectives) recorded by the MindSpore backend: its operators
+(MindSpore's own ``cpu_op_execute_timestamp`` file, on MindSpore's operator track) split each
+step into phases as a PyTorch window's do."""
 
 from __future__ import annotations
 
@@ -20,10 +29,12 @@ import warnings
 from pathlib import Path
 
 import jobutil
+import numpy as np
 import pytest
-from framework_jobs import outputs_within
+from framework_jobs import mindspore_python, outputs_within
 
 import dynprof_nb
+from dynprof_nb.analysis.host_phases import OP_TRACK
 from dynprof_nb.analysis.straggler import (
     CONTENTION,
     CONTENTION_SHARE,
@@ -33,6 +44,7 @@ from dynprof_nb.analysis.straggler import (
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "tests" / "ddp_fault_job.py"
+MS_JOB = REPO / "tests" / "ms_fault_job.py"
 BASE, WINDOW = (4, 9), (12, 17)  # the fault is on from step 11
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,6 +60,11 @@ CASES = {
     # the built-in backend sees ranges and GC pauses (not operators nor gloo's threads)
     "builtin-compute": ("compute", "builtin", ["--ms", "60"]),
     "builtin-gc": ("gc", "builtin", ["--n", "1"]),
+    # no fault; 8 CPU burners through the baseline only: the baseline ran busier
+    "busy-base": ("none", "torch", ["--busy-base", "8"]),
+    # a real MindSpore 2-rank job (msrun, MindSpore's CPU collectives), the MindSpore backend
+    "ms-compute": ("compute", "mindspore", ["--ms", "1500"]),
+    "ms-none": ("none", "mindspore", []),
 }
 
 
@@ -57,8 +74,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_ms_job(out: Path, case: str) -> None:
+    """MindSpore's launcher starts the scheduler and both workers; each worker's output goes
+    into ``out/logs/worker_<rank>.log`` (shown when the job fails)."""
+    fault, _, options = CASES[case]
+    ms_bin = str(Path(mindspore_python()).parent)
+    env = dict(os.environ, PATH=ms_bin + os.pathsep + os.environ.get("PATH", ""),
+               OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), GLOG_v="3")
+    logs = out / "logs"
+    proc = jobutil.start_script(
+        [os.path.join(ms_bin, "msrun"), "--worker_num=2", "--local_worker_num=2",
+         "--master_addr=127.0.0.1", f"--master_port={free_port()}", f"--log_dir={logs}",
+         "--join=True", str(MS_JOB), "--job", f"fault-{case}", "--out", str(out), "--fault",
+         fault, "--on", "1", "--base", "-".join(map(str, BASE)), "--fault-from", "11",
+         "--window", "-".join(map(str, WINDOW)), *options], env=env)
+    (output,) = outputs_within([proc], 280)
+    workers = "\n".join(p.read_text(errors="replace")[-3000:] for p in logs.glob("worker_*.log"))
+    assert proc.returncode == 0, output[-3000:] + "\n" + workers
+    for p in logs.iterdir():  # windows only under out
+        p.unlink()
+    logs.rmdir()
+
+
 def run_job(out: Path, case: str) -> None:
     fault, backend, options = CASES[case]
+    if backend == "mindspore":
+        return run_ms_job(out, case)
     port = free_port()
     procs = []
     for rank in (0, 1):
@@ -153,15 +194,50 @@ def assert_no_culprit_of_work(w, adv) -> None:
 
 def test_thread_cpu_recorded(case):
     """Every rank's window holds its training thread's on-CPU time and run-queue delay over
-    exactly the window's steps, within its wall time (a tick of the kernel's accounting)."""
-    _, w, b, _, _ = case
+    exactly the window's steps, within its wall time (a tick of the kernel's accounting); a
+    MindSpore rank's record is every thread of its process (its operators run on their own)."""
+    name, w, b, _, _ = case
     for x, steps in ((w, WINDOW), (b, BASE)):
         t = x.thread_cpu()
         assert list(t["rank"]) == [0, 1], t
         assert t["missing"].isna().all(), t
         assert (t["steps"] == steps[1] - steps[0] + 1).all(), t
         assert (t[["on_cpu_ns", "runqueue_ns", "timeslices"]] > 0).all().all(), t
-        assert (t["on_cpu_ns"] + t["runqueue_ns"] <= t["wall_ns"] + 10e6).all(), t
+        one = t["threads"] == "training"  # MindSpore's: every thread of the process
+        assert (t.loc[one, "on_cpu_ns"] + t.loc[one, "runqueue_ns"]
+                <= t.loc[one, "wall_ns"] + 10e6).all(), t
+        assert (t["on_cpu_ns"] <= t["wall_ns"] * os.cpu_count() + 10e6).all(), t
+        assert set(t["threads"]) == {"process" if CASES[name][1] == "mindspore" else "training"}
+
+
+def test_mindspore_ops_in_steps(case):
+    """MindSpore's operators (its ``cpu_op_execute_timestamp`` file, on MindSpore's operator
+    track, thread field 0) land in the window's steps: each one in the step whose range holds
+    its start (MindSpore's and msprof-analyze's Step Id rule), and the per-step sums of each
+    operator add up to MindSpore's own total of it (``cpu_op_detail_info``: ``w.ops``); the
+    phases count them as the training thread's (compute, and AllReduce as communication)."""
+    name, w, _, _, _ = case
+    if CASES[name][1] != "mindspore":
+        pytest.skip("a MindSpore case's check")
+    ev = w.events
+    track = ev[ev["process"].astype(str) == OP_TRACK]
+    assert set(track["tid"]) == {0}, set(track["tid"])
+    for r in (0, 1):
+        st = w.steps[w.steps["rank"] == r].sort_values("start_ns")
+        mine = track[track["rank"] == r]
+        at = np.searchsorted(st["start_ns"].to_numpy("int64"), mine["ts_ns"].to_numpy("int64"),
+                             "right") - 1
+        end = (st["start_ns"] + st["duration_us"] * 1000).to_numpy()
+        assert (at >= 0).all() and (mine["ts_ns"].to_numpy() < end[at]).all()
+        per_step = mine.assign(step=st["step"].to_numpy()[at]).groupby(
+            [mine["name"].astype(str), "step"])["dur_ns"].sum() / 1000
+        total = per_step.groupby(level=0).sum()
+        ops = w.ops[w.ops["rank"] == r].set_index("name")["total_us"]
+        assert len(total) > 5
+        np.testing.assert_allclose(total.to_numpy(), ops.reindex(total.index).to_numpy(),
+                                   rtol=1e-6)
+    ph, _, kind = phases_per_step(w)
+    assert kind == "host" and (ph["compute"] > 0).all() and (ph["communication"] > 0).all(), ph
 
 
 def test_fault_named(case):
@@ -173,7 +249,7 @@ def test_fault_named(case):
     assert {"affinity API", "slow rank", "synchronize stream", "memory copies"} <= set(
         out_of_scope["rule"]
     )
-    kind = "PyTorch" if backend == "torch" else "built-in backend"
+    kind = {"torch": "PyTorch", "builtin": "built-in backend", "mindspore": "MindSpore"}[backend]
     assert adv.out_of_scope().startswith(f"not applicable to a CPU {kind} window:")
     assert not adv.rule("affinity API")
     if backend == "builtin":  # no collective recorded: the wait is not seen, work is
@@ -182,13 +258,23 @@ def test_fault_named(case):
         (s,) = straggler(adv)
         assert s.ranks == [1] and "waiting is not seen" in s.evidence
         return
+    if name == "busy-base":  # the window is faster: the baseline waited for a CPU, no culprit
+        assert e.changed and e.delta_us < 0 and e.rank is None and e.cause == CONTENTION, e.text
+        assert "the baseline ran busier (CPU wait" in e.text and "no culprit" in e.text, e.text
+        waits = runqueue_change(w.thread_cpu(), b.thread_cpu())
+        assert min(waits.values()) < 0, waits
+        assert_no_culprit_of_work(w, adv)
+        return
     if fault == "none":  # no cause of work; waiting for a core (CPU contention) may be seen
         if e.rank is not None:  # one rank waited for a core more than in the baseline
             assert e.cause == CONTENTION, e.text
             assert_contention(e.verdict.cpu, e.verdict.excess_us, e.text)
         elif e.changed:  # the machine's load changed between the windows (the burners)
             assert e.cause in (None, CONTENTION), e.text
-            if e.cause == CONTENTION:
+            if "the baseline ran busier" in e.text:  # one rank waited for a CPU then
+                waits = runqueue_change(w.thread_cpu(), b.thread_cpu())
+                assert e.delta_us < 0 and e.cause == CONTENTION and min(waits.values()) < 0
+            elif e.cause == CONTENTION:
                 assert "the machine's load changed" in e.text, e.text
                 waits = runqueue_change(w.thread_cpu(), b.thread_cpu())
                 assert sorted(waits) == [0, 1] and len({v > 0 for v in waits.values()}) == 1

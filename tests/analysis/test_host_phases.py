@@ -114,3 +114,18 @@ def test_equal_ranks_name_no_one():
     now = frame([(r, s, 100.0, 50.0 + (s % 2), 45.0, 5.0) for r in (0, 1) for s in range(6)])
     v = find_straggler(now, ["compute", "communication", "other"], floor_us=5.0)
     assert v.rank is None and v.cause is None
+
+
+def test_mindspore_operator_track_is_the_training_threads():
+    # MindSpore on CPU writes its operators with thread field 0 (process "CPU OP"), the
+    # backend's step markers with the training thread's id: one 1000 µs step, MatMul 0-300,
+    # AllReduce 300-700 on MindSpore's track, a user range 750-850 on the training thread
+    w = Window([("MatMul", "HostCpuOps", 0, 0, 300),
+                ("Default/AllReduce-op0", "HostCpuOps", 0, 300, 400),
+                ("extra_compute", "user_annotation", MAIN, 750, 100)], [1000])
+    process = ["CPU OP" if t == 0 else "dynprof_nb" for t in w.events["tid"]]
+    w.events = w.events.assign(process=process)
+    p = step_phases(w).iloc[0]
+    assert p["compute"] == pytest.approx(300 + 100)
+    assert p["communication"] == pytest.approx(400)  # not "a collective elsewhere": its own
+    assert p["other"] == pytest.approx(200)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dynprof_nb.analysis.host_phases import PHASES
-from dynprof_nb.analysis.straggler import CONTENTION, find_straggler
+from dynprof_nb.analysis.straggler import CONTENTION, baseline_busier, find_straggler
 
 MS = 1000.0
 
@@ -68,3 +68,16 @@ def test_without_a_record_contention_is_not_told_apart_and_it_says_why():
     assert v.cpu_missing == "rank 1: no /proc here"
     v = find_straggler(phases({"compute": 10 * MS}), PHASES, None, 2 * MS)
     assert v.cause == "compute" and v.cpu_missing == "no thread CPU record for this window"
+
+
+@pytest.mark.parametrize(
+    "changes, delta, rank",
+    [
+        ({0: -30 * MS, 1: 2 * MS}, -40 * MS, 0),  # rank 0 waited 30 ms more then: enough
+        ({0: -10 * MS, 1: -12 * MS}, -40 * MS, None),  # a quarter of the drop: not the reason
+        ({0: -30 * MS, 1: -35 * MS}, 40 * MS, None),  # the window is slower: not this rule
+        ({}, -40 * MS, None),  # no record: not told
+    ],
+)
+def test_the_baseline_ran_busier_where_one_ranks_cpu_wait_explains_the_drop(changes, delta, rank):
+    assert baseline_busier(changes, delta) == rank

@@ -129,3 +129,31 @@ def test_a_record_that_leads_out_of_the_window_is_never_read(tmp_path: Path) -> 
         w = dynprof_nb.load_window(str(win))
     (row,) = w.thread_cpu().to_dict("records")
     assert row["missing"].startswith("no thread_cpu.json in the window"), row
+
+
+@linux
+def test_a_whole_process_record_counts_the_threads_that_do_the_work() -> None:
+    """MindSpore runs its operators on threads of its own while the training thread waits for
+    them: its backend's record (``whole_process``) sums every thread of the process, so the
+    work another thread does in the window is in it, and the file says whose it is."""
+    rec, alone = ThreadCpu(whole_process=True), ThreadCpu()
+    rec.start(1)
+    alone.start(1)
+    done, stopped = threading.Event(), threading.Event()
+
+    def work() -> None:  # 50 ms on a CPU (however loaded the machine), alive until the stop
+        while time.thread_time() < 0.05:
+            pass
+        done.set()
+        stopped.wait(30)
+
+    worker = threading.Thread(target=work)  # begun in the window: counted from 0
+    worker.start()
+    assert done.wait(60)
+    rec.stop(1)
+    alone.stop(1)
+    stopped.set()
+    worker.join()
+    r, a = rec.record(), alone.record()
+    assert r["missing"] is None and r["threads"] == "process" and a["threads"] == "training"
+    assert r["on_cpu_ns"] >= a["on_cpu_ns"] + 40e6, (r, a)  # the worker's 50 ms, not a's

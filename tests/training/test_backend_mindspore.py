@@ -55,8 +55,10 @@ def test_window_records_exactly_its_steps(ms_job, analyse_mode: int) -> None:
 
     loaded = job.load()
     assert loaded.framework == "mindspore"
-    (cpu,) = loaded.thread_cpu().to_dict("records")  # the training thread's, over the window
+    # every thread of the process (MindSpore's operators run on their own), over the window
+    (cpu,) = loaded.thread_cpu().to_dict("records")
     assert cpu["missing"] is None and cpu["steps"] == last - first + 1, cpu
+    assert cpu["threads"] == "process" and cpu["on_cpu_ns"] > 0, cpu
     assert (loaded.start_step, loaded.stop_step) == (first, last)
     assert len(loaded.ops) and set(loaded.ops.name) >= set(ops)
     # the steps frame comes from the backend's step markers; every op lands in its step

@@ -140,7 +140,8 @@ class MindSporeBackend:
         self._budget = 0
         self._rss0 = 0
         self._gc = GcPauses(self._gc_pause, clock=time.time_ns)
-        self._cpu = ThreadCpu()  # the training thread's CPU and run-queue time
+        # every thread's CPU and run-queue time: MindSpore's operators run on its own threads
+        self._cpu = ThreadCpu(whole_process=True)
 
     # -- protocol -----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ COLUMNS = [
     "timeslices",
     "on_cpu_us_per_step",
     "runqueue_us_per_step",
+    "threads",
     "missing",
 ]
 MAX_BYTES = 64 * 1024  # the file is ~200 bytes; anything larger is not ours
@@ -56,8 +57,10 @@ def read_file(path: Path | None) -> dict[str, Any]:
         return {"missing": f"{path.name} lacks its counters or holds negative ones"}
     if got["steps"] == 0:
         return {"missing": f"{path.name} covers no step"}
+    threads = doc.get("threads", "training")
     return {
         **got,
+        "threads": threads if threads in ("training", "process") else "training",
         "on_cpu_us_per_step": got["on_cpu_ns"] / 1000.0 / got["steps"],
         "runqueue_us_per_step": got["runqueue_ns"] / 1000.0 / got["steps"],
         "missing": None,
