@@ -434,10 +434,11 @@ class ClusterJob(Controller):
             raise JobError("cannot read step times on: " + "; ".join(errors))
         labels = self.feed.labels()
         frames = [  # a frame per node from its columns: no Python loop over the steps
-            pd.DataFrame(a["columns"]).assign(node=labels.get(a["key"], a["node"])) for a in answers
+            pd.DataFrame(a["columns"]).assign(node=labels.get(a["key"], a["node"]))
+            for a in answers
+            if a["columns"]["rank"]  # a node without the job's ranks: no empty, untyped frame
         ]
-        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        return trigger.step_frame(frame)
+        return trigger.step_frame(pd.concat(frames, ignore_index=True) if frames else [])
 
     # -- what the ranks do -------------------------------------------------------------------
 
