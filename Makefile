@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint docs matrix bench bench-cluster clean
+.PHONY: demo test lint docs matrix bench bench-cluster bench-cluster-scale clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -176,6 +176,10 @@ bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2
 # N simulated nodes (Linux namespaces: needs root) x R ranks driven through Dask; see docs/cluster.md
 bench-cluster: $(VENV)/.test
 	$(BIN)/python benchmarks/cluster.py
+
+# How each cluster operation's cost grows with ranks (8, 64, 256; RANKS=1024 adds 32 x 32).
+bench-cluster-scale: $(VENV)/.test
+	$(BIN)/python benchmarks/cluster_scale.py $(if $(RANKS),--ranks $(RANKS))
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,9 +1,10 @@
 """A window of every rank of a cluster job, analysed where it was written.
 
-``ClusterJob.load()`` returns a :class:`ClusterWindow`. Building it runs one task per rank on the
-worker of the node that wrote that rank's files (``workers=[addr]``,
-``allow_other_workers=False``); the tasks return summaries only, so the notebook holds a few KB
-per rank whatever the trace size.
+``ClusterJob.load()`` returns a :class:`ClusterWindow`. Building it runs one task per node on the
+worker of the node that wrote those ranks' files (``workers=[addr]``,
+``allow_other_workers=False``): one round trip per node, whatever its number of ranks; the task
+returns each rank's summaries only, so the notebook holds a few KB per rank whatever the trace
+size.
 
 pandas frames (small, computed on the nodes, combined here): ``ops`` (one row per rank and
 operation), ``op_totals`` (ops folded over ranks), ``steps`` (one row per rank and step),
@@ -23,7 +24,7 @@ import pandas as pd
 
 from dynprof_nb.analysis.summary import Summary, host_summary, ops_across_ranks, rank_table
 from dynprof_nb.cluster.access import requester
-from dynprof_nb.cluster.reduce import rank_frame, rank_reductions, rank_sql
+from dynprof_nb.cluster.reduce import node_reductions, rank_frame, rank_sql
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.lazyframe import LazyFrame
 from dynprof_nb.traces.schema import concat_frames
@@ -37,20 +38,23 @@ class ClusterWindow:
         self.client = client
         self.job = job
         self.parts = sorted(parts, key=lambda p: p["rank"])
-        futures = [
+        by_node: dict[str, list[tuple[str, int]]] = {}
+        for p in self.parts:
+            by_node.setdefault(p["addr"], []).append((p["path"], p["rank"]))
+        futures = [  # one task per node, not per rank: the node lists its windows once
             client.submit(
-                rank_reductions,
+                node_reductions,
                 job,
-                p["path"],
-                p["rank"],
+                node_parts,
                 requester(),
-                workers=[p["addr"]],
+                workers=[addr],
                 allow_other_workers=False,
                 pure=False,
             )
-            for p in self.parts
+            for addr, node_parts in by_node.items()
         ]
-        self._reduced = client.gather(futures)
+        reduced = [r for answer in client.gather(futures) for r in answer]
+        self._reduced = sorted(reduced, key=lambda r: r["rank"])
         self.ranks: list[int] = [p["rank"] for p in self.parts]
         self.nodes: dict[int, str] = {p["rank"]: p["node"] for p in self.parts}
         self.paths: dict[int, str] = {p["rank"]: p["path"] for p in self.parts}

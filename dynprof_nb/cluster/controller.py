@@ -425,14 +425,20 @@ class ClusterJob(Controller):
     def step_times(self, last: int = 100) -> pd.DataFrame:
         """Every node's ranks' last ``last`` step times (``Job.step_times``; ``end_s`` is on
         each node's own monotonic clock)."""
+        import pandas as pd
+
         from dynprof_nb.control import trigger
 
         answers, errors = self._agents.run("step_times", {"job": self.name, "last": int(last)})
         if errors:
             raise JobError("cannot read step times on: " + "; ".join(errors))
         labels = self.feed.labels()
-        rows = [dict(r, node=labels.get(a["key"], a["node"])) for a in answers for r in a["rows"]]
-        return trigger.step_frame(rows)
+        frames = [  # a frame per node from its columns: no Python loop over the steps
+            pd.DataFrame(a["columns"]).assign(node=labels.get(a["key"], a["node"]))
+            for a in answers
+            if a["columns"]["rank"]  # a node without the job's ranks: no empty, untyped frame
+        ]
+        return trigger.step_frame(pd.concat(frames, ignore_index=True) if frames else [])
 
     # -- what the ranks do -------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.protocol import ACTIONS, check_reason
 from dynprof_nb.contract.rows import StepWindow, window_text
 from dynprof_nb.contract.segment import check_job_name, list_jobs
-from dynprof_nb.contract.shared_layout import check_definition
+from dynprof_nb.contract.shared_layout import check_definition, durations, read_entries
 from dynprof_nb.control import trigger
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.job import Job
@@ -49,6 +49,7 @@ from dynprof_nb.control.stacks import DUMP_TIMEOUT_S, collect, progress_fields
 from dynprof_nb.control.status import age_s
 
 ARM_POLL_S = 0.005
+STEP_COLUMNS = ("rank", "step", "end_s", "duration_s", "kind")  # durations()' order, rank first
 ARM_WAIT_MAX_S = 10.0
 
 
@@ -140,10 +141,12 @@ class NodeOperations:
         return {"armed": d is not None}
 
     def op_step_times(self, job: str, last: int = 100) -> dict[str, Any]:
+        """The node's ranks' last ``last`` step times as columns (one list per column of
+        ``STEP_TIME_COLUMNS`` but ``node``): a few lists cross the wire, not a dict per step."""
         if job not in list_jobs():
-            return {"rows": []}
+            return {"columns": step_columns(None, 0)}
         with self.job(job) as handle:
-            return {"rows": trigger.step_rows(handle.segment(), int(last), node=self.name)}
+            return {"columns": step_columns(handle.segment(), int(last))}
 
     def op_stacks(self, job: str, timeout_s: float = DUMP_TIMEOUT_S) -> dict[str, Any]:
         """Every thread's stack of the job's live ranks on this node (see
@@ -278,15 +281,21 @@ class NodeOperations:
         return [row for row in window_dirs.find_windows(roots, job=job) if row["rank"] in ranks]
 
     def window_path(self, job: str, path: str, user: Any = None) -> Path:
-        """``path`` if it is one of ``job``'s windows on this node, asked for by the user the
+        """``path`` if it is one of ``job``'s windows on this node (see :meth:`window_paths`)."""
+        return self.window_paths(job, [path], user)[0]
+
+    def window_paths(self, job: str, paths: list[str], user: Any = None) -> list[Path]:
+        """``paths`` if each is one of ``job``'s windows on this node, asked for by the user the
         agent runs as, else OperationError: the agent reads only what the job's own ranks
         wrote, under the roots they published; nothing in it may lead out of those roots (a
-        symlinked window or file)."""
+        symlinked window or file). The node's windows are listed once for all ``paths`` (a
+        listing reads every window's manifest: once per path would cost ranks squared)."""
         why = refusal(user, "load", job, self.name)
         if why is not None:
             raise NotYourJob(why)
-        if not isinstance(path, str) or "\0" in path:
-            raise OperationError(f"window path {path!r}: expected a path string.")
+        for path in paths:
+            if not isinstance(path, str) or "\0" in path:
+                raise OperationError(f"window path {path!r}: expected a path string.")
         check_job_name(job)
         with self.job(job) as handle:  # the roots the ranks published, not the config's
             slots = handle.slots()
@@ -295,24 +304,42 @@ class NodeOperations:
             | {os.path.realpath(os.path.dirname(s.window)) for s in slots if s.window}
         )
         listed = {row["path"] for row in self.window_rows(job)}
-        if path not in listed or not _inside(path, roots):
-            raise OperationError(
-                f"{path!r} is not a window of job {job!r} on node "
-                f"{self.name}; windows() lists the ones there are."
-            )
-        for parent, dirs, files in os.walk(path):
-            for entry in dirs + files:
-                full = os.path.join(parent, entry)
-                if os.path.islink(full) and not _inside(full, roots):
-                    raise OperationError(
-                        f"window {path!r} on node {self.name}: {full} is a "
-                        "symlink out of the job's output roots; refusing to "
-                        "read through it."
-                    )
-        return Path(path)
+        for path in paths:
+            if path not in listed or not _inside(path, roots):
+                raise OperationError(
+                    f"{path!r} is not a window of job {job!r} on node "
+                    f"{self.name}; windows() lists the ones there are."
+                )
+            _no_link_out(path, roots, self.name)
+        return [Path(p) for p in paths]
 
     def close(self) -> None:
         """Nothing held between operations (kept for symmetry with the agent)."""
+
+
+def step_columns(seg: Any, last: int) -> dict[str, list[Any]]:
+    """Every rank's last ``last`` step times of segment ``seg`` (None: none), column-wise."""
+    cols: dict[str, list[Any]] = {c: [] for c in STEP_COLUMNS}
+    for s in seg.slots() if seg is not None else ():
+        rows = durations(read_entries(seg.words, seg.ring_base(s.index), last))[-last:]
+        cols["rank"] += [s.rank] * len(rows)
+        for name, values in zip(STEP_COLUMNS[1:], zip(*rows, strict=True), strict=False):
+            cols[name] += values
+    cols["end_s"] = [ns / 1e9 for ns in cols["end_s"]]
+    return cols
+
+
+def _no_link_out(path: str, roots: list[str], node: str) -> None:
+    """OperationError when anything in window ``path`` is a symlink out of ``roots``."""
+    for parent, dirs, files in os.walk(path):
+        for entry in dirs + files:
+            full = os.path.join(parent, entry)
+            if os.path.islink(full) and not _inside(full, roots):
+                raise OperationError(
+                    f"window {path!r} on node {node}: {full} is a "
+                    "symlink out of the job's output roots; refusing to "
+                    "read through it."
+                )
 
 
 def _inside(path: str, roots: list[str]) -> bool:

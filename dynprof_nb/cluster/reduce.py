@@ -1,8 +1,9 @@
 """Window reductions that run on the node that wrote the window (Dask tasks pinned there).
 
-Each task reads one rank's window directory with the ordinary readers, checks first that the
-path is one of the job's windows on this node, asked for by the agent's own user
-(:meth:`NodeOperations.window_path`), and returns only
+``load()``'s task reads the window directories of a node's ranks with the ordinary readers (one
+task per node), a partition's task one rank's; each checks first that the paths are the job's
+windows on this node, asked for by the agent's own user
+(:meth:`NodeOperations.window_paths`, once per node for all its ranks), and returns only
 what the notebook needs: the per-rank ``ops`` and ``steps`` tables, a kernel summary and the
 event span (a few KB), or one whole frame when a ``dask.dataframe`` partition asks for it.
 """
@@ -16,10 +17,9 @@ from dynprof_nb.cluster.wire import agent_of
 KERNEL_SUMMARY_COLUMNS = ["name", "count", "total_us", "avg_us", "max_us"]
 
 
-def _window(job: str, path: str, user: Any) -> Any:
+def _agent() -> Any:
+    """This worker's agent, refusing when it runs none or its scheduler is not gated."""
     from distributed import get_worker
-
-    from dynprof_nb.traces import load_window
 
     agent = agent_of(get_worker())
     if agent is None:
@@ -33,14 +33,36 @@ def _window(job: str, path: str, user: Any) -> Any:
             "scheduler was not found gated for this agent's user (see "
             "dynprof_nb.cluster.gate)."
         )
-    return load_window(agent.operations.window_path(job, path, user))
+    return agent
+
+
+def _window(job: str, path: str, user: Any) -> Any:
+    from dynprof_nb.traces import load_window
+
+    return load_window(_agent().operations.window_path(job, path, user))
+
+
+def node_reductions(job: str, parts: list[tuple[str, int]], user: Any = None) -> list[dict]:
+    """The summaries of every ``(path, rank)`` of ``parts``, all windows this node wrote, in
+    one task: one round trip per node however many ranks it runs, the node's windows listed
+    and checked once (:meth:`NodeOperations.window_paths`), then each rank reduced in turn."""
+    from dynprof_nb.traces import load_window
+
+    checked = _agent().operations.window_paths(job, [p for p, _ in parts], user)
+    return [
+        reductions(load_window(path), rank) for path, (_, rank) in zip(checked, parts, strict=True)
+    ]
 
 
 def rank_reductions(job: str, path: str, rank: int, user: Any = None) -> dict[str, Any]:
     """One rank's summaries, computed where its files are (for ``user``, the requester)."""
+    return reductions(_window(job, path, user), rank)
+
+
+def reductions(w: Any, rank: int) -> dict[str, Any]:
+    """What the notebook keeps of one rank's window: ops, steps, a kernel summary, the span."""
     import pandas as pd
 
-    w = _window(job, path, user)
     ev = w.events
     span = None
     if len(ev) and ev["ts_ns"].notna().any():

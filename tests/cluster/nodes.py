@@ -165,7 +165,10 @@ class SimNode:
     """One simulated node: a namespace holder, its dask worker and its training ranks."""
 
     def __init__(self, index: int, scheduler: str, workdir: Path, name: str | None = None,
-                 nanny: bool = False, tls: TLSFiles | None = None, plain: bool = False) -> None:
+                 nanny: bool = False, tls: TLSFiles | None = None, plain: bool = False,
+                 own_cache: bool = False) -> None:
+        """``own_cache``: the node's processes keep their frame cache in the node's directory,
+        as separate machines do (else they share the machine's, or none as the tests do)."""
         self.index = index
         self.plain = plain
         self.scheduler = scheduler
@@ -175,6 +178,9 @@ class SimNode:
         self.dir = workdir / f"node{index}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.out = self.dir / "prof"  # the node's own disk
+        self.env = dict(UNSAFE_PLAIN if plain else {})
+        if own_cache:
+            self.env["DYNPROF_NB_CACHE"] = str(self.dir / "cache")
         self.holder = subprocess.Popen(
             ["unshare", "--ipc", "--mount", "--fork", "sh", "-c",
              "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && echo ready && exec sleep 1000000"],
@@ -196,8 +202,7 @@ class SimNode:
         self._logs.append(fh)
         proc = subprocess.Popen(
             ["nsenter", "-t", str(self.holder.pid), "--ipc", "--mount", "--", *cmd],
-            stdout=fh, stderr=subprocess.STDOUT,
-            env=child_env(UNSAFE_PLAIN if self.plain else None), start_new_session=True)
+            stdout=fh, stderr=subprocess.STDOUT, env=child_env(self.env), start_new_session=True)
         self._procs.append(proc)
         return proc
 
@@ -250,12 +255,14 @@ class SimCluster:
 
     def __init__(self, workdir: Path, nodes: int = 4, names: bool = True,
                  nanny: bool = False, tls: TLSFiles | Any = None, plain: bool = False,
-                 gated: bool = True) -> None:
+                 gated: bool = True, own_cache: bool = False) -> None:
         """Mutual TLS with the user's own certificates (no flags: what the gate does), or
         ``tls``: with these certificate files or a ``Security`` (e.g.
         ``Security.temporary()``) whose certificates are written to files first, or
-        ``plain``: plain TCP, the unsafe opt-in (still uid-checked by the gate)."""
+        ``plain``: plain TCP, the unsafe opt-in (still uid-checked by the gate).
+        ``own_cache``: each node's frame cache in its own directory (see :class:`SimNode`)."""
         self.plain = plain
+        self.own_cache = own_cache
         self.workdir = Path(workdir)
         self.nodes: list[SimNode] = []
         self._clients: list[Any] = []
@@ -277,7 +284,7 @@ class SimCluster:
         i = len(self.nodes)
         node = SimNode(i, self.scheduler.address, self.workdir,
                        name=f"node{i}" if self.names else None, nanny=self.nanny,
-                       tls=self.tls, plain=self.plain)
+                       tls=self.tls, plain=self.plain, own_cache=self.own_cache)
         self.nodes.append(node)
         node.start_worker()
         return node

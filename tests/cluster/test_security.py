@@ -27,7 +27,7 @@ from otheruser import OTHER_GID, OTHER_UID, as_other_user, run_as_other_user
 import dynprof_nb
 from dynprof_nb.cluster.access import InsecureClusterWarning, requester
 from dynprof_nb.cluster.agent import command_variable
-from dynprof_nb.cluster.reduce import rank_frame, rank_reductions
+from dynprof_nb.cluster.reduce import node_reductions, rank_frame, rank_reductions
 from dynprof_nb.control.base import JobError
 
 pytestmark = pytest.mark.timeout(900)  # a loaded 2-core machine; every wait inside is bounded
@@ -377,6 +377,11 @@ def test_crafted_window_paths_are_refused(tls_cluster, tls_job):
                              workers=[worker], allow_other_workers=False,
                              pure=False).result(timeout=120)
 
+    def read_many(paths):  # what load() sends: one task per node, every path checked
+        return client.submit(node_reductions, job.name, [(p, rank) for p in paths],
+                             requester(), workers=[worker], allow_other_workers=False,
+                             pure=False).result(timeout=120)
+
     assert read(good.path)["rank"] == rank  # the real one loads
     link = Path(root) / (Path(good.path).name + "-etc")
     link.symlink_to("/etc")
@@ -385,6 +390,8 @@ def test_crafted_window_paths_are_refused(tls_cluster, tls_job):
                     good.path + "/../../../etc", good.path + "/"):
             with pytest.raises(Exception, match="not a window of job"):
                 read(bad)
+            with pytest.raises(Exception, match="not a window of job"):  # one bad: none read
+                read_many([good.path, bad])
             with pytest.raises(JobError, match="not one of job"):
                 job.load(bad)
     finally:
@@ -395,6 +402,8 @@ def test_crafted_window_paths_are_refused(tls_cluster, tls_job):
     try:
         with pytest.raises(Exception, match="symlink out of the job's output roots"):
             read(good.path)
+        with pytest.raises(Exception, match="symlink out of the job's output roots"):
+            read_many([good.path])
     finally:
         inner.unlink()
     with pytest.raises(Exception, match="frame '__class__'"):  # no attribute by name
@@ -432,7 +441,8 @@ def test_the_controller_ships_only_calls_into_the_fixed_operations():
 
     # rank_sql: a read task like rank_frame (the query runs as the agent's user, who is the
     # requester: the gate admits only the cluster's owner), its answer the only thing shipped
-    shipped, allowed = [], {"call", "rank_reductions", "rank_frame", "rank_sql", "AgentPlugin"}
+    shipped, allowed = [], {"call", "rank_reductions", "node_reductions", "rank_frame",
+                            "rank_sql", "AgentPlugin"}
     package = Path(dynprof_nb.__file__).parent
     for path in [*(package / "cluster").glob("*.py"), *(package / "ui").glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):

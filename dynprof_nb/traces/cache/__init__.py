@@ -16,7 +16,8 @@ entry that does not decode (truncated, corrupted, planted) is removed and the tr
 there were no cache. Writes go to a temporary file in the cache directory, renamed into place,
 so two processes at once each see a whole entry or none. The cache is bounded
 (``DYNPROF_NB_CACHE_SIZE``, default 2 GB): the least recently used entries (reading one
-touches it) are removed after each write.
+touches it) are removed after a write that could take it past its bound (down to 9/10 of it),
+and at least once a minute.
 
 Frames round-trip exactly (dtypes, categories with their dtype and order, nullable ints, object
 columns, the index, attrs: :mod:`.codec`); a frame holding anything
@@ -53,6 +54,8 @@ _SUFFIX = ".parquet"
 _TMP_PREFIX = ".tmp-"
 _PARTS_PREFIX = _TMP_PREFIX + "parts-"  # then owner_tag(): a pass's scratch directory
 _STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died
+_RESCAN_S = 60.0  # a directory is listed again at least this often, whatever was written
+_TRIM_TO = 0.9  # a trim leaves room: a full cache is not listed again at its next write
 
 
 # what this process's loads did, for tests and benchmarks: entries read, built and stored
@@ -437,19 +440,37 @@ def _write(
     finally:
         if tmp is not None:
             _discard(Path(tmp))
-    _trim(d, limit)
+    _trim_when_due(d, limit, size)
     return True
 
 
-def _trim(d: Path, limit: int) -> None:
-    """Remove the least recently used entries until the cache holds at most ``limit`` bytes,
-    and temporary files that writers which died left behind."""
+# cache directory -> [when last listed (monotonic), its bytes then plus this process's writes]
+_listed: dict[str, list[float]] = {}
+
+
+def _trim_when_due(d: Path, limit: int, size: int) -> None:
+    """:func:`_trim`, only when this write could take the cache past ``limit`` or the last
+    listing is older than :data:`_RESCAN_S`: listing the directory (an ``lstat`` per entry)
+    after every write cost a many-rank load entries squared (issue 47). Other processes' writes
+    are seen at the next listing; each trims its own."""
+    now = time.monotonic()
+    seen = _listed.get(str(d))
+    if seen is not None and now - seen[0] < _RESCAN_S and seen[1] + size <= limit:
+        seen[1] += size
+        return
+    _listed[str(d)] = [now, float(_trim(d, limit))]
+
+
+def _trim(d: Path, limit: int) -> int:
+    """Remove the least recently used entries until the cache holds at most ``limit`` bytes
+    (9/10 of it once over: room for the next writes), and temporary files that writers which
+    died left behind; the bytes kept."""
     entries = []
     now = time.time()
     try:
         names = os.listdir(d)
     except OSError:
-        return
+        return 0
     for name in names:
         p = d / name
         try:
@@ -466,11 +487,13 @@ def _trim(d: Path, limit: int) -> None:
         elif name.endswith(_SUFFIX):
             entries.append((st.st_mtime, st.st_size, p))
     total = sum(size for _, size, _ in entries)
+    keep = limit if total <= limit else int(limit * _TRIM_TO)
     for _, size, p in sorted(entries):
-        if total <= limit:
+        if total <= keep:
             break
         _discard(p)
         total -= size
+    return total
 
 
 # ---- listing and clearing ------------------------------------------------------------------------
