@@ -95,6 +95,7 @@ class Relay:
         self.generation = 0
         self.watch = FileWatch(self.path)  # a file-mode rank asks it at every step
         self._bytes: bytes | None = None  # the file as this process last relayed or adopted it
+        self._refused: tuple[bytes, str] = (b"", "")  # the file last refused, and why
         self._poll_lock = threading.Lock()  # a rank's step() and the relay thread
         self._relaying = False  # this process runs the node's relay loop (it won the election)
         self._lock_wait = NODE_LOCK_WAIT_S
@@ -160,10 +161,14 @@ class Relay:
             cfg, notes = parse_config(data, self.path)
             wrote = self._apply(cfg, last)
         except (ConfigError, ValueError, RuntimeError) as exc:
-            # kept: a non-atomic writer may be mid-write; its next write() is read whole
-            self._publish(f"{self.path}: {exc} Keeping the last good config.")
+            # kept: a non-atomic writer may be mid-write; its next write() is read whole. The
+            # same file refused again is not news: its first message stands, said once (a
+            # window that has ended names the ranks' steps, which change at every look)
+            if data != self._refused[0]:
+                self._refused = (data, f"{self.path}: {exc} Keeping the last good config.")
+            self._publish(self._refused[1])
             return False
-        self._bytes = data
+        self._bytes, self._refused = data, (b"", "")
         self._save_state(digest, cfg)
         self._publish(f"warning: {notes}" if notes else "")
         return wrote

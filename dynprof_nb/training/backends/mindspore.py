@@ -1,9 +1,15 @@
-"""The MindSpore backend: ``mindspore.profiler.Profiler`` around exactly the window's steps.
+"""The MindSpore backend: ``mindspore.profiler.profile`` around exactly the window's steps.
 
-The profiler is built with ``start_profile=False`` and no schedule, started at the boundary
-before the window's first step and stopped right after its last (in callback mode the Monitor
-starts it in ``step_begin`` of the first step), so MindSpore's ``*_ascend_ms/`` directory lands
-in the window directory and holds those steps only.
+The profiler is the one MindSpore 2.7 recommends and its own ``DynamicProfilerMonitor``
+builds: ``profile(..., on_trace_ready=tensorboard_trace_handler(dir_name=WINDOW),
+experimental_config=_ExperimentalConfig(...))`` (``mindspore.Profiler`` logs that it will be
+removed; it is used only where ``profile`` is missing, see :func:`make_profiler`). It is built
+with ``start_profile=False`` and no schedule, started at the boundary before the window's first
+step and stopped right after its last (in callback mode the Monitor starts it in
+``step_begin`` of the first step), so MindSpore's ``*_ascend_ms/`` directory lands in the
+window directory and holds those steps only. MindSpore's schedule is not used: the Monitor
+decides each window's first and last step (and ends one early for a budget or a stop), and a
+schedule would add step records of its own to the trace.
 
 Config mapping (every key of ``profiler_config.json``; the manifest keeps the whole config):
 
@@ -26,6 +32,9 @@ Config mapping (every key of ``profiler_config.json``; the manifest keeps the wh
                                            so a published window is complete.
 ``prof_path``, ``ranks``, steps            the Monitor's (where, who, when)
 =========================================  ============================================
+
+The keys in :data:`EXPERIMENTAL` go into ``_ExperimentalConfig``, the others are ``profile``'s
+own arguments, as MindSpore's monitor splits them.
 
 MindSpore on CPU writes no step markers, so ``save()`` also writes ``protocol.STEPS_FILE``
 (``name, cat, start_ns, end_ns, tid``): one step-marker row per step (N = global step,
@@ -63,7 +72,6 @@ import mindspore.profiler as msprof
 from mindspore.profiler import (
     AicoreMetrics,
     ExportType,
-    Profiler,
     ProfilerActivity,
     ProfilerLevel,
 )
@@ -93,6 +101,21 @@ PASSED_AS_IS = (
     "mstx_domain_exclude",
 )
 
+# the keys MindSpore 2.7's profile() takes in its _ExperimentalConfig, not as its own arguments
+EXPERIMENTAL = (
+    "profiler_level",
+    "aic_metrics",
+    "l2_cache",
+    "mstx",
+    "data_simplification",
+    "export_type",
+    "mstx_domain_include",
+    "mstx_domain_exclude",
+    "sys_io",
+    "sys_interconnection",
+    "host_sys",
+)
+
 # One MindSpore profiler per process: held from start() until the window's analysis is done.
 _in_use = threading.Lock()
 _busy = types.SimpleNamespace(stuck=False)  # a start waited BUSY_WAIT_S in vain
@@ -101,7 +124,8 @@ log = logging.getLogger("dynprof_nb")
 
 
 def profiler_kwargs(config: ProfilerConfig, output_path: str | Path) -> dict[str, Any]:
-    """``Profiler(...)`` arguments for a config, each key converted to MindSpore's type."""
+    """A config's MindSpore arguments, each key converted to MindSpore's type (flat, as the
+    older ``Profiler(...)`` takes them; :func:`make_profiler` splits them for ``profile``)."""
     kwargs: dict[str, Any] = {
         "output_path": str(output_path),
         "profiler_level": ProfilerLevel[config.profiler_level],
@@ -112,6 +136,68 @@ def profiler_kwargs(config: ProfilerConfig, output_path: str | Path) -> dict[str
     }
     kwargs.update({key: getattr(config, key) for key in PASSED_AS_IS})
     return kwargs
+
+
+def make_profiler(config: ProfilerConfig, output_path: str | Path) -> Any:
+    """A stopped MindSpore profiler for one window, writing under ``output_path``.
+
+    ``mindspore.profiler.profile`` (2.7 deprecates ``Profiler`` for it), built as MindSpore
+    2.7's ``DynamicProfilerMonitor`` builds it, without its schedule. Its
+    ``tensorboard_trace_handler`` gives the output directory; the analysis it would run is off
+    (``analyse_flag=False``): the window's analysis runs in ``save()``, on the saver thread."""
+    kwargs = profiler_kwargs(config, output_path)
+    output = kwargs.pop("output_path")
+    profile = getattr(msprof, "profile", None)
+    if profile is None:
+        # an older MindSpore without profile() (2.7 has it): Profiler is all there is
+        return msprof.Profiler(start_profile=False, output_path=output, **kwargs)
+    from mindspore.profiler import _ExperimentalConfig  # public: in mindspore.profiler.__all__
+
+    experimental = _ExperimentalConfig(**{k: kwargs.pop(k) for k in EXPERIMENTAL})
+    return profile(
+        start_profile=False,
+        on_trace_ready=msprof.tensorboard_trace_handler(dir_name=output, analyse_flag=False),
+        experimental_config=experimental,
+        **kwargs,
+    )
+
+
+def is_profile(prof: Any) -> bool:
+    """Whether ``prof`` is a ``mindspore.profiler.profile`` (not an older ``Profiler``)."""
+    profile = getattr(msprof, "profile", None)
+    return profile is not None and isinstance(prof, profile)
+
+
+def stop_collecting(prof: Any) -> None:
+    """Stop MindSpore's collection (the training thread), leaving the data for ``save()``.
+
+    A ``profile``'s own ``stop()`` would also finalise, run ``on_trace_ready`` and clear, here
+    and at once (see :func:`end_profiler`); ``ProfilerInterface.stop()`` is what it and the
+    older ``Profiler.stop()`` run first. ``Profiler.stop()`` (older MindSpore) stops only."""
+    if is_profile(prof):
+        ProfilerInterface.stop()
+    else:
+        prof.stop()
+
+
+def end_profiler(prof: Any) -> None:
+    """Let a ``profile`` whose data was finalised, analysed and cleared through
+    ``ProfilerInterface`` (as MindSpore's own monitor does at the end of training) know its
+    collection is over, so that neither its ``stop()`` here nor its ``__del__`` later stops
+    MindSpore's profiler again (perhaps during a later window) or warns.
+
+    ``profile`` (2.7) has no call that stops collecting on the training thread and leaves the
+    finalising and analysis for later: its ``stop()`` does all of it at once and, without a
+    schedule, warns "Incorrect schedule". Its state (``current_action``, a public attribute,
+    MindSpore's ``ProfilerAction``) is set to ``NONE``, the state after a schedule's last step,
+    whose ``stop()`` does nothing but mark it stopped. A ``Profiler`` (older MindSpore) needs
+    nothing: its ``stop()`` ran already."""
+    if not is_profile(prof):
+        return
+    from mindspore.profiler.schedule import ProfilerAction
+
+    prof.current_action = ProfilerAction.NONE
+    prof.stop()
 
 
 def analysis_mode(config: ProfilerConfig) -> str | None:
@@ -125,7 +211,7 @@ class MindSporeBackend:
     """One window of MindSpore's profiler, started, stepped and stopped by the Monitor."""
 
     name = "mindspore"
-    needs_directory_at_start = True  # Profiler(output_path=...) writes there from the start
+    needs_directory_at_start = True  # MindSpore writes in its output directory from start()
     save_in_child = False  # its analysis forks workers of its own: it runs on the I/O thread
 
     def __init__(self) -> None:
@@ -177,7 +263,7 @@ class MindSporeBackend:
             self.config = config
             self._budget = int(self.context.get("memory_budget", 0))
             self._rss0 = process_rss()
-            self._prof = Profiler(start_profile=False, **profiler_kwargs(config, directory))
+            self._prof = make_profiler(config, directory)
             self._prof.start()
         except Exception:
             self._release()
@@ -203,7 +289,9 @@ class MindSporeBackend:
         ranges.set_sink(None)
         self._gc.stop()
         try:
-            self._prof.stop()
+            # collection stops here, on the training thread; what follows (flush, analysis,
+            # clear) is MindSpore's ProfilerInterface in save(), on the saver thread
+            stop_collecting(self._prof)
         finally:
             if not self._recorded:  # the Monitor will not save an empty window
                 self._finish_mindspore(None)
@@ -247,6 +335,7 @@ class MindSporeBackend:
                 if mode == "async":
                     _wait_async_analysis()
             ProfilerInterface.clear()
+            end_profiler(self._prof)
         finally:
             self._release()
 
