@@ -190,3 +190,27 @@ def test_a_restart_with_no_handle_open_inherits_no_window(tmp_path: Path) -> Non
             finish(p)
         control.close()
         segment.unlink(job)
+
+
+KINETO = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 5}
+
+
+@pytest.mark.parametrize("change", [
+    {"ts": "1e300"}, {"ts": [1]}, {"dur": "abc"}, {"dur": {}}, {"pid": {"a": 1}}, {"tid": [1, 2]},
+    {"name": 12345}, {"name": None}, {"name": ["a"]}, {"args": [1, 2]}, {"args": "x"}, {"ph": 5},
+    {"cat": {"x": 1}}, {"ts": True}, {"ts": -1e18}, {"pid": 2**70}, {"ts": 2**70}, {"dur": 2**70},
+    {"args": {"External id": "x", "correlation": [1]}}, {"name": "ProfilerStep#abc"},
+    {"name": "ProfilerStep#" + "9" * 30, "cat": "user_annotation"},
+], ids=lambda c: "-".join(f"{k}={str(v)[:12]}" for k, v in c.items()))
+def test_a_kineto_field_of_the_wrong_type_leaves_every_view_working(tmp_path: Path, change):
+    events = [KINETO, {**KINETO, "ts": 200}, {**KINETO, **change},
+              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+               "ts": 90, "dur": 500}]
+    p = tmp_path / "trace.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = dynprof_nb.load_trace(str(p))
+        assert len(w.events) >= 2 and len(w.ops) >= 1
+        w.summary()
+        w.plot_timeline()
