@@ -19,6 +19,7 @@ from testdata import write_builtin_window
 import dynprof_nb
 from dynprof_nb.contract import segment
 from dynprof_nb.contract.protocol import THREAD_CPU_FILE
+from dynprof_nb.contract.rows import StepWindow
 from dynprof_nb.contract.slot import claim_slot
 from dynprof_nb.control.base import RankClaimedTwice
 from dynprof_nb.traces.formats.common.threadcpu import read_file
@@ -56,6 +57,10 @@ def _loaded(path: Path):
         (b'{"missing": "\xff\xfe"}', "not valid JSON"),
         (b"", "not valid JSON"),
         (("{\"steps\": " + "9" * 5000 + "}").encode(), "not valid JSON"),
+        (b"[" * 60_000, "not valid JSON"),  # deeper than the parser recurses
+        (json.dumps({**GOOD, "wall_ns": 10**400}).encode(), "cannot be"),
+        (json.dumps({**GOOD, "runqueue_ns": 10**18}).encode(), "cannot be"),
+        (json.dumps({**GOOD, "on_cpu_ns": 2**64}).encode(), "cannot be"),
     ],
 )
 def test_a_foreign_record_is_a_row_that_says_why(tmp_path: Path, content: bytes, why: str):
@@ -214,3 +219,36 @@ def test_a_kineto_field_of_the_wrong_type_leaves_every_view_working(tmp_path: Pa
         assert len(w.events) >= 2 and len(w.ops) >= 1
         w.summary()
         w.plot_timeline()
+
+
+def test_a_file_in_the_segment_directory_that_names_no_job_is_no_job() -> None:
+    """A file there whose name is no job name (planted, or a foreign tool's) made ``jobs()``,
+    ``dynprof jobs`` and ``dynprof status`` fail for every job of the user."""
+    job = unique_job("badvodd")
+    odd = os.path.join(os.path.dirname(segment.segment_path(job)),
+                       os.path.basename(segment.segment_path(job)).replace(job, "..zz"))
+    seg = segment.Segment.open(job)
+    try:
+        with open(odd, "wb"):
+            pass
+        assert job in segment.list_jobs() and "..zz" not in segment.list_jobs()
+        assert job in set(dynprof_nb.jobs().job)
+    finally:
+        os.unlink(odd)
+        seg.close()
+        segment.unlink(job)
+
+
+def test_a_config_directory_not_in_utf8_gives_a_usable_job_name(tmp_path: Path) -> None:
+    """A directory named in Latin-1 (``caf\\xe9``) crashed the training script's Monitor."""
+    d = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    os.makedirs(d)
+    name = job_name_for(os.fsdecode(d))
+    assert segment.check_job_name(name) == name and name.startswith(tmp_path.name[:24])
+
+
+@pytest.mark.parametrize("text", ["\u00b2-3", "30-20", "0-0", "1" * 19 + "-1" + "0" * 19, "-3",
+                                  "3-", "+3-5", " 3-5", "3-5\n"])
+def test_a_window_text_that_is_not_a_window_is_none(text: str) -> None:
+    assert StepWindow.parse(text) is None
+    assert StepWindow.parse("20-30") == (20, 30)

@@ -12,7 +12,11 @@ and numbers only, :mod:`dynprof_nb.cluster.wire`) and comes back with :meth:`Ran
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
+
+#: ``20-30`` in ASCII digits (``str.isdigit`` takes ``²``), at most 18 digits a side (int64)
+_WINDOW_TEXT = re.compile(r"([0-9]{1,18})-([0-9]{1,18})")
 
 
 class StepWindow(NamedTuple):
@@ -28,8 +32,11 @@ class StepWindow(NamedTuple):
     def parse(cls, text: Any) -> StepWindow | None:
         """``"20-30"`` as a window; ``None`` for ``""``, ``None`` or anything else (a rank
         with no window reports ``""``)."""
-        start, _, stop = str(text or "").partition("-")
-        return cls(int(start), int(stop)) if start.isdigit() and stop.isdigit() else None
+        found = _WINDOW_TEXT.fullmatch(str(text or ""))
+        if found is None:
+            return None
+        start, stop = int(found[1]), int(found[2])
+        return cls(start, stop) if 1 <= start <= stop else None  # 0 is "no window" (of())
 
     @classmethod
     def of(cls, start: int, stop: int) -> StepWindow | None:

@@ -1221,7 +1221,9 @@ def ring(slot: SlotView, generation: int) -> bool:
 
 
 def list_jobs() -> list[str]:
-    """Names of this user's job segments on this machine."""
+    """Names of this user's job segments on this machine. A file there whose name is no job
+    name (planted, or left by a foreign tool) is not one: none of ours could have made it,
+    and listing it made ``jobs()`` and ``dynprof status`` fail on every job."""
     prefix = f"{PREFIX}.{os.getuid()}."
     try:
         names = os.listdir(_dir())
@@ -1231,7 +1233,8 @@ def list_jobs() -> list[str]:
         if exc.errno in (errno.ENOENT, errno.EACCES):
             return []
         raise
-    return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
+    jobs = (n[len(prefix) :] for n in names if n.startswith(prefix))
+    return sorted(j for j in jobs if _JOB_NAME.fullmatch(j))
 
 
 def run_of(seg: Segment) -> tuple[int, int]:

@@ -48,7 +48,8 @@ def job_name_for(cfg_path: str | os.PathLike[str]) -> str:
     real = os.path.realpath(os.fspath(cfg_path)).rstrip("/") or "/"
     parent, base = os.path.split(real)
     words = [_name_word(os.path.basename(parent))[:24], _name_word(base)[:24] or "cfg"]
-    digest = hashlib.sha1(real.encode()).hexdigest()[:6]
+    # fsencode: a directory's name need not be UTF-8 (its bytes come back as surrogates)
+    digest = hashlib.sha1(os.fsencode(real)).hexdigest()[:6]
     return "-".join([w for w in words if w] + [digest])
 
 

@@ -46,7 +46,7 @@ def read_file(path: Path | None) -> dict[str, Any]:
         return {"missing": f"{path.name} is over {MAX_BYTES // 1024} KiB: not a thread_cpu record"}
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # 64 KiB of '[' nests deeper than the parser goes
         return {"missing": f"{path.name} is not valid JSON"}
     if not isinstance(doc, dict):
         return {"missing": f"{path.name} is not a JSON object"}
@@ -58,6 +58,9 @@ def read_file(path: Path | None) -> dict[str, Any]:
     if got["steps"] == 0:
         return {"missing": f"{path.name} covers no step"}
     threads = doc.get("threads", "training")
+    impossible = _impossible(got, whole_process=threads == "process")
+    if impossible:
+        return {"missing": f"{path.name} holds numbers that cannot be: {impossible}"}
     return {
         **got,
         "threads": threads if threads in ("training", "process") else "training",
@@ -65,6 +68,29 @@ def read_file(path: Path | None) -> dict[str, Any]:
         "runqueue_us_per_step": got["runqueue_ns"] / 1000.0 / got["steps"],
         "missing": None,
     }
+
+
+#: the longest window a record may span (30 days, in ns): past it a counter is not a reading
+MAX_WALL_NS = 30 * 86_400 * 10**9
+#: a whole-process record sums its threads: at most this many can be on a CPU or waiting at once
+MAX_THREADS = 4096
+#: one thread's on-CPU plus run-queue time may pass the wall time by the slack of reading the
+#: three at slightly different instants
+SLACK_NS = 20_000_000
+
+
+def _impossible(got: dict[str, int], whole_process: bool) -> str:
+    """Why the counters cannot be one reading of a window ("" when they can): a thread is on a
+    CPU or waiting for one for at most the window's wall time (a process for at most that
+    times :data:`MAX_THREADS`), and a window spans at most :data:`MAX_WALL_NS`."""
+    wall = got["wall_ns"]
+    if wall > MAX_WALL_NS or got["steps"] > MAX_WALL_NS:
+        return f"a window of {wall} ns over {got['steps']} steps"
+    busy = got["on_cpu_ns"] + got["runqueue_ns"]
+    bound = wall * (MAX_THREADS if whole_process else 1) + SLACK_NS
+    if busy > bound:
+        return f"{busy} ns on a CPU or waiting for one in a window of {wall} ns"
+    return ""
 
 
 def thread_cpu(w: Any) -> pd.DataFrame:
