@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -293,7 +294,22 @@ def _add_cluster_flags(sub: Any) -> None:
         add_transport_flags(sub.choices[name])
 
 
+def say_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """A warning as the command line says it: ``dynprof: WindowDropped: ...`` on stderr, one
+    line, never the file and source line of ours it was raised in."""
+    print(f"dynprof: {category.__name__}: {message}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the command itself (not a caller in its own process): its display
+        warnings.showwarning = say_warning
     args = build_parser().parse_args(argv)
     if args.command == "doctor":  # before anything that needs a working pandas
         from dynprof_nb.ui.doctor import doctor

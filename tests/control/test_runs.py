@@ -5,6 +5,9 @@ says its run, and ``load()`` is the window asked for or says why not."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -140,6 +143,20 @@ def test_the_magics_follow_the_same_rule(restarted, ip: InteractiveShell, magics
         ip.run_line_magic("dynprof", f"load --steps {far[0]}-{far[1]}")
     with pytest.raises(UsageError, match="FIRST-LAST"):
         ip.run_line_magic("dynprof", "load --steps 7")
+
+
+def test_the_command_line_says_a_dropped_window_in_one_line(restarted) -> None:
+    """``dynprof status`` after a restart: the dropped window is one ``dynprof:`` line, not
+    the path and source line of ours that raised the warning."""
+    control, _, _, far = restarted
+    cmd = [sys.executable, "-m", "dynprof_nb.ui.cli", "status", control.name]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert done.returncode == 0, done.stderr
+    said = [ln for ln in done.stderr.splitlines() if "WindowDropped" in ln]
+    assert said and said[0].startswith(f"dynprof: WindowDropped: job {control.name!r}: "
+                                       f"window {far[0]}-{far[1]} was asked of run 1"), said
+    assert ".py:" not in done.stderr, done.stderr
 
 
 def test_a_dead_ranks_window_is_not_another_controllers(tmp_path) -> None:
