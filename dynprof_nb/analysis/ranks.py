@@ -516,8 +516,9 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
         r = int(ph["rank"].iloc[0])
         own = float((ph["duration_us"] - ph["communication"]).median())
         one = "one rank only: nothing to compare with"
+        nan = float("nan")  # no other rank: no reference, no excess, no threshold to show
         return pd.DataFrame(
-            [[r, own, own, 0.0, 0.0, float(wait[r]), False, "", one]], columns=SLOW_RANK_COLS
+            [[r, own, nan, nan, nan, float(wait[r]), False, "", one]], columns=SLOW_RANK_COLS
         )
     mean_step = float(ph["duration_us"].mean())
     v = find_straggler(ph, phases, None, threshold * mean_step, cpu=thread_cpu_of(window))

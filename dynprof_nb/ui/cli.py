@@ -126,8 +126,8 @@ def nothing_to_wait_for(job: Any) -> str:
     cfg = job.config
     if cfg.has_window:
         return (
-            f"nothing to wait for: window {cfg.start_step}-{cfg.stop_step} is over on every "
-            "live rank (see windows)"
+            f"nothing to wait for: window {cfg.start_step}-{cfg.stop_step} has already ended "
+            "on every live rank (windows() lists what each rank recorded; load() loads it)"
         )
     return "nothing to wait for: no window is asked for (start one first)"
 

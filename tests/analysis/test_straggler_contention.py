@@ -81,3 +81,20 @@ def test_without_a_record_contention_is_not_told_apart_and_it_says_why():
 )
 def test_the_baseline_ran_busier_where_one_ranks_cpu_wait_explains_the_drop(changes, delta, rank):
     assert baseline_busier(changes, delta) == rank
+
+
+def test_one_rank_has_no_others_to_compare_and_shows_no_made_up_reference(tmp_path) -> None:
+    """A single-rank window: its own work and its wait, and no others' work, excess or
+    threshold (they showed its own work again and 0.0, numbers that look measured)."""
+    import warnings
+
+    from testdata import write_builtin_window
+
+    import dynprof_nb
+
+    write_builtin_window(tmp_path, rank=0, start=1, stop=3, step_us=2000.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (row,) = dynprof_nb.load_window(str(tmp_path)).slow_ranks().to_dict("records")
+    assert row["own_us"] > 0 and not row["slow"] and "one rank only" in row["note"]
+    assert all(pd.isna(row[c]) for c in ("others_own_us", "excess_us", "threshold_us")), row
