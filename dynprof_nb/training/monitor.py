@@ -231,6 +231,7 @@ class Monitor:
                 self._slot,
                 lambda: (self._ends, self._step, self._exact_from),
                 lambda: output_root(self.config.prof_path, self.output_path),
+                lambda: self.state,
                 {"job": job, "rank": 0, "run": 0, "tid": threading.get_native_id()},
             )
         self.memory_budget_mb = memory_budget_mb or _env_number(
@@ -304,6 +305,9 @@ class Monitor:
             self._recent.identity.update(rank=self.rank, run=self.run, world_size=self.world_size)
             self._recent.record.start()
             self._recent.start()
+            # where its records go, so job.recent() finds them before any window (the
+            # training thread writes the slot's text, as window_io does)
+            self._slot.write_text("root", str(self._recent.root()))
         if self._history is not None:
             self._history.attach()
         self._windows.start_io()

@@ -19,8 +19,9 @@ integer per timestamp is the only allocation, as any clock read makes). About
 
 It is written (:class:`RecentKeeper`, its own thread, never the training thread) as a window
 directory like any other, with ``"recent"`` in its ``window.json``: when the trigger fires
-(every rank, the steps that fired it included, before the window that follows starts) and on
-demand (``job.recent(100)``, which bumps :data:`~dynprof_nb.contract.shared_layout.T_RECENT_REQ`).
+(every rank, as the window it fired starts: the steps before that window, the slow ones that
+fired it included) and on demand (``job.recent(100)``, which bumps
+:data:`~dynprof_nb.contract.shared_layout.T_RECENT_REQ`).
 A failed write (a full disk) is logged and lost; the job never sees it.
 """
 
@@ -55,6 +56,7 @@ GC_SLOTS = 256
 SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
 WAIT_CATEGORY = "dataloader"  # ``dynprof_nb.range("next batch", category="dataloader")``
 POLL_S = 0.05  # how often the keeper looks at the trigger and request words
+TRIGGER_WAIT_S = 5.0  # a trigger's record waits at most this for the window it fired
 STEP_CATEGORY = "user_annotation"
 
 _clock = time.monotonic_ns  # the clock of the training thread's end times
@@ -237,9 +239,9 @@ class RecentKeeper:
     """The thread that writes the record when the trigger fires or a controller asks.
 
     Built with what it needs: the record, the rank's slot (its segment's trigger words),
-    ``source()`` -> ``(ends, step, exact_from, state)`` from the Monitor, ``root()`` -> where
-    windows go, and the identity (job, rank, run, tid) for the manifest. It looks every
-    :data:`POLL_S`; a write never raises out of it."""
+    ``source()`` -> ``(ends, step, exact_from)`` from the Monitor, ``root()`` -> where
+    windows go, ``state()`` -> the rank's window state, and the identity (job, rank, run,
+    tid) for the manifest. It looks every :data:`POLL_S`; a write never raises out of it."""
 
     def __init__(
         self,
@@ -247,12 +249,15 @@ class RecentKeeper:
         slot: Any,
         source: Callable[[], tuple[list[int], int, int | None]],
         root: Callable[[], Path],
+        state: Callable[[], str],
         identity: dict[str, Any],
     ) -> None:
         self.record, self.slot, self.source, self.root = record, slot, source, root
+        self.state = state
         self.identity = identity
         self.closed = threading.Event()
         self.seen: tuple[int, int, int] | None = None
+        self.pending: tuple[float, dict[str, Any]] | None = None  # a trigger's, not written yet
         self.written: list[Path] = []
         self.last_error = ""
         self.thread = threading.Thread(target=self._run, name="dynprof_nb-recent", daemon=True)
@@ -281,24 +286,31 @@ class RecentKeeper:
                 log.warning("dynprof_nb rank %s: %s", self.identity["rank"], self.last_error)
 
     def look(self) -> Path | None:
-        """One look: write the record if the trigger fired or a request came since the last."""
+        """One look: note a trigger that fired or a request that came since the last look,
+        and write what is due. A trigger's record waits for the window it fired to start
+        (the steps up to it, the slow ones included) or :data:`TRIGGER_WAIT_S` (a rank that
+        refused the window)."""
         words = self._words()
         if words is None:
             return None
         seen, self.seen = self.seen, words
-        if seen is None:
-            return None
-        asked = words[2] > seen[2]
-        if not asked and words[0] <= seen[0] and words[1] <= seen[1]:
-            return None  # nothing new (re-arming the trigger resets its counts)
         seg = self.slot.seg
-        if asked:
+        if seen is not None and words[2] > seen[2]:
             last = seg.words[seg.trigger_base + T_RECENT_STEPS] or self.record.steps
-            recent = {"kind": "asked", "request": words[2], "asked_steps": last}
-        else:
-            last = self.record.steps
+            return self.write({"kind": "asked", "request": words[2], "asked_steps": last}, last)
+        fired = seen is not None and (words[0] > seen[0] or words[1] > seen[1])
+        if fired and self.pending is None:  # (re-arming the trigger resets its counts)
             reason = seg.read_trigger_text()[1]
             recent = {"kind": "trigger", "fired": words[0], "reason": reason}
+            self.pending = (time.monotonic() + TRIGGER_WAIT_S, recent)
+        if self.pending is not None:
+            due, recent = self.pending
+            if self.state() in ("recording", "saving") or time.monotonic() >= due:
+                self.pending = None
+                return self.write(recent, self.record.steps)
+        return None
+
+    def write(self, recent: dict[str, Any], last: int) -> Path | None:
         ends, step, exact_from = self.source()
         snap = self.record.snapshot(ends, step, exact_from, last)
         path = write_record(self.root(), self.identity, snap, recent)
