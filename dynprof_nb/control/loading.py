@@ -71,7 +71,8 @@ def window_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def paired_windows(frame: pd.DataFrame) -> list[str]:
     """For a recent-steps record the trigger kept: the path of the same rank's window that
-    trigger then recorded (same reason, started after it), else ""."""
+    trigger then recorded (same reason, the first window after the record's last step), else
+    "" (the record is written as that window starts, so steps order them, not times)."""
     out = []
     windows = frame[frame["recent"] == ""]
     for row in frame.itertuples():
@@ -80,8 +81,8 @@ def paired_windows(frame: pd.DataFrame) -> list[str]:
             after = windows[
                 (windows["rank"] == row.rank)
                 & (windows["reason"] == row.reason)
-                & (windows["started_at"] >= row.started_at)
-            ]
+                & (windows["start"] > row.stop)
+            ].sort_values("start")
             found = str(after.iloc[0].path) if not after.empty else ""
         out.append(found)
     return out
