@@ -132,6 +132,11 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
         metavar="NAME",
         help="also store the stacks DataFrame in variable NAME",
     )
+    p["recent"].add_argument("steps", nargs="?", type=int, default=100, help="steps per rank")
+    p["recent"].add_argument("--timeout", type=float, default=10.0, metavar="S")
+    p["recent"].add_argument(
+        "-o", dest="name", default=None, metavar="NAME", help="also store it in variable NAME"
+    )
     p["hang"].add_argument(
         "--timeout", type=float, default=5.0, metavar="S", help=ARGUMENTS["--timeout-hang"]
     )
@@ -427,6 +432,15 @@ class DynprofMagics(Magics):
             self.shell.user_ns[args.name] = stacks
         return stacks.tree()
 
+    def _do_recent(self, args: argparse.Namespace) -> Any:
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"-o {args.name!r}: not a Python variable name.")
+        window = self._need_job().recent(args.steps, timeout=args.timeout)
+        self.window = window
+        if args.name:
+            self.shell.user_ns[args.name] = window
+        return window
+
     def _do_hang(self, args: argparse.Namespace) -> Any:
         """The hang report (see ``Job.hang_report``); ``-o NAME`` keeps it."""
         if args.name and not args.name.isidentifier():
@@ -546,6 +560,7 @@ HANDLERS: dict[str, Callable[[DynprofMagics, argparse.Namespace], Any]] = {
     "summary": DynprofMagics._do_summary,
     "advise": DynprofMagics._do_advise,
     "stacks": DynprofMagics._do_stacks,
+    "recent": DynprofMagics._do_recent,
     "hang": DynprofMagics._do_hang,
     "panel": DynprofMagics._do_panel,
     "trigger": DynprofMagics._do_trigger,
