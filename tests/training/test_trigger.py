@@ -14,6 +14,7 @@ from jobutil import (
     trigger_placement,
     unique_job,
     wait_until,
+    windows_only,
 )
 
 import dynprof_nb
@@ -69,11 +70,11 @@ def test_a_slow_step_starts_a_window_on_every_rank(tmp_path: Path) -> None:
         assert flagged, "status() never showed the slow rank as slow while it was"
 
         def complete() -> bool:
-            found = job.windows()
+            found = windows_only(job.windows())
             return len(found[found.status == "complete"]) == 4
 
         wait_until(complete, timeout=60, what="the triggered window on all 4 ranks")
-        found = job.windows()
+        found = windows_only(job.windows())
         shown = found[["rank", "start", "stop", "reason"]].to_string()
         assert sorted(found["rank"]) == [0, 1, 2, 3], (first_slow, shown)
         assert len(set(zip(found.start, found.stop, strict=True))) == 1
