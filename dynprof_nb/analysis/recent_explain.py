@@ -57,6 +57,25 @@ def _parts(events: pd.DataFrame) -> pd.DataFrame:
     return e.groupby(["step", "part"], as_index=False)["dur_us"].sum()
 
 
+def _part_table(
+    events: pd.DataFrame, rank: int, slow_ids: set, normal_ids: set, growth: float
+) -> pd.DataFrame:
+    """Per part of ``rank``'s steps: mean µs per slow step, per normal step, the difference
+    and its share of the step's ``growth``, the part that grew most first."""
+    parts = _parts(events[events["rank"] == rank])
+    table = parts.pivot_table(index="step", columns="part", values="dur_us", aggfunc="sum")
+    table = table.reindex(sorted(slow_ids | normal_ids)).fillna(0.0)
+    slow_mean = table.loc[sorted(slow_ids)].mean()
+    normal_mean = table.loc[sorted(normal_ids)].mean() if normal_ids else slow_mean * 0
+    phases = pd.DataFrame(
+        {"slow_us": slow_mean, "normal_us": normal_mean, "delta_us": slow_mean - normal_mean}
+    ).sort_values("delta_us", ascending=False)
+    phases.index.name = "part"
+    phases = phases.reset_index()
+    phases["share_of_growth"] = (phases["delta_us"] / growth).clip(0, 1) if growth > 0 else 0.0
+    return phases
+
+
 def explain_recent(w: Any) -> Any:
     """See the module docstring; returns an :class:`~dynprof_nb.analysis.explain.Explanation`."""
     from .explain import Explanation, _with_rank
@@ -75,21 +94,10 @@ def explain_recent(w: Any) -> Any:
     rank = int(excess.idxmax())
     mine = steps[steps["rank"] == rank]
     slow_ids, normal_ids = set(mine[mine["slow"]]["step"]), set(mine[~mine["slow"]]["step"])
-    events = _with_rank(w.events, w)
-    parts = _parts(events[events["rank"] == rank])
-    table = parts.pivot_table(index="step", columns="part", values="dur_us", aggfunc="sum")
-    table = table.reindex(sorted(slow_ids | normal_ids)).fillna(0.0)
-    slow_mean = table.loc[sorted(slow_ids)].mean()
-    normal_mean = table.loc[sorted(normal_ids)].mean() if normal_ids else slow_mean * 0
     step_slow = float(mine[mine["slow"]]["duration_us"].mean())
     step_normal = float(mine[~mine["slow"]]["duration_us"].median())
     growth = step_slow - step_normal
-    phases = pd.DataFrame(
-        {"slow_us": slow_mean, "normal_us": normal_mean, "delta_us": slow_mean - normal_mean}
-    ).sort_values("delta_us", ascending=False)
-    phases.index.name = "part"
-    phases = phases.reset_index()
-    phases["share_of_growth"] = (phases["delta_us"] / growth).clip(0, 1) if growth > 0 else 0.0
+    phases = _part_table(_with_rank(w.events, w), rank, slow_ids, normal_ids, growth)
     covered = float(phases["delta_us"].clip(lower=0).sum()) if not phases.empty else 0.0
     lo, hi = min(slow_ids), max(slow_ids)
     span = f"step {lo}" if len(slow_ids) == 1 else f"{len(slow_ids)} slow steps in {lo}-{hi}"

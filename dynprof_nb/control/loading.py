@@ -64,7 +64,7 @@ def window_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for col in ("started_at", "ended_at"):
         frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
     frame["run"] = pd.to_numeric(frame["run"], errors="coerce").astype("Int64")
-    frame["recent"] = frame["recent"].fillna("").astype(str)
+    frame["recent"] = [v if isinstance(v, str) else "" for v in frame["recent"]]
     frame["paired"] = paired_windows(frame)
     return frame
 

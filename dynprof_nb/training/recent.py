@@ -257,7 +257,9 @@ class RecentKeeper:
         self.identity = identity
         self.closed = threading.Event()
         self.seen: tuple[int, int, int] | None = None
-        self.pending: tuple[float, dict[str, Any]] | None = None  # a trigger's, not written yet
+        # a trigger's record not written yet: (when it is due anyway, its manifest part, the
+        # first step of the window it fired, when known)
+        self.pending: tuple[float, dict[str, Any], int | None] | None = None
         self.written: list[Path] = []
         self.last_error = ""
         self.thread = threading.Thread(target=self._run, name="dynprof_nb-recent", daemon=True)
@@ -287,9 +289,9 @@ class RecentKeeper:
 
     def look(self) -> Path | None:
         """One look: note a trigger that fired or a request that came since the last look,
-        and write what is due. A trigger's record waits for the window it fired to start
-        (the steps up to it, the slow ones included) or :data:`TRIGGER_WAIT_S` (a rank that
-        refused the window)."""
+        and write what is due. A trigger's record waits until this rank has ended the step
+        before the window it fired (it holds the steps up to that one, the slow ones
+        included), or :data:`TRIGGER_WAIT_S` (a rank that refused the window)."""
         words = self._words()
         if words is None:
             return None
@@ -302,21 +304,41 @@ class RecentKeeper:
         if fired and self.pending is None:  # (re-arming the trigger resets its counts)
             reason = seg.read_trigger_text()[1]
             recent = {"kind": "trigger", "fired": words[0], "reason": reason}
-            self.pending = (time.monotonic() + TRIGGER_WAIT_S, recent)
-        if self.pending is not None:
-            due, recent = self.pending
-            if self.state() in ("recording", "saving") or time.monotonic() >= due:
-                self.pending = None
-                return self.write(recent, self.record.steps)
+            self.pending = (time.monotonic() + TRIGGER_WAIT_S, recent, _window_start(seg))
+        if self.pending is None:
+            return None
+        due, recent, first = self.pending
+        step = self.source()[1]
+        if first is not None and step >= first - 1:  # every step before the window ended
+            self.pending = None
+            return self.write(recent, self.record.steps, first - 1)
+        if (first is None and self.state() in ("recording", "saving")) or time.monotonic() >= due:
+            self.pending = None
+            return self.write(recent, self.record.steps, step if first is None else first - 1)
         return None
 
-    def write(self, recent: dict[str, Any], last: int) -> Path | None:
+    def write(self, recent: dict[str, Any], last: int, upto: int | None = None) -> Path | None:
+        """Write the last ``last`` steps ended by step ``upto`` (default: the latest)."""
         ends, step, exact_from = self.source()
+        if upto is not None:
+            step = min(step, upto)
         snap = self.record.snapshot(ends, step, exact_from, last)
         path = write_record(self.root(), self.identity, snap, recent)
         if path is not None:
             self.written.append(path)
         return path
+
+
+def _window_start(seg: Any) -> int | None:
+    """The first step of the window the trigger just asked for (local mode writes it with the
+    request), or None (cluster mode: the node agent places it later)."""
+    from dynprof_nb.contract.protocol import decode
+
+    got = seg.read_config(attempts=50)
+    if got is None or got[0] <= 0:
+        return None
+    config = decode(got[1]).config
+    return int(config.start_step) if config.has_window else None
 
 
 __all__ = ["DEFAULT_STEPS", "RecentKeeper", "RecentSteps", "WAIT_CATEGORY", "write_record"]

@@ -64,6 +64,8 @@ def test_a_hiccup_is_kept_by_the_trigger_and_explained(tmp_path: Path) -> None:
         # the hiccup was over before the full window started: only the record has it
         assert (windows["start"] > last_slow).all(), shown
         assert (records["stop"] >= last_slow).all() and (records["start"] < first_slow).all()
+        # each record ends at the step before its rank's window: none of the window's steps
+        assert (records["stop"].values == windows["start"].values - 1).all(), shown
         # each record is paired with its rank's window, and was published before it ended
         assert list(records["paired"]) == list(windows["path"]), shown
         assert (records["ended_at"].values <= windows["ended_at"].values).all(), shown
