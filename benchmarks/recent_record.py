@@ -11,7 +11,7 @@ under 1.01 at 10 ms.
 ``step()`` itself is the same code with the record on or off (the record reads the end times
 the timed ``step()`` already writes), so the idle bound of ``benchmarks/idle_step.py`` is
 unchanged; the cost is the ranges' (two clock reads and five stores each) and the keeper
-thread's look every 50 ms. Also printed: one range's cost on and off, and the memory bound.
+thread's look every 0.2 s. Also printed: one range's cost on and off, and the memory bound.
 
     python benchmarks/recent_record.py [--pairs 5] [--seconds 1.0]
 """

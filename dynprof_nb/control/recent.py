@@ -2,7 +2,7 @@
 
 The controller bumps the segment's recent-request word (with the number of steps asked) under
 the segment's write lock; each rank's keeper thread (:mod:`dynprof_nb.training.recent`) sees
-it within 50 ms and writes its record as a window directory whose ``window.json`` carries
+it within 0.2 s and writes its record as a window directory whose ``window.json`` carries
 ``recent.request``. This waits for one record per live rank, with one deadline, and loads
 them together; a rank that wrote none by then is named in a warning (the window is loaded
 without it) or, when none did, in the error.

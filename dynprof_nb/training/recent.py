@@ -55,7 +55,7 @@ RANGES_PER_STEP = 32  # range slots per step kept (a step with more pushes older
 GC_SLOTS = 256
 SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
 WAIT_CATEGORY = "dataloader"  # ``dynprof_nb.range("next batch", category="dataloader")``
-POLL_S = 0.05  # how often the keeper looks at the trigger and request words
+POLL_S = 0.2  # how often the keeper looks at the trigger and request words (few GIL wakes)
 TRIGGER_WAIT_S = 5.0  # a trigger's record waits at most this for the window it fired
 STEP_CATEGORY = "user_annotation"
 
