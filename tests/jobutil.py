@@ -282,3 +282,10 @@ def trigger_placement(start: int, stop: int, first_slow: int, ahead: int) -> dic
     its first slow step) and in the most advanced rank's (from its step at the slowdown)."""
     return {"start_after_slow": start - first_slow, "stop_after_slow": stop - first_slow,
             "start_after_ahead": start - ahead, "stop_after_ahead": stop - ahead}
+
+
+def windows_only(frame: Any) -> Any:
+    """``job.windows()`` without the recent-steps records a trigger also keeps (issue 46)."""
+    if "recent" not in frame:
+        return frame
+    return frame[frame["recent"].fillna("").astype(str) == ""].reset_index(drop=True)

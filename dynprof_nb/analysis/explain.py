@@ -134,6 +134,7 @@ def last_normal_window(w: Any) -> list[str]:
         for r in rows
         if r["status"] == "complete"
         and not r["reason"]
+        and not r.get("recent")
         and str(Path(r["path"]).resolve()) not in mine
         and (r["started_at"] or 0.0) < started
     ]
@@ -243,8 +244,14 @@ def _phase_table(pw: pd.DataFrame, pb: pd.DataFrame, phases: list[str]) -> pd.Da
 
 
 def explain(w: Any, baseline: Any = None) -> Explanation:
-    """Why ``w`` is slower (or faster) than ``baseline`` (see the module docstring)."""
+    """Why ``w`` is slower (or faster) than ``baseline`` (see the module docstring). A
+    recent-steps record with no baseline compares its slow steps with its normal ones
+    (:mod:`.recent_explain`)."""
     if baseline is None:
+        from .recent_explain import explain_recent, is_recent
+
+        if is_recent(w):
+            return explain_recent(w)
         paths = last_normal_window(w)
         if not paths:
             raise ValueError(

@@ -155,6 +155,9 @@ T_GEN, T_FIRED, T_LAST_FIRE_NS, T_BASELINE_NS, T_REQ, T_REQ_DONE, T_ARMED_NS = r
 # windows the trigger asked for that a rank refused (its per-minute cap, its disk budget), and
 # the config generation of the last one counted (each refused window is counted once)
 T_REFUSED, T_REFUSED_GEN = 8, 9
+# job.recent(n): a request count each rank's recent-steps keeper watches, and the n asked
+# (dynprof_nb.training.recent)
+T_RECENT_REQ, T_RECENT_STEPS = 10, 11
 TRIGGER_DEFAULTS = {
     "slowdown": 1.5,
     "steps": 10,

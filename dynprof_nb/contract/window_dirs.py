@@ -314,6 +314,12 @@ def _whole(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _recent_kind(manifest: dict[str, Any]) -> str:
+    """ "trigger" or "asked" for a recent-steps record (training/recent.py), "" for a window."""
+    recent = manifest.get("recent")
+    return str(recent.get("kind") or "record") if isinstance(recent, dict) else ""
+
+
 def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, Any]]:
     """Every window under ``roots`` (of ``job`` when given), complete or not, oldest first."""
 
@@ -364,6 +370,7 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                     "config": describe_config(manifest.get("config")),
                     "reason": manifest.get("reason") or "",
                     "run": _whole(manifest.get("run")),
+                    "recent": _recent_kind(manifest),
                 }
             )
     rows.sort(key=lambda r: (r["started_at"] or 0, r["rank"]))

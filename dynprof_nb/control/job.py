@@ -27,6 +27,7 @@ from dynprof_nb.control import asks, runs, stall, trigger
 from dynprof_nb.control import stacks as hangs
 from dynprof_nb.control.base import Controller, JobError, resolve_step
 from dynprof_nb.control.handle import SegmentHandle, watched
+from dynprof_nb.control.recent import RecentRecords
 from dynprof_nb.control.status import relay_rows, slot_row, status_frame
 from dynprof_nb.control.waiting import BUSY_STATES, vanished, wait_for, window_progress
 from dynprof_nb.userframe import user_stacklevel
@@ -65,6 +66,8 @@ class Job(Controller):
         # window is for ranks that have not started yet.
         self.removes_unjoined = False
         self._roots_seen: set[Path] = set()  # every output root this handle saw a rank use
+        # job.recent(100): every rank's last steps, written now and loaded (control/recent.py)
+        self.recent = RecentRecords(self)
 
     @classmethod
     def open(cls, name: str, create: bool = True) -> Job:

@@ -31,7 +31,16 @@ WINDOW_COLUMNS = ["rank", "start", "stop", "status", "path"]
 # (window_dirs.config_delta)
 # reason: why the window was asked for (a trigger's sentence), "" for a person's window
 # run: the job's run the rank recorded it in (a job restarted under its name is a new run)
-WINDOW_EXTRA_COLUMNS = ["backend", "started_at", "ended_at", "error", "config", "reason", "run"]
+WINDOW_EXTRA_COLUMNS = [
+    "backend",
+    "started_at",
+    "ended_at",
+    "error",
+    "config",
+    "reason",
+    "run",
+    "recent",  # "trigger"/"asked": a recent-steps record (training/recent.py), "" a window
+]
 BUSY_STATES = ("armed", "recording", "saving")
 ASKED_SLACK_S = 1.0  # a window begun this long before it was asked is still taken (clocks)
 
@@ -56,7 +65,28 @@ def window_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for col in ("started_at", "ended_at"):
         frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
     frame["run"] = pd.to_numeric(frame["run"], errors="coerce").astype("Int64")
+    frame["recent"] = [v if isinstance(v, str) else "" for v in frame["recent"]]
+    frame["paired"] = paired_windows(frame)
     return frame
+
+
+def paired_windows(frame: pd.DataFrame) -> list[str]:
+    """For a recent-steps record the trigger kept: the path of the same rank's window that
+    trigger then recorded (same reason, the first window after the record's last step), else
+    "" (the record is written as that window starts, so steps order them, not times)."""
+    out = []
+    windows = frame[frame["recent"] == ""]
+    for row in frame.itertuples():
+        found = ""
+        if row.recent == "trigger" and row.reason:
+            after = windows[
+                (windows["rank"] == row.rank)
+                & (windows["reason"] == row.reason)
+                & (windows["start"] > row.stop)
+            ].sort_values("start")
+            found = str(after.iloc[0].path) if not after.empty else ""
+        out.append(found)
+    return out
 
 
 def asked_steps(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -272,6 +302,8 @@ def latest_window(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
     missing from it, in words ("rank 1 (incomplete: ...)")."""
     import pandas as pd
 
+    if "recent" in frame:  # a recent-steps record is loaded by name (job.recent()), not as latest
+        frame = frame[frame["recent"].fillna("").astype(str) == ""]
     complete = frame[frame.status == "complete"]
     if complete.empty:
         return [], []

@@ -40,7 +40,9 @@ from typing import Any
 from dynprof_nb.contract.config import ProfilerConfig
 from dynprof_nb.contract.segment import BELL_GEN, Doorbell, Segment, SegmentError
 from dynprof_nb.contract.slot import RankSlot
+from dynprof_nb.contract.window_dirs import output_root
 from dynprof_nb.ownfd import guard_stderr
+from dynprof_nb.training import recent
 from dynprof_nb.training.backends import resolve_backend
 from dynprof_nb.training.config_reader import CommandReader, fr_responder
 from dynprof_nb.training.filerelay import FileRelay, NoFile
@@ -138,6 +140,7 @@ class Monitor:
         "_slot",
         "_state",
         "_stacks",
+        "_recent",
         # the collaborators
         "_commands",
         "_windows",
@@ -188,6 +191,7 @@ class Monitor:
         max_windows_per_minute: int | None = None,
         history_steps: int | None = None,
         flight_recorder: bool = False,
+        recent_steps: int | None = None,
     ) -> None:
         # the last K steps' ranges, kept between windows (built-in backend; history.py)
         k = int(history_steps or _env_number("DYNPROF_NB_HISTORY_STEPS", 0))
@@ -212,6 +216,19 @@ class Monitor:
         # job.hang_report()'s rank side (training/frdump.py): on with flight_recorder=True here
         # or the config key of that name
         self.flight_recorder = bool(flight_recorder)
+        # the last N steps, always on, kept when the trigger fires or asked for (recent.py)
+        if recent_steps is None:
+            recent_steps = int(_env_number("DYNPROF_NB_RECENT_STEPS", recent.DEFAULT_STEPS))
+        self._recent: recent.RecentKeeper | None = None
+        if recent_steps > 0:
+            self._recent = recent.RecentKeeper(
+                recent.RecentSteps(recent_steps),
+                self._slot,
+                lambda: (state.ends, self._step, state.exact_from),
+                lambda: output_root(self.config.prof_path, self.output_path),
+                lambda: self.state,
+                {"job": job, "rank": 0, "run": 0, "tid": threading.get_native_id()},
+            )
         self.memory_budget_mb = memory_budget_mb or _env_number(
             "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB
         )
@@ -266,6 +283,13 @@ class Monitor:
             self._status.report(f"dynprof_nb is off for this process: {exc}")
             return
         self._status.check_duplicate_rank()
+        if self._recent is not None:
+            self._recent.identity.update(rank=self.rank, run=self.run, world_size=self.world_size)
+            self._recent.record.start()
+            self._recent.start()
+            # where its records go, so job.recent() finds them before any window (the
+            # training thread writes the slot's text, as window_io does)
+            self._slot.write_text("root", str(self._recent.root()))
         if self._state.history is not None:
             self._state.history.attach()
         self._windows.start_io()
@@ -402,6 +426,9 @@ class Monitor:
             self._stacks.close()
         if state.fr is not None:
             state.fr.close()
+        if self._recent is not None:
+            self._recent.close()
+            self._recent.record.stop()
         if self._slot.seg is not None:
             self._leave()
 

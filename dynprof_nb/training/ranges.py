@@ -21,12 +21,23 @@ class RangeSink(Protocol):
 
 
 _sink: RangeSink | None = None
+_base: RangeSink | None = None  # the sink between windows (the recent-steps record)
 
 
 def set_sink(sink: RangeSink | None) -> None:
-    """Install (or remove, with None) the sink of the backend whose window is recording."""
+    """Install the sink of the backend whose window is recording; None puts the sink between
+    windows back (the recent-steps record's, or none)."""
     global _sink
-    _sink = sink
+    _sink = _base if sink is None else sink
+
+
+def set_base_sink(sink: RangeSink | None) -> None:
+    """The sink between windows (:mod:`~dynprof_nb.training.recent`); installed now unless a
+    window's sink is."""
+    global _sink, _base
+    if _sink is _base:
+        _sink = sink
+    _base = sink
 
 
 class range:  # noqa: N801 - named like the builtin on purpose: ``with dynprof_nb.range(...)``

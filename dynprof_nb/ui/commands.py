@@ -27,6 +27,9 @@ COMMANDS = {
     "or a window folder / trace file): one finding per line with its numbers and thresholds",
     "stacks": "where every thread of every live rank is now (even a rank stuck in C code), "
     "identical stacks merged into one tree, the odd ranks first",
+    "recent": "every rank's record of its last N steps (default 100), written now and loaded: "
+    "step times, user ranges, GC pauses, data-loader waits; .explain() compares its slow steps "
+    "with its normal ones",
     "hang": "when a job hangs: which collective it waits in, which ranks never arrived "
     "(their Flight Recorder dumps, Monitor(flight_recorder=True)) and where those ranks' main "
     "threads are; without a recorder, the stacks alone",
@@ -73,6 +76,7 @@ MAGIC_COMMANDS = (
     "summary",
     "advise",
     "stacks",
+    "recent",
     "hang",
     "panel",
     "trigger",

@@ -150,6 +150,11 @@ def build_parser(prog: str = "%dynprof") -> _Parser:
         metavar="NAME",
         help="also store the stacks DataFrame in variable NAME",
     )
+    p["recent"].add_argument("steps", nargs="?", type=int, default=100, help="steps per rank")
+    p["recent"].add_argument("--timeout", type=float, default=10.0, metavar="S")
+    p["recent"].add_argument(
+        "-o", dest="name", default=None, metavar="NAME", help="also store it in variable NAME"
+    )
     p["hang"].add_argument(
         "--timeout", type=float, default=5.0, metavar="S", help=ARGUMENTS["--timeout-hang"]
     )
@@ -445,6 +450,15 @@ class DynprofMagics(Magics):
             self.shell.user_ns[args.name] = stacks
         return stacks.tree()
 
+    def _do_recent(self, args: argparse.Namespace) -> Any:
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"-o {args.name!r}: not a Python variable name.")
+        window = self._need_job().recent(args.steps, timeout=args.timeout)
+        self.window = window
+        if args.name:
+            self.shell.user_ns[args.name] = window
+        return window
+
     def _do_hang(self, args: argparse.Namespace) -> Any:
         """The hang report (see ``Job.hang_report``); ``-o NAME`` keeps it."""
         if args.name and not args.name.isidentifier():
@@ -533,6 +547,7 @@ class DynprofMagics(Magics):
         "summary": _do_summary,
         "advise": _do_advise,
         "stacks": _do_stacks,
+        "recent": _do_recent,
         "hang": _do_hang,
         "panel": _do_panel,
         "trigger": _do_trigger,

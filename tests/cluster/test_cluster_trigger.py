@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jobutil import steps_at, trigger_placement, unique_job, wait_until
+from jobutil import steps_at, trigger_placement, unique_job, wait_until, windows_only
 
 import dynprof_nb
 from dynprof_nb.cluster.trigger import CANCEL_RETRIES
@@ -58,7 +58,7 @@ def test_a_slow_rank_on_one_node_starts_a_window_on_every_node(cluster, tmp_path
         assert flagged, "status() never showed the slow rank as slow while it was"
 
         def complete():
-            found = job.windows()
+            found = windows_only(job.windows())
             found = found[found.status == "complete"]
             return [found] if len(found) == 4 else None
 
@@ -143,7 +143,7 @@ def test_a_node_that_joins_after_arming_picks_up_the_trigger(cluster, tmp_path: 
         everyone = {n.index for n in cluster.nodes}
 
         def complete():  # the window the late rank's slowdown fired, complete on every node
-            found = job.windows()
+            found = windows_only(job.windows())
             found = found[(found.status == "complete")
                           & found.reason.str.contains(f"rank {rank} step", regex=False)]
             return [found] if set(found["rank"]) == everyone else None

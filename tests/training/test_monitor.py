@@ -234,12 +234,19 @@ def test_memory_and_stack_are_recorded_when_asked(job):
 
 
 def test_ranges_cost_nothing_and_record_nothing_outside_a_window(job):
+    """With the recent-steps record off, a range outside a window has no sink; with it on (the
+    default) its sink is the record, never a window's backend."""
+    from dynprof_nb.training import ranges
+    from dynprof_nb.training.recent import RecentSteps
+
     name, control, out = job
+    with dynprof_nb.Monitor(job=name, rank=0, output_path=out, recent_steps=0) as monitor:
+        run_steps(monitor, 3)
+        assert ranges._sink is None
     with rank0(job) as monitor:
         run_steps(monitor, 3)
-        from dynprof_nb.training import ranges
-
-        assert ranges._sink is None
+        assert isinstance(ranges._sink, RecentSteps)
+    assert ranges._sink is None  # closed: the record let go of its sink
 
 
 def test_a_paused_rank_dozes_and_its_next_step_wakes_the_heartbeat(job):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jobutil import finish, spawn_rank, unique_job, wait_until
+from jobutil import finish, spawn_rank, unique_job, wait_until, windows_only
 
 import dynprof_nb
 from dynprof_nb.contract import segment
@@ -57,12 +57,13 @@ def test_hiccups_fire_nothing_and_a_sustained_2x_slowdown_fires(tmp_path: Path) 
         if state["fired"]:  # only a real sustained slowdown (a loaded machine's) may fire
             _assert_sustained(state["last_reason"], tmp_path / "out.hiccups.1", state["confirm"])
             print("fired on the machine's own slowdown:", state["last_reason"])
-            wait_until(lambda: (job.windows().status == "complete").sum() == 2, timeout=60,
+            wait_until(lambda: (windows_only(job.windows()).status == "complete").sum() == 2,
+                       timeout=60,
                        what="that window")
             job.trigger()  # re-armed: counters and cooldown start afresh
         else:
-            assert job.windows().empty, job.windows().to_string()
-        before = len(job.windows())
+            assert windows_only(job.windows()).empty, windows_only(job.windows()).to_string()
+        before = len(windows_only(job.windows()))
 
         slow.touch()
         ahead = max(s.step for s in job.live_slots())  # the most advanced rank, then
@@ -74,10 +75,10 @@ def test_hiccups_fire_nothing_and_a_sustained_2x_slowdown_fires(tmp_path: Path) 
         state = job.triggers
         assert f"rank {NOISY} steps" in state["last_reason"], state["last_reason"]
         assert "over its last 64 steps" in state["last_reason"], state
-        wait_until(lambda: len(job.windows()) == before + 2
-                   and (job.windows().status == "complete").all(),
+        wait_until(lambda: len(windows_only(job.windows())) == before + 2
+                   and (windows_only(job.windows()).status == "complete").all(),
                    timeout=60, what="the window on both ranks")
-        found = job.windows().iloc[before:]
+        found = windows_only(job.windows()).iloc[before:]
         start = int(found.start.iloc[0])
         # counted in the most advanced rank's steps from the slowdown: the confirm slow steps
         # (20 ms: 2 of its 10 ms steps each), the next beat, the placement margin (2 steps +

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from jobutil import finish, running_ranks, unique_job, wait_until
+from jobutil import finish, running_ranks, unique_job, wait_until, windows_only
 
 import dynprof_nb
 from dynprof_nb.contract import segment
@@ -158,9 +158,10 @@ def test_every_trigger_field_the_armed_values_and_a_notice_when_it_fires(tmp_pat
                        timeout=30, what="the notice")
             assert "the trigger fired a window: rank " in section.notice.value
             assert "the trigger fired a window" in panel.message.value
-            wait_until(lambda: (job.windows().status == "complete").sum() == 2, timeout=60,
+            wait_until(lambda: (windows_only(job.windows()).status == "complete").sum() == 2,
+                       timeout=60,
                        what="the window")
-            groups = window_groups(job.windows())
+            groups = window_groups(windows_only(job.windows()))
             assert "TRIGGERED: rank" in groups[0]["label"], groups[0]["label"]
         finally:
             panel.close()

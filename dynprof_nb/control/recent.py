@@ -1,0 +1,85 @@
+"""``job.recent(100)``: every live rank's record of its last steps, written now and loaded.
+
+The controller bumps the segment's recent-request word (with the number of steps asked) under
+the segment's write lock; each rank's keeper thread (:mod:`dynprof_nb.training.recent`) sees
+it within 0.2 s and writes its record as a window directory whose ``window.json`` carries
+``recent.request``. This waits for one record per live rank, with one deadline, and loads
+them together; a rank that wrote none by then is named in a warning (the window is loaded
+without it) or, when none did, in the error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dynprof_nb.contract.shared_layout import T_RECENT_REQ, T_RECENT_STEPS
+from dynprof_nb.contract.window_dirs import find_windows, read_manifest
+from dynprof_nb.control.base import JobError
+from dynprof_nb.control.loading import load_paths
+
+RECENT_TIMEOUT_S = 10.0
+POLL_S = 0.05
+
+
+def ask(job: Any, steps: int) -> int:
+    """Ask every rank of ``job`` for its last ``steps`` steps; returns the request's number."""
+    if int(steps) < 1:
+        raise ValueError(f"recent({steps!r}): ask for at least one step")
+    seg = job.segment()
+    if seg is None:
+        raise JobError(f"job {job.name!r} has no segment: no rank to ask")
+    w, tb = seg.words, seg.trigger_base
+    with seg.write_lock():
+        w[tb + T_RECENT_STEPS] = int(steps)
+        w[tb + T_RECENT_REQ] += 1
+        return int(w[tb + T_RECENT_REQ])
+
+
+def records(job: Any, request: int) -> dict[int, str]:
+    """``{rank: path}`` of the records written for ``request`` so far."""
+    found: dict[int, str] = {}
+    for row in find_windows(job.roots(), job.name):
+        if row.get("recent") != "asked" or row["status"] != "complete":
+            continue
+        recent = (read_manifest(row["path"]) or {}).get("recent") or {}
+        if recent.get("request") == request:
+            found[int(row["rank"])] = row["path"]
+    return found
+
+
+class RecentRecords:
+    """``job.recent(steps=100, timeout=10)``: every live rank's record of its last ``steps``
+    steps (step times, user ranges, GC pauses, data-loader waits), written now and loaded as
+    one window; ``w.explain()`` then compares its slow steps with its normal ones. For a
+    slowdown a person saw on the heat map after the fact."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+
+    def __call__(self, steps: int = 100, timeout: float = RECENT_TIMEOUT_S) -> Any:
+        return recent(self.job, steps, timeout)
+
+    def __repr__(self) -> str:
+        return f"<job.recent(steps=100, timeout={RECENT_TIMEOUT_S:g}) of {self.job.name!r}>"
+
+
+def recent(job: Any, steps: int = 100, timeout: float = RECENT_TIMEOUT_S) -> Any:
+    """See :class:`RecentRecords`."""
+    ranks = sorted({s.rank for s in job.live_slots()})
+    if not ranks:
+        raise JobError(f"job {job.name!r} has no live rank to ask for its recent steps")
+    request = ask(job, steps)
+    deadline = time.monotonic() + timeout
+    found = records(job, request)
+    while set(found) < set(ranks) and time.monotonic() < deadline:
+        time.sleep(POLL_S)  # the notebook's thread, never a rank's
+        found = records(job, request)
+    if not found:
+        raise JobError(
+            f"job {job.name!r}: no rank wrote its recent steps within {timeout:g} s "
+            f"(ranks {ranks}; a rank started with recent_steps=0, or a loop under 0.5 ms a "
+            "step, keeps none)"
+        )
+    missing = [f"rank {r} (no record within {timeout:g} s)" for r in ranks if r not in found]
+    return load_paths([found[r] for r in sorted(found)], missing, job.name)

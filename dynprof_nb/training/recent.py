@@ -1,0 +1,344 @@
+"""The recent-steps record: always on, the last N steps of this rank, kept when it matters.
+
+A window starts *after* something is noticed, so the slow steps that fired the trigger are
+gone by the time it records. This record keeps them: at every moment the rank holds the last
+``steps`` steps (``Monitor(recent_steps=N)``, ``DYNPROF_NB_RECENT_STEPS``; 0 turns it off) with
+
+* each step's start and end: the training thread's own end times, which the timed ``step()``
+  already writes for the step-time ring (:mod:`~dynprof_nb.training.steptimes`); nothing is
+  added to ``step()``;
+* the user's ranges (``dynprof_nb.range``), the data-loader wait among them (a range of
+  category :data:`WAIT_CATEGORY`), while no window records (a window's backend takes them then,
+  and the window itself has them);
+* GC pauses (``gc.callbacks``: only a collection pays).
+
+Memory is bounded and allocated once: ``steps x RANGES_PER_STEP`` range slots and
+:data:`GC_SLOTS` GC slots in preallocated lists (a range overwrites the oldest slot; an
+integer per timestamp is the only allocation, as any clock read makes). About
+:data:`SLOT_BYTES` bytes a slot: 300 steps are about 1 MB.
+
+It is written (:class:`RecentKeeper`, its own thread, never the training thread) as a window
+directory like any other, with ``"recent"`` in its ``window.json``: when the trigger fires
+(every rank, as the window it fired starts: the steps before that window, the slow ones that
+fired it included) and on demand (``job.recent(100)``, which bumps
+:data:`~dynprof_nb.contract.shared_layout.T_RECENT_REQ`).
+A failed write (a full disk) is logged and lost; the job never sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.protocol import step_marker
+from dynprof_nb.contract.shared_layout import T_FIRED, T_RECENT_REQ, T_RECENT_STEPS, T_REQ
+from dynprof_nb.training import ranges
+from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
+from dynprof_nb.training.steptimes import ENDS_KEEP, ENDS_MASK
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None
+
+log = logging.getLogger("dynprof_nb")
+
+DEFAULT_STEPS = 300
+MAX_STEPS = ENDS_KEEP - 2  # the training thread's end times hold this many steps safely
+RANGES_PER_STEP = 32  # range slots per step kept (a step with more pushes older ranges out)
+GC_SLOTS = 256
+SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
+WAIT_CATEGORY = "dataloader"  # ``dynprof_nb.range("next batch", category="dataloader")``
+POLL_S = 0.2  # how often the keeper looks at the trigger and request words (few GIL wakes)
+TRIGGER_WAIT_S = 5.0  # a trigger's record waits at most this for the window it fired
+STEP_CATEGORY = "user_annotation"
+
+_clock = time.monotonic_ns  # the clock of the training thread's end times
+
+
+class RecentSteps:
+    """The rings (see the module docstring). ``open_range``/``close_range`` make it a range
+    sink (:mod:`~dynprof_nb.training.ranges`); :meth:`snapshot` copies it, off the training
+    thread."""
+
+    def __init__(self, steps: int = DEFAULT_STEPS) -> None:
+        self.steps = max(1, min(int(steps), MAX_STEPS))
+        size = self.size = self.steps * RANGES_PER_STEP
+        self.names: list[Any] = [None] * size
+        self.cats: list[Any] = [None] * size
+        self.tids = [0] * size
+        self.t0 = [0] * size
+        self.t1 = [0] * size
+        self.opened = 0  # ranges opened so far (the next slot is opened % size)
+        self.gc_t0 = [0] * GC_SLOTS
+        self.gc_t1 = [0] * GC_SLOTS
+        self.gc_n = 0
+        self._gc = GcPauses(self._gc_pause, clock=_clock)
+
+    @property
+    def bytes(self) -> int:
+        """The stated memory bound of the rings."""
+        return self.size * SLOT_BYTES + GC_SLOTS * 80
+
+    def start(self) -> None:
+        """Be the range sink between windows and listen to GC."""
+        ranges.set_base_sink(self)
+        self._gc.start()
+
+    def stop(self) -> None:
+        ranges.set_base_sink(None)
+        self._gc.stop()
+
+    # -- the training thread's (through dynprof_nb.range) ----------------------------------
+
+    def open_range(self, name: str, category: str) -> int:
+        k = self.opened
+        self.opened = k + 1
+        i = k % self.size
+        self.names[i] = name
+        self.cats[i] = category
+        self.tids[i] = threading.get_native_id()
+        self.t1[i] = 0
+        self.t0[i] = _clock()
+        return k
+
+    def close_range(self, token: int) -> None:
+        now = _clock()
+        if self.opened - token <= self.size:  # not overwritten since it opened
+            self.t1[token % self.size] = now
+
+    def _gc_pause(self, _token: Any, t0: int, t1: int, _tid: int, _info: Any) -> None:
+        i = self.gc_n % GC_SLOTS
+        self.gc_t0[i], self.gc_t1[i] = t0, t1
+        self.gc_n += 1
+
+    # -- the keeper's --------------------------------------------------------------------
+
+    def snapshot(self, ends: list[int], step: int, exact_from: int | None, last: int) -> dict:
+        """The last ``last`` steps (at most :attr:`steps`) ended by step ``step``, their
+        ranges and GC pauses: ``{"steps": [(n, t0, t1)], "ranges": [(name, cat, tid, t0,
+        t1)], "gc": [(t0, t1)], "note": str}``. Steps are those whose start and end the
+        training thread timed (a loop under 0.5 ms a step is not timed: then none)."""
+        want = max(1, min(int(last), self.steps))
+        lo = step - want + 1
+        if exact_from is None:
+            lo = step + 1
+        else:
+            lo = max(lo, exact_from + 1, step - ENDS_KEEP + 2)
+        steps = [(s, ends[(s - 1) & ENDS_MASK], ends[s & ENDS_MASK]) for s in range(lo, step + 1)]
+        steps = [s for s in steps if 0 < s[1] <= s[2]]
+        note = ""
+        if not steps:
+            note = "no timed steps (a loop under 0.5 ms a step is not timed per step)"
+            return {"steps": [], "ranges": [], "gc": [], "note": note}
+        begin, end = steps[0][1], steps[-1][2]
+        names, cats, tids = list(self.names), list(self.cats), list(self.tids)
+        t0s, t1s = list(self.t0), list(self.t1)
+        kept = [
+            (names[i], cats[i], tids[i], t0s[i], t1s[i])
+            for i in range(self.size)
+            if t1s[i] and begin <= t0s[i] and t1s[i] <= end and names[i] is not None
+        ]
+        kept.sort(key=lambda r: r[3])
+        gc_t0, gc_t1 = list(self.gc_t0), list(self.gc_t1)
+        pauses = [
+            (a, b) for a, b in zip(gc_t0, gc_t1, strict=True) if b and begin <= a and b <= end
+        ]
+        if self.opened > self.size:
+            oldest = min((t for t, e in zip(t0s, t1s, strict=True) if e), default=end)
+            if oldest > begin:
+                note = "ranges before the oldest kept one were pushed out (more than "
+                note += f"{RANGES_PER_STEP} a step)"
+        return {"steps": steps, "ranges": kept, "gc": sorted(pauses), "note": note}
+
+
+def write_record(
+    root: Path, identity: dict[str, Any], snap: dict[str, Any], recent: dict[str, Any]
+) -> Path | None:
+    """Write ``snap`` as a window directory under ``root`` (a ``trace.json`` in the built-in
+    backend's format, ``window.json`` with ``recent``); None when it has no steps."""
+    steps = snap["steps"]
+    if not steps:
+        return None
+    first, last = steps[0][0], steps[-1][0]
+    tmp = window_dirs.create_window_dir(root, identity["rank"], first, last)
+    try:
+        base_mono = steps[0][1]
+        base_ns = time.time_ns() - (_clock() - base_mono)
+        _write_trace(tmp / "trace.json", identity, snap, base_mono, base_ns)
+        manifest = window_dirs.new_manifest(
+            job=identity["job"],
+            rank=identity["rank"],
+            start=first,
+            stop=last,
+            backend="builtin",
+            config={},
+            run=identity.get("run", 0),
+        )
+        manifest.update(status="complete", reason=recent.get("reason") or None)
+        manifest["recent"] = dict(recent, steps=len(steps), note=snap["note"])
+        return window_dirs.publish(tmp, manifest)
+    except BaseException:
+        try:
+            window_dirs.mark_failed(tmp, "the recent-steps record could not be written")
+        except OSError:  # a full disk may refuse even that: the directory stays hidden
+            pass
+        raise
+
+
+def _write_trace(
+    path: Path, identity: dict[str, Any], snap: dict[str, Any], base: int, base_ns: int
+) -> None:
+    pid, rank, tid = os.getpid(), identity["rank"], identity["tid"]
+
+    def us(t: int) -> float:
+        return (t - base) / 1000.0
+
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"rank {rank}"}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": "training"}},
+    ]
+    for n, t0, t1 in snap["steps"]:
+        events.append(
+            {"ph": "X", "cat": STEP_CATEGORY, "name": step_marker(n), "pid": pid, "tid": tid,
+             "ts": us(t0), "dur": (t1 - t0) / 1000.0}
+        )  # fmt: skip
+    for name, cat, rtid, t0, t1 in snap["ranges"]:
+        events.append(
+            {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": rtid, "ts": us(t0),
+             "dur": (t1 - t0) / 1000.0}
+        )  # fmt: skip
+    for t0, t1 in snap["gc"]:
+        events.append(
+            {"ph": "X", "cat": GC_CATEGORY, "name": GC_EVENT, "pid": pid, "tid": tid,
+             "ts": us(t0), "dur": (t1 - t0) / 1000.0}
+        )  # fmt: skip
+    trace = {
+        "schemaVersion": 1,
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": base_ns,
+        "distributedInfo": {"rank": rank, "world_size": identity.get("world_size")},
+        "otherData": {"dynprof_nb": {"backend": "builtin", "recent": True, "rank": rank}},
+        "traceEvents": events,
+    }
+    if orjson is not None:
+        path.write_bytes(orjson.dumps(trace))
+    else:  # pragma: no cover
+        import json
+
+        path.write_text(json.dumps(trace), encoding="utf-8")
+
+
+class RecentKeeper:
+    """The thread that writes the record when the trigger fires or a controller asks.
+
+    Built with what it needs: the record, the rank's slot (its segment's trigger words),
+    ``source()`` -> ``(ends, step, exact_from)`` from the Monitor, ``root()`` -> where
+    windows go, ``state()`` -> the rank's window state, and the identity (job, rank, run,
+    tid) for the manifest. It looks every :data:`POLL_S`; a write never raises out of it."""
+
+    def __init__(
+        self,
+        record: RecentSteps,
+        slot: Any,
+        source: Callable[[], tuple[list[int], int, int | None]],
+        root: Callable[[], Path],
+        state: Callable[[], str],
+        identity: dict[str, Any],
+    ) -> None:
+        self.record, self.slot, self.source, self.root = record, slot, source, root
+        self.state = state
+        self.identity = identity
+        self.closed = threading.Event()
+        self.seen: tuple[int, int, int] | None = None
+        # a trigger's record not written yet: (when it is due anyway, its manifest part, the
+        # first step of the window it fired, when known)
+        self.pending: tuple[float, dict[str, Any], int | None] | None = None
+        self.written: list[Path] = []
+        self.last_error = ""
+        self.thread = threading.Thread(target=self._run, name="dynprof_nb-recent", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        self.closed.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(1.0)
+
+    def _words(self) -> tuple[int, int, int] | None:
+        seg = self.slot.seg
+        if seg is None:
+            return None
+        w, tb = seg.words, seg.trigger_base
+        return w[tb + T_FIRED], w[tb + T_REQ], w[tb + T_RECENT_REQ]
+
+    def _run(self) -> None:
+        while not self.closed.wait(POLL_S):
+            try:
+                self.look()
+            except Exception as exc:  # a full disk, a lost segment: the record is lost
+                self.last_error = f"the recent-steps record was not written: {exc!r}"
+                log.warning("dynprof_nb rank %s: %s", self.identity["rank"], self.last_error)
+
+    def look(self) -> Path | None:
+        """One look: note a trigger that fired or a request that came since the last look,
+        and write what is due. A trigger's record waits until this rank has ended the step
+        before the window it fired (it holds the steps up to that one, the slow ones
+        included), or :data:`TRIGGER_WAIT_S` (a rank that refused the window)."""
+        words = self._words()
+        if words is None:
+            return None
+        seen, self.seen = self.seen, words
+        seg = self.slot.seg
+        if seen is not None and words[2] > seen[2]:
+            last = seg.words[seg.trigger_base + T_RECENT_STEPS] or self.record.steps
+            return self.write({"kind": "asked", "request": words[2], "asked_steps": last}, last)
+        fired = seen is not None and (words[0] > seen[0] or words[1] > seen[1])
+        if fired and self.pending is None:  # (re-arming the trigger resets its counts)
+            reason = seg.read_trigger_text()[1]
+            recent = {"kind": "trigger", "fired": words[0], "reason": reason}
+            self.pending = (time.monotonic() + TRIGGER_WAIT_S, recent, _window_start(seg))
+        if self.pending is None:
+            return None
+        due, recent, first = self.pending
+        step = self.source()[1]
+        if first is not None and step >= first - 1:  # every step before the window ended
+            self.pending = None
+            return self.write(recent, self.record.steps, first - 1)
+        if (first is None and self.state() in ("recording", "saving")) or time.monotonic() >= due:
+            self.pending = None
+            return self.write(recent, self.record.steps, step if first is None else first - 1)
+        return None
+
+    def write(self, recent: dict[str, Any], last: int, upto: int | None = None) -> Path | None:
+        """Write the last ``last`` steps ended by step ``upto`` (default: the latest)."""
+        ends, step, exact_from = self.source()
+        if upto is not None:
+            step = min(step, upto)
+        snap = self.record.snapshot(ends, step, exact_from, last)
+        path = write_record(self.root(), self.identity, snap, recent)
+        if path is not None:
+            self.written.append(path)
+        return path
+
+
+def _window_start(seg: Any) -> int | None:
+    """The first step of the window the trigger just asked for (local mode writes it with the
+    request), or None (cluster mode: the node agent places it later)."""
+    from dynprof_nb.contract.protocol import decode
+
+    got = seg.read_config(attempts=50)
+    if got is None or got[0] <= 0:
+        return None
+    config = decode(got[1]).config
+    return int(config.start_step) if config.has_window else None
+
+
+__all__ = ["DEFAULT_STEPS", "RecentKeeper", "RecentSteps", "WAIT_CATEGORY", "write_record"]
