@@ -104,7 +104,8 @@ def _rank_windows(w: Any) -> list[Any]:
     return [w]
 
 
-def _manifests(w: Any) -> list[tuple[Path, dict[str, Any]]]:
+def manifests(w: Any) -> list[tuple[Path, dict[str, Any]]]:
+    """Each rank's window directory and its ``window.json``, for a window of one or many ranks."""
     out = []
     for rw in _rank_windows(w):
         path = getattr(rw, "path", None)
@@ -116,13 +117,13 @@ def _manifests(w: Any) -> list[tuple[Path, dict[str, Any]]]:
 
 def triggered_reason(w: Any) -> str:
     """The trigger's reason in any of the window's ranks' ``window.json`` ("" if none)."""
-    return next((str(m["reason"]) for _, m in _manifests(w) if m.get("reason")), "")
+    return next((str(m["reason"]) for _, m in manifests(w) if m.get("reason")), "")
 
 
 def last_normal_window(w: Any) -> list[str]:
     """The rank folders of the job's last complete, untriggered window before ``w`` (beside
     ``w``'s own folders), or [] when there is none."""
-    mans = _manifests(w)
+    mans = manifests(w)
     if not mans:
         return []
     mine = {str(p.resolve()) for p, _ in mans}
@@ -165,7 +166,8 @@ def _load(baseline: Any) -> tuple[Any, str]:
         return load_window(str(baseline)), str(baseline)
 
 
-def _with_rank(frame: pd.DataFrame, w: Any) -> pd.DataFrame:
+def with_rank(frame: pd.DataFrame, w: Any) -> pd.DataFrame:
+    """``frame`` with a ``rank`` column (a one-rank window's frames have none)."""
     if "rank" in frame.columns:
         return frame
     r = getattr(w, "rank", None)
@@ -173,7 +175,7 @@ def _with_rank(frame: pd.DataFrame, w: Any) -> pd.DataFrame:
 
 
 def _steps_per_rank(w: Any) -> pd.Series:
-    st = _with_rank(w.steps, w)
+    st = with_rank(w.steps, w)
     st = st[st["duration_us"].notna()]
     if st.empty:
         raise ValueError("the window has no steps with durations: nothing to compare per step")
@@ -182,7 +184,7 @@ def _steps_per_rank(w: Any) -> pd.Series:
 
 def _op_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
     """Per rank and operator: self µs per step (the step marker's self time is 'other')."""
-    ops = _with_rank(w.ops, w)
+    ops = with_rank(w.ops, w)
     if ops.empty:
         return pd.DataFrame(columns=["rank", "name", "us", "comm"])
     ops = ops[ops["name"].astype(str) != STEP_FOLDED]
@@ -195,7 +197,7 @@ def _op_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
 
 def _kernel_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
     """Per rank and kernel (or Ascend op type): device µs per step."""
-    k = _with_rank(w.kernels, w)
+    k = with_rank(w.kernels, w)
     if k.empty:
         return pd.DataFrame(columns=["rank", "name", "us", "comm"])
     # an Ascend task's op type (MatMulV2) groups its many named instances; a GPU kernel's
@@ -244,14 +246,10 @@ def _phase_table(pw: pd.DataFrame, pb: pd.DataFrame, phases: list[str]) -> pd.Da
 
 
 def explain(w: Any, baseline: Any = None) -> Explanation:
-    """Why ``w`` is slower (or faster) than ``baseline`` (see the module docstring). A
-    recent-steps record with no baseline compares its slow steps with its normal ones
-    (:mod:`.recent_explain`)."""
+    """Why ``w`` is slower (or faster) than ``baseline`` (see the module docstring). For a
+    recent-steps record with no baseline, ``w.explain()`` compares its slow steps with its
+    normal ones instead (:mod:`.recent_explain`)."""
     if baseline is None:
-        from .recent_explain import explain_recent, is_recent
-
-        if is_recent(w):
-            return explain_recent(w)
         paths = last_normal_window(w)
         if not paths:
             raise ValueError(
@@ -337,7 +335,7 @@ def _host_or_ops(w: Any) -> tuple[pd.DataFrame, list[str], str]:
     try:
         return step_phases(w), PHASES, "host"
     except (LookupError, KeyError, ValueError):
-        st = _with_rank(w.steps, w)
+        st = with_rank(w.steps, w)
         return from_operators(w, st), ["compute", "communication", "other"], "operators"
 
 
@@ -349,7 +347,7 @@ def _range_growth(
 
     def per_step(win: Any, n: pd.Series) -> pd.Series:
         try:
-            e = _with_rank(win.events, win)
+            e = with_rank(win.events, win)
         except (LookupError, ValueError, AttributeError):
             return pd.Series(dtype=float)
         if e.empty or "cat" not in e or rank not in n.index:

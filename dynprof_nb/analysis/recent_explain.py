@@ -27,9 +27,9 @@ WAIT_CATEGORY = "dataloader"
 
 def is_recent(w: Any) -> bool:
     """Whether ``w`` was loaded from recent-steps records (``recent`` in its window.json)."""
-    from .explain import _manifests
+    from .explain import manifests
 
-    return any(isinstance(m.get("recent"), dict) for _, m in _manifests(w))
+    return any(isinstance(m.get("recent"), dict) for _, m in manifests(w))
 
 
 def slow_steps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -78,9 +78,9 @@ def _part_table(
 
 def explain_recent(w: Any) -> Any:
     """See the module docstring; returns an :class:`~dynprof_nb.analysis.explain.Explanation`."""
-    from .explain import Explanation, _with_rank
+    from .explain import Explanation, with_rank
 
-    steps = slow_steps(_with_rank(w.steps, w)[["rank", "step", "duration_us"]].dropna())
+    steps = slow_steps(with_rank(w.steps, w)[["rank", "step", "duration_us"]].dropna())
     slow = steps[steps["slow"]]
     empty = pd.DataFrame()
     if slow.empty:
@@ -97,7 +97,7 @@ def explain_recent(w: Any) -> Any:
     step_slow = float(mine[mine["slow"]]["duration_us"].mean())
     step_normal = float(mine[~mine["slow"]]["duration_us"].median())
     growth = step_slow - step_normal
-    phases = _part_table(_with_rank(w.events, w), rank, slow_ids, normal_ids, growth)
+    phases = _part_table(with_rank(w.events, w), rank, slow_ids, normal_ids, growth)
     covered = float(phases["delta_us"].clip(lower=0).sum()) if not phases.empty else 0.0
     lo, hi = min(slow_ids), max(slow_ids)
     span = f"step {lo}" if len(slow_ids) == 1 else f"{len(slow_ids)} slow steps in {lo}-{hi}"

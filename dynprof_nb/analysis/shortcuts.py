@@ -24,8 +24,13 @@ def _advise(w: Any, **kw: Any) -> Any:
 
 
 def _explain(w: Any, baseline: Any = None) -> Any:
+    """``explain(w, baseline)``; a recent-steps record with no baseline compares its own slow
+    steps with its normal ones (:mod:`.recent_explain`)."""
     from .explain import explain
+    from .recent_explain import explain_recent, is_recent
 
+    if baseline is None and is_recent(w):
+        return explain_recent(w)
     return explain(w, baseline)
 
 

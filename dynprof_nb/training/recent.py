@@ -56,6 +56,7 @@ GC_SLOTS = 256
 SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
 WAIT_CATEGORY = "dataloader"  # ``dynprof_nb.range("next batch", category="dataloader")``
 POLL_S = 0.2  # how often the keeper looks at the trigger and request words (few GIL wakes)
+PENDING_POLL_S = 0.01  # how often while a trigger's record waits for its window's first step
 TRIGGER_WAIT_S = 5.0  # a trigger's record waits at most this for the window it fired
 STEP_CATEGORY = "user_annotation"
 
@@ -280,7 +281,9 @@ class RecentKeeper:
         return w[tb + T_FIRED], w[tb + T_REQ], w[tb + T_RECENT_REQ]
 
     def _run(self) -> None:
-        while not self.closed.wait(POLL_S):
+        # a trigger's record is due once the step before its window ends: looked for every
+        # PENDING_POLL_S meanwhile, so it is written close to the window's start
+        while not self.closed.wait(POLL_S if self.pending is None else PENDING_POLL_S):
             try:
                 self.look()
             except Exception as exc:  # a full disk, a lost segment: the record is lost

@@ -66,9 +66,9 @@ def test_a_hiccup_is_kept_by_the_trigger_and_explained(tmp_path: Path) -> None:
         assert (records["stop"] >= last_slow).all() and (records["start"] < first_slow).all()
         # each record ends at the step before its rank's window: none of the window's steps
         assert (records["stop"].values == windows["start"].values - 1).all(), shown
-        # each record is paired with its rank's window, and was published before it ended
+        # each record is paired with its rank's window (written as the window starts, it may
+        # land after a window of a few short steps has ended: its steps are what it promises)
         assert list(records["paired"]) == list(windows["path"]), shown
-        assert (records["ended_at"].values <= windows["ended_at"].values).all(), shown
         manifest = window_dirs.read_manifest(records["path"].iloc[SLOW_RANK])
         assert manifest["recent"]["kind"] == "trigger"
         assert f"rank {SLOW_RANK}" in manifest["reason"], manifest["reason"]
