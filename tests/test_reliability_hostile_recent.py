@@ -1,8 +1,8 @@
 """Hostile inputs on the surfaces built most recently, the cases an adversarial pass found
-holding (the ones that broke are repros under adv/): a foreign or damaged ``thread_cpu.json``
-on one rank of a window, a rank claimed twice, a file planted under a job's segment name, job
-names from hostile config directories and the environment, and a restart under the same name
-while no handle is open."""
+holding, and the ones it broke once fixed (its repro scripts: ``git show dfaea85:adv/``): a
+foreign or damaged ``thread_cpu.json`` on one rank of a window, a rank claimed twice, a file
+planted under a job's segment name, job names from hostile config directories and the
+environment, and a restart under the same name while no handle is open."""
 
 from __future__ import annotations
 
