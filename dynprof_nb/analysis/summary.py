@@ -298,7 +298,9 @@ def notes_for(
             not_ov = (comm - ov.fillna(0)).clip(lower=0).sum()
             tot = steps["duration_us"].sum()
             if tot > 0 and not_ov / tot >= 0.05:
-                notes.append(f"communication not overlapped: {not_ov / tot:.0%} of step time")
+                many = "rank" in steps and steps["rank"].nunique() > 1
+                whose = "all ranks' step time together" if many else "step time"
+                notes.append(f"communication not overlapped: {not_ov / tot:.0%} of {whose}")
         free = steps.get("free_us")
         if device and free is not None and free.notna().any():
             tot = steps["duration_us"].sum()

@@ -54,8 +54,8 @@ def communication_not_overlapped(w: Any) -> list[Finding]:
                 rule="communication not overlapped",
                 severity="high" if share >= 0.3 else "medium",
                 evidence=(
-                    f"communication not overlapped with computation: {not_ov / 1000:.3f} ms = "
-                    f"{100 * share:.1f}% of rank {int(r)}'s step time (threshold "
+                    f"{not_ov / 1000:.3f} ms of rank {int(r)}'s communication ran while it "
+                    f"computed nothing = {100 * share:.1f}% of its step time (threshold "
                     f"{100 * NOT_OVERLAPPED_SHARE:.0f}%); {comm / 1000:.3f} ms of communication, "
                     f"{100 * (1 - not_ov / comm) if comm else 0:.1f}% of it overlapped"
                 ),
