@@ -59,6 +59,7 @@ from typing import Any
 
 from dynprof_nb.locks import LockError, forget_job, private_dir
 from dynprof_nb.ownfd import FdLost, OwnedFd
+from dynprof_nb.pids import PID_LIMIT, pid_alive
 
 log = logging.getLogger("dynprof_nb")
 
@@ -170,29 +171,6 @@ def check_job_name(job: str) -> str:
 
 def segment_name(job: str) -> str:
     return f"/{PREFIX}.{os.getuid()}.{check_job_name(job)}"
-
-
-PID_LIMIT = 1 << 22  # the kernel's largest pid_max: a word above it is not a pid
-
-
-def pid_alive(pid: int) -> bool:
-    if not 0 < pid <= PID_LIMIT:  # garbage in a damaged segment must not reach os.kill
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 def pid_start_time(pid: int) -> int:

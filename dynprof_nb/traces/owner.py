@@ -16,8 +16,9 @@ import socket
 import stat
 from pathlib import Path
 
+from dynprof_nb.pids import PID_LIMIT, pid_alive
+
 HOST = socket.gethostname().replace("-", "_")[:32]
-_PID_MAX = 4_194_304  # Linux's largest pid_max (2**22)
 
 
 def owner_tag() -> str:
@@ -33,15 +34,9 @@ def ended(tail: str) -> bool | None:
     pid, sep, _ = rest.partition("-")
     if host != HOST or not sep or not (pid.isascii() and pid.isdigit()):
         return None
-    if not 0 < int(pid) <= _PID_MAX:  # (os.kill overflows past a C int)
+    if not 0 < int(pid) <= PID_LIMIT:  # (os.kill overflows past a C int)
         return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # EPERM: alive, another user's
-        return False
-    return False
+    return not pid_alive(int(pid))  # a zombie has ended: its parent may reap it only later
 
 
 def sweep(parent: str | Path, prefix: str) -> int:

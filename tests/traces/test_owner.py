@@ -30,6 +30,23 @@ def test_a_name_tells_whether_its_process_has_ended() -> None:
         assert owner.ended(name) is None, name  # cannot tell: the caller's age rule decides
 
 
+def test_a_killed_process_its_parent_has_not_reaped_yet_has_ended(tmp_path: Path) -> None:
+    """A worker SIGKILLed (the OOM killer) stays a zombie until its pool's manager thread waits
+    on it, later on a loaded machine: its scratch is removed now, not left as a live load's.
+    (CI saw a killed worker's raw parts left when ``os.kill(pid, 0)`` alone judged it.)"""
+    zombie = subprocess.Popen([sys.executable, "-c", "import os; os._exit(0)"])
+    try:
+        stat = Path(f"/proc/{zombie.pid}/stat")
+        while stat.read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z":  # it exits; none reaps
+            os.sched_yield()
+        assert owner.ended(f"{owner.HOST}-{zombie.pid}-x") is True
+        scratch = tmp_path / f"{PREFIX}{owner.HOST}-{zombie.pid}-a"
+        scratch.mkdir()
+        assert owner.sweep(tmp_path, PREFIX) == 1 and not scratch.exists()
+    finally:
+        zombie.wait()
+
+
 def test_sweep_removes_only_ended_processes_directories_of_ours(tmp_path: Path) -> None:
     dead = _ended_pid()
     gone = tmp_path / f"{PREFIX}{owner.HOST}-{dead}-a"
