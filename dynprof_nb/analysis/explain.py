@@ -34,6 +34,7 @@ from dynprof_nb.contract.window_dirs import find_windows
 from dynprof_nb.safetext import escape, frame_html
 
 from .host_phases import COMM, PHASES, step_phases
+from .same_work import SLOWER, machine_text, refine, same_work, same_work_text
 from .straggler import (
     CONTENTION,
     baseline_busier,
@@ -285,8 +286,13 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
         cpu=cpu_w,
         cpu_ref=cpu_b,
     )
+    verdict = refine(verdict, w, b)  # the same calls, each slower: its processor, not more work
     changed = abs(typical) > bound
     rank = verdict.rank if changed and delta > 0 else None
+    # every rank ran its same work slower: the machine's speed changed, no culprit
+    slower = _every_rank_slower(w, b, verdict) if rank is not None else {}
+    if slower:
+        rank = None
     # no rank's own work: the step moved with every rank's wait for a CPU (the machine's load)
     waits = runqueue_change(cpu_w, cpu_b)
     machine = changed and rank is None and load_changed(waits, typical)
@@ -307,7 +313,9 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
         syncs,
         use_kernels,
     )
-    if machine:
+    if slower:
+        text = f"{_head(delta, step_b, bound)}: {machine_text(slower)}"
+    elif machine:
         text = _load_sentence(delta, step_b, bound, waits)
     elif busier is not None:
         text = _busier_sentence(typical, step_b, bound, busier, cpu_w, cpu_b)
@@ -326,9 +334,27 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
         notes.append(f"CPU contention cannot be told apart: {verdict.cpu_missing}")
     loaded = machine or busier is not None
     cause = verdict.cause if rank is not None else (CONTENTION if loaded else None)
+    if slower:
+        cause = SLOWER
     return Explanation(
         text, rank, step_w, step_b, ph, ops, bname, notes, bound, changed, cause, verdict
     )
+
+
+def _every_rank_slower(w: Any, b: Any, verdict: Any) -> dict[int, float]:
+    """Per rank, how much longer its same operator calls took than in the baseline, where
+    every rank ran its same work slower, each by at least half the named rank's slowdown
+    (then the machine ran slower, not one rank); {} otherwise."""
+    if verdict.cause != SLOWER:
+        return {}
+    ratios = {verdict.rank: float(verdict.same_work["per_call_ratio"])}
+    for r in sorted(set(verdict.table["rank"]) - {verdict.rank}):
+        found = same_work(w, int(r), b)
+        if not found:
+            return {}
+        ratios[int(r)] = float(found["per_call_ratio"])
+    least = 1.0 + (ratios[verdict.rank] - 1.0) / 2
+    return ratios if len(ratios) > 1 and min(ratios.values()) >= least else {}
 
 
 def _host_or_ops(w: Any) -> tuple[pd.DataFrame, list[str], str]:
@@ -401,18 +427,17 @@ CAUSE_WORDS = {
     "sync": "host sync points",
     "other": "host time outside any operator",
     CONTENTION: "waiting for a CPU (CPU contention)",
+    SLOWER: "the same work, slower",
 }
 SYNC_POINTS_GREW = 10.0  # sync points per step: more than this is named
 
 
 def _load_sentence(delta: float, step_b: float, bound: float, waits: dict[int, float]) -> str:
     """The step changed with every rank's wait for a CPU: the machine's load, no culprit."""
-    pct = finite(delta / step_b) if step_b else 0.0
     each = ", ".join(f"rank {r} {us / 1000:+.3f} ms" for r, us in sorted(waits.items()))
     return (
-        f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step, noise bound ±{bound / 1000:.3f} ms):"
-        f" every rank's training thread waited {'more' if sum(waits.values()) > 0 else 'less'}"
-        " for a CPU "
+        f"{_head(delta, step_b, bound)}: every rank's training thread waited "
+        f"{'more' if sum(waits.values()) > 0 else 'less'} for a CPU "
         f"(run-queue delay per step: {each}): the machine's load changed (CPU contention), "
         "not the job's own work; no culprit"
     )
@@ -422,18 +447,39 @@ def _busier_sentence(
     delta: float, step_b: float, bound: float, rank: int, cpu_w: Any, cpu_b: Any
 ) -> str:
     """The window is faster because the baseline waited for a CPU: no real change of the job."""
-    pct = finite(delta / step_b) if step_b else 0.0
 
     def wait(cpu: Any) -> float:
         return float(cpu.set_index("rank").loc[rank, "runqueue_us_per_step"]) / 1000
 
     return (
-        f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step, noise bound ±{bound / 1000:.3f} ms):"
-        f" the baseline ran busier (CPU wait {wait(cpu_b):.3f} ms/step vs {wait(cpu_w):.3f} in "
+        f"{_head(delta, step_b, bound)}: the baseline ran busier (CPU wait "
+        f"{wait(cpu_b):.3f} ms/step vs {wait(cpu_w):.3f} in "
         f"this window, rank {rank}'s {threads_word(cpu_w, rank)} runnable but waiting for a "
         "core): the "
         "machine's load changed (CPU contention), not the job's own work; no culprit"
     )
+
+
+def _where_it_grew(
+    cause: str, ranges: tuple[str, float] | None, ops: pd.DataFrame, bound: float
+) -> str:
+    """``, in range R (+x ms)`` or ``, most in OP (+x ms, 1.0x the other ranks')``, or ""."""
+    if ranges is not None and ranges[1] > bound / 2:
+        return f", in range {ranges[0]} ({ranges[1] / 1000:+.3f} ms)"
+    if ops.empty or ops["delta_us"].iloc[0] <= 0 or cause not in ("compute", "computing"):
+        return ""
+    o = ops.iloc[0]
+    name = o["name"] if len(o["name"]) <= 60 else o["name"][:57] + "..."
+    text = f", most in {name} ({o['delta_us'] / 1000:+.3f} ms"
+    if o["vs_others"] > 0:
+        text += f", {o['vs_others']:.1f}x the other ranks'"
+    return text + ")"
+
+
+def _head(delta: float, step_b: float, bound: float) -> str:
+    """E.g. ``step +24% (+11.459 ms per step, noise bound ±8.691 ms)``."""
+    pct = finite(delta / step_b) if step_b else 0.0
+    return f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step, noise bound ±{bound / 1000:.3f} ms)"
 
 
 def _sentence(
@@ -448,9 +494,7 @@ def _sentence(
     syncs: float,
     device: bool,
 ) -> str:
-    pct = finite(delta / step_b) if step_b else 0.0
-    text = f"step {pct:+.0%} ({delta / 1000:+.3f} ms per step"
-    text += f", noise bound ±{bound / 1000:.3f} ms)"
+    text = _head(delta, step_b, bound)
     if not changed:
         return text + ": no meaningful change (within the noise of the steps' times); no culprit"
     if delta <= 0:
@@ -478,19 +522,12 @@ def _sentence(
             f": rank {r}'s own work grew {verdict.excess_us / 1000:+.3f} ms per step, most of "
             f"it waiting for a CPU (CPU contention): {contention_text(verdict)}"
         )
-    text += (
-        f": rank {r}'s own work grew {verdict.excess_us / 1000:+.3f} ms per step, most in "
-        f"{CAUSE_WORDS.get(cause, cause)} ({verdict.phase_excess[cause] / 1000:+.3f} ms)"
-    )
-    if ranges is not None and ranges[1] > bound / 2:
-        text += f", in range {ranges[0]} ({ranges[1] / 1000:+.3f} ms)"
-    elif not ops.empty and ops["delta_us"].iloc[0] > 0 and cause in ("compute", "computing"):
-        o = ops.iloc[0]
-        name = o["name"] if len(o["name"]) <= 60 else o["name"][:57] + "..."
-        text += f", most in {name} ({o['delta_us'] / 1000:+.3f} ms"
-        if o["vs_others"] > 0:
-            text += f", {o['vs_others']:.1f}x the other ranks'"
-        text += ")"
+    text += f": rank {r}'s own work grew {verdict.excess_us / 1000:+.3f} ms per step, most in "
+    if cause == SLOWER:  # its operators are in its own sentence
+        text += f"compute: {same_work_text(verdict)}"
+    else:
+        text += f"{CAUSE_WORDS.get(cause, cause)} ({verdict.phase_excess[cause] / 1000:+.3f} ms)"
+        text += _where_it_grew(cause, ranges, ops, bound)
     if syncs > SYNC_POINTS_GREW:
         text += f"; {syncs:.0f} more host sync points per step (.item(), synchronize)"
     wait = comm[comm["rank"] != r]

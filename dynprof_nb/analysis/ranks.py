@@ -503,9 +503,11 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
     other ranks' (``others_own_us``), the excess, the threshold (the larger of ``threshold`` x
     the mean step and the noise bound), its wait in collectives (``wait_us``, mean per step),
     ``slow`` (True only for the rank named: the culprit, never a rank that waits for it), its
-    ``cause`` (its own phase that exceeds the others' most, or CPU contention) and a note.
+    ``cause`` (its own phase that exceeds the others' most, CPU contention, or "same work,
+    slower": the same operator calls, each slower) and a note.
     msprof-analyze's own slow-rank rule, under its name and definition, is ``w.advise()``'s
     "slow rank"."""
+    from .same_work import SLOWER, refine, same_work_text
     from .straggler import contention_text, find_straggler, phases_per_step, thread_cpu_of
 
     ph, phases, _ = phases_per_step(window)
@@ -522,6 +524,7 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
         )
     mean_step = float(ph["duration_us"].mean())
     v = find_straggler(ph, phases, None, threshold * mean_step, cpu=thread_cpu_of(window))
+    v = refine(v, window)  # the same calls, each slower: its processor, not more work
     if v.table.empty:
         return pd.DataFrame(columns=SLOW_RANK_COLS)
     t = v.table.rename(columns={"reference_us": "others_own_us", "bound_us": "threshold_us"})
@@ -531,7 +534,11 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
 
     def note(r: pd.Series) -> str:
         if r["slow"]:
-            most = contention_text(v) if v.cause == "CPU contention" else f"most in {v.cause}"
+            most = f"most in {v.cause}"
+            if v.cause == "CPU contention":
+                most = contention_text(v)
+            elif v.cause == SLOWER:
+                most = same_work_text(v)
             return (
                 f"rank {r['rank']} is the straggler: its own work is {r['excess_us'] / 1000:.3f} "
                 f"ms per step more than the others' (threshold {r['threshold_us'] / 1000:.3f} "

@@ -150,6 +150,8 @@ class Verdict:
     # not recorded (cpu_missing: why)
     cpu: dict[str, float] = field(default_factory=dict)
     cpu_missing: str = ""
+    # cause "same work, slower" (:mod:`.same_work`): the named rank's calls and per-call ratio
+    same_work: dict[str, Any] = field(default_factory=dict)
 
 
 def _own(frame: pd.DataFrame, blind: bool) -> pd.Series:

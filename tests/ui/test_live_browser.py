@@ -4,8 +4,8 @@ chromium (Playwright's Python package, as test_browser.py) show ``%dynprof panel
 beside a process that keeps one core busy, and a person's clicks drive it:
 
 * Arm with the panel's defaults: single-step hiccups of 3-7x (one in ~15 on each rank) fire
-  nothing over 300 steps; rank 1 slowing to 2x for good fires a window, shown as a notice
-  with its reason and marked TRIGGERED in the Windows list; Disarm.
+  nothing over 300 steps; rank 1 slowing to 2x (for 300 steps) fires a window, shown as a
+  notice with its reason and marked TRIGGERED in the Windows list; Disarm.
 * Stop during a long window: one window, every rank at the same steps, loaded whole.
 * Rank 1 hangs: its row says stalled within the documented bound (``Job.hang_after`` x its
   own median step, at least ``Job.hang_min_s``).
@@ -38,6 +38,11 @@ from dynprof_nb.control.job import Job
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 STEP_MS = 12.0
 SLOW = 1  # the rank that slows, then hangs
+# the slow rank's slow steps: far more than the trigger's confirm, and few, because these two
+# ranks are not in lockstep (no collective joins them, as a DDP job's do): slow for good, rank 1
+# falls behind rank 0 by ~40 steps a second, and a window every rank ends at one step (Stop,
+# part 3) then waits for it to catch up, minutes on a loaded machine (CI's timed out at 120 s)
+SLOW_STEPS = 300
 NOISE_STEPS = 300
 PANEL_S = 1.0  # the panel's refresh period (dynprof_nb.panel's interval)
 BROWSER_S = 10.0  # a widget's change reaching a loaded browser, a comm round trip or two
@@ -55,7 +60,7 @@ def _rank(job: str, rank: int, tmp: Path) -> subprocess.Popen:
     extra = ["--hiccups", "3-7:15", "--clock-file", str(tmp / f"clock{rank}")]
     if rank == SLOW:
         extra += ["--slow-file", str(tmp / "slow"), "--slow-ms", str(2 * STEP_MS),
-                  "--slow-steps", "100000", "--hang-file", str(tmp / "hang")]
+                  "--slow-steps", str(SLOW_STEPS), "--hang-file", str(tmp / "hang")]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.Popen(
         [sys.executable, str(TRAIN_LOOP), "--job", job, "--rank", str(rank), "--out",

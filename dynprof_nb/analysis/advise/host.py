@@ -5,8 +5,9 @@ phases of each step (:mod:`dynprof_nb.analysis.host_phases`; docs/definitions.md
   own work (its step outside waiting in collectives) exceeds the other ranks' by more than 5% of
   the mean step and the noise bound (the rule ``w.explain()`` uses against a baseline), its
   cause the phase that grew, or CPU contention where its training thread's extra time was
-  mostly waiting for a core (``w.thread_cpu()``). It runs on every window kind (device windows:
-  the step trace's phases);
+  mostly waiting for a core (``w.thread_cpu()``), or "same work, slower" where its compute grew
+  by the same operator calls, each slower (:mod:`dynprof_nb.analysis.same_work`). It runs on
+  every window kind (device windows: the step trace's phases);
 - host-bound loop: the training thread is outside any operator (Python between operators,
   phase ``other``) for >= 30% of the step: many short operators, the loop's own overhead;
 - sync points: >= 10 host sync calls per step (``.item()``, ``float(tensor)``, a stream or
@@ -21,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from dynprof_nb.analysis.host_phases import step_phases
+from dynprof_nb.analysis.same_work import SLOWER, refine, same_work_text
 from dynprof_nb.analysis.straggler import (
     CONTENTION,
     contention_text,
@@ -46,6 +48,7 @@ WORDS = {
     "sync": "host sync points",
     "other": "host time outside any operator",
     CONTENTION: "waiting for a CPU (CPU contention)",
+    SLOWER: "the same work, slower",
 }
 
 
@@ -67,6 +70,7 @@ def straggler(w: Any) -> list[Finding]:
         raise NotApplicable("one rank: nothing to compare it with")
     mean_step = float(ph["duration_us"].mean())
     v = find_straggler(ph, phases, None, floor_us=STRAGGLER_SHARE * mean_step, cpu=thread_cpu_of(w))
+    v = refine(v, w)  # the same calls, each slower: its processor, not more work
     if v.rank is None:
         return []
     row = v.table.set_index("rank").loc[v.rank]
@@ -83,6 +87,18 @@ def straggler(w: Any) -> list[Finding]:
             f"find what else runs on rank {v.rank}'s cores (top -H; another job, DataLoader "
             "workers or OMP/MKL threads beyond the cores); give each rank cores of its own "
             "(taskset, numactl, torch.set_num_threads)"
+        )
+    elif v.cause == SLOWER:
+        most = f"most in compute: {same_work_text(v)}"
+        where = (
+            "device (nvidia-smi -q -d PERFORMANCE,CLOCK)"
+            if v.same_work["device"]
+            else ("processor (lscpu, the MHz in /proc/cpuinfo, top's steal 'st')")
+        )
+        look = (
+            f"compare rank {v.rank}'s {where} with another rank's, and what else runs on its "
+            "host; check that every rank gets inputs of one shape (record_shapes=True); move "
+            "the rank or drain the node"
         )
     else:
         most = f"most in {WORDS.get(v.cause, v.cause)} ({v.phase_excess[v.cause] / 1000:+.3f} ms)"
@@ -117,6 +133,8 @@ def straggler(w: Any) -> list[Finding]:
                 "phase_excess_us": dict(v.phase_excess),
                 # the training thread's µs per step (runqueue_us, on_cpu_us, their excess)
                 "thread_cpu": dict(v.cpu),
+                # cause "same work, slower": its calls per step and per-call ratio
+                "same_work": dict(v.same_work),
             },
         )
     ]
