@@ -877,6 +877,7 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 g
                 for g in groups
                 if g["start"] == row.start  # a rank that ended it elsewhere: the same window
+                and g["recent"] == (getattr(row, "recent", "") or "")
                 and _same_run(g["run"], getattr(row, "run", None))
                 and (
                     pd.isna(started)
@@ -900,6 +901,8 @@ def window_groups(frame: Any) -> list[dict[str, Any]]:
                 "config": getattr(row, "config", "") or "",
                 "reason": "",
                 "run": getattr(row, "run", None),
+                # a recent-steps record's kind ("trigger", "asked"), "" for a window
+                "recent": getattr(row, "recent", "") or "",
             }
             groups.append(group)
         group["paths"].append(row.path)
@@ -923,8 +926,13 @@ def _same_run(a: Any, b: Any) -> bool:
     return a is None or b is None or pd.isna(a) or pd.isna(b) or a == b
 
 
+# a recent-steps record's kind (training/recent.py) as its row says it
+RECORD_WORDS = {"trigger": " (kept when the trigger fired)", "asked": " (asked for)"}
+
+
 def _label(g: dict[str, Any]) -> None:
-    """A window group's key and the one line its row shows: when, the job's run, which steps
+    """A window group's key and the one line its row shows: when, whether it is a record of
+    recent steps (kept after the fact, not recorded by a profiler), the job's run, which steps
     (per rank where they ended it at different steps), ranks done/total, backend, config, a
     trigger's reason."""
     import pandas as pd
@@ -943,8 +951,10 @@ def _label(g: dict[str, Any]) -> None:
         if done == total
         else next((s for s in ("recording", "incomplete") if s in g["statuses"]), "incomplete")
     )
+    kept = RECORD_WORDS.get(g["recent"], "")
     parts = [
         "" if pd.isna(g["started_at"]) else f"{g['started_at']:%H:%M:%S}",
+        f"RECENT STEPS{kept}" if g["recent"] else "",
         "" if g["run"] is None or pd.isna(g["run"]) else f"run {g['run']}",
         steps,
         f"ranks {done}/{total} {state}",

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jobutil import TRAIN_LOOP, unique_job, wait_until
+from jobutil import TRAIN_LOOP, unique_job, wait_until, windows_only
 from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, started_lab
 
 import dynprof_nb
@@ -40,8 +40,8 @@ STEP_MS = 12.0
 SLOW = 1  # the rank that slows, then hangs
 # the slow rank's slow steps: far more than the trigger's confirm, and few, because these two
 # ranks are not in lockstep (no collective joins them, as a DDP job's do): slow for good, rank 1
-# falls behind rank 0 by ~40 steps a second, and a window every rank ends at one step (Stop,
-# part 3) then waits for it to catch up, minutes on a loaded machine (CI's timed out at 120 s)
+# falls further behind rank 0 every second, and a window every rank ends at one step (Stop,
+# part 3) waits for it to catch up
 SLOW_STEPS = 300
 NOISE_STEPS = 300
 PANEL_S = 1.0  # the panel's refresh period (dynprof_nb.panel's interval)
@@ -99,6 +99,12 @@ def lab(tmp_path: Path):
                 proc.wait()
         control.close()
         segment.unlink(job)
+
+
+def _kept(job: Job):
+    """The complete records of recent steps that fired triggers kept, one row per rank."""
+    t = job.windows()
+    return t[(t["recent"] == "trigger") & (t["status"] == "complete")]
 
 
 def _sustained(reason: str, hiccups: Path, confirm: int) -> bool:
@@ -175,7 +181,7 @@ def test_the_panel_tells_the_truth_about_a_noisy_torch_job(lab) -> None:
                 assert _sustained(fired["last_reason"], tmp / f"out.hiccups.{SLOW}",
                                   armed["confirm"]) or _sustained(
                     fired["last_reason"], tmp / "out.hiccups.0", armed["confirm"]), fired
-                wait_until(lambda: (job.windows().status == "complete").sum() == 2,
+                wait_until(lambda: (windows_only(job.windows()).status == "complete").sum() == 2,
                            timeout=120, what="the window the machine's own slowdown fired")
                 section.locator(".dynprof-trigger-arm").click()  # armed anew: counters reset
                 wait_until(lambda: job.triggers.get("armed_at") != armed.get("armed_at"),
@@ -184,8 +190,8 @@ def test_the_panel_tells_the_truth_about_a_noisy_torch_job(lab) -> None:
                 assert notice.inner_text().strip() == "", notice.inner_text()
             noisy = job.step_times(last=250)
             assert (noisy.duration_s > 2.5 * STEP_MS / 1000).sum() >= 3, "the job had hiccups"
-            before = len(job.windows())
-
+            before = len(windows_only(job.windows()))
+            n_kept = len(_kept(job))
             # 2. a real slowdown fires a window: a notice with its reason, TRIGGERED in Windows
             (tmp / "slow").touch()
             expect(notice).to_contain_text("window fired", timeout=60_000)
@@ -193,12 +199,19 @@ def test_the_panel_tells_the_truth_about_a_noisy_torch_job(lab) -> None:
             reason = job.triggers["last_reason"]
             print("fired:", reason)
             assert f"rank {SLOW} steps" in reason and "over its last 64 steps" in reason, reason
-            wait_until(lambda: len(job.windows()) == before + 2
-                       and (job.windows().status == "complete").all(),
+            wait_until(lambda: len(windows_only(job.windows())) == before + 2
+                       and (windows_only(job.windows()).status == "complete").all(),
                        timeout=120, what="the triggered window on both ranks")
+            # and the slow steps before it, kept by each rank (a record, not a window)
+            wait_until(lambda: len(_kept(job)) == n_kept + 2,
+                       what="the recent steps kept when the trigger fired, on both ranks")
+            assert sorted(_kept(job)["rank"].iloc[n_kept:]) == [0, 1], _kept(job)
             rows = panel.locator(".dynprof-window-row")
             expect(rows.first).to_contain_text("TRIGGERED", timeout=30_000)
             expect(rows.first).to_contain_text("ranks 2/2 complete")
+            record = panel.locator(".dynprof-window-row",
+                                   has_text="RECENT STEPS (kept when the trigger fired)")
+            expect(record).to_have_count(1 + n_kept // 2)
             page.screenshot(path=str(ARTIFACTS / "live_fired.png"))
             section.locator(".dynprof-trigger-disarm").click()
             expect(state).to_contain_text("not armed", timeout=30_000)
@@ -210,11 +223,11 @@ def test_the_panel_tells_the_truth_about_a_noisy_torch_job(lab) -> None:
             panel.locator(".dynprof-stop").click()
             expect(panel.locator(".dynprof-message")).to_contain_text("generation",
                                                                       timeout=30_000)
-            wait_until(lambda: len(job.windows()) == before + 4
-                       and (job.windows().status == "complete").all(),
+            wait_until(lambda: len(windows_only(job.windows())) == before + 4
+                       and (windows_only(job.windows()).status == "complete").all(),
                        timeout=120, what="the stopped window on both ranks")
             expect(rows.first).to_contain_text("ranks 2/2 complete", timeout=30_000)
-            stopped = job.windows().iloc[before + 2:]
+            stopped = windows_only(job.windows()).iloc[before + 2:]
             assert len(set(zip(stopped.start, stopped.stop, strict=True))) == 1, stopped
             assert sorted(stopped["rank"]) == [0, 1]
             assert sorted(job.load().ranks) == [0, 1]
