@@ -137,6 +137,50 @@ print(json.dumps(took))
     assert later[1] == "started", later
 
 
+def test_a_failed_analysis_loses_its_window_only(tmp_path: Path) -> None:
+    """MindSpore's analysis of one window fails (a fresh-clone run saw its multiprocessing
+    Manager's connection reset under load): that window says so, and MindSpore's process-wide
+    profiler is reset anyway, so the next window starts, records and is analysed. Before, the
+    singleton kept the failed window's state and the next start raised "framework_path has
+    not been set" (MindSpore's documented two-window example lost both)."""
+    script = """
+import json, sys
+from pathlib import Path
+import numpy as np
+import mindspore as ms
+from dynprof_nb.contract.config import ProfilerConfig
+from dynprof_nb.training.backends import mindspore as b
+root, real, calls = Path(sys.argv[1]), b.ProfilerInterface.analyse, []
+def analyse(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 1:
+        raise ConnectionResetError(104, "Connection reset by peer")
+    return real(*args, **kwargs)
+b.ProfilerInterface.analyse = analyse
+x, out = ms.Tensor(np.ones((64, 64), np.float32)), []
+for i in range(2):
+    backend, where = b.MindSporeBackend(), root / f"w{i}"
+    where.mkdir()
+    try:
+        backend.start(where, ProfilerConfig(activities=["CPU"], analyse=True), 1)
+        for step in range(1, 4):
+            ms.ops.matmul(x, x).asnumpy()
+            backend.step(step)
+        backend.stop()
+        files = backend.save()
+        out.append(["saved", sum(f.endswith("trace_view.json") for f in files)])
+    except Exception as exc:
+        out.append([type(exc).__name__, str(exc)])
+print(json.dumps(out))
+"""
+    run = run_script([mindspore_python(), "-c", script, str(tmp_path)], timeout=180,
+                     cwd=tmp_path, env=dict(os.environ, GLOG_v="3"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    failed, second = json.loads(run.stdout.strip().splitlines()[-1])
+    assert failed == ["ConnectionResetError", "[Errno 104] Connection reset by peer"], failed
+    assert second == ["saved", 1], second  # started, recorded and analysed by MindSpore
+
+
 def test_memory_budget_and_the_analysis_cost_are_reported() -> None:
     """In real MindSpore: a window of 1e9 steps on a job that grows 1 MB a step ends at its
     16 MB budget (RSS growth, checked every 16 steps as for torch), saved with its reason in

@@ -327,17 +327,34 @@ class MindSporeBackend:
 
     def _finish_mindspore(self, mode: str | None) -> None:
         """Flush MindSpore's data, analyse it if asked (waiting for async analysis), then
-        free the process-wide profiler for the next window."""
+        free the process-wide profiler for the next window -- also when the flush or the
+        analysis failed: MindSpore's singleton otherwise keeps this window's state, and every
+        later window's start fails ("framework_path has not been set"; a fresh-clone run saw
+        one analysis's multiprocessing connection reset under load take the next window with
+        it). The failure itself is this window's, raised as it was."""
+        failed = True
         try:
             ProfilerInterface.finalize()
             if mode is not None:
                 ProfilerInterface.analyse(async_mode=mode == "async")
                 if mode == "async":
                     _wait_async_analysis()
-            ProfilerInterface.clear()
-            end_profiler(self._prof)
+            failed = False
         finally:
-            self._release()
+            try:
+                ProfilerInterface.clear()
+                end_profiler(self._prof)
+            except Exception as exc:
+                if not failed:
+                    raise
+                log.warning(
+                    "dynprof_nb: MindSpore's profiler could not be reset after this window's "
+                    "analysis failed (%s: %s); the next window may fail to start.",
+                    type(exc).__name__,
+                    exc,
+                )
+            finally:
+                self._release()
 
     def _release(self) -> None:
         if self._holding:
