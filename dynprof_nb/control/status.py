@@ -186,3 +186,39 @@ def status_view(status: pd.DataFrame, limit: int = PAGE_ROWS) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=NODE_VIEW_COLUMNS)
+
+
+# the states a rank is counted in by jobs_view, in the order a person scans them; any other
+# (excluded, closed) is counted in "other"
+JOB_STATES = ("recording", "saving", "armed", "idle", "stalled", "dead")
+JOBS_VIEW_COLUMNS = ["job", "ranks", *JOB_STATES, "other", "window", "run", "last_heartbeat_s"]
+
+
+def jobs_view(statuses: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Several jobs at a glance, one row per job, from each job's own ``status()`` frame (no
+    read of its own): ``ranks`` as live/total, a count per state, the windows its ranks hold,
+    the run(s) they joined, and ``last_heartbeat_s``, the age of the newest heartbeat of any
+    rank (a job whose newest beat is old has stopped stepping everywhere). What ``dynprof
+    status`` prints when several jobs run and none is named."""
+    import pandas as pd
+
+    rows = []
+    for name, status in statuses.items():
+        ranks = status[pd.to_numeric(status["rank"], errors="coerce") >= 0]  # not the relay
+        states = ranks["state"].astype(str).value_counts()
+        alive = ranks["alive"].fillna(False).astype(bool)
+        beats = pd.to_numeric(ranks["heartbeat_age_s"][alive], errors="coerce").dropna()
+        if beats.empty:  # no live rank: the newest beat of any
+            beats = pd.to_numeric(ranks["heartbeat_age_s"], errors="coerce").dropna()
+        windows = sorted({str(w) for w in ranks["window"].fillna("") if w})
+        runs = sorted({str(r) for r in ranks["run"].dropna()})
+        row: dict[str, Any] = {"job": name, "ranks": f"{int(alive.sum())}/{len(ranks)}"}
+        row.update({s: int(states.get(s, 0)) for s in JOB_STATES})
+        row["other"] = int(len(ranks) - sum(row[s] for s in JOB_STATES))
+        row.update(
+            window=", ".join(windows),
+            run=", ".join(runs),
+            last_heartbeat_s=beats.min() if len(beats) else pd.NA,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows, columns=JOBS_VIEW_COLUMNS)

@@ -78,7 +78,9 @@ class WindowShortcuts:
         """Per rank: the training thread's on-CPU time and run-queue delay (runnable, waiting
         for a core) over the window, in total and per step, from the ``thread_cpu.json`` each
         backend writes (Linux's per-thread scheduler statistics); ``missing`` says why a rank
-        has none. What tells a rank slowed by CPU contention from one with more work."""
+        has none. What tells a rank slowed by CPU contention from one with more work. Units
+        are the column suffixes: the window's totals in ns (``on_cpu_ns``, as the rank wrote
+        them), per step in µs (``on_cpu_us_per_step``, as ``w.steps``)."""
         from .formats.common.threadcpu import thread_cpu
 
         return thread_cpu(self)

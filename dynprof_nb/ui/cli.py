@@ -1,7 +1,7 @@
 """``dynprof``: the command line over ``Job``.
 
     dynprof jobs [-v]
-    dynprof status [JOB]
+    dynprof status [JOB]            (no JOB, several running: one row per job)
     dynprof start JOB START STOP [--memory] [--stack] [--level Level1] ... [--create]
     dynprof stop JOB
     dynprof set JOB key=value ... [--create]
@@ -346,32 +346,61 @@ def _run(args: argparse.Namespace) -> int:
             "allow_insecure": args.insecure,
         }
     if args.job is None:  # only status may leave it out
-        args.job = the_running_job(cluster=args.cluster)
+        running = running_jobs(cluster=args.cluster)
+        if len(running) > 1:
+            print(several_jobs_status(running))
+            return 0
+        args.job = running[0]
     job = attach(args.job, create=getattr(args, "create", False), **cluster)
     _run_on_job(job, args)
     return 0
 
 
-def the_running_job(cluster: str | None = None) -> str:
-    """The job ``dynprof status`` means when none is named: the one job of this user on this
-    machine with a live rank. None running, or several, is a ValueError that says what to type."""
+def running_jobs(cluster: str | None = None) -> list[str]:
+    """The jobs ``dynprof status`` means when none is named: this user's jobs on this machine
+    with a live rank. None running is a ValueError that says what to type."""
     if cluster is not None:
         raise ValueError("name the job to look at on the cluster: dynprof status JOB --cluster ...")
     from dynprof_nb.control.registry import jobs
 
     frame = jobs()
     running = list(frame.job[(frame.problem == "") & (frame.live > 0)]) if len(frame) else []
-    if len(running) == 1:
-        return running[0]
     if not running:
         raise ValueError(
             "no job is running on this machine (no rank of yours is live); "
             "dynprof jobs lists the prepared and damaged ones, dynprof status JOB shows one."
         )
-    raise ValueError(
-        f"{len(running)} jobs are running: {', '.join(running)}. "
-        f"Name one: dynprof status {running[0]}"
-    )
+    return running
+
+
+def several_jobs_status(names: Sequence[str]) -> str:
+    """``dynprof status`` with several jobs running: one row per job (ranks live/total, a
+    count per state, window, run, newest heartbeat), condensed from each job's ``status()``,
+    and how to see one in full. A job that ends between the listing and the look is left out
+    and said."""
+    from dynprof_nb.control.registry import JobError, attach
+    from dynprof_nb.control.status import jobs_view
+
+    statuses, gone = {}, []
+    for name in names:
+        try:
+            job = attach(name)
+        except JobError:  # finished since it was listed
+            gone.append(name)
+            continue
+        try:
+            statuses[name] = job.status()
+        finally:
+            job.close()
+    lines = [
+        f"{len(statuses)} jobs are running "
+        f"(ranks: live/total; last_heartbeat_s: the newest beat of any rank)",
+        jobs_view(statuses).to_string(index=False),
+        f"one job's ranks in full: dynprof status {next(iter(statuses), names[0])}",
+    ]
+    if gone:
+        lines.append(f"ended since listed: {', '.join(gone)}")
+    return "\n".join(lines)
 
 
 def _run_without_job(args: argparse.Namespace) -> int | None:

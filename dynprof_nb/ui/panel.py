@@ -8,7 +8,7 @@
   updates its field unless you are editing it; if you are, Apply refuses that edit with
   "changed since you loaded it: Revert?" instead of undoing the other change. Apply echoes
   what it wrote (``applied stop_step=209, mstx=True``). ``+N`` steps are relative to the most
-  advanced rank. **Stop** ends or cancels the window and says which.
+  advanced rank. **Stop window** ends or cancels the window and says which.
 * Errors ("not a number") stay under their field in a fixed-height line: the form never
   reflows.
 * A live table of ranks and the window's progress, refreshed by a background poller that only
@@ -363,10 +363,12 @@ class Panel(widgets.VBox):
             "Apply", "send the fields you edited to every rank", "primary"
         )
         self.revert_button = self._button("Revert", "reload the job's current config")
-        self.stop_button = self._button(
-            "Stop",
-            "end the window now (what was recorded is saved) or cancel a pending one",
+        self.stop_button = self._button(  # "Stop" alone read as stopping the job or the panel
+            "Stop window",
+            "stop the current window now (what was recorded is saved) or cancel a pending one; "
+            "training goes on",
             "warning",
+            css="stop",
         )
         self.stacks_button = self._button(
             "Stacks",
@@ -431,9 +433,9 @@ class Panel(widgets.VBox):
         return boxes
 
     @staticmethod
-    def _button(name: str, tooltip: str, style: str = "") -> widgets.Button:
+    def _button(name: str, tooltip: str, style: str = "", css: str = "") -> widgets.Button:
         button = widgets.Button(description=name, tooltip=tooltip, button_style=style)
-        button.add_class(f"dynprof-{name.lower()}")
+        button.add_class(f"dynprof-{css or name.lower()}")
         return button
 
     # -- config ---------------------------------------------------------------------------

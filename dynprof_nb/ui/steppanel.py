@@ -34,14 +34,31 @@ HEAT_PERIOD_S = 1.0  # the heat map is re-read and re-drawn at most this often
 HEAT_DPI = 72
 
 
-def heat_png(frame: pd.DataFrame, steps: int = RECENT_STEPS) -> bytes:
-    """The heat map of ``frame`` (``job.step_times()``) as PNG bytes. Drawn on a bare
-    matplotlib ``Figure`` (no pyplot): safe off the main thread, and no figure is left open."""
+# the section's own title, above the picture: the figure carries none (it said the same words
+# a second time); stalled ranks are named on their own rows ("rank 1 STALLED at 812")
+HEAT_TITLE = "<b>Step times</b> (no profiling; * = straggler; red = stalled)"
+# the trigger fields' labels at their own width: the ipywidgets default (80px) cut
+# "max windows" to "max wind..."
+FIELD_STYLE = {"description_width": "initial"}
+
+
+def heat_figure(frame: pd.DataFrame, steps: int = RECENT_STEPS) -> Any:
+    """The heat map of ``frame`` (``job.step_times()``) on a bare matplotlib ``Figure`` (no
+    pyplot): safe off the main thread, and no figure is left open. No title: the section's
+    ``HEAT_TITLE`` is the one a person reads."""
     from matplotlib.figure import Figure
 
     rows = len(step_grid(frame, steps)[0])
     figure = Figure(figsize=(9, 0.3 * max(4, rows) + 1.2))
-    plot_step_times(frame, steps, ax=figure.subplots())
+    ax = figure.subplots()
+    plot_step_times(frame, steps, ax=ax)
+    ax.set_title("")
+    return figure
+
+
+def heat_png(frame: pd.DataFrame, steps: int = RECENT_STEPS) -> bytes:
+    """:func:`heat_figure` as PNG bytes."""
+    figure = heat_figure(frame, steps)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight", dpi=HEAT_DPI)
     return buffer.getvalue()
@@ -101,7 +118,7 @@ class StepTimesSection(widgets.VBox):
         self.disarm_button.on_click(lambda _b: self.disarm())
         super().__init__(
             [
-                widgets.HTML("<b>Step times</b> (no profiling; * = straggler)"),
+                widgets.HTML(HEAT_TITLE),
                 self.heat,
                 widgets.HBox([self.slowdown, self.confirm, self.steps]),
                 widgets.HBox([self.cooldown, self.max_windows, self.disk_budget]),
@@ -122,18 +139,21 @@ class StepTimesSection(widgets.VBox):
             step=0.5,
             tooltip="x a rank's median step over its last 64 steps",
             layout=small,
+            style=FIELD_STYLE,
         )
         self.confirm = widgets.IntText(
             value=d["confirm"],
             description="confirm",
             tooltip="slow steps in a row before it fires (one hiccup is not a slowdown)",
             layout=small,
+            style=FIELD_STYLE,
         )
         self.steps = widgets.IntText(
             value=d["steps"],
             description="steps",
             tooltip="steps the triggered window records",
             layout=small,
+            style=FIELD_STYLE,
         )
         self.cooldown = widgets.Text(
             value="",
@@ -142,12 +162,14 @@ class StepTimesSection(widgets.VBox):
             tooltip="seconds between two windows; empty: auto (20 windows' worth of steps, "
             "at least 10 s)",
             layout=small,
+            style=FIELD_STYLE,
         )
         self.max_windows = widgets.IntText(
             value=d["max_windows"],
             description="max windows",
             tooltip="windows at most, until armed again",
             layout=small,
+            style=FIELD_STYLE,
         )
         self.disk_budget = widgets.Text(
             value="",
@@ -155,6 +177,7 @@ class StepTimesSection(widgets.VBox):
             placeholder="none",
             tooltip="fire no more once the job's windows use this much disk; empty: no bound",
             layout=small,
+            style=FIELD_STYLE,
         )
         self.fields = {
             "slowdown": self.slowdown,

@@ -116,7 +116,52 @@ def test_cli_status_without_a_name_uses_the_one_running_job(tmp_path, monkeypatc
         assert main(["status"]) == 0
         assert control.name in capsys.readouterr().out
         with running_ranks(prefix + "-b", tmp_path / "b") as (other, _):
-            assert main(["status"]) == 2
-            err = capsys.readouterr().err
-            assert "2 jobs are running" in err and control.name in err and other.name in err
-            assert f"dynprof status {control.name}" in err
+            assert main(["status"]) == 0  # several: one row each, and how to see one
+            out = capsys.readouterr().out
+            assert "2 jobs are running" in out and control.name in out and other.name in out
+            assert f"dynprof status {control.name}" in out
+
+
+def _job_row(out: str, name: str) -> dict[str, str]:
+    """``name``'s row of the several-jobs table, by the header's column names."""
+    lines = out.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["job", "ranks"]).split()
+    row = next(line for line in lines if line.split()[:1] == [name]).split()
+    assert len(row) == len(header), (header, row)
+    return dict(zip(header, row, strict=True))
+
+
+def test_cli_status_of_several_jobs_is_one_row_per_job(tmp_path):
+    """The real command, in its own process, beside two real jobs: one of two ranks with one
+    killed and a window armed, one of one rank with another window. Each job is one row with
+    the facts ``dynprof status JOB`` gives for it, condensed."""
+    with running_ranks(unique_job("twoa"), tmp_path, ranks=2) as (a, procs), \
+            running_ranks(unique_job("twob"), tmp_path / "b") as (b, _):
+        a.start("+100000", "+100009")
+        b.start("+200000", "+200004")
+        for job in (a, b):
+            target = job.generation
+            wait_until(lambda job=job, target=target: all(
+                s.applied == target and s.state == "armed" for s in job.live_slots()),
+                what=f"{job.name}'s ranks armed")
+        os.kill(procs[1].pid, signal.SIGKILL)
+        wait_until(lambda: (a.status().state == "dead").sum() == 1, what="rank 1 of a dead",
+                   timeout=30)
+        window_a = a.status().window.iloc[0]
+        window_b = b.status().window.iloc[0]
+        runs = {job.name: str(job.status().run.iloc[0]) for job in (a, b)}
+        done = subprocess.run([sys.executable, "-m", "dynprof_nb.ui.cli", "status"],
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        assert done.returncode == 0, done.stderr
+        row_a, row_b = _job_row(done.stdout, a.name), _job_row(done.stdout, b.name)
+        assert row_a["ranks"] == "1/2" and row_a["armed"] == "1" and row_a["dead"] == "1"
+        assert row_b["ranks"] == "1/1" and row_b["armed"] == "1" and row_b["dead"] == "0"
+        for row in (row_a, row_b):
+            assert row["recording"] == row["idle"] == row["stalled"] == "0"
+            assert 0 <= float(row["last_heartbeat_s"]) < 30
+        assert (row_a["window"], row_b["window"]) == (window_a, window_b)
+        assert row_a["run"] == runs[a.name] and row_b["run"] == runs[b.name]
+        assert "one job's ranks in full: dynprof status " in done.stdout
+        a.stop()
+        b.stop()

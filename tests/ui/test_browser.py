@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -176,6 +177,18 @@ def test_panel_in_jupyterlab_applies_a_new_window(lab: Lab) -> None:
             news = page.get_by_role("button", name="No", exact=True)
             if news.count():  # JupyterLab's "notified about news?" toast, out of the picture
                 news.first.click()
+            # what the new-user pass misread: a cut label ("max wind..."), the heat map's
+            # title said twice, a "Stop" that did not say what it stops
+            section = panel.locator(".dynprof-section-steptimes")
+            cut = section.locator(".widget-label").evaluate_all(
+                "els => els.filter(e => e.scrollWidth > e.clientWidth).map(e => e.textContent)")
+            assert cut == [], f"labels cut short in chromium: {cut}"
+            expect(section.locator(".dynprof-trigger-field-max_windows .widget-label")
+                   ).to_have_text("max windows")
+            assert section.inner_text().lower().count("step times") == 1, section.inner_text()
+            stop = panel.locator(".dynprof-stop")
+            expect(stop).to_have_text("Stop window")
+            expect(stop).to_have_attribute("title", re.compile("stop the current window"))
             job = dynprof_nb.attach(lab.job, create=False)
             try:
                 message = panel.locator(".dynprof-message")

@@ -165,3 +165,29 @@ def test_every_trigger_field_the_armed_values_and_a_notice_when_it_fires(tmp_pat
             assert "TRIGGERED: rank" in groups[0]["label"], groups[0]["label"]
         finally:
             panel.close()
+
+
+def test_the_section_says_its_title_once_and_its_labels_whole(parked: Job) -> None:
+    """The new-user pass read "Step times" twice (the section's label and the figure's own
+    title), "max wind..." for a cut label, and "Stop" as stopping the job. The figure has no
+    title of its own, the trigger labels take their own width, and the button says what it
+    stops (tests/ui/test_browser.py measures the labels in chromium)."""
+    from dynprof_nb.ui.steppanel import heat_figure
+
+    panel = Panel(parked, poll=False)
+    try:
+        section = panel.step_section
+        texts = [w.value for w in section.children if hasattr(w, "value")
+                 and isinstance(w.value, str)]
+        assert sum(t.lower().count("step times") for t in texts) == 1, texts
+        wait_until(lambda: len(parked.step_times(last=20)), what="the parked rank's steps")
+        figure = heat_figure(parked.step_times(last=20))
+        assert [ax.get_title() for ax in figure.axes] == ["", ""]  # the heat map, its colorbar
+        for field in section.fields.values():
+            assert field.style.description_width == "initial", field.description
+        assert panel.stop_button.description == "Stop window"
+        assert "current window" in panel.stop_button.tooltip
+        assert "training goes on" in panel.stop_button.tooltip
+        assert "dynprof-stop" in panel.stop_button._dom_classes
+    finally:
+        panel.close()

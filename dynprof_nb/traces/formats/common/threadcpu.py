@@ -94,9 +94,16 @@ def _impossible(got: dict[str, int], whole_process: bool) -> str:
 
 
 def thread_cpu(w: Any) -> pd.DataFrame:
-    """Per rank of window ``w`` (columns :data:`COLUMNS`): the training thread's steps, wall
-    time, on-CPU time, run-queue delay and timeslices over the window, the two times per step
-    in µs, and ``missing`` (None, or why the rank has no numbers)."""
+    """Per rank of window ``w`` (columns :data:`COLUMNS`), each column's unit its suffix:
+
+    * ``steps``, ``timeslices``: counts over the window;
+    * ``wall_ns``, ``on_cpu_ns``, ``runqueue_ns``: the window's wall time, the training
+      thread's on-CPU time and its run-queue delay, in **nanoseconds**, exact integers as the
+      rank wrote them (``thread_cpu.json``);
+    * ``on_cpu_us_per_step``, ``runqueue_us_per_step``: those two per step, in
+      **microseconds**, the unit of ``w.steps`` and ``w.ops`` (what a person compares);
+    * ``threads``: ``"training"`` or ``"process"`` (MindSpore: every thread);
+    * ``missing``: None, or why the rank has no numbers."""
     ranks = list(getattr(w, "ranks", None) or [])
     if len(ranks) > 1 and callable(getattr(w, "rank_window", None)):
         parts = [(r, w.rank_window(r)) for r in ranks]
