@@ -252,3 +252,53 @@ def test_a_config_directory_not_in_utf8_gives_a_usable_job_name(tmp_path: Path) 
 def test_a_window_text_that_is_not_a_window_is_none(text: str) -> None:
     assert StepWindow.parse(text) is None
     assert StepWindow.parse("20-30") == (20, 30)
+
+
+_OWN_PEAK = r"""
+import json, resource, sys, time, warnings
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+def peak_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+import dynprof_nb
+from dynprof_nb.traces import load_trace
+before, t = peak_mb(), time.perf_counter()
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    w = load_trace(sys.argv[1])
+    events = len(w.events)
+print(json.dumps({"own_mb": peak_mb() - before, "s": time.perf_counter() - t, "events": events,
+                  "said": [str(x.message) for x in said]}))
+"""
+
+
+def _own_peak(path: Path, deadline_s: float = 60) -> dict:
+    """Load ``path`` in a fresh process (4 GiB address-space cap, cache off, ``deadline_s``):
+    the load's own peak RSS in MB (VmHWM after minus before), its seconds, its events' count
+    and its warnings."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DYNPROF_NB_CACHE": "off",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", _OWN_PEAK, str(path)], capture_output=True,
+                         text=True, env=env, timeout=deadline_s)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_EV = b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":5}'
+
+
+def test_a_number_token_of_megabytes_is_a_bad_number_not_a_parse(tmp_path: Path) -> None:
+    """A ``ts`` of 16 MB of digits (adversarial pass: 64 MB took 11.5x the file and 35 s) is
+    past any time: not read digit by digit, its event is dropped and counted as a bad ts."""
+    mb = 16
+    p = tmp_path / "number.json"
+    p.write_bytes(b'{"traceEvents":[' + _EV % 1 + b',{"ph":"X","cat":"cpu_op","name":"b",'
+                  b'"pid":1,"tid":1,"ts":1' + b"0" * (mb << 20) + b',"dur":5}]}')
+    got = _own_peak(p)
+    assert got["events"] == 1, got
+    assert any("1 row had no readable" in s for s in got["said"]), got["said"]
+    assert got["own_mb"] <= 4 * mb and got["s"] < 20, got
