@@ -302,3 +302,65 @@ def test_a_number_token_of_megabytes_is_a_bad_number_not_a_parse(tmp_path: Path)
     assert got["events"] == 1, got
     assert any("1 row had no readable" in s for s in got["said"]), got["said"]
     assert got["own_mb"] <= 4 * mb and got["s"] < 20, got
+
+
+@pytest.mark.parametrize("counter", [2**63 - 1, 2**62, -5])
+def test_a_run_counter_no_rank_wrote_leaves_profiling_on(tmp_path: Path, counter: int) -> None:
+    """A run counter at 2**63-1 turned a joining rank's profiler off (bumping it overflowed
+    its word; adversarial pass). The rank sets it back from the runs the segment names, says
+    so once, and a window asked then (for the ranks to come: run 5, the counter having been
+    4) is recorded by the run it was asked of."""
+    job, out = unique_job("badvrc"), tmp_path / "out"
+    control = dynprof_nb.attach(job, create=True)
+    seg = segment.Segment.open(job)
+    proc = None
+    try:
+        seg.words[segment.H_RUN] = 4
+        control.start(20, 24)  # no rank live: the window is for run 5
+        seg.words[segment.H_RUN] = counter
+        proc = spawn_rank(job, 0, out, step_ms=2)
+        wait_until(lambda: (control.windows().status == "complete").any(), timeout=120,
+                   what="the window to be recorded", proc=proc)
+        window = control.load(timeout=120)
+        assert (window.start_step, window.stop_step, window.run) == (20, 24, 5)
+        assert trace_steps(control.windows().path[0]) == list(range(20, 25))
+        assert segment.run_of(seg)[0] == 5
+    finally:
+        if proc is not None:
+            _, err = finish(proc)
+            said = [line for line in err.splitlines() if "run counter was" in line]
+            assert len(said) == 1 and f"was {counter}" in said[0] and "run 5" in said[0], err
+        control.close()
+        seg.close()
+        segment.unlink(job)
+
+
+def test_a_rescued_run_counter_never_passes_one_runs_window_for_anothers() -> None:
+    """Run 5's rank asked for a window and died; then the counter is corrupted. The next rank
+    to join is run 6 (the dead slot still names run 5), so run 5's window stays dropped."""
+    import subprocess
+
+    from dynprof_nb.contract.protocol import decode
+    from dynprof_nb.control.runs import dropped_window
+
+    job = unique_job("badvrw")
+    control = dynprof_nb.attach(job, create=True)
+    seg = segment.Segment.open(job)
+    slots = []
+    try:
+        seg.words[segment.H_RUN] = 4
+        slots.append(claim_slot(seg, 0))
+        assert slots[0].run == 5
+        control.start(10_000, 10_004)  # asked of run 5, whose rank (this process) is live
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        seg.words[segment.slot_base(slots[0].index) + segment.S_PID] = gone.pid  # it died
+        seg.words[segment.H_RUN] = 2**63 - 1
+        slots.append(claim_slot(seg, 1))
+        assert slots[1].run == 6 and segment.run_of(seg)[0] == 6
+        cmd = decode(seg.read_config()[1])
+        assert cmd.run == 5 and "asked of run 5, which ended" in dropped_window(cmd, seg)
+    finally:
+        control.close()
+        seg.close()
+        segment.unlink(job)
