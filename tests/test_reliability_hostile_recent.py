@@ -364,3 +364,19 @@ def test_a_rescued_run_counter_never_passes_one_runs_window_for_anothers() -> No
         control.close()
         seg.close()
         segment.unlink(job)
+
+
+@pytest.mark.parametrize("where", ["after the array", "after the object"])
+def test_megabytes_of_blanks_at_a_traces_end_are_not_read(tmp_path: Path, where: str) -> None:
+    """32 MB of whitespace between the event array's ``]`` and the object's ``}`` (or after
+    the ``}``) made the streaming reader refuse the file and read it whole: 3x the file in
+    memory (adversarial pass). The ends are found past the blanks; the load's own peak RSS
+    stays a fraction of them."""
+    mb = 32
+    blanks = b" \n\t\r" * (mb << 18)
+    events = b'{"traceEvents":[' + _EV % 1 + b"," + _EV % 10 + b"]"
+    p = tmp_path / "blanks.json"
+    p.write_bytes(events + blanks + b"}" if where == "after the array" else
+                  events + b"}" + blanks)
+    got = _own_peak(p)
+    assert got["events"] == 2 and got["own_mb"] <= mb / 2 and got["s"] < 20, got
