@@ -252,3 +252,131 @@ def test_a_config_directory_not_in_utf8_gives_a_usable_job_name(tmp_path: Path) 
 def test_a_window_text_that_is_not_a_window_is_none(text: str) -> None:
     assert StepWindow.parse(text) is None
     assert StepWindow.parse("20-30") == (20, 30)
+
+
+_OWN_PEAK = r"""
+import json, resource, sys, time, warnings
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+def peak_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+import dynprof_nb
+from dynprof_nb.traces import load_trace
+before, t = peak_mb(), time.perf_counter()
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    w = load_trace(sys.argv[1])
+    events = len(w.events)
+print(json.dumps({"own_mb": peak_mb() - before, "s": time.perf_counter() - t, "events": events,
+                  "said": [str(x.message) for x in said]}))
+"""
+
+
+def _own_peak(path: Path, deadline_s: float = 60) -> dict:
+    """Load ``path`` in a fresh process (4 GiB address-space cap, cache off, ``deadline_s``):
+    the load's own peak RSS in MB (VmHWM after minus before), its seconds, its events' count
+    and its warnings."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DYNPROF_NB_CACHE": "off",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", _OWN_PEAK, str(path)], capture_output=True,
+                         text=True, env=env, timeout=deadline_s)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_EV = b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":5}'
+
+
+def test_a_number_token_of_megabytes_is_a_bad_number_not_a_parse(tmp_path: Path) -> None:
+    """A ``ts`` of 16 MB of digits (adversarial pass: 64 MB took 11.5x the file and 35 s) is
+    past any time: not read digit by digit, its event is dropped and counted as a bad ts."""
+    mb = 16
+    p = tmp_path / "number.json"
+    p.write_bytes(b'{"traceEvents":[' + _EV % 1 + b',{"ph":"X","cat":"cpu_op","name":"b",'
+                  b'"pid":1,"tid":1,"ts":1' + b"0" * (mb << 20) + b',"dur":5}]}')
+    got = _own_peak(p)
+    assert got["events"] == 1, got
+    assert any("1 row had no readable" in s for s in got["said"]), got["said"]
+    assert got["own_mb"] <= 4 * mb and got["s"] < 20, got
+
+
+@pytest.mark.parametrize("counter", [2**63 - 1, 2**62, -5])
+def test_a_run_counter_no_rank_wrote_leaves_profiling_on(tmp_path: Path, counter: int) -> None:
+    """A run counter at 2**63-1 turned a joining rank's profiler off (bumping it overflowed
+    its word; adversarial pass). The rank sets it back from the runs the segment names, says
+    so once, and a window asked then (for the ranks to come: run 5, the counter having been
+    4) is recorded by the run it was asked of."""
+    job, out = unique_job("badvrc"), tmp_path / "out"
+    control = dynprof_nb.attach(job, create=True)
+    seg = segment.Segment.open(job)
+    proc = None
+    try:
+        seg.words[segment.H_RUN] = 4
+        control.start(20, 24)  # no rank live: the window is for run 5
+        seg.words[segment.H_RUN] = counter
+        proc = spawn_rank(job, 0, out, step_ms=2)
+        wait_until(lambda: (control.windows().status == "complete").any(), timeout=120,
+                   what="the window to be recorded", proc=proc)
+        window = control.load(timeout=120)
+        assert (window.start_step, window.stop_step, window.run) == (20, 24, 5)
+        assert trace_steps(control.windows().path[0]) == list(range(20, 25))
+        assert segment.run_of(seg)[0] == 5
+    finally:
+        if proc is not None:
+            _, err = finish(proc)
+            said = [line for line in err.splitlines() if "run counter was" in line]
+            assert len(said) == 1 and f"was {counter}" in said[0] and "run 5" in said[0], err
+        control.close()
+        seg.close()
+        segment.unlink(job)
+
+
+def test_a_rescued_run_counter_never_passes_one_runs_window_for_anothers() -> None:
+    """Run 5's rank asked for a window and died; then the counter is corrupted. The next rank
+    to join is run 6 (the dead slot still names run 5), so run 5's window stays dropped."""
+    import subprocess
+
+    from dynprof_nb.contract.protocol import decode
+    from dynprof_nb.control.runs import dropped_window
+
+    job = unique_job("badvrw")
+    control = dynprof_nb.attach(job, create=True)
+    seg = segment.Segment.open(job)
+    slots = []
+    try:
+        seg.words[segment.H_RUN] = 4
+        slots.append(claim_slot(seg, 0))
+        assert slots[0].run == 5
+        control.start(10_000, 10_004)  # asked of run 5, whose rank (this process) is live
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        seg.words[segment.slot_base(slots[0].index) + segment.S_PID] = gone.pid  # it died
+        seg.words[segment.H_RUN] = 2**63 - 1
+        slots.append(claim_slot(seg, 1))
+        assert slots[1].run == 6 and segment.run_of(seg)[0] == 6
+        cmd = decode(seg.read_config()[1])
+        assert cmd.run == 5 and "asked of run 5, which ended" in dropped_window(cmd, seg)
+    finally:
+        control.close()
+        seg.close()
+        segment.unlink(job)
+
+
+@pytest.mark.parametrize("where", ["after the array", "after the object"])
+def test_megabytes_of_blanks_at_a_traces_end_are_not_read(tmp_path: Path, where: str) -> None:
+    """32 MB of whitespace between the event array's ``]`` and the object's ``}`` (or after
+    the ``}``) made the streaming reader refuse the file and read it whole: 3x the file in
+    memory (adversarial pass). The ends are found past the blanks; the load's own peak RSS
+    stays a fraction of them."""
+    mb = 32
+    blanks = b" \n\t\r" * (mb << 18)
+    events = b'{"traceEvents":[' + _EV % 1 + b"," + _EV % 10 + b"]"
+    p = tmp_path / "blanks.json"
+    p.write_bytes(events + blanks + b"}" if where == "after the array" else
+                  events + b"}" + blanks)
+    got = _own_peak(p)
+    assert got["events"] == 2 and got["own_mb"] <= mb / 2 and got["s"] < 20, got

@@ -15,6 +15,8 @@ re-pointed at the new one (:meth:`attach`), so every part built with it follows.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import struct
 import time
@@ -52,6 +54,11 @@ from dynprof_nb.contract.segment import (
     slot_area,
     slot_base,
 )
+
+log = logging.getLogger("dynprof_nb")
+#: runs are numbered from 1 and bumped once per restart of the job: a counter at or past this
+#: (or negative) was never written by a rank; it is corrupt or hostile (:func:`_rescued_run`)
+RUN_MAX = 2**62
 
 
 class RankSlot:
@@ -182,6 +189,9 @@ def _claim(seg: Segment, rank: int) -> int:
         run_live = False
         area = slot_area(seg)
         run = w[H_RUN]
+        corrupt = None if 0 <= run < RUN_MAX else run  # bumping it would overflow its word
+        if corrupt is not None:  # and turn the rank's profiler off for good (adversarial pass)
+            run = _rescued_run(seg, area)
         for i in range(SLOT_COUNT):
             pid, slot_rank, _, state = struct.unpack_from("<4q", area, i * SLOT_BYTES)
             if pid == 0:
@@ -205,6 +215,15 @@ def _claim(seg: Segment, rank: int) -> int:
             run += 1
             w[H_RUN_STARTED] = time.time_ns()
             w[H_RUN] = run
+        if corrupt is not None:
+            log.warning(
+                "dynprof_nb job %r: the segment's run counter was %d, which no rank wrote "
+                "(corrupt or tampered with); this rank is in run %d (from the runs the "
+                "segment still names) and profiles as usual",
+                seg.job,
+                corrupt,
+                run,
+            )
         b = slot_base(index)
         seg.raw[b * 8 : (b * 8) + SLOT_BYTES] = bytes(SLOT_BYTES)
         ring = seg.ring_base(index) * 8
@@ -217,6 +236,29 @@ def _claim(seg: Segment, rank: int) -> int:
         w[b + S_RUN] = run
         w[b + S_PID] = me
     return index
+
+
+def _rescued_run(seg: Segment, area: Any) -> int:
+    """The run a corrupt run counter stands for: the newest run the segment still names, so
+    that the claim's usual rule follows (join it while one of its ranks is live, else begin
+    the next). That is the newest run a slot records (a slot keeps its run after its rank has
+    gone), and the run before the one the pending command was written for (a window asked of
+    run N is dropped by run N + 1; one asked while the job was down, for run N + 1, is taken).
+    Never a run a slot or the command already names as ended, so no window of one run is
+    recorded by another. The claim says so once, in the rank's log: the counter is sound
+    afterwards."""
+    known = [0]
+    for i in range(SLOT_COUNT):
+        if struct.unpack_from("<q", area, i * SLOT_BYTES + S_PID * 8)[0]:
+            known.append(struct.unpack_from("<q", area, i * SLOT_BYTES + S_RUN * 8)[0])
+    got = seg.read_config()
+    try:
+        asked = json.loads(got[1]).get("run", 0) if got is not None and got[1] else 0
+    except (ValueError, AttributeError, RecursionError):  # not a command: it names no run
+        asked = 0
+    if type(asked) is int:
+        known.append(asked - 1)
+    return max(r for r in known if 0 <= r < RUN_MAX - 1)
 
 
 def claim_slot(seg: Segment, rank: int) -> RankSlot:

@@ -33,6 +33,7 @@ from dynprof_nb.traces.formats.chrome import pieces as fastjson
 from dynprof_nb.traces.formats.chrome.repair import check_text_like, first_byte, repair_json
 from dynprof_nb.traces.formats.common import budget
 from dynprof_nb.traces.formats.common.timestamps import (
+    MAX_TOKEN_BYTES,
     NA_NS,
     NS_LIMIT_US,
     NS_MAX_US,
@@ -42,6 +43,7 @@ from dynprof_nb.traces.formats.derived.from_events import DEVICE_CATS
 
 KEEP_PH = ("X", "i", "I")  # complete and instant events go into `events`
 _NULL = msgspec.Raw(b"null")
+_UNREAD = b'"?"'  # stands in for a ts token too long to read (MAX_TOKEN_BYTES): NA, counted
 # Every phase of the Trace Event Format: decoded as these very objects, so coding them is cheap.
 # A file with another phase decodes through _LooseEvent instead.
 Phase = Literal[
@@ -1000,7 +1002,12 @@ class Columns:
         tsr = [e.ts for e in sub]
         if csub:
             tsr += [e.ts for e in csub]
-        ts = tokens_us_to_ns(b"".join(tsr), np.fromiter(map(len, tsr), np.int64, len(tsr)))
+        lens = np.fromiter(map(len, tsr), np.int64, len(tsr))
+        if len(lens) and lens.max() > MAX_TOKEN_BYTES:  # a hostile run of digits: not copied
+            short = [_UNREAD if len(t) > MAX_TOKEN_BYTES else t for t in tsr]
+            ts = tokens_us_to_ns(b"".join(short), np.fromiter(map(len, short), np.int64))
+        else:
+            ts = tokens_us_to_ns(b"".join(tsr), lens)
         bad = np.flatnonzero(ts == NA_NS)
         if len(bad):
             self._unreadable_ts([tsr[i] for i in bad.tolist()])

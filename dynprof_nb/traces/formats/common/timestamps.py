@@ -53,6 +53,11 @@ _POW10 = 10 ** np.arange(19, dtype=np.int64)
 #: the largest whole µs that int64 ns hold (readers that convert µs themselves check against it)
 NS_LIMIT_US = (int(np.iinfo(np.int64).max) - 999) // 1000
 _DIGIT0, _DOT, _MINUS, _QUOTE = 48, 46, 45, 34
+#: the longest ts token read at all: a µs time to the ns past 2262 is 24 characters with its
+#: quotes and sign, and a fraction written to 30 places still fits. A longer one (a hostile
+#: 64 MB run of digits) is no time: it stays NA, unread, and the reader counts it as a bad
+#: number (issue 42), instead of a per-byte parse of it (11x the file in memory, 35 s)
+MAX_TOKEN_BYTES = 64
 
 
 def tokens_us_to_ns(buf: bytes, lens: np.ndarray) -> np.ndarray:
@@ -66,6 +71,8 @@ def tokens_us_to_ns(buf: bytes, lens: np.ndarray) -> np.ndarray:
     out = np.full(n, NA_NS, dtype=np.int64)
     if n == 0:
         return out
+    if lens.max() > MAX_TOKEN_BYTES:  # too long to be a time: NA, the others read without it
+        return _without_long(buf, lens, out)
     b = np.frombuffer(buf, dtype=np.uint8)
     if lens[0] >= 1 and (lens == lens[0]).all():
         same = _same_layout(b.reshape(n, int(lens[0])))
@@ -85,6 +92,16 @@ def tokens_us_to_ns(buf: bytes, lens: np.ndarray) -> np.ndarray:
             out[rows] = same if same is not None else _general(pad, buf, starts[rows], lens[rows])
         return out
     return _general(b, buf, starts, lens)
+
+
+def _without_long(buf: bytes, lens: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """:func:`tokens_us_to_ns` of the tokens no longer than :data:`MAX_TOKEN_BYTES`; the
+    longer ones keep ``out``'s NA_NS. (A Python loop per token: only a hostile file has one.)"""
+    starts = (np.cumsum(lens) - lens).tolist()
+    keep = np.flatnonzero(lens <= MAX_TOKEN_BYTES)
+    short = b"".join(buf[starts[i] : starts[i] + int(lens[i])] for i in keep.tolist())
+    out[keep] = tokens_us_to_ns(short, lens[keep])
+    return out
 
 
 def _general(b: np.ndarray, buf: bytes, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
