@@ -330,6 +330,14 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
         )
     if kind == "operators":
         notes.append("no host events: phases from operator totals (threads not told apart)")
+    if rank is not None:
+        credit = float(verdict.table.set_index("rank").loc[rank, "reference_cpu_wait_us"])
+        if credit > 0:
+            notes.append(
+                f"rank {rank}'s training thread waited {credit / 1000:.3f} ms per step more for "
+                "a CPU in the baseline (its share in own work): its growth is judged with that "
+                "wait taken out of the baseline (the busier baseline hid part of it)"
+            )
     if rank is not None and verdict.cpu_missing:
         notes.append(f"CPU contention cannot be told apart: {verdict.cpu_missing}")
     loaded = machine or busier is not None

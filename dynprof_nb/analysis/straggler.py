@@ -11,7 +11,12 @@ threads), a rank's wait is indistinguishable from host time outside any range: t
 the recorded phases only (compute, data loading, GC, sync), and the verdict says so. The
 straggler is the rank whose own work is larger (than the other ranks', in one window) or grew
 (against itself in a baseline window), by more than the noise bound and the floor. Time the
-others spend waiting is evidence for it, never the reason to name a rank.
+others spend waiting is evidence for it, never the reason to name a rank. Where the reference's
+training thread waited longer for a CPU than the rank's (a busier baseline; training-thread
+records only), that extra wait, at the reference's share of own work in its step, is taken out
+of the reference before the growth is judged (``reference_cpu_wait_us``): a busy baseline's
+inflated compute otherwise hides a real growth (a 60 ms loader stall judged as +24 ms, under
+that baseline's noise). A rank whose own work did not grow is never named for it.
 
 The cause is the own phase whose excess is largest -- unless the rank's excess is waiting
 for a core: **CPU contention**. Each backend records the training thread's on-CPU time and
@@ -216,6 +221,35 @@ def _thread_cpu(
     }, ""
 
 
+def _reference_waited_more(
+    rank: int, cpu: pd.DataFrame | None, cpu_ref: pd.DataFrame | None, against_self: bool
+) -> float:
+    """How much longer per step (µs, run-queue delay) the reference's training thread waited
+    for a CPU than ``rank``'s did (itself in the baseline, or the other ranks' median); 0.0 when
+    it waited less or either has no record. A reference held up by a busy machine has an own
+    work as long as the rank's without a change in the rank's work: a loader stall of 60 ms
+    a step on a rank whose baseline waited 32 ms a step for a CPU grew its own work only
+    24 ms, under that baseline's noise (a fault-suite run beside a CI run)."""
+    if cpu is None or cpu.empty or "missing" not in cpu:
+        return 0.0
+    known = cpu[cpu["missing"].isna()]
+    mine = known.loc[known["rank"] == rank, "runqueue_us_per_step"]
+    if against_self:
+        if cpu_ref is None or cpu_ref.empty or "missing" not in cpu_ref:
+            return 0.0
+        ref = cpu_ref[cpu_ref["missing"].isna() & (cpu_ref["rank"] == rank)]
+    else:
+        ref = known[known["rank"] != rank]
+    if mine.empty or ref.empty:
+        return 0.0
+    if "threads" in known and (
+        set(known.loc[known["rank"] == rank, "threads"].astype(str))
+        | set(ref["threads"].astype(str))
+    ) != {"training"}:  # every thread of a process (MindSpore's) waits for more than its step
+        return 0.0
+    return max(float(ref["runqueue_us_per_step"].median()) - float(mine.iloc[0]), 0.0)
+
+
 def is_contention(cpu: dict[str, float], excess_us: float) -> bool:
     """Whether an own-work excess of ``excess_us`` is waiting for a core rather than work: the
     contention excess at least :data:`CONTENTION_SHARE` of it and more than the work excess
@@ -319,6 +353,10 @@ def find_straggler(
         row["reference_us"] = float(own_b.median())
         row.update(excess_us=excess, bound_us=bound)
         row.update({f"{p}_excess_us": float(mine[p].mean() - base[p].mean()) for p in own_phases})
+        # the reference's own work is inflated by its extra wait for a CPU (a busier baseline)
+        share = float(own_b.median() / base["duration_us"].median()) if len(base) else 0.0
+        wait = _reference_waited_more(int(r), cpu, cpu_ref, ref is not None)
+        row["reference_cpu_wait_us"] = wait * min(max(share, 0.0), 1.0)
         rows.append(row)
     table = pd.DataFrame(rows)
     against = "the baseline" if ref is not None else "the other ranks"
@@ -326,9 +364,11 @@ def find_straggler(
         against += " (no collective recorded: recorded work only, waiting is not seen)"
     if table.empty:
         return Verdict(None, None, 0.0, floor_us, table, against, {}, blind)
-    best = table.loc[table["excess_us"].idxmax()]
+    judged = table["excess_us"] + table["reference_cpu_wait_us"]
+    best = table.loc[judged.idxmax()]
     excess = {p: float(best[f"{p}_excess_us"]) for p in own_phases}
-    named = bool(best["excess_us"] > best["bound_us"])  # NaN: not named
+    # NaN: not named; a rank whose own work did not grow is never named for the credit alone
+    named = bool(judged.max() > best["bound_us"] and best["excess_us"] > 0)
     rank = int(best["rank"]) if named else None
     cause = max(excess, key=lambda p: excess[p]) if named else None
     threads, why = ({}, "")

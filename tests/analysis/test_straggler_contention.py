@@ -98,3 +98,38 @@ def test_one_rank_has_no_others_to_compare_and_shows_no_made_up_reference(tmp_pa
         (row,) = dynprof_nb.load_window(str(tmp_path)).slow_ranks().to_dict("records")
     assert row["own_us"] > 0 and not row["slow"] and "one rank only" in row["note"]
     assert all(pd.isna(row[c]) for c in ("others_own_us", "excess_us", "threshold_us")), row
+
+
+def _busy_baseline() -> pd.DataFrame:
+    """A baseline on a busy machine: every rank's compute inflated 32 ms a step (it waited for
+    a CPU), with the spread of a loaded machine (steps 8-50 ms longer)."""
+    b = phases({})
+    spread = [0.0, 8.0, 50.0, 20.0, 12.0, 35.0]
+    for step, more in enumerate(spread):
+        for rank in (0, 1):
+            at = (b["step"] == step) & (b["rank"] == rank)
+            b.loc[at, "compute"] += 32 * MS + more * MS
+    b["duration_us"] = b[PHASES].sum(axis=1)
+    return b
+
+
+def test_a_busier_baseline_does_not_hide_a_growth_of_the_ranks_own_work():
+    """A 60 ms loader stall on rank 1, against a baseline that waited 32 ms a step for a CPU
+    (its compute inflated, its steps spread): own work grew only ~24 ms, under that baseline's
+    noise, and no rank was named (a fault-suite run beside a CI run). The baseline's extra wait
+    is taken out of it, at its share of own work: rank 1, data loading. With training threads
+    that waited alike, or where the rank's own work did not grow, nothing changes."""
+    window = phases({"data loading": 60 * MS})
+    base = _busy_baseline()
+    quiet = cpu((36 * MS, 36 * MS), (1 * MS, 1.5 * MS))
+    busy = cpu((41 * MS, 41 * MS), (32 * MS, 33 * MS))
+    assert find_straggler(window, PHASES, base, floor_us=4 * MS).rank is None  # without records
+    v = find_straggler(window, PHASES, base, floor_us=4 * MS, cpu=quiet, cpu_ref=busy)
+    assert v.rank == 1 and v.cause == "data loading", v.table.to_string()
+    credit = v.table.set_index("rank").loc[1, "reference_cpu_wait_us"]
+    assert 0 < credit <= 31.5 * MS, credit  # the wait, at most all of it
+    alike = find_straggler(window, PHASES, base, floor_us=4 * MS, cpu=busy, cpu_ref=busy)
+    assert alike.rank is None
+    every = busy.assign(threads="process")  # MindSpore's record: every thread, not the step's
+    assert find_straggler(window, PHASES, base, 4 * MS, cpu=quiet.assign(threads="process"),
+                          cpu_ref=every).rank is None
