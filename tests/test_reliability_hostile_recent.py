@@ -326,13 +326,12 @@ def test_a_run_counter_no_rank_wrote_leaves_profiling_on(tmp_path: Path, counter
         assert trace_steps(control.windows().path[0]) == list(range(20, 25))
         assert segment.run_of(seg)[0] == 5
     finally:
-        if proc is not None:
-            _, err = finish(proc)
-            said = [line for line in err.splitlines() if "run counter was" in line]
-            assert len(said) == 1 and f"was {counter}" in said[0] and "run 5" in said[0], err
+        err = finish(proc)[1] if proc is not None else ""
         control.close()
         seg.close()
-        segment.unlink(job)
+        segment.unlink(job)  # before any assert: a failed run leaves no segment behind
+    said = [line for line in err.splitlines() if "run counter was" in line]
+    assert len(said) == 1 and f"was {counter}" in said[0] and "run 5" in said[0], err
 
 
 def test_a_rescued_run_counter_never_passes_one_runs_window_for_anothers() -> None:
