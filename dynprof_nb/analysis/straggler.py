@@ -185,16 +185,10 @@ def _thread_cpu(
     baseline, or the other ranks' median), or ({}, why not)."""
     if cpu is None or cpu.empty:
         return {}, "no thread CPU record for this window"
-    known = cpu[cpu["missing"].isna()]
-    mine = known[known["rank"] == rank]
+    mine, ref = _record_and_reference(rank, cpu, cpu_ref, against_self)
     if mine.empty:
         why = cpu.loc[cpu["rank"] == rank, "missing"]
         return {}, f"rank {rank}: " + (str(why.iloc[0]) if len(why) else "no thread CPU record")
-    if against_self:
-        ref = cpu_ref if cpu_ref is not None else cpu.iloc[:0]
-        ref = ref[ref["missing"].isna() & (ref["rank"] == rank)]
-    else:
-        ref = known[known["rank"] != rank]
     if ref.empty:
         return {}, "the reference has no thread CPU record"
     q, c = float(mine["runqueue_us_per_step"].iloc[0]), float(mine["on_cpu_us_per_step"].iloc[0])
@@ -230,24 +224,37 @@ def _reference_waited_more(
     work as long as the rank's without a change in the rank's work: a loader stall of 60 ms
     a step on a rank whose baseline waited 32 ms a step for a CPU grew its own work only
     24 ms, under that baseline's noise (a fault-suite run beside a CI run)."""
-    if cpu is None or cpu.empty or "missing" not in cpu:
+    if cpu is None or cpu.empty:
         return 0.0
-    known = cpu[cpu["missing"].isna()]
-    mine = known.loc[known["rank"] == rank, "runqueue_us_per_step"]
-    if against_self:
-        if cpu_ref is None or cpu_ref.empty or "missing" not in cpu_ref:
-            return 0.0
-        ref = cpu_ref[cpu_ref["missing"].isna() & (cpu_ref["rank"] == rank)]
-    else:
-        ref = known[known["rank"] != rank]
+    mine, ref = _record_and_reference(rank, cpu, cpu_ref, against_self)
     if mine.empty or ref.empty:
         return 0.0
-    if "threads" in known and (
-        set(known.loc[known["rank"] == rank, "threads"].astype(str))
-        | set(ref["threads"].astype(str))
+    if "threads" in mine and (
+        set(mine["threads"].astype(str)) | set(ref["threads"].astype(str))
     ) != {"training"}:  # every thread of a process (MindSpore's) waits for more than its step
         return 0.0
-    return max(float(ref["runqueue_us_per_step"].median()) - float(mine.iloc[0]), 0.0)
+    mine_q = float(mine["runqueue_us_per_step"].iloc[0])
+    return max(float(ref["runqueue_us_per_step"].median()) - mine_q, 0.0)
+
+
+def _record_and_reference(
+    rank: int, cpu: pd.DataFrame, cpu_ref: pd.DataFrame | None, against_self: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rank's own thread-CPU row and its reference's rows (its own row in the baseline, or
+    the other ranks' of this window), each only where the record is not missing: one choice of
+    reference for every question asked of the record."""
+
+    def known(frame: pd.DataFrame | None) -> pd.DataFrame:
+        if frame is None or frame.empty or "missing" not in frame:
+            return cpu.iloc[:0]
+        return frame[frame["missing"].isna()]
+
+    here = known(cpu)
+    mine = here[here["rank"] == rank]
+    if against_self:
+        there = known(cpu_ref)
+        return mine, there[there["rank"] == rank]
+    return mine, here[here["rank"] != rank]
 
 
 def is_contention(cpu: dict[str, float], excess_us: float) -> bool:
