@@ -34,6 +34,7 @@ from dynprof_nb.contract.window_dirs import find_windows
 from dynprof_nb.safetext import escape, frame_html
 
 from .host_phases import COMM, PHASES, step_phases
+from .ranked import with_rank
 from .same_work import SLOWER, machine_text, refine, same_work, same_work_text
 from .straggler import (
     CONTENTION,
@@ -165,14 +166,6 @@ def _load(baseline: Any) -> tuple[Any, str]:
                 [str(p) for p in baseline]
             )
         return load_window(str(baseline)), str(baseline)
-
-
-def with_rank(frame: pd.DataFrame, w: Any) -> pd.DataFrame:
-    """``frame`` with a ``rank`` column (a one-rank window's frames have none)."""
-    if "rank" in frame.columns:
-        return frame
-    r = getattr(w, "rank", None)
-    return frame.assign(rank=0 if r is None else int(r))
 
 
 def _steps_per_rank(w: Any) -> pd.Series:

@@ -78,7 +78,8 @@ def _part_table(
 
 def explain_recent(w: Any) -> Any:
     """See the module docstring; returns an :class:`~dynprof_nb.analysis.explain.Explanation`."""
-    from .explain import Explanation, with_rank
+    from .explain import Explanation
+    from .ranked import with_rank
 
     steps = slow_steps(with_rank(w.steps, w)[["rank", "step", "duration_us"]].dropna())
     slow = steps[steps["slow"]]

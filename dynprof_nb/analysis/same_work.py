@@ -27,6 +27,7 @@ import pandas as pd
 from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_RE
 
 from .host_phases import COMM
+from .ranked import with_rank
 
 SLOWER = "same work, slower"
 COVER = 0.8  # the growing operators that hold this share of the growth are compared
@@ -39,19 +40,17 @@ COMPUTE = ("compute", "computing")
 def calls_per_step(w: Any) -> pd.DataFrame:
     """Per rank and operator (device windows: kernel), ``calls`` and ``us`` per step: host
     operators' self time, communication and the step marker left out."""
-    st = w.steps
-    if "rank" not in st:
-        st = st.assign(rank=int(getattr(w, "rank", None) or 0))
+    st = with_rank(w.steps, w)
     n = st[st["duration_us"].notna()].groupby("rank").size()
     k = w.kernels
     if not k.empty:
-        k = k if "rank" in k else k.assign(rank=int(st["rank"].iloc[0]) if len(st) else 0)
+        k = with_rank(k, w)
         t = k.groupby(["rank", k["name"].astype(str)])["duration_us"].agg(["size", "sum"])
     else:
         o = w.ops
         if o.empty or "count" not in o:
             return pd.DataFrame(columns=["rank", "name", "calls", "us"])
-        o = o if "rank" in o else o.assign(rank=int(st["rank"].iloc[0]) if len(st) else 0)
+        o = with_rank(o, w)
         t = o.groupby(["rank", o["name"].astype(str)])[["count", "self_us"]].sum()
     t = t.reset_index()
     t.columns = ["rank", "name", "calls", "us"]

@@ -9,29 +9,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# ranks_of and with_rank live in a leaf module (the same-work rule needs them too); the advise
+# rules take them from here
+from dynprof_nb.analysis.ranked import ranks_of as ranks_of
+from dynprof_nb.analysis.ranked import with_rank as with_rank
+
 from .findings import NotApplicable
-
-
-def ranks_of(w: Any) -> list[int]:
-    """The window's ranks (one window without a rank: ``[0]``)."""
-    ranks = getattr(w, "ranks", None)
-    if ranks:
-        return [int(r) for r in ranks]
-    r = getattr(w, "rank", None)
-    return [int(r) if r is not None else 0]
 
 
 def rank_window(w: Any, rank: int) -> Any:
     """One rank's window of a multi-rank window, or the window itself."""
     sub = getattr(w, "rank_window", None)
     return sub(rank) if callable(sub) and len(ranks_of(w)) > 1 else w
-
-
-def with_rank(frame: pd.DataFrame, w: Any) -> pd.DataFrame:
-    """``frame`` with a ``rank`` column (a one-rank window's frames may have none)."""
-    if "rank" in frame.columns:
-        return frame
-    return frame.assign(rank=ranks_of(w)[0])
 
 
 def names_where(names: pd.Series, test: Callable[[pd.Series], pd.Series]) -> np.ndarray:
