@@ -162,7 +162,7 @@ test: $(VENV)/.test $(VENV)/ms/.stamp $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2
 		/usr/bin/node /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 lint docs
 	timeout -s INT -k 120 $(TEST_LIMIT_S) $(BIN)/python -m pytest -q -p no:cacheprovider \
 		--nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
-		--ignore=tests/smoke tests notebooks
+		--durations=25 --ignore=tests/smoke tests notebooks
 	$(MAKE) --no-print-directory matrix
 
 bench: $(VENV)/.test $(VENV)/msprof/.stamp $(VENV)/hta/.pandas2
