@@ -446,3 +446,40 @@ def test_no_class_has_more_than_30_methods():
 def test_long_functions_stay_under_the_bound():
     found, lines = long_functions()
     assert 1000 * len(found) / lines <= MAX_LONG_PER_1K, "\n".join(found)
+
+
+#: parameter names that hold a window in the analysis rules
+WINDOW_PARAMS = {"w", "window", "ref", "base", "baseline"}
+
+
+def window_params_taken_as_any(root: Path) -> list[str]:
+    """``file:function(param)`` for each function under ``root`` whose window parameter is
+    unannotated or ``Any``, not the :class:`~dynprof_nb.traces.interface.Window` protocol (or
+    another named type: a rule's ``ref`` may be a frame): a rule that takes ``Any`` may read a
+    private field or a frame no window has, and nothing says so."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            for a in args:
+                if a.arg in WINDOW_PARAMS and (
+                    a.annotation is None or ast.unparse(a.annotation) in ("Any", "Any | None")
+                ):
+                    found.append(f"{path.relative_to(root)}:{node.name}({a.arg})")
+    return found
+
+
+def test_the_rule_finds_a_window_taken_as_any(tmp_path):
+    (tmp_path / "rule.py").write_text(
+        "def f(w: Any, n: int) -> None: ...\n"
+        "def g(w: Window, ref: pd.DataFrame | None = None) -> None: ...\n"
+        "def h(window, baseline: Any | None = None) -> None: ...\n"
+    )
+    assert window_params_taken_as_any(tmp_path) == [
+        "rule.py:f(w)", "rule.py:h(window)", "rule.py:h(baseline)"]
+
+
+def test_analysis_rules_take_the_window_protocol():
+    assert window_params_taken_as_any(PACKAGE / "analysis") == []

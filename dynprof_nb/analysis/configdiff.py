@@ -14,6 +14,7 @@ import warnings
 from typing import Any
 
 from dynprof_nb.contract.window_dirs import config_delta, describe_config
+from dynprof_nb.traces.interface import Window
 
 # keys that change what a profiled step costs (and so the timings of the window)
 TIMING_KEYS = (
@@ -40,7 +41,7 @@ class WindowLengthWarning(UserWarning):
     compares per step per rank), or one has no steps (``compare`` falls back to totals)."""
 
 
-def window_config(window: Any) -> dict[str, Any] | None:
+def window_config(window: Window) -> dict[str, Any] | None:
     """A window's recorded config: a ``TraceWindow``'s ``config``, or a dict as it is."""
     if window is None or isinstance(window, dict):
         return window
@@ -79,7 +80,7 @@ def warn_if_configs_differ(a: Any, b: Any) -> str | None:
     return message
 
 
-def config_line(window: Any) -> str:
+def config_line(window: Window) -> str:
     """``recorded with with_stack=True, profile_memory=True`` (``""`` when unknown): the
     line a summary header shows."""
     text = describe_config(window_config(window))

@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.traces.interface import Window
+
 from .advise.frames import ranks_of, with_rank
 
 #: HTA's CPGraph.BLOCKING_SYNC_CALLS: their last edge weighs 0 (they wait on the GPU)
@@ -238,7 +240,7 @@ def _arrays(e: pd.DataFrame) -> _Ev:
 
 
 def region_of(
-    w: Any, e: pd.DataFrame, step: int | None, annotation: str | None, instance: int
+    w: Window, e: pd.DataFrame, step: int | None, annotation: str | None, instance: int
 ) -> tuple[int, int]:
     """The (start, end) ns a path is computed on: the step's span, or (HTA's
     ``annotation``/``instance_id``) the ``instance``-th event whose name contains
@@ -547,7 +549,7 @@ def _bound_by(kind: str, stream: int, name: str) -> str:
 
 
 def critical_path(
-    w: Any,
+    w: Window,
     step: int | None = None,
     *,
     annotation: str | None = None,

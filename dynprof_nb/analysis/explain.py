@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ import pandas as pd
 from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_RE
 from dynprof_nb.contract.window_dirs import find_windows
 from dynprof_nb.safetext import escape, frame_html
+from dynprof_nb.traces.interface import Window
 
 from .host_phases import COMM, PHASES, step_phases
 from .ranked import with_rank
@@ -99,14 +102,14 @@ class Explanation:
         )
 
 
-def _rank_windows(w: Any) -> list[Any]:
+def _rank_windows(w: Window) -> list[Any]:
     ranks = list(getattr(w, "ranks", None) or [])
     if len(ranks) > 1 and callable(getattr(w, "rank_window", None)):
         return [w.rank_window(r) for r in ranks]
     return [w]
 
 
-def manifests(w: Any) -> list[tuple[Path, dict[str, Any]]]:
+def manifests(w: Window) -> list[tuple[Path, dict[str, Any]]]:
     """Each rank's window directory and its ``window.json``, for a window of one or many ranks."""
     out = []
     for rw in _rank_windows(w):
@@ -117,12 +120,12 @@ def manifests(w: Any) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
-def triggered_reason(w: Any) -> str:
+def triggered_reason(w: Window) -> str:
     """The trigger's reason in any of the window's ranks' ``window.json`` ("" if none)."""
     return next((str(m["reason"]) for _, m in manifests(w) if m.get("reason")), "")
 
 
-def last_normal_window(w: Any) -> list[str]:
+def last_normal_window(w: Window) -> list[str]:
     """The rank folders of the job's last complete, untriggered window before ``w`` (beside
     ``w``'s own folders), or [] when there is none."""
     mans = manifests(w)
@@ -154,7 +157,7 @@ def last_normal_window(w: Any) -> list[str]:
     return [by_rank[k] for k in sorted(by_rank)]
 
 
-def _load(baseline: Any) -> tuple[Any, str]:
+def _load(baseline: Window | str | PathLike[str] | Sequence[str]) -> tuple[Any, str]:
     if hasattr(baseline, "steps") and hasattr(baseline, "ops"):
         return baseline, str(getattr(baseline, "path", "the baseline window"))
     from dynprof_nb.traces import load_window
@@ -168,7 +171,7 @@ def _load(baseline: Any) -> tuple[Any, str]:
         return load_window(str(baseline)), str(baseline)
 
 
-def _steps_per_rank(w: Any) -> pd.Series:
+def _steps_per_rank(w: Window) -> pd.Series:
     st = with_rank(w.steps, w)
     st = st[st["duration_us"].notna()]
     if st.empty:
@@ -176,7 +179,7 @@ def _steps_per_rank(w: Any) -> pd.Series:
     return st.groupby("rank")["duration_us"].agg(["mean", "size"])
 
 
-def _op_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
+def _op_table(w: Window, nsteps: pd.Series) -> pd.DataFrame:
     """Per rank and operator: self µs per step (the step marker's self time is 'other')."""
     ops = with_rank(w.ops, w)
     if ops.empty:
@@ -189,7 +192,7 @@ def _op_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
     return t
 
 
-def _kernel_table(w: Any, nsteps: pd.Series) -> pd.DataFrame:
+def _kernel_table(w: Window, nsteps: pd.Series) -> pd.DataFrame:
     """Per rank and kernel (or Ascend op type): device µs per step."""
     k = with_rank(w.kernels, w)
     if k.empty:
@@ -239,7 +242,9 @@ def _phase_table(pw: pd.DataFrame, pb: pd.DataFrame, phases: list[str]) -> pd.Da
     return t.dropna(subset=["baseline_us"]).reset_index(drop=True)
 
 
-def explain(w: Any, baseline: Any = None) -> Explanation:
+def explain(
+    w: Window, baseline: Window | str | PathLike[str] | Sequence[str] | None = None
+) -> Explanation:
     """Why ``w`` is slower (or faster) than ``baseline`` (see the module docstring). For a
     recent-steps record with no baseline, ``w.explain()`` compares its slow steps with its
     normal ones instead (:mod:`.recent_explain`)."""
@@ -342,7 +347,7 @@ def explain(w: Any, baseline: Any = None) -> Explanation:
     )
 
 
-def _every_rank_slower(w: Any, b: Any, verdict: Any) -> dict[int, float]:
+def _every_rank_slower(w: Window, b: Any, verdict: Any) -> dict[int, float]:
     """Per rank, how much longer its same operator calls took than in the baseline, where
     every rank ran its same work slower, each by at least half the named rank's slowdown
     (then the machine ran slower, not one rank); {} otherwise."""
@@ -358,7 +363,7 @@ def _every_rank_slower(w: Any, b: Any, verdict: Any) -> dict[int, float]:
     return ratios if len(ratios) > 1 and min(ratios.values()) >= least else {}
 
 
-def _host_or_ops(w: Any) -> tuple[pd.DataFrame, list[str], str]:
+def _host_or_ops(w: Window) -> tuple[pd.DataFrame, list[str], str]:
     try:
         return step_phases(w), PHASES, "host"
     except (LookupError, KeyError, ValueError):
@@ -367,7 +372,7 @@ def _host_or_ops(w: Any) -> tuple[pd.DataFrame, list[str], str]:
 
 
 def _range_growth(
-    w: Any, b: Any, rank: int, nw: pd.Series, nb: pd.Series
+    w: Window, b: Any, rank: int, nw: pd.Series, nb: pd.Series
 ) -> tuple[str, float] | None:
     """The user range (``record_function`` / ``dynprof_nb.range``) of ``rank`` whose total time
     per step grew most: (name, µs per step), or None."""

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_RE
+from dynprof_nb.traces.interface import Window
 
 COMM = re.compile(
     r"all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|barrier|nccl|hccl|gloo|"
@@ -136,7 +137,7 @@ def _rank_phases(ev: pd.DataFrame, steps: pd.DataFrame, tid: Any) -> pd.DataFram
     return t.rename_axis("step").reset_index()
 
 
-def step_phases(w: Any) -> pd.DataFrame:
+def step_phases(w: Window) -> pd.DataFrame:
     """Per rank and step: ``duration_us``, one column per phase (µs, see the module
     docstring: they add up to ``duration_us``), ``sync_points`` (host sync calls in the step).
     Raises ``LookupError`` when the window has no host events on its steps' clock."""

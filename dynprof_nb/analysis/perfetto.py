@@ -13,13 +13,13 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from dynprof_nb.analysis.plots import OUT_OF_CORE_TIMELINE, process_in_label, rank_offsets
 from dynprof_nb.safetext import escape, file_href
+from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.partitioned import is_out_of_core
 
 PERFETTO_URL = "https://ui.perfetto.dev"
@@ -32,7 +32,7 @@ def _records(frame: pd.DataFrame) -> str:
     return frame.to_json(orient="records", double_precision=3)[1:-1]
 
 
-def write(window: Any, path: str | Path, align: str | None = None) -> Path:
+def write(window: Window, path: str | Path, align: str | None = None) -> Path:
     """Write the window's events as Chrome-trace JSON (gzip if ``path`` ends in ``.gz``);
     returns the path. ``align`` as in the timeline: ``"step"`` (default with several ranks),
     ``"comm"`` (clocks corrected by the collectives' ends) or ``"wall"``."""
@@ -155,7 +155,7 @@ class PerfettoFile:
 
 
 def open_in_perfetto(
-    window: Any, path: str | Path | None = None, align: str | None = None
+    window: Window, path: str | Path | None = None, align: str | None = None
 ) -> PerfettoFile:
     """Write the window for Perfetto (default ``<window dir name>.perfetto.json`` in the
     current directory) and say how to open it."""

@@ -31,6 +31,7 @@ from dynprof_nb.traces.formats.derived.from_events import (
     DEVICE_PROCESSES,
     device_mask,
 )
+from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.partitioned import is_out_of_core, per_partition
 
 _BREAKDOWN = [
@@ -124,7 +125,7 @@ def _display_names(names: pd.Series) -> pd.Series:
     return names.astype(str).str.replace(_ADDRESS, "", regex=True)
 
 
-def op_colors(window: Any) -> dict[str, str]:
+def op_colors(window: Window) -> dict[str, str]:
     """One colour per operation across every plot of a window: the names with the most time
     in its events (step markers aside) get the palette in order; the rest are grey. The
     timeline and the ops plot both colour by it, so an op is one colour everywhere."""
@@ -160,7 +161,7 @@ def _multi_rank(frame: pd.DataFrame) -> bool:
     return "rank" in frame and frame["rank"].nunique() > 1
 
 
-def _rank_column(frame: pd.DataFrame, window: Any) -> np.ndarray:
+def _rank_column(frame: pd.DataFrame, window: Window) -> np.ndarray:
     if "rank" in frame:
         return frame["rank"].to_numpy("int64")
     r = getattr(window, "rank", None)
@@ -174,13 +175,13 @@ def time_unit(span_ns: float) -> tuple[float, str]:
 # ---- alignment ---------------------------------------------------------------------------------
 
 
-def rank_of_events(frame: pd.DataFrame, window: Any) -> np.ndarray:
+def rank_of_events(frame: pd.DataFrame, window: Window) -> np.ndarray:
     """Each row's rank: its rank column, else the window's rank (-1 when unknown)."""
     return _rank_column(frame, window)
 
 
 def rank_offsets(
-    window: Any, align: str | None, ranks: Sequence[int], first_ts: dict[int, int]
+    window: Window, align: str | None, ranks: Sequence[int], first_ts: dict[int, int]
 ) -> tuple[dict[int, int], str, str]:
     """Time zero of each rank: ``"step"`` puts every rank's first common step at 0 (ranks on
     different hosts have skewed clocks, and a barrier-free job drifts: wall time would put them
@@ -223,7 +224,7 @@ def rank_offsets(
     return {r: t0 for r in ranks}, "wall", "wall-clock time" if len(ranks) > 1 else ""
 
 
-def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int], int]:
+def comm_clock_offsets(window: Window, ranks: Sequence[int]) -> tuple[dict[int, int], int]:
     """Each rank's clock offset from the first rank's, estimated from its collectives, and how
     many collectives were matched between ranks.
 
@@ -263,7 +264,7 @@ def comm_clock_offsets(window: Any, ranks: Sequence[int]) -> tuple[dict[int, int
     return {r: out[r] for r in ranks}, matched
 
 
-def _collective_ends(window: Any) -> pd.DataFrame | None:
+def _collective_ends(window: Window) -> pd.DataFrame | None:
     """The collectives' end times (ns): one row per (name, group, n-th occurrence), one column
     per rank, NaN where a rank has no such call; None for a window with none."""
     from dynprof_nb.traces.comm import is_communication
@@ -341,7 +342,7 @@ def process_in_label(process: str) -> bool:
     return not re.match(r"^(python )?rank \d+\b", process)
 
 
-def _rank_priority(window: Any, ranks: list[int]) -> list[int]:
+def _rank_priority(window: Window, ranks: list[int]) -> list[int]:
     """Ranks most worth showing first: the slowest and the fastest by median step time, in
     turn, then the rest."""
     st = window.steps
@@ -394,7 +395,7 @@ class TimelineLayout:
 
 
 def timeline_layout(
-    window: Any,
+    window: Window,
     lanes: int = 6,
     align: str | None = None,
     max_depth: int = 4,
@@ -641,7 +642,7 @@ def longest_per_pixel(
 
 
 def timeline(
-    window: Any,
+    window: Window,
     max_events: int = 60_000,
     lanes: int = 6,
     align: str | None = None,
@@ -792,7 +793,7 @@ def timeline(
     return fig
 
 
-def aligned_steps(window: Any, offsets: dict[int, int], scale: float) -> pd.DataFrame | None:
+def aligned_steps(window: Window, offsets: dict[int, int], scale: float) -> pd.DataFrame | None:
     """Each rank's steps on the plot's time axis: rank, step, a (start), b (end)."""
     st = window.steps
     if st.empty or st["start_ns"].isna().all():
@@ -883,7 +884,11 @@ _ADDRESS = r" at 0x[0-9a-fA-F]+"
 
 
 def top_ops(
-    window: Any, n: int = 15, by: str = "self_us", what: str = "ops", per_rank: bool | None = None
+    window: Window,
+    n: int = 15,
+    by: str = "self_us",
+    what: str = "ops",
+    per_rank: bool | None = None,
 ) -> Figure:
     """Horizontal bars of the operations (``what="ops"``) or device kernels (``"kernels"``)
     with the most time, largest on top. With several ranks: the mean over ranks with a min-max
@@ -1009,7 +1014,9 @@ def _stacked(ax: Any, st: pd.DataFrame, legend: bool) -> None:
 LEGEND_IN = 2.3  # the step legend sits beside the bars: room for it, not taken from them
 
 
-def step_breakdown(window: Any, heatmap: bool | None = None, value: str = "duration_us") -> Figure:
+def step_breakdown(
+    window: Window, heatmap: bool | None = None, value: str = "duration_us"
+) -> Figure:
     """Step time split into computing / communication / free where known.
 
     One rank: stacked bars (areas beyond 60 steps). Several ranks: one small panel per rank
@@ -1124,7 +1131,9 @@ def _one_component(mem: pd.DataFrame, component: str | None) -> tuple[pd.DataFra
     return mem[(names == component).to_numpy()], component
 
 
-def memory_over_time(window: Any, align: str | None = None, component: str | None = None) -> Figure:
+def memory_over_time(
+    window: Window, align: str | None = None, component: str | None = None
+) -> Figure:
     """Allocated (solid) and reserved (dashed) memory over time, one line per rank and device,
     each rank on its own steps (``align="step"``, the default with several ranks) or on
     wall-clock time (``"wall"``). Past 8 lines the colour is the rank (a colour bar, no legend).

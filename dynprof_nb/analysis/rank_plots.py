@@ -3,12 +3,11 @@ never pyplot state)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from dynprof_nb.analysis import ranks
 from dynprof_nb.analysis.figure import Figure
+from dynprof_nb.traces.interface import Window
 
 PARTS = [
     ("computing_us", "computing", "#4C72B0"),
@@ -18,7 +17,7 @@ PARTS = [
 ]
 
 
-def rank_step_breakdown(window: Any, step: int | None = None) -> Figure:
+def rank_step_breakdown(window: Window, step: int | None = None) -> Figure:
     """One stacked bar per rank: computing, communication not overlapped, overlapped, free (ms).
     A slow rank stands out by its computing; the ranks waiting for it by their communication."""
     br = ranks.step_breakdown(window)
@@ -56,7 +55,7 @@ def rank_step_breakdown(window: Any, step: int | None = None) -> Figure:
     return fig
 
 
-def bandwidth_heatmap(window: Any, step: int | None = None) -> Figure:
+def bandwidth_heatmap(window: Window, step: int | None = None) -> Figure:
     """Rank x rank heat map of link bandwidth (GB/s): slow links are the dark cells."""
     m = ranks.communication_matrix(window, step=step)
     fig = Figure(figsize=(5, 4), layout="constrained")

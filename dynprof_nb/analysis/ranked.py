@@ -4,12 +4,12 @@ way. A leaf module, so that the rules and the advise package can both import it.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
+from dynprof_nb.traces.interface import Window
 
-def ranks_of(w: Any) -> list[int]:
+
+def ranks_of(w: Window) -> list[int]:
     """The window's ranks (one window without a rank: ``[0]``)."""
     ranks = getattr(w, "ranks", None)
     if ranks:
@@ -18,7 +18,7 @@ def ranks_of(w: Any) -> list[int]:
     return [int(r) if r is not None else 0]
 
 
-def with_rank(frame: pd.DataFrame, w: Any) -> pd.DataFrame:
+def with_rank(frame: pd.DataFrame, w: Window) -> pd.DataFrame:
     """``frame`` with a ``rank`` column (a one-rank window's frames may have none)."""
     if "rank" in frame.columns:
         return frame

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.intervals import overlap_breakdown
 
 STAT_COLS = ["count", "sum_us", "mean_us", "std_us", "min_us", "median_us", "max_us"]
@@ -25,7 +26,7 @@ def _ops_only(comm: pd.DataFrame) -> pd.DataFrame:
     return comm[comm["name"].notna()] if "name" in comm else comm
 
 
-def _with_rank(frame: pd.DataFrame, window: Any) -> pd.DataFrame:
+def _with_rank(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if "rank" in frame.columns:
         return frame
     rank = getattr(window, "rank", None)
@@ -51,7 +52,7 @@ def _describe(
     return out.sort_values("sum_us", ascending=False, ignore_index=True)
 
 
-def compute_ops(window: Any, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
+def compute_ops(window: Window, per_rank: bool = True, by_name: bool = False) -> pd.DataFrame:
     """Which compute ops (by op type and accelerator core: AI_CORE, AI_VECTOR_CORE, AI_CPU...)
     take the device's time, per rank and overall? (msprof-analyze ``compute_op_sum``: its
     rank_stats_by_optype.csv with ``per_rank``, all_stats.csv without, rank_stats_by_opname.csv
@@ -84,7 +85,7 @@ def _fill_na(col: pd.Series, value: str) -> pd.Series:
     return col.astype(object).fillna(value)
 
 
-def communication_ops(window: Any, per_rank: bool = True) -> pd.DataFrame:
+def communication_ops(window: Window, per_rank: bool = True) -> pd.DataFrame:
     """How much time does each rank spend in communication ops, and how much of it is waiting
     rather than moving data? Per rank and op type: count, total/mean/max elapse, wait, transit,
     size and bandwidth (msprof-analyze ``hccl_sum`` rank_stats.csv, plus wait/transit)."""
@@ -120,7 +121,7 @@ def communication_ops(window: Any, per_rank: bool = True) -> pd.DataFrame:
     return out
 
 
-def communication_by_op(window: Any) -> pd.DataFrame:
+def communication_by_op(window: Window) -> pd.DataFrame:
     """Which communication op is slowest, and on which rank? Per op name across ranks: count,
     sum, mean, min/max and the ranks holding them (msprof-analyze ``hccl_sum`` top_op_stats)."""
     c = _ops_only(_with_rank(window.communication, window))
@@ -135,7 +136,7 @@ def communication_by_op(window: Any) -> pd.DataFrame:
     return out
 
 
-def step_breakdown(window: Any) -> pd.DataFrame:
+def step_breakdown(window: Window) -> pd.DataFrame:
     """Where does each rank's step time go: computing, communication not overlapped with
     computing, overlapped, free (idle)? One row per rank and step, from step_trace_time.csv or
     analysis.db where the window has them, else computed from the device tasks.
@@ -201,7 +202,7 @@ STEP_TRACE_NAMES = {
 }
 
 
-def step_trace(window: Any) -> pd.DataFrame:
+def step_trace(window: Window) -> pd.DataFrame:
     """msprof-analyze's ClusterStepTraceTime (cluster_step_trace_time.csv), under its names and
     definitions: one row per rank (Type "rank", Index = rank) and step, µs. Stage is the span
     from the step's first device task to its last; Free = Stage - Computing -
@@ -252,7 +253,7 @@ TIME_SUMMARY_NAMES = [
 ]
 
 
-def time_summary(window: Any) -> pd.DataFrame:
+def time_summary(window: Window) -> pd.DataFrame:
     """msprof-analyze's cluster_time_summary (cluster_time_summary_*.csv), under its names and
     definitions, one row per rank and step (µs):
 
@@ -302,7 +303,7 @@ def time_summary(window: Any) -> pd.DataFrame:
     return out[TIME_SUMMARY_NAMES]
 
 
-def _wait_and_transmit(window: Any) -> tuple[pd.Series, pd.Series]:
+def _wait_and_transmit(window: Window) -> tuple[pd.Series, pd.Series]:
     """(wait, transmit) µs per (rank, step): see :func:`time_summary`."""
     c = _ops_only(_with_rank(window.communication, window))
     c = c[c["step"].notna()]
@@ -319,7 +320,7 @@ def _wait_and_transmit(window: Any) -> tuple[pd.Series, pd.Series]:
     return g["wait"].sum(), g["transmit"].sum()
 
 
-def _memory_per_step(window: Any) -> tuple[pd.Series, pd.Series]:
+def _memory_per_step(window: Window) -> tuple[pd.Series, pd.Series]:
     """(Memory, Memory Not Overlap Computation Communication) µs per (rank, step)."""
     copies = _with_rank(window.memory_copies(), window)
     empty = pd.Series(dtype="float64")
@@ -393,7 +394,7 @@ def _memory_not_overlapped(start: np.ndarray, end: np.ndarray, kind: np.ndarray)
     return total / 1000.0
 
 
-def step_breakdown_from_tasks(window: Any) -> pd.DataFrame:
+def step_breakdown_from_tasks(window: Window) -> pd.DataFrame:
     """The same breakdown recomputed from the device tasks alone (kernels and communication
     ops), to check a step_trace_time.csv / analysis.db against the raw tasks."""
     k = _with_rank(window.kernels, window)
@@ -405,7 +406,7 @@ def step_breakdown_from_tasks(window: Any) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def communication_matrix(window: Any, step: int | None = None) -> pd.DataFrame:
+def communication_matrix(window: Window, step: int | None = None) -> pd.DataFrame:
     """Which links are slow? One row per (src_rank, dst_rank, transport): total size, transit
     time and bandwidth over the window's ops (msprof-analyze ``communication_matrix_sum``'s
     "Total Op Info" rows, summed over steps; ``slow_link``). Links reported by both ends are
@@ -464,7 +465,7 @@ def _global_ranks(lk: pd.DataFrame) -> pd.DataFrame:
     return out[keep]
 
 
-def slow_links(window: Any, threshold: float = 0.5) -> pd.DataFrame:
+def slow_links(window: Window, threshold: float = 0.5) -> pd.DataFrame:
     """Which links run well below their transport's typical bandwidth? The links of
     :func:`communication_matrix` whose bandwidth is under ``threshold`` x the median of the
     same transport type, with a plain-language note."""
@@ -496,7 +497,7 @@ SLOW_RANK_COLS = [
 ]
 
 
-def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
+def slow_ranks(window: Window, threshold: float = 0.05) -> pd.DataFrame:
     """Is one rank holding the others back, and why? The straggler rule
     (:mod:`dynprof_nb.analysis.straggler`, the one ``w.advise()`` and ``w.explain()`` use) per
     rank: its own work (median µs per step of its step outside waiting in collectives), the
@@ -554,7 +555,7 @@ def slow_ranks(window: Any, threshold: float = 0.05) -> pd.DataFrame:
     return t[SLOW_RANK_COLS].reset_index(drop=True)
 
 
-def slow_rank_note(window: Any) -> str:
+def slow_rank_note(window: Window) -> str:
     """One sentence: which rank holds the others back (:func:`slow_ranks`: the straggler rule
     of :mod:`dynprof_nb.analysis.straggler`, the one ``w.advise()`` and ``w.explain()`` use: the
     rank whose own work is larger, never the one that waits longer), or that none does."""
@@ -572,7 +573,7 @@ def slow_rank_note(window: Any) -> str:
     )
 
 
-def communication_share(window: Any) -> float:
+def communication_share(window: Window) -> float:
     """Fraction of the step time spent in communication not hidden behind computation."""
     br = step_breakdown(window)
     if br.empty or not br["duration_us"].sum():
@@ -580,7 +581,7 @@ def communication_share(window: Any) -> float:
     return float(br["communication_not_overlapped_us"].sum() / br["duration_us"].sum())
 
 
-def top_kernels(window: Any, n: int = 10, compute_only: bool = False) -> pd.DataFrame:
+def top_kernels(window: Window, n: int = 10, compute_only: bool = False) -> pd.DataFrame:
     """Which device kernels take the most device time (all ranks together)? ``compute_only``
     leaves out the communication ops (core HCCL)."""
     k = window.kernels
@@ -610,13 +611,13 @@ def compare(
 NPU_FRAMEWORKS = ("torch_npu", "mindspore", "ascend")
 
 
-def is_npu_window(window: Any) -> bool:
+def is_npu_window(window: Window) -> bool:
     """An Ascend window with device tasks (what the NPU-first summary needs)."""
     fw = str(getattr(window, "framework", ""))
     return fw in NPU_FRAMEWORKS and not window.kernels.empty
 
 
-def npu_notes(window: Any, top: int = 3) -> list[str]:
+def npu_notes(window: Window, top: int = 3) -> list[str]:
     """What matters first on an NPU, in plain language: the kernels holding the device time,
     the communication share of the step, and whether one rank is slow."""
     notes = []
@@ -637,7 +638,7 @@ def npu_notes(window: Any, top: int = 3) -> list[str]:
     return notes
 
 
-def npu_first(window: Any, summary: Any) -> Any:
+def npu_first(window: Window, summary: Any) -> Any:
     """Put :func:`npu_notes` before the generic notes of a Summary (hook for summarize())."""
     summary.notes = npu_notes(window) + [
         n for n in summary.notes if not n.startswith("communication not overlapped")

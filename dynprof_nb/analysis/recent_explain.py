@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dynprof_nb.contract.protocol import STEP_RE
+from dynprof_nb.traces.interface import Window
 
 SLOW_RATIO = 1.5  # the trigger's default slowdown
 MAD_K = 5.0
@@ -25,7 +26,7 @@ MAD_SCALE = 1.4826
 WAIT_CATEGORY = "dataloader"
 
 
-def is_recent(w: Any) -> bool:
+def is_recent(w: Window) -> bool:
     """Whether ``w`` was loaded from recent-steps records (``recent`` in its window.json)."""
     from .explain import manifests
 
@@ -76,7 +77,7 @@ def _part_table(
     return phases
 
 
-def explain_recent(w: Any) -> Any:
+def explain_recent(w: Window) -> Any:
     """See the module docstring; returns an :class:`~dynprof_nb.analysis.explain.Explanation`."""
     from .explain import Explanation
     from .ranked import with_rank

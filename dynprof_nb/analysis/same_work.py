@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from dynprof_nb.contract.protocol import STEP_FOLDED, STEP_RE
+from dynprof_nb.traces.interface import Window
 
 from .host_phases import COMM
 from .ranked import with_rank
@@ -37,7 +38,7 @@ EXPLAINS = 0.5  # the compared operators' growth must be at least this share of 
 COMPUTE = ("compute", "computing")
 
 
-def calls_per_step(w: Any) -> pd.DataFrame:
+def calls_per_step(w: Window) -> pd.DataFrame:
     """Per rank and operator (device windows: kernel), ``calls`` and ``us`` per step: host
     operators' self time, communication and the step marker left out."""
     st = with_rank(w.steps, w)
@@ -61,7 +62,9 @@ def calls_per_step(w: Any) -> pd.DataFrame:
     return t[per > 0].reset_index(drop=True)
 
 
-def same_work(w: Any, rank: int, ref: Any = None, excess_us: float = 0.0) -> dict[str, Any]:
+def same_work(
+    w: Window, rank: int, ref: Window | None = None, excess_us: float = 0.0
+) -> dict[str, Any]:
     """The evidence that ``rank`` of ``w`` ran the same operator calls per step as its
     reference (itself in ``ref``, or the other ranks' median in ``w``), each slower, by at least
     :data:`EXPLAINS` of ``excess_us`` (the compute phase's excess per step); ``{}`` where it ran
@@ -103,7 +106,7 @@ def same_work(w: Any, rank: int, ref: Any = None, excess_us: float = 0.0) -> dic
     }
 
 
-def refine(v: Any, w: Any, ref: Any = None) -> Any:
+def refine(v: Any, w: Window, ref: Window | None = None) -> Any:
     """``v`` (a :class:`.straggler.Verdict`) with the cause :data:`SLOWER` and its evidence
     (``v.same_work``) where the named rank's compute grew by the same calls, each slower."""
     if v.rank is None or v.cause not in COMPUTE:

@@ -6,24 +6,29 @@ does not load the widget."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from os import PathLike
 from typing import Any
 
+from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.shortcuts import Shortcut, register
 
 
-def _summary(w: Any, **kw: Any) -> Any:
+def _summary(w: Window, **kw: Any) -> Any:
     from .summary import summarize
 
     return summarize(w, **kw)
 
 
-def _advise(w: Any, **kw: Any) -> Any:
+def _advise(w: Window, **kw: Any) -> Any:
     from .advise import advise
 
     return advise(w, **kw)
 
 
-def _explain(w: Any, baseline: Any = None) -> Any:
+def _explain(
+    w: Window, baseline: Window | str | PathLike[str] | Sequence[str] | None = None
+) -> Any:
     """``explain(w, baseline)``; a recent-steps record with no baseline compares its own slow
     steps with its normal ones (:mod:`.recent_explain`)."""
     from .explain import explain
@@ -34,14 +39,14 @@ def _explain(w: Any, baseline: Any = None) -> Any:
     return explain(w, baseline)
 
 
-def _critical_path(w: Any, **kw: Any) -> Any:
+def _critical_path(w: Window, **kw: Any) -> Any:
     from .critical_path import critical_path
 
     return critical_path(w, **kw)
 
 
 def _plots(name: str) -> Shortcut:
-    def call(w: Any, **kw: Any) -> Any:
+    def call(w: Window, **kw: Any) -> Any:
         from . import plots
 
         return {
@@ -54,14 +59,14 @@ def _plots(name: str) -> Shortcut:
     return call
 
 
-def _timeline_view(w: Any, **kw: Any) -> Any:
+def _timeline_view(w: Window, **kw: Any) -> Any:
     from .timeline_view import TimelineView
 
     return TimelineView(w, **kw)
 
 
 def _ranks(name: str) -> Shortcut:
-    def call(w: Any, **kw: Any) -> Any:
+    def call(w: Window, **kw: Any) -> Any:
         from . import ranks
 
         return {
@@ -78,7 +83,7 @@ def _ranks(name: str) -> Shortcut:
 
 
 def _rank_plots(name: str) -> Shortcut:
-    def call(w: Any, **kw: Any) -> Any:
+    def call(w: Window, **kw: Any) -> Any:
         from . import rank_plots
 
         return {
@@ -89,7 +94,7 @@ def _rank_plots(name: str) -> Shortcut:
     return call
 
 
-def _sql(w: Any, query: str) -> Any:
+def _sql(w: Window, query: str) -> Any:
     from .sql import sql
 
     return sql(w, query)

@@ -40,6 +40,7 @@ import pandas as pd
 
 from dynprof_nb.traces import cache
 from dynprof_nb.traces.cache import codec
+from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.multirank import MultiRankWindow
 from dynprof_nb.traces.partitioned import is_out_of_core
 from dynprof_nb.traces.window import FRAMES
@@ -72,7 +73,7 @@ def duckdb_module() -> Any:
     return duckdb
 
 
-def sql(window: Any, query: str) -> pd.DataFrame:
+def sql(window: Window, query: str) -> pd.DataFrame:
     """The answer to ``query`` over ``window``'s tables (see the module docstring), as a
     pandas DataFrame. The connection is the query's own, in memory, closed after it. A cache
     entry removed while the query ran (another process keeping the cache to its bound) is a
@@ -89,7 +90,7 @@ def sql(window: Any, query: str) -> pd.DataFrame:
         return _answer(duckdb, window, query, entries=False)
 
 
-def _answer(duckdb: Any, window: Any, query: str, entries: bool) -> pd.DataFrame:
+def _answer(duckdb: Any, window: Window, query: str, entries: bool) -> pd.DataFrame:
     """``query`` on a new connection; ``entries``: whether tables may be cache entries."""
     con, spill = _connect(duckdb)
     try:
@@ -151,7 +152,7 @@ def _named(duckdb: Any, query: str) -> set[str]:
 class _Tables:
     """The window's tables, each made in ``con`` once, when a query first names it."""
 
-    def __init__(self, window: Any, con: Any, spill: str, entries: bool) -> None:
+    def __init__(self, window: Window, con: Any, spill: str, entries: bool) -> None:
         self.window = window
         self.entries = entries  # whether a table may be read from the frame cache's files
         self.con = con
@@ -182,7 +183,7 @@ class _Tables:
 Piece = Any  # a pandas frame, a Dask frame, or (entry path, entry metadata)
 
 
-def _pieces(window: Any, kind: str, entries: bool) -> list[tuple[Piece, dict[str, Any]]]:
+def _pieces(window: Window, kind: str, entries: bool) -> list[tuple[Piece, dict[str, Any]]]:
     """Frame ``kind`` of ``window`` as pieces, each with the constant columns to add (a
     multi-rank window's ``rank`` and ``device``)."""
     if not isinstance(window, MultiRankWindow) or window.loaded(kind):
@@ -207,7 +208,7 @@ def _pieces(window: Any, kind: str, entries: bool) -> list[tuple[Piece, dict[str
     return out
 
 
-def _rank_piece(w: Any, kind: str, entries: bool) -> Piece | None:
+def _rank_piece(w: Window, kind: str, entries: bool) -> Piece | None:
     """One rank's frame ``kind``: in memory if read, else its cache entry (with
     ``entries``), else None."""
     if w.loaded(kind):

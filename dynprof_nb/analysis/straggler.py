@@ -54,6 +54,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.traces.interface import Window
+
 from .host_phases import PHASES, step_phases
 
 NOISE_K = 3.0
@@ -84,7 +86,7 @@ def noise_bound(a: pd.Series, b: pd.Series) -> float:
     return NOISE_K * MEDIAN_SE * MAD_TO_SIGMA * se
 
 
-def phases_per_step(w: Any) -> tuple[pd.DataFrame, list[str], str]:
+def phases_per_step(w: Window) -> tuple[pd.DataFrame, list[str], str]:
     """(rank, step, duration_us, one column per phase), the phase names, and their source:
     ``"device"`` (the step trace: computing, communication not overlapped, free), ``"host"``
     (:func:`.host_phases.step_phases`) or ``"operators"`` (no events: the operators' self time
@@ -113,7 +115,7 @@ def phases_per_step(w: Any) -> tuple[pd.DataFrame, list[str], str]:
         return from_operators(w, st), ["compute", "communication", "other"], "operators"
 
 
-def from_operators(w: Any, st: pd.DataFrame) -> pd.DataFrame:
+def from_operators(w: Window, st: pd.DataFrame) -> pd.DataFrame:
     from .host_phases import COMM
 
     st = st[st["duration_us"].notna()]
@@ -166,7 +168,7 @@ def _own(frame: pd.DataFrame, blind: bool) -> pd.Series:
     return own.clip(lower=0)
 
 
-def thread_cpu_of(w: Any) -> pd.DataFrame | None:
+def thread_cpu_of(w: Window) -> pd.DataFrame | None:
     """``w.thread_cpu()`` (per rank: the training thread's on-CPU and run-queue time), or None
     for a window that has no such reader."""
     reader = getattr(w, "thread_cpu", None)

@@ -25,6 +25,7 @@ from dynprof_nb.contract.protocol import STEP_FOLDED
 from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.comm import PatternSpec
+from dynprof_nb.traces.interface import Window
 from dynprof_nb.traces.partitioned import per_partition
 
 BREAKDOWN_COLUMNS = [
@@ -214,7 +215,7 @@ def span_by_rank(events: pd.DataFrame) -> pd.Series:
     return (b["e"] - b["s"]) / 1e6
 
 
-def streamed_spans(window: Any) -> tuple[pd.Series | None, bool]:
+def streamed_spans(window: Window) -> tuple[pd.Series | None, bool]:
     """Each rank's span in ms as its one-pass read measured it (``streamed``: the first pass
     of :mod:`dynprof_nb.traces.formats.chrome.first_pass`), as :func:`span_by_rank` has it, and
     whether they are per rank (a window of several); None where a rank had no such pass or the
@@ -492,7 +493,7 @@ class Summary:
         return "<div>" + "".join(parts) + "</div>"
 
 
-def summarize(window: Any, top: int = 10) -> Summary:
+def summarize(window: Window, top: int = 10) -> Summary:
     """The window in one object: device first for GPU/NPU windows (kernels, busy/idle, host
     overhead, communication overlap), then host operators, steps, ranks and notes.
 
@@ -543,7 +544,7 @@ def summarize(window: Any, top: int = 10) -> Summary:
     return npu_first(window, summary) if is_npu_window(window) else summary
 
 
-def top_findings(window: Any, n: int = 3) -> list[str]:
+def top_findings(window: Window, n: int = 3) -> list[str]:
     """The ``n`` most severe of ``w.advise()``'s findings, one line each (rule: evidence); a
     triggered window's first line is ``w.explain()``'s answer. Through the window's
     shortcuts (the advice builds on this module's tables: no import of it here)."""
@@ -560,7 +561,7 @@ def top_findings(window: Any, n: int = 3) -> list[str]:
     return lines
 
 
-def _triggered(window: Any) -> bool:
+def _triggered(window: Window) -> bool:
     """The window, or any of its ranks, was recorded by the trigger (a ``reason``)."""
     if window_reason(window):
         return True
@@ -599,7 +600,7 @@ def host_summary(
     )
 
 
-def window_reason(window: Any) -> str:
+def window_reason(window: Window) -> str:
     """Why the window was recorded (its manifest's ``reason``, set by a trigger), or ""."""
     manifest = getattr(window, "manifest", None) or {}
     if not manifest.get("reason"):  # a multi-rank window: its ranks' manifests say it
@@ -610,12 +611,12 @@ def window_reason(window: Any) -> str:
     return str(manifest.get("reason") or "")
 
 
-def ranks_view(window: Any) -> pd.DataFrame:
+def ranks_view(window: Window) -> pd.DataFrame:
     """Step time per rank (slowest first) for a multi-rank window."""
     return rank_table(window.steps)
 
 
-def window_length(window: Any) -> tuple[int, int, int]:
+def window_length(window: Window) -> tuple[int, int, int]:
     """``(steps, ranks, rank_steps)`` a window recorded, from its step table: ``steps`` is the
     most any rank recorded (ranks count steps on their own, so their step numbers may
     differ), ``rank_steps`` counts each (rank, step) pair once. ``(0, 0, 0)`` for a window

@@ -18,6 +18,7 @@ import pandas as pd
 
 from dynprof_nb.traces.comm import is_communication
 from dynprof_nb.traces.formats.derived.from_events import device_mask
+from dynprof_nb.traces.interface import Window
 
 
 class CommGroups:
@@ -26,7 +27,7 @@ class CommGroups:
     where it names none), which :meth:`peers` reads."""
 
     def __init__(
-        self, window: Any, tl: Any, index: Any, name_of: np.ndarray, full_names: list[str]
+        self, window: Window, tl: Any, index: Any, name_of: np.ndarray, full_names: list[str]
     ) -> None:
         self.window, self.tl, self.index = window, tl, index
         self.name_of, self.full_names = name_of, full_names

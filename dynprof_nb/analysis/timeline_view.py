@@ -48,6 +48,7 @@ from dynprof_nb.traces.formats.derived.from_events import (
     DEVICE_CATS,
     DEVICE_PROCESSES,
 )
+from dynprof_nb.traces.interface import Window
 
 _ROW_PX = 18  # row height in the canvas: an 11 px name fits inside a bar
 
@@ -225,7 +226,7 @@ def _names(layout: plots.TimelineLayout, legend: int) -> tuple[np.ndarray, list[
     return compact.astype(np.int32), full, entries
 
 
-def framework_label(window: Any) -> str:
+def framework_label(window: Window) -> str:
     """What the title calls the window's profiler: a Kineto (PyTorch) trace read as a plain
     Chrome trace says so, rather than "chrome"."""
     fw = str(getattr(window, "framework", "") or "")
@@ -290,7 +291,7 @@ class TimelineView(anywidget.AnyWidget):
     # the browser's lanes, collapsed and pinned, for figure(): see _arrangement
     arranged = traitlets.Dict().tag(sync=True)
 
-    def __init__(self, window: Any, legend: int = 10, **layout_kw: Any) -> None:
+    def __init__(self, window: Window, legend: int = 10, **layout_kw: Any) -> None:
         self.window = window
         # deeper than the static plot (lanes collapse here), so that a kernel's launch, under
         # a stack of framework ops, is drawn where the rows allow it

@@ -113,12 +113,12 @@ def test_scratch_is_tmpfs_only_where_the_frames_fit():
 
 
 def test_a_rank_window_loads_in_parallel_through_its_public_protocol(tmp_path: Path):
-    from dynprof_nb.traces.interface import LoadsInParallel, Window
+    from dynprof_nb.traces.interface import LoadsInParallel, is_window
 
     w = dynprof_nb.load_window(npu_text_window(tmp_path / "w", 2))
     for c in w.children:
-        assert isinstance(c, LoadsInParallel) and isinstance(c, Window)
-    assert isinstance(w, Window)
+        assert isinstance(c, LoadsInParallel) and is_window(c)
+    assert is_window(w)
 
 
 def test_prime_runs_ahead_in_both_processes_and_returns_each_result():

@@ -19,6 +19,8 @@ from typing import Any
 
 import pandas as pd
 
+from dynprof_nb.traces.interface import Window
+
 from . import ascend, common, copies, gpu, host
 from .findings import Finding, Findings, NotApplicable
 from .scope import Scope, describe, device_kind, framework_of
@@ -50,7 +52,7 @@ class _WithoutEvents:
     summary of a big trace never materialises its events, and its text must not depend on
     whether they happen to be loaded). Rules that need the events say "not applicable"."""
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: Window) -> None:
         self._window = window
 
     @property
@@ -66,7 +68,7 @@ class _WithoutEvents:
         return getattr(self._window, name)
 
 
-def advise(w: Any, only: list[str] | None = None, events: bool = True) -> Findings:
+def advise(w: Window, only: list[str] | None = None, events: bool = True) -> Findings:
     """Run every rule (or those named in ``only``) on window ``w``; ``events=False`` runs
     them without building the events frame (the rules that need it are not applicable)."""
     window, w = w, (w if events else _WithoutEvents(w))
@@ -104,7 +106,7 @@ def advise(w: Any, only: list[str] | None = None, events: bool = True) -> Findin
     )
 
 
-def _locate(w: Any, f: Finding) -> Finding:
+def _locate(w: Window, f: Finding) -> Finding:
     """A finding without a time range gets its steps' (on its ranks; all steps and ranks when
     it names none), and its ranks as lanes, so ``show()`` always has somewhere to go."""
     if f.start_ns is not None:

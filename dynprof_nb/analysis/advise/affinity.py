@@ -20,10 +20,11 @@ Its definition, followed exactly (docs/definitions.md, "Advice"):
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from dynprof_nb.traces.interface import Window
 
 from .affinity_rules import RULES
 from .findings import Finding, NotApplicable
@@ -90,7 +91,7 @@ def matches(seq: list[tuple[str, int, int]], op_rule: str) -> list[int]:
     return [int(np.searchsorted(starts, m.start(0), side="right") - 1) for m in found]
 
 
-def affinity_api(w: Any) -> list[Finding]:
+def affinity_api(w: Window) -> list[Finding]:
     e = w.events
     if e.empty:
         raise NotApplicable("no host events (trace_view.json or the .db's API tables)")

@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dynprof_nb.traces.interface import Window
+
 from .affinity import affinity_api
 from .dynamic_shape import dynamic_shape
 from .findings import Finding, NotApplicable
@@ -68,7 +70,7 @@ def _named(e: pd.DataFrame, test: Any) -> pd.DataFrame:
     return e[names_where(e["name"], lambda n: test(_bare(n)))]
 
 
-def slow_rank(w: Any) -> list[Finding]:
+def slow_rank(w: Window) -> list[Finding]:
     st = w.step_trace()
     cols = ["Computing", "Communication(Not Overlapped)", "Free"]
     if st.empty or st[cols].isna().all().any():
@@ -120,7 +122,7 @@ def slow_rank(w: Any) -> list[Finding]:
     return out
 
 
-def _step_rank_bandwidth(w: Any) -> pd.DataFrame:
+def _step_rank_bandwidth(w: Window) -> pd.DataFrame:
     """Per (step, rank, transport SDMA/RDMA): size_mb, transit_us, bandwidth_gbps (MB/ms)."""
     b = w.communication_bandwidth()
     if b.empty:
@@ -134,7 +136,7 @@ def _step_rank_bandwidth(w: Any) -> pd.DataFrame:
     return g
 
 
-def slow_link(w: Any) -> list[Finding]:
+def slow_link(w: Window) -> list[Finding]:
     g = _step_rank_bandwidth(w)
     out = []
     for transport in ("RDMA", "SDMA"):
@@ -191,7 +193,7 @@ def _comm_tasks(rw: Any) -> pd.DataFrame | None:
     return t if t is not None and not t.empty else None
 
 
-def byte_alignment(w: Any) -> list[Finding]:
+def byte_alignment(w: Window) -> list[Finding]:
     out, seen = [], False
     comm = None  # read only once a rank has tasks: a Kineto window builds it from its events
     for r in ranks_of(w):
@@ -255,7 +257,7 @@ def _op_names(comm: pd.DataFrame, tasks: pd.DataFrame, ops: list[int]) -> list[s
     return [names[order[o]] for o in ops if o in order]
 
 
-def small_packets(w: Any) -> list[Finding]:
+def small_packets(w: Window) -> list[Finding]:
     b = w.communication_bandwidth()
     if b.empty:
         raise NotApplicable("no per-transport communication sizes")
@@ -301,7 +303,7 @@ def small_packets(w: Any) -> list[Finding]:
     return out
 
 
-def bandwidth_contention(w: Any) -> list[Finding]:
+def bandwidth_contention(w: Window) -> list[Finding]:
     """SDMA ops running while a MatMul runs, at under 80% of the 18 GB/s SDMA baseline."""
     b = w.communication_bandwidth()  # Ascend's per-transport table first: no events needed
     if b.empty:
@@ -363,7 +365,7 @@ def bandwidth_contention(w: Any) -> list[Finding]:
     return out
 
 
-def aicpu(w: Any) -> list[Finding]:
+def aicpu(w: Window) -> list[Finding]:
     k = w.kernels
     if k.empty or "core" not in k or k["core"].isna().all():
         raise NotApplicable("no device tasks with their accelerator core (Ascend's AI CPU)")
@@ -409,14 +411,14 @@ def aicpu(w: Any) -> list[Finding]:
     return out
 
 
-def _host_events(w: Any) -> pd.DataFrame:
+def _host_events(w: Window) -> pd.DataFrame:
     e = w.events
     if e.empty:
         raise NotApplicable("no host events (trace_view.json or the .db's API tables)")
     return with_rank(e, w)
 
 
-def memory_operators(w: Any) -> list[Finding]:
+def memory_operators(w: Window) -> list[Finding]:
     e = _named(_host_events(w), lambda n: n.isin(MEMORY_OPS))
     bare = _bare(e["name"].astype(str))
     out = []
@@ -457,7 +459,7 @@ def memory_operators(w: Any) -> list[Finding]:
     return out
 
 
-def operator_compile(w: Any) -> list[Finding]:
+def operator_compile(w: Window) -> list[Finding]:
     """Operators compiled at run time (aclopCompileAndExecute ...): the summary's host
     overhead table's "op compile" row, per rank, when >= 5% of host self time."""
     from dynprof_nb.analysis.summary import overhead_table
@@ -499,7 +501,7 @@ def operator_compile(w: Any) -> list[Finding]:
     return out
 
 
-def slow_dataloader(w: Any) -> list[Finding]:
+def slow_dataloader(w: Window) -> list[Finding]:
     e = _host_events(w)
     hit = e[names_where(e["name"], lambda n: n.str.contains("dataloader", case=False))]
     hit = hit[hit["dur_ns"] >= DATALOADER_US * 1e3]
@@ -535,7 +537,7 @@ def slow_dataloader(w: Any) -> list[Finding]:
     return out
 
 
-def gc_pauses(w: Any) -> list[Finding]:
+def gc_pauses(w: Window) -> list[Finding]:
     e = _host_events(w)
     # category gc (torch_npu's GC records; the built-in and MindSpore backends' pauses), or
     # the torch backend's record_function named GC (Kineto files it as a user_annotation)
@@ -579,7 +581,7 @@ def gc_pauses(w: Any) -> list[Finding]:
     return out
 
 
-def synchronize_stream(w: Any) -> list[Finding]:
+def synchronize_stream(w: Window) -> list[Finding]:
     e = _named(
         _host_events(w), lambda n: n.str.startswith(SYNC_STREAM) | n.str.startswith(NODE_LAUNCH)
     )

@@ -12,11 +12,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from dynprof_nb.analysis.host_phases import step_phases
+from dynprof_nb.traces.interface import Window
 
 from .findings import Finding, NotApplicable
 from .frames import with_rank
@@ -28,14 +27,14 @@ OUTLIER_FACTOR = 1.5
 HOST_BOUND_FREE = 0.5
 
 
-def _steps(w: Any) -> pd.DataFrame:
+def _steps(w: Window) -> pd.DataFrame:
     st = with_rank(w.steps, w)
     if st.empty or st["duration_us"].isna().all():
         raise NotApplicable("no steps with durations")
     return st[st["duration_us"].notna()]
 
 
-def communication_not_overlapped(w: Any) -> list[Finding]:
+def communication_not_overlapped(w: Window) -> list[Finding]:
     br = w.step_breakdown()
     if br.empty or br["communication_not_overlapped_us"].isna().all():
         br = _host_communication(w)
@@ -78,7 +77,7 @@ def communication_not_overlapped(w: Any) -> list[Finding]:
     return out
 
 
-def _host_communication(w: Any) -> pd.DataFrame:
+def _host_communication(w: Window) -> pd.DataFrame:
     """The step breakdown's columns from the training thread's phases (host windows): its
     communication phase is not overlapped by construction (the thread does no work then)."""
     try:
@@ -92,7 +91,7 @@ def _host_communication(w: Any) -> pd.DataFrame:
     )
 
 
-def step_outliers(w: Any) -> list[Finding]:
+def step_outliers(w: Window) -> list[Finding]:
     st = _steps(w)
     out = []
     for r, part in st.groupby("rank"):
@@ -131,7 +130,7 @@ def step_outliers(w: Any) -> list[Finding]:
     return out
 
 
-def host_bound_steps(w: Any) -> list[Finding]:
+def host_bound_steps(w: Window) -> list[Finding]:
     br = w.step_breakdown()
     if br.empty or br["free_us"].isna().all():
         raise NotApplicable("no per-step free (device idle) time")

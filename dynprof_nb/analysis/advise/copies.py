@@ -14,9 +14,9 @@ Ascend window's copies are its step trace's (msprof-analyze's rules).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
+
+from dynprof_nb.traces.interface import Window
 
 from .findings import Finding, NotApplicable
 from .scope import Scope
@@ -27,7 +27,7 @@ COPY_CATS = ("gpu_memcpy", "Memcpy")
 DIRECTION = r"Memcpy\s+(HtoD|DtoH|DtoD|PtoP|HtoH)"
 
 
-def copies_per_step(w: Any) -> pd.DataFrame:
+def copies_per_step(w: Window) -> pd.DataFrame:
     """Per rank and direction: copies per step, device µs per step and pageable copies per
     step, over the rank's steps (copies outside any step are not counted)."""
     k = w.kernels
@@ -68,7 +68,7 @@ def copies_per_step(w: Any) -> pd.DataFrame:
     ).dropna()[cols]
 
 
-def memory_copies(w: Any) -> list[Finding]:
+def memory_copies(w: Window) -> list[Finding]:
     t = copies_per_step(w)
     st = w.steps
     if "rank" not in st:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dynprof_nb.traces.interface import Window
+
 from .findings import Finding, NotApplicable
 from .frames import span, with_rank
 
@@ -41,7 +43,7 @@ def state_column(k: Any) -> str | None:
     return None
 
 
-def dynamic_shape(w: Any) -> list[Finding]:
+def dynamic_shape(w: Window) -> list[Finding]:
     k = w.kernels
     if k.empty:
         raise NotApplicable("no device kernels (kernel_details.csv or the .db)")

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from dynprof_nb.safetext import escape
+from dynprof_nb.traces.interface import Window
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -75,7 +76,7 @@ class Findings:
     where finding ``i`` is."""
 
     def __init__(
-        self, window: Any, found: list[Finding], checked: pd.DataFrame, kind: str = "this window"
+        self, window: Window, found: list[Finding], checked: pd.DataFrame, kind: str = "this window"
     ) -> None:
         self.window = window
         self.kind = kind

@@ -9,15 +9,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# ranks_of and with_rank live in a leaf module (the same-work rule needs them too); the advise
-# rules take them from here
 from dynprof_nb.analysis.ranked import ranks_of as ranks_of
 from dynprof_nb.analysis.ranked import with_rank as with_rank
+
+# ranks_of and with_rank live in a leaf module (the same-work rule needs them too); the advise
+# rules take them from here
+from dynprof_nb.traces.interface import Window
 
 from .findings import NotApplicable
 
 
-def rank_window(w: Any, rank: int) -> Any:
+def rank_window(w: Window, rank: int) -> Any:
     """One rank's window of a multi-rank window, or the window itself."""
     sub = getattr(w, "rank_window", None)
     return sub(rank) if callable(sub) and len(ranks_of(w)) > 1 else w

@@ -17,12 +17,11 @@ The rules turn them into findings: the idle share of the device's span when it i
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from dynprof_nb.analysis import gpu as gpu_frames
+from dynprof_nb.traces.interface import Window
 
 from .findings import Finding, NotApplicable
 from .frames import with_rank
@@ -44,7 +43,7 @@ STRAGGLER_MIN_DURATION = 0.01  # HTA's min_normalized_duration
 STRAGGLER_GAP = 0.05  # dynprof_nb's: a straggler finding is medium when this much later
 
 
-def _device(w: Any, kernels_sel: gpu_frames.Selection, include_last_step: bool) -> pd.DataFrame:
+def _device(w: Window, kernels_sel: gpu_frames.Selection, include_last_step: bool) -> pd.DataFrame:
     k = w.kernels
     if k.empty or "correlation" not in k:
         raise NotApplicable("no GPU kernels with their launches (a Kineto trace has them)")
@@ -52,7 +51,7 @@ def _device(w: Any, kernels_sel: gpu_frames.Selection, include_last_step: bool) 
 
 
 def idle_gaps(
-    w: Any,
+    w: Window,
     consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US,
     kernels_sel: gpu_frames.Selection = "steps",
     include_last_step: bool = False,
@@ -93,7 +92,7 @@ def idle_gaps(
 
 
 def idle_time_breakdown(
-    w: Any,
+    w: Window,
     consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US,
     kernels_sel: gpu_frames.Selection = "steps",
     include_last_step: bool = False,
@@ -123,7 +122,7 @@ def idle_time_breakdown(
 
 
 def kernel_launch_stats(
-    w: Any,
+    w: Window,
     include_memory_events: bool = True,
     kernels_sel: gpu_frames.Selection = "steps",
     include_last_step: bool = False,
@@ -154,7 +153,7 @@ def kernel_launch_stats(
     )
 
 
-def idle_time(w: Any) -> list[Finding]:
+def idle_time(w: Window) -> list[Finding]:
     tb = gpu_frames.temporal_breakdown(with_rank(w.kernels, w), w.steps)
     if tb.empty:
         raise NotApplicable("no device activity")
@@ -204,7 +203,7 @@ def idle_time(w: Any) -> list[Finding]:
     return out
 
 
-def launch_stats(w: Any) -> list[Finding]:
+def launch_stats(w: Window) -> list[Finding]:
     s = kernel_launch_stats(w)
     if s.empty:
         raise NotApplicable("no kernel launches matched to their kernels")
@@ -255,7 +254,7 @@ def launch_stats(w: Any) -> list[Finding]:
     return out
 
 
-def _steps_kept(w: Any, include_last_step: bool) -> list[int]:
+def _steps_kept(w: Window, include_last_step: bool) -> list[int]:
     """HTA's profiler steps: every step of the window but the last (kept only with
     ``include_last_step``), the last possibly incomplete in a Kineto trace."""
     st = sorted(int(s) for s in with_rank(w.steps, w)["step"].dropna().unique())
@@ -263,7 +262,7 @@ def _steps_kept(w: Any, include_last_step: bool) -> list[int]:
 
 
 def straggler_metric(
-    w: Any,
+    w: Window,
     min_normalized_duration: float = STRAGGLER_MIN_DURATION,
     include_last_step: bool = False,
 ) -> pd.DataFrame:
@@ -320,7 +319,7 @@ def straggler_metric(
 
 
 def potential_stragglers(
-    w: Any, num_candidates: int = 2, include_last_step: bool = False
+    w: Window, num_candidates: int = 2, include_last_step: bool = False
 ) -> pd.DataFrame:
     """HTA's ``get_potential_stragglers``: per step the ``num_candidates`` ranks that start the
     probe kernel latest (:func:`straggler_metric`); per rank ``times`` it was one, the ranks
@@ -346,7 +345,7 @@ def potential_stragglers(
     )
 
 
-def stragglers(w: Any) -> list[Finding]:
+def stragglers(w: Window) -> list[Finding]:
     t = potential_stragglers(w)
     late = t[t["straggler"]]
     rest = t[~t["straggler"]]

@@ -17,8 +17,6 @@ phases of each step (:mod:`dynprof_nb.analysis.host_phases`; docs/definitions.md
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from dynprof_nb.analysis.host_phases import step_phases
@@ -30,6 +28,7 @@ from dynprof_nb.analysis.straggler import (
     phases_per_step,
     thread_cpu_of,
 )
+from dynprof_nb.traces.interface import Window
 
 from .findings import Finding, NotApplicable
 from .scope import Scope
@@ -52,7 +51,7 @@ WORDS = {
 }
 
 
-def _phases(w: Any) -> pd.DataFrame:
+def _phases(w: Window) -> pd.DataFrame:
     try:
         p = step_phases(w)
     except (LookupError, KeyError, ValueError) as e:
@@ -62,7 +61,7 @@ def _phases(w: Any) -> pd.DataFrame:
     return p
 
 
-def straggler(w: Any) -> list[Finding]:
+def straggler(w: Window) -> list[Finding]:
     ph, phases, kind = phases_per_step(w)
     if ph.empty:
         raise NotApplicable("no steps with durations")
@@ -144,7 +143,7 @@ def _per_rank(p: pd.DataFrame) -> pd.DataFrame:
     return p.groupby("rank")[["duration_us", "other", "sync", "data loading", "sync_points"]].mean()
 
 
-def host_bound_loop(w: Any) -> list[Finding]:
+def host_bound_loop(w: Window) -> list[Finding]:
     p = _phases(w)
     out = []
     for r, row in _per_rank(p).iterrows():
@@ -180,7 +179,7 @@ def host_bound_loop(w: Any) -> list[Finding]:
     return out
 
 
-def _ops_per_step(w: Any, rank: int, steps: int) -> float:
+def _ops_per_step(w: Window, rank: int, steps: int) -> float:
     ops = w.ops
     if ops.empty or "count" not in ops or not steps:
         return 0.0
@@ -189,7 +188,7 @@ def _ops_per_step(w: Any, rank: int, steps: int) -> float:
     return float(ops["count"].sum()) / steps
 
 
-def sync_points(w: Any) -> list[Finding]:
+def sync_points(w: Window) -> list[Finding]:
     p = _phases(w)
     out = []
     for r, row in _per_rank(p).iterrows():
@@ -223,7 +222,7 @@ def sync_points(w: Any) -> list[Finding]:
     return out
 
 
-def data_loader_waits(w: Any) -> list[Finding]:
+def data_loader_waits(w: Window) -> list[Finding]:
     p = _phases(w)
     out = []
     for r, row in _per_rank(p).iterrows():

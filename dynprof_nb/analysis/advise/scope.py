@@ -11,7 +11,8 @@ finding nor among the rules that found nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from dynprof_nb.traces.interface import Window
 
 ALL_DEVICES = ("cpu", "gpu", "npu")
 ASCEND_FRAMEWORKS = ("torch_npu", "ascend")
@@ -57,7 +58,7 @@ class Scope:
         return not self.frameworks or framework in self.frameworks
 
 
-def device_kind(w: Any) -> str:
+def device_kind(w: Window) -> str:
     """``npu``, ``gpu`` or ``cpu`` (module docstring)."""
     fw = str(getattr(w, "framework", "") or "").lower()
     try:
@@ -74,7 +75,7 @@ def device_kind(w: Any) -> str:
     return "cpu"
 
 
-def framework_of(w: Any) -> str:
+def framework_of(w: Window) -> str:
     return str(getattr(w, "framework", "") or "").lower()
 
 
