@@ -4,7 +4,13 @@ A record (:mod:`dynprof_nb.training.recent`) holds the steps around a slowdown, 
 baseline window: per rank, a step is *slow* when it took more than :data:`SLOW_RATIO` x the
 rank's median step and more than :data:`MAD_K` scaled MADs over it (the noise of its normal
 steps is not a slowdown); the others are *normal*. The rank named is the one whose slow steps
-add the most time over its median. Its parts per step (each user range by name, the GC pauses,
+add the most time over its median, unless other ranks were slow in the same steps by as much:
+in synchronous training a rank that waits in a collective for a slow one is slow too (DDP's
+all-reduce in its backward pass). Then the culprit is the rank whose grown part *ended first*
+in those steps: a waiter is released only once the slow rank has finished its delay and
+reached the collective, so its wait ends after that delay (:func:`first_to_end`). Where a
+rank's growth is outside any part the record sees, that order is unknown, and no rank is
+named. Its parts per step (each user range by name, the GC pauses,
 each data-loader wait) are compared, slow steps' mean against normal steps' mean; the part
 that grew most is the cause, with its share of the step's growth. Time no part covers is said
 as "outside any range".
@@ -47,15 +53,40 @@ def slow_steps(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else steps.assign(median_us=[], slow=[])
 
 
-def _parts(events: pd.DataFrame) -> pd.DataFrame:
-    """Per step, the time of each part: ``step, part, dur_us``."""
+def _labelled(events: pd.DataFrame) -> pd.DataFrame:
+    """``events`` without the step markers, each with its ``part`` (``range: NAME``, ``GC``,
+    ``wait: NAME``)."""
     e = events[~events["name"].astype(str).str.match(STEP_RE)]
     cat, name = e["cat"].astype(str), e["name"].astype(str)
     part = np.where(
         cat == "gc", "GC", np.where(cat == WAIT_CATEGORY, "wait: " + name, "range: " + name)
     )
-    e = e.assign(part=part, dur_us=e["dur_ns"] / 1000.0)
+    return e.assign(part=part)
+
+
+def _parts(events: pd.DataFrame) -> pd.DataFrame:
+    """Per step, the time of each part: ``step, part, dur_us``."""
+    e = _labelled(events)
+    e = e.assign(dur_us=e["dur_ns"] / 1000.0)
     return e.groupby(["step", "part"], as_index=False)["dur_us"].sum()
+
+
+def first_to_end(events: pd.DataFrame, grown: dict[int, str], weights: pd.Series) -> int:
+    """Of the ranks in ``grown`` (rank -> the part that grew most in its slow steps), the one
+    whose part ended first in the slow steps they share (``weights``: per step, how much the
+    step was slow; a step's vote counts that much, so the few long slow steps outweigh the
+    machine's short noise). Ends are the ranks' own clocks (wall time: one host's, or hosts
+    kept within a millisecond by NTP, against slow steps of tens of ms)."""
+    e = _labelled(events[events["step"].isin(weights.index)])
+    votes: dict[int, float] = dict.fromkeys(grown, 0.0)
+    ends = {}
+    for r, part in grown.items():
+        mine = e[(e["rank"] == r) & (e["part"] == part)]
+        ends[r] = (mine["ts_ns"] + mine["dur_ns"]).groupby(mine["step"]).max()
+    table = pd.DataFrame(ends).dropna()
+    for step, row in table.iterrows():
+        votes[int(row.idxmin())] += float(weights.get(step, 0.0))
+    return max(votes, key=lambda r: votes[r])
 
 
 def _part_table(
@@ -92,14 +123,19 @@ def explain_recent(w: Window) -> Any:
             f"median ({med / 1000:.1f} ms) and its noise"
         )
         return Explanation(text, None, med, med, empty, empty, "its normal steps", [], 0.0, False)
-    excess = (slow["duration_us"] - slow["median_us"]).groupby(slow["rank"]).sum()
+    over = slow.assign(over_us=slow["duration_us"] - slow["median_us"])
+    excess = over.groupby("rank")["over_us"].sum()
     rank = int(excess.idxmax())
+    events = with_rank(w.events, w)
+    rank, waiters, unordered = _culprit(steps, over, events, rank)
+    if unordered:
+        return _cannot_tell(steps, over, rank, unordered)
     mine = steps[steps["rank"] == rank]
     slow_ids, normal_ids = set(mine[mine["slow"]]["step"]), set(mine[~mine["slow"]]["step"])
     step_slow = float(mine[mine["slow"]]["duration_us"].mean())
     step_normal = float(mine[~mine["slow"]]["duration_us"].median())
     growth = step_slow - step_normal
-    phases = _part_table(with_rank(w.events, w), rank, slow_ids, normal_ids, growth)
+    phases = _part_table(events, rank, slow_ids, normal_ids, growth)
     covered = float(phases["delta_us"].clip(lower=0).sum()) if not phases.empty else 0.0
     lo, hi = min(slow_ids), max(slow_ids)
     span = f"step {lo}" if len(slow_ids) == 1 else f"{len(slow_ids)} slow steps in {lo}-{hi}"
@@ -121,7 +157,13 @@ def explain_recent(w: Window) -> Any:
     if growth > 0 and covered < 0.5 * growth:
         outside = (growth - covered) / 1000
         notes.append(f"{outside:.1f} ms a step of the growth is outside any range")
-    other = sorted(int(r) for r in excess.index if int(r) != rank)
+    for r, part in waiters.items():
+        notes.append(
+            f"rank {r} was slow in the same steps, waiting for it: its {part} grew too, and "
+            f"ended after rank {rank}'s {cause} in those steps (weighted by how slow each was): "
+            "a wait in a collective ends only once the slow rank arrives"
+        )
+    other = sorted(int(r) for r in excess.index if int(r) != rank and int(r) not in waiters)
     if other:
         notes.append(f"ranks {other} had slow steps too (less time over their median)")
     return Explanation(
@@ -136,4 +178,63 @@ def explain_recent(w: Window) -> Any:
         0.0,
         True,
         cause,
+    )
+
+
+#: a rank slow in the same steps by at least this share of the slowest rank's excess there is
+#: slow with it (waiting for it, or the culprit it waited for)
+SHARED = 0.5
+
+
+def _culprit(
+    steps: pd.DataFrame, over: pd.DataFrame, events: pd.DataFrame, rank: int
+) -> tuple[int, dict[int, str], list[int]]:
+    """``(culprit, {waiter: its grown part}, [])`` among the ranks slow in ``rank``'s slow
+    steps by as much (:data:`SHARED`), or ``(rank, {}, [the ranks slow together])`` when a
+    rank's growth is outside its parts and the order cannot be known. One rank slow alone:
+    ``(rank, {}, [])``."""
+    shared_steps = set(over.loc[over["rank"] == rank, "step"])
+    there = over[over["step"].isin(shared_steps)]
+    by_rank = there.groupby("rank")["over_us"].sum()
+    group = [int(r) for r in by_rank.index if by_rank[r] >= SHARED * by_rank[rank]]
+    if len(group) < 2:
+        return rank, {}, []
+    grown, unknown = {}, []
+    for r in group:
+        mine = steps[steps["rank"] == r]
+        slow_ids, normal_ids = set(mine[mine["slow"]]["step"]), set(mine[~mine["slow"]]["step"])
+        growth = float(
+            mine[mine["slow"]]["duration_us"].mean() - mine[~mine["slow"]]["duration_us"].median()
+        )
+        phases = _part_table(events, r, slow_ids, normal_ids, growth)
+        covered = float(phases["delta_us"].clip(lower=0).sum()) if not phases.empty else 0.0
+        if phases.empty or phases["delta_us"].iloc[0] <= 0 or covered < 0.5 * growth:
+            unknown.append(r)
+        else:
+            grown[r] = str(phases["part"].iloc[0])
+    if unknown:
+        return rank, {}, sorted(group)
+    weights = there.groupby("step")["over_us"].max()
+    culprit = first_to_end(events, grown, weights)
+    return culprit, {r: p for r, p in grown.items() if r != culprit}, []
+
+
+def _cannot_tell(steps: pd.DataFrame, over: pd.DataFrame, rank: int, group: list[int]) -> Any:
+    """Several ranks slow in the same steps, and the record cannot order them: none named."""
+    from .explain import Explanation
+
+    mine = steps[steps["rank"] == rank]
+    step_slow = float(mine[mine["slow"]]["duration_us"].mean())
+    step_normal = float(mine[~mine["slow"]]["duration_us"].median())
+    ids = sorted(set(over.loc[over["rank"] == rank, "step"]))
+    text = (
+        f"ranks {', '.join(map(str, group))} were slow in the same steps ({ids[0]}-{ids[-1]}, "
+        f"{step_slow / 1000:.1f} ms against {step_normal / 1000:.1f} ms): in synchronous "
+        "training one waits for the other, and this record cannot tell which, because part of "
+        "a rank's growth is outside any range, GC pause or wait it sees. Mark the step's "
+        "phases with dynprof_nb.range (forward, backward, the data loader) to tell them apart"
+    )
+    empty = pd.DataFrame()
+    return Explanation(
+        text, None, step_slow, step_normal, empty, empty, "its normal steps", [], 0.0, True
     )
