@@ -60,6 +60,48 @@ def dump_bytes(rank: int, stack_traces: bool = False) -> tuple[bytes | None, str
     ``stack_traces`` adds each entry's call site (``frames``); torch symbolises them the
     first time, which took 4-7 s on a loaded 2-core machine, so a hang report leaves them out
     by default (the ranks' Python stacks come from ``job.stacks()``)."""
+    value, why = recorded(rank, stack_traces)
+    if value is None:
+        return None, why
+    return pickle.dumps(value, protocol=4), ""
+
+
+def collectives_since(rank: int, since_ns: int) -> tuple[list[dict[str, Any]], str]:
+    """This rank's collectives entered at or after wall time ``since_ns`` (torch's clock for
+    ``time_created_ns``), oldest first: ``name`` (``gloo:all_reduce``), ``pg``, ``seq``,
+    ``created_ns``, and ``started_ns``/``completed_ns`` where the backend times them (NCCL
+    with timing on; gloo has neither). ``([], why)`` without a recorder: the recent-steps
+    record says so."""
+    value, why = recorded(rank, stack_traces=False)
+    if value is None:
+        return [], why
+    out = []
+    for e in value.get("entries") or []:
+        created = e.get("time_created_ns") if isinstance(e, dict) else None
+        if not isinstance(created, int) or isinstance(created, bool) or created < since_ns:
+            continue
+        pg = e.get("process_group")
+        out.append(
+            {
+                "name": str(e.get("profiling_name") or "collective")[:200],
+                "pg": str(pg[0] if isinstance(pg, (tuple, list)) and pg else e.get("pg_id", "")),
+                "seq": e.get("collective_seq_id") if not e.get("is_p2p") else e.get("p2p_seq_id"),
+                "created_ns": created,
+                "started_ns": _ns(e.get("time_discovered_started_ns")),
+                "completed_ns": _ns(e.get("time_discovered_completed_ns")),
+            }
+        )
+    out.sort(key=lambda c: c["created_ns"])
+    return out, ""
+
+
+def _ns(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def recorded(rank: int, stack_traces: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """This process's recorder dump, decoded by the safe unpickler and with the groups filled
+    in (see the module's doc), or None and why there is none."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None, "this rank does not use PyTorch (no Flight Recorder)"
@@ -91,7 +133,7 @@ def dump_bytes(rank: int, stack_traces: bool = False) -> tuple[bytes | None, str
         known.setdefault(name, cfg)
     value["pg_config"] = known
     value["rank"] = rank
-    return pickle.dumps(value, protocol=4), ""
+    return value, ""
 
 
 class FlightRecorderResponder:
