@@ -6,14 +6,15 @@ rank's median step and more than :data:`MAD_K` scaled MADs over it (the noise of
 steps is not a slowdown); the others are *normal*. The rank named is the one whose slow steps
 add the most time over its median, unless other ranks were slow in the same steps by as much:
 in synchronous training a rank that waits in a collective for a slow one is slow too (DDP's
-all-reduce in its backward pass). Then the culprit is the rank whose grown part *ended first*
-in those steps: a waiter is released only once the slow rank has finished its delay and
-reached the collective, so its wait ends after that delay (:func:`first_to_end`). Where a
-rank's growth is outside any part the record sees, that order is unknown, and no rank is
-named. Its parts per step (each user range by name, the GC pauses,
-each data-loader wait) are compared, slow steps' mean against normal steps' mean; the part
-that grew most is the cause, with its share of the step's growth. Time no part covers is said
-as "outside any range".
+all-reduce in its backward pass). Then the culprit is the last to enter those steps'
+collectives, where the record holds them (torch's Flight Recorder: :func:`last_to_arrive`),
+else the rank whose grown part *ended first*: a waiter is released only once the slow rank
+has finished its delay and reached the collective, so its wait ends after that delay
+(:func:`first_to_end`). Where neither order is known (no collective, and a rank's growth
+outside any part the record sees), no rank is named. Its parts per step (each user range by
+name, the GC pauses, each data-loader wait) are compared, slow steps' mean against normal
+steps' mean; the part that grew most is the cause, with its share of the step's growth. Time
+no part covers is said as "outside any range".
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ SLOW_RATIO = 1.5  # the trigger's default slowdown
 MAD_K = 5.0
 MAD_SCALE = 1.4826
 WAIT_CATEGORY = "dataloader"
+#: the category of the collectives a record holds (torch's Flight Recorder entries: each
+#: collective's enter, and its time where the backend measures it)
+COLLECTIVE_CATEGORY = "collective"
 
 
 def is_recent(w: Window) -> bool:
@@ -58,8 +62,10 @@ def _labelled(events: pd.DataFrame) -> pd.DataFrame:
     ``wait: NAME``)."""
     e = events[~events["name"].astype(str).str.match(STEP_RE)]
     cat, name = e["cat"].astype(str), e["name"].astype(str)
-    part = np.where(
-        cat == "gc", "GC", np.where(cat == WAIT_CATEGORY, "wait: " + name, "range: " + name)
+    part = np.select(
+        [cat == "gc", cat == WAIT_CATEGORY, cat == COLLECTIVE_CATEGORY],
+        ["GC", "wait: " + name, "collective: " + name],
+        "range: " + name,
     )
     return e.assign(part=part)
 
@@ -87,6 +93,39 @@ def first_to_end(events: pd.DataFrame, grown: dict[int, str], weights: pd.Series
     for step, row in table.iterrows():
         votes[int(row.idxmin())] += float(weights.get(step, 0.0))
     return max(votes, key=lambda r: votes[r])
+
+
+def last_to_arrive(
+    events: pd.DataFrame, group: list[int], steps: set[int]
+) -> tuple[int, dict[int, float]] | None:
+    """Of ``group``, the rank the others waited for in the collectives of ``steps``: each
+    collective every rank of the group entered (matched by step, name and order within the
+    step) votes for the rank that entered it last, by how long the first one waited for it.
+    Returns the culprit and, per other rank, how far ahead of it it entered a step's
+    collectives (the most in the step, its mean over the steps, ms); None where
+    the record holds no collective shared by the group (no Flight Recorder, or no collective
+    in those steps)."""
+    c = events[
+        (events["cat"].astype(str) == COLLECTIVE_CATEGORY)
+        & events["step"].isin(steps)
+        & events["rank"].isin(group)
+    ]
+    if c.empty:
+        return None
+    c = c.sort_values("ts_ns")
+    c = c.assign(k=c.groupby(["rank", "step", "name"]).cumcount(), t=c["ts_ns"] - c["ts_ns"].min())
+    table = c.pivot_table(index=["step", "name", "k"], columns="rank", values="t", aggfunc="first")
+    table = table.reindex(columns=group).dropna()
+    if table.empty:
+        return None
+    last = table.idxmax(axis=1)
+    waited = table.max(axis=1) - table.min(axis=1)
+    votes = waited.groupby(last).sum()
+    culprit = int(votes.idxmax())
+    behind = table.rsub(table[culprit], axis=0)  # how long each rank entered before it
+    # a rank that entered every collective of a step early waited once, for the latest
+    per_step = behind.groupby(level="step").max().mean() / 1e6
+    return culprit, {int(r): float(per_step[r]) for r in group if r != culprit}
 
 
 def _part_table(
@@ -157,12 +196,7 @@ def explain_recent(w: Window) -> Any:
     if growth > 0 and covered < 0.5 * growth:
         outside = (growth - covered) / 1000
         notes.append(f"{outside:.1f} ms a step of the growth is outside any range")
-    for r, part in waiters.items():
-        notes.append(
-            f"rank {r} was slow in the same steps, waiting for it: its {part} grew too, and "
-            f"ended after rank {rank}'s {cause} in those steps (weighted by how slow each was): "
-            "a wait in a collective ends only once the slow rank arrives"
-        )
+    notes += list(waiters.values())
     other = sorted(int(r) for r in excess.index if int(r) != rank and int(r) not in waiters)
     if other:
         notes.append(f"ranks {other} had slow steps too (less time over their median)")
@@ -189,16 +223,24 @@ SHARED = 0.5
 def _culprit(
     steps: pd.DataFrame, over: pd.DataFrame, events: pd.DataFrame, rank: int
 ) -> tuple[int, dict[int, str], list[int]]:
-    """``(culprit, {waiter: its grown part}, [])`` among the ranks slow in ``rank``'s slow
-    steps by as much (:data:`SHARED`), or ``(rank, {}, [the ranks slow together])`` when a
-    rank's growth is outside its parts and the order cannot be known. One rank slow alone:
-    ``(rank, {}, [])``."""
+    """``(culprit, {waiter: the note that says how it waited}, [])`` among the ranks slow in
+    ``rank``'s slow steps by as much (:data:`SHARED`), or ``(rank, {}, [the ranks slow
+    together])`` when neither their collectives nor their parts order them. One rank slow
+    alone: ``(rank, {}, [])``."""
     shared_steps = set(over.loc[over["rank"] == rank, "step"])
     there = over[over["step"].isin(shared_steps)]
     by_rank = there.groupby("rank")["over_us"].sum()
     group = [int(r) for r in by_rank.index if by_rank[r] >= SHARED * by_rank[rank]]
     if len(group) < 2:
         return rank, {}, []
+    arrival = last_to_arrive(events, group, shared_steps)
+    if arrival is not None:
+        culprit, waited = arrival
+        return culprit, {
+            r: (f"rank {r} was slow in the same steps, waiting for it: it entered their "
+                f"collectives {ms:.1f} ms a step before rank {culprit} did")
+            for r, ms in waited.items()
+        }, []  # fmt: skip
     grown, unknown = {}, []
     for r in group:
         mine = steps[steps["rank"] == r]
@@ -216,7 +258,12 @@ def _culprit(
         return rank, {}, sorted(group)
     weights = there.groupby("step")["over_us"].max()
     culprit = first_to_end(events, grown, weights)
-    return culprit, {r: p for r, p in grown.items() if r != culprit}, []
+    return culprit, {
+        r: (f"rank {r} was slow in the same steps, waiting for it: its {part} grew too, and "
+            f"ended after rank {culprit}'s {grown[culprit]} in those steps (weighted by how "
+            "slow each was): a wait in a collective ends only once the slow rank arrives")
+        for r, part in grown.items() if r != culprit
+    }, []  # fmt: skip
 
 
 def _cannot_tell(steps: pd.DataFrame, over: pd.DataFrame, rank: int, group: list[int]) -> Any:

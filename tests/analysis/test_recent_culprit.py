@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dynprof_nb.analysis.recent_explain import _culprit, first_to_end, slow_steps
+from dynprof_nb.analysis.recent_explain import (
+    _culprit,
+    first_to_end,
+    last_to_arrive,
+    slow_steps,
+)
 
 MS = 1_000_000  # ns
 
@@ -41,7 +46,8 @@ def test_the_rank_whose_part_ended_first_is_the_culprit():
     over = judged[judged["slow"]].assign(
         over_us=lambda f: f["duration_us"] - f["median_us"])
     rank, waiters, unordered = _culprit(judged, over, ev, rank=0)
-    assert (rank, waiters, unordered) == (1, {0: "range: backward"}, [])
+    assert (rank, list(waiters), unordered) == (1, [0], [])
+    assert "its range: backward grew too" in waiters[0], waiters
 
 
 def test_a_gc_pause_inside_the_backward_pass_is_still_the_culprit():
@@ -59,3 +65,40 @@ def test_growth_outside_every_part_names_no_rank():
     over = judged[judged["slow"]].assign(
         over_us=lambda f: f["duration_us"] - f["median_us"])
     assert _culprit(judged, over, ev, rank=0)[2] == [0, 1]
+
+
+def with_collectives(ev: pd.DataFrame, late_ms: dict[int, float], hiccup: range) -> pd.DataFrame:
+    """Each rank enters two all-reduces a step at its backward's start (+1 ms for the second);
+    in ``hiccup`` steps rank r enters them ``late_ms[r]`` later."""
+    rows = []
+    for (r, s), b in ev[ev["name"] == "backward"].groupby(["rank", "step"]):
+        t = int(b["ts_ns"].iloc[0]) + int((late_ms.get(r, 0.0) if s in hiccup else 0.0) * MS)
+        for k in range(2):
+            rows.append((r, s, "gloo:all_reduce", "collective", t + k * MS, 0))
+    extra = pd.DataFrame(rows, columns=ev.columns)
+    return pd.concat([ev, extra], ignore_index=True)
+
+
+def test_the_last_rank_into_the_collectives_is_the_culprit_even_unmarked():
+    """With the Flight Recorder's entries, no range is needed: rank 1 (its delay marked by
+    nothing) enters both all-reduces of each slow step 80 ms after rank 0, which waited 80 ms
+    a step for it (not 160: the second one it entered 80 ms early too, but waited once)."""
+    st, ev = record({1: "forward"}, range(10, 15), culprit_ms=80, wait_after_ms=0.5)
+    ev = ev[~((ev["rank"] == 1) & (ev["name"] == "forward"))]  # rank 1 marked nothing
+    ev = with_collectives(ev, {}, range(10, 15))
+    judged = slow_steps(st)
+    over = judged[judged["slow"]].assign(
+        over_us=lambda f: f["duration_us"] - f["median_us"])
+    rank, waiters, unordered = _culprit(judged, over, ev, rank=0)
+    assert (rank, list(waiters), unordered) == (1, [0], [])
+    assert "entered their collectives 80.0 ms a step before rank 1" in waiters[0], waiters
+    culprit, waited = last_to_arrive(ev, [0, 1], set(range(10, 15)))
+    assert culprit == 1 and waited == {0: 80.0}
+
+
+def test_no_shared_collective_leaves_the_order_to_the_parts():
+    st, ev = record({1: "forward"}, range(10, 15), culprit_ms=80, wait_after_ms=0.5)
+    assert last_to_arrive(ev, [0, 1], set(range(10, 15))) is None
+    one_rank = with_collectives(ev, {}, range(10, 15))
+    one_rank = one_rank[~((one_rank["cat"] == "collective") & (one_rank["rank"] == 1))]
+    assert last_to_arrive(one_rank, [0, 1], set(range(10, 15))) is None
