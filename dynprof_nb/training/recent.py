@@ -20,8 +20,13 @@ integer per timestamp is the only allocation, as any clock read makes). About
 It is written (:class:`RecentKeeper`, its own thread, never the training thread) as a window
 directory like any other, with ``"recent"`` in its ``window.json``: when the trigger fires
 (every rank, as the window it fired starts: the steps before that window, the slow ones that
-fired it included) and on demand (``job.recent(100)``, which bumps
-:data:`~dynprof_nb.contract.shared_layout.T_RECENT_REQ`).
+fired it included), on demand (``job.recent(100)``, which bumps
+:data:`~dynprof_nb.contract.shared_layout.T_RECENT_REQ`), and when a controller takes a
+stalled job's stacks (the same request, of kind ``RECENT_HANG``): then every step it holds,
+the ranges still open in the hung step named in its reason ("kept at a stall: its last step
+(61) ended 12.3 s before; in 'allreduce' for 12.2 s"). A rank whose hung thread holds the
+GIL (stuck in C code that does not release it) writes nothing: its keeper cannot run; its
+stacks still come.
 A failed write (a full disk) is logged and lost; the job never sees it.
 """
 
@@ -37,7 +42,14 @@ from typing import Any
 
 from dynprof_nb.contract import window_dirs
 from dynprof_nb.contract.protocol import step_marker
-from dynprof_nb.contract.shared_layout import T_FIRED, T_RECENT_REQ, T_RECENT_STEPS, T_REQ
+from dynprof_nb.contract.shared_layout import (
+    RECENT_HANG,
+    T_FIRED,
+    T_RECENT_KIND,
+    T_RECENT_REQ,
+    T_RECENT_STEPS,
+    T_REQ,
+)
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
 from dynprof_nb.training.steptimes import ENDS_KEEP, ENDS_MASK
@@ -113,6 +125,17 @@ class RecentSteps:
         now = _clock()
         if self.opened - token <= self.size:  # not overwritten since it opened
             self.t1[token % self.size] = now
+
+    def open_ranges(self, since: int) -> list[tuple[str, str, int]]:
+        """``(name, category, t0)`` of the ranges opened at or after ``since`` and not closed
+        yet, oldest first: where a hung step is."""
+        names, cats, t0s, t1s = list(self.names), list(self.cats), list(self.t0), list(self.t1)
+        found = [
+            (str(names[i]), str(cats[i]), t0s[i])
+            for i in range(self.size)
+            if names[i] is not None and not t1s[i] and t0s[i] >= since
+        ]
+        return sorted(found, key=lambda r: r[2])
 
     def _gc_pause(self, _token: Any, t0: int, t1: int, _tid: int, _info: Any) -> None:
         i = self.gc_n % GC_SLOTS
@@ -302,6 +325,8 @@ class RecentKeeper:
         seg = self.slot.seg
         if seen is not None and words[2] > seen[2]:
             last = seg.words[seg.trigger_base + T_RECENT_STEPS] or self.record.steps
+            if seg.words[seg.trigger_base + T_RECENT_KIND] == RECENT_HANG:
+                return self.write({"kind": "hang", "request": words[2]}, self.record.steps)
             return self.write({"kind": "asked", "request": words[2], "asked_steps": last}, last)
         fired = seen is not None and (words[0] > seen[0] or words[1] > seen[1])
         if fired and self.pending is None:  # (re-arming the trigger resets its counts)
@@ -326,10 +351,28 @@ class RecentKeeper:
         if upto is not None:
             step = min(step, upto)
         snap = self.record.snapshot(ends, step, exact_from, last)
+        if recent.get("kind") == "hang" and snap["steps"]:
+            recent = dict(recent, **hang_facts(self.record, snap["steps"][-1]))
         path = write_record(self.root(), self.identity, snap, recent)
         if path is not None:
             self.written.append(path)
         return path
+
+
+def hang_facts(record: RecentSteps, last_step: tuple[int, int, int]) -> dict[str, Any]:
+    """What a hang record says of the hang: how long since ``last_step`` ``(n, t0, t1)``
+    ended, and the ranges still open since then (``open``: name, category, seconds open),
+    as its ``reason``."""
+    step, _, end = last_step
+    now = _clock()
+    opened = [
+        {"name": name, "category": cat, "open_s": round((now - t0) / 1e9, 3)}
+        for name, cat, t0 in record.open_ranges(end)
+    ]
+    reason = f"kept at a stall: its last step ({step}) ended {(now - end) / 1e9:.1f} s before"
+    if opened:
+        reason += "; in " + ", ".join(f"{o['name']!r} for {o['open_s']:.1f} s" for o in opened)
+    return {"reason": reason, "open": opened}
 
 
 def _window_start(seg: Any) -> int | None:

@@ -945,7 +945,11 @@ def _same_run(a: Any, b: Any) -> bool:
 
 
 # a recent-steps record's kind (training/recent.py) as its row says it
-RECORD_WORDS = {"trigger": " (kept when the trigger fired)", "asked": " (asked for)"}
+RECORD_WORDS = {
+    "trigger": " (kept when the trigger fired)",
+    "asked": " (asked for)",
+    "hang": " (kept when the job stalled, with its stacks)",
+}
 
 
 def _label(g: dict[str, Any]) -> None:
