@@ -12,6 +12,11 @@ gone by the time it records. This record keeps them: at every moment the rank ho
   and the window itself has them);
 * GC pauses (``gc.callbacks``: only a collection pays).
 
+Each record says which parts it saw and which it could not, and why (``recent.parts`` in its
+``window.json``, see :func:`parts`): the ranges of steps a window recorded (that window's
+trace has them), a data-loader wait no range marks, collectives (this record has no
+collective hooks: only ranges of category ``communication`` show them), sampled stacks.
+
 Memory is bounded and allocated once: ``steps x RANGES_PER_STEP`` range slots and
 :data:`GC_SLOTS` GC slots in preallocated lists (a range overwrites the oldest slot; an
 integer per timestamp is the only allocation, as any clock read makes). About
@@ -36,6 +41,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,6 +73,8 @@ RANGES_PER_STEP = 32  # range slots per step kept (a step with more pushes older
 GC_SLOTS = 256
 SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
 WAIT_CATEGORY = "dataloader"  # ``dynprof_nb.range("next batch", category="dataloader")``
+COMM_CATEGORY = "communication"  # ``dynprof_nb.range("allreduce", category="communication")``
+HANDOFFS = 64  # when the ranges went to a window and came back, the newest kept
 POLL_S = 0.2  # how often the keeper looks at the trigger and request words (few GIL wakes)
 PENDING_POLL_S = 0.01  # how often while a trigger's record waits for its window's first step
 TRIGGER_WAIT_S = 5.0  # a trigger's record waits at most this for the window it fired
@@ -93,6 +101,26 @@ class RecentSteps:
         self.gc_t1 = [0] * GC_SLOTS
         self.gc_n = 0
         self._gc = GcPauses(self._gc_pause, clock=_clock)
+        # (time, True) when a window's backend took the ranges, (time, False) when they
+        # came back (ranges.set_sink): the steps between are not in this record's ranges
+        self.handoffs: deque[tuple[int, bool]] = deque(maxlen=HANDOFFS)
+
+    def lent(self, to_window: bool) -> None:
+        """A window's backend took the range sink (True) or gave it back (False)."""
+        self.handoffs.append((_clock(), to_window))
+
+    def lent_spans(self, now: int | None = None) -> list[tuple[int, int]]:
+        """``(t0, t1)`` of each time the ranges were a window's (open: until ``now``)."""
+        spans, since = [], None
+        for t, on in list(self.handoffs):
+            if on and since is None:
+                since = t
+            elif not on and since is not None:
+                spans.append((since, t))
+                since = None
+        if since is not None:
+            spans.append((since, now if now is not None else _clock()))
+        return spans
 
     @property
     def bytes(self) -> int:
@@ -160,7 +188,7 @@ class RecentSteps:
         note = ""
         if not steps:
             note = "no timed steps (a loop under 0.5 ms a step is not timed per step)"
-            return {"steps": [], "ranges": [], "gc": [], "note": note}
+            return {"steps": [], "ranges": [], "gc": [], "note": note, "parts": {}}
         begin, end = steps[0][1], steps[-1][2]
         names, cats, tids = list(self.names), list(self.cats), list(self.tids)
         t0s, t1s = list(self.t0), list(self.t1)
@@ -179,7 +207,61 @@ class RecentSteps:
             if oldest > begin:
                 note = "ranges before the oldest kept one were pushed out (more than "
                 note += f"{RANGES_PER_STEP} a step)"
-        return {"steps": steps, "ranges": kept, "gc": sorted(pauses), "note": note}
+        spans = self.lent_spans(end)
+        lent = [s[0] for s in steps if _mostly_in(s[1], s[2], spans)]
+        return {
+            "steps": steps,
+            "ranges": kept,
+            "gc": sorted(pauses),
+            "note": note,
+            "parts": parts(kept, lent),
+        }
+
+
+def _mostly_in(t0: int, t1: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether more than half of ``t0..t1`` lies in ``spans`` (a window's sink is installed
+    and removed at a step's edge, a few µs into the next step: that step is not the
+    window's)."""
+    inside = sum(max(0, min(t1, b) - max(t0, a)) for a, b in spans)
+    return 2 * inside > t1 - t0
+
+
+def parts(kept: list[tuple], lent: list[int]) -> dict[str, Any]:
+    """Which parts a record saw (``seen``: their names) and which it could not (``unseen``:
+    ``{part: why}``), from its ranges ``kept`` and the steps whose ranges a window took
+    (``lent``). Steps and GC pauses are always seen (the training thread's own end times,
+    ``gc.callbacks``)."""
+    cats = {r[1] for r in kept}
+    seen = ["steps", "GC pauses"]
+    unseen: dict[str, str] = {}
+    if lent:
+        lo, hi = min(lent), max(lent)
+        unseen["ranges"] = (
+            f"in steps {lo}-{hi} a window recorded them (its trace has them)"
+            if hi - lo + 1 == len(lent)
+            else f"in {len(lent)} steps ({lo}-{hi}) windows recorded them (their traces have them)"
+        )
+    if kept:
+        seen.insert(1, "ranges")
+    elif "ranges" not in unseen:
+        unseen["ranges"] = "no dynprof_nb.range closed in these steps"
+    if WAIT_CATEGORY in cats:
+        seen.append("data-loader waits")
+    else:
+        unseen["data-loader waits"] = (
+            f"no range of category {WAIT_CATEGORY!r}: the loader is not wrapped "
+            f'(with dynprof_nb.range("next batch", category="{WAIT_CATEGORY}"): '
+            "batch = next(it))"
+        )
+    if COMM_CATEGORY in cats:
+        seen.append("collectives (marked ranges)")
+    else:
+        unseen["collectives"] = (
+            "the record has no collective hooks (the built-in record reads no framework's "
+            f"collectives); mark them with dynprof_nb.range(name, category={COMM_CATEGORY!r})"
+        )
+    unseen["Python stacks"] = "not sampled by this record"
+    return {"seen": seen, "unseen": unseen}
 
 
 def write_record(
@@ -206,7 +288,9 @@ def write_record(
             run=identity.get("run", 0),
         )
         manifest.update(status="complete", reason=recent.get("reason") or None)
-        manifest["recent"] = dict(recent, steps=len(steps), note=snap["note"])
+        manifest["recent"] = dict(
+            recent, steps=len(steps), note=snap["note"], parts=snap.get("parts") or {}
+        )
         return window_dirs.publish(tmp, manifest)
     except BaseException:
         try:
