@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import RECENT_STEPS_DEFAULT, RECENT_STEPS_MAX
 from dynprof_nb.contract.protocol import step_marker
 from dynprof_nb.contract.shared_layout import (
     RECENT_HANG,
@@ -67,8 +68,10 @@ except ImportError:  # pragma: no cover
 
 log = logging.getLogger("dynprof_nb")
 
-DEFAULT_STEPS = 300
+DEFAULT_STEPS = RECENT_STEPS_DEFAULT
 MAX_STEPS = ENDS_KEEP - 2  # the training thread's end times hold this many steps safely
+assert MAX_STEPS == RECENT_STEPS_MAX, "the config key's bound is the end times' (config.py)"
+ENV = "DYNPROF_NB_RECENT_STEPS"
 RANGES_PER_STEP = 32  # range slots per step kept (a step with more pushes older ranges out)
 GC_SLOTS = 256
 SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
@@ -343,24 +346,56 @@ def _write_trace(
         path.write_text(json.dumps(trace), encoding="utf-8")
 
 
+def steps_asked(argument: int | None) -> int | None:
+    """How many steps this process asked for: ``Monitor(recent_steps=)``, else
+    ``DYNPROF_NB_RECENT_STEPS``, else None (then the job's config says, at start)."""
+    if argument is not None:
+        return int(argument)
+    text = os.environ.get(ENV, "").strip()
+    try:
+        return int(float(text)) if text else None
+    except ValueError:
+        log.warning("dynprof_nb: %s=%r is not a number of steps; ignored", ENV, text)
+        return None
+
+
+def config_steps(seg: Any) -> int:
+    """The job's config key ``recent_steps`` as the segment holds it now (its default when
+    the segment has no config yet or it cannot be read)."""
+    from dynprof_nb.contract.protocol import decode
+
+    try:
+        got = seg.read_config(attempts=50)
+        if got is None or got[0] <= 0:
+            return DEFAULT_STEPS
+        return int(decode(got[1]).config.recent_steps)
+    except Exception:  # a config this rank cannot read: its own errors say so elsewhere
+        return DEFAULT_STEPS
+
+
 class RecentKeeper:
     """The thread that writes the record when the trigger fires or a controller asks.
 
-    Built with what it needs: the record, the rank's slot (its segment's trigger words),
+    Built with what it needs: the record (or the steps asked: None means the job's config
+    says, read by :meth:`begin` when the rank joins), the rank's slot (its segment's trigger words),
     ``source()`` -> ``(ends, step, exact_from)`` from the Monitor, ``root()`` -> where
     windows go, ``state()`` -> the rank's window state, and the identity (job, rank, run,
     tid) for the manifest. It looks every :data:`POLL_S`; a write never raises out of it."""
 
     def __init__(
         self,
-        record: RecentSteps,
+        record: RecentSteps | int | None,
         slot: Any,
         source: Callable[[], tuple[list[int], int, int | None]],
         root: Callable[[], Path],
         state: Callable[[], str],
         identity: dict[str, Any],
     ) -> None:
-        self.record, self.slot, self.source, self.root = record, slot, source, root
+        self.asked = record.steps if isinstance(record, RecentSteps) else record
+        if not isinstance(record, RecentSteps):  # sized now when asked, else by begin()
+            record = RecentSteps(record if record and record > 0 else 1)
+        self.record = record
+        self.slot, self.source, self.root = slot, source, root
         self.state = state
         self.identity = identity
         self.closed = threading.Event()
@@ -372,13 +407,24 @@ class RecentKeeper:
         self.last_error = ""
         self.thread = threading.Thread(target=self._run, name="dynprof_nb-recent", daemon=True)
 
-    def start(self) -> None:
+    def begin(self, seg: Any) -> bool:
+        """Size the record (the steps asked, else the job's config on ``seg``), start it and
+        this thread; False (nothing started) when that is 0 steps: the record is off."""
+        steps = self.asked if self.asked is not None else config_steps(seg)
+        if steps <= 0:
+            return False
+        if self.asked is None:
+            self.record = RecentSteps(steps)
+        self.record.start()
         self.thread.start()
+        return True
 
     def close(self) -> None:
         self.closed.set()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join(1.0)
+        if self.thread.ident is not None:  # begun: the record listens to ranges and GC
+            self.record.stop()
 
     def _words(self) -> tuple[int, int, int] | None:
         seg = self.slot.seg
