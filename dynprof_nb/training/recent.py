@@ -104,26 +104,31 @@ class RecentSteps:
         self.gc_t1 = [0] * GC_SLOTS
         self.gc_n = 0
         self._gc = GcPauses(self._gc_pause, clock=_clock)
-        # (time, True) when a window's backend took the ranges, (time, False) when they
-        # came back (ranges.set_sink): the steps between are not in this record's ranges
+        # (step, True) when a window's backend took the ranges, (step, False) when they came
+        # back (ranges.set_sink; step: the last one ended then, from ``step_now``, which the
+        # keeper sets): the steps between are not in this record's ranges. By step number,
+        # not by time: a backend's start under load ends well into its first step
         self.handoffs: deque[tuple[int, bool]] = deque(maxlen=HANDOFFS)
+        self.step_now: Callable[[], int] = lambda: 0
 
     def lent(self, to_window: bool) -> None:
-        """A window's backend took the range sink (True) or gave it back (False)."""
-        self.handoffs.append((_clock(), to_window))
+        """A window's backend took the range sink (True) or gave it back (False): at a step's
+        end, on the training thread (a window begins after the step that armed it)."""
+        self.handoffs.append((self.step_now(), to_window))
 
-    def lent_spans(self, now: int | None = None) -> list[tuple[int, int]]:
-        """``(t0, t1)`` of each time the ranges were a window's (open: until ``now``)."""
-        spans, since = [], None
-        for t, on in list(self.handoffs):
+    def lent_steps(self, lo: int, hi: int) -> list[int]:
+        """The steps of ``lo..hi`` whose ranges a window took."""
+        out: set[int] = set()
+        since = None
+        for step, on in list(self.handoffs):
             if on and since is None:
-                since = t
+                since = step
             elif not on and since is not None:
-                spans.append((since, t))
+                out.update(range(max(lo, since + 1), min(hi, step) + 1))
                 since = None
         if since is not None:
-            spans.append((since, now if now is not None else _clock()))
-        return spans
+            out.update(range(max(lo, since + 1), hi + 1))
+        return sorted(out)
 
     @property
     def bytes(self) -> int:
@@ -210,8 +215,7 @@ class RecentSteps:
             if oldest > begin:
                 note = "ranges before the oldest kept one were pushed out (more than "
                 note += f"{RANGES_PER_STEP} a step)"
-        spans = self.lent_spans(end)
-        lent = [s[0] for s in steps if _mostly_in(s[1], s[2], spans)]
+        lent = self.lent_steps(steps[0][0], steps[-1][0])
         return {
             "steps": steps,
             "ranges": kept,
@@ -219,14 +223,6 @@ class RecentSteps:
             "note": note,
             "parts": parts(kept, lent),
         }
-
-
-def _mostly_in(t0: int, t1: int, spans: list[tuple[int, int]]) -> bool:
-    """Whether more than half of ``t0..t1`` lies in ``spans`` (a window's sink is installed
-    and removed at a step's edge, a few µs into the next step: that step is not the
-    window's)."""
-    inside = sum(max(0, min(t1, b) - max(t0, a)) for a, b in spans)
-    return 2 * inside > t1 - t0
 
 
 def parts(kept: list[tuple], lent: list[int]) -> dict[str, Any]:
@@ -415,6 +411,7 @@ class RecentKeeper:
             return False
         if self.asked is None:
             self.record = RecentSteps(steps)
+        self.record.step_now = lambda: self.source()[1]
         self.record.start()
         self.thread.start()
         return True
