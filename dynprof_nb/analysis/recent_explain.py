@@ -15,6 +15,10 @@ outside any part the record sees), no rank is named. Its parts per step (each us
 name, the GC pauses, each data-loader wait) are compared, slow steps' mean against normal
 steps' mean; the part that grew most is the cause, with its share of the step's growth. Time
 no part covers is said as "outside any range".
+
+:func:`parts_line` is the record's own word on what it saw and what it could not (a loader no
+range marks, collectives with no hook, the ranges a window took): ``w.summary()`` and
+``w.explain()`` of a record both say it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,47 @@ def is_recent(w: Window) -> bool:
     from .explain import manifests
 
     return any(isinstance(m.get("recent"), dict) for _, m in manifests(w))
+
+
+def _rank_text(ranks: set[int], every: set[int]) -> str:
+    if ranks == every:
+        return ""
+    listed = ", ".join(str(r) for r in sorted(ranks))
+    return f" (rank{'s' if len(ranks) > 1 else ''} {listed})"
+
+
+def parts_line(w: Any) -> str:
+    """ "record saw: steps, ranges, GC pauses; could not see: data-loader waits (why); ..."
+    over the record's ranks (a part seen or missed on some ranks only names them); "" for a
+    window, or a record written before records said so."""
+    from .explain import manifests
+
+    seen: dict[str, set[int]] = {}
+    unseen: dict[tuple[str, str], set[int]] = {}
+    every: set[int] = set()
+    for _, m in manifests(w):
+        recent = m.get("recent")
+        got = recent.get("parts") if isinstance(recent, dict) else None
+        if not isinstance(got, dict) or not got:
+            continue
+        rank = int(m.get("rank", -1))
+        every.add(rank)
+        for part in got.get("seen") or []:
+            seen.setdefault(str(part), set()).add(rank)
+        for part, why in (got.get("unseen") or {}).items():
+            unseen.setdefault((str(part), str(why)), set()).add(rank)
+    if not every:
+        return ""
+    line = "record saw: " + ", ".join(p + _rank_text(r, every) for p, r in seen.items())
+    order = ["ranges", "data-loader waits", "collectives"]  # then the rest (stacks) as written
+    missed = sorted(
+        unseen.items(), key=lambda kv: order.index(kv[0][0]) if kv[0][0] in order else 9
+    )
+    if missed:
+        line += "; could not see: " + "; ".join(
+            f"{part}{_rank_text(r, every)}: {why}" for (part, why), r in missed
+        )
+    return line
 
 
 def slow_steps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -200,6 +245,9 @@ def explain_recent(w: Window) -> Any:
     other = sorted(int(r) for r in excess.index if int(r) != rank and int(r) not in waiters)
     if other:
         notes.append(f"ranks {other} had slow steps too (less time over their median)")
+    seen = parts_line(w)
+    if seen:
+        notes.append(seen)
     return Explanation(
         text,
         rank,

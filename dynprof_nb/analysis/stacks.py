@@ -74,6 +74,7 @@ class StackTree:
         self.roots: dict[str, Node] = {}
         self.silent = list(silent or [])
         self.truncated = list(frame.attrs.get("truncated") or [])
+        self.recent = str(frame.attrs.get("recent") or "")  # the records kept at a stall
         stacks: dict[tuple[str, tuple[str, ...]], set[int]] = {}
         if len(frame):
             ordered = frame.sort_values(["rank", "pid", "thread_id", "depth"])
@@ -129,6 +130,8 @@ class StackTree:
             lines.append(f"rank {s['rank']} (pid {s['pid']} on {s['node']}): silent: {s['why']}")
         for c in self.truncated:
             lines.append(f"rank {c['rank']} (pid {c['pid']} on {c['node']}): cut: {c['what']}")
+        if self.recent and lines:
+            lines.append(f"steps before the hang: {self.recent}")
         return "\n".join(lines) if lines else "no stacks (no live rank answered)"
 
     def _text(self, node: Node, indent: int, lines: list[str]) -> None:
@@ -172,6 +175,8 @@ class StackTree:
                 f"<div style='color:#a60'>rank {escape(c['rank'])} (pid {escape(c['pid'])} on "
                 f"{escape(c['node'])}): cut: {escape(c['what'])}</div>"
             )
+        if self.recent and out:
+            out.append(f"<div>steps before the hang: {escape(self.recent)}</div>")
         return "".join(out) or "<i>no stacks (no live rank answered)</i>"
 
     def __str__(self) -> str:

@@ -21,6 +21,7 @@ from dynprof_nb.analysis.configdiff import (
     warn_if_configs_differ,
 )
 from dynprof_nb.analysis.ranks import is_npu_window, npu_first
+from dynprof_nb.analysis.recent_explain import parts_line
 from dynprof_nb.contract.protocol import STEP_FOLDED
 from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.traces import schema
@@ -529,6 +530,9 @@ def summarize(window: Window, top: int = 10) -> Summary:
         overhead = overhead_table(ops)
         notes = device_notes(device, overhead, kernels, steps)
     notes += notes_for(steps, ops, ranks, device=not k.empty, top=top)
+    seen = parts_line(window)  # a recent-steps record: what it saw and what it could not
+    if seen:
+        notes.insert(0, seen)
     summary = Summary(
         header,
         top_ops,

@@ -88,6 +88,12 @@ class _Checked(TraitType):
         return str(value)
 
 
+# the recent-steps record's size (dynprof_nb.training.recent, which checks it keeps these):
+# its default, and the most the training thread's end times hold safely
+RECENT_STEPS_DEFAULT = 300
+RECENT_STEPS_MAX = 2046
+
+
 class StrictInt(_Checked):
     """An int that refuses bools and strings (``"20"`` must not silently mean 'no window')."""
 
@@ -383,6 +389,15 @@ class ProfilerConfig(HasTraits):
         False,
         help="let job.hang_report() ask PyTorch ranks for their Flight Recorder dump",
         flag="flight-recorder",
+    )
+    recent_steps = StrictInt(
+        RECENT_STEPS_DEFAULT,
+        minimum=0,
+        maximum=RECENT_STEPS_MAX,
+        accepted=f"an integer from 0 (off) to {RECENT_STEPS_MAX}",
+        help="steps each rank's recent-steps record keeps, read when its Monitor starts "
+        "(0: off; Monitor(recent_steps=) and DYNPROF_NB_RECENT_STEPS win)",
+        flag="recent-steps",
     )
     ranks = RankList(help="ranks to profile; empty = all", flag="ranks")
 

@@ -158,6 +158,10 @@ T_REFUSED, T_REFUSED_GEN = 8, 9
 # job.recent(n): a request count each rank's recent-steps keeper watches, and the n asked
 # (dynprof_nb.training.recent)
 T_RECENT_REQ, T_RECENT_STEPS = 10, 11
+# what the request is for: RECENT_ASKED (job.recent(n)) or RECENT_HANG (the controller took
+# a stalled job's stacks: every rank keeps all it holds, beside them); 0 in an older segment
+T_RECENT_KIND = 12
+RECENT_ASKED, RECENT_HANG = 0, 1
 TRIGGER_DEFAULTS = {
     "slowdown": 1.5,
     "steps": 10,

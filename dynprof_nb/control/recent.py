@@ -6,6 +6,10 @@ it within 0.2 s and writes its record as a window directory whose ``window.json`
 ``recent.request``. This waits for one record per live rank, with one deadline, and loads
 them together; a rank that wrote none by then is named in a warning (the window is loaded
 without it) or, when none did, in the error.
+
+:func:`keep_at_hang` asks the same way, without waiting, when a stalled job's stacks are
+taken (:class:`~dynprof_nb.control.stall.StallCapture`): each rank keeps every step it holds,
+as a record of kind ``"hang"``, so the steps leading up to the hang sit beside its stacks.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from dynprof_nb.contract.shared_layout import T_RECENT_REQ, T_RECENT_STEPS
+from dynprof_nb.contract.shared_layout import (
+    RECENT_ASKED,
+    RECENT_HANG,
+    T_RECENT_KIND,
+    T_RECENT_REQ,
+    T_RECENT_STEPS,
+)
 from dynprof_nb.contract.window_dirs import find_windows, read_manifest
 from dynprof_nb.control.base import JobError
 from dynprof_nb.control.loading import load_paths
@@ -22,9 +32,10 @@ RECENT_TIMEOUT_S = 10.0
 POLL_S = 0.05
 
 
-def ask(job: Any, steps: int) -> int:
-    """Ask every rank of ``job`` for its last ``steps`` steps; returns the request's number."""
-    if int(steps) < 1:
+def ask(job: Any, steps: int, kind: int = RECENT_ASKED) -> int:
+    """Ask every rank of ``job`` for its last ``steps`` steps (0 with ``RECENT_HANG``: all it
+    holds); returns the request's number."""
+    if int(steps) < 1 and kind == RECENT_ASKED:
         raise ValueError(f"recent({steps!r}): ask for at least one step")
     seg = job.segment()
     if seg is None:
@@ -32,8 +43,26 @@ def ask(job: Any, steps: int) -> int:
     w, tb = seg.words, seg.trigger_base
     with seg.write_lock():
         w[tb + T_RECENT_STEPS] = int(steps)
+        w[tb + T_RECENT_KIND] = int(kind)
         w[tb + T_RECENT_REQ] += 1
         return int(w[tb + T_RECENT_REQ])
+
+
+HANG_NOTE = (
+    "each live rank keeps its steps up to the hang as a record (job.windows() rows with "
+    "recent == 'hang'; load one with job.load(path))"
+)
+
+
+def keep_at_hang(job: Any) -> str:
+    """Ask every rank of a stalled ``job`` to keep all the steps it holds, now, beside the
+    stacks just taken (not waited for: a rank's keeper writes within a second, unless the hung
+    thread holds the GIL). Returns the note the stacks carry, or why nothing was asked."""
+    try:
+        request = ask(job, 0, RECENT_HANG)
+    except (JobError, OSError, ValueError) as exc:
+        return f"no record of the steps before the hang: {exc}"
+    return f"{HANG_NOTE} (request {request})"
 
 
 def records(job: Any, request: int) -> dict[int, str]:

@@ -132,8 +132,9 @@ def mark(rows: list[dict[str, Any]], slots: list[SlotView], found: dict[int, Any
 class StallCapture:
     """What a named stall takes, once per stall (``HangWatch.note`` calls :meth:`take`): the
     hang report where a rank has its Flight Recorder on (kept as :attr:`last_report`; its
-    stacks are the ones kept), else the stacks. The controller is given at each call, not
-    held (this module imports no controller, and a handle dropped is freed at once)."""
+    stacks are the ones kept), else the stacks; and each rank's recent-steps record, asked
+    for beside them (``attrs["recent"]`` says where it is). The controller is given at each
+    call, not held (this module imports no controller, and a handle dropped is freed at once)."""
 
     def __init__(self) -> None:
         self.last_report: Any = None  # the hang report taken at the last stall
@@ -141,8 +142,13 @@ class StallCapture:
     def take(self, job: Any) -> Any:
         """The stacks (or the hang report's) of ``job``, a ``Job``, now."""
         from dynprof_nb.control import hang
+        from dynprof_nb.control.recent import keep_at_hang
 
         if not hang.any_recorder(job.name, job.live_slots()):
-            return job.stacks()
-        self.last_report = job.hang_report()
-        return self.last_report.stacks
+            frame = job.stacks()
+        else:
+            self.last_report = job.hang_report()
+            frame = self.last_report.stacks
+        # the steps leading up to the hang, kept by each rank beside these stacks
+        frame.attrs["recent"] = keep_at_hang(job)
+        return frame

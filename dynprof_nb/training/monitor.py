@@ -217,13 +217,13 @@ class Monitor:
         # job.hang_report()'s rank side (training/frdump.py): on with flight_recorder=True here
         # or the config key of that name
         self.flight_recorder = bool(flight_recorder)
-        # the last N steps, always on, kept when the trigger fires or asked for (recent.py)
-        if recent_steps is None:
-            recent_steps = int(_env_number("DYNPROF_NB_RECENT_STEPS", recent.DEFAULT_STEPS))
+        # the last N steps, always on, kept when the trigger fires or asked for (recent.py):
+        # N from here, else the environment, else the job's config when the rank joins
+        asked = recent.steps_asked(recent_steps)
         self._recent: recent.RecentKeeper | None = None
-        if recent_steps > 0:
+        if asked is None or asked > 0:
             self._recent = recent.RecentKeeper(
-                recent.RecentSteps(recent_steps),
+                asked,
                 self._slot,
                 lambda: (state.ends, self._step, state.exact_from),
                 lambda: output_root(self.config.prof_path, self.output_path),
@@ -286,11 +286,12 @@ class Monitor:
         self._status.check_duplicate_rank()
         if self._recent is not None:
             self._recent.identity.update(rank=self.rank, run=self.run, world_size=self.world_size)
-            self._recent.record.start()
-            self._recent.start()
-            # where its records go, so job.recent() finds them before any window (the
-            # training thread writes the slot's text, as window_io does)
-            self._slot.write_text("root", str(self._recent.root()))
+            if self._recent.begin(seg):
+                # where its records go, so job.recent() finds them before any window (the
+                # training thread writes the slot's text, as window_io does)
+                self._slot.write_text("root", str(self._recent.root()))
+            else:  # the job's config keeps none (recent_steps=0)
+                self._recent = None
         if self._state.history is not None:
             self._state.history.attach()
         self._windows.start_io()
@@ -429,7 +430,6 @@ class Monitor:
             state.fr.close()
         if self._recent is not None:
             self._recent.close()
-            self._recent.record.stop()
         if self._slot.seg is not None:
             self._leave()
 

@@ -29,6 +29,9 @@ def set_sink(sink: RangeSink | None) -> None:
     windows back (the recent-steps record's, or none)."""
     global _sink
     _sink = _base if sink is None else sink
+    lent = getattr(_base, "lent", None)  # the record notes when its ranges go to a window
+    if lent is not None:
+        lent(sink is not None)
 
 
 def set_base_sink(sink: RangeSink | None) -> None:

@@ -12,6 +12,11 @@ gone by the time it records. This record keeps them: at every moment the rank ho
   and the window itself has them);
 * GC pauses (``gc.callbacks``: only a collection pays).
 
+Each record says which parts it saw and which it could not, and why (``recent.parts`` in its
+``window.json``, see :func:`parts`): the ranges of steps a window recorded (that window's
+trace has them), a data-loader wait no range marks, collectives (this record has no
+collective hooks: only ranges of category ``communication`` show them), sampled stacks.
+
 Memory is bounded and allocated once: ``steps x RANGES_PER_STEP`` range slots and
 :data:`GC_SLOTS` GC slots in preallocated lists (a range overwrites the oldest slot; an
 integer per timestamp is the only allocation, as any clock read makes). About
@@ -20,8 +25,13 @@ integer per timestamp is the only allocation, as any clock read makes). About
 It is written (:class:`RecentKeeper`, its own thread, never the training thread) as a window
 directory like any other, with ``"recent"`` in its ``window.json``: when the trigger fires
 (every rank, as the window it fired starts: the steps before that window, the slow ones that
-fired it included) and on demand (``job.recent(100)``, which bumps
-:data:`~dynprof_nb.contract.shared_layout.T_RECENT_REQ`).
+fired it included), on demand (``job.recent(100)``, which bumps
+:data:`~dynprof_nb.contract.shared_layout.T_RECENT_REQ`), and when a controller takes a
+stalled job's stacks (the same request, of kind ``RECENT_HANG``): then every step it holds,
+the ranges still open in the hung step named in its reason ("kept at a stall: its last step
+(61) ended 12.3 s before; in 'allreduce' for 12.2 s"). A rank whose hung thread holds the
+GIL (stuck in C code that does not release it) writes nothing: its keeper cannot run; its
+stacks still come.
 A failed write (a full disk) is logged and lost; the job never sees it.
 """
 
@@ -31,13 +41,22 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dynprof_nb.contract import window_dirs
+from dynprof_nb.contract.config import RECENT_STEPS_DEFAULT, RECENT_STEPS_MAX
 from dynprof_nb.contract.protocol import step_marker
-from dynprof_nb.contract.shared_layout import T_FIRED, T_RECENT_REQ, T_RECENT_STEPS, T_REQ
+from dynprof_nb.contract.shared_layout import (
+    RECENT_HANG,
+    T_FIRED,
+    T_RECENT_KIND,
+    T_RECENT_REQ,
+    T_RECENT_STEPS,
+    T_REQ,
+)
 from dynprof_nb.training import ranges
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
 from dynprof_nb.training.steptimes import ENDS_KEEP, ENDS_MASK
@@ -49,12 +68,16 @@ except ImportError:  # pragma: no cover
 
 log = logging.getLogger("dynprof_nb")
 
-DEFAULT_STEPS = 300
+DEFAULT_STEPS = RECENT_STEPS_DEFAULT
 MAX_STEPS = ENDS_KEEP - 2  # the training thread's end times hold this many steps safely
+assert MAX_STEPS == RECENT_STEPS_MAX, "the config key's bound is the end times' (config.py)"
+ENV = "DYNPROF_NB_RECENT_STEPS"
 RANGES_PER_STEP = 32  # range slots per step kept (a step with more pushes older ranges out)
 GC_SLOTS = 256
 SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
 WAIT_CATEGORY = "dataloader"  # ``dynprof_nb.range("next batch", category="dataloader")``
+COMM_CATEGORY = "communication"  # ``dynprof_nb.range("allreduce", category="communication")``
+HANDOFFS = 64  # when the ranges went to a window and came back, the newest kept
 POLL_S = 0.2  # how often the keeper looks at the trigger and request words (few GIL wakes)
 PENDING_POLL_S = 0.01  # how often while a trigger's record waits for its window's first step
 TRIGGER_WAIT_S = 5.0  # a trigger's record waits at most this for the window it fired
@@ -81,6 +104,31 @@ class RecentSteps:
         self.gc_t1 = [0] * GC_SLOTS
         self.gc_n = 0
         self._gc = GcPauses(self._gc_pause, clock=_clock)
+        # (step, True) when a window's backend took the ranges, (step, False) when they came
+        # back (ranges.set_sink; step: the last one ended then, from ``step_now``, which the
+        # keeper sets): the steps between are not in this record's ranges. By step number,
+        # not by time: a backend's start under load ends well into its first step
+        self.handoffs: deque[tuple[int, bool]] = deque(maxlen=HANDOFFS)
+        self.step_now: Callable[[], int] = lambda: 0
+
+    def lent(self, to_window: bool) -> None:
+        """A window's backend took the range sink (True) or gave it back (False): at a step's
+        end, on the training thread (a window begins after the step that armed it)."""
+        self.handoffs.append((self.step_now(), to_window))
+
+    def lent_steps(self, lo: int, hi: int) -> list[int]:
+        """The steps of ``lo..hi`` whose ranges a window took."""
+        out: set[int] = set()
+        since = None
+        for step, on in list(self.handoffs):
+            if on and since is None:
+                since = step
+            elif not on and since is not None:
+                out.update(range(max(lo, since + 1), min(hi, step) + 1))
+                since = None
+        if since is not None:
+            out.update(range(max(lo, since + 1), hi + 1))
+        return sorted(out)
 
     @property
     def bytes(self) -> int:
@@ -114,6 +162,17 @@ class RecentSteps:
         if self.opened - token <= self.size:  # not overwritten since it opened
             self.t1[token % self.size] = now
 
+    def open_ranges(self, since: int) -> list[tuple[str, str, int]]:
+        """``(name, category, t0)`` of the ranges opened at or after ``since`` and not closed
+        yet, oldest first: where a hung step is."""
+        names, cats, t0s, t1s = list(self.names), list(self.cats), list(self.t0), list(self.t1)
+        found = [
+            (str(names[i]), str(cats[i]), t0s[i])
+            for i in range(self.size)
+            if names[i] is not None and not t1s[i] and t0s[i] >= since
+        ]
+        return sorted(found, key=lambda r: r[2])
+
     def _gc_pause(self, _token: Any, t0: int, t1: int, _tid: int, _info: Any) -> None:
         i = self.gc_n % GC_SLOTS
         self.gc_t0[i], self.gc_t1[i] = t0, t1
@@ -137,7 +196,7 @@ class RecentSteps:
         note = ""
         if not steps:
             note = "no timed steps (a loop under 0.5 ms a step is not timed per step)"
-            return {"steps": [], "ranges": [], "gc": [], "note": note}
+            return {"steps": [], "ranges": [], "gc": [], "note": note, "parts": {}}
         begin, end = steps[0][1], steps[-1][2]
         names, cats, tids = list(self.names), list(self.cats), list(self.tids)
         t0s, t1s = list(self.t0), list(self.t1)
@@ -156,7 +215,52 @@ class RecentSteps:
             if oldest > begin:
                 note = "ranges before the oldest kept one were pushed out (more than "
                 note += f"{RANGES_PER_STEP} a step)"
-        return {"steps": steps, "ranges": kept, "gc": sorted(pauses), "note": note}
+        lent = self.lent_steps(steps[0][0], steps[-1][0])
+        return {
+            "steps": steps,
+            "ranges": kept,
+            "gc": sorted(pauses),
+            "note": note,
+            "parts": parts(kept, lent),
+        }
+
+
+def parts(kept: list[tuple], lent: list[int]) -> dict[str, Any]:
+    """Which parts a record saw (``seen``: their names) and which it could not (``unseen``:
+    ``{part: why}``), from its ranges ``kept`` and the steps whose ranges a window took
+    (``lent``). Steps and GC pauses are always seen (the training thread's own end times,
+    ``gc.callbacks``)."""
+    cats = {r[1] for r in kept}
+    seen = ["steps", "GC pauses"]
+    unseen: dict[str, str] = {}
+    if lent:
+        lo, hi = min(lent), max(lent)
+        unseen["ranges"] = (
+            f"in steps {lo}-{hi} a window recorded them (its trace has them)"
+            if hi - lo + 1 == len(lent)
+            else f"in {len(lent)} steps ({lo}-{hi}) windows recorded them (their traces have them)"
+        )
+    if kept:
+        seen.insert(1, "ranges")
+    elif "ranges" not in unseen:
+        unseen["ranges"] = "no dynprof_nb.range closed in these steps"
+    if WAIT_CATEGORY in cats:
+        seen.append("data-loader waits")
+    else:
+        unseen["data-loader waits"] = (
+            f"no range of category {WAIT_CATEGORY!r}: the loader is not wrapped "
+            f'(with dynprof_nb.range("next batch", category="{WAIT_CATEGORY}"): '
+            "batch = next(it))"
+        )
+    if COMM_CATEGORY in cats:
+        seen.append("collectives (marked ranges)")
+    else:
+        unseen["collectives"] = (
+            "the record has no collective hooks (the built-in record reads no framework's "
+            f"collectives); mark them with dynprof_nb.range(name, category={COMM_CATEGORY!r})"
+        )
+    unseen["Python stacks"] = "not sampled by this record"
+    return {"seen": seen, "unseen": unseen}
 
 
 def write_record(
@@ -183,7 +287,9 @@ def write_record(
             run=identity.get("run", 0),
         )
         manifest.update(status="complete", reason=recent.get("reason") or None)
-        manifest["recent"] = dict(recent, steps=len(steps), note=snap["note"])
+        manifest["recent"] = dict(
+            recent, steps=len(steps), note=snap["note"], parts=snap.get("parts") or {}
+        )
         return window_dirs.publish(tmp, manifest)
     except BaseException:
         try:
@@ -236,24 +342,56 @@ def _write_trace(
         path.write_text(json.dumps(trace), encoding="utf-8")
 
 
+def steps_asked(argument: int | None) -> int | None:
+    """How many steps this process asked for: ``Monitor(recent_steps=)``, else
+    ``DYNPROF_NB_RECENT_STEPS``, else None (then the job's config says, at start)."""
+    if argument is not None:
+        return int(argument)
+    text = os.environ.get(ENV, "").strip()
+    try:
+        return int(float(text)) if text else None
+    except ValueError:
+        log.warning("dynprof_nb: %s=%r is not a number of steps; ignored", ENV, text)
+        return None
+
+
+def config_steps(seg: Any) -> int:
+    """The job's config key ``recent_steps`` as the segment holds it now (its default when
+    the segment has no config yet or it cannot be read)."""
+    from dynprof_nb.contract.protocol import decode
+
+    try:
+        got = seg.read_config(attempts=50)
+        if got is None or got[0] <= 0:
+            return DEFAULT_STEPS
+        return int(decode(got[1]).config.recent_steps)
+    except Exception:  # a config this rank cannot read: its own errors say so elsewhere
+        return DEFAULT_STEPS
+
+
 class RecentKeeper:
     """The thread that writes the record when the trigger fires or a controller asks.
 
-    Built with what it needs: the record, the rank's slot (its segment's trigger words),
+    Built with what it needs: the record (or the steps asked: None means the job's config
+    says, read by :meth:`begin` when the rank joins), the rank's slot (its segment's trigger words),
     ``source()`` -> ``(ends, step, exact_from)`` from the Monitor, ``root()`` -> where
     windows go, ``state()`` -> the rank's window state, and the identity (job, rank, run,
     tid) for the manifest. It looks every :data:`POLL_S`; a write never raises out of it."""
 
     def __init__(
         self,
-        record: RecentSteps,
+        record: RecentSteps | int | None,
         slot: Any,
         source: Callable[[], tuple[list[int], int, int | None]],
         root: Callable[[], Path],
         state: Callable[[], str],
         identity: dict[str, Any],
     ) -> None:
-        self.record, self.slot, self.source, self.root = record, slot, source, root
+        self.asked = record.steps if isinstance(record, RecentSteps) else record
+        if not isinstance(record, RecentSteps):  # sized now when asked, else by begin()
+            record = RecentSteps(record if record and record > 0 else 1)
+        self.record = record
+        self.slot, self.source, self.root = slot, source, root
         self.state = state
         self.identity = identity
         self.closed = threading.Event()
@@ -265,13 +403,25 @@ class RecentKeeper:
         self.last_error = ""
         self.thread = threading.Thread(target=self._run, name="dynprof_nb-recent", daemon=True)
 
-    def start(self) -> None:
+    def begin(self, seg: Any) -> bool:
+        """Size the record (the steps asked, else the job's config on ``seg``), start it and
+        this thread; False (nothing started) when that is 0 steps: the record is off."""
+        steps = self.asked if self.asked is not None else config_steps(seg)
+        if steps <= 0:
+            return False
+        if self.asked is None:
+            self.record = RecentSteps(steps)
+        self.record.step_now = lambda: self.source()[1]
+        self.record.start()
         self.thread.start()
+        return True
 
     def close(self) -> None:
         self.closed.set()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join(1.0)
+        if self.thread.ident is not None:  # begun: the record listens to ranges and GC
+            self.record.stop()
 
     def _words(self) -> tuple[int, int, int] | None:
         seg = self.slot.seg
@@ -302,6 +452,8 @@ class RecentKeeper:
         seg = self.slot.seg
         if seen is not None and words[2] > seen[2]:
             last = seg.words[seg.trigger_base + T_RECENT_STEPS] or self.record.steps
+            if seg.words[seg.trigger_base + T_RECENT_KIND] == RECENT_HANG:
+                return self.write({"kind": "hang", "request": words[2]}, self.record.steps)
             return self.write({"kind": "asked", "request": words[2], "asked_steps": last}, last)
         fired = seen is not None and (words[0] > seen[0] or words[1] > seen[1])
         if fired and self.pending is None:  # (re-arming the trigger resets its counts)
@@ -326,10 +478,28 @@ class RecentKeeper:
         if upto is not None:
             step = min(step, upto)
         snap = self.record.snapshot(ends, step, exact_from, last)
+        if recent.get("kind") == "hang" and snap["steps"]:
+            recent = dict(recent, **hang_facts(self.record, snap["steps"][-1]))
         path = write_record(self.root(), self.identity, snap, recent)
         if path is not None:
             self.written.append(path)
         return path
+
+
+def hang_facts(record: RecentSteps, last_step: tuple[int, int, int]) -> dict[str, Any]:
+    """What a hang record says of the hang: how long since ``last_step`` ``(n, t0, t1)``
+    ended, and the ranges still open since then (``open``: name, category, seconds open),
+    as its ``reason``."""
+    step, _, end = last_step
+    now = _clock()
+    opened = [
+        {"name": name, "category": cat, "open_s": round((now - t0) / 1e9, 3)}
+        for name, cat, t0 in record.open_ranges(end)
+    ]
+    reason = f"kept at a stall: its last step ({step}) ended {(now - end) / 1e9:.1f} s before"
+    if opened:
+        reason += "; in " + ", ".join(f"{o['name']!r} for {o['open_s']:.1f} s" for o in opened)
+    return {"reason": reason, "open": opened}
 
 
 def _window_start(seg: Any) -> int | None:

@@ -14,7 +14,8 @@
 * A live table of ranks and the window's progress, refreshed by a background poller that only
   sets widget traits (it never prints or displays) and stops when the panel is closed.
 * A "Step times" section: the ranks' recent step times as a heat map (at most once a second,
-  drawn off the refresh) and the trigger's Arm / Disarm (``dynprof_nb.ui.steppanel``).
+  drawn off the refresh), **Keep recent steps** (``job.recent(N)``, rendered below with its
+  ``explain()``) and the trigger's Arm / Disarm (``dynprof_nb.ui.steppanel``).
 * One row per window (steps, ranks done/total, the config it was recorded with) with
   **Load**, **Summary**, **Compare** and **Advice** (``w.advise()``), rendering into an Output
   area.
@@ -306,7 +307,7 @@ class Panel(widgets.VBox):
         self._base: dict[str, Any] = {}  # the job's values when the form last matched them
         self._make_buttons()
         self._make_views()
-        self.step_section = StepTimesSection(job, self._say)
+        self.step_section = StepTimesSection(job, self._say, show=self.show_record)
         boxes = self._section_boxes()
         super().__init__(
             children=[
@@ -774,6 +775,21 @@ class Panel(widgets.VBox):
         out.append_stdout("loaded into panel.trace\n")
         return trace
 
+    def show_record(self, trace: Any) -> None:
+        """A recent-steps record kept with "Keep recent steps" (``job.recent(N)``) as
+        ``self.trace``, rendered below: why its slow steps were slow (``w.explain()``, against
+        its own normal steps) and its summary."""
+        self.trace = trace
+        out = _cleared(self.output)
+        try:
+            why = f"why: {trace.explain().text}\n"
+        except Exception as exc:  # a record too short to judge: said, the summary still shown
+            why = f"why: {exc}\n"
+        try:
+            out.outputs = (_stdout(why), _display(trace.summary()))
+        except Exception as exc:
+            out.outputs = (_stdout(why), _stdout(f"no summary: {exc}\n"))
+
     def advise(self, index: int | None = None) -> Any:
         """Load window row ``index`` into ``self.trace`` and render its findings
         (``w.advise()``; a triggered window's ``w.explain()`` first)."""
@@ -929,7 +945,11 @@ def _same_run(a: Any, b: Any) -> bool:
 
 
 # a recent-steps record's kind (training/recent.py) as its row says it
-RECORD_WORDS = {"trigger": " (kept when the trigger fired)", "asked": " (asked for)"}
+RECORD_WORDS = {
+    "trigger": " (kept when the trigger fired)",
+    "asked": " (asked for)",
+    "hang": " (kept when the job stalled, with its stacks)",
+}
 
 
 def _label(g: dict[str, Any]) -> None:

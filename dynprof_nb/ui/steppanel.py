@@ -12,6 +12,9 @@
   fields show the armed trigger's values whenever it is armed anew (from here, the magic or
   another notebook), so a box never reads 2 while 3 is armed. When a window fires, a notice
   says so with its reason (and the panel's message line).
+* **Keep recent steps**: a number of steps and a button that calls ``job.recent(N)`` (every
+  live rank writes its record of its last N steps now, loaded as one window), for a slowdown a
+  person sees on the heat map; the panel renders it (``show``) as its Windows rows do.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ HEAT_TITLE = "<b>Step times</b> (no profiling; * = straggler; red = stalled)"
 # the trigger fields' labels at their own width: the ipywidgets default (80px) cut
 # "max windows" to "max wind..."
 FIELD_STYLE = {"description_width": "initial"}
+RECENT_ASKED = 100  # the steps "Keep recent steps" asks for by default (job.recent's default)
 
 
 def heat_figure(frame: pd.DataFrame, steps: int = RECENT_STEPS) -> Any:
@@ -91,9 +95,17 @@ class StepTimesSection(widgets.VBox):
     """The heat map and the trigger controls of one job; ``say(text, error)`` is the panel's
     message line."""
 
-    def __init__(self, job: Any, say: Callable[..., None], last: int = RECENT_STEPS) -> None:
+    def __init__(
+        self,
+        job: Any,
+        say: Callable[..., None],
+        last: int = RECENT_STEPS,
+        show: Callable[[Any], None] | None = None,
+    ) -> None:
         self.job = job
         self.say = say
+        self.show = show  # renders a kept record (the panel's output area), or None
+        self.kept: Any = None  # the last record kept with "Keep recent steps"
         self.last = last
         self.heat = widgets.Image(format="png", layout=widgets.Layout(max_width="760px"))
         self.heat.add_class("dynprof-heat")
@@ -116,10 +128,28 @@ class StepTimesSection(widgets.VBox):
         self.trigger_state.add_class("dynprof-trigger-state")
         self.arm_button.on_click(lambda _b: self.arm())
         self.disarm_button.on_click(lambda _b: self.disarm())
+        self.recent_steps = widgets.IntText(
+            value=RECENT_ASKED,
+            description="last steps",
+            tooltip="how many of each rank's last steps to keep (job.recent(N))",
+            layout=widgets.Layout(width="190px"),
+            style=FIELD_STYLE,
+        )
+        self.recent_steps.add_class("dynprof-recent-steps")
+        self.recent_button = widgets.Button(
+            description="Keep recent steps",
+            tooltip="every rank writes its record of its last steps now (step times, your "
+            "ranges, GC pauses, data-loader waits), loaded as one window: for a slowdown "
+            "seen on the heat map, after the fact",
+            layout=widgets.Layout(width="160px"),
+        )
+        self.recent_button.add_class("dynprof-recent-keep")
+        self.recent_button.on_click(lambda _b: self.keep_recent())
         super().__init__(
             [
                 widgets.HTML(HEAT_TITLE),
                 self.heat,
+                widgets.HBox([self.recent_steps, self.recent_button]),
                 widgets.HBox([self.slowdown, self.confirm, self.steps]),
                 widgets.HBox([self.cooldown, self.max_windows, self.disk_budget]),
                 widgets.HBox([self.arm_button, self.disarm_button]),
@@ -254,6 +284,25 @@ class StepTimesSection(widgets.VBox):
                 f'padding:4px 8px"><b>window fired</b>: {escape(notice)}</div>'
             )
             self.say(notice)
+
+    # -- the recent-steps record ----------------------------------------------------------
+
+    def keep_recent(self) -> Any:
+        """``job.recent(N)`` with the box's N: the record, shown by ``show`` (None when it
+        could not be kept: the message line says why)."""
+        try:
+            steps = int(self.recent_steps.value)
+            self.say(f"keeping every rank's last {steps} steps...")
+            record = self.job.recent(steps)
+        except Exception as exc:  # JobError: no live rank, no record in time; ValueError: 0
+            self.say(f"recent steps not kept: {exc}", error=True)
+            return None
+        self.kept = record
+        ranks = sorted(int(r) for r in getattr(record, "ranks", []) or [])
+        self.say(f"kept the last {steps} steps of rank(s) {ranks}: in panel.trace")
+        if self.show is not None:
+            self.show(record)
+        return record
 
     # -- the live part ----------------------------------------------------------------------
 
