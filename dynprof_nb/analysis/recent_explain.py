@@ -54,7 +54,7 @@ def _rank_text(ranks: set[int], every: set[int]) -> str:
     return f" (rank{'s' if len(ranks) > 1 else ''} {listed})"
 
 
-def parts_line(w: Any) -> str:
+def parts_line(w: Window) -> str:
     """ "record saw: steps, ranges, GC pauses; could not see: data-loader waits (why); ..."
     over the record's ranks (a part seen or missed on some ranks only names them); "" for a
     window, or a record written before records said so."""
@@ -206,14 +206,16 @@ def explain_recent(w: Window) -> Any:
             f"no slow step in this record: every step within {SLOW_RATIO:g}x its rank's "
             f"median ({med / 1000:.1f} ms) and its noise"
         )
-        return Explanation(text, None, med, med, empty, empty, "its normal steps", [], 0.0, False)
+        return Explanation(
+            text, None, med, med, empty, empty, "its normal steps", _seen(w), 0.0, False
+        )
     over = slow.assign(over_us=slow["duration_us"] - slow["median_us"])
     excess = over.groupby("rank")["over_us"].sum()
     rank = int(excess.idxmax())
     events = with_rank(w.events, w)
     rank, waiters, unordered = _culprit(steps, over, events, rank)
     if unordered:
-        return _cannot_tell(steps, over, rank, unordered)
+        return _cannot_tell(steps, over, rank, unordered, _seen(w))
     mine = steps[steps["rank"] == rank]
     slow_ids, normal_ids = set(mine[mine["slow"]]["step"]), set(mine[~mine["slow"]]["step"])
     step_slow = float(mine[mine["slow"]]["duration_us"].mean())
@@ -245,9 +247,7 @@ def explain_recent(w: Window) -> Any:
     other = sorted(int(r) for r in excess.index if int(r) != rank and int(r) not in waiters)
     if other:
         notes.append(f"ranks {other} had slow steps too (less time over their median)")
-    seen = parts_line(w)
-    if seen:
-        notes.append(seen)
+    notes += _seen(w)
     return Explanation(
         text,
         rank,
@@ -314,7 +314,15 @@ def _culprit(
     }, []  # fmt: skip
 
 
-def _cannot_tell(steps: pd.DataFrame, over: pd.DataFrame, rank: int, group: list[int]) -> Any:
+def _seen(w: Window) -> list[str]:
+    """The record's word on what it saw (:func:`parts_line`), as notes: every answer says it."""
+    seen = parts_line(w)
+    return [seen] if seen else []
+
+
+def _cannot_tell(
+    steps: pd.DataFrame, over: pd.DataFrame, rank: int, group: list[int], notes: list[str]
+) -> Any:
     """Several ranks slow in the same steps, and the record cannot order them: none named."""
     from .explain import Explanation
 
@@ -331,5 +339,5 @@ def _cannot_tell(steps: pd.DataFrame, over: pd.DataFrame, rank: int, group: list
     )
     empty = pd.DataFrame()
     return Explanation(
-        text, None, step_slow, step_normal, empty, empty, "its normal steps", [], 0.0, True
+        text, None, step_slow, step_normal, empty, empty, "its normal steps", notes, 0.0, True
     )
