@@ -6,13 +6,16 @@ products), ``backward`` (a range: DDP's all-reduce of the gradients, where a ran
 slower one) and the optimizer. Once ``--slow-file`` exists, rank ``--slow-rank`` spends
 ``--slow-ms`` more in its forward for ``--slow-steps`` steps (``<file>.done`` then holds the
 first and last slow step): the other rank waits for it in its backward pass, so both ranks'
-steps are slow, and only the slow rank's forward grew. Run as two processes with RANK,
+steps are slow, and only the slow rank's forward grew. ``--flight-recorder`` turns torch's
+Flight Recorder on (the record then holds each collective's enter); ``--unmarked`` leaves the
+forward out of every range. Run as two processes with RANK,
 WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set; SIGTERM ends it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import time
@@ -33,6 +36,10 @@ def main() -> None:
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--slow-ms", type=float, default=80.0)
     p.add_argument("--slow-steps", type=int, default=5)
+    p.add_argument("--flight-recorder", action="store_true",
+                   help="Monitor(flight_recorder=True): the record holds the collectives")
+    p.add_argument("--unmarked", action="store_true",
+                   help="no range around the forward: the slow rank's delay is in no range")
     args = p.parse_args()
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -45,7 +52,8 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     a, b = torch.randn(128, 128), torch.randn(128, 128)
     gen = torch.Generator().manual_seed(rank)
-    monitor = dynprof_nb.Monitor(job=args.job, output_path=args.out, backend="torch")
+    monitor = dynprof_nb.Monitor(job=args.job, output_path=args.out, backend="torch",
+                                 flight_recorder=args.flight_recorder)
     slow_from = None
     n = 0
     while not stop["now"]:
@@ -57,7 +65,7 @@ def main() -> None:
             with open(args.slow_file + ".done", "w") as fh:
                 fh.write(f"{slow_from} {n - 1}")
         x = torch.randn(16, 64, generator=gen)
-        with dynprof_nb.range("forward"):
+        with contextlib.nullcontext() if args.unmarked else dynprof_nb.range("forward"):
             loss = model(x).pow(2).mean()
             for _ in range(args.work):
                 torch.mm(a, b)

@@ -32,6 +32,9 @@ from dynprof_nb.contract.protocol import STEP_RE
 from dynprof_nb.traces.interface import Window
 
 SLOW_RATIO = 1.5  # the trigger's default slowdown
+#: a part is named the cause only if it holds at least this share of the step's growth: a
+#: range that grew 0.1 ms in an 80 ms slowdown is not why (the slowdown is outside it)
+CAUSE_SHARE = 0.25
 MAD_K = 5.0
 MAD_SCALE = 1.4826
 WAIT_CATEGORY = "dataloader"
@@ -147,7 +150,7 @@ def last_to_arrive(
     collective every rank of the group entered (matched by step, name and order within the
     step) votes for the rank that entered it last, by how long the first one waited for it.
     Returns the culprit and, per other rank, how far ahead of it it entered a step's
-    collectives (the most in the step, its mean over the steps, ms); None where
+    collectives (the most in the step, the median over the steps it held, ms); None where
     the record holds no collective shared by the group (no Flight Recorder, or no collective
     in those steps)."""
     c = events[
@@ -167,9 +170,11 @@ def last_to_arrive(
     waited = table.max(axis=1) - table.min(axis=1)
     votes = waited.groupby(last).sum()
     culprit = int(votes.idxmax())
-    behind = table.rsub(table[culprit], axis=0)  # how long each rank entered before it
-    # a rank that entered every collective of a step early waited once, for the latest
-    per_step = behind.groupby(level="step").max().mean() / 1e6
+    held = table[last == culprit]  # the collectives it entered last
+    behind = held.rsub(held[culprit], axis=0)  # how long each rank entered before it
+    # a rank that entered every collective of a step early waited once, for the latest; the
+    # median step, so that a step of the machine's noise among the slow ones does not count
+    per_step = behind.groupby(level="step").max().median() / 1e6
     return culprit, {int(r): float(per_step[r]) for r in group if r != culprit}
 
 
@@ -230,7 +235,7 @@ def explain_recent(w: Window) -> Any:
         f"{step_normal / 1000:.1f} ms for its normal steps (+{growth / 1000:.1f} ms)"
     )
     cause = None
-    if not phases.empty and phases["delta_us"].iloc[0] > 0:
+    if not phases.empty and phases["share_of_growth"].iloc[0] >= CAUSE_SHARE:
         top = phases.iloc[0]
         cause = str(top["part"])
         text = (

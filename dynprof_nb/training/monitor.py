@@ -43,7 +43,7 @@ from dynprof_nb.contract.segment import BELL_GEN, Doorbell, Segment, SegmentErro
 from dynprof_nb.contract.slot import RankSlot
 from dynprof_nb.contract.window_dirs import output_root
 from dynprof_nb.ownfd import guard_stderr
-from dynprof_nb.training import recent
+from dynprof_nb.training import frdump, recent
 from dynprof_nb.training.backends import resolve_backend
 from dynprof_nb.training.config_reader import CommandReader, fr_responder
 from dynprof_nb.training.filerelay import FileRelay, NoFile
@@ -229,6 +229,7 @@ class Monitor:
                 lambda: output_root(self.config.prof_path, self.output_path),
                 lambda: self.state,
                 {"job": job, "rank": 0, "run": 0, "tid": threading.get_native_id()},
+                frdump.collectives_since,
             )
         self.memory_budget_mb = memory_budget_mb or _env_number(
             "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB

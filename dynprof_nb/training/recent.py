@@ -14,8 +14,9 @@ gone by the time it records. This record keeps them: at every moment the rank ho
 
 Each record says which parts it saw and which it could not, and why (``recent.parts`` in its
 ``window.json``, see :func:`parts`): the ranges of steps a window recorded (that window's
-trace has them), a data-loader wait no range marks, collectives (this record has no
-collective hooks: only ranges of category ``communication`` show them), sampled stacks.
+trace has them), a data-loader wait no range marks, collectives (read from torch's Flight
+Recorder where a rank has one, else only ranges of category ``communication``), sampled
+stacks.
 
 Memory is bounded and allocated once: ``steps x RANGES_PER_STEP`` range slots and
 :data:`GC_SLOTS` GC slots in preallocated lists (a range overwrites the oldest slot; an
@@ -76,7 +77,10 @@ RANGES_PER_STEP = 32  # range slots per step kept (a step with more pushes older
 GC_SLOTS = 256
 SLOT_BYTES = 110  # five list entries and two integers a range slot (measured: sys.getsizeof)
 WAIT_CATEGORY = "dataloader"  # ``dynprof_nb.range("next batch", category="dataloader")``
+#: the category of the collectives a record holds (torch's Flight Recorder's entries)
+COLLECTIVE_CATEGORY = "collective"
 COMM_CATEGORY = "communication"  # ``dynprof_nb.range("allreduce", category="communication")``
+MARK_COLLECTIVES = f"mark them with dynprof_nb.range(name, category={COMM_CATEGORY!r})"
 HANDOFFS = 64  # when the ranges went to a window and came back, the newest kept
 POLL_S = 0.2  # how often the keeper looks at the trigger and request words (few GIL wakes)
 PENDING_POLL_S = 0.01  # how often while a trigger's record waits for its window's first step
@@ -255,10 +259,7 @@ def parts(kept: list[tuple], lent: list[int]) -> dict[str, Any]:
     if COMM_CATEGORY in cats:
         seen.append("collectives (marked ranges)")
     else:
-        unseen["collectives"] = (
-            "the record has no collective hooks (the built-in record reads no framework's "
-            f"collectives); mark them with dynprof_nb.range(name, category={COMM_CATEGORY!r})"
-        )
+        unseen["collectives"] = f"no Flight Recorder was read; {MARK_COLLECTIVES}"
     unseen["Python stacks"] = "not sampled by this record"
     return {"seen": seen, "unseen": unseen}
 
@@ -321,6 +322,14 @@ def _write_trace(
             {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": rtid, "ts": us(t0),
              "dur": (t1 - t0) / 1000.0}
         )  # fmt: skip
+    for c in snap.get("collectives", []):  # wall times (torch's clock) onto the trace's
+        timed = c.get("started_ns") and c.get("completed_ns")
+        events.append(
+            {"ph": "X", "cat": COLLECTIVE_CATEGORY, "name": c["name"], "pid": pid, "tid": tid,
+             "ts": (c["created_ns"] - base_ns) / 1000.0,
+             "dur": (c["completed_ns"] - c["started_ns"]) / 1000.0 if timed else 0.0,
+             "args": {"pg": c.get("pg"), "seq": c.get("seq")}}
+        )  # fmt: skip
     for t0, t1 in snap["gc"]:
         events.append(
             {"ph": "X", "cat": GC_CATEGORY, "name": GC_EVENT, "pid": pid, "tid": tid,
@@ -375,8 +384,11 @@ class RecentKeeper:
     Built with what it needs: the record (or the steps asked: None means the job's config
     says, read by :meth:`begin` when the rank joins), the rank's slot (its segment's trigger words),
     ``source()`` -> ``(ends, step, exact_from)`` from the Monitor, ``root()`` -> where
-    windows go, ``state()`` -> the rank's window state, and the identity (job, rank, run,
-    tid) for the manifest. It looks every :data:`POLL_S`; a write never raises out of it."""
+    windows go, ``state()`` -> the rank's window state, the identity (job, rank, run, tid)
+    for the manifest, and ``collectives(rank, since_ns)`` -> ``(entries, why none)``, the
+    rank's collectives since a wall time (torch's Flight Recorder:
+    :func:`dynprof_nb.training.frdump.collectives_since`), read only when a record is written.
+    It looks every :data:`POLL_S`; a write never raises out of it."""
 
     def __init__(
         self,
@@ -386,6 +398,7 @@ class RecentKeeper:
         root: Callable[[], Path],
         state: Callable[[], str],
         identity: dict[str, Any],
+        collectives: Callable[[int, int], tuple[list[dict[str, Any]], str]] | None = None,
     ) -> None:
         self.asked = record.steps if isinstance(record, RecentSteps) else record
         if not isinstance(record, RecentSteps):  # sized now when asked, else by begin()
@@ -394,6 +407,7 @@ class RecentKeeper:
         self.slot, self.source, self.root = slot, source, root
         self.state = state
         self.identity = identity
+        self.collectives = collectives
         self.closed = threading.Event()
         self.seen: tuple[int, int, int] | None = None
         # a trigger's record not written yet: (when it is due anyway, its manifest part, the
@@ -480,10 +494,35 @@ class RecentKeeper:
         snap = self.record.snapshot(ends, step, exact_from, last)
         if recent.get("kind") == "hang" and snap["steps"]:
             recent = dict(recent, **hang_facts(self.record, snap["steps"][-1]))
+        if self.collectives is not None and snap["steps"]:
+            snap = with_collectives(snap, self.collectives, int(self.identity["rank"]))
         path = write_record(self.root(), self.identity, snap, recent)
         if path is not None:
             self.written.append(path)
         return path
+
+
+def with_collectives(
+    snap: dict[str, Any],
+    read: Callable[[int, int], tuple[list[dict[str, Any]], str]],
+    rank: int,
+) -> dict[str, Any]:
+    """``snap`` with the rank's collectives entered since its first step began (``read``:
+    :func:`dynprof_nb.training.frdump.collectives_since`), and its ``parts`` saying so, or
+    saying why there are none. A failed read loses the collectives, never the record."""
+    since_ns = time.time_ns() - (_clock() - snap["steps"][0][1])
+    try:
+        got, why = read(rank, since_ns)
+    except Exception as exc:  # a torch that changed its dump: the record without them
+        got, why = [], f"the Flight Recorder's dump could not be read: {exc!r}"[:300]
+    parts = snap.get("parts") or {"seen": [], "unseen": {}}
+    seen, unseen = list(parts.get("seen", [])), dict(parts.get("unseen", {}))
+    if got:
+        seen.append("collectives (Flight Recorder)")
+        unseen.pop("collectives", None)
+    elif "collectives" in unseen and why:
+        unseen["collectives"] = f"{why}; {MARK_COLLECTIVES}"
+    return dict(snap, collectives=got, parts={"seen": seen, "unseen": unseen})
 
 
 def hang_facts(record: RecentSteps, last_step: tuple[int, int, int]) -> dict[str, Any]:

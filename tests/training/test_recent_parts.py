@@ -2,8 +2,8 @@
 
 Two built-in-backend ranks at ~10 ms a step: rank 0 marks its data-loader wait
 (``category="dataloader"``) and its all-reduce (``category="communication"``), rank 1 marks
-neither (its loader is not wrapped, and the record has no collective hooks). A window records
-a few steps in between (its trace, not the record, has their ranges). The record asked for
+neither (its loader is not wrapped, and it does not use PyTorch: no Flight Recorder). A window
+records a few steps in between (its trace, not the record, has their ranges). The record asked for
 afterwards says all of it in ``window.json``, ``w.summary()`` and ``w.explain()``.
 """
 
@@ -72,7 +72,7 @@ def test_a_record_says_what_it_saw_and_what_it_could_not(tmp_path: Path) -> None
         ], got[0]  # fmt: skip
         assert got[1]["seen"] == ["steps", "ranges", "GC pauses"], got[1]
         assert "the loader is not wrapped" in got[1]["unseen"]["data-loader waits"]
-        assert "no collective hooks" in got[1]["unseen"]["collectives"]
+        assert "does not use PyTorch (no Flight Recorder)" in got[1]["unseen"]["collectives"]
         assert "collectives" not in got[0]["unseen"] and "data-loader waits" not in got[0]["unseen"]
         for r in (0, 1):  # the window's steps: their ranges are in the window's trace
             assert got[r]["unseen"]["ranges"] == (
@@ -86,7 +86,7 @@ def test_a_record_says_what_it_saw_and_what_it_could_not(tmp_path: Path) -> None
         assert "record saw: steps, ranges, GC pauses, data-loader waits (rank 0)" in line, line
         assert "could not see: ranges: in steps" in line, line
         assert "data-loader waits (rank 1): no range of category 'dataloader'" in line, line
-        assert "collectives (rank 1): the record has no collective hooks" in line, line
+        assert "collectives (rank 1): this rank does not use PyTorch" in line, line
         why = w.explain()
         assert any(n.startswith("record saw: ") for n in why.notes), why.notes
     finally:

@@ -1,0 +1,41 @@
+"""The record's collectives, one piece: what a rank's Flight Recorder gives, and what a failed
+read leaves (the record, without them). The real DDP job is tests/training/test_recent_ddp.py."""
+
+from __future__ import annotations
+
+import time
+
+from dynprof_nb.training.recent import parts, with_collectives
+
+
+def snapshot() -> dict:
+    now = time.monotonic_ns()
+    return {"steps": [(1, now - 2_000_000, now - 1_000_000), (2, now - 1_000_000, now)],
+            "ranges": [], "gc": [], "note": "", "parts": parts([], [])}
+
+
+def test_a_failed_dump_loses_the_collectives_not_the_record():
+    def broken(rank: int, since_ns: int):
+        raise RuntimeError("torch changed its dump")
+
+    got = with_collectives(snapshot(), broken, 0)
+    assert got["collectives"] == [] and len(got["steps"]) == 2
+    assert "could not be read: RuntimeError('torch changed its dump')" in (
+        got["parts"]["unseen"]["collectives"])
+
+
+def test_entries_are_seen_and_asked_from_the_first_step_on():
+    asked = []
+
+    def recorder(rank: int, since_ns: int):
+        asked.append((rank, since_ns))
+        return [{"name": "gloo:all_reduce", "pg": "0", "seq": 1, "created_ns": since_ns + 5,
+                 "started_ns": None, "completed_ns": None}], ""
+
+    before = time.time_ns()
+    got = with_collectives(snapshot(), recorder, 3)
+    assert "collectives (Flight Recorder)" in got["parts"]["seen"]
+    assert "collectives" not in got["parts"]["unseen"]
+    (rank, since), = asked
+    # since the first step began: 2 ms before its end, on the wall clock
+    assert rank == 3 and before - 3_000_000 < since < before
