@@ -230,6 +230,8 @@ class Monitor:
                 lambda: self.state,
                 {"job": job, "rank": 0, "run": 0, "tid": threading.get_native_id()},
                 frdump.collectives_since,
+                # torch's dump holds the GIL: a running job's record reads it where asked
+                lambda kind: kind == "hang" or self.flight_recorder or state.fr is not None,
             )
         self.memory_budget_mb = memory_budget_mb or _env_number(
             "DYNPROF_NB_MEMORY_BUDGET_MB", MEMORY_BUDGET_MB

@@ -59,6 +59,7 @@ from dynprof_nb.contract.shared_layout import (
     T_REQ,
 )
 from dynprof_nb.training import ranges
+from dynprof_nb.training.frdump import no_recorder
 from dynprof_nb.training.gcpauses import GC_CATEGORY, GC_EVENT, GcPauses
 from dynprof_nb.training.steptimes import ENDS_KEEP, ENDS_MASK
 
@@ -387,7 +388,11 @@ class RecentKeeper:
     windows go, ``state()`` -> the rank's window state, the identity (job, rank, run, tid)
     for the manifest, and ``collectives(rank, since_ns)`` -> ``(entries, why none)``, the
     rank's collectives since a wall time (torch's Flight Recorder:
-    :func:`dynprof_nb.training.frdump.collectives_since`), read only when a record is written.
+    :func:`dynprof_nb.training.frdump.collectives_since`), read only for a record whose kind
+    ``collectives_for(kind)`` says: torch's dump holds the GIL for its whole length (20 ms
+    to 150 ms for 2,000 entries on a loaded 2-core machine), so a running job pays it only
+    where asked (``Monitor(flight_recorder=True)`` or the config key); a hung rank's record
+    always reads it.
     It looks every :data:`POLL_S`; a write never raises out of it."""
 
     def __init__(
@@ -399,6 +404,7 @@ class RecentKeeper:
         state: Callable[[], str],
         identity: dict[str, Any],
         collectives: Callable[[int, int], tuple[list[dict[str, Any]], str]] | None = None,
+        collectives_for: Callable[[str], bool] = lambda kind: kind == "hang",
     ) -> None:
         self.asked = record.steps if isinstance(record, RecentSteps) else record
         if not isinstance(record, RecentSteps):  # sized now when asked, else by begin()
@@ -407,7 +413,7 @@ class RecentKeeper:
         self.slot, self.source, self.root = slot, source, root
         self.state = state
         self.identity = identity
-        self.collectives = collectives
+        self.collectives, self.collectives_for = collectives, collectives_for
         self.closed = threading.Event()
         self.seen: tuple[int, int, int] | None = None
         # a trigger's record not written yet: (when it is due anyway, its manifest part, the
@@ -495,24 +501,33 @@ class RecentKeeper:
         if recent.get("kind") == "hang" and snap["steps"]:
             recent = dict(recent, **hang_facts(self.record, snap["steps"][-1]))
         if self.collectives is not None and snap["steps"]:
-            snap = with_collectives(snap, self.collectives, int(self.identity["rank"]))
+            read = self.collectives if self.collectives_for(str(recent.get("kind"))) else None
+            snap = with_collectives(snap, read, int(self.identity["rank"]))
         path = write_record(self.root(), self.identity, snap, recent)
         if path is not None:
             self.written.append(path)
         return path
 
 
+NOT_READ = (
+    "torch's Flight Recorder is read for a running job's record only with "
+    "Monitor(flight_recorder=True) or the config key flight_recorder: its dump holds the GIL "
+    "the training thread needs (20-150 ms measured)"
+)
+
+
 def with_collectives(
     snap: dict[str, Any],
-    read: Callable[[int, int], tuple[list[dict[str, Any]], str]],
+    read: Callable[[int, int], tuple[list[dict[str, Any]], str]] | None,
     rank: int,
 ) -> dict[str, Any]:
     """``snap`` with the rank's collectives entered since its first step began (``read``:
-    :func:`dynprof_nb.training.frdump.collectives_since`), and its ``parts`` saying so, or
-    saying why there are none. A failed read loses the collectives, never the record."""
+    :func:`dynprof_nb.training.frdump.collectives_since`; None: not read for this record),
+    and its ``parts`` saying so, or saying why there are none. A failed read loses the
+    collectives, never the record."""
     since_ns = time.time_ns() - (_clock() - snap["steps"][0][1])
     try:
-        got, why = read(rank, since_ns)
+        got, why = read(rank, since_ns) if read is not None else ([], no_recorder() or NOT_READ)
     except Exception as exc:  # a torch that changed its dump: the record without them
         got, why = [], f"the Flight Recorder's dump could not be read: {exc!r}"[:300]
     parts = snap.get("parts") or {"seen": [], "unseen": {}}

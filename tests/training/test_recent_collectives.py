@@ -39,3 +39,29 @@ def test_entries_are_seen_and_asked_from_the_first_step_on():
     (rank, since), = asked
     # since the first step began: 2 ms before its end, on the wall clock
     assert rank == 3 and before - 3_000_000 < since < before
+
+
+def test_a_running_jobs_record_reads_no_recorder_unless_asked(monkeypatch):
+    """torch's dump holds the GIL for 20-150 ms: without Monitor(flight_recorder=True) a
+    trigger's or a request's record of a rank with a process group does not read it, and says
+    why; a rank without one says that instead."""
+    before = with_collectives(snapshot(), None, 0)["parts"]["unseen"]["collectives"]
+    # (torch may be imported by an earlier test of this process, without a process group)
+    assert "does not use PyTorch" in before or "not initialised in this rank" in before
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k, v in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0",
+                 "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(k, v)
+    dist.init_process_group("gloo")  # a real one-rank group in this process
+    try:
+        got = with_collectives(snapshot(), None, 0)
+    finally:
+        dist.destroy_process_group()
+    assert got["collectives"] == []
+    assert "only with Monitor(flight_recorder=True)" in got["parts"]["unseen"]["collectives"]
