@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from dynprof_nb.contract.segment import run_of
 from dynprof_nb.contract.shared_layout import (
     RECENT_ASKED,
     RECENT_HANG,
@@ -30,6 +31,8 @@ from dynprof_nb.control.loading import load_paths
 
 RECENT_TIMEOUT_S = 10.0
 POLL_S = 0.05
+#: a record is written after its request: by the rank's clock, on the notebook's machine
+CLOCK_SLACK_S = 0.5
 
 
 def ask(job: Any, steps: int, kind: int = RECENT_ASKED) -> int:
@@ -65,16 +68,42 @@ def keep_at_hang(job: Any) -> str:
     return f"{HANG_NOTE} (request {request})"
 
 
-def records(job: Any, request: int) -> dict[int, str]:
-    """``{rank: path}`` of the records written for ``request`` so far."""
+def records(
+    job: Any, request: int, asked_at: float, run_started_at: float | None
+) -> dict[int, str]:
+    """``{rank: path}`` of the records written for ``request`` so far: the request's number,
+    written after it was asked (``asked_at``, wall clock s), by a rank of the run now live
+    (``run_started_at``, where both say it). A job restarted under its name counts its
+    requests from 1 again, and its folder keeps the dead run's records: the number alone took a
+    dead run's record for the live one's."""
     found: dict[int, str] = {}
     for row in find_windows(job.roots(), job.name):
         if row.get("recent") != "asked" or row["status"] != "complete":
             continue
-        recent = (read_manifest(row["path"]) or {}).get("recent") or {}
-        if recent.get("request") == request:
-            found[int(row["rank"])] = row["path"]
+        manifest = read_manifest(row["path"]) or {}
+        recent = manifest.get("recent") or {}
+        if recent.get("request") != request or not _written_since(manifest, asked_at):
+            continue
+        theirs = manifest.get("run_started_at")
+        if run_started_at is not None and theirs is not None:
+            if abs(float(theirs) - run_started_at) > 1e-3:
+                continue
+        found[int(row["rank"])] = row["path"]
     return found
+
+
+def _written_since(manifest: dict[str, Any], asked_at: float) -> bool:
+    started = manifest.get("started_at")
+    return isinstance(started, (int, float)) and float(started) >= asked_at - CLOCK_SLACK_S
+
+
+def live_run_started(job: Any) -> float | None:
+    """When the job's live run began (wall clock, s), or None where its segment does not say."""
+    seg = job.segment()
+    if seg is None:
+        return None
+    run, started = run_of(seg)
+    return started / 1e9 if run and started else None
 
 
 class RecentRecords:
@@ -98,12 +127,13 @@ def recent(job: Any, steps: int = 100, timeout: float = RECENT_TIMEOUT_S) -> Any
     ranks = sorted({s.rank for s in job.live_slots()})
     if not ranks:
         raise JobError(f"job {job.name!r} has no live rank to ask for its recent steps")
+    asked_at, started = time.time(), live_run_started(job)
     request = ask(job, steps)
     deadline = time.monotonic() + timeout
-    found = records(job, request)
+    found = records(job, request, asked_at, started)
     while set(found) < set(ranks) and time.monotonic() < deadline:
         time.sleep(POLL_S)  # the notebook's thread, never a rank's
-        found = records(job, request)
+        found = records(job, request, asked_at, started)
     if not found:
         raise JobError(
             f"job {job.name!r}: no rank wrote its recent steps within {timeout:g} s "

@@ -288,7 +288,12 @@ class Monitor:
             return
         self._status.check_duplicate_rank()
         if self._recent is not None:
-            self._recent.identity.update(rank=self.rank, run=self.run, world_size=self.world_size)
+            self._recent.identity.update(
+                rank=self.rank,
+                run=self.run,
+                run_started_at=self._windows.run_started_at(),
+                world_size=self.world_size,
+            )
             if self._recent.begin(seg):
                 # where its records go, so job.recent() finds them before any window (the
                 # training thread writes the slot's text, as window_io does)

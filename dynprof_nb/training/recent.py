@@ -287,6 +287,7 @@ def write_record(
             backend="builtin",
             config={},
             run=identity.get("run", 0),
+            run_started_at=identity.get("run_started_at"),
         )
         manifest.update(status="complete", reason=recent.get("reason") or None)
         manifest["recent"] = dict(

@@ -96,3 +96,36 @@ def test_a_hiccup_is_kept_by_the_trigger_and_explained(tmp_path: Path) -> None:
             finish(p)
         job.close()
         segment.unlink(name)
+
+
+def test_a_restarted_job_is_given_its_own_record_not_the_dead_runs(tmp_path: Path) -> None:
+    """A job ended and started again under its name, in the same folder, counts its requests
+    from 1 again: ``job.recent()`` must load the live run's record, not the record the dead
+    run wrote for its own request 1 (a new user got the dead run's 100 steps for 50 asked)."""
+    name = unique_job("recent-rerun")
+    out = tmp_path / "out"
+    first = spawn_rank(name, 0, out, step_ms=5)
+    job = dynprof_nb.attach(name, create=True)
+    try:
+        wait_until(lambda: [s for s in job.live_slots() if s.step > 60], 60,
+                   "the first run stepping", proc=first)  # fmt: skip
+        old = job.recent(40, timeout=30)
+        assert len(old.steps) == 40
+    finally:
+        finish(first)
+        job.close()
+    wait_until(lambda: name not in segment.list_jobs(), 30, "the first run's segment gone")
+    second = spawn_rank(name, 0, out, step_ms=5)
+    job = dynprof_nb.attach(name, create=True)
+    try:
+        wait_until(lambda: [s for s in job.live_slots() if s.step > 60], 60,
+                   "the second run stepping", proc=second)  # fmt: skip
+        new = job.recent(25, timeout=30)
+        assert len(new.steps) == 25, new.steps.to_string()
+        manifest = window_dirs.read_manifest(str(new.path))
+        assert manifest["pid"] == second.pid, (manifest["pid"], first.pid, second.pid)
+        assert manifest["recent"]["request"] == 1  # the dead run's record had number 1 too
+    finally:
+        finish(second)
+        job.close()
+        segment.unlink(name)
