@@ -9,6 +9,7 @@ temporary name (or with an ``incomplete`` manifest) and is listed as ``incomplet
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -314,6 +315,13 @@ def _whole(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _seconds(value: Any) -> float | None:
+    """A wall-clock time in seconds from a manifest, or None (absent, or not a finite number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
 def _recent_kind(manifest: dict[str, Any]) -> str:
     """ "trigger" or "asked" for a recent-steps record (training/recent.py), "" for a window."""
     recent = manifest.get("recent")
@@ -370,6 +378,7 @@ def find_windows(roots: list[Path], job: str | None = None) -> list[dict[str, An
                     "config": describe_config(manifest.get("config")),
                     "reason": manifest.get("reason") or "",
                     "run": _whole(manifest.get("run")),
+                    "run_started_at": _seconds(manifest.get("run_started_at")),
                     "recent": _recent_kind(manifest),
                 }
             )

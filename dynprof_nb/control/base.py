@@ -240,6 +240,7 @@ class Controller(ABC):
             raise JobError(
                 f"job {self.name!r} has no complete window yet; start one and wait() for it."
             )
+        loading.warn_other_run(frame, paths, self.status().attrs.get("run_started_at"))
         return loading.load_paths(paths, missing, name=self.name)
 
     # -- display -------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dynprof_nb.contract.config import ConfigError, ProfilerConfig
 from dynprof_nb.contract.protocol import command
 from dynprof_nb.contract.protocol import window_options as window_options_of
-from dynprof_nb.contract.segment import NoSuchJob, Segment, SegmentError, SlotView
+from dynprof_nb.contract.segment import NoSuchJob, Segment, SegmentError, SlotView, run_of
 from dynprof_nb.contract.shared_layout import common_step
 from dynprof_nb.control import asks, runs, stall, trigger
 from dynprof_nb.control import stacks as hangs
@@ -352,6 +352,8 @@ class Job(Controller):
             rows += relay_rows(seg, now)  # a relay's row: rank -1, state "relay"
         frame = status_frame(rows)
         frame.attrs["run"] = runs.describe_run(seg)
+        run, began = run_of(seg) if seg is not None else (0, 0)
+        frame.attrs["run_started_at"] = began / 1e9 if run and began else None
         cmd = self._handle.command()
         if cmd.config.has_window and cmd.at:  # when the window was asked (wall clock, s)
             frame.attrs["asked_at"] = cmd.at

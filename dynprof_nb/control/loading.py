@@ -13,6 +13,7 @@ is the latest complete window. An older window is the user's explicit choice: ``
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from dynprof_nb.contract import window_dirs
@@ -39,10 +40,42 @@ WINDOW_EXTRA_COLUMNS = [
     "config",
     "reason",
     "run",
+    # when that run began: two runs of one number (a job whose segment was made anew counts its
+    # runs from 1 again) are told apart by it
+    "run_started_at",
     "recent",  # "trigger"/"asked": a recent-steps record (training/recent.py), "" a window
 ]
 BUSY_STATES = ("armed", "recording", "saving")
 ASKED_SLACK_S = 1.0  # a window begun this long before it was asked is still taken (clocks)
+
+
+class OtherRunWarning(UserWarning):
+    """The window ``load()`` took as the latest is of another run than the live one."""
+
+
+def warn_other_run(frame: pd.DataFrame, paths: list[str], live_started: float | None) -> None:
+    """Say so when the latest window (``paths``) was recorded by another run than the live one
+    (its run began at ``live_started``, wall clock s): the live run has no window yet, and a
+    window of the dead run's steps is not what the job is doing now."""
+    import pandas as pd
+
+    if live_started is None or not paths:
+        return
+    rows = frame[frame["path"].isin(paths)]
+    began = rows["run_started_at"].dropna()
+    if began.empty:
+        return
+    live = pd.Timestamp(live_started, unit="s")
+    if (abs(began - live) <= pd.Timedelta(seconds=1e-3)).all():
+        return
+    row = rows.iloc[0]
+    warnings.warn(
+        f"the latest window (steps {row.start}-{row.stop}) is of an earlier run, begun "
+        f"{began.iloc[0]:%Y-%m-%d %H:%M:%S} UTC, not of the live run begun {live:%H:%M:%S} UTC: "
+        "the live run has recorded no window yet (start() one)",
+        OtherRunWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 class WindowPending(JobError):
@@ -62,7 +95,7 @@ def window_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     import pandas as pd
 
     frame = pd.DataFrame(rows, columns=WINDOW_COLUMNS + WINDOW_EXTRA_COLUMNS)
-    for col in ("started_at", "ended_at"):
+    for col in ("started_at", "ended_at", "run_started_at"):
         frame[col] = pd.to_datetime(frame[col], unit="s", errors="coerce")
     frame["run"] = pd.to_numeric(frame["run"], errors="coerce").astype("Int64")
     frame["recent"] = [v if isinstance(v, str) else "" for v in frame["recent"]]

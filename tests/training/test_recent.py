@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from jobutil import finish, spawn_rank, unique_job, wait_until
 
 import dynprof_nb
 from dynprof_nb.analysis.recent_explain import slow_steps
 from dynprof_nb.contract import segment, window_dirs
+from dynprof_nb.control.loading import OtherRunWarning
 
 SLOW_RANK = 1
 SLOW_STEPS = 5
@@ -111,6 +113,8 @@ def test_a_restarted_job_is_given_its_own_record_not_the_dead_runs(tmp_path: Pat
                    "the first run stepping", proc=first)  # fmt: skip
         old = job.recent(40, timeout=30)
         assert len(old.steps) == 40
+        job.start("+5", "+8")
+        job.wait(timeout=60)
     finally:
         finish(first)
         job.close()
@@ -125,6 +129,14 @@ def test_a_restarted_job_is_given_its_own_record_not_the_dead_runs(tmp_path: Pat
         manifest = window_dirs.read_manifest(str(new.path))
         assert manifest["pid"] == second.pid, (manifest["pid"], first.pid, second.pid)
         assert manifest["recent"]["request"] == 1  # the dead run's record had number 1 too
+
+        # both runs are "run 1" (the segment was made anew); their start tells them apart, and
+        # the latest window, the dead run's, is loaded with a word that it is not this run's
+        listed = job.windows()
+        assert listed["run_started_at"].nunique() == 2, listed.to_string()
+        with pytest.warns(OtherRunWarning, match="is of an earlier run"):
+            w = job.load()
+        assert window_dirs.read_manifest(str(w.path))["pid"] == first.pid
     finally:
         finish(second)
         job.close()
