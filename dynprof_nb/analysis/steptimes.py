@@ -1,11 +1,14 @@
 """Step times as a picture: ranks x recent steps, stragglers marked (``plot_step_times``).
 
 Input: ``job.step_times()`` (``rank, node, step, end_s, duration_s, kind``). Above
-:data:`FOLD_RANKS` ranks the rows are nodes (each node's slowest rank per step), so 1,000 ranks
-stay one readable picture. A rank (or node) whose median is :data:`SLOW_MARK` over the job's
-median is a straggler: its label is red and starred. A stalled rank (``.attrs["stalled"]``) keeps
-its row, its steps after the last one it ended drawn solid red, its label saying where it
-stopped.
+:data:`FOLD_RANKS` ranks the rows are nodes, or blocks of consecutive ranks where there are more
+than :data:`MAX_ROWS` nodes or only one (each step the row's slowest rank's), so 1,024 ranks stay
+one readable picture of at most 64 rows. A rank whose median is :data:`SLOW_MARK` over the median
+rank's is a straggler: its row's label is red and starred, and a folded row names it
+(``* node16: rank 517``). The colour scale tops out at :data:`CLIP` x the slowest row's median,
+so a few steps every rank took 3x longer saturate instead of squeezing a rank 30% slow for good
+into the bottom shades. A stalled rank (``.attrs["stalled"]``) keeps its row, its steps after the
+last one it ended drawn solid red, its label saying where it stopped (a folded row names it).
 """
 
 from __future__ import annotations
@@ -114,7 +117,7 @@ def plot_step_times(frame: pd.DataFrame, steps: int = RECENT_STEPS, ax: Any = No
     # a robust scale: its top a little over the slowest row's median, so a rank 30% slow for
     # good stays a colour of its own beside a few steps every rank took 3x longer (those
     # saturate, the bar's arrow says so) instead of being squeezed into the bottom shades
-    top = float(np.nanmax(np.nanmedian(values, axis=1))) * CLIP
+    top = float(grid.median(axis=1).max()) * 1e3 * CLIP  # a stalled rank's row may be empty
     clipped = bool(np.nanmax(values) > top)
     image = ax.imshow(
         values,
@@ -124,7 +127,7 @@ def plot_step_times(frame: pd.DataFrame, steps: int = RECENT_STEPS, ax: Any = No
         vmin=float(np.nanmin(values)),
         vmax=top if clipped else None,
     )
-    over = f"; over {top:,.0f}: top colour" if clipped else ""
+    over = f"; {top:,.0f} or more: top colour" if clipped else ""
     ax.figure.colorbar(
         image, ax=ax, label=f"step time (ms{over})", extend="max" if clipped else "neither"
     )
