@@ -14,6 +14,10 @@ for hundreds of ranks on 2 cores. This process is the notebook; for each size it
 and the notebook process's peak RSS. Each size runs in a child process of its own, so the peak
 is that size's. One table; the last column of each size is its growth over the previous size,
 per 4x (or whatever factor) ranks: read the ratios, not the absolute times (2 shared cores).
+Each cell is wall / CPU of every process (the notebook, workers, scheduler) / the notebook's
+CPU alone: the second counts the workers' and scheduler's background work (status pushes,
+beats) over the operation's wall time too, which at hundreds of ranks on 2 cores dominates a
+short notebook-side operation such as ``summary()``.
 
     python benchmarks/cluster_scale.py                # 8 (2x4), 64 (4x16), 256 (8x32)
     python benchmarks/cluster_scale.py --ranks 1024   # 32 nodes x 32 ranks (a quiet machine)
@@ -119,12 +123,12 @@ class Timer:
     def __call__(self, name: str, fn: Any, reps: int = 1) -> Any:
         best = None
         for _ in range(reps):
-            c0, t0 = cpu_s(self.pids), time.perf_counter()
+            c0, n0, t0 = cpu_s(self.pids), time.process_time(), time.perf_counter()
             value = fn()
             wall, cpu = time.perf_counter() - t0, cpu_s(self.pids) - c0
             if best is None or wall < best[0]:
-                best = (wall, cpu)
-        self.row[name], self.row[name + "_cpu"] = best
+                best = (wall, cpu, time.process_time() - n0)
+        self.row[name], self.row[name + "_cpu"], self.row[name + "_nb"] = best
         return value
 
 
@@ -208,14 +212,18 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = "| ranks (nodes x ranks) | " + " | ".join(COLUMNS) + " | notebook peak RSS |"
     lines = [head, "|" + "---|" * (len(COLUMNS) + 2)]
     for i, r in enumerate(rows):
-        cells = [f"{r[c]:.3f} / {r[c + '_cpu']:.2f}" for c in COLUMNS]
+        cells = [f"{r[c]:.3f} / {r[c + '_cpu']:.2f} / {r[c + '_nb']:.2f}" for c in COLUMNS]
         lines.append(
             f"| {r['ranks']} ({r['shape']}) | " + " | ".join(cells) + f" | {r['rss_mb']:.0f} MB |"
         )
         if i:
             prev = rows[i - 1]
             k = r["ranks"] / prev["ranks"]
-            growth = [f"{r[c + '_cpu'] / max(prev[c + '_cpu'], 1e-3):.1f}x" for c in COLUMNS]
+            growth = [
+                f"{r[c + '_cpu'] / max(prev[c + '_cpu'], 1e-3):.1f}x / "
+                f"{r[c + '_nb'] / max(prev[c + '_nb'], 1e-3):.1f}x"
+                for c in COLUMNS
+            ]
             lines.append(
                 f"| CPU growth, {k:.0f}x ranks | "
                 + " | ".join(growth)

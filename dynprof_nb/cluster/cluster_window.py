@@ -9,8 +9,9 @@ size.
 pandas frames (small, computed on the nodes, combined here): ``ops`` (one row per rank and
 operation), ``op_totals`` (ops folded over ranks), ``steps`` (one row per rank and step),
 ``kernel_summary`` (one row per rank and kernel name), ``ranks_view()`` and ``summary()``.
+``sql()`` runs on the nodes too, one task per node, and brings back only the answers.
 
-``dask.dataframe`` frames (big, one partition per rank, left on the nodes until you compute
+``dask.dataframe`` frames (big, one partition per node, left on the nodes until you compute
 them): ``events``, ``kernels``, ``memory``, ``communication``. E.g.
 ``w.events.groupby("name").dur_ns.sum().compute()`` reduces on the nodes too;
 ``w.events.compute()`` brings every event of every rank into the notebook.
@@ -24,7 +25,7 @@ import pandas as pd
 
 from dynprof_nb.analysis.summary import Summary, host_summary, ops_across_ranks, rank_table
 from dynprof_nb.cluster.access import requester
-from dynprof_nb.cluster.reduce import node_reductions, rank_frame, rank_sql
+from dynprof_nb.cluster.reduce import node_frame, node_reductions, node_sql
 from dynprof_nb.traces import schema
 from dynprof_nb.traces.lazyframe import LazyFrame
 from dynprof_nb.traces.schema import concat_frames
@@ -38,21 +39,11 @@ class ClusterWindow:
         self.client = client
         self.job = job
         self.parts = sorted(parts, key=lambda p: p["rank"])
-        by_node: dict[str, list[tuple[str, int]]] = {}
+        self.by_node: dict[str, list[tuple[str, int]]] = {}  # worker -> its (path, rank)s
         for p in self.parts:
-            by_node.setdefault(p["addr"], []).append((p["path"], p["rank"]))
-        futures = [  # one task per node, not per rank: the node lists its windows once
-            client.submit(
-                node_reductions,
-                job,
-                node_parts,
-                requester(),
-                workers=[addr],
-                allow_other_workers=False,
-                pure=False,
-            )
-            for addr, node_parts in by_node.items()
-        ]
+            self.by_node.setdefault(p["addr"], []).append((p["path"], p["rank"]))
+        self.node_of_worker = {p["addr"]: p["node"] for p in self.parts}
+        futures = self._per_node(node_reductions, job)
         reduced = [r for answer in client.gather(futures) for r in answer]
         self._reduced = sorted(reduced, key=lambda r: r["rank"])
         self.ranks: list[int] = [p["rank"] for p in self.parts]
@@ -65,6 +56,24 @@ class ClusterWindow:
         kinds = {r["framework"] for r in self._reduced}
         self.framework = kinds.pop() if len(kinds) == 1 else "mixed"
         self._dask: dict[str, Any] = {}
+
+    def _per_node(self, task: Any, *args: Any, node: bool = False) -> list[Any]:
+        """``task(*args, parts[, node], requester)`` once per node, pinned to the worker that
+        wrote those ranks' windows: one round trip per node, not per rank (the node lists its
+        windows once; a task per rank listed them once per rank, ranks squared)."""
+        return [
+            self.client.submit(
+                task,
+                *args,
+                node_parts,
+                *([self.node_of_worker[addr]] if node else []),
+                requester(),
+                workers=[addr],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for addr, node_parts in self.by_node.items()
+        ]
 
     # -- pandas: reductions computed on the nodes ------------------------------------------
 
@@ -121,23 +130,11 @@ class ClusterWindow:
         combine them: e.g. ``query="select name, sum(dur_ns) as ns from events group by
         name"``, ``then="select name, sum(ns) as ns from ranks group by name order by ns
         desc limit 10"`` (docs/sql.md)."""
-        futures = [
-            self.client.submit(
-                rank_sql,
-                self.job,
-                p["path"],
-                query,
-                p["rank"],
-                p["node"],
-                requester(),
-                workers=[p["addr"]],
-                allow_other_workers=False,
-                pure=False,
-            )
-            for p in self.parts
-        ]
-        answers = self.client.gather(futures)
+        futures = self._per_node(node_sql, self.job, query, node=True)
+        answers = [a for a in self.client.gather(futures) if len(a.columns)]
         stacked = pd.concat(answers, ignore_index=True) if answers else pd.DataFrame()
+        if len(stacked):
+            stacked = stacked.sort_values("rank", kind="stable").reset_index(drop=True)
         if then is None:
             return stacked
         from dynprof_nb.analysis.sql import sql_over
@@ -148,26 +145,13 @@ class ClusterWindow:
 
     def frame(self, kind: str) -> Any:
         """Frame ``kind`` of every rank, a ``dask.dataframe`` (the ``Window`` protocol), built on
-        first use from one task per rank on the rank's node."""
+        first use from one task per node on that node: one partition per node, its ranks'
+        rows stacked (``rank`` and ``node`` columns)."""
         if kind not in self._dask:
             import dask.dataframe as dd
 
             meta = _meta(kind)
-            futures = [
-                self.client.submit(
-                    rank_frame,
-                    self.job,
-                    p["path"],
-                    kind,
-                    p["rank"],
-                    p["node"],
-                    requester(),
-                    workers=[p["addr"]],
-                    allow_other_workers=False,
-                    pure=False,
-                )
-                for p in self.parts
-            ]
+            futures = self._per_node(node_frame, self.job, kind, node=True)
             self._dask[kind] = dd.from_delayed(futures, meta=meta, verify_meta=False)
         return self._dask[kind]
 
@@ -177,7 +161,7 @@ class ClusterWindow:
         return {"ranks": {r: {"files": [p]} for r, p in self.paths.items()}}
 
     events = LazyFrame[Any](
-        "Every event of every rank (``dask.dataframe``, one partition per rank)."
+        "Every event of every rank (``dask.dataframe``, one partition per node)."
     )
     kernels = LazyFrame[Any]("Every device task of every rank (``dask.dataframe``).")
     memory = LazyFrame[Any]("Memory records of every rank (``dask.dataframe``).")

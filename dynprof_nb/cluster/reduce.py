@@ -90,19 +90,46 @@ def reductions(w: Any, rank: int) -> dict[str, Any]:
     }
 
 
-def rank_frame(job: str, path: str, kind: str, rank: int, node: str, user: Any = None) -> Any:
-    """One rank's whole ``kind`` frame (a ``dask.dataframe`` partition), categories as text."""
-    if kind not in ("events", "kernels", "memory", "communication"):
+FRAME_KINDS = ("events", "kernels", "memory", "communication")
+
+
+def node_frame(
+    job: str, kind: str, parts: list[tuple[str, int]], node: str, user: Any = None
+) -> Any:
+    """The ``kind`` frame of every ``(path, rank)`` of ``parts`` (this node's ranks), stacked
+    with ``rank`` and ``node`` columns and categories as text: one ``dask.dataframe``
+    partition per node, read by one task (the node's windows listed and checked once, as
+    :func:`node_reductions`; a task per rank listed them once per rank: ranks squared)."""
+    from dynprof_nb.traces import load_window
+    from dynprof_nb.traces.schema import concat_frames
+
+    if kind not in FRAME_KINDS:
         raise ValueError(f"frame {kind!r}: expected events, kernels, memory or communication.")
-    frame = getattr(_window(job, path, user), kind)
-    return plain(frame).assign(rank=rank, node=node)
+    checked = _agent().operations.window_paths(job, [p for p, _ in parts], user)
+    frames = [
+        plain(getattr(load_window(path), kind)).assign(rank=rank, node=node)
+        for path, (_, rank) in zip(checked, parts, strict=True)
+    ]
+    return concat_frames(frames)
 
 
-def rank_sql(job: str, path: str, query: str, rank: int, node: str, user: Any = None) -> Any:
-    """One rank's answer to SQL ``query`` (``w.sql``: DuckDB on the node, over the rank's
-    frames, from its frame cache there where they are cached), with its ``rank`` and
-    ``node``: only the answer crosses the network."""
-    return _window(job, path, user).sql(query).assign(rank=rank, node=node)
+def node_sql(
+    job: str, query: str, parts: list[tuple[str, int]], node: str, user: Any = None
+) -> Any:
+    """Each rank's answer to SQL ``query`` (``w.sql``: DuckDB on the node, over the rank's
+    frames, from its frame cache there where they are cached), stacked with ``rank`` and
+    ``node``, for every ``(path, rank)`` of ``parts`` in one task: one round trip per node,
+    and only the answers cross the network."""
+    import pandas as pd
+
+    from dynprof_nb.traces import load_window
+
+    checked = _agent().operations.window_paths(job, [p for p, _ in parts], user)
+    answers = [
+        load_window(path).sql(query).assign(rank=rank, node=node)
+        for path, (_, rank) in zip(checked, parts, strict=True)
+    ]
+    return pd.concat(answers, ignore_index=True) if answers else pd.DataFrame()
 
 
 def plain(frame: Any) -> Any:

@@ -106,11 +106,12 @@ def cluster_hang_report(
                 )
             )
         for rank, why in (answer.get("notes") or {}).items():
-            notes[int(rank)] = f"{why} (on {node})"
+            notes[int(rank)] = str(why)  # no node in it: one reason of 32 nodes is one line
     for e in errors:
         notes.setdefault(-1, f"an agent did not answer: {e}")
     stacks = cluster_stacks(name, ask, rows_of, labels_of, timeout)
-    return hang.build(stacks, dumps, notes, keep)
+    steps = {int(r["rank"]): int(r["step"]) for r in rows_of() if r.get("alive") is True}
+    return hang.build(stacks, dumps, notes, keep, steps)
 
 
 def _ranks(spec: Any) -> list[int]:

@@ -169,8 +169,9 @@ class Controller(ABC):
         return step_frame([])
 
     def plot_step_times(self, last: int = 100) -> Any:
-        """Ranks x recent steps as a heat map, stragglers marked (folded per node above 64
-        ranks): :func:`dynprof_nb.analysis.steptimes.plot_step_times`."""
+        """Ranks x recent steps as a heat map, stragglers marked (above 64 ranks at most 64
+        rows, nodes or blocks of ranks, each naming its straggler ranks):
+        :func:`dynprof_nb.analysis.steptimes.plot_step_times`."""
         from dynprof_nb.analysis.steptimes import plot_step_times
 
         return plot_step_times(self.step_times(last))

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 ANSWER_TIMEOUT_S = 5.0
 FRAMES_SHOWN = 3  # innermost frames of a missing rank's main thread in its line
+LINES_SHOWN = 8  # lines of one kind (ranks that never arrived, odd stacks) before "N more"
 
 
 class HangReport:
@@ -84,9 +85,70 @@ def where(stacks: StackFrame, rank: int) -> str:
     if not len(rows):
         silent = [s for s in getattr(stacks, "silent", []) if s.get("rank") == rank]
         return f"its stack is unknown ({silent[0]['why']})" if silent else "its stack is unknown"
-    funcs = list(rows.sort_values("depth", ascending=False)["function"])
-    shown = " ← ".join(funcs[:FRAMES_SHOWN]) + (" ← ..." if len(funcs) > FRAMES_SHOWN else "")
-    return f"its main thread is in {shown}"
+    return f"its main thread is in {_shown(list(rows.sort_values('depth')['function']))}"
+
+
+def _shown(outermost_first: list[str]) -> str:
+    funcs = outermost_first[::-1]
+    return " ← ".join(funcs[:FRAMES_SHOWN]) + (" ← ..." if len(funcs) > FRAMES_SHOWN else "")
+
+
+def _at(steps: dict[int, int], ranks: list[int]) -> str:
+    """`` (at step 40)``: where status() last saw ``ranks`` (one step for all, else a range)."""
+    seen = sorted({steps[r] for r in ranks if r in steps})
+    if not seen:
+        return ""
+    return f" (at step {seen[0]})" if len(seen) == 1 else f" (at steps {seen[0]}-{seen[-1]})"
+
+
+def main_threads(stacks: StackFrame, steps: dict[int, int]) -> list[str]:
+    """Without a recorder: the ranks grouped by where their main thread is, the crowd first,
+    then each odd group (at most LINES_SHOWN): at 1,024 ranks, two lines, not 1,024.
+    "1,023 of 1,024 ranks' main threads are in all_reduce ← ... (at step 40)" / "rank 517:
+    in sleep ← ... (at step 40)"."""
+    from dynprof_nb.analysis.stacks import rank_set
+
+    main = stacks[stacks["thread"] == "MainThread"].sort_values(["rank", "depth"])
+    if not len(main):
+        return []
+    where_of = main.groupby("rank")["function"].agg(tuple)
+    groups: dict[tuple, list[int]] = {}
+    for rank, funcs in where_of.items():
+        groups.setdefault(funcs, []).append(int(rank))
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    crowd, ranks = ordered[0]
+    total = len(where_of)
+    lines = [
+        f"{len(ranks):,} of {total:,} ranks' main threads are in {_shown(list(crowd))}"
+        + _at(steps, ranks)
+        + (":" if len(ordered) > 1 else "")
+    ]
+    for funcs, odd in ordered[1 : 1 + LINES_SHOWN]:
+        lines.append(f"  {rank_set(odd)}: in {_shown(list(funcs))}{_at(steps, odd)}")
+    if len(ordered) > 1 + LINES_SHOWN:
+        rest = [r for _, g in ordered[1 + LINES_SHOWN :] for r in g]
+        lines.append(f"  and {len(rest):,} more ranks elsewhere (the tree below)")
+    return lines
+
+
+def _capped(lines: list[str], what: str) -> list[str]:
+    if len(lines) <= LINES_SHOWN:
+        return lines
+    return [*lines[:LINES_SHOWN], f"... and {len(lines) - LINES_SHOWN:,} more {what}"]
+
+
+def _notes(notes: dict[int, str]) -> list[str]:
+    """Ranks without a dump, one line per reason: ``ranks 0-511: no dump: ...``."""
+    from dynprof_nb.analysis.stacks import rank_set
+
+    by_why: dict[str, list[int]] = {}
+    for rank, why in sorted(notes.items()):
+        by_why.setdefault(why, []).append(rank)
+    lines = []
+    for why, ranks in by_why.items():
+        named = rank_set([r for r in ranks if r >= 0])
+        lines.append(f"{named or 'a node'}: no dump: {why}")
+    return lines
 
 
 def _paths(directory: Path, job: str, s: SlotView) -> dict[str, Path]:
@@ -186,6 +248,7 @@ def report(
     timeout: float = ANSWER_TIMEOUT_S,
     keep: str | Path | None = None,
     stack_traces: bool = False,
+    steps: dict[int, int] | None = None,
 ) -> HangReport:
     """The hang report of ``job`` on this machine (see the module's doc). ``stack_traces``
     asks the recorder for each entry's call site too (slow the first time: seconds)."""
@@ -202,7 +265,7 @@ def report(
             dumps.append(read_dump(path))
         except (OSError, ValueError) as exc:
             notes[rank] = f"its dump could not be read: {exc}"
-    return build(stacks, dumps, notes, keep)
+    return build(stacks, dumps, notes, keep, steps)
 
 
 def keep_dumps(dumps: list[Dump], keep: str | Path) -> dict[int, str]:
@@ -240,8 +303,13 @@ def build(
     dumps: list[Dump],
     notes: dict[int, str],
     keep: str | Path | None = None,
+    steps: dict[int, int] | None = None,
 ) -> HangReport:
-    """Analyse the dumps and join the ranks the others wait for with their stacks."""
+    """Analyse the dumps and join the ranks the others wait for with their stacks. ``steps``
+    (rank -> its step in ``status()``) says where each named rank stopped. Its findings are
+    summarised whatever the ranks: one line per rank that never arrived (at most
+    LINES_SHOWN), one per reason a rank has no dump, one per place main threads are."""
+    steps = steps or {}
     lines: list[str] = []
     analysis = None
     if dumps:
@@ -251,21 +319,24 @@ def build(
         analysis = analyse(frame_of(sorted(dumps, key=lambda d: d.rank)))
         lines.append(analysis.verdict)
         if len(analysis):
+            never = []
             for rank in culprits(analysis):
                 first = waited_in(analysis, rank)
-                lines.append(
+                never.append(
                     f"rank {rank} never called {first['op']} #{first['seq']} "
                     f"(PG {first['pg_id']} {first['pg_desc']}); {where(stacks, rank)}"
+                    + _at(steps, [rank])
                 )
-            lines += [f"  {x}" for x in analysis.log()]
-        for rank, why in sorted(notes.items()):
-            lines.append(f"rank {rank}: no dump: {why}")
+            lines += _capped(never, "ranks that never arrived (report.analysis lists them)")
+            lines += _capped([f"  {x}" for x in analysis.log()], "findings (report.analysis)")
+        lines += _notes(notes)
     else:
         why = sorted(set(notes.values())) or ["no live rank"]
         lines.append(
             "No Flight Recorder dump (" + "; ".join(why) + "): the stacks alone say where each "
             "rank is."
         )
+        lines += main_threads(stacks, steps)
     lines.append("")
     lines += str(stacks.tree()).splitlines()
     files = (

@@ -383,7 +383,12 @@ class Job(Controller):
 
         slots = self.live_slots()
         return hang.report(
-            self.name, slots, lambda t: hangs.take_stacks(self.name, slots, t), timeout, keep
+            self.name,
+            slots,
+            lambda t: hangs.take_stacks(self.name, slots, t),
+            timeout,
+            keep,
+            steps={s.rank: s.step for s in slots},
         )
 
     @property

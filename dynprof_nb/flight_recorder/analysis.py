@@ -85,10 +85,31 @@ def _size(sizes: Any) -> str:
 
 
 def _ranks_text(ranks: list[int]) -> str:
+    """``1, 2 and 3``; runs of three or more as ``0-511``, so 1,023 ranks are one phrase."""
     ranks = sorted(ranks)
-    if len(ranks) <= 1:
-        return "".join(map(str, ranks))
-    return ", ".join(map(str, ranks[:-1])) + " and " + str(ranks[-1])
+    parts: list[str] = []
+    i = 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{ranks[i]}-{ranks[j]}")
+        else:
+            parts += [str(r) for r in ranks[i : j + 1]]
+        i = j + 1
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _held_up(rows: pd.DataFrame) -> list[tuple[list[int], pd.Series]]:
+    """The held-up ranks grouped by the stuck collective they wait in (one phrase per
+    collective, not one per rank: 1,023 ranks held up in one all-reduce are one finding)."""
+    groups: dict[Any, tuple[list[int], pd.Series]] = {}
+    for rank, r in blocked(rows).items():
+        groups.setdefault(r.name, ([], r))[0].append(rank)
+    return list(groups.values())
 
 
 def _calls(fr: FRFrame) -> dict[tuple[int, str], dict[int, _Call]]:
@@ -248,7 +269,7 @@ def _headline(row: pd.Series) -> str:
     what = (
         f"PG {row['pg_id']} {row['pg_desc']} {row['op']} #{row['seq']} {row['size']} {row['dtype']}"
     )
-    parts = [f"{len(arrived)} of {len(members)} ranks arrived"]
+    parts = [f"{len(arrived):,} of {len(members):,} ranks arrived"]
     never = [r for r in row["missing"] if r not in row["no_dump"]]
     if never:
         parts.append(f"{_ranks_text(never)} never did")
@@ -289,9 +310,10 @@ def _findings(rows: Analysis) -> list[str]:
             f"waited for: rank{'s' * (len(cause) > 1)} {_ranks_text(cause)} "
             "(missing, and waiting in no stuck collective)"
         )
-    for rank, r in (blocked(rows) if len(rows) else {}).items():
+    for ranks, r in _held_up(rows) if len(rows) else []:
         lines.append(
-            f"held up: rank {rank} waits in PG {r['pg_id']} {r['pg_desc']} {r['op']} #{r['seq']}"
+            f"held up: rank{'s' * (len(ranks) > 1)} {_ranks_text(ranks)} "
+            f"wait{'s' * (len(ranks) == 1)} in PG {r['pg_id']} {r['pg_desc']} {r['op']} #{r['seq']}"
         )
     return lines
 
@@ -398,8 +420,12 @@ def _verdict(rows: Analysis, fr: FRFrame) -> str:
             f" The rank{s} the others wait for: {_ranks_text(cause)} (in no stuck collective "
             "themselves: look at where their main thread is, job.stacks())."
         )
-    for rank, r in blocked(rows).items():
-        text += f" Rank {rank} is held up in PG {r['pg_id']} {r['pg_desc']} {r['op']} #{r['seq']}."
+    for ranks, r in _held_up(rows):
+        many = len(ranks) > 1
+        text += (
+            f" Rank{'s' * many} {_ranks_text(ranks)} {'are' if many else 'is'} held up in "
+            f"PG {r['pg_id']} {r['pg_desc']} {r['op']} #{r['seq']}."
+        )
     if odd:
         text += f" Rank{'s' * (len(odd) > 1)} {_ranks_text(odd)} called a different collective."
     return text

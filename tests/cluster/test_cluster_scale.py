@@ -4,7 +4,8 @@ A node with more ranks costs its agent more work, never more round trips from th
 per-rank round trip (or a per-rank task that lists the node's windows again) is what made
 ``load()`` grow with ranks squared (issue 47; benchmarks/cluster_scale.py measures it). Here 4
 nodes run 3 ranks each, and every operation is counted at the client: the Dask calls it makes
-are as many as the nodes, whatever the ranks.
+are as many as the nodes, whatever the ranks: ``step_times()``, ``load()``, ``w.sql()`` and the
+window's ``dask.dataframe`` frames (one partition per node).
 """
 
 from __future__ import annotations
@@ -81,3 +82,19 @@ def test_each_operation_is_one_round_trip_per_node_not_per_rank(job3, monkeypatc
     assert window.summary().ranks is not None
     # the windows listed by one Client.run, then one reading task per node for its 3 ranks
     assert calls.take() == {"run:call": 1, "submit:node_reductions": NODES}
+
+    # SQL: one task per node answers for its 3 ranks; only the per-rank answers come back
+    answers = window.sql("select count(*) as n from events")
+    assert answers["rank"].tolist() == list(range(ranks))
+    assert (answers.node == "node" + (answers["rank"] // PER_NODE).astype(str)).all()
+    assert (answers.n > 0).all()
+    assert calls.take() == {"submit:node_sql": NODES}
+
+    # the big frames: one partition per node (its ranks stacked), read by one task there
+    events = window.events
+    assert events.npartitions == NODES
+    assert calls.take() == {"submit:node_frame": NODES}
+    per_rank = events.groupby("rank").size().compute(scheduler=job.client)
+    assert per_rank.sort_index().to_dict() == dict(zip(answers["rank"], answers.n, strict=True))
+    per_node = events.groupby("node")["rank"].nunique().compute(scheduler=job.client)
+    assert per_node.to_dict() == {f"node{n}": PER_NODE for n in range(NODES)}
