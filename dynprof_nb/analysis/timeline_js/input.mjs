@@ -98,6 +98,13 @@ export function matchCount(found, at) {
 
 // ---- the DOM's events -----------------------------------------------------------------
 
+// What a press at (x, y) on the canvas would do, as a CSS cursor: over the labels a click
+// (collapse), on the time axis or with shift a range (col-resize), on the lanes a pan (grab).
+export function cursorAt(x, y, shift) {
+  if (x < LEFT) return "pointer";
+  return shift || y < TOP ? "col-resize" : "grab";
+}
+
 // The pointer over the canvas: the wheel zooms about the time under it, a drag pans, a
 // shift-drag (or a drag on the axis) selects a range, a click picks a bar (or an arrow's end),
 // a press on the labels acts on a lane. `view` is what the widget lends it: xy(e) ({x, y} on
@@ -124,6 +131,8 @@ export class Pointer {
     canvas.addEventListener("click", (e) => this.labelClick(e));
     canvas.addEventListener("mousemove", (e) => {
       this.mouse = view.xy(e);
+      // the cursor says what a drag does here: a range on the time axis, a pan on the lanes
+      if (!this.drag) canvas.style.cursor = cursorAt(this.mouse.x, this.mouse.y, e.shiftKey);
       if (!this.drag) view.moved();
     });
     canvas.addEventListener("mouseleave", () => {

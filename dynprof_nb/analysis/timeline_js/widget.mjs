@@ -58,7 +58,8 @@ function render({ model, el }) {
   for (const g of groups) pinGroup.append(new Option(`${g.label} (${g.lanes} lanes)`, g.key));
   if (groups.length < 2) pinGroup.style.display = "none";
   const help = el_("span", "dynprof-tl-help",
-    "wheel or W/S zoom · drag or A/D pan · shift-drag: a range · click: details · " +
+    "wheel or W/S zoom · drag the lanes or A/D: pan · drag the time axis (or shift-drag): a " +
+    "range · click: details · " +
     "▾ collapse · ○ pin · label: collapse the process (shift: the rank)");
   nav.append(search, prev, next, count, pinComm, pinGroup, help);
   const list = el_("div", "dynprof-tl-matches");

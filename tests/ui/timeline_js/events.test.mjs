@@ -4,7 +4,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Pointer, SearchBox, listenKeys } from "../../../dynprof_nb/analysis/timeline_js/input.mjs";
+import {
+  Pointer, SearchBox, cursorAt, listenKeys,
+} from "../../../dynprof_nb/analysis/timeline_js/input.mjs";
 import { LEFT, TOP } from "../../../dynprof_nb/analysis/timeline_js/layout.mjs";
 
 globalThis.window = globalThis.window || new EventTarget();
@@ -56,6 +58,14 @@ test("a shift-drag, or a drag on the axis, selects a range of time", () => {
     pointer.release(at(LEFT + 5000, y, { target: canvas }));
     assert.deepEqual(said, [["selecting", 100, 300], ["selecting", 100, 1000], ["selected"]]);
   }
+});
+
+test("the cursor says what a drag does where it is: a range on the axis, a pan on the lanes", () => {
+  // a new user dragged on the axis expecting a pan and got a selection, with nothing to tell
+  assert.equal(cursorAt(LEFT + 100, TOP - 10, false), "col-resize");
+  assert.equal(cursorAt(LEFT + 100, TOP + 50, true), "col-resize");
+  assert.equal(cursorAt(LEFT + 100, TOP + 50, false), "grab");
+  assert.equal(cursorAt(LEFT - 5, TOP + 50, false), "pointer");
 });
 
 test("a press released where it began is a click at that point", () => {
