@@ -335,7 +335,7 @@ class ProfilerConfig(HasTraits):
         ["CPU", "NPU"],
         allow_empty=False,
         legacy={0: ["CPU", "NPU"], 1: ["CPU"], 2: ["NPU"]},
-        help="devices to profile",
+        help="devices to profile: CPU, and NPU for the accelerator (CUDA on a GPU; none: dropped)",
         flag="activities",
     )
     aic_metrics = Choice(

@@ -95,7 +95,16 @@ CONFLICT = "changed since you loaded it"
 #: the keys only MindSpore's profiler reads (training/backends/mindspore.py): a job recording
 #: with torch or the built-in backend shows them folded with the Ascend-only keys, so that a
 #: PyTorch user is not offered MindSpore's output choices as if they applied
-MINDSPORE_ONLY = ("export_type", "analyse", "analyse_mode", "data_simplification")
+MINDSPORE_ONLY = (
+    "export_type",
+    "analyse",
+    "analyse_mode",
+    "data_simplification",
+    "mstx",
+    "mstx_domain_include",
+    "mstx_domain_exclude",
+    "parallel_strategy",
+)
 #: the backends that read none of the Ascend or MindSpore-only keys
 NOT_ASCEND = ("torch", "builtin")
 
