@@ -455,7 +455,8 @@ class TraceWindow(WindowShortcuts):
             f"{k}[{len(v)}]" if isinstance(v, pd.DataFrame) else f"{k}[out of core]"
             for k, v in self._cache.items()
         )
-        loaded = loaded or "nothing loaded yet"
+        # a frame is read on first use: say so, not that something failed to load
+        loaded = loaded or "frames read when first used (w.summary(), w.events, ...)"
         bad = [k for k in self._cache if self.sources.get(k, {}).get("dropped")]
         if bad:  # what :mod:`.validate` dropped: named where the window is shown, too
             loaded += f"; rows with impossible values dropped from {', '.join(bad)} (sources)"

@@ -457,7 +457,14 @@ class DynprofMagics(Magics):
         self.window = window
         if args.name:
             self.shell.user_ns[args.name] = window
-        return window
+        # what a person asks the record for is why the steps were slow: its explanation, with
+        # one line saying where the record itself is
+        keep = f"in {args.name}" if args.name else "with -o NAME"
+        print(
+            f"the last {args.steps} steps of ranks {window.ranks}, kept in {window.path}: the "
+            f"record is {keep} (%%dynprof sql queries it); why its slow steps were slow:"
+        )
+        return window.explain()
 
     def _do_hang(self, args: argparse.Namespace) -> Any:
         """The hang report (see ``Job.hang_report``); ``-o NAME`` keeps it."""
