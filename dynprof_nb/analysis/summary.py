@@ -20,6 +20,7 @@ from dynprof_nb.analysis.configdiff import (
     config_line,
     warn_if_configs_differ,
 )
+from dynprof_nb.analysis.profiler_cost import profiler_cost_note
 from dynprof_nb.analysis.ranks import is_npu_window, npu_first
 from dynprof_nb.analysis.recent_explain import parts_line
 from dynprof_nb.contract.protocol import STEP_FOLDED
@@ -533,6 +534,9 @@ def summarize(window: Window, top: int = 10) -> Summary:
     seen = parts_line(window)  # a recent-steps record: what it saw and what it could not
     if seen:
         notes.insert(0, seen)
+    cost = profiler_cost_note(window)  # the window's steps against the job's own before it
+    if cost:
+        notes.insert(0, cost)
     summary = Summary(
         header,
         top_ops,

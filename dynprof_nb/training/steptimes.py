@@ -79,6 +79,21 @@ MARGIN_S = 0.03  # a window starts this far (at each rank's rate) ahead of every
 # -- the rank's side ----------------------------------------------------------------------
 
 
+def median_before(ends: Any, exact_from: int | None, last: int, k: int = ROLLING) -> float | None:
+    """The median of the timed steps ``last-k+1..last`` (ms): the job's step time just before
+    a window, unprofiled, for the window's manifest (``steps_before_ms``); None with fewer
+    than :data:`MIN_HISTORY` timed steps. Read by the training thread as a window opens: at
+    most ``k`` subtractions and a sort, once a window."""
+    if exact_from is None or ends is None:
+        return None
+    lo = max(last - k + 1, exact_from + 1, last - ENDS_KEEP + 2)
+    took = sorted(ends[s & ENDS_MASK] - ends[(s - 1) & ENDS_MASK] for s in range(lo, last + 1))
+    took = [t for t in took if t > 0]
+    if len(took) < MIN_HISTORY:
+        return None
+    return took[len(took) // 2] / 1e6
+
+
 def wants_timing(timed: bool, steps: int, elapsed_ns: int) -> bool:
     """Whether ``step()`` should read the clock, from ``steps`` steps in ``elapsed_ns`` (one
     heartbeat's look): with hysteresis, so a job near the bound does not flip every beat."""

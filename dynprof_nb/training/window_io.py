@@ -30,7 +30,7 @@ from dynprof_nb.training import saver
 from dynprof_nb.training.backends import make_backend, resolve_backend
 from dynprof_nb.training.history import adopt
 from dynprof_nb.training.stepstate import StepState
-from dynprof_nb.training.steptimes import note_refused
+from dynprof_nb.training.steptimes import median_before, note_refused
 
 log = logging.getLogger("dynprof_nb")
 
@@ -270,6 +270,11 @@ class Windows:
                 manifest.update(
                     window_dirs.shifted_fields(rec["asked"], rec["window"], rec["shift_note"])
                 )
+            # the job's own step time just before the window (unprofiled): what the window's
+            # steps are measured against, so the profiler's cost on them is said
+            before = median_before(self.state.ends, self.state.exact_from, rec["first"] - 1)
+            if before is not None:
+                manifest["steps_before_ms"] = round(before, 4)
             if rec.get("history"):  # steps kept before the window (history_steps)
                 manifest["history_steps"] = list(rec["history"])
             if rec["reason"]:  # why a trigger started this window
