@@ -211,7 +211,7 @@ def describe_stop(cfg: ProfilerConfig, busy: list[SlotView], joined: bool) -> st
             why = "no rank has joined the job" if not joined else "it had ended or was skipped"
             return (
                 f"window {cfg.start_step}-{cfg.stop_step} is not recording or armed on "
-                f"any rank ({why}): stop takes it off the config"
+                f"any rank ({why}): Stop clears it, so that no rank starts it later"
             )
         return "nothing to stop: no window is pending or recording"
     by_state: dict[str, list[str]] = {}

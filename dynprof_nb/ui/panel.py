@@ -556,7 +556,7 @@ class Panel(widgets.VBox):
                 setattr(self.draft, key, current[key])
             self._base = current
             written = ", ".join(f"{k}={_fmt(getattr(self.job.config, k))}" for k in values)
-            self._say(f"applied {written} (generation {gen})")
+            self._say(f"applied {written} (config edit #{gen})")
         self.refresh()
         return gen
 
@@ -569,7 +569,7 @@ class Panel(widgets.VBox):
         except (ConfigError, ValueError, RuntimeError) as exc:
             self._say(f"not stopped: {exc}", error=True)
             return None
-        self._say(f"{what} (generation {gen})")
+        self._say(f"{what} (config edit #{gen})")
         with self._lock:
             self.follow()
             # the person's own Stop is no conflict with a window they are typing: their text
@@ -667,11 +667,11 @@ class Panel(widgets.VBox):
             if cfg.has_window:
                 self.progress_label.value = (
                     f"steps {cfg.start_step}-{cfg.stop_step}: {done}/{total} rank-steps, "
-                    f"generation {self.job.generation}{only}"
+                    f"config edit #{self.job.generation}{only}"
                 )
             else:  # not "none: 0/0 rank-steps"
                 self.progress_label.value = (
-                    f"no window asked for (generation {self.job.generation})"
+                    f"no window asked for (config edit #{self.job.generation})"
                 )
             if windows:
                 self._refresh_windows()

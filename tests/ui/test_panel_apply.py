@@ -164,7 +164,7 @@ def test_the_form_wraps_its_columns_instead_of_scrolling_sideways(p: Panel):
 def test_without_a_window_the_progress_line_says_so(p: Panel, job):
     job.stop()
     p.refresh()
-    assert p.progress_label.value.startswith("no window asked for (generation "), \
+    assert p.progress_label.value.startswith("no window asked for (config edit #"), \
         p.progress_label.value
     assert "none:" not in p.progress_label.value and "0/0" not in p.progress_label.value
 
