@@ -31,7 +31,7 @@ import pandas as pd
 from dynprof_nb.analysis.steptimes import RECENT_STEPS, plot_step_times, step_grid
 from dynprof_nb.contract.shared_layout import TRIGGER_DEFAULTS
 from dynprof_nb.safetext import escape
-from dynprof_nb.ui.triggercmd import armed_values, fired_notice
+from dynprof_nb.ui.triggercmd import armed_values
 
 HEAT_PERIOD_S = 1.0  # the heat map is re-read and re-drawn at most this often
 HEAT_DPI = 72
@@ -278,12 +278,13 @@ class StepTimesSection(widgets.VBox):
                     field.value = value
         if state.get("fired", 0) > self._fired:
             self._fired = state["fired"]
-            notice = fired_notice(getattr(self.job, "name", "?"), state)
+            # said once, in the banner: the panel is the job's, so no "job NAME:" prefix, and
+            # not again in the message line (a new user read the sentence three times)
+            reason = str(state.get("last_reason") or "")
             self.notice.value = (
                 '<div style="background:#fff3cd;border-left:4px solid #f0ad4e;'
-                f'padding:4px 8px"><b>window fired</b>: {escape(notice)}</div>'
+                f'padding:4px 8px"><b>window fired</b>: {escape(reason)}</div>'
             )
-            self.say(notice)
 
     # -- the recent-steps record ----------------------------------------------------------
 

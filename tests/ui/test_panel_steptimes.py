@@ -156,8 +156,10 @@ def test_every_trigger_field_the_armed_values_and_a_notice_when_it_fires(tmp_pat
             slow.touch()
             wait_until(lambda: panel.refresh() or "window fired" in section.notice.value,
                        timeout=30, what="the notice")
-            assert "the trigger fired a window: rank " in section.notice.value
-            assert "the trigger fired a window" in panel.message.value
+            assert "<b>window fired</b>: rank " in section.notice.value
+            # said once: not again in the message line, and without the job's name (the
+            # panel is the job's)
+            assert "rank " not in panel.message.value and "job " not in section.notice.value
             wait_until(lambda: (windows_only(job.windows()).status == "complete").sum() == 2,
                        timeout=60,
                        what="the window")
