@@ -72,7 +72,7 @@ def collectives_since(rank: int, since_ns: int) -> tuple[list[dict[str, Any]], s
     ``created_ns``, and ``started_ns``/``completed_ns`` where the backend times them (NCCL
     with timing on; gloo has neither). ``([], why)`` without a recorder: the recent-steps
     record says so."""
-    value, why = recorded(rank, stack_traces=False, own=True)
+    value, why = recorded(rank, stack_traces=False)
     if value is None:
         return [], why
     out = []
@@ -111,17 +111,10 @@ def no_recorder() -> str:
     return ""
 
 
-def recorded(
-    rank: int, stack_traces: bool = False, own: bool = False
-) -> tuple[dict[str, Any] | None, str]:
-    """This process's recorder dump, decoded and with the groups filled in (see the module's
-    doc), or None and why there is none.
-
-    ``own``: the bytes are read back here, in the process torch just made them in, by
-    ``pickle`` (5-18 ms for 2,000 entries, against 90-580 ms for the safe unpickler, all of it
-    holding the GIL the training thread needs): whoever could plant a payload in them already
-    runs code in this process. Bytes that go to a file and a notebook are checked by the safe
-    unpickler, as every dump the notebook reads is."""
+def recorded(rank: int, stack_traces: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """This process's recorder dump, decoded by the safe unpickler (the one way the package
+    reads a pickle, even its own process's bytes) and with the groups filled in (see the
+    module's doc), or None and why there is none."""
     missing = no_recorder()
     if missing:
         return None, missing
@@ -139,12 +132,9 @@ def recorded(
         raw = dump(includeStackTraces=stack_traces)
     except TypeError:  # a dump function without the keyword (older torch, torch_npu)
         raw = dump()
-    if own:
-        value = pickle.loads(raw)  # noqa: S301 -- this process's own bytes (see the docstring)
-    else:
-        from dynprof_nb.flight_recorder.safe_pickle import loads
+    from dynprof_nb.flight_recorder.safe_pickle import loads
 
-        value = loads(raw, f"rank {rank}'s own dump")
+    value = loads(raw, f"rank {rank}'s own dump")
     if not isinstance(value, dict):
         return None, f"torch's Flight Recorder dump is a {type(value).__name__}, not a dict"
     if not value.get("entries"):

@@ -390,8 +390,9 @@ class RecentKeeper:
     for the manifest, and ``collectives(rank, since_ns)`` -> ``(entries, why none)``, the
     rank's collectives since a wall time (torch's Flight Recorder:
     :func:`dynprof_nb.training.frdump.collectives_since`), read only for a record whose kind
-    ``collectives_for(kind)`` says: torch's dump holds the GIL for its whole length (20 ms
-    to 150 ms for 2,000 entries on a loaded 2-core machine), so a running job pays it only
+    ``collectives_for(kind)`` says: reading 2,000 entries takes 170-190 ms of the GIL the
+    training thread shares (torch's own dump holds it ~20 ms at once on a quiet 2-core machine,
+    130-150 ms at load 50), so a running job pays it only
     where asked (``Monitor(flight_recorder=True)`` or the config key); a hung rank's record
     always reads it.
     It looks every :data:`POLL_S`; a write never raises out of it."""
@@ -513,7 +514,7 @@ class RecentKeeper:
 NOT_READ = (
     "torch's Flight Recorder is read for a running job's record only with "
     "Monitor(flight_recorder=True) or the config key flight_recorder: its dump holds the GIL "
-    "the training thread needs (20-150 ms measured)"
+    "the training thread needs (for 170-190 ms measured)"
 )
 
 

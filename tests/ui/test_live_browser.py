@@ -221,7 +221,7 @@ def test_the_panel_tells_the_truth_about_a_noisy_torch_job(lab) -> None:
             wait_until(lambda: [s.state for s in job.live_slots()] == ["recording"] * 2,
                        timeout=60, what="both ranks recording")
             panel.locator(".dynprof-stop").click()
-            expect(panel.locator(".dynprof-message")).to_contain_text("generation",
+            expect(panel.locator(".dynprof-message")).to_contain_text("config edit #",
                                                                       timeout=30_000)
             wait_until(lambda: len(windows_only(job.windows())) == before + 4
                        and (windows_only(job.windows()).status == "complete").all(),
