@@ -23,6 +23,7 @@ from dynprof_nb.analysis.configdiff import (
 from dynprof_nb.analysis.profiler_cost import profiler_cost_note
 from dynprof_nb.analysis.ranks import is_npu_window, npu_first
 from dynprof_nb.analysis.recent_explain import parts_line
+from dynprof_nb.analysis.step_time import OUTLIER_FACTOR, step_outliers
 from dynprof_nb.contract.protocol import STEP_FOLDED
 from dynprof_nb.safetext import escape, frame_html
 from dynprof_nb.traces import schema
@@ -264,11 +265,45 @@ def rank_table(steps: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values("median_step_us", ascending=False, ignore_index=True)
 
 
+#: slow steps the summary's notes describe one by one; the rest are one line of step numbers
+OUTLIER_NOTES = 3
+
+
+def outlier_notes(outliers: pd.DataFrame, ranked: bool = True) -> list[str]:
+    """One note per slow step (:func:`dynprof_nb.analysis.step_time.step_outliers`), against
+    its rank's own median step: the number ``w.advise()``'s "step outliers" and the Ranks
+    table's ``median_step_us`` give. A step slow on several ranks is one note that names
+    them and gives the slowest against its rank's median. ``ranked``: the steps name their
+    rank (a bare trace's do not: "the median step"). Past :data:`OUTLIER_NOTES` steps, one
+    line names the others (``w.advise()`` has each)."""
+    notes = []
+    by_step = list(outliers.groupby("step", sort=True))
+    for step, part in by_step[:OUTLIER_NOTES]:
+        worst = part.loc[part["factor"].idxmax()]
+        whose = f"rank {int(worst['rank'])}'s" if ranked else "the"
+        numbers = (
+            f"{worst['factor']:.1f}x {whose} median step "
+            f"({worst['duration_us'] / 1000:.1f} ms vs {worst['median_us'] / 1000:.1f} ms)"
+        )
+        if len(part) == 1:
+            notes.append(f"step {step} took {numbers}")
+        else:
+            ranks = ", ".join(str(int(r)) for r in part["rank"])
+            notes.append(f"step {step} was slow on ranks {ranks}: up to {numbers}")
+    rest = [str(step) for step, _ in by_step[OUTLIER_NOTES:]]
+    if rest:
+        notes.append(
+            f"{len(rest)} more steps took >= {OUTLIER_FACTOR}x their rank's median step: "
+            f"{', '.join(rest)} (w.advise() has each)"
+        )
+    return notes
+
+
 def notes_for(
     steps: pd.DataFrame,
     ops: pd.DataFrame,
     ranks: pd.DataFrame | None = None,
-    slow_factor: float = 1.5,
+    slow_factor: float = OUTLIER_FACTOR,
     device: bool = True,
     top: int = 10,
 ) -> list[str]:
@@ -278,23 +313,7 @@ def notes_for(
     them)."""
     notes: list[str] = []
     if not steps.empty and steps["duration_us"].notna().any():
-        by = (
-            steps.groupby("step")["duration_us"].max()
-            if "rank" in steps
-            else steps.set_index("step")["duration_us"]
-        )
-        med = by.median()
-        over = (
-            f"the median of the {len(by)} steps' slowest-rank times"
-            if "rank" in steps and steps["rank"].nunique() > 1
-            else f"the median of the window's {len(by)} steps"
-        )
-        for step, d in by.items():
-            if med > 0 and d >= slow_factor * med and len(by) > 2:
-                notes.append(
-                    f"step {step} took {d / med:.1f}x {over} "
-                    f"({d / 1000:.1f} ms vs {med / 1000:.1f} ms)"
-                )
+        notes += outlier_notes(step_outliers(steps, slow_factor), ranked="rank" in steps)
         comm = steps.get("communication_us")
         ov = steps.get("overlapped_us")
         if comm is not None and ov is not None and comm.notna().any():

@@ -2,7 +2,8 @@
 
 - communication not overlapped: Communication(Not Overlapped) over step time, >= 5% (the
   summary's note; msprof-analyze's cluster_time_summary / HTA's comm-comp overlap);
-- step outliers: a step taking >= 1.5x the median step (the summary's note; HTA's
+- step outliers: a step taking >= 1.5x its rank's median step (the summary's note, on
+  :mod:`dynprof_nb.analysis.step_time`'s one definition of step time; HTA's
   get_potential_stragglers and msprof-analyze's slow rank look at the same step table);
 - (the straggler -- the rank holding the others back -- is :mod:`.host`'s rule: the rank
   whose own work is larger, never the one whose median step or wait is longer);
@@ -15,6 +16,8 @@ from __future__ import annotations
 import pandas as pd
 
 from dynprof_nb.analysis.host_phases import step_phases
+from dynprof_nb.analysis.step_time import MIN_STEPS, OUTLIER_FACTOR
+from dynprof_nb.analysis.step_time import step_outliers as outliers_by_rank
 from dynprof_nb.traces.interface import Window
 
 from .findings import Finding, NotApplicable
@@ -23,7 +26,6 @@ from .scope import Scope
 
 PEER = "msprof-analyze / HTA"
 NOT_OVERLAPPED_SHARE = 0.05
-OUTLIER_FACTOR = 1.5
 HOST_BOUND_FREE = 0.5
 
 
@@ -94,38 +96,35 @@ def _host_communication(w: Window) -> pd.DataFrame:
 def step_outliers(w: Window) -> list[Finding]:
     st = _steps(w)
     out = []
-    for r, part in st.groupby("rank"):
-        if len(part) < 3:
-            continue
-        med = float(part["duration_us"].median())
-        for row in part[part["duration_us"] >= OUTLIER_FACTOR * med].itertuples(index=False):
-            d = float(row.duration_us)
-            start = int(row.start_ns) if pd.notna(row.start_ns) else None
-            out.append(
-                Finding(
-                    rule="step outliers",
-                    severity="medium",
-                    evidence=(
-                        f"step {int(row.step)} took {d / med:.2f}x the median on rank {int(r)} "
-                        f"({d / 1000:.3f} ms vs {med / 1000:.3f} ms; threshold {OUTLIER_FACTOR}x)"
-                    ),
-                    suggestion="open the step (finding.show) and compare it with a normal one "
-                    "(w.explain)",
-                    peer=PEER,
-                    ranks=[int(r)],
-                    steps=[int(row.step)],
-                    start_ns=start,
-                    end_ns=start + round(d * 1000) if start is not None else None,
-                    lanes=[f"rank {int(r)}"],
-                    numbers={
-                        "duration_us": d,
-                        "median_us": med,
-                        "factor": d / med,
-                        "threshold": OUTLIER_FACTOR,
-                    },
-                )
+    # the rank's own median step: the summary's notes and Ranks table use the same one
+    for row in outliers_by_rank(st).itertuples(index=False):
+        r, d, med = int(row.rank), float(row.duration_us), float(row.median_us)
+        start = int(row.start_ns) if pd.notna(row.start_ns) else None
+        out.append(
+            Finding(
+                rule="step outliers",
+                severity="medium",
+                evidence=(
+                    f"step {int(row.step)} took {d / med:.2f}x the median step on rank {r} "
+                    f"({d / 1000:.3f} ms vs {med / 1000:.3f} ms; threshold {OUTLIER_FACTOR}x)"
+                ),
+                suggestion="open the step (finding.show) and compare it with a normal one "
+                "(w.explain)",
+                peer=PEER,
+                ranks=[r],
+                steps=[int(row.step)],
+                start_ns=start,
+                end_ns=start + round(d * 1000) if start is not None else None,
+                lanes=[f"rank {r}"],
+                numbers={
+                    "duration_us": d,
+                    "median_us": med,
+                    "factor": d / med,
+                    "threshold": OUTLIER_FACTOR,
+                },
             )
-    if not out and (st.groupby("rank").size() < 3).all():
+        )
+    if not out and (st.groupby("rank").size() < MIN_STEPS).all():
         raise NotApplicable("fewer than 3 steps per rank: no median to stand out from")
     return out
 
