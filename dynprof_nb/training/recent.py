@@ -359,9 +359,9 @@ def steps_asked(argument: int | None) -> int | None:
     if argument is not None:
         return int(argument)
     text = os.environ.get(ENV, "").strip()
-    try:
+    try:  # inf and 1e400 overflow int(): a bad value is ignored, never the job's end
         return int(float(text)) if text else None
-    except ValueError:
+    except (ValueError, OverflowError):
         log.warning("dynprof_nb: %s=%r is not a number of steps; ignored", ENV, text)
         return None
 

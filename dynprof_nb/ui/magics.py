@@ -460,8 +460,15 @@ class DynprofMagics(Magics):
         # what a person asks the record for is why the steps were slow: its explanation, with
         # one line saying where the record itself is
         keep = f"in {args.name}" if args.name else "with -o NAME"
+        steps = window.steps
+        kept = int(steps.groupby("rank").size().max()) if "rank" in steps else len(steps)
+        fewer = (
+            f" (asked {args.steps}: all a rank held, at most its recent_steps)"
+            if kept < args.steps
+            else ""
+        )
         print(
-            f"the last {args.steps} steps of ranks {window.ranks}, kept in {window.path}: the "
+            f"the last {kept} steps of ranks {window.ranks}{fewer}, kept in {window.path}: the "
             f"record is {keep} (%%dynprof sql queries it); why its slow steps were slow:"
         )
         return window.explain()

@@ -65,3 +65,13 @@ def test_a_running_jobs_record_reads_no_recorder_unless_asked(monkeypatch):
         dist.destroy_process_group()
     assert got["collectives"] == []
     assert "only with Monitor(flight_recorder=True)" in got["parts"]["unseen"]["collectives"]
+
+
+def test_an_infinite_steps_setting_is_ignored_not_the_jobs_end(monkeypatch):
+    """DYNPROF_NB_RECENT_STEPS=inf (or 1e400) raised OverflowError out of Monitor() and ended
+    the training process (the adversarial pass); it is now ignored, as 'abc' is."""
+    from dynprof_nb.training.recent import ENV, steps_asked
+
+    for text in ("inf", "-inf", "1e400", "nan", "abc"):
+        monkeypatch.setenv(ENV, text)
+        assert steps_asked(None) is None, text
