@@ -14,9 +14,11 @@ as a record of kind ``"hang"``, so the steps leading up to the hang sit beside i
 
 from __future__ import annotations
 
+import numbers
 import time
 from typing import Any
 
+from dynprof_nb.contract.config import RECENT_STEPS_MAX
 from dynprof_nb.contract.segment import run_of
 from dynprof_nb.contract.shared_layout import (
     RECENT_ASKED,
@@ -38,8 +40,11 @@ CLOCK_SLACK_S = 0.5
 def ask(job: Any, steps: int, kind: int = RECENT_ASKED) -> int:
     """Ask every rank of ``job`` for its last ``steps`` steps (0 with ``RECENT_HANG``: all it
     holds); returns the request's number."""
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
+        raise ValueError(f"recent({steps!r}): ask for a whole number of steps, e.g. recent(100)")
     if int(steps) < 1 and kind == RECENT_ASKED:
         raise ValueError(f"recent({steps!r}): ask for at least one step")
+    steps = min(int(steps), RECENT_STEPS_MAX)  # no rank keeps more (a word of the segment)
     seg = job.segment()
     if seg is None:
         raise JobError(f"job {job.name!r} has no segment: no rank to ask")

@@ -75,3 +75,24 @@ def test_an_infinite_steps_setting_is_ignored_not_the_jobs_end(monkeypatch):
     for text in ("inf", "-inf", "1e400", "nan", "abc"):
         monkeypatch.setenv(ENV, text)
         assert steps_asked(None) is None, text
+
+
+def test_a_request_is_a_whole_number_of_steps_within_the_bound():
+    """recent(2**63) raised a raw OverflowError, recent(1.9) gave 1 step (adversarial pass):
+    a non-integer is refused by name (a huge one is asked as the most a rank keeps)."""
+    import pytest
+    from jobutil import unique_job
+
+    import dynprof_nb
+    from dynprof_nb.contract import segment
+    from dynprof_nb.control.recent import ask
+
+    name = unique_job("askbound")
+    job = dynprof_nb.attach(name, create=True)
+    try:
+        for bad in (1.9, "abc", float("nan"), True):
+            with pytest.raises(ValueError, match="whole number of steps"):
+                ask(job, bad)
+    finally:
+        job.close()
+        segment.unlink(name)
