@@ -365,6 +365,26 @@ def test_a_rescued_run_counter_never_passes_one_runs_window_for_anothers() -> No
         segment.unlink(job)
 
 
+def test_a_rank_joining_a_live_run_mends_a_corrupt_run_counter() -> None:
+    """The counter corrupted while run 1 is live: a rank joining run 1 wrote nothing back, so
+    the counter stayed corrupt, commands were stamped with a run past every real one and a
+    later run took run 1's window for its own (adversarial pass). Joining mends it."""
+    job = unique_job("badvlive")
+    control = dynprof_nb.attach(job, create=True)
+    seg = segment.Segment.open(job)
+    slots = []
+    try:
+        slots.append(claim_slot(seg, 0))
+        assert slots[0].run == 1
+        seg.words[segment.H_RUN] = 2**63 - 1
+        slots.append(claim_slot(seg, 1))  # run 1's rank 0 is live: rank 1 joins run 1
+        assert slots[1].run == 1 and segment.run_of(seg)[0] == 1
+    finally:
+        control.close()
+        seg.close()
+        segment.unlink(job)
+
+
 @pytest.mark.parametrize("where", ["after the array", "after the object"])
 def test_megabytes_of_blanks_at_a_traces_end_are_not_read(tmp_path: Path, where: str) -> None:
     """32 MB of whitespace between the event array's ``]`` and the object's ``}`` (or after

@@ -216,6 +216,7 @@ def _claim(seg: Segment, rank: int) -> int:
             w[H_RUN_STARTED] = time.time_ns()
             w[H_RUN] = run
         if corrupt is not None:
+            w[H_RUN] = run  # joining a live run too: the counter is sound from now on
             log.warning(
                 "dynprof_nb job %r: the segment's run counter was %d, which no rank wrote "
                 "(corrupt or tampered with); this rank is in run %d (from the runs the "
