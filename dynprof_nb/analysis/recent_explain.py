@@ -178,6 +178,25 @@ def last_to_arrive(
     return culprit, {int(r): float(per_step[r]) for r in group if r != culprit}
 
 
+def _step_times(mine: pd.DataFrame) -> tuple[float, float]:
+    """One rank's judged steps (:func:`slow_steps`): its slow steps' mean and its normal
+    steps' median (µs)."""
+    slow = mine["slow"]
+    return float(mine[slow]["duration_us"].mean()), float(mine[~slow]["duration_us"].median())
+
+
+def _growth(
+    steps: pd.DataFrame, events: pd.DataFrame, rank: int
+) -> tuple[set, float, float, pd.DataFrame]:
+    """``rank``'s slow steps, their mean, its normal steps' median and its parts' growth
+    (:func:`_part_table`): what explain and the culprit rule both ask of a rank."""
+    mine = steps[steps["rank"] == rank]
+    slow_ids, normal_ids = set(mine[mine["slow"]]["step"]), set(mine[~mine["slow"]]["step"])
+    step_slow, step_normal = _step_times(mine)
+    phases = _part_table(events, rank, slow_ids, normal_ids, step_slow - step_normal)
+    return slow_ids, step_slow, step_normal, phases
+
+
 def _part_table(
     events: pd.DataFrame, rank: int, slow_ids: set, normal_ids: set, growth: float
 ) -> pd.DataFrame:
@@ -221,12 +240,8 @@ def explain_recent(w: Window) -> Any:
     rank, waiters, unordered = _culprit(steps, over, events, rank)
     if unordered:
         return _cannot_tell(steps, over, rank, unordered, _seen(w))
-    mine = steps[steps["rank"] == rank]
-    slow_ids, normal_ids = set(mine[mine["slow"]]["step"]), set(mine[~mine["slow"]]["step"])
-    step_slow = float(mine[mine["slow"]]["duration_us"].mean())
-    step_normal = float(mine[~mine["slow"]]["duration_us"].median())
+    slow_ids, step_slow, step_normal, phases = _growth(steps, events, rank)
     growth = step_slow - step_normal
-    phases = _part_table(events, rank, slow_ids, normal_ids, growth)
     covered = float(phases["delta_us"].clip(lower=0).sum()) if not phases.empty else 0.0
     lo, hi = min(slow_ids), max(slow_ids)
     span = f"step {lo}" if len(slow_ids) == 1 else f"{len(slow_ids)} slow steps in {lo}-{hi}"
@@ -296,12 +311,8 @@ def _culprit(
         }, []  # fmt: skip
     grown, unknown = {}, []
     for r in group:
-        mine = steps[steps["rank"] == r]
-        slow_ids, normal_ids = set(mine[mine["slow"]]["step"]), set(mine[~mine["slow"]]["step"])
-        growth = float(
-            mine[mine["slow"]]["duration_us"].mean() - mine[~mine["slow"]]["duration_us"].median()
-        )
-        phases = _part_table(events, r, slow_ids, normal_ids, growth)
+        _, step_slow, step_normal, phases = _growth(steps, events, r)
+        growth = step_slow - step_normal
         covered = float(phases["delta_us"].clip(lower=0).sum()) if not phases.empty else 0.0
         if phases.empty or phases["delta_us"].iloc[0] <= 0 or covered < 0.5 * growth:
             unknown.append(r)
@@ -332,8 +343,7 @@ def _cannot_tell(
     from .explain import Explanation
 
     mine = steps[steps["rank"] == rank]
-    step_slow = float(mine[mine["slow"]]["duration_us"].mean())
-    step_normal = float(mine[~mine["slow"]]["duration_us"].median())
+    step_slow, step_normal = _step_times(mine)
     ids = sorted(set(over.loc[over["rank"] == rank, "step"]))
     text = (
         f"ranks {', '.join(map(str, group))} were slow in the same steps ({ids[0]}-{ids[-1]}, "
